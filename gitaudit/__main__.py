@@ -1,0 +1,3 @@
+from gitaudit.cli import main
+
+main()

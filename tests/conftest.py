@@ -1,0 +1,49 @@
+"""Hermetic test environment: every test gets its own HOME and pinned git identity and dates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.gitrepo import GitRepo
+
+PINNED_DATE = "2026-11-01T12:00:00+00:00"
+
+
+@pytest.fixture(autouse=True)
+def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Seal the test off from the user's real configuration, keys and git identity."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("GITAUDIT_HOME", str(home / ".config" / "gitaudit"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    for var in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GITAUDIT_SIGNING_KEY", "SSH_AUTH_SOCK",
+                "GIT_QUARANTINE_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test Author")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "author@example.test")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test Committer")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "committer@example.test")
+    monkeypatch.setenv("GIT_AUTHOR_DATE", PINNED_DATE)
+    monkeypatch.setenv("GIT_COMMITTER_DATE", PINNED_DATE)
+    monkeypatch.setenv("TZ", "UTC")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "200")
+    (home / ".gitconfig").write_text(
+        "[init]\n\tdefaultBranch = main\n[user]\n\tname = Test User\n\temail = user@example.test\n"
+    )
+    return home
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    """A fresh, real, non-bare git repository with one initial commit."""
+    r = GitRepo.create(tmp_path / "repo")
+    r.write("README.md", "sample\n")
+    r.commit("initial")
+    return r

@@ -1,0 +1,65 @@
+"""Real git repositories in temporary folders, for tests and benchmarks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def git(cwd: Path, *args: str, input: bytes | None = None, check: bool = True) -> str:
+    """Run real git in *cwd*; return stdout (text). Raises with stderr on failure when *check*."""
+    proc = subprocess.run(
+        ["git", *args], cwd=cwd, input=input, capture_output=True, check=False
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"git {' '.join(args)} failed ({proc.returncode}):\n"
+            f"{proc.stderr.decode(errors='replace')}"
+        )
+    return proc.stdout.decode(errors="replace")
+
+
+@dataclass
+class GitRepo:
+    """A real non-bare repository with a work tree at *path*."""
+
+    path: Path
+
+    @classmethod
+    def create(cls, path: Path, *, bare: bool = False) -> GitRepo:
+        path.mkdir(parents=True, exist_ok=True)
+        git(path, "init", "-q", "-b", "main", *(["--bare"] if bare else []))
+        return cls(path)
+
+    def git(self, *args: str, check: bool = True, input: bytes | None = None) -> str:
+        return git(self.path, *args, check=check, input=input)
+
+    def write(self, rel: str, content: str | bytes, *, mode: int | None = None) -> Path:
+        target = self.path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content)
+        if mode is not None:
+            os.chmod(target, mode)
+        return target
+
+    def write_json(self, rel: str, data: Any) -> Path:
+        return self.write(rel, json.dumps(data, indent=2) + "\n")
+
+    def write_plan(self, data: Any, name: str = "default") -> Path:
+        return self.write_json(f".gitaudit/plans/{name}.json", data)
+
+    def commit(self, message: str = "commit", *, all_files: bool = True) -> str:
+        if all_files:
+            self.git("add", "-A")
+        self.git("commit", "-q", "--allow-empty", "-m", message)
+        return self.git("rev-parse", "HEAD").strip()
+
+    def head_tree(self) -> str:
+        return self.git("rev-parse", "HEAD^{tree}").strip()
