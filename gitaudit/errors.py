@@ -1,8 +1,8 @@
 """One error hierarchy for every expected failure, and the one place exit codes are decided.
 
-Each error carries a one-line message (naming the file, JSON path or object id) and a hint (the fix).
-The CLI catches :class:`GitAuditError` and prints ``error: <message>`` and ``hint: <hint>`` without a
-traceback; ``--debug`` shows it.
+Each error carries a one-line message (naming the file, JSON path or object id) and a hint (the
+fix). The CLI catches :class:`GitAuditError` and prints ``error: <message>`` and ``hint: <hint>``
+without a traceback; ``--debug`` shows it.
 """
 
 from __future__ import annotations

@@ -12,9 +12,7 @@ from typing import Any
 
 def git(cwd: Path, *args: str, input: bytes | None = None, check: bool = True) -> str:
     """Run real git in *cwd*; return stdout (text). Raises with stderr on failure when *check*."""
-    proc = subprocess.run(
-        ["git", *args], cwd=cwd, input=input, capture_output=True, check=False
-    )
+    proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, check=False)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"git {' '.join(args)} failed ({proc.returncode}):\n"
@@ -63,3 +61,31 @@ class GitRepo:
 
     def head_tree(self) -> str:
         return self.git("rev-parse", "HEAD^{tree}").strip()
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+def audit(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, input: str | None = None
+) -> CliResult:
+    """Run the real ``git-audit`` entry point (``python -m gitaudit``) in *cwd*."""
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "gitaudit", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        input=input,
+        check=False,
+    )
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)

@@ -1,0 +1,40 @@
+"""Shared pieces of the command line: options, output, and the repository handle."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from gitaudit.repo import Repo, open_repo
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+PlanOpt = Annotated[
+    str | None,
+    typer.Option("--plan", "-p", help="Act on this plan only (default: every active plan)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print a machine-readable JSON document.")]
+
+
+def emit_json(value: Any) -> None:
+    """Payloads go to stdout, one JSON document, stable key order."""
+    sys.stdout.write(json.dumps(value, indent=2, sort_keys=False) + "\n")
+
+
+def say(text: str = "") -> None:
+    typer.echo(text)
+
+
+def warn(text: str) -> None:
+    typer.echo(text, err=True)
+
+
+def repo_here() -> Repo:
+    return open_repo()
+
+
+def exit_with(code: int) -> None:
+    raise typer.Exit(code)

@@ -1,0 +1,101 @@
+"""Reading and validating the plans of a work tree (or any tree) in one call."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitaudit.errors import PlanError, UsageError
+from gitaudit.plan.digest import contract_digest
+from gitaudit.plan.model import Plan
+from gitaudit.plan.problems import ValidationReport
+from gitaudit.plan.store import (
+    DEFAULT_PLAN,
+    PLANS_DIR,
+    PlanFile,
+    discover_worktree,
+    plan_path,
+    select,
+)
+from gitaudit.plan.validate import validate_bytes
+
+
+@dataclass(frozen=True)
+class CheckedPlan:
+    """A plan file after every validation layer: the model (when it could be built), the report,
+    and the contract digest (when the plan is valid)."""
+
+    file: PlanFile
+    plan: Plan | None
+    report: ValidationReport
+    digest: str | None
+
+    @property
+    def name(self) -> str:
+        return self.file.name
+
+    def require_valid(self) -> Plan:
+        """The plan, or a PlanError summarising why it is invalid."""
+        if self.plan is None or not self.report.valid:
+            first = self.report.errors[0]
+            more = len(self.report.errors) - 1
+            raise PlanError(
+                f"{first.render()}" + (f" (and {more} more problem(s))" if more else ""),
+                hint=f"run `git audit plan validate --plan {self.name}` to see every problem",
+            )
+        return self.plan
+
+
+def check_file(file: PlanFile, *, environment: bool = True) -> CheckedPlan:
+    plan, report = validate_bytes(
+        file.data, name=file.name, source=file.source, environment=environment
+    )
+    digest = contract_digest(plan) if plan is not None and report.valid else None
+    return CheckedPlan(file, plan, report, digest)
+
+
+def check_worktree(workdir: Path, name: str | None = None) -> list[CheckedPlan]:
+    """Validate the active plans of a work tree (all of them, or the one named)."""
+    files = discover_worktree(workdir)
+    if not files and name is None:
+        raise UsageError(
+            f"no plans in {PLANS_DIR}/",
+            hint="create one with `git audit init`",
+        )
+    return [check_file(f) for f in select(files, name)]
+
+
+TEMPLATE: dict[str, object] = {
+    "task": "Describe in one line what this plan proves",
+    "requirements": [
+        {
+            "id": "REQ-001",
+            "description": "The project's test suite passes",
+            "priority": "must",
+        }
+    ],
+    "required_tools": ["python3"],
+    "steps": [
+        {
+            "id": "tests",
+            "title": "the test suite passes",
+            "depends_on": [],
+            "covers": ["REQ-001"],
+            "verify": [{"type": "pytest", "args": "-q"}],
+        }
+    ],
+}
+
+
+def write_template(workdir: Path, name: str = DEFAULT_PLAN) -> Path:
+    """Create ``.gitaudit/plans/<name>.json`` from a template that validates; never overwrite."""
+    target = plan_path(workdir, name)
+    if target.exists():
+        raise PlanError(
+            f"{target.relative_to(workdir)} already exists; not overwriting it",
+            hint="edit it, or pass another name with --plan",
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(TEMPLATE, indent=2) + "\n", encoding="utf-8")
+    return target

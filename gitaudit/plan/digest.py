@@ -1,0 +1,110 @@
+"""The contract of a plan and its digest (design §2).
+
+The contract is the plan's meaning with everything cosmetic or runtime removed (``status``,
+``created``, ``description``, check ``name``, ``owner``) and every default made explicit, so that
+key order, whitespace, ``"cmd": "pytest -q"`` versus ``"argv": ["pytest", "-q"]`` or an explicit
+``"expect_exit": 0`` never change it, while any change to what is checked does. The digest is
+sha256 over the RFC 8785 canonical JSON of the contract.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import rfc8785
+
+from gitaudit.plan.model import Check, Plan, Step
+
+CONTRACT_FORMAT = "gitaudit.contract/1"
+
+
+def check_contract(check: Check) -> dict[str, Any]:
+    """One check, normalised: the fields its type uses, with defaults filled in."""
+    body: dict[str, Any] = {"type": check.type}
+    if check.type == "run":
+        if check.shell:
+            body["shell"] = True
+            body["cmd"] = check.cmd
+        else:
+            body["argv"] = list(check.argv)
+    elif check.type == "exec":
+        body["path"] = check.path
+        body["args"] = list(check.args)
+    elif check.type == "pytest":
+        body["argv"] = list(check.argv)
+    elif check.type == "file_exists":
+        body["path"] = check.path
+    elif check.type == "regex":
+        body["path"] = check.path
+        body["pattern"] = check.pattern
+    if check.behavioural:
+        body.update(
+            expect_exit=check.expect_exit,
+            output_regex=check.output_regex,
+            timeout=check.timeout,
+            max_output_bytes=check.max_output_bytes,
+            env=dict(sorted(check.env.items())),
+            cwd=check.cwd,
+        )
+    return body
+
+
+def step_contract(step: Step) -> dict[str, Any]:
+    return {
+        "id": step.raw_id,
+        "title": step.title,
+        "depends_on": [
+            {"any_of": list(c.alternatives)} if c.is_any_of else c.alternatives[0]
+            for c in step.depends_on
+        ],
+        "requires_outputs": sorted(
+            ({"step": r.step, "name": r.name} for r in step.requires_outputs),
+            key=lambda r: (r["step"], r["name"]),
+        ),
+        "covers": sorted(set(step.covers)),
+        "verify": [check_contract(c) for c in step.verify],
+        "outputs": [
+            {"name": o.name, "verify": [check_contract(c) for c in o.checks]} for o in step.outputs
+        ],
+        "readback": [check_contract(c) for c in step.readback],
+        "cost": step.cost,
+        "valid_for": step.valid_for,
+        "idempotent": step.idempotent,
+        "inputs": sorted(set(step.inputs)),
+        "max_attempts": step.max_attempts,
+    }
+
+
+def contract(plan: Plan) -> dict[str, Any]:
+    """The plan's contract as a JSON-ready dict (what the seal binds)."""
+    return {
+        "format": CONTRACT_FORMAT,
+        "task": plan.task,
+        "sequential": plan.legacy,
+        "requirements": [
+            {"id": r.id, "description": r.description, "priority": r.priority}
+            for r in plan.requirements
+        ],
+        "required_tools": sorted(set(plan.required_tools)),
+        "steps": [step_contract(s) for s in plan.steps],
+    }
+
+
+def canonical(value: Any) -> bytes:
+    """RFC 8785 canonical JSON bytes."""
+    return bytes(rfc8785.dumps(value))
+
+
+def sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def contract_digest(plan: Plan) -> str:
+    """``sha256:<hex>`` of the canonical contract: same contract, same digest, on every machine."""
+    return sha256(canonical(contract(plan)))
+
+
+def step_digest(plan: Plan, step: Step) -> str:
+    """Digest of one step's contract (used to carry evidence across reseals)."""
+    return sha256(canonical({"plan_format": CONTRACT_FORMAT, "step": step_contract(step)}))

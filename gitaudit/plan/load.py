@@ -1,0 +1,371 @@
+"""Layers 1 and 2 of validation: parse the JSON, check it against the schema, build the model.
+
+Everything here works on bytes, so the same code reads a plan from the work tree, from a commit
+(``status REV``) or from the sealed copy on ``refs/audit/plans``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shlex
+from collections.abc import Iterator, Mapping, Sequence
+from functools import cache
+from importlib import resources
+from typing import Any, cast
+
+import jsonschema
+
+from gitaudit.plan.durations import parse_duration
+from gitaudit.plan.model import (
+    DEFAULT_COST,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_OUTPUT,
+    DEFAULT_TIMEOUT,
+    Check,
+    CheckType,
+    Clause,
+    Output,
+    OutputRef,
+    Plan,
+    Priority,
+    Requirement,
+    Step,
+)
+from gitaudit.plan.problems import Problem
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The plan JSON Schema shipped in the package (the single source of truth for the shape)."""
+    text = resources.files("gitaudit.plan").joinpath("schema.json").read_text(encoding="utf-8")
+    return cast(dict[str, Any], json.loads(text))
+
+
+@cache
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(schema())
+
+
+def json_path(parts: Sequence[object]) -> str:
+    """``["steps", 0, "verify"]`` -> ``$.steps[0].verify``."""
+    out = "$"
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(key)
+        result[key] = value
+    return result
+
+
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not valid JSON")
+
+
+def parse_json(data: bytes, *, plan: str, source: str) -> tuple[Any, list[Problem]]:
+    """Layer 1: bytes -> JSON value, or a problem with line and column."""
+
+    def problem(path: str, code: str, message: str, hint: str) -> list[Problem]:
+        return [Problem(plan, source, path, code, message, hint)]
+
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return None, problem(
+            "$", "json.encoding", f"not UTF-8 text (byte {exc.start})", "save the plan as UTF-8"
+        )
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        return None, problem(
+            "$",
+            "json.invalid",
+            f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+            "fix the JSON syntax at that position (a missing comma or quote is the usual cause)",
+        )
+    except _DuplicateKey as exc:
+        return None, problem(
+            "$",
+            "json.duplicate-key",
+            f"key {str(exc)!r} appears twice in one object",
+            "keep one of the two entries; JSON readers disagree about which one wins",
+        )
+    except ValueError as exc:
+        return None, problem("$", "json.invalid", str(exc), "use only standard JSON values")
+    return value, []
+
+
+def _schema_hint(error: jsonschema.ValidationError) -> tuple[str, str, str]:
+    """(code, message, hint) for one schema error, phrased for a person."""
+    kind = str(error.validator)
+    where = error.absolute_path
+    if kind == "additionalProperties":
+        allowed = sorted(cast(Mapping[str, Any], error.schema).get("properties", {}))
+        extra = sorted(set(cast(Mapping[str, Any], error.instance)) - set(allowed))
+        tips = []
+        for key in extra:
+            close = difflib.get_close_matches(key, allowed, n=1)
+            tips.append(f"{key!r} -> {close[0]!r}" if close else f"remove {key!r}")
+        return (
+            "schema.unknown-field",
+            f"unknown field(s) {', '.join(repr(k) for k in extra)}",
+            "; ".join(tips) + f" (allowed: {', '.join(allowed)})",
+        )
+    if kind == "required":
+        return "schema.required", error.message, "add the missing field"
+    if kind == "oneOf" and where and (where[-1] == "id" or "depends_on" in where):
+        return (
+            "schema.step-id",
+            f"{error.instance!r} is not a step id or an any_of clause",
+            'use a positive integer, a slug such as "build-model", or {"any_of": [ids...]}',
+        )
+    if kind == "oneOf" and where and where[-1] == "step":
+        return (
+            "schema.step-id",
+            f"{error.instance!r} is not a step id",
+            'use a positive integer or a slug such as "build-model"',
+        )
+    if kind == "enum":
+        return "schema.enum", error.message, "use one of the listed values"
+    if kind == "type":
+        return "schema.type", error.message, f"use a value of type {error.validator_value}"
+    if kind == "pattern" and "valid_for" in where:
+        return (
+            "duration.invalid",
+            f"{error.instance!r} is not a duration",
+            'use e.g. "30m", "12h", "7d"',
+        )
+    if kind == "anyOf" and error.instance and isinstance(error.instance, dict):
+        return "schema.required", "a run check needs 'argv' or 'cmd'", 'add "argv": [...]'
+    if kind == "not":
+        both = " and ".join(
+            repr(f) for f in cast(Mapping[str, Any], error.validator_value)["required"]
+        )
+        return "schema.conflict", f"{both} cannot be given together", "keep only one of them"
+    return f"schema.{kind}", error.message, "see docs/plan-format.md for the field's shape"
+
+
+def _iter_leaf_errors(
+    errors: Iterator[jsonschema.ValidationError],
+) -> Iterator[jsonschema.ValidationError]:
+    for error in errors:
+        if str(error.validator) == "allOf" or (str(error.validator) == "if"):
+            yield from _iter_leaf_errors(iter(error.context or ()))
+        else:
+            yield error
+
+
+def schema_problems(value: Any, *, plan: str, source: str) -> list[Problem]:
+    """Layer 2: every schema violation, sorted by position in the file."""
+    problems = []
+    for error in _iter_leaf_errors(_validator().iter_errors(value)):
+        code, message, hint = _schema_hint(error)
+        problems.append(Problem(plan, source, json_path(error.absolute_path), code, message, hint))
+    # stable order: by JSON path as it appears, then code
+    problems.sort(key=lambda p: (_path_key(p.path), p.code))
+    return _dedupe(problems)
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for p in problems:
+        key = (p.path, p.code, p.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
+def _path_key(path: str) -> list[tuple[int, int | str]]:
+    key: list[tuple[int, int | str]] = []
+    for part in path.replace("]", "").replace("[", ".").split(".")[1:]:
+        key.append((0, int(part)) if part.isdigit() else (1, part))
+    return key
+
+
+def _split(text: str) -> tuple[str, ...] | None:
+    try:
+        return tuple(shlex.split(text))
+    except ValueError:
+        return None
+
+
+def _build_check(
+    raw: Mapping[str, Any], path: str, plan: str, source: str
+) -> tuple[Check, list[Problem]]:
+    problems: list[Problem] = []
+    ctype = cast(CheckType, raw["type"])
+    argv: tuple[str, ...] = ()
+    cmd: str | None = raw.get("cmd")
+    shell = bool(raw.get("shell", False))
+    if ctype == "run":
+        if "argv" in raw:
+            argv = tuple(raw["argv"])
+        elif cmd is not None and not shell:
+            split = _split(cmd)
+            if split is None or not split:
+                problems.append(
+                    Problem(
+                        plan,
+                        source,
+                        f"{path}.cmd",
+                        "check.cmd-unparseable",
+                        f"cannot split {cmd!r} into arguments (unbalanced quotes?)",
+                        'write it as "argv": [...] or fix the quoting',
+                    )
+                )
+            else:
+                argv = split
+    elif ctype == "pytest":
+        args = raw.get("args")
+        if isinstance(args, str):
+            split = _split(args)
+            if split is None:
+                problems.append(
+                    Problem(
+                        plan,
+                        source,
+                        f"{path}.args",
+                        "check.cmd-unparseable",
+                        f"cannot split {args!r} into arguments (unbalanced quotes?)",
+                        'write it as "argv": [...] or fix the quoting',
+                    )
+                )
+            argv = split or ()
+        else:
+            argv = tuple(raw.get("argv", ()))
+    check = Check(
+        type=ctype,
+        json_path=path,
+        name=raw.get("name"),
+        argv=argv,
+        cmd=cmd,
+        shell=shell,
+        path=raw.get("path"),
+        args=tuple(raw.get("args", ())) if ctype == "exec" else (),
+        pattern=raw.get("pattern"),
+        expect_exit=int(raw.get("expect_exit", 0)),
+        output_regex=raw.get("output_regex"),
+        timeout=float(raw.get("timeout", DEFAULT_TIMEOUT)),
+        max_output_bytes=int(raw.get("max_output_bytes", DEFAULT_MAX_OUTPUT)),
+        env=dict(raw.get("env", {})),
+        cwd=raw.get("cwd"),
+    )
+    return check, problems
+
+
+def _build_checks(
+    raws: Sequence[Mapping[str, Any]], path: str, plan: str, source: str
+) -> tuple[tuple[Check, ...], list[Problem]]:
+    checks, problems = [], []
+    for i, raw in enumerate(raws):
+        check, probs = _build_check(raw, f"{path}[{i}]", plan, source)
+        checks.append(check)
+        problems.extend(probs)
+    return tuple(checks), problems
+
+
+def build_plan(value: Mapping[str, Any], *, name: str, source: str) -> tuple[Plan, list[Problem]]:
+    """Schema-valid JSON -> :class:`Plan`, plus problems found while building (warnings, splits)."""
+    problems: list[Problem] = []
+    raw_steps: list[Mapping[str, Any]] = list(value["steps"])
+    legacy = not any("depends_on" in s for s in raw_steps)
+    steps: list[Step] = []
+    previous: str | None = None
+    for index, raw in enumerate(raw_steps):
+        spath = f"$.steps[{index}]"
+        sid = str(raw["id"])
+        if "status" in raw:
+            problems.append(
+                Problem(
+                    name,
+                    source,
+                    f"{spath}.status",
+                    "step.status-ignored",
+                    "'status' is runtime state and is ignored: gitaudit computes it from evidence",
+                    "remove the field; `git audit status` shows the real state",
+                    severity="warning",
+                )
+            )
+        if legacy:
+            depends: tuple[Clause, ...] = (Clause((previous,)),) if previous is not None else ()
+        else:
+            clauses = []
+            for item in raw.get("depends_on", ()):
+                if isinstance(item, dict):
+                    clauses.append(Clause(tuple(str(a) for a in item["any_of"]), is_any_of=True))
+                else:
+                    clauses.append(Clause((str(item),)))
+            depends = tuple(clauses)
+        verify, probs = _build_checks(raw["verify"], f"{spath}.verify", name, source)
+        problems.extend(probs)
+        readback, probs = _build_checks(raw.get("readback", ()), f"{spath}.readback", name, source)
+        problems.extend(probs)
+        outputs = []
+        for oi, out in enumerate(raw.get("outputs", ())):
+            opath = f"{spath}.outputs[{oi}]"
+            checks, probs = _build_checks(out["verify"], f"{opath}.verify", name, source)
+            problems.extend(probs)
+            outputs.append(Output(out["name"], checks, opath))
+        valid_for = raw.get("valid_for")
+        steps.append(
+            Step(
+                id=sid,
+                raw_id=raw["id"],
+                index=index,
+                title=raw.get("title", ""),
+                depends_on=depends,
+                requires_outputs=tuple(
+                    OutputRef(str(r["step"]), r["name"]) for r in raw.get("requires_outputs", ())
+                ),
+                covers=tuple(raw.get("covers", ())),
+                verify=verify,
+                outputs=tuple(outputs),
+                readback=readback,
+                cost=float(raw.get("cost", DEFAULT_COST)),
+                owner=raw.get("owner"),
+                valid_for=parse_duration(valid_for) if isinstance(valid_for, str) else None,
+                idempotent=bool(raw.get("idempotent", True)),
+                inputs=tuple(raw.get("inputs", ())),
+                max_attempts=int(raw.get("max_attempts", DEFAULT_MAX_ATTEMPTS)),
+                implicit_dependencies=legacy and previous is not None,
+            )
+        )
+        previous = sid
+    requirements = tuple(
+        Requirement(r["id"], r["description"], cast(Priority, r.get("priority", "must")))
+        for r in value.get("requirements", ())
+    )
+    plan = Plan(
+        name=name,
+        source=source,
+        task=value.get("task", ""),
+        requirements=requirements,
+        required_tools=tuple(value.get("required_tools", ())),
+        steps=tuple(steps),
+        legacy=legacy,
+        raw=value,
+    )
+    return plan, problems
+
+
+def load_plan(data: bytes, *, name: str, source: str) -> tuple[Plan | None, list[Problem]]:
+    """Layers 1-2 and model building. Returns no plan when the file is not schema-valid."""
+    value, problems = parse_json(data, plan=name, source=source)
+    if problems:
+        return None, problems
+    problems = schema_problems(value, plan=name, source=source)
+    if problems:
+        return None, problems
+    return build_plan(value, name=name, source=source)

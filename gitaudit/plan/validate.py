@@ -1,0 +1,322 @@
+"""Layers 3-5 of validation: semantics (ids, graph, output contracts, coverage), legacy rules,
+and the environment. Every violation is reported, each with a stable code and a fix.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections import Counter
+from collections.abc import Iterator
+
+from gitaudit.checks.paths import check_relative_spec
+from gitaudit.plan.graph import adjacency, find_cycles
+from gitaudit.plan.load import load_plan
+from gitaudit.plan.model import Check, Plan, Step
+from gitaudit.plan.problems import Problem, Severity, ValidationReport
+
+
+class _Collector:
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.problems: list[Problem] = []
+
+    def add(
+        self, path: str, code: str, message: str, hint: str, severity: Severity = "error"
+    ) -> None:
+        self.problems.append(
+            Problem(self.plan.name, self.plan.source, path, code, message, hint, severity)
+        )
+
+
+def semantic_problems(plan: Plan) -> list[Problem]:
+    """Layer 3 (and the legacy rules of layer 4): everything the schema cannot express."""
+    out = _Collector(plan)
+    _ids(plan, out)
+    _requirements(plan, out)
+    for step in plan.steps:
+        _dependencies(plan, step, out)
+        _checks(step, out)
+    _cycles(plan, out)
+    return out.problems
+
+
+def environment_problems(plan: Plan) -> list[Problem]:
+    """Layer 5: required tools missing from PATH. A problem of this machine, not of the plan."""
+    out = _Collector(plan)
+    for i, tool in enumerate(plan.required_tools):
+        if shutil.which(tool) is None:
+            out.add(
+                f"$.required_tools[{i}]",
+                "env.missing-tool",
+                f"required tool {tool!r} is not on PATH",
+                f"install {tool!r} or add it to PATH; the gate cannot PASS without it",
+                "environment",
+            )
+    return out.problems
+
+
+def _ids(plan: Plan, out: _Collector) -> None:
+    counts = Counter(s.id for s in plan.steps)
+    for step in plan.steps:
+        if counts[step.id] > 1:
+            first = next(s for s in plan.steps if s.id == step.id)
+            if first is not step:
+                out.add(
+                    f"{step.json_path}.id",
+                    "step.duplicate-id",
+                    f"step id {step.raw_id!r} is already used by $.steps[{first.index}]",
+                    "give every step a unique id",
+                )
+    req_counts = Counter(r.id for r in plan.requirements)
+    seen: set[str] = set()
+    for i, req in enumerate(plan.requirements):
+        if req_counts[req.id] > 1 and req.id in seen:
+            out.add(
+                f"$.requirements[{i}].id",
+                "requirement.duplicate-id",
+                f"requirement id {req.id!r} appears more than once",
+                "give every requirement a unique id",
+            )
+        seen.add(req.id)
+
+
+def _requirements(plan: Plan, out: _Collector) -> None:
+    if not plan.requirements:
+        out.add(
+            "$.requirements",
+            "requirements.empty",
+            "the plan names no requirements, so nothing says what 'done' means",
+            'add "requirements": [{"id": "REQ-001", "description": "...", "priority": "must"}] '
+            "and list them in each step's covers",
+        )
+    known = {r.id for r in plan.requirements}
+    covered: set[str] = set()
+    for step in plan.steps:
+        for ci, req in enumerate(step.covers):
+            if req not in known:
+                out.add(
+                    f"{step.json_path}.covers[{ci}]",
+                    "covers.unknown-requirement",
+                    f"step {step.id} covers {req!r}, which is not a requirement of this plan",
+                    "fix the id or add the requirement to $.requirements",
+                )
+            covered.add(req)
+    for i, requirement in enumerate(plan.requirements):
+        if requirement.mandatory and requirement.id not in covered:
+            out.add(
+                f"$.requirements[{i}]",
+                "requirement.uncovered",
+                f"{requirement.priority} requirement {requirement.id!r} is covered by no step",
+                f'add "{requirement.id}" to the covers list of the step that proves it',
+            )
+
+
+def _dependencies(plan: Plan, step: Step, out: _Collector) -> None:
+    known = {s.id: s for s in plan.steps}
+    path = f"{step.json_path}.depends_on"
+    direct: set[str] = set()
+    edges_seen: set[str] = set()
+    if not step.implicit_dependencies:
+        for ci, clause in enumerate(step.depends_on):
+            cpath = f"{path}[{ci}]"
+            if clause.is_any_of and not clause.alternatives:
+                out.add(
+                    f"{cpath}.any_of",
+                    "dep.empty-any-of",
+                    "an any_of clause with no alternatives can never be satisfied",
+                    "list at least one step in any_of, or remove the clause",
+                )
+            for ai, alt in enumerate(clause.alternatives):
+                apath = f"{cpath}.any_of[{ai}]" if clause.is_any_of else cpath
+                if alt == step.id:
+                    out.add(
+                        apath,
+                        "dep.self",
+                        f"step {step.id} depends on itself",
+                        "remove the self-reference",
+                    )
+                elif alt not in known:
+                    out.add(
+                        apath,
+                        "dep.unknown-step",
+                        f"step {step.id} depends on step {alt!r}, which does not exist",
+                        f"use one of the plan's step ids: {', '.join(plan.step_ids)}",
+                    )
+                if alt in edges_seen:
+                    out.add(
+                        apath,
+                        "dep.duplicate",
+                        f"step {step.id} names dependency {alt!r} more than once",
+                        "name each dependency once",
+                    )
+                edges_seen.add(alt)
+                direct.add(alt)
+    prerequisites = _legacy_prerequisites(plan, step) if plan.legacy else direct
+    provided: set[tuple[str, str]] = set()
+    for ri, ref in enumerate(step.requires_outputs):
+        rpath = f"{step.json_path}.requires_outputs[{ri}]"
+        upstream = known.get(ref.step)
+        if upstream is None:
+            out.add(
+                f"{rpath}.step",
+                "outputs.unknown-step",
+                f"requires_outputs names step {ref.step!r}, which does not exist",
+                "name an existing upstream step",
+            )
+            continue
+        if ref.step not in prerequisites:
+            out.add(
+                f"{rpath}.step",
+                "outputs.not-a-dependency",
+                f"step {step.id} requires an output of step {ref.step}, which is not one of its "
+                "dependencies",
+                f"add {ref.step} to depends_on, or remove this entry",
+            )
+        if upstream.output(ref.name) is None:
+            declared = ", ".join(o.name for o in upstream.outputs) or "none"
+            out.add(
+                f"{rpath}.name",
+                "outputs.unknown-output",
+                f"step {ref.step} declares no output {ref.name!r} (it declares: {declared})",
+                f"declare the output on step {ref.step} or fix the name",
+            )
+        provided.add((ref.step, ref.name))
+    if plan.legacy:
+        return
+    tied = {s for s, _ in provided}
+    for ci, clause in enumerate(step.depends_on):
+        for ai, alt in enumerate(clause.alternatives):
+            if alt not in known or alt == step.id or alt in tied:
+                continue
+            upstream = known[alt]
+            outputs = ", ".join(repr(o.name) for o in upstream.outputs)
+            out.add(
+                f"{path}[{ci}]" + (f".any_of[{ai}]" if clause.is_any_of else ""),
+                "dep.no-output-contract",
+                f"step {step.id} depends on step {alt} but requires none of its outputs: a "
+                "dependency must be tied to something the upstream step produces",
+                (
+                    f'add {{"step": {upstream.raw_id!r}, "name": ...}} to requires_outputs '
+                    f"(declared outputs: {outputs})"
+                    if upstream.outputs
+                    else f"declare an output with a check on step {alt} and require it here"
+                ).replace("'", '"'),
+            )
+
+
+def _legacy_prerequisites(plan: Plan, step: Step) -> set[str]:
+    """In a legacy sequential plan every earlier step is a (transitive) prerequisite."""
+    return {s.id for s in plan.steps[: step.index]}
+
+
+_CHECK_PATH_FIELDS = ("path", "cwd")
+
+
+def _all_checks(step: Step) -> Iterator[Check]:
+    yield from step.verify
+    yield from step.readback
+    for output in step.outputs:
+        yield from output.checks
+
+
+def _checks(step: Step, out: _Collector) -> None:
+    if not any(c.behavioural for c in step.verify):
+        out.add(
+            f"{step.json_path}.verify",
+            "step.no-behavioural-check",
+            f"step {step.id} has no behavioural check: file and regex checks alone cannot show "
+            "that anything works",
+            'add a "run", "exec" or "pytest" check to verify',
+        )
+    for output in step.outputs:
+        if not output.checks:
+            out.add(
+                f"{output.json_path}.verify",
+                "output.no-check",
+                f"output {output.name!r} of step {step.id} has no check",
+                "add a check that proves the output exists and is right (e.g. file_exists)",
+            )
+    names = Counter(o.name for o in step.outputs)
+    for name, n in names.items():
+        if n > 1:
+            out.add(
+                f"{step.json_path}.outputs",
+                "output.duplicate-name",
+                f"step {step.id} declares output {name!r} {n} times",
+                "give each output of a step a unique name",
+            )
+    for check in _all_checks(step):
+        _one_check(check, out)
+    for ii, pattern in enumerate(step.inputs):
+        message = check_relative_spec(pattern)
+        if message:
+            out.add(
+                f"{step.json_path}.inputs[{ii}]",
+                "path.escapes-workspace",
+                f"input pattern {pattern!r}: {message}",
+                "use a pattern relative to the repository root without '..'",
+            )
+
+
+def _one_check(check: Check, out: _Collector) -> None:
+    raw_argv_given = check.type == "run" and check.cmd is None
+    if check.type == "run" and check.shell and raw_argv_given:
+        out.add(
+            f"{check.json_path}.shell",
+            "check.shell-with-argv",
+            "'shell: true' cannot be combined with 'argv'",
+            'use "cmd": "..." with "shell": true, or drop "shell" and keep argv',
+        )
+    for fname in _CHECK_PATH_FIELDS:
+        value = getattr(check, fname)
+        if value is None:
+            continue
+        message = check_relative_spec(value)
+        if message:
+            out.add(
+                f"{check.json_path}.{fname}",
+                "path.escapes-workspace",
+                f"{fname} {value!r}: {message}",
+                "use a path relative to the repository root, without '..'",
+            )
+    for fname in ("pattern", "output_regex"):
+        value = getattr(check, fname)
+        if value is None:
+            continue
+        try:
+            re.compile(value)
+        except re.error as exc:
+            out.add(
+                f"{check.json_path}.{fname}",
+                "regex.invalid",
+                f"invalid regular expression {value!r}: {exc}",
+                "fix the pattern (Python re syntax; backslashes must be doubled in JSON)",
+            )
+
+
+def _cycles(plan: Plan, out: _Collector) -> None:
+    for cycle in find_cycles(adjacency(plan)):
+        if len(cycle) == 1:
+            continue  # reported as dep.self
+        first = plan.step(cycle[0])
+        assert first is not None
+        ring = " -> ".join([*cycle, cycle[0]])
+        out.add(
+            f"{first.json_path}.depends_on",
+            "graph.cycle",
+            f"dependency cycle: {ring} (each step waits for the next, so none can start)",
+            "break the cycle: make the iteration explicit with a separate revision step",
+        )
+
+
+def validate_bytes(
+    data: bytes, *, name: str, source: str, environment: bool = True
+) -> tuple[Plan | None, ValidationReport]:
+    """All layers for one plan file; the plan is returned whenever it could be built."""
+    plan, problems = load_plan(data, name=name, source=source)
+    if plan is not None:
+        problems = problems + semantic_problems(plan)
+        if environment:
+            problems += environment_problems(plan)
+    return plan, ValidationReport(name, source, tuple(problems))
