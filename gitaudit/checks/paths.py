@@ -1,0 +1,98 @@
+"""Confining the paths a plan names (``cwd``, ``path``, ``exec``) to the workspace.
+
+A plan is data that may come from anyone who can push a branch, and its checks' results are
+signed. A ``cwd`` of ``../other-repo`` or a ``path`` symlinked to ``/etc`` would make evidence
+about files outside the commit being audited, so every such path goes through two gates:
+
+* :func:`check_relative_spec`, a pure lexical check with no filesystem access, used when a plan is
+  validated: non-empty, no NUL byte, encodable as a file name, relative, no ``..`` component.
+* :func:`confine`, used when a check is about to run: the lexical check again, then the path is
+  resolved with every symlink followed (including symlinked parent directories) and must still
+  lie inside the resolved workspace.
+
+What this is not: a sandbox. A check runs arbitrary code with the user's privileges and can read
+anything it likes; confinement stops a *plan* from pointing gitaudit at the wrong files. Likewise
+a symlink swapped in between :func:`confine` and its use (a race) is not defended against: the
+workspace is the checkout being audited, which the check itself could modify anyway.
+
+Case: on Linux file names are case-sensitive, so ``Src`` and ``src`` are different paths and the
+comparison here is exact. On a case-insensitive filesystem (macOS, Windows, some mounts) two
+spellings may alias one directory; the resolved-path comparison still keeps everything inside the
+workspace, but two distinct-looking paths may name the same files.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gitaudit.errors import CheckError
+
+HINT = "use a path relative to the repository root without '..'"
+
+
+def check_relative_spec(rel: str) -> str | None:
+    """Return why ``rel`` is not an acceptable workspace-relative path, or None if it is.
+
+    Purely lexical (never touches the filesystem), so a plan can be validated anywhere. The
+    message starts with the offending value; callers prefix what it is (``cwd``, ``path``...).
+    ``.`` (the workspace root itself) is accepted.
+    """
+    if not isinstance(rel, str):
+        return f"{rel!r} is not a string"
+    if rel == "":
+        return "'' is empty"
+    if "\0" in rel:
+        return f"{rel!r} contains a NUL byte"
+    try:
+        os.fsencode(rel)
+    except UnicodeError:
+        return f"{rel!r} is not a valid file name (it contains unencodable characters)"
+    if rel.startswith("/"):
+        return f"{rel!r} escapes the workspace: it is an absolute path"
+    if ".." in rel.split("/"):
+        return f"{rel!r} escapes the workspace: it contains a '..' component"
+    return None
+
+
+def is_within(root: Path, p: Path) -> bool:
+    """True if ``p`` is ``root`` or lies below it, after resolving symlinks in both.
+
+    Both sides are resolved (``..`` collapsed, symlinks followed as far as they exist), so neither
+    ``root/a/../..`` nor a symlink out of ``root`` can pass. A path that cannot be resolved at all
+    (NUL byte, unencodable name) is not within anything.
+    """
+    try:
+        real_root = Path(os.path.realpath(root))
+        real_p = Path(os.path.realpath(p))
+    except (OSError, ValueError):
+        return False
+    return real_p.parts[: len(real_root.parts)] == real_root.parts
+
+
+def confine(workspace: Path, rel: str, *, what: str = "path", must_exist: bool = False) -> Path:
+    """Resolve ``rel`` inside ``workspace``, or raise :class:`CheckError` naming the problem.
+
+    ``what`` names the value in messages (``cwd '../x' escapes the workspace...``). The returned
+    path is absolute with every symlink resolved; a path that does not exist yet is allowed (its
+    missing tail is kept as written) unless ``must_exist``.
+    """
+    reason = check_relative_spec(rel)
+    if reason is not None:
+        raise CheckError(f"{what} {reason}", hint=HINT)
+    try:
+        real_root = Path(os.path.realpath(workspace))
+        target = Path(os.path.realpath(real_root / rel))
+    except (OSError, ValueError) as exc:  # pragma: no cover - excluded by the lexical check
+        raise CheckError(f"{what} {rel!r} cannot be resolved: {exc}", hint=HINT) from exc
+    if not is_within(real_root, target):
+        raise CheckError(
+            f"{what} {rel!r} escapes the workspace through a symlink (it resolves to {target})",
+            hint=HINT + ", and no symlink leading out of the repository",
+        )
+    if must_exist and not os.path.exists(target):
+        raise CheckError(
+            f"{what} {rel!r} does not exist in the workspace",
+            hint="create it, or fix the path in the plan",
+        )
+    return target

@@ -1,0 +1,1 @@
+"""Tests for gitaudit.checks: bounded processes and workspace paths."""
