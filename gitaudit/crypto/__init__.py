@@ -1,0 +1,57 @@
+"""Ed25519 signing in OpenSSH formats, so plain ``git verify-commit`` and ``ssh-keygen -Y`` agree.
+
+* :mod:`gitaudit.crypto.keys`: public keys, openssh-key-v1 private keys, signers, key lookup;
+* :mod:`gitaudit.crypto.sshsig`: SSHSIG signatures (PROTOCOL.sshsig);
+* :mod:`gitaudit.crypto.allowed_signers`: OpenSSH allowed-signers files;
+* :mod:`gitaudit.crypto.commits`: SSH-signed commit objects, as ``git commit -S`` writes them.
+"""
+
+from gitaudit.crypto.allowed_signers import (
+    format_allowed_signers,
+    keys_for_namespace,
+    parse_allowed_signers,
+)
+from gitaudit.crypto.commits import (
+    SignedCommit,
+    create_signed_commit,
+    read_commit_signature,
+    verify_commit,
+)
+from gitaudit.crypto.keys import (
+    Ed25519Signer,
+    GeneratedKey,
+    LocalKey,
+    PublicKey,
+    Signer,
+    SshKeygenSigner,
+    generate_key,
+    gitaudit_home,
+    list_local_keys,
+    load_signer,
+    resolve_signer,
+)
+from gitaudit.crypto.sshsig import sign_raw, verify, verify_with
+
+__all__ = [
+    "Ed25519Signer",
+    "GeneratedKey",
+    "LocalKey",
+    "PublicKey",
+    "SignedCommit",
+    "Signer",
+    "SshKeygenSigner",
+    "create_signed_commit",
+    "format_allowed_signers",
+    "generate_key",
+    "gitaudit_home",
+    "keys_for_namespace",
+    "list_local_keys",
+    "load_signer",
+    "parse_allowed_signers",
+    "read_commit_signature",
+    "resolve_signer",
+    "sign_raw",
+    "verify",
+    "verify_commit",
+    "verify_with",
+]

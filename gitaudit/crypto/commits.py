@@ -1,0 +1,210 @@
+"""SSH-signed git commits, byte-compatible with ``git commit -S`` (``gpg.format=ssh``).
+
+A signed commit is the plain commit object with one ``gpgsig`` header inserted after the last
+header (``committer``), holding the armoured SSHSIG; every line after the first starts with a
+single space. The signed payload is the object without that header, which is what
+``git verify-commit`` checks. Objects are read and written raw through the object database so
+the bytes signed and the bytes stored cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import pygit2
+from pygit2.enums import ObjectType
+
+from gitaudit.crypto import sshsig
+from gitaudit.crypto.keys import PublicKey, Signer
+from gitaudit.errors import RepositoryError, SignatureError
+
+NAMESPACE = "git"
+SIGNATURE_HEADER = b"gpgsig"
+SIGNATURE_HEADER_SHA256 = b"gpgsig-sha256"
+_SIGNATURE_HEADERS = (SIGNATURE_HEADER, SIGNATURE_HEADER_SHA256)
+_SSH_BEGIN = "-----BEGIN SSH SIGNATURE-----\n"
+_FALLBACK_NAME, _FALLBACK_EMAIL = "gitaudit", "gitaudit@localhost"
+
+OidLike = pygit2.Oid | str
+
+
+@dataclass(frozen=True)
+class SignedCommit:
+    """A commit split the way git verifies it: the payload and the armoured signature."""
+
+    payload: bytes
+    armoured: str
+
+
+def _oid(value: OidLike) -> pygit2.Oid:
+    if isinstance(value, pygit2.Oid):
+        return value
+    try:
+        return pygit2.Oid(hex=value)
+    except (ValueError, TypeError):
+        raise RepositoryError(f"{value!r} is not a full object id") from None
+
+
+def _require(repo: pygit2.Repository, value: OidLike, kind: ObjectType, what: str) -> pygit2.Oid:
+    oid = _oid(value)
+    try:
+        obj_type, _data = repo.odb.read(oid)
+    except (KeyError, ValueError, pygit2.GitError):
+        raise RepositoryError(f"{what} {oid} does not exist in {repo.path}") from None
+    if obj_type != kind:
+        raise RepositoryError(f"{what} {oid} is not a {kind.name.lower()}")
+    return oid
+
+
+def _person(role: bytes, who: pygit2.Signature) -> bytes:
+    """``author Name <email> 1700000000 +0000`` as git writes it."""
+    name, email = who.raw_name, who.raw_email
+    for part in (name, email):
+        if any(ch in part for ch in (b"<", b">", b"\n", b"\x00")):
+            raise ValueError(f"{role.decode()} identity {part!r} contains '<', '>', NUL or newline")
+    offset = who.offset
+    sign = "-" if offset < 0 else "+"
+    hours, minutes = divmod(abs(offset), 60)
+    stamp = f"{who.time} {sign}{hours:02d}{minutes:02d}".encode("ascii")
+    return role + b" " + name + b" <" + email + b"> " + stamp + b"\n"
+
+
+def _default_signature(repo: pygit2.Repository) -> pygit2.Signature:
+    try:
+        return repo.default_signature
+    except (KeyError, pygit2.GitError):
+        return pygit2.Signature(_FALLBACK_NAME, _FALLBACK_EMAIL)
+
+
+def commit_payload(
+    *,
+    tree: pygit2.Oid,
+    parents: Sequence[pygit2.Oid],
+    author: pygit2.Signature,
+    committer: pygit2.Signature,
+    message: str,
+) -> bytes:
+    """The unsigned commit object: tree, parents, author, committer, blank line, message.
+
+    A non-empty message gets a final newline if it lacks one; NUL bytes are refused.
+    """
+    if "\x00" in message:
+        raise ValueError("a commit message cannot contain NUL bytes")
+    if message and not message.endswith("\n"):
+        message += "\n"
+    head = b"tree " + str(tree).encode("ascii") + b"\n"
+    for parent in parents:
+        head += b"parent " + str(parent).encode("ascii") + b"\n"
+    head += _person(b"author", author) + _person(b"committer", committer)
+    return head + b"\n" + message.encode("utf-8")
+
+
+def insert_signature(payload: bytes, armoured: str) -> bytes:
+    """Insert ``gpgsig <armour>`` after the last header, continuation lines indented by a space."""
+    lines = armoured.rstrip("\n").split("\n")
+    if not armoured.startswith(_SSH_BEGIN) or any(not line for line in lines):
+        raise SignatureError("refusing to embed a signature that is not SSH signature armour")
+    header = SIGNATURE_HEADER + b" " + "\n ".join(lines).encode("ascii") + b"\n"
+    end = payload.find(b"\n\n")
+    cut = len(payload) if end < 0 else end + 1
+    return payload[:cut] + header + payload[cut:]
+
+
+def create_signed_commit(
+    repo: pygit2.Repository,
+    *,
+    tree: OidLike,
+    parents: Sequence[OidLike],
+    message: str,
+    signer: Signer,
+    author: pygit2.Signature | None = None,
+    committer: pygit2.Signature | None = None,
+) -> pygit2.Oid:
+    """Write an SSH-signed commit object and return its id. No ref is moved.
+
+    *author* and *committer* default to the repository's ``user.name``/``user.email`` (or
+    ``gitaudit <gitaudit@localhost>``) at the current time.
+    """
+    tree_oid = _require(repo, tree, ObjectType.TREE, "tree")
+    parent_oids = [_require(repo, p, ObjectType.COMMIT, "parent") for p in parents]
+    if author is None:
+        author = _default_signature(repo)
+    if committer is None:
+        committer = author
+    payload = commit_payload(
+        tree=tree_oid, parents=parent_oids, author=author, committer=committer, message=message
+    )
+    armoured = signer.sign(payload, NAMESPACE)
+    signed_by = sshsig.verify(armoured, payload, NAMESPACE)
+    if signed_by.raw != signer.public_key.raw:
+        raise SignatureError(
+            f"signer returned a signature by {signed_by.fingerprint()}, "
+            f"expected {signer.public_key.fingerprint()}"
+        )
+    return repo.odb.write(ObjectType.COMMIT, insert_signature(payload, armoured))
+
+
+def split_signature(raw: bytes, what: str = "commit") -> SignedCommit:
+    """Split a raw commit object into payload and SSH signature, rejecting ambiguous layouts."""
+    payload = bytearray()
+    signatures: list[tuple[bytes, list[bytes]]] = []
+    in_signature = False
+    pos = 0
+    while pos < len(raw):
+        newline = raw.find(b"\n", pos)
+        nxt = len(raw) if newline < 0 else newline + 1
+        line = raw[pos:nxt]
+        if line == b"\n":  # end of headers: the rest is the message
+            payload += raw[pos:]
+            break
+        if line.startswith(b" ") and in_signature:
+            signatures[-1][1].append(line[1:])
+        elif line.startswith(b" "):
+            payload += line
+        else:
+            name = line.split(b" ", 1)[0].rstrip(b"\n")
+            in_signature = name in _SIGNATURE_HEADERS
+            if in_signature:
+                signatures.append((name, [line[len(name) + 1 :]]))
+            else:
+                payload += line
+        pos = nxt
+    names = [name for name, _ in signatures]
+    if not names:
+        raise SignatureError(f"{what} is not signed")
+    if SIGNATURE_HEADER_SHA256 in names and SIGNATURE_HEADER in names:
+        raise SignatureError(f"{what} has both gpgsig and gpgsig-sha256 headers")
+    if SIGNATURE_HEADER not in names:
+        raise SignatureError(f"{what} has only a gpgsig-sha256 header (no SHA-1 signature)")
+    if len(names) > 1:
+        raise SignatureError(f"{what} has {len(names)} gpgsig headers; exactly one is allowed")
+    try:
+        armoured = b"".join(signatures[0][1]).decode("ascii")
+    except UnicodeDecodeError:
+        raise SignatureError(f"{what} has a gpgsig header that is not ASCII") from None
+    if not armoured.startswith(_SSH_BEGIN):
+        kind = "an OpenPGP" if armoured.startswith("-----BEGIN PGP") else "a non-SSH"
+        raise SignatureError(f"{what} carries {kind} signature, not an SSH signature")
+    return SignedCommit(bytes(payload), armoured)
+
+
+def read_commit_signature(repo: pygit2.Repository, oid: OidLike) -> SignedCommit:
+    """Read the raw commit object *oid* and split it as git does for verification."""
+    commit_oid = _oid(oid)
+    try:
+        obj_type, raw = repo.odb.read(commit_oid)
+    except (KeyError, ValueError, pygit2.GitError):
+        raise SignatureError(f"commit {commit_oid} does not exist") from None
+    if obj_type != ObjectType.COMMIT:
+        raise SignatureError(f"object {commit_oid} is not a commit")
+    return split_signature(raw, f"commit {commit_oid}")
+
+
+def verify_commit(repo: pygit2.Repository, oid: OidLike, allowed: Iterable[PublicKey]) -> PublicKey:
+    """Verify the SSH signature of commit *oid* (namespace ``git``) against *allowed* keys."""
+    signed = read_commit_signature(repo, oid)
+    try:
+        return sshsig.verify_with(signed.armoured, signed.payload, NAMESPACE, allowed)
+    except SignatureError as exc:
+        raise SignatureError(f"commit {_oid(oid)}: {exc.message}", hint=exc.hint) from None

@@ -1,0 +1,143 @@
+"""resolve_signer: explicit > $GITAUDIT_SIGNING_KEY > audit.signingKey > user.signingKey (ssh)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from gitaudit.crypto.keys import (
+    Ed25519Signer,
+    GeneratedKey,
+    SshKeygenSigner,
+    generate_key,
+    resolve_signer,
+)
+from gitaudit.errors import KeyMaterialError
+from tests.crypto import keygen, libgit2_home
+from tests.gitrepo import GitRepo
+
+
+@pytest.fixture(autouse=True)
+def _libgit2_sees_hermetic_home(hermetic: Path) -> Iterator[None]:
+    with libgit2_home(hermetic):
+        yield
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> dict[str, GeneratedKey]:
+    return {
+        name: generate_key(name, tmp_path / "keys-home") for name in ("cli", "env", "audit", "user")
+    }
+
+
+def _config(repo: GitRepo, **values: str) -> pygit2.Config:
+    for name, value in values.items():
+        repo.git("config", name.replace("_", "."), value)
+    return pygit2.Repository(str(repo.path)).config
+
+
+def test_precedence_with_real_git_config(
+    repo: GitRepo, keys: dict[str, GeneratedKey], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _config(
+        repo,
+        audit_signingKey=str(keys["audit"].private_path),
+        user_signingKey=str(keys["user"].private_path),
+        gpg_format="ssh",
+    )
+    monkeypatch.setenv("GITAUDIT_SIGNING_KEY", str(keys["env"].private_path))
+
+    def chosen(explicit: Path | None = None) -> str:
+        signer = resolve_signer(explicit=explicit, repo_config=config, workdir=repo.path)
+        return next(n for n, k in keys.items() if k.public_key == signer.public_key)
+
+    assert chosen(keys["cli"].private_path) == "cli"
+    assert chosen() == "env"
+    monkeypatch.delenv("GITAUDIT_SIGNING_KEY")
+    assert chosen() == "audit"
+    repo.git("config", "--unset", "audit.signingKey")
+    config = pygit2.Repository(str(repo.path)).config
+    assert chosen() == "user"
+    repo.git("config", "gpg.format", "openpgp")  # user.signingKey is then a GPG key id
+    config = pygit2.Repository(str(repo.path)).config
+    with pytest.raises(KeyMaterialError, match="no signing key found") as e:
+        chosen()
+    assert e.value.hint == "run `git audit keys generate` or set audit.signingKey"
+
+
+def test_config_as_dict_or_callable(keys: dict[str, GeneratedKey]) -> None:
+    values = {"user.signingKey": str(keys["user"].private_path), "gpg.format": "ssh"}
+    from_dict = resolve_signer(repo_config=values, workdir=None)
+    from_callable = resolve_signer(repo_config=values.get, workdir=None)
+    assert from_dict.public_key == from_callable.public_key == keys["user"].public_key
+    assert isinstance(from_dict, Ed25519Signer)
+
+
+def test_user_signing_key_forms(tmp_path: Path, keys: dict[str, GeneratedKey]) -> None:
+    user = keys["user"]
+    literal = user.public_key.openssh()
+    for value, key_path in (
+        (str(user.public_path), user.public_path),
+        (f"key::{literal}", None),
+        (literal, None),
+    ):
+        signer = resolve_signer(repo_config={"user.signingKey": value, "gpg.format": "ssh"})
+        assert isinstance(signer, SshKeygenSigner)
+        assert signer.key_path == key_path
+        assert signer.public_key == user.public_key
+
+
+def test_user_signing_key_must_be_ed25519(tmp_path: Path) -> None:
+    rsa = keygen(tmp_path / "ecdsa", key_type="ecdsa")
+    config = {"user.signingKey": str(rsa), "gpg.format": "ssh"}
+    with pytest.raises(KeyMaterialError, match=r"^user.signingKey: .*not an OpenSSH Ed25519"):
+        resolve_signer(repo_config=config)
+    literal = {"user.signingKey": "key::ssh-rsa AAAAB3NzaC1yc2E=", "gpg.format": "ssh"}
+    with pytest.raises(KeyMaterialError, match=r"user\.signingKey: unsupported key type 'ssh-rsa'"):
+        resolve_signer(repo_config=literal)
+
+
+def test_work_tree_keys_are_refused_and_relative_paths_use_workdir(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    inside = keygen(repo.path / "secrets" / "id")
+    with pytest.raises(KeyMaterialError, match=r"audit\.signingKey: .*must never live inside"):
+        resolve_signer(repo_config={"audit.signingKey": "secrets/id"}, workdir=repo.path)
+    # an explicit path is no exception to the rule
+    with pytest.raises(KeyMaterialError, match="inside the work tree"):
+        resolve_signer(explicit=inside, workdir=repo.path)
+    # a public key (agent-held private half) may be read from anywhere
+    signer = resolve_signer(repo_config={"audit.signingKey": "secrets/id.pub"}, workdir=repo.path)
+    assert isinstance(signer, SshKeygenSigner) and signer.key_path == repo.path / "secrets/id.pub"
+
+
+def test_env_path_expands_home(hermetic: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    made = generate_key("mine", hermetic / "elsewhere")
+    monkeypatch.setenv("GITAUDIT_SIGNING_KEY", "~/elsewhere/keys/mine")
+    assert resolve_signer().public_key == made.public_key
+    monkeypatch.setenv("GITAUDIT_SIGNING_KEY", "~/missing")
+    with pytest.raises(KeyMaterialError, match=r"GITAUDIT_SIGNING_KEY: .*no such key file"):
+        resolve_signer()
+
+
+def test_falls_back_to_gitaudit_home_keys(hermetic: Path) -> None:
+    first = generate_key("laptop")
+    assert resolve_signer().public_key == first.public_key  # the only key
+    generate_key("desktop")
+    with pytest.raises(KeyMaterialError, match=r"several keys \(desktop, laptop\)") as e:
+        resolve_signer()
+    assert e.value.hint and "audit.signingKey" in e.value.hint
+    default = generate_key("default")
+    assert resolve_signer().public_key == default.public_key
+
+
+def test_explicit_path_is_always_a_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    made = generate_key("ssh-looking-name", tmp_path / "h")
+    monkeypatch.chdir(made.private_path.parent)
+    signer = resolve_signer(explicit=Path("ssh-looking-name"))
+    assert isinstance(signer, Ed25519Signer) and signer.public_key == made.public_key
+    with pytest.raises(KeyMaterialError, match=r"^--key: .*no such key file"):
+        resolve_signer(explicit=tmp_path / "absent")
