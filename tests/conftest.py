@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pygit2 import settings
+from pygit2.enums import ConfigLevel
 
 from tests.gitrepo import GitRepo
 
@@ -12,7 +15,9 @@ PINNED_DATE = "2026-11-01T12:00:00+00:00"
 
 
 @pytest.fixture(autouse=True)
-def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def hermetic(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
     """Seal the test off from the user's real configuration, keys and git identity."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
@@ -44,7 +49,18 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     (home / ".gitconfig").write_text(
         "[init]\n\tdefaultBranch = main\n[user]\n\tname = Test User\n\temail = user@example.test\n"
     )
-    return home
+    # libgit2 reads its global/XDG/system config locations once, from the real HOME, when pygit2
+    # is imported: point them at the fixture's home too, so in-process code is hermetic as well.
+    levels = (ConfigLevel.GLOBAL, ConfigLevel.XDG, ConfigLevel.SYSTEM)
+    saved = {level: settings.search_path[level] for level in levels}
+    settings.search_path[ConfigLevel.GLOBAL] = str(home)
+    settings.search_path[ConfigLevel.XDG] = str(home / ".config" / "git")
+    settings.search_path[ConfigLevel.SYSTEM] = str(home / "no-system-config")
+    try:
+        yield home
+    finally:
+        for level, value in saved.items():
+            settings.search_path[level] = value
 
 
 @pytest.fixture

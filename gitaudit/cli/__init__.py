@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from gitaudit import __version__
-from gitaudit.cli import plan_cmds
+from gitaudit.cli import keys_cmds, plan_cmds, trust_cmds
 from gitaudit.cli.common import CONTEXT, PlanOpt, say
 from gitaudit.errors import GitAuditError
 from gitaudit.plan.catalog import write_template
@@ -27,6 +27,8 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(plan_cmds.app, name="plan")
+app.add_typer(keys_cmds.app, name="keys")
+app.add_typer(trust_cmds.app, name="trust")
 
 _state = {"debug": False}
 

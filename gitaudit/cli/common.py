@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from gitaudit.crypto.keys import Signer, resolve_signer
 from gitaudit.repo import Repo, open_repo
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -38,3 +40,20 @@ def repo_here() -> Repo:
 
 def exit_with(code: int) -> None:
     raise typer.Exit(code)
+
+
+KeyOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--key",
+        "-k",
+        help="Signing key (an OpenSSH Ed25519 private key, or a .pub held by ssh-agent). "
+        "Default: $GITAUDIT_SIGNING_KEY, audit.signingKey, user.signingKey (gpg.format=ssh), "
+        "then the gitaudit key directory.",
+    ),
+]
+
+
+def signer_for(repo: Repo, key: Path | None) -> Signer:
+    """The signing key, resolved in the documented order; never one inside the work tree."""
+    return resolve_signer(explicit=key, repo_config=repo.git.config, workdir=repo.workdir)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 import typer
@@ -9,17 +10,25 @@ import typer
 from gitaudit.cli.common import (
     CONTEXT,
     JsonOpt,
+    KeyOpt,
     PlanOpt,
     emit_json,
     exit_with,
     repo_here,
     say,
+    signer_for,
     warn,
 )
-from gitaudit.errors import ExitCode
-from gitaudit.plan.catalog import CheckedPlan, check_worktree
+from gitaudit.errors import ExitCode, UsageError
+from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.seals import history, retire_plan, seal_plan, sealed_contract
+from gitaudit.plan.catalog import CheckedPlan, check_file, check_worktree
+from gitaudit.plan.compare import compare
+from gitaudit.plan.digest import contract
 from gitaudit.plan.graph import render, topological_order
 from gitaudit.plan.model import Check, Plan
+from gitaudit.plan.store import DEFAULT_PLAN, PlanFile
+from gitaudit.repo import Repo
 
 app = typer.Typer(
     help="Validate, show, draw and seal plans.", context_settings=CONTEXT, no_args_is_help=True
@@ -184,3 +193,160 @@ def graph_cmd(plan: PlanOpt = None, fmt: GraphFormatOpt = "mermaid") -> None:
         if fmt == "text":
             say(f"# {model.name}")
         say(out.rstrip("\n"))
+
+
+# ----------------------------------------------------------------------------- sealing
+
+ReasonOpt = Annotated[
+    str | None,
+    typer.Option("--reason", "-m", help="Why; recorded in the seal and the commit message."),
+]
+
+
+@app.command("seal")
+def seal_cmd(
+    plan: PlanOpt = None,
+    reason: ReasonOpt = None,
+    allow_weaken: Annotated[
+        bool,
+        typer.Option(
+            "--allow-weaken", help="Record a weakening instead of refusing it (needs --reason)."
+        ),
+    ] = False,
+    key: KeyOpt = None,
+) -> None:
+    """Validate and seal plans on refs/audit/plans (signed). Strengthening is free; weakening is
+    refused unless --allow-weaken --reason is given (and the policy allows it)."""
+    repo = repo_here()
+    checked = check_worktree(repo.require_workdir(), plan)
+    for c in checked:
+        c.require_valid()
+    signer = signer_for(repo, key)
+    for c in checked:
+        outcome = seal_plan(repo, signer, c, reason=reason, allow_weaken=allow_weaken)
+        say(outcome.message)
+        if outcome.commit is not None and outcome.comparison is not None:
+            for change in outcome.comparison.changes:
+                say(f"  {change.kind:<12} {change.render()}")
+
+
+@app.command("retire")
+def retire_cmd(
+    name: Annotated[str, typer.Argument(help="The plan to retire.")],
+    reason: ReasonOpt = None,
+    key: KeyOpt = None,
+) -> None:
+    """Retire a sealed plan (a signed change; deleting the file alone never retires a plan)."""
+    repo = repo_here()
+    commit = retire_plan(repo, signer_for(repo, key), name, reason or "")
+    say(f"retired plan {name!r} in {str(commit)[:12]}")
+
+
+@app.command("history")
+def history_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
+    """Every seal version: time, signer, reason, strengthened/weakened and digest."""
+    entries = history(repo_here(), plan)
+    if as_json:
+        emit_json([{"commit": e.commit, "time": e.time, **e.record.to_json()} for e in entries])
+        return
+    if not entries:
+        say("no seals yet (run `git audit plan seal`)")
+    for e in entries:
+        r = e.record
+        when = datetime.fromtimestamp(e.time, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+        flag = " WEAKENED" if r.weakened else ""
+        say(f"{e.commit[:12]} {when} {r.plan} v{r.version} {r.change}{flag} by {r.sealer}")
+        say(f"    {r.contract_digest}" + (f"  reason: {r.reason}" if r.reason else ""))
+        for w in r.weakenings:
+            say(f"    weakened: {w}")
+
+
+def _contract_at(repo: Repo, name: str, version: str) -> tuple[str, dict[str, Any]]:
+    """The contract of seal version *version* ("working" = the working copy, "sealed" = current)."""
+    if version == "working":
+        (c,) = check_worktree(repo.require_workdir(), name)
+        return "working copy", contract(c.require_valid())
+    state = read_state(repo)
+    if version == "sealed":
+        sealed, record = sealed_contract(state, name)
+        if sealed is None or sealed.plan is None:
+            raise UsageError(f"plan {name!r} is not sealed", hint="run `git audit plan seal`")
+        return f"sealed v{record.version if record else '?'}", contract(sealed.plan)
+    for e in history(repo, name):
+        if str(e.record.version) == version.lstrip("v") and e.plan_data is not None:
+            c = check_file(
+                PlanFile(name, f"seal v{e.record.version}", e.plan_data), environment=False
+            )
+            return f"sealed v{e.record.version}", contract(c.require_valid())
+    raise UsageError(
+        f"plan {name!r} has no seal version {version!r}", hint="see `git audit plan history`"
+    )
+
+
+@app.command("diff")
+def diff_cmd(
+    a: Annotated[
+        str, typer.Argument(help="A seal version (e.g. 2), 'sealed' or 'working'.")
+    ] = "sealed",
+    b: Annotated[str, typer.Argument(help="A seal version, 'sealed' or 'working'.")] = "working",
+    plan: PlanOpt = None,
+) -> None:
+    """The contract difference between two seal versions, or the seal and the working copy."""
+    repo = repo_here()
+    name = plan or DEFAULT_PLAN
+    label_a, old = _contract_at(repo, name, a)
+    label_b, new = _contract_at(repo, name, b)
+    comparison = compare(old, new)
+    say(f"{name}: {label_a} -> {label_b}: {comparison.summary()}")
+    for change in comparison.changes:
+        say(f"  {change.kind:<12} {change.render()}")
+
+
+@app.command("inspect")
+def inspect_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
+    """Whether each working copy matches its seal, and what differs. Exit 1 when any differs."""
+    repo = repo_here()
+    state = read_state(repo)
+    names = sorted(
+        {c.name for c in check_worktree(repo.require_workdir(), plan)}
+        | (set(state.active()) if plan is None else set())
+    )
+    report = []
+    ok = True
+    for name in names:
+        sealed, record = sealed_contract(state, name)
+        try:
+            (c,) = check_worktree(repo.require_workdir(), name)
+        except UsageError:
+            c = None
+        entry: dict[str, Any] = {"plan": name, "sealed_version": record.version if record else None}
+        if c is None:
+            entry.update(state="missing", message="sealed as active but the plan file is missing")
+        elif sealed is None or sealed.plan is None:
+            entry.update(state="unsealed", message="not sealed (run `git audit plan seal`)")
+        elif c.digest == sealed.digest:
+            entry.update(
+                state="matches", message=f"matches seal v{record.version if record else '?'}"
+            )
+        elif c.plan is None or not c.report.valid:
+            entry.update(state="invalid", message="the working copy is invalid")
+        else:
+            cmp = compare(contract(sealed.plan), contract(c.plan))
+            entry.update(
+                state="differs",
+                message=f"differs from seal v{record.version if record else '?'}: {cmp.summary()}",
+                changes=[
+                    {"kind": ch.kind, "where": ch.where, "message": ch.message}
+                    for ch in cmp.changes
+                ],
+            )
+        ok = ok and entry["state"] == "matches"
+        report.append(entry)
+    if as_json:
+        emit_json({"plans": report})
+    else:
+        for entry in report:
+            say(f"{entry['plan']}: {entry['message']}")
+            for ch in entry.get("changes", []):
+                say(f"  {ch['kind']:<12} {ch['where']}: {ch['message']}")
+    exit_with(ExitCode.OK if ok else ExitCode.FAIL)

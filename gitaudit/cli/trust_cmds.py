@@ -1,0 +1,142 @@
+"""`git audit trust ...`: the trust set and gate policy on refs/audit/plans."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gitaudit.cli.common import CONTEXT, KeyOpt, repo_here, say, signer_for
+from gitaudit.crypto.keys import PublicKey
+from gitaudit.errors import UsageError
+from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.seals import set_policy, trust_add, trust_init, trust_remove
+from gitaudit.ledger.trust import COMMIT_MSG_MODES, Policy
+
+app = typer.Typer(
+    help="Manage who may seal plans and record evidence.",
+    context_settings=CONTEXT,
+    no_args_is_help=True,
+)
+
+NameOpt = Annotated[str | None, typer.Option("--name", "-n", help="Principal name for the key.")]
+
+
+@app.command("init")
+def init_cmd(
+    key: KeyOpt = None,
+    name: NameOpt = None,
+    no_runner: Annotated[
+        bool,
+        typer.Option(
+            "--no-runner", help="The key seals only; evidence needs a separate runner key."
+        ),
+    ] = False,
+) -> None:
+    """Create refs/audit/plans, signed by the first sealer key, and pin that key locally."""
+    repo = repo_here()
+    signer = signer_for(repo, key)
+    principal = name or signer.public_key.comment or "sealer"
+    commit = trust_init(repo, signer, principal.replace(" ", "-"), runner=not no_runner)
+    roles = "sealer" if no_runner else "sealer and runner"
+    say(f"initialised refs/audit/plans at {str(commit)[:12]}: {principal} is {roles}")
+    say(f"pinned audit.rootKey = {signer.public_key.fingerprint()}")
+
+
+@app.command("add")
+def add_cmd(
+    pubkey: Annotated[
+        str, typer.Argument(help="An OpenSSH public key line, or a path to a .pub file.")
+    ],
+    role: Annotated[str, typer.Option("--role", "-r", help="sealer or runner.")],
+    name: Annotated[str, typer.Option("--name", "-n", help="Principal name for the key.")],
+    key: KeyOpt = None,
+) -> None:
+    """Trust a public key in a role (a plans-ref commit signed by a current sealer)."""
+    if role not in ("sealer", "runner"):
+        raise UsageError(f"unknown role {role!r}", hint="use --role sealer or --role runner")
+    text = Path(pubkey).read_text() if Path(pubkey).is_file() else pubkey
+    public = PublicKey.from_openssh(text)
+    repo = repo_here()
+    commit = trust_add(repo, signer_for(repo, key), public, role, name)  # type: ignore[arg-type]
+    if commit is None:
+        say(f"{name} is already trusted as {role}; nothing to do")
+    else:
+        say(f"trusted {name} as {role} ({public.fingerprint()}) in {str(commit)[:12]}")
+
+
+@app.command("remove")
+def remove_cmd(
+    name: Annotated[str, typer.Argument(help="The principal to remove.")], key: KeyOpt = None
+) -> None:
+    """Stop trusting a key (refused for the last sealer)."""
+    repo = repo_here()
+    commit = trust_remove(repo, signer_for(repo, key), name)
+    say(f"removed {name} in {str(commit)[:12]}")
+
+
+@app.command("export")
+def export_cmd(
+    file: Annotated[Path | None, typer.Argument(help="Write here instead of stdout.")] = None,
+) -> None:
+    """Write an allowed-signers file for plain git (gpg.ssh.allowedSignersFile)."""
+    state = read_state(repo_here())
+    if not state.exists:
+        raise UsageError("refs/audit/plans does not exist", hint="run `git audit trust init` first")
+    text = state.trust.allowed_signers()
+    if file is None:
+        typer.echo(text, nl=False)
+    else:
+        file.write_text(text)
+        say(f"wrote {len(state.trust.keys)} key(s) to {file}")
+        say(
+            "verify with: git -c gpg.format=ssh "
+            f"-c gpg.ssh.allowedSignersFile={file} verify-commit <id>"
+        )
+
+
+@app.command("policy")
+def policy_cmd(
+    protect: Annotated[
+        list[str] | None,
+        typer.Option("--protect", help="Protected ref pattern (repeatable; replaces the list)."),
+    ] = None,
+    weaken: Annotated[str | None, typer.Option("--weakening", help="allowed or forbidden.")] = None,
+    commit_msg: Annotated[
+        str | None,
+        typer.Option("--commit-msg", help="Default commit-msg mode: off, claims or strict."),
+    ] = None,
+    allow_weaken: Annotated[
+        bool, typer.Option("--allow-weaken", help="Accept a laxer policy (recorded).")
+    ] = False,
+    reason: Annotated[str | None, typer.Option("--reason", help="Why the policy changes.")] = None,
+    key: KeyOpt = None,
+) -> None:
+    """Show the gate policy, or change it (a signed change; a laxer policy counts as weakening)."""
+    repo = repo_here()
+    state = read_state(repo)
+    current = state.policy
+    if protect is None and weaken is None and commit_msg is None:
+        for k, v in current.to_json().items():
+            say(f"{k}: {v}")
+        return
+    if weaken not in (None, "allowed", "forbidden"):
+        raise UsageError("--weakening takes allowed or forbidden")
+    if commit_msg is not None and commit_msg not in COMMIT_MSG_MODES:
+        raise UsageError(f"--commit-msg takes one of {', '.join(COMMIT_MSG_MODES)}")
+    policy = Policy(
+        protected_refs=tuple(protect) if protect else current.protected_refs,
+        allow_weaken=current.allow_weaken if weaken is None else weaken == "allowed",
+        commit_msg=commit_msg or current.commit_msg,
+    )
+    commit, laxer = set_policy(
+        repo, signer_for(repo, key), policy, allow_weaken=allow_weaken, reason=reason
+    )
+    if commit is None:
+        say("policy unchanged; nothing to do")
+    else:
+        say(
+            f"policy updated in {str(commit)[:12]}"
+            + (f" (weakened: {'; '.join(laxer)})" if laxer else "")
+        )

@@ -1,0 +1,98 @@
+"""Building and reading git trees of small files, in memory, without any index or work tree."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pygit2
+from pygit2.enums import FileMode
+
+from gitaudit.errors import LedgerError
+
+
+def write_tree(repo: pygit2.Repository, files: Mapping[str, bytes]) -> pygit2.Oid:
+    """A tree holding *files* (``"a/b.json" -> bytes``); folders are created as needed."""
+    root: dict[str, Any] = {}
+    for path, data in files.items():
+        parts = path.split("/")
+        if any(p in ("", ".", "..") for p in parts):
+            raise LedgerError(f"refusing to store the unsafe path {path!r} in a ledger tree")
+        node = root
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise LedgerError(f"{path!r} collides with a file of the same name")
+            node = child
+        if parts[-1] in node:
+            raise LedgerError(f"{path!r} is given twice")
+        node[parts[-1]] = data
+    return _write_node(repo, root)
+
+
+def _write_node(repo: pygit2.Repository, node: dict[str, Any]) -> pygit2.Oid:
+    builder = repo.TreeBuilder()
+    for name, value in node.items():
+        if isinstance(value, dict):
+            builder.insert(name, _write_node(repo, value), FileMode.TREE)
+        else:
+            builder.insert(name, repo.create_blob(value), FileMode.BLOB)
+    oid = builder.write()
+    assert isinstance(oid, pygit2.Oid)
+    return oid
+
+
+def read_files(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str = "") -> dict[str, bytes]:
+    """Every blob under *tree*, as ``path -> bytes``."""
+    out: dict[str, bytes] = {}
+    for entry in tree:
+        path = f"{prefix}{entry.name}"
+        obj = repo[entry.id]
+        if isinstance(obj, pygit2.Tree):
+            out.update(read_files(repo, obj, f"{path}/"))
+        elif isinstance(obj, pygit2.Blob):
+            out[path] = obj.data
+    return out
+
+
+def blob_at(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> bytes | None:
+    """The bytes of the blob at *path* in *tree*, or None."""
+    try:
+        entry = tree[path]
+    except KeyError:
+        return None
+    obj = repo[entry.id]
+    return obj.data if isinstance(obj, pygit2.Blob) else None
+
+
+def json_at(repo: pygit2.Repository, tree: pygit2.Tree, path: str, what: str) -> Any:
+    """Parsed JSON at *path*, or None when absent; LedgerError naming the object when malformed."""
+    data = blob_at(repo, tree, path)
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise LedgerError(
+            f"{what}: {path} in tree {str(tree.id)[:12]} is not valid JSON ({exc})",
+            hint="the ledger was edited by hand or is corrupt; restore the ref from a good copy",
+        ) from exc
+
+
+def dumps(value: Any) -> bytes:
+    """Stable, readable JSON for ledger files (sorted keys, 2-space indent, final newline)."""
+    return (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def commit_of(repo: pygit2.Repository, oid: pygit2.Oid, what: str) -> pygit2.Commit:
+    try:
+        obj = repo[oid]
+    except (KeyError, ValueError) as exc:
+        raise LedgerError(f"{what} points at {oid}, which does not exist") from exc
+    if not isinstance(obj, pygit2.Commit):
+        raise LedgerError(
+            f"{what} points at {str(oid)[:12]}, a {obj.type_str}, not a commit",
+            hint="the ref was overwritten; restore it from a good copy or the reflog",
+        )
+    return obj

@@ -1,0 +1,309 @@
+"""``refs/audit/plans``: reading it (always verified), and appending signed commits to it.
+
+Every commit on the plans ref must be signed by a key that is a **sealer** in its parent's trust
+set; the root commit by a sealer of its own trust set (and by the key pinned in
+``audit.rootKey`` when set). The chain is linear. :func:`read_state` verifies from the root, or
+incrementally from the last verified tip (see :mod:`gitaudit.ledger.watermark`), so a rewound,
+rewritten, foreign-signed or unsigned plans ref is always reported with the commit id and why.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pygit2
+
+from gitaudit.crypto.commits import create_signed_commit, verify_commit
+from gitaudit.crypto.keys import PublicKey, Signer
+from gitaudit.errors import GitAuditError, LedgerError, SealError, TrustError
+from gitaudit.ledger import watermark
+from gitaudit.ledger.objects import commit_of, read_files, write_tree
+from gitaudit.ledger.refs import PLANS_REF, RefConflict, cas_update, read_ref
+from gitaudit.ledger.trust import (
+    Policy,
+    TrustSet,
+    pinned_matches,
+    policy_from_tree,
+    trust_from_tree,
+)
+from gitaudit.repo import Repo
+
+SEAL_FORMAT = "gitaudit.seal/1"
+MAX_RETRIES = 50
+
+
+@dataclass(frozen=True)
+class SealRecord:
+    """``seals/<name>.json``: one plan's current seal (design §3)."""
+
+    plan: str
+    version: int
+    contract_digest: str
+    previous_digest: str | None
+    policy_digest: str
+    sealed_at: str
+    sealer: str
+    sealer_fingerprint: str
+    reason: str
+    change: str  # initial | strengthened | weakened | neutral | retired
+    weakened: bool = False
+    weakenings: tuple[str, ...] = ()
+    strengthenings: tuple[str, ...] = ()
+    retired: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": SEAL_FORMAT,
+            "plan": self.plan,
+            "version": self.version,
+            "contract_digest": self.contract_digest,
+            "previous_digest": self.previous_digest,
+            "policy_digest": self.policy_digest,
+            "sealed_at": self.sealed_at,
+            "sealer": {"name": self.sealer, "fingerprint": self.sealer_fingerprint},
+            "reason": self.reason,
+            "change": self.change,
+            "weakened": self.weakened,
+            "weakenings": list(self.weakenings),
+            "strengthenings": list(self.strengthenings),
+            "retired": self.retired,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any, where: str) -> SealRecord:
+        try:
+            if not isinstance(doc, dict) or doc.get("format") != SEAL_FORMAT:
+                raise ValueError("not a gitaudit.seal/1 record")
+            sealer = doc["sealer"]
+            record = cls(
+                plan=_str(doc["plan"]),
+                version=_int(doc["version"]),
+                contract_digest=_str(doc["contract_digest"]),
+                previous_digest=None
+                if doc["previous_digest"] is None
+                else _str(doc["previous_digest"]),
+                policy_digest=_str(doc["policy_digest"]),
+                sealed_at=_str(doc["sealed_at"]),
+                sealer=_str(sealer["name"]),
+                sealer_fingerprint=_str(sealer["fingerprint"]),
+                reason=_str(doc["reason"]),
+                change=_str(doc["change"]),
+                weakened=_bool(doc["weakened"]),
+                weakenings=tuple(_str(x) for x in doc["weakenings"]),
+                strengthenings=tuple(_str(x) for x in doc["strengthenings"]),
+                retired=_bool(doc["retired"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SealError(
+                f"{where}: malformed seal record ({exc})",
+                hint="seal records are written by `git audit plan seal`; restore the plans ref",
+            ) from None
+        return record
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise TypeError(f"expected a string, got {type(v).__name__}")
+    return v
+
+
+def _int(v: Any) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise TypeError("expected a positive integer")
+    return v
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError("expected true or false")
+    return v
+
+
+@dataclass(frozen=True)
+class PlansState:
+    """One verified version of the plans ref."""
+
+    tip: pygit2.Oid | None
+    trust: TrustSet
+    policy: Policy
+    seals: Mapping[str, SealRecord]
+    files: Mapping[str, bytes] = field(repr=False)
+
+    @property
+    def exists(self) -> bool:
+        return self.tip is not None
+
+    def active(self) -> list[str]:
+        """Names of plans sealed as active (not retired)."""
+        return sorted(n for n, s in self.seals.items() if not s.retired)
+
+    def sealed_plan(self, name: str) -> bytes | None:
+        return self.files.get(f"plans/{name}.json")
+
+    def seal(self, name: str) -> SealRecord | None:
+        return self.seals.get(name)
+
+
+EMPTY = PlansState(None, TrustSet(), Policy(), {}, {})
+
+
+def state_at(repo: pygit2.Repository, commit: pygit2.Commit) -> PlansState:
+    """Parse (not verify) the plans state stored in *commit*."""
+    where = f"plans commit {str(commit.id)[:12]}"
+    tree = commit.tree
+    files = read_files(repo, tree)
+    seals: dict[str, SealRecord] = {}
+    for path, data in files.items():
+        if path.startswith("seals/") and path.endswith(".json"):
+            name = path[len("seals/") : -len(".json")]
+            try:
+                doc = json.loads(data)
+            except ValueError as exc:
+                raise SealError(f"{where}: {path} is not valid JSON ({exc})") from None
+            record = SealRecord.from_json(doc, f"{where}: {path}")
+            if record.plan != name:
+                raise SealError(f"{where}: {path} is a seal for plan {record.plan!r}, not {name!r}")
+            seals[name] = record
+    return PlansState(
+        commit.id,
+        trust_from_tree(repo, tree, where),
+        policy_from_tree(repo, tree, where),
+        seals,
+        files,
+    )
+
+
+def verify_chain(
+    repo: pygit2.Repository,
+    tip: pygit2.Oid,
+    *,
+    stop_at: pygit2.Oid | None = None,
+    pinned_root: str | None = None,
+) -> PlansState:
+    """Verify every plans commit from *tip* back to *stop_at* (exclusive) or the root.
+
+    Returns the state at *tip*. TrustError names the first bad commit (oldest first).
+    """
+    chain: list[pygit2.Commit] = []
+    current: pygit2.Oid | None = tip
+    while current is not None and current != stop_at:
+        commit = commit_of(repo, current, PLANS_REF)
+        if len(commit.parent_ids) > 1:
+            raise TrustError(
+                f"plans commit {str(commit.id)[:12]} is a merge; the plans ref is linear"
+            )
+        chain.append(commit)
+        current = commit.parent_ids[0] if commit.parent_ids else None
+    if stop_at is not None and current != stop_at:
+        raise TrustError(f"{PLANS_REF} does not descend from {str(stop_at)[:12]}")
+    chain.reverse()
+    parent_state = state_at(repo, commit_of(repo, stop_at, PLANS_REF)) if stop_at else None
+    state = parent_state
+    for commit in chain:
+        where = f"plans commit {str(commit.id)[:12]}"
+        try:
+            mine = state_at(repo, commit)
+        except GitAuditError as exc:
+            raise TrustError(f"{exc.message}", hint=exc.hint) from None
+        judge = state.trust if state is not None else mine.trust
+        sealers = judge.with_role("sealer")
+        if not sealers:
+            raise TrustError(f"{where}: no sealer is trusted to sign it")
+        try:
+            signer = verify_commit(repo, commit.id, sealers)
+        except GitAuditError as exc:
+            raise TrustError(
+                f"{where}: not signed by a trusted sealer: {exc.message}",
+                hint="someone rewrote refs/audit/plans; restore it from a good copy",
+            ) from None
+        if state is None and pinned_root and not pinned_matches(pinned_root, signer):
+            raise TrustError(
+                f"{where}: the root of trust is signed by {signer.fingerprint()}, "
+                "not by the pinned audit.rootKey",
+                hint="fetch the genuine refs/audit/plans, or re-pin: `git config audit.rootKey`",
+            )
+        state = mine
+    assert state is not None
+    return state
+
+
+def read_state(repo: Repo, *, tip: pygit2.Oid | None = None, remember: bool = True) -> PlansState:
+    """The verified plans state at the current tip of ``refs/audit/plans`` (EMPTY when absent).
+
+    Verification is incremental from the last verified tip; a tip that does not descend from it
+    is a rewind and fails. With *remember* the new tip becomes the verified mark.
+    """
+    git = repo.git
+    tip = tip if tip is not None else read_ref(git, PLANS_REF)
+    if tip is not None:
+        commit_of(git, tip, PLANS_REF)  # a ref at a non-commit is reported as such
+    watermark.check_forward(git, repo.gitdir, PLANS_REF, tip)
+    if tip is None:
+        return EMPTY
+    mark = watermark.load(repo.gitdir).get(PLANS_REF)
+    stop = pygit2.Oid(hex=mark) if mark and mark != str(tip) else None
+    if mark == str(tip):
+        state = state_at(git, commit_of(git, tip, PLANS_REF))
+    else:
+        state = verify_chain(git, tip, stop_at=stop, pinned_root=repo.config("audit.rootKey"))
+    if remember and mark != str(tip):
+        watermark.record(repo.gitdir, {PLANS_REF: str(tip)})
+    return state
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+Build = Callable[[PlansState], tuple[dict[str, bytes], str] | None]
+
+
+def append(repo: Repo, signer: Signer, build: Build) -> tuple[pygit2.Oid | None, PlansState]:
+    """Append one signed commit to the plans ref; compare-and-swap, re-read and retry on races.
+
+    *build* gets the current verified state and returns the complete new file map and the commit
+    message, or None when there is nothing to do (then no commit is written). The signer must be a
+    sealer of the current state (of the new state for the very first commit).
+    """
+    for _ in range(MAX_RETRIES):
+        state = read_state(repo)
+        if state.exists:
+            state.trust.require(signer.public_key, "sealer")
+        built = build(state)
+        if built is None:
+            return None, state
+        files, message = built
+        tree = write_tree(repo.git, files)
+        if not state.exists:
+            tree_obj = repo.git[tree]
+            assert isinstance(tree_obj, pygit2.Tree)
+            new_trust = trust_from_tree(repo.git, tree_obj, "new plans root")
+            new_trust.require(signer.public_key, "sealer")
+        commit = create_signed_commit(
+            repo.git,
+            tree=tree,
+            parents=[state.tip] if state.tip else [],
+            message=message,
+            signer=signer,
+        )
+        try:
+            cas_update(
+                repo.git, PLANS_REF, commit, state.tip, f"gitaudit: {message.splitlines()[0]}"
+            )
+        except RefConflict:
+            continue
+        watermark.record(repo.gitdir, {PLANS_REF: str(commit)})
+        return commit, state_at(repo.git, commit_of(repo.git, commit, PLANS_REF))
+    raise LedgerError(
+        f"{PLANS_REF} kept moving while writing; gave up after {MAX_RETRIES} attempts",
+        hint="another process is sealing in a loop; retry when it is done",
+    )
+
+
+def signer_name(state: PlansState, key: PublicKey) -> str:
+    entry = state.trust.find(key)
+    return entry.name if entry else key.fingerprint()

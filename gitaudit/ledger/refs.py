@@ -1,0 +1,121 @@
+"""Audit refs and the one way they move: compare-and-swap.
+
+Objects are always written before a ref moves, and a ref only moves from the value it was read at
+(``git update-ref <ref> <new> <old>``, which takes git's own lock). A writer that loses the race
+gets :class:`RefConflict` and re-reads, re-parents and retries. A lock file left by a process
+killed while holding it is removed once it is clearly stale (git holds these locks for
+milliseconds), so a crash never blocks the next command.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pygit2
+
+from gitaudit.errors import LedgerError
+
+PLANS_REF = "refs/audit/plans"
+RUNS_PREFIX = "refs/audit/runs/"
+ZERO = "0" * 40
+STALE_LOCK_SECONDS = 10.0
+
+
+def runs_ref(plan: str) -> str:
+    return f"{RUNS_PREFIX}{plan}"
+
+
+class RefConflict(LedgerError):
+    """The ref moved between reading it and updating it; re-read and retry."""
+
+
+def read_ref(repo: pygit2.Repository, name: str) -> pygit2.Oid | None:
+    """The commit a ref points at, or None when it does not exist."""
+    try:
+        ref = repo.references[name]
+    except KeyError:
+        return None
+    except pygit2.GitError as exc:
+        raise LedgerError(f"{name} cannot be read: {exc}", hint="run `git fsck`") from exc
+    target = ref.resolve().target
+    if not isinstance(target, pygit2.Oid):
+        raise LedgerError(f"{name} is not a direct reference")
+    return target
+
+
+def list_refs(repo: pygit2.Repository, prefix: str) -> dict[str, pygit2.Oid]:
+    out = {}
+    for name in repo.references:
+        if name.startswith(prefix):
+            oid = read_ref(repo, name)
+            if oid is not None:
+                out[name] = oid
+    return out
+
+
+def git_env() -> dict[str, str]:
+    """The environment for git subprocesses: the caller's, minus hook-set repository variables
+    (callers pass the repository explicitly with ``--git-dir``)."""
+    env = dict(os.environ)
+    for var in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR"):
+        env.pop(var, None)
+    return env
+
+
+def _lock_path(gitdir: Path, name: str) -> Path:
+    return gitdir / f"{name}.lock"
+
+
+def clear_stale_lock(gitdir: Path, name: str, *, older_than: float = STALE_LOCK_SECONDS) -> bool:
+    """Remove ``<ref>.lock`` when it is older than *older_than* seconds (left by a crash)."""
+    lock = _lock_path(gitdir, name)
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age < older_than:
+        return False
+    try:
+        lock.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def cas_update(
+    repo: pygit2.Repository,
+    name: str,
+    new: pygit2.Oid | str,
+    expected: pygit2.Oid | str | None,
+    message: str,
+) -> None:
+    """Move *name* to *new* only if it still points at *expected* (None: must not exist).
+
+    Raises :class:`RefConflict` when another writer got there first, LedgerError otherwise.
+    """
+    gitdir = Path(repo.path)
+    old = str(expected) if expected is not None else ZERO
+    cmd = ["git", f"--git-dir={gitdir}", "update-ref", "-m", message, name, str(new), old]
+    for attempt in range(50):
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=git_env(), check=False)
+        if proc.returncode == 0:
+            return
+        err = proc.stderr.strip()
+        if ".lock" in err and ("File exists" in err or "Unable to create" in err):
+            # Another writer holds the lock right now, or a crash left it behind.
+            if not clear_stale_lock(gitdir, name):
+                time.sleep(min(0.005 * (attempt + 1), 0.1))
+            continue
+        current = read_ref(repo, name)
+        if (current is None and expected is not None) or (
+            current is not None and str(current) != old
+        ):
+            raise RefConflict(f"{name} moved from {old[:12]} to {str(current)[:12]} meanwhile")
+        raise LedgerError(f"cannot update {name}: {err}")
+    raise LedgerError(
+        f"cannot update {name}: its lock stays held",
+        hint=f"if no gitaudit or git process is running, remove {_lock_path(gitdir, name)}",
+    )

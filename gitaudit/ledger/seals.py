@@ -1,0 +1,368 @@
+"""Changing the plans ref: trust, policy, seals and retirement. Every change is one signed commit.
+
+Each operation reads the verified current state, computes the complete new tree, and appends it
+through :func:`gitaudit.ledger.plansref.append` (compare-and-swap, re-read and retry on races: a
+concurrent seal is never lost; a concurrent change that makes ours a weakening is refused).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pygit2
+
+from gitaudit.crypto.keys import PublicKey, Signer
+from gitaudit.errors import PlanError, SealError, TrustError
+from gitaudit.ledger.objects import commit_of, dumps
+from gitaudit.ledger.plansref import (
+    PlansState,
+    SealRecord,
+    append,
+    now_iso,
+    read_state,
+    signer_name,
+    state_at,
+)
+from gitaudit.ledger.refs import PLANS_REF, read_ref
+from gitaudit.ledger.trust import POLICY_PATH, Policy, Role, TrustSet
+from gitaudit.plan.catalog import CheckedPlan, check_file
+from gitaudit.plan.compare import Comparison, compare
+from gitaudit.plan.digest import contract
+from gitaudit.plan.store import PlanFile
+from gitaudit.repo import Repo
+
+
+def _base_files(
+    state: PlansState, *, trust: TrustSet | None = None, policy: Policy | None = None
+) -> dict[str, bytes]:
+    files = dict(state.files)
+    files.update((trust or state.trust).files())
+    files[POLICY_PATH] = dumps((policy or state.policy).to_json())
+    return files
+
+
+def _trailers(**pairs: str) -> str:
+    return "\n".join(f"{k.replace('_', '-')}: {v}" for k, v in pairs.items())
+
+
+# --------------------------------------------------------------------------------- trust
+
+
+def trust_init(repo: Repo, signer: Signer, name: str, *, runner: bool = True) -> pygit2.Oid:
+    """Create ``refs/audit/plans`` with its root commit, signed by *signer* (the first sealer)."""
+    if read_ref(repo.git, PLANS_REF) is not None:
+        raise TrustError(
+            f"{PLANS_REF} already exists; trust is initialised",
+            hint="use `git audit trust add` to trust more keys",
+        )
+    trust = TrustSet().added(name, signer.public_key, "sealer")
+    if runner:
+        trust = trust.added(name, signer.public_key, "runner")
+
+    def build(state: PlansState) -> tuple[dict[str, bytes], str]:
+        if state.exists:
+            raise TrustError(f"{PLANS_REF} was created by another process meanwhile")
+        files = {**trust.files(), POLICY_PATH: dumps(Policy().to_json())}
+        message = (
+            f"trust: initialise with sealer {name}\n\n"
+            f"Root of trust: {signer.public_key.fingerprint()}\n\n" + _trailers(Audit_Trust="init")
+        )
+        return files, message
+
+    commit, _ = append(repo, signer, build)
+    assert commit is not None
+    repo.git.config["audit.rootKey"] = signer.public_key.fingerprint()
+    return commit
+
+
+def trust_add(
+    repo: Repo, signer: Signer, key: PublicKey, role: Role, name: str
+) -> pygit2.Oid | None:
+    def build(state: PlansState) -> tuple[dict[str, bytes], str] | None:
+        _require_initialised(state)
+        entry = state.trust.named(name)
+        if entry is not None and entry.key == key and role in entry.roles:
+            return None
+        trust = state.trust.added(name, key, role)
+        message = f"trust: add {name} as {role}\n\n{key.fingerprint()}\n\n" + _trailers(
+            Audit_Trust=f"add {role} {name}"
+        )
+        return _base_files(state, trust=trust), message
+
+    commit, _ = append(repo, signer, build)
+    return commit
+
+
+def trust_remove(repo: Repo, signer: Signer, name: str) -> pygit2.Oid:
+    def build(state: PlansState) -> tuple[dict[str, bytes], str]:
+        _require_initialised(state)
+        trust = state.trust.removed(name)
+        message = f"trust: remove {name}\n\n" + _trailers(Audit_Trust=f"remove {name}")
+        return _base_files(state, trust=trust), message
+
+    commit, _ = append(repo, signer, build)
+    assert commit is not None
+    return commit
+
+
+def _require_initialised(state: PlansState) -> None:
+    if not state.exists:
+        raise TrustError(f"{PLANS_REF} does not exist yet", hint="run `git audit trust init` first")
+
+
+def set_policy(
+    repo: Repo, signer: Signer, policy: Policy, *, allow_weaken: bool, reason: str | None
+) -> tuple[pygit2.Oid | None, list[str]]:
+    """Change the gate policy. A laxer policy is a weakening and needs *allow_weaken* and a
+    reason; it is also refused outright when the current policy forbids weakening."""
+
+    laxer: list[str] = []
+
+    def build(state: PlansState) -> tuple[dict[str, bytes], str] | None:
+        _require_initialised(state)
+        if policy.to_json() == state.policy.to_json():
+            return None
+        laxer[:] = policy.laxer_than(state.policy)
+        if laxer:
+            _check_weaken_allowed(state, "policy", laxer, allow_weaken, reason)
+        files = _base_files(state, policy=policy)
+        # every active seal binds the policy digest: carry the seals over to the new policy
+        for name, seal in state.seals.items():
+            files[f"seals/{name}.json"] = dumps(
+                {**seal.to_json(), "policy_digest": policy.digest()}
+            )
+        head = "policy: " + ("weaken" if laxer else "update")
+        body = "\n".join(f"- weakened: {w}" for w in laxer)
+        message = f"{head}\n\n{reason or ''}\n{body}\n\n" + _trailers(
+            Audit_Policy=policy.digest(), Audit_Weakened="true" if laxer else "false"
+        )
+        return files, message
+
+    commit, _ = append(repo, signer, build)
+    return commit, laxer
+
+
+def _check_weaken_allowed(
+    state: PlansState, what: str, weakenings: list[str], allow: bool, reason: str | None
+) -> None:
+    listing = "; ".join(weakenings)
+    if not state.policy.allow_weaken:
+        raise SealError(
+            f"{what} would be weakened ({listing}) and policy.json forbids weakening",
+            hint="restore what was removed or loosened; only a policy change by a sealer can "
+            "allow weakening",
+        )
+    if not allow or not reason:
+        raise SealError(
+            f"{what} would be weakened: {listing}",
+            hint="restore it, or pass --allow-weaken --reason TEXT to record the weakening",
+        )
+
+
+# --------------------------------------------------------------------------------- seals
+
+
+@dataclass(frozen=True)
+class SealOutcome:
+    plan: str
+    commit: pygit2.Oid | None  # None: nothing to do
+    record: SealRecord | None
+    comparison: Comparison | None
+    message: str
+
+
+def sealed_contract(state: PlansState, name: str) -> tuple[CheckedPlan | None, SealRecord | None]:
+    record = state.seal(name)
+    data = state.sealed_plan(name)
+    if record is None or data is None or record.retired:
+        return None, record
+    checked = check_file(PlanFile(name, f"{PLANS_REF}:plans/{name}.json", data), environment=False)
+    if checked.digest != record.contract_digest:
+        raise SealError(
+            f"{PLANS_REF}: the sealed copy of plan {name!r} does not match its seal record "
+            f"(digest {checked.digest} != {record.contract_digest})",
+            hint="the plans ref was tampered with; restore it from a good copy",
+        )
+    return checked, record
+
+
+def seal_plan(
+    repo: Repo,
+    signer: Signer,
+    checked: CheckedPlan,
+    *,
+    reason: str | None = None,
+    allow_weaken: bool = False,
+) -> SealOutcome:
+    """Seal the working copy of one plan (refusing an invalid plan and unrecorded weakening)."""
+    plan = checked.require_valid()
+    digest = checked.digest
+    assert digest is not None
+    new_contract = contract(plan)
+    outcome: dict[str, Any] = {}
+
+    def build(state: PlansState) -> tuple[dict[str, bytes], str] | None:
+        _require_initialised(state)
+        old_checked, old_record = sealed_contract(state, plan.name)
+        if (
+            old_record is not None
+            and not old_record.retired
+            and old_record.contract_digest == digest
+        ):
+            outcome.update(record=old_record, comparison=None)
+            return None
+        comparison = None
+        change = "initial"
+        weakenings: list[str] = []
+        if old_checked is not None and old_checked.plan is not None:
+            comparison = compare(contract(old_checked.plan), new_contract)
+            weakenings = [c.render() for c in comparison.weakenings]
+            if weakenings:
+                _check_weaken_allowed(
+                    state, f"plan {plan.name!r}", weakenings, allow_weaken, reason
+                )
+                change = "weakened"
+            else:
+                change = "strengthened" if comparison.strengthenings else "neutral"
+        record = SealRecord(
+            plan=plan.name,
+            version=(old_record.version + 1) if old_record else 1,
+            contract_digest=digest,
+            previous_digest=old_record.contract_digest
+            if old_record and not old_record.retired
+            else None,
+            policy_digest=state.policy.digest(),
+            sealed_at=now_iso(),
+            sealer=signer_name(state, signer.public_key),
+            sealer_fingerprint=signer.public_key.fingerprint(),
+            reason=reason or "",
+            change=change,
+            weakened=bool(weakenings),
+            weakenings=tuple(weakenings),
+            strengthenings=tuple(c.render() for c in comparison.strengthenings)
+            if comparison
+            else (),
+        )
+        files = _base_files(state)
+        files[f"plans/{plan.name}.json"] = checked.file.data
+        files[f"seals/{plan.name}.json"] = dumps(record.to_json())
+        lines = (
+            [c.render() for c in comparison.changes]
+            if comparison
+            else [f"{len(plan.steps)} steps, {len(plan.requirements)} requirements"]
+        )
+        title = f"seal({plan.name}): v{record.version} {change}" + (
+            f" — {reason}" if reason else ""
+        )
+        message = (
+            f"{title}\n\n"
+            + "\n".join(f"- {line}" for line in lines)
+            + "\n\n"
+            + _trailers(
+                Audit_Plan=plan.name,
+                Audit_Contract=digest,
+                Audit_Seal_Version=str(record.version),
+                Audit_Weakened="true" if weakenings else "false",
+            )
+        )
+        outcome.update(record=record, comparison=comparison)
+        return files, message
+
+    commit, _ = append(repo, signer, build)
+    record = outcome.get("record")
+    comparison = outcome.get("comparison")
+    if commit is None:
+        version = record.version if record else "?"
+        msg = f"plan {plan.name!r} is already sealed with this contract (v{version}); nothing to do"
+    else:
+        assert record is not None
+        msg = f"sealed plan {plan.name!r} v{record.version} ({record.change}) as {str(commit)[:12]}"
+    return SealOutcome(plan.name, commit, record, comparison, msg)
+
+
+def retire_plan(repo: Repo, signer: Signer, name: str, reason: str) -> pygit2.Oid:
+    """Retire a sealed plan: a signed change. Deleting the plan file alone never retires it."""
+    if not reason:
+        raise SealError("retiring a plan needs --reason", hint="say why the plan no longer applies")
+
+    def build(state: PlansState) -> tuple[dict[str, bytes], str]:
+        _require_initialised(state)
+        old = state.seal(name)
+        if old is None or old.retired:
+            raise PlanError(
+                f"plan {name!r} is not sealed as active",
+                hint="see `git audit plan history`",
+            )
+        if not state.policy.allow_weaken:
+            raise SealError(
+                f"retiring plan {name!r} removes its obligations and policy.json forbids weakening"
+            )
+        record = SealRecord(
+            plan=name,
+            version=old.version + 1,
+            contract_digest=old.contract_digest,
+            previous_digest=old.contract_digest,
+            policy_digest=state.policy.digest(),
+            sealed_at=now_iso(),
+            sealer=signer_name(state, signer.public_key),
+            sealer_fingerprint=signer.public_key.fingerprint(),
+            reason=reason,
+            change="retired",
+            weakened=True,
+            weakenings=("plan retired",),
+            retired=True,
+        )
+        files = _base_files(state)
+        files.pop(f"plans/{name}.json", None)
+        files[f"seals/{name}.json"] = dumps(record.to_json())
+        message = f"retire({name}): v{record.version} — {reason}\n\n" + _trailers(
+            Audit_Plan=name, Audit_Retired="true"
+        )
+        return files, message
+
+    commit, _ = append(repo, signer, build)
+    assert commit is not None
+    return commit
+
+
+# --------------------------------------------------------------------------------- history
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    commit: str
+    time: int
+    signer: str
+    record: SealRecord
+    plan_data: bytes | None
+
+
+def history(repo: Repo, name: str | None = None) -> list[HistoryEntry]:
+    """Every seal version of one plan or of all plans, newest first, from the verified chain.
+
+    Each version is attributed to the commit that introduced it (the oldest commit carrying it).
+    """
+    state = read_state(repo)
+    commits: list[pygit2.Commit] = []
+    current = state.tip
+    while current is not None:
+        commit = commit_of(repo.git, current, PLANS_REF)
+        commits.append(commit)
+        current = commit.parent_ids[0] if commit.parent_ids else None
+    seen: set[tuple[str, int]] = set()
+    out: list[HistoryEntry] = []
+    for commit in reversed(commits):
+        at = state_at(repo.git, commit)
+        for plan, record in sorted(at.seals.items()):
+            key = (plan, record.version)
+            if key in seen or (name is not None and plan != name):
+                continue
+            seen.add(key)
+            out.append(
+                HistoryEntry(
+                    str(commit.id), commit.commit_time, record.sealer, record, at.sealed_plan(plan)
+                )
+            )
+    out.reverse()
+    return out

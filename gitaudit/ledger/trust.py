@@ -1,0 +1,232 @@
+"""Who may sign what: the trust set and the gate policy stored on ``refs/audit/plans``.
+
+``trust/allowed_signers`` (OpenSSH format, so plain git can verify with it) names each principal's
+key; ``trust/roles.json`` says which principals are **sealers** (may change plans, seals, trust
+and policy) and which are **runners** (may append evidence). ``policy.json`` holds the gate policy.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import pygit2
+
+from gitaudit.crypto.allowed_signers import format_allowed_signers, parse_allowed_signers
+from gitaudit.crypto.keys import PublicKey
+from gitaudit.errors import GitAuditError, TrustError
+from gitaudit.ledger.objects import blob_at, dumps
+from gitaudit.plan.digest import canonical, sha256
+
+Role = Literal["sealer", "runner"]
+ROLES: tuple[Role, ...] = ("sealer", "runner")
+CommitMsgMode = Literal["off", "claims", "strict"]
+COMMIT_MSG_MODES: tuple[CommitMsgMode, ...] = ("off", "claims", "strict")
+
+ALLOWED_SIGNERS_PATH = "trust/allowed_signers"
+ROLES_PATH = "trust/roles.json"
+POLICY_PATH = "policy.json"
+ROLES_FORMAT = "gitaudit.roles/1"
+POLICY_FORMAT = "gitaudit.policy/1"
+
+
+@dataclass(frozen=True)
+class TrustedKey:
+    name: str
+    key: PublicKey
+    roles: frozenset[str]
+
+    def describe(self) -> str:
+        return (
+            f"{self.name} ({', '.join(sorted(self.roles)) or 'no role'}) {self.key.fingerprint()}"
+        )
+
+
+@dataclass(frozen=True)
+class TrustSet:
+    keys: tuple[TrustedKey, ...] = ()
+
+    def with_role(self, role: Role) -> list[PublicKey]:
+        return [k.key for k in self.keys if role in k.roles]
+
+    def find(self, key: PublicKey) -> TrustedKey | None:
+        return next((k for k in self.keys if k.key == key), None)
+
+    def named(self, name: str) -> TrustedKey | None:
+        return next((k for k in self.keys if k.name == name), None)
+
+    def require(self, key: PublicKey, role: Role) -> TrustedKey:
+        """The trusted entry for *key* in *role*, or a TrustError saying what is missing."""
+        entry = self.find(key)
+        if entry is None:
+            raise TrustError(
+                f"key {key.fingerprint()} is not trusted by this repository",
+                hint=f"a sealer must run `git audit trust add '{key.openssh()}' --role {role} "
+                "--name NAME`",
+            )
+        if role not in entry.roles:
+            raise TrustError(
+                f"key {entry.name} ({key.fingerprint()}) is not a {role}",
+                hint=f"use a {role} key, or have a sealer run "
+                f"`git audit trust add ... --role {role}`",
+            )
+        return entry
+
+    def added(self, name: str, key: PublicKey, role: Role) -> TrustSet:
+        current = self.named(name)
+        if current is not None and current.key != key:
+            raise TrustError(
+                f"the name {name!r} already belongs to key {current.key.fingerprint()}",
+                hint="choose another --name, or remove the old key first",
+            )
+        other = self.find(key)
+        if other is not None and other.name != name:
+            raise TrustError(f"this key is already trusted as {other.name!r}")
+        if current is None:
+            return TrustSet((*self.keys, TrustedKey(name, key, frozenset({role}))))
+        updated = replace(current, roles=current.roles | {role})
+        return TrustSet(tuple(updated if k.name == name else k for k in self.keys))
+
+    def removed(self, name: str) -> TrustSet:
+        if self.named(name) is None:
+            raise TrustError(f"no trusted key is named {name!r}", hint="see `git audit keys list`")
+        rest = TrustSet(tuple(k for k in self.keys if k.name != name))
+        if not rest.with_role("sealer"):
+            raise TrustError(
+                f"removing {name!r} would leave no sealer, and nobody could change trust again",
+                hint="add another sealer first",
+            )
+        return rest
+
+    def files(self) -> dict[str, bytes]:
+        signers = format_allowed_signers(
+            (k.name, k.key.with_comment("")) for k in sorted(self.keys, key=lambda k: k.name)
+        )
+        roles = {
+            "format": ROLES_FORMAT,
+            "sealers": sorted(k.name for k in self.keys if "sealer" in k.roles),
+            "runners": sorted(k.name for k in self.keys if "runner" in k.roles),
+        }
+        return {ALLOWED_SIGNERS_PATH: signers.encode(), ROLES_PATH: dumps(roles)}
+
+    def allowed_signers(self) -> str:
+        return self.files()[ALLOWED_SIGNERS_PATH].decode()
+
+
+def trust_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> TrustSet:
+    """Parse the trust set of one plans-ref commit; TrustError naming the commit when broken."""
+    signers_raw = blob_at(repo, tree, ALLOWED_SIGNERS_PATH)
+    roles_raw = blob_at(repo, tree, ROLES_PATH)
+    if signers_raw is None or roles_raw is None:
+        raise TrustError(
+            f"{where} has no {ALLOWED_SIGNERS_PATH} or {ROLES_PATH}",
+            hint="the plans ref was not created by `git audit trust init`",
+        )
+    try:
+        entries = parse_allowed_signers(signers_raw.decode("utf-8"))
+        roles = json.loads(roles_raw)
+        if not isinstance(roles, dict) or roles.get("format") != ROLES_FORMAT:
+            raise ValueError("unknown roles format (expected gitaudit.roles/1)")
+        sealers = set(_names(roles, "sealers"))
+        runners = set(_names(roles, "runners"))
+    except (GitAuditError, ValueError, UnicodeDecodeError) as exc:
+        raise TrustError(f"{where}: malformed trust files: {exc}") from None
+    keys = []
+    for principals, key, _options in entries:
+        for name in principals.split(","):
+            granted = {
+                r for r, names in (("sealer", sealers), ("runner", runners)) if name in names
+            }
+            keys.append(TrustedKey(name, key, frozenset(granted)))
+    return TrustSet(tuple(keys))
+
+
+def _names(doc: Mapping[str, Any], field_name: str) -> list[str]:
+    value = doc.get(field_name, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{field_name} must be a list of names")
+    return value
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The gate policy. A server judges a push with the policy it already holds."""
+
+    protected_refs: tuple[str, ...] = ("refs/heads/*",)
+    allow_weaken: bool = True
+    commit_msg: CommitMsgMode = "claims"
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": POLICY_FORMAT,
+            "protected_refs": list(self.protected_refs),
+            "allow_weaken": self.allow_weaken,
+            "commit_msg": self.commit_msg,
+        }
+
+    def digest(self) -> str:
+        return sha256(canonical(self.to_json()))
+
+    def protects(self, refname: str) -> bool:
+        return any(fnmatch.fnmatchcase(refname, pattern) for pattern in self.protected_refs)
+
+    def laxer_than(self, old: Policy) -> list[str]:
+        """What this policy relaxes compared with *old* (each is a weakening)."""
+        out = [
+            f"ref pattern {p!r} no longer protected"
+            for p in old.protected_refs
+            if p not in self.protected_refs
+        ]
+        if self.allow_weaken and not old.allow_weaken:
+            out.append("weakening seals becomes allowed")
+        if COMMIT_MSG_MODES.index(self.commit_msg) < COMMIT_MSG_MODES.index(old.commit_msg):
+            out.append(f"commit-msg default {old.commit_msg} -> {self.commit_msg}")
+        return out
+
+    @classmethod
+    def from_json(cls, doc: Any, where: str) -> Policy:
+        try:
+            if not isinstance(doc, dict) or doc.get("format") != POLICY_FORMAT:
+                raise ValueError("not a gitaudit.policy/1 document")
+            refs = doc.get("protected_refs", ["refs/heads/*"])
+            if not isinstance(refs, list) or not all(isinstance(r, str) and r for r in refs):
+                raise ValueError("protected_refs must be a list of ref patterns")
+            allow = doc.get("allow_weaken", True)
+            if not isinstance(allow, bool):
+                raise ValueError("allow_weaken must be true or false")
+            mode = doc.get("commit_msg", "claims")
+            if mode not in COMMIT_MSG_MODES:
+                raise ValueError(f"commit_msg must be one of {', '.join(COMMIT_MSG_MODES)}")
+        except ValueError as exc:
+            raise TrustError(f"{where}: {POLICY_PATH} is invalid: {exc}") from None
+        return cls(tuple(refs), allow, mode, doc)
+
+
+def policy_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> Policy:
+    raw = blob_at(repo, tree, POLICY_PATH)
+    if raw is None:
+        raise TrustError(f"{where} has no {POLICY_PATH}")
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise TrustError(f"{where}: {POLICY_PATH} is not valid JSON ({exc})") from None
+    return Policy.from_json(doc, where)
+
+
+def pinned_matches(pinned: str, key: PublicKey) -> bool:
+    """``audit.rootKey`` may hold an OpenSSH public key line or a ``SHA256:`` fingerprint."""
+    pinned = pinned.strip()
+    if pinned.startswith("SHA256:"):
+        return pinned == key.fingerprint()
+    try:
+        return PublicKey.from_openssh(pinned) == key
+    except GitAuditError:
+        return False
+
+
+def describe_keys(keys: Iterable[TrustedKey]) -> list[str]:
+    return [k.describe() for k in keys]

@@ -1,0 +1,206 @@
+"""Strengthening and weakening: how a new contract relates to the sealed one.
+
+A new contract *strengthens* (or keeps) the sealed one when it is a structural superset: every
+sealed requirement (at the same or a higher priority), coverage link, dependency clause (or a
+stricter one: a clause whose alternatives are a subset), required output, output check, step
+check and readback check is still there unchanged; evidence does not live longer
+(``valid_for``); retries are not more generous (``max_attempts``); a non-idempotent step stays so;
+a step's ``inputs`` are not narrowed; no required tool is dropped. Anything else sealed that is
+removed or changed is a *weakening*. Cosmetic changes (title, task, cost) are reported as
+neutral. See docs/sealing.md.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from gitaudit.plan.digest import canonical
+
+ChangeKind = Literal["weakened", "strengthened", "neutral"]
+_PRIORITY = {"may": 0, "should": 1, "must": 2}
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: ChangeKind
+    where: str  # e.g. "step 3 verify" or "requirement REQ-1"
+    message: str
+
+    def render(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    changes: tuple[Change, ...]
+
+    @property
+    def weakenings(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.kind == "weakened")
+
+    @property
+    def strengthenings(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.kind == "strengthened")
+
+    @property
+    def weakened(self) -> bool:
+        return bool(self.weakenings)
+
+    def summary(self) -> str:
+        w, s = len(self.weakenings), len(self.strengthenings)
+        n = len(self.changes) - w - s
+        parts = [f"{s} strengthened"] if s else []
+        parts += [f"{w} weakened"] if w else []
+        parts += [f"{n} neutral"] if n else []
+        return ", ".join(parts) or "no change"
+
+
+def _key(value: Any) -> bytes:
+    return canonical(value)
+
+
+def _clause_set(clause: Any) -> frozenset[str]:
+    if isinstance(clause, dict):
+        return frozenset(str(a) for a in clause["any_of"])
+    return frozenset({str(clause)})
+
+
+def _fmt_clause(alts: frozenset[str]) -> str:
+    return next(iter(alts)) if len(alts) == 1 else "any_of(" + ", ".join(sorted(alts)) + ")"
+
+
+def _checks(
+    out: list[Change], where: str, old: Sequence[Any], new: Sequence[Any], noun: str
+) -> None:
+    old_c, new_c = Counter(_key(c) for c in old), Counter(_key(c) for c in new)
+    by_key = {_key(c): c for c in (*old, *new)}
+    for key, n in (old_c - new_c).items():
+        out.append(
+            Change("weakened", where, f"{noun} removed or changed: {_describe(by_key[key])}")
+        )
+        del n
+    for key in new_c - old_c:
+        out.append(Change("strengthened", where, f"{noun} added: {_describe(by_key[key])}"))
+
+
+def _describe(check: Mapping[str, Any]) -> str:
+    body = check.get("argv") or check.get("cmd") or check.get("path") or ""
+    if isinstance(body, list):
+        body = " ".join(body)
+    return f"{check.get('type')} {body}".strip()
+
+
+def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    where = f"step {old['id']}"
+    if old["title"] != new["title"]:
+        out.append(Change("neutral", where, f"title {old['title']!r} -> {new['title']!r}"))
+    for req in sorted(set(old["covers"]) - set(new["covers"])):
+        out.append(Change("weakened", where, f"no longer covers {req}"))
+    for req in sorted(set(new["covers"]) - set(old["covers"])):
+        out.append(Change("strengthened", where, f"now also covers {req}"))
+    new_clauses = [_clause_set(c) for c in new["depends_on"]]
+    old_clauses = [_clause_set(c) for c in old["depends_on"]]
+    for clause in old_clauses:
+        if not any(n <= clause for n in new_clauses):
+            out.append(
+                Change("weakened", where, f"dependency {_fmt_clause(clause)} dropped or widened")
+            )
+    for clause in new_clauses:
+        if clause not in old_clauses:
+            out.append(Change("strengthened", where, f"dependency {_fmt_clause(clause)} added"))
+    old_req = {(r["step"], r["name"]) for r in old["requires_outputs"]}
+    new_req = {(r["step"], r["name"]) for r in new["requires_outputs"]}
+    for s, n in sorted(old_req - new_req, key=str):
+        out.append(Change("weakened", where, f"no longer requires output {s}/{n}"))
+    for s, n in sorted(new_req - old_req, key=str):
+        out.append(Change("strengthened", where, f"now requires output {s}/{n}"))
+    _checks(out, f"{where} verify", old["verify"], new["verify"], "check")
+    _checks(out, f"{where} readback", old["readback"], new["readback"], "readback check")
+    new_outputs = {o["name"]: o for o in new["outputs"]}
+    for output in old["outputs"]:
+        if output["name"] not in new_outputs:
+            out.append(Change("weakened", where, f"output {output['name']!r} removed"))
+            continue
+        _checks(
+            out,
+            f"{where} output {output['name']}",
+            output["verify"],
+            new_outputs[output["name"]]["verify"],
+            "output check",
+        )
+    for name in sorted(set(new_outputs) - {o["name"] for o in old["outputs"]}):
+        out.append(Change("strengthened", where, f"output {name!r} added"))
+    ov, nv = old["valid_for"], new["valid_for"]
+    if ov != nv:
+        longer = ov is not None and (nv is None or nv > ov)
+        out.append(
+            Change("weakened" if longer else "strengthened", where, f"valid_for {ov} -> {nv} s")
+        )
+    if old["max_attempts"] != new["max_attempts"]:
+        more = new["max_attempts"] > old["max_attempts"]
+        out.append(
+            Change(
+                "weakened" if more else "strengthened",
+                where,
+                f"max_attempts {old['max_attempts']} -> {new['max_attempts']}",
+            )
+        )
+    if old["idempotent"] != new["idempotent"]:
+        kind: ChangeKind = "weakened" if new["idempotent"] else "strengthened"
+        out.append(Change(kind, where, f"idempotent {old['idempotent']} -> {new['idempotent']}"))
+    if old["inputs"] != new["inputs"]:
+        # no inputs = the whole tree (broadest); more patterns = more reasons to re-run
+        broader = not new["inputs"] or (
+            bool(old["inputs"]) and set(old["inputs"]) <= set(new["inputs"])
+        )
+        kind = "strengthened" if broader else "weakened"
+        out.append(Change(kind, where, f"inputs {old['inputs']} -> {new['inputs']}"))
+    if old["cost"] != new["cost"]:
+        out.append(Change("neutral", where, f"cost {old['cost']} -> {new['cost']}"))
+
+
+def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:
+    """Every difference between two contracts (from :func:`gitaudit.plan.digest.contract`)."""
+    out: list[Change] = []
+    if old.get("task") != new.get("task"):
+        out.append(Change("neutral", "task", "task text changed"))
+    new_reqs = {r["id"]: r for r in new["requirements"]}
+    for req in old["requirements"]:
+        where = f"requirement {req['id']}"
+        other = new_reqs.get(req["id"])
+        if other is None:
+            out.append(Change("weakened", where, "removed"))
+            continue
+        if _PRIORITY[other["priority"]] < _PRIORITY[req["priority"]]:
+            out.append(
+                Change("weakened", where, f"priority {req['priority']} -> {other['priority']}")
+            )
+        elif _PRIORITY[other["priority"]] > _PRIORITY[req["priority"]]:
+            out.append(
+                Change("strengthened", where, f"priority {req['priority']} -> {other['priority']}")
+            )
+        if other["description"] != req["description"]:
+            out.append(Change("weakened", where, "description changed"))
+    old_ids = {r["id"] for r in old["requirements"]}
+    for rid in new_reqs:
+        if rid not in old_ids:
+            out.append(Change("strengthened", f"requirement {rid}", "added"))
+    for tool in sorted(set(old["required_tools"]) - set(new["required_tools"])):
+        out.append(Change("weakened", "required_tools", f"{tool!r} no longer required"))
+    for tool in sorted(set(new["required_tools"]) - set(old["required_tools"])):
+        out.append(Change("strengthened", "required_tools", f"{tool!r} now required"))
+    new_steps = {str(s["id"]): s for s in new["steps"]}
+    for step in old["steps"]:
+        other = new_steps.get(str(step["id"]))
+        if other is None:
+            out.append(Change("weakened", f"step {step['id']}", "removed"))
+        else:
+            _step(out, step, other)
+    old_step_ids = {str(s["id"]) for s in old["steps"]}
+    for sid in new_steps:
+        if sid not in old_step_ids:
+            out.append(Change("strengthened", f"step {sid}", "added"))
+    return Comparison(tuple(out))

@@ -1,0 +1,148 @@
+"""keys, trust and seal commands end to end through the real entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from tests.gitrepo import GitRepo, audit
+from tests.plan.builders import two_step_plan
+
+
+def onboard(repo: GitRepo) -> None:
+    repo.write_plan(two_step_plan())
+    for args in (["keys", "generate"], ["trust", "init"], ["plan", "seal", "-m", "first"]):
+        result = audit(repo.path, *args)
+        assert result.code == 0, (args, result.err)
+
+
+def test_keys_generate_prints_openssh_key_and_ssh_keygen_fingerprint(
+    repo: GitRepo, hermetic: Path
+) -> None:
+    result = audit(repo.path, "keys", "generate", "--name", "laptop")
+    assert result.code == 0, result.err
+    pub_line, fp_line, path_line = result.out.splitlines()
+    assert pub_line.startswith("ssh-ed25519 AAAA") and pub_line.endswith(" laptop")
+    private = Path(path_line.split(": ", 1)[1])
+    assert private.is_relative_to(hermetic) and oct(private.stat().st_mode & 0o777) == "0o600"
+    keygen = subprocess.run(
+        ["ssh-keygen", "-lf", str(private) + ".pub"], capture_output=True, text=True, check=True
+    )
+    assert keygen.stdout.strip() == fp_line
+    listed = audit(repo.path, "keys", "list", "--json").json()
+    assert [k["name"] for k in listed["local"]] == ["laptop"]
+
+
+def test_key_inside_the_work_tree_is_refused(repo: GitRepo) -> None:
+    inside = repo.path / "secrets"
+    result = audit(repo.path, "keys", "generate", env={"GITAUDIT_HOME": str(inside)})
+    assert result.code == 1 and "never live inside the work tree" in result.err
+    assert not inside.exists() or not any(inside.rglob("default"))
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(repo.path / "k")], check=True
+    )
+    repo.write_plan(two_step_plan())
+    init = audit(repo.path, "trust", "init", "--key", str(repo.path / "k"))
+    assert init.code == 1 and "never live inside the work tree" in init.err
+    assert "Traceback" not in init.err
+
+
+def test_missing_and_corrupted_keys_are_one_line_errors(repo: GitRepo, tmp_path: Path) -> None:
+    none = audit(repo.path, "trust", "init")
+    assert none.code == 1 and none.err.startswith("error: no signing key found")
+    assert "git audit keys generate" in none.err
+    bad = tmp_path / "bad_key"
+    bad.write_text(
+        "-----BEGIN OPENSSH PRIVATE KEY-----\ngarbage\n-----END OPENSSH PRIVATE KEY-----\n"
+    )
+    os.chmod(bad, 0o600)
+    corrupt = audit(repo.path, "trust", "init", "--key", str(bad))
+    assert corrupt.code == 1 and str(bad) in corrupt.err and "Traceback" not in corrupt.err
+    assert len(corrupt.err.strip().splitlines()) <= 2
+
+
+def test_seal_flow_and_plain_git_verification(repo: GitRepo, tmp_path: Path) -> None:
+    onboard(repo)
+    again = audit(repo.path, "plan", "seal")
+    assert again.code == 0 and "nothing to do" in again.out
+    inspect = audit(repo.path, "plan", "inspect")
+    assert inspect.code == 0 and "matches seal v1" in inspect.out
+    plan = two_step_plan()
+    plan["steps"][1]["verify"] = []
+    plan["steps"][1]["verify"].append({"type": "run", "argv": ["true", "--lenient"]})
+    repo.write_plan(plan)
+    differs = audit(repo.path, "plan", "inspect")
+    assert differs.code == 1 and "weakened" in differs.out
+    refused = audit(repo.path, "plan", "seal")
+    assert (
+        refused.code == 1 and "would be weakened" in refused.err and "--allow-weaken" in refused.err
+    )
+    diff = audit(repo.path, "plan", "diff")
+    assert "check removed or changed: run true" in diff.out
+    ok = audit(repo.path, "plan", "seal", "--allow-weaken", "--reason", "lenient for now")
+    assert ok.code == 0 and "v2 (weakened)" in ok.out
+    hist = audit(repo.path, "plan", "history", "--json").json()
+    assert [h["version"] for h in hist] == [2, 1] and hist[0]["weakened"] is True
+    v1v2 = audit(repo.path, "plan", "diff", "1", "2")
+    assert v1v2.code == 0 and "weakened" in v1v2.out
+    signers = tmp_path / "allowed_signers"
+    assert audit(repo.path, "trust", "export", str(signers)).code == 0
+    log = subprocess.run(
+        [
+            "git",
+            "-c",
+            "gpg.format=ssh",
+            "-c",
+            f"gpg.ssh.allowedSignersFile={signers}",
+            "log",
+            "--show-signature",
+            "refs/audit/plans",
+        ],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert log.stdout.count('Good "git" signature') == 3
+
+
+def test_trust_add_and_policy_commands(repo: GitRepo, tmp_path: Path) -> None:
+    onboard(repo)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ci", "-f", str(tmp_path / "ci")],
+        check=True,
+    )
+    added = audit(
+        repo.path, "trust", "add", str(tmp_path / "ci.pub"), "--role", "runner", "--name", "ci"
+    )
+    assert added.code == 0, added.err
+    listed = {
+        k["name"]: k["roles"] for k in audit(repo.path, "keys", "list", "--json").json()["trusted"]
+    }
+    assert listed["ci"] == ["runner"]
+    as_runner = audit(repo.path, "trust", "remove", "default", "--key", str(tmp_path / "ci"))
+    assert as_runner.code == 1 and "is not a sealer" in as_runner.err
+    bad_role = audit(
+        repo.path, "trust", "add", str(tmp_path / "ci.pub"), "--role", "admin", "--name", "x"
+    )
+    assert bad_role.code == 2
+    forbid = audit(repo.path, "trust", "policy", "--weakening", "forbidden")
+    assert forbid.code == 0, forbid.err
+    relax = audit(
+        repo.path, "trust", "policy", "--weakening", "allowed", "--allow-weaken", "--reason", "x"
+    )
+    assert relax.code == 1 and "forbids weakening" in relax.err
+    shown = audit(repo.path, "trust", "policy")
+    assert "allow_weaken: False" in shown.out
+    data = json.loads(
+        subprocess.run(
+            ["git", "show", "refs/audit/plans:policy.json"],
+            cwd=repo.path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    assert data["allow_weaken"] is False

@@ -1,0 +1,390 @@
+"""Trust and seals on refs/audit/plans, with real git and real signatures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from gitaudit.crypto.commits import create_signed_commit
+from gitaudit.crypto.keys import Ed25519Signer
+from gitaudit.errors import LedgerError, PlanError, SealError, TrustError
+from gitaudit.ledger.objects import write_tree
+from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.refs import PLANS_REF, read_ref
+from gitaudit.ledger.seals import (
+    history,
+    retire_plan,
+    seal_plan,
+    set_policy,
+    trust_add,
+    trust_init,
+    trust_remove,
+)
+from gitaudit.ledger.trust import Policy
+from gitaudit.plan.catalog import check_worktree
+from gitaudit.repo import Repo, open_repo
+from tests.gitrepo import GitRepo
+from tests.plan.builders import two_step_plan
+
+
+def seal(repo: Repo, signer: Ed25519Signer, name: str = "default", **kw: object):  # type: ignore[no-untyped-def]
+    (checked,) = check_worktree(repo.require_workdir(), name)
+    return seal_plan(repo, signer, checked, **kw)  # type: ignore[arg-type]
+
+
+def test_trust_init_creates_the_root_and_pins_the_key(trusted: Repo, sealer: Ed25519Signer) -> None:
+    state = read_state(trusted)
+    assert state.exists
+    assert state.trust.require(sealer.public_key, "sealer").name == "alice"
+    assert state.trust.require(sealer.public_key, "runner")
+    assert trusted.config("audit.rootKey") == sealer.public_key.fingerprint()
+    assert set(state.files) == {"trust/allowed_signers", "trust/roles.json", "policy.json"}
+    with pytest.raises(TrustError, match="already exists"):
+        trust_init(trusted, sealer, "alice")
+
+
+def test_plain_git_verifies_plans_commits(
+    trusted: Repo, sealer: Ed25519Signer, tmp_path: Path
+) -> None:
+    seal(trusted, sealer, reason="first")
+    signers = tmp_path / "allowed"
+    signers.write_text(read_state(trusted).trust.allowed_signers())
+    for rev in (PLANS_REF, f"{PLANS_REF}~1"):
+        proc = subprocess.run(
+            [
+                "git",
+                "-c",
+                "gpg.format=ssh",
+                "-c",
+                f"gpg.ssh.allowedSignersFile={signers}",
+                "verify-commit",
+                rev,
+            ],
+            cwd=trusted.workdir,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert 'Good "git" signature for alice' in proc.stderr
+
+
+def test_seal_records_plan_and_seal(trusted: Repo, sealer: Ed25519Signer) -> None:
+    outcome = seal(trusted, sealer, reason="first cut")
+    assert outcome.commit is not None and outcome.record is not None
+    state = read_state(trusted)
+    record = state.seal("default")
+    assert record is not None and record.version == 1 and record.change == "initial"
+    assert record.reason == "first cut" and record.sealer == "alice"
+    assert record.policy_digest == state.policy.digest()
+    assert (
+        state.sealed_plan("default")
+        == (trusted.require_workdir() / ".gitaudit/plans/default.json").read_bytes()
+    )
+    message = trusted.git[read_ref(trusted.git, PLANS_REF)].message  # type: ignore[union-attr]
+    assert message.startswith("seal(default): v1 initial — first cut")
+    assert "Audit-Contract: sha256:" in message
+
+
+def test_sealing_an_unchanged_plan_is_a_no_op(trusted: Repo, sealer: Ed25519Signer) -> None:
+    seal(trusted, sealer)
+    tip = read_ref(trusted.git, PLANS_REF)
+    outcome = seal(trusted, sealer)
+    assert outcome.commit is None and "already sealed" in outcome.message
+    assert read_ref(trusted.git, PLANS_REF) == tip
+
+
+def test_invalid_plan_is_refused(trusted: Repo, sealer: Ed25519Signer, repo: GitRepo) -> None:
+    plan = two_step_plan()
+    plan["steps"][1]["depends_on"] = ["ghost"]
+    repo.write_plan(plan)
+    with pytest.raises(PlanError, match=r"dep\.unknown-step"):
+        seal(trusted, sealer)
+
+
+def test_strengthening_is_allowed_and_recorded(
+    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo
+) -> None:
+    seal(trusted, sealer)
+    plan = two_step_plan()
+    plan["steps"][1]["verify"].append({"type": "run", "argv": ["echo", "more"]})
+    plan["requirements"][1]["priority"] = "must"
+    repo.write_plan(plan)
+    outcome = seal(trusted, sealer, reason="tighter")
+    assert outcome.record is not None and outcome.record.change == "strengthened"
+    assert not outcome.record.weakened
+    assert any("check added" in s for s in outcome.record.strengthenings)
+    assert any("priority should -> must" in s for s in outcome.record.strengthenings)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (
+            lambda p: (
+                p["steps"][1]["verify"].clear()
+                or p["steps"][1]["verify"].append({"type": "run", "argv": ["false"]})
+            ),
+            "check removed or changed",
+        ),
+        (lambda p: p["steps"][0]["covers"].clear(), "no longer covers REQ-1"),
+        (
+            lambda p: p["steps"][0]["outputs"][0]["verify"].__setitem__(
+                0, {"type": "file_exists", "path": "x"}
+            ),
+            "output check removed or changed",
+        ),
+        (lambda p: p["requirements"][0].update(priority="may"), "priority must -> may"),
+        (lambda p: p["steps"][1].update(max_attempts=9), "max_attempts 3 -> 9"),
+        (lambda p: p["steps"].pop(), "removed"),
+    ],
+)
+def test_weakening_is_refused_with_the_list(
+    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo, mutate, expected: str
+) -> None:  # type: ignore[no-untyped-def]
+    seal(trusted, sealer)
+    plan = two_step_plan()
+    mutate(plan)
+    plan["steps"][0]["covers"] = (
+        plan["steps"][0]["covers"] or ["REQ-1"] if expected != "no longer covers REQ-1" else []
+    )
+    if expected == "no longer covers REQ-1":
+        plan["steps"][1]["covers"].append("REQ-1")
+    if expected == "removed":
+        plan["steps"][0]["covers"].append("REQ-2")
+    repo.write_plan(plan)
+    tip = read_ref(trusted.git, PLANS_REF)
+    with pytest.raises(SealError, match="would be weakened") as info:
+        seal(trusted, sealer)
+    assert expected in info.value.message
+    assert read_ref(trusted.git, PLANS_REF) == tip
+
+
+def test_recorded_weakening(trusted: Repo, sealer: Ed25519Signer, repo: GitRepo) -> None:
+    seal(trusted, sealer)
+    plan = two_step_plan()
+    plan["steps"][1]["verify"] = [{"type": "run", "argv": ["true", "--quick"]}]
+    repo.write_plan(plan)
+    with pytest.raises(SealError):
+        seal(trusted, sealer, allow_weaken=True)  # a reason is required
+    outcome = seal(trusted, sealer, allow_weaken=True, reason="flaky check replaced")
+    assert (
+        outcome.record is not None
+        and outcome.record.weakened
+        and outcome.record.change == "weakened"
+    )
+    entries = history(trusted, "default")
+    assert [e.record.version for e in entries] == [2, 1]
+    assert entries[0].record.weakenings and entries[0].record.reason == "flaky check replaced"
+
+
+def test_policy_can_forbid_weakening_and_a_laxer_policy_is_a_weakening(
+    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo
+) -> None:
+    seal(trusted, sealer)
+    commit, laxer = set_policy(
+        trusted, sealer, Policy(allow_weaken=False), allow_weaken=False, reason=None
+    )
+    assert commit is not None and laxer == []
+    assert read_state(trusted).seal("default").policy_digest == Policy(allow_weaken=False).digest()  # type: ignore[union-attr]
+    plan = two_step_plan()
+    plan["steps"][1]["verify"] = [{"type": "run", "argv": ["true", "--quick"]}]
+    repo.write_plan(plan)
+    with pytest.raises(SealError, match="forbids weakening"):
+        seal(trusted, sealer, allow_weaken=True, reason="please")
+    with pytest.raises(SealError, match="forbids weakening"):
+        set_policy(trusted, sealer, Policy(allow_weaken=True), allow_weaken=True, reason="relax")
+    with pytest.raises(SealError, match="forbids weakening"):
+        retire_plan(trusted, sealer, "default", "done")
+
+
+def test_laxer_policy_needs_allow_weaken(trusted: Repo, sealer: Ed25519Signer) -> None:
+    with pytest.raises(SealError, match="no longer protected"):
+        set_policy(
+            trusted,
+            sealer,
+            Policy(protected_refs=("refs/heads/main",)),
+            allow_weaken=False,
+            reason=None,
+        )
+    commit, laxer = set_policy(
+        trusted,
+        sealer,
+        Policy(protected_refs=("refs/heads/main",)),
+        allow_weaken=True,
+        reason="only main",
+    )
+    assert commit is not None and laxer
+
+
+def test_trust_add_remove_and_roles(
+    trusted: Repo, sealer: Ed25519Signer, stranger: Ed25519Signer
+) -> None:
+    runner = Ed25519Signer.generate("ci")
+    assert trust_add(trusted, sealer, runner.public_key, "runner", "ci") is not None
+    assert trust_add(trusted, sealer, runner.public_key, "runner", "ci") is None  # idempotent
+    state = read_state(trusted)
+    state.trust.require(runner.public_key, "runner")
+    with pytest.raises(TrustError, match="is not a sealer"):
+        state.trust.require(runner.public_key, "sealer")
+    with pytest.raises(TrustError, match="is not a sealer"):  # a runner cannot change trust
+        trust_add(trusted, runner, stranger.public_key, "sealer", "mallory")
+    with pytest.raises(TrustError, match="not trusted"):
+        trust_add(trusted, stranger, stranger.public_key, "sealer", "mallory")
+    with pytest.raises(TrustError, match="would leave no sealer"):
+        trust_remove(trusted, sealer, "alice")
+    trust_remove(trusted, sealer, "ci")
+    assert read_state(trusted).trust.named("ci") is None
+
+
+def test_retire_is_a_signed_change_and_deleting_the_file_is_not(
+    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo
+) -> None:
+    seal(trusted, sealer)
+    (repo.path / ".gitaudit/plans/default.json").unlink()
+    assert read_state(trusted).active() == ["default"]
+    retire_plan(trusted, sealer, "default", "superseded")
+    state = read_state(trusted)
+    assert state.active() == [] and state.seal("default").retired  # type: ignore[union-attr]
+    assert state.sealed_plan("default") is None
+
+
+# --- attackers ----------------------------------------------------------------------------------
+
+
+def _forge(
+    repo: Repo,
+    signer: Ed25519Signer,
+    files_from: pygit2.Oid,
+    parent: pygit2.Oid | None,
+    edit: dict[str, bytes],
+) -> pygit2.Oid:
+    from gitaudit.ledger.objects import read_files
+
+    base = repo.git[files_from]
+    assert isinstance(base, pygit2.Commit)
+    files = {**read_files(repo.git, base.tree), **edit}
+    tree = write_tree(repo.git, files)
+    return create_signed_commit(
+        repo.git, tree=tree, parents=[parent] if parent else [], message="forged\n", signer=signer
+    )
+
+
+def test_plans_commit_signed_by_an_untrusted_key_is_rejected(
+    trusted: Repo, sealer: Ed25519Signer, stranger: Ed25519Signer
+) -> None:
+    seal(trusted, sealer)
+    tip = read_ref(trusted.git, PLANS_REF)
+    assert tip is not None
+    evil = stranger.public_key
+    from gitaudit.ledger.trust import TrustSet
+
+    trust = TrustSet().added("mallory", evil, "sealer")
+    forged = _forge(trusted, stranger, tip, tip, trust.files())
+    trusted.git.references.create(PLANS_REF, forged, force=True)
+    with pytest.raises(
+        TrustError, match=rf"plans commit {str(forged)[:12]}: not signed by a trusted sealer"
+    ):
+        read_state(trusted)
+
+
+def test_rewritten_root_is_rejected_by_the_pinned_key(
+    trusted: Repo, stranger: Ed25519Signer, repo: GitRepo
+) -> None:
+    # an attacker replaces the whole plans ref with a self-consistent history of their own
+    from gitaudit.ledger.trust import TrustSet
+
+    trust = TrustSet().added("mallory", stranger.public_key, "sealer")
+    tree = write_tree(
+        trusted.git, {**trust.files(), "policy.json": json.dumps(Policy().to_json()).encode()}
+    )
+    forged = create_signed_commit(
+        trusted.git, tree=tree, parents=[], message="root\n", signer=stranger
+    )
+    trusted.git.references.create(PLANS_REF, forged, force=True)
+    (trusted.gitdir / "gitaudit" / "watermarks.json").unlink()  # even without the high-water mark
+    with pytest.raises(TrustError, match=r"not by the pinned audit\.rootKey"):
+        read_state(trusted)
+
+
+def test_reset_to_an_older_seal_is_detected(
+    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo
+) -> None:
+    seal(trusted, sealer)
+    old = read_ref(trusted.git, PLANS_REF)
+    plan = two_step_plan()
+    plan["steps"][1]["verify"].append({"type": "run", "argv": ["echo", "stronger"]})
+    repo.write_plan(plan)
+    seal(trusted, sealer)
+    repo.git("update-ref", PLANS_REF, str(old))
+    with pytest.raises(LedgerError, match="moved backwards"):
+        read_state(trusted)
+
+
+def test_unsigned_plans_commit_is_rejected(trusted: Repo) -> None:
+    tip = read_ref(trusted.git, PLANS_REF)
+    commit = trusted.git[tip]
+    assert isinstance(commit, pygit2.Commit)
+    sig = pygit2.Signature("x", "x@example.test")
+    unsigned = trusted.git.create_commit(None, sig, sig, "unsigned\n", commit.tree_id, [tip])
+    trusted.git.references.create(PLANS_REF, unsigned, force=True)
+    with pytest.raises(TrustError, match="is not signed"):
+        read_state(trusted)
+
+
+def test_plans_ref_pointing_at_a_blob(trusted: Repo) -> None:
+    blob = trusted.git.create_blob(b"not a commit")
+    trusted.git.references.create(PLANS_REF, blob, force=True)
+    with pytest.raises(LedgerError, match="a blob, not a commit"):
+        read_state(trusted)
+
+
+def test_malformed_seal_json_and_mismatched_sealed_copy(
+    trusted: Repo, sealer: Ed25519Signer
+) -> None:
+    seal(trusted, sealer)
+    tip = read_ref(trusted.git, PLANS_REF)
+    assert tip is not None
+    bad = _forge(trusted, sealer, tip, tip, {"seals/default.json": b"{not json"})
+    trusted.git.references.create(PLANS_REF, bad, force=True)
+    with pytest.raises(TrustError, match=r"seals/default\.json is not valid JSON"):
+        read_state(trusted)
+    # a sealer-signed commit whose sealed copy no longer matches its seal record
+    edited = _forge(
+        trusted, sealer, tip, tip, {"plans/default.json": json.dumps({"steps": []}).encode()}
+    )
+    trusted.git.references.create(PLANS_REF, edited, force=True)
+    (trusted.gitdir / "gitaudit" / "watermarks.json").unlink()
+    from gitaudit.ledger.seals import sealed_contract
+
+    with pytest.raises(SealError, match="does not match its seal record"):
+        sealed_contract(read_state(trusted), "default")
+
+
+def test_concurrent_seals_never_lose_a_version(repo: GitRepo, tmp_path: Path) -> None:
+    from tests.gitrepo import audit
+
+    assert audit(repo.path, "keys", "generate").code == 0
+    assert audit(repo.path, "trust", "init").code == 0
+    for i in range(6):
+        repo.write_plan(two_step_plan(), f"p{i}")
+    procs = [
+        subprocess.Popen(
+            [__import__("sys").executable, "-m", "gitaudit", "plan", "seal", "--plan", f"p{i}"],
+            cwd=repo.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for i in range(6)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err.decode()
+    state = read_state(open_repo(repo.path))
+    assert state.active() == [f"p{i}" for i in range(6)]
+    count = repo.git("rev-list", "--count", PLANS_REF).strip()
+    assert count == "7"  # root + six seals, one linear chain
