@@ -69,7 +69,8 @@ def validate_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
 def _print_report(c: CheckedPlan) -> None:
     report = c.report
     if report.valid:
-        say(f"{c.name}: valid ({len(c.plan.steps) if c.plan else 0} steps, contract {c.digest})")
+        n = len(c.plan.steps) if c.plan else 0
+        say(f"{c.name}: valid ({n} step{'s' if n != 1 else ''}, contract {c.digest})")
     else:
         say(f"{c.name}: INVALID, {len(report.errors)} problem(s)")
     for p in report.errors:

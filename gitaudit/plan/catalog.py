@@ -17,6 +17,7 @@ from gitaudit.plan.store import (
     discover_worktree,
     plan_path,
     select,
+    valid_name,
 )
 from gitaudit.plan.validate import validate_bytes
 
@@ -90,6 +91,11 @@ TEMPLATE: dict[str, object] = {
 
 def write_template(workdir: Path, name: str = DEFAULT_PLAN) -> Path:
     """Create ``.gitaudit/plans/<name>.json`` from a template that validates; never overwrite."""
+    if not valid_name(name):
+        raise UsageError(
+            f"plan name {name!r} is not allowed",
+            hint="use letters, digits, '-' and '_' (at most 64 characters)",
+        )
     target = plan_path(workdir, name)
     if target.exists():
         raise PlanError(

@@ -207,3 +207,31 @@ def reachable(graph: Adjacency, starts: Iterable[StepId]) -> set[StepId]:
         seen.add(node)
         todo.extend(graph.get(node, ()))
     return seen
+
+
+def optional_steps(plan: Plan) -> set[StepId]:
+    """Steps the goal can do without: alternatives of OR clauses (and what only they need).
+
+    A step is optional when every step that depends on it names it only inside an ``any_of``
+    clause with other alternatives, or is itself optional; sinks (steps nothing depends on) are
+    never optional. Whether a particular optional step is needed then depends on which
+    alternative gets verified; requirement coverage still applies to the verified set.
+    """
+    dependants: dict[StepId, list[tuple[StepId, bool]]] = {s.id: [] for s in plan.steps}
+    for step in plan.steps:
+        for clause in step.depends_on:
+            alternative = clause.is_any_of and len(clause.alternatives) > 1
+            for alt in clause.alternatives:
+                if alt in dependants:
+                    dependants[alt].append((step.id, alternative))
+    optional: set[StepId] = set()
+    changed = True
+    while changed:
+        changed = False
+        for sid, users in dependants.items():
+            if sid in optional or not users:
+                continue
+            if all(is_alt or user in optional for user, is_alt in users):
+                optional.add(sid)
+                changed = True
+    return optional

@@ -47,6 +47,19 @@ def _validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(schema())
 
 
+@cache
+def _fast_validator() -> Any:
+    """A compiled validator (jsonschema-rs) for the common case: the plan is valid.
+
+    The pure-Python validator is kept for explaining invalid plans (its errors carry the paths
+    and context the messages are built from); the compiled one only answers "valid or not",
+    about 200x faster on large plans.
+    """
+    import jsonschema_rs
+
+    return jsonschema_rs.validator_for(schema())
+
+
 def json_path(parts: Sequence[object]) -> str:
     """``["steps", 0, "verify"]`` -> ``$.steps[0].verify``."""
     out = "$"
@@ -167,6 +180,8 @@ def _iter_leaf_errors(
 
 def schema_problems(value: Any, *, plan: str, source: str) -> list[Problem]:
     """Layer 2: every schema violation, sorted by position in the file."""
+    if _fast_validator().is_valid(value):
+        return []
     problems = []
     for error in _iter_leaf_errors(_validator().iter_errors(value)):
         code, message, hint = _schema_hint(error)
@@ -192,6 +207,13 @@ def _path_key(path: str) -> list[tuple[int, int | str]]:
     for part in path.replace("]", "").replace("[", ".").split(".")[1:]:
         key.append((0, int(part)) if part.isdigit() else (1, part))
     return key
+
+
+def step_key(raw_id: object) -> str:
+    """The internal spelling of a step id: ``1``, ``1.0`` and ``"1"`` are all ``"1"``."""
+    if isinstance(raw_id, float) and raw_id.is_integer():
+        return str(int(raw_id))
+    return str(raw_id)
 
 
 def _split(text: str) -> tuple[str, ...] | None:
@@ -285,7 +307,7 @@ def build_plan(value: Mapping[str, Any], *, name: str, source: str) -> tuple[Pla
     previous: str | None = None
     for index, raw in enumerate(raw_steps):
         spath = f"$.steps[{index}]"
-        sid = str(raw["id"])
+        sid = step_key(raw["id"])
         if "status" in raw:
             problems.append(
                 Problem(
@@ -304,9 +326,11 @@ def build_plan(value: Mapping[str, Any], *, name: str, source: str) -> tuple[Pla
             clauses = []
             for item in raw.get("depends_on", ()):
                 if isinstance(item, dict):
-                    clauses.append(Clause(tuple(str(a) for a in item["any_of"]), is_any_of=True))
+                    clauses.append(
+                        Clause(tuple(step_key(a) for a in item["any_of"]), is_any_of=True)
+                    )
                 else:
-                    clauses.append(Clause((str(item),)))
+                    clauses.append(Clause((step_key(item),)))
             depends = tuple(clauses)
         verify, probs = _build_checks(raw["verify"], f"{spath}.verify", name, source)
         problems.extend(probs)
@@ -319,6 +343,17 @@ def build_plan(value: Mapping[str, Any], *, name: str, source: str) -> tuple[Pla
             problems.extend(probs)
             outputs.append(Output(out["name"], checks, opath))
         valid_for = raw.get("valid_for")
+        if isinstance(valid_for, str) and parse_duration(valid_for) is None:
+            problems.append(
+                Problem(
+                    name,
+                    source,
+                    f"{spath}.valid_for",
+                    "duration.invalid",
+                    f"{valid_for!r} is a zero duration: evidence would expire at once",
+                    'use a positive duration such as "30m", "12h" or "7d", or leave it out',
+                )
+            )
         steps.append(
             Step(
                 id=sid,
@@ -327,7 +362,8 @@ def build_plan(value: Mapping[str, Any], *, name: str, source: str) -> tuple[Pla
                 title=raw.get("title", ""),
                 depends_on=depends,
                 requires_outputs=tuple(
-                    OutputRef(str(r["step"]), r["name"]) for r in raw.get("requires_outputs", ())
+                    OutputRef(step_key(r["step"]), r["name"])
+                    for r in raw.get("requires_outputs", ())
                 ),
                 covers=tuple(raw.get("covers", ())),
                 verify=verify,

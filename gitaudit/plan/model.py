@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 StepId = str
@@ -161,10 +162,15 @@ class Plan:
     raw: Mapping[str, object] = field(repr=False, compare=False, default_factory=dict)
 
     def step(self, step_id: StepId) -> Step | None:
-        return self._index().get(step_id)
+        return self._index.get(step_id)
 
+    @cached_property
     def _index(self) -> dict[StepId, Step]:
-        return {s.id: s for s in self.steps}
+        # the first step with an id wins (duplicates are a validation error anyway)
+        index: dict[StepId, Step] = {}
+        for s in self.steps:
+            index.setdefault(s.id, s)
+        return index
 
     @property
     def step_ids(self) -> tuple[StepId, ...]:

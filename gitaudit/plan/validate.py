@@ -34,8 +34,11 @@ def semantic_problems(plan: Plan) -> list[Problem]:
     out = _Collector(plan)
     _ids(plan, out)
     _requirements(plan, out)
+    known = {}
+    for s in plan.steps:
+        known.setdefault(s.id, s)
     for step in plan.steps:
-        _dependencies(plan, step, out)
+        _dependencies(plan, step, known, out)
         _checks(step, out)
     _cycles(plan, out)
     return out.problems
@@ -112,8 +115,7 @@ def _requirements(plan: Plan, out: _Collector) -> None:
             )
 
 
-def _dependencies(plan: Plan, step: Step, out: _Collector) -> None:
-    known = {s.id: s for s in plan.steps}
+def _dependencies(plan: Plan, step: Step, known: dict[str, Step], out: _Collector) -> None:
     path = f"{step.json_path}.depends_on"
     direct: set[str] = set()
     edges_seen: set[str] = set()
@@ -141,7 +143,9 @@ def _dependencies(plan: Plan, step: Step, out: _Collector) -> None:
                         apath,
                         "dep.unknown-step",
                         f"step {step.id} depends on step {alt!r}, which does not exist",
-                        f"use one of the plan's step ids: {', '.join(plan.step_ids)}",
+                        "use one of the plan's step ids: "
+                        + ", ".join(plan.step_ids[:10])
+                        + (", ..." if len(plan.step_ids) > 10 else ""),
                     )
                 if alt in edges_seen:
                     out.add(
@@ -152,7 +156,6 @@ def _dependencies(plan: Plan, step: Step, out: _Collector) -> None:
                     )
                 edges_seen.add(alt)
                 direct.add(alt)
-    prerequisites = _legacy_prerequisites(plan, step) if plan.legacy else direct
     provided: set[tuple[str, str]] = set()
     for ri, ref in enumerate(step.requires_outputs):
         rpath = f"{step.json_path}.requires_outputs[{ri}]"
@@ -165,7 +168,9 @@ def _dependencies(plan: Plan, step: Step, out: _Collector) -> None:
                 "name an existing upstream step",
             )
             continue
-        if ref.step not in prerequisites:
+        # in a legacy sequential plan every earlier step is a (transitive) prerequisite
+        prerequisite = upstream.index < step.index if plan.legacy else ref.step in direct
+        if not prerequisite:
             out.add(
                 f"{rpath}.step",
                 "outputs.not-a-dependency",
@@ -203,11 +208,6 @@ def _dependencies(plan: Plan, step: Step, out: _Collector) -> None:
                     else f"declare an output with a check on step {alt} and require it here"
                 ).replace("'", '"'),
             )
-
-
-def _legacy_prerequisites(plan: Plan, step: Step) -> set[str]:
-    """In a legacy sequential plan every earlier step is a (transitive) prerequisite."""
-    return {s.id for s in plan.steps[: step.index]}
 
 
 _CHECK_PATH_FIELDS = ("path", "cwd")

@@ -194,3 +194,9 @@ def test_git_help_audit_finds_the_man_page(repo: GitRepo) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_init_refuses_a_plan_name_that_escapes(repo: GitRepo) -> None:
+    result = audit(repo.path, "init", "--plan", "../../evil")
+    assert result.code == 2 and "not allowed" in result.err
+    assert not (repo.path.parent / "evil.json").exists()

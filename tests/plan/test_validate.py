@@ -420,3 +420,27 @@ def test_release_mission_variants_are_rejected_with_the_right_codes() -> None:
         if "REQ-SEC" in step.get("covers", []):
             step["covers"].remove("REQ-SEC")
     assert "requirement.uncovered" in codes(check(uncovered))
+
+
+def test_float_spelling_of_an_integer_id_is_the_same_step() -> None:
+    plan = two_step_plan()
+    plan["steps"][0]["id"] = 1.0
+    plan["steps"][1]["depends_on"] = [1]
+    plan["steps"][1]["requires_outputs"] = [{"step": 1, "name": "artifact"}]
+    assert check(plan).valid
+
+
+def test_zero_duration_is_invalid() -> None:
+    plan = two_step_plan()
+    plan["steps"][0]["valid_for"] = "0s"
+    assert only(check(plan), "duration.invalid").path == "$.steps[0].valid_for"
+
+
+def test_large_legacy_plan_validates_quickly_enough_to_be_linear() -> None:
+    """Not a timing test: 3,000 sequential steps must simply validate (a quadratic pass would
+    take minutes here)."""
+    steps = [{"id": i, "covers": ["R"], "verify": [run_check()]} for i in range(1, 3001)]
+    steps[-1]["requires_outputs"] = [{"step": 1, "name": "o"}]
+    steps[0]["outputs"] = [{"name": "o", "verify": [{"type": "file_exists", "path": "o"}]}]
+    plan = {"requirements": [{"id": "R", "description": "r"}], "steps": steps}
+    assert check(plan).valid
