@@ -49,17 +49,20 @@ def open_repo(path: Path | str | None = None, *, from_env: bool = False) -> Repo
     """
     if from_env:
         try:
-            git = pygit2.Repository(None, pygit2.enums.RepositoryOpenFlag.FROM_ENV)
+            # libgit2 takes GIT_DIR, GIT_OBJECT_DIRECTORY and the alternates (the quarantine)
+            # from the environment; the path is passed too so pygit2 knows where it is
+            start = os.environ.get("GIT_DIR") or (str(path) if path is not None else ".")
+            git = pygit2.Repository(start, pygit2.enums.RepositoryOpenFlag.FROM_ENV)
         except pygit2.GitError as exc:
             raise RepositoryError(
                 f"cannot open the repository from git's environment: {exc}"
             ) from exc
     else:
-        start = Path(path) if path is not None else Path.cwd()
-        found = pygit2.discover_repository(str(start))
+        origin = Path(path) if path is not None else Path.cwd()
+        found = pygit2.discover_repository(str(origin))
         if found is None:
             raise RepositoryError(
-                f"{start} is not inside a git repository",
+                f"{origin} is not inside a git repository",
                 hint="run `git init` first, or cd into a repository",
             )
         git = pygit2.Repository(found)

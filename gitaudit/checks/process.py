@@ -46,7 +46,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,6 +126,7 @@ def run_bounded(
     timeout: float = 300.0,
     max_output_bytes: int = 1 << 20,
     shell: bool = False,
+    on_start: Callable[[int], None] | None = None,
 ) -> ProcessResult:
     """Run one check process with bounded time, output and process lifetime.
 
@@ -134,7 +135,8 @@ def run_bounded(
     ``/bin/sh -c CMD``. stdin is ``/dev/null``; ``env`` is used exactly as given (``None``
     inherits gitaudit's environment). Returns a :class:`ProcessResult`; raises
     :class:`CheckError` only for caller mistakes, and re-raises ``KeyboardInterrupt`` after killing
-    the process group.
+    the process group. ``on_start`` receives the pid (which is also the process group id) as soon
+    as the process exists, so a supervisor in another thread can kill the group on Ctrl-C.
     """
     command = _command(argv, shell)
     if not timeout > 0:  # also rejects NaN
@@ -167,6 +169,8 @@ def run_bounded(
             f"cannot start {command[0]!r}: {exc}",
             hint="check the environment declared for this check",
         ) from exc
+    if on_start is not None:
+        on_start(proc.pid)
     return _supervise(proc, command, start, timeout, max_output_bytes)
 
 

@@ -12,11 +12,9 @@ from typing import Annotated
 import typer
 
 from gitaudit import __version__
-from gitaudit.cli import keys_cmds, plan_cmds, trust_cmds
-from gitaudit.cli.common import CONTEXT, PlanOpt, say
+from gitaudit.cli import gate_cmds, keys_cmds, plan_cmds, run_cmds, setup_cmds, trust_cmds
+from gitaudit.cli.common import CONTEXT, say
 from gitaudit.errors import GitAuditError
-from gitaudit.plan.catalog import write_template
-from gitaudit.plan.store import DEFAULT_PLAN
 
 app = typer.Typer(
     name="git-audit",
@@ -29,6 +27,16 @@ app = typer.Typer(
 app.add_typer(plan_cmds.app, name="plan")
 app.add_typer(keys_cmds.app, name="keys")
 app.add_typer(trust_cmds.app, name="trust")
+app.command("run")(run_cmds.run_cmd)
+app.command("log")(run_cmds.log_cmd)
+app.command("show")(run_cmds.show_cmd)
+app.command("status")(gate_cmds.status_cmd)
+app.command("verify")(gate_cmds.verify_cmd)
+app.command("report")(gate_cmds.report_cmd)
+app.command("doctor")(setup_cmds.doctor_cmd)
+app.command("push")(setup_cmds.push_cmd)
+app.command("init")(setup_cmds.init_cmd)
+app.add_typer(setup_cmds.hooks_app, name="hooks")
 
 _state = {"debug": False}
 
@@ -51,17 +59,6 @@ def _root(
 ) -> None:
     """gitaudit: sealed plans, signed evidence runs and a completion gate, all in git."""
     _state["debug"] = debug
-
-
-@app.command("init")
-def init_cmd(plan: PlanOpt = None) -> None:
-    """Create .gitaudit/plans/<name>.json from a template that validates (never overwrites)."""
-    from gitaudit.cli.common import repo_here
-
-    workdir = repo_here().require_workdir()
-    target = write_template(workdir, plan or DEFAULT_PLAN)
-    say(f"created {target.relative_to(workdir)}")
-    say("next: edit it, then `git audit plan validate` and `git audit plan seal`")
 
 
 def main(argv: list[str] | None = None) -> None:

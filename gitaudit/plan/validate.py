@@ -34,7 +34,7 @@ def semantic_problems(plan: Plan) -> list[Problem]:
     out = _Collector(plan)
     _ids(plan, out)
     _requirements(plan, out)
-    known = {}
+    known: dict[str, Step] = {}
     for s in plan.steps:
         known.setdefault(s.id, s)
     for step in plan.steps:

@@ -17,14 +17,20 @@ from tests.plan.builders import fixture, two_step_plan
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_init_creates_a_valid_plan_and_refuses_to_overwrite(repo: GitRepo) -> None:
+def test_init_onboards_once_and_never_overwrites(repo: GitRepo) -> None:
     first = audit(repo.path, "init")
     assert first.code == 0, first.err
-    assert (repo.path / ".gitaudit/plans/default.json").is_file()
+    plan = repo.path / ".gitaudit/plans/default.json"
+    assert plan.is_file()
     assert audit(repo.path, "plan", "validate").code == 0
+    for line in ("plan: created", "key: generated", "trust: initialised", "hooks: pre-push: installed"):
+        assert line in first.out
+    plan.write_text(plan.read_text().replace("Describe in one line", "Mine"))
     again = audit(repo.path, "init")
-    assert again.code == 1
-    assert "already exists" in again.err and "Traceback" not in again.err
+    assert again.code == 0
+    for line in ("plan: default exists (skipped)", "(skipped generating one)", "trust: refs/audit/plans exists (skipped)", "pre-push: current"):
+        assert line in again.out
+    assert "Mine" in plan.read_text()
 
 
 def test_validate_reports_every_problem_with_fix_and_exit_1(repo: GitRepo) -> None:

@@ -1,0 +1,301 @@
+"""`git audit run`, `log` and `show`: recording and reading evidence."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from gitaudit.cli.common import (
+    JsonOpt,
+    KeyOpt,
+    PlanOpt,
+    emit_json,
+    exit_with,
+    repo_here,
+    say,
+    signer_for,
+)
+from gitaudit.errors import ExitCode, UsageError
+from gitaudit.ledger import index
+from gitaudit.ledger.objects import blob_at, commit_of
+from gitaudit.ledger.runs import read_run, resolve_run
+from gitaudit.plan.catalog import check_worktree
+from gitaudit.plan.store import discover_worktree
+from gitaudit.record import RecordedRun, run_plan
+from gitaudit.runner import StepOutcome
+
+VERDICT_EXIT = {
+    "PASS": ExitCode.OK,
+    "FAIL": ExitCode.FAIL,
+    "UNKNOWN": ExitCode.UNKNOWN,
+    "INTERRUPTED": ExitCode.UNKNOWN,
+}
+_MARK = {
+    "passed": "✓",
+    "carried": "✓",
+    "failed": "✗",
+    "blocked": "·",
+    "unknown": "?",
+    "exhausted": "✗",
+    "interrupted": "!",
+    "not-run": "-",
+}
+
+
+class _Progress:
+    """Live table on a terminal, one plain line per event otherwise (stderr either way)."""
+
+    def __init__(self, plan: str, step_ids: list[str], enabled: bool) -> None:
+        self.console = Console(stderr=True)
+        self.live_mode = enabled and self.console.is_terminal
+        self.plan = plan
+        self.state = {sid: "pending" for sid in step_ids}
+        self.started: dict[str, float] = {}
+        self.elapsed: dict[str, float] = {}
+        self.lock = threading.Lock()
+        self.live: Live | None = None
+
+    def table(self) -> Table:
+        table = Table(title=f"git audit run --plan {self.plan}", show_edge=False)
+        table.add_column("step")
+        table.add_column("state")
+        table.add_column("seconds", justify="right")
+        now = time.monotonic()
+        for sid, st in self.state.items():
+            secs = self.elapsed.get(sid, now - self.started[sid] if sid in self.started else 0.0)
+            colour = {
+                "passed": "green",
+                "carried": "green",
+                "failed": "red",
+                "running": "yellow",
+                "exhausted": "red",
+                "unknown": "magenta",
+            }.get(st, "dim")
+            table.add_row(sid, f"[{colour}]{st}[/]", f"{secs:.1f}" if sid in self.started else "")
+        return table
+
+    def __enter__(self) -> _Progress:
+        if self.live_mode:
+            self.live = Live(
+                self.table(), console=self.console, refresh_per_second=8, transient=False
+            )
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.update(self.table())
+            self.live.__exit__(None, None, None)
+
+    def event(self, kind: str, sid: str, outcome: StepOutcome | None) -> None:
+        with self.lock:
+            if kind == "start":
+                self.state[sid] = "running"
+                self.started[sid] = time.monotonic()
+            elif outcome is not None:
+                self.state[sid] = outcome.status
+                if sid in self.started:
+                    self.elapsed[sid] = time.monotonic() - self.started[sid]
+            if self.live is not None:
+                self.live.update(self.table())
+            elif kind == "start":
+                print(f"  … {sid} running", file=sys.stderr, flush=True)
+            elif outcome is not None:
+                secs = f" ({outcome.duration:.1f}s)" if outcome.attempt else ""
+                why = f": {outcome.reason}" if outcome.reason else ""
+                print(
+                    f"  {_MARK.get(outcome.status, '?')} {sid} {outcome.status}{secs}{why}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+
+def _result_json(r: RecordedRun) -> dict[str, Any]:
+    return {
+        "plan": r.plan,
+        "commit": r.commit,
+        "verdict": r.verdict,
+        "tree": r.tree,
+        "passed": r.passed,
+        "total": r.total,
+        "reasons": r.doc["reasons"],
+        "changed_paths": list(r.changed_paths),
+        "steps": {
+            sid: {"status": s["status"], "reason": s["reason"], "carried_from": s["carried_from"]}
+            for sid, s in r.doc["steps"].items()
+        },
+    }
+
+
+def run_cmd(
+    steps: Annotated[
+        list[str] | None,
+        typer.Argument(help="Run only these steps (others carry verified evidence for this tree)."),
+    ] = None,
+    plan: PlanOpt = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", help="Steps run in parallel (default: CPUs).", min=1),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Run exhausted steps again (recorded in the evidence).")
+    ] = False,
+    as_json: JsonOpt = False,
+    key: KeyOpt = None,
+) -> None:
+    """Run sealed plans against the work tree and record each run as a signed commit on
+    refs/audit/runs/<plan>. Exit 0 PASS, 1 FAIL, 3 UNKNOWN or interrupted."""
+    repo = repo_here()
+    workdir = repo.require_workdir()
+    names = [f.name for f in discover_worktree(workdir)] if plan is None else [plan]
+    if not names:
+        raise UsageError("no plans in .gitaudit/plans/", hint="create one with `git audit init`")
+    if steps and len(names) > 1:
+        raise UsageError("naming steps needs --plan", hint="e.g. `git audit run 3 --plan backend`")
+    signer = signer_for(repo, key)
+    results = []
+    worst = ExitCode.OK
+    for name in names:
+        (checked,) = check_worktree(workdir, name)
+        step_ids = list(checked.plan.step_ids) if checked.plan else []
+        with _Progress(name, step_ids, enabled=not as_json) as progress:
+            recorded = run_plan(
+                repo,
+                name,
+                signer,
+                targets=steps or (),
+                jobs=jobs,
+                force=force,
+                on_event=progress.event,
+            )
+        results.append(recorded)
+        code = VERDICT_EXIT[recorded.verdict]
+        worst = max(worst, code, key=lambda c: (c == ExitCode.FAIL, c == ExitCode.UNKNOWN))
+        if not as_json:
+            say(
+                f"{name}: {recorded.verdict} — {recorded.passed}/{recorded.total} steps verified, "
+                f"evidence {recorded.commit[:12]} on refs/audit/runs/{name}"
+            )
+            for reason in recorded.doc["reasons"]:
+                say(f"  {reason}")
+            if recorded.changed_paths:
+                say("  changed during the run: " + ", ".join(recorded.changed_paths[:10]))
+    if as_json:
+        emit_json({"runs": [_result_json(r) for r in results]})
+    exit_with(worst)
+
+
+def log_cmd(
+    plan: PlanOpt = None,
+    limit: Annotated[
+        int, typer.Option("-n", "--max-count", help="How many runs per plan.", min=1)
+    ] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """Runs, newest first: verdict, tree, HEAD, time, signer, steps passed."""
+    repo = repo_here()
+    names = (
+        [plan]
+        if plan
+        else sorted(
+            {
+                r.removeprefix("refs/audit/runs/")
+                for r in repo.git.references
+                if r.startswith("refs/audit/runs/")
+            }
+        )
+    )
+    rows = []
+    for name in names:
+        for entry in index.recent(repo.git, repo.gitdir, name, limit):
+            record = read_run(repo.git, entry.commit)
+            rows.append(
+                {
+                    "plan": name,
+                    "commit": entry.commit,
+                    "verdict": record.verdict,
+                    "tree": record.tree,
+                    "head": record.doc.get("head"),
+                    "time": datetime.fromtimestamp(entry.time, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "runner": record.doc.get("runner", {}).get("name"),
+                    "passed": len(record.passed_steps()),
+                    "total": len(record.steps),
+                }
+            )
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        say("no runs recorded yet (run `git audit run`)")
+    for r in rows:
+        head = (r["head"] or "-")[:12]
+        say(
+            f"{r['commit'][:12]} {r['time']} {r['plan']:<12} {r['verdict']:<11} "
+            f"tree {r['tree'][:12]} HEAD {head} {r['passed']}/{r['total']} by {r['runner']}"
+        )
+
+
+def show_cmd(
+    run: Annotated[str, typer.Argument(help="A run commit id, a prefix, or 'latest'.")] = "latest",
+    plan: PlanOpt = None,
+    step: Annotated[
+        str | None, typer.Option("--step", "-s", help="Show one step's checks and output.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A run as a reviewer sees it: the summary, then each step's checks and outputs."""
+    repo = repo_here()
+    names = sorted(
+        {
+            r.removeprefix("refs/audit/runs/")
+            for r in repo.git.references
+            if r.startswith("refs/audit/runs/")
+        }
+    )
+    oid = resolve_run(repo.git, plan, run, names)
+    record = read_run(repo.git, oid)
+    commit = commit_of(repo.git, oid, "run")
+    if as_json:
+        doc = dict(record.doc)
+        if step is not None:
+            doc = {"commit": record.commit, "step": step, **record.steps.get(step, {})}
+        emit_json({"commit": record.commit, **doc} if step is None else doc)
+        return
+    if step is None:
+        summary = blob_at(repo.git, commit.tree, "summary.md") or b""
+        say(f"run {record.commit}")
+        say(summary.decode(errors="replace").rstrip())
+        return
+    entry = record.steps.get(step)
+    if entry is None:
+        raise UsageError(
+            f"run {record.commit[:12]} has no step {step!r}",
+            hint=f"steps: {', '.join(record.steps)}",
+        )
+    say(
+        f"step {step}: {entry['status']}" + (f" — {entry['reason']}" if entry.get("reason") else "")
+    )
+    groups: list[tuple[str, list[dict[str, Any]]]] = [("checks", entry.get("checks", []))]
+    groups += [(f"outputs/{n}", cs) for n, cs in entry.get("outputs", {}).items()]
+    groups += [
+        (f"upstream/{u['step']}/{u['output']}", u["checks"]) for u in entry.get("upstream", [])
+    ]
+    for folder, checks in groups:
+        for n, c in enumerate(checks):
+            say(f"  [{folder}/{n}] {c['check']}: {c['outcome']} ({c['message']})")
+            for stream in ("stdout", "stderr"):
+                data = blob_at(repo.git, commit.tree, f"steps/{step}/{folder}/{n}/{stream}") or b""
+                if data:
+                    text = data.decode(errors="backslashreplace").rstrip()
+                    say(f"    {stream}:")
+                    say("\n".join(f"      {line}" for line in text.splitlines()[-40:]))
+                    if c.get(f"{stream}_truncated"):
+                        say(f"      … truncated ({c[f'{stream}_bytes']} bytes in all)")

@@ -1,0 +1,240 @@
+"""Onboarding and plumbing: `init`, `hooks`, `push`, `doctor`."""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+import shutil
+import subprocess
+from importlib import metadata
+from typing import Annotated, Any
+
+import typer
+
+from gitaudit import __version__
+from gitaudit.cli.common import (
+    CONTEXT,
+    JsonOpt,
+    KeyOpt,
+    PlanOpt,
+    emit_json,
+    exit_with,
+    repo_here,
+    say,
+    signer_for,
+)
+from gitaudit.crypto.keys import generate_key, list_local_keys
+from gitaudit.errors import ExitCode, GitAuditError, UsageError
+from gitaudit.gate import assess
+from gitaudit.install import configure_fetch, hook_states, hooks_dir, install_hooks, uninstall_hooks
+from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.refs import PLANS_REF, RUNS_PREFIX, list_refs, read_ref
+from gitaudit.ledger.seals import trust_init
+from gitaudit.plan.catalog import check_worktree, write_template
+from gitaudit.plan.store import DEFAULT_PLAN, plan_path
+
+hooks_app = typer.Typer(
+    help="Install or remove gitaudit's git hooks.", context_settings=CONTEXT, no_args_is_help=True
+)
+
+
+@hooks_app.command("install")
+def hooks_install_cmd(
+    server: Annotated[
+        bool,
+        typer.Option("--server", help="Install the pre-receive hook (bare server repository)."),
+    ] = False,
+) -> None:
+    """Install the hook shims (pre-push and commit-msg; pre-receive with --server), keeping any
+    existing hook as <name>.legacy and still running it."""
+    for action in install_hooks(repo_here(), server=server):
+        say(f"{action.what}: {action.done} ({action.path})")
+
+
+@hooks_app.command("uninstall")
+def hooks_uninstall_cmd() -> None:
+    """Remove gitaudit's hooks and restore what was there before."""
+    actions = uninstall_hooks(repo_here())
+    for action in actions:
+        say(f"{action.what}: {action.done}")
+    if not actions:
+        say("no gitaudit hooks installed")
+
+
+def init_cmd(plan: PlanOpt = None, key: KeyOpt = None) -> None:
+    """One-command onboarding: a plan template, a signing key, trust, fetch refspecs for
+    refs/audit/*, and the client hooks. Each step is skipped when already done."""
+    repo = repo_here()
+    workdir = repo.require_workdir()
+    name = plan or DEFAULT_PLAN
+    if plan_path(workdir, name).exists():
+        say(f"plan: {name} exists (skipped)")
+    else:
+        target = write_template(workdir, name)
+        say(f"plan: created {target.relative_to(workdir)} from the template")
+    try:
+        signer = signer_for(repo, key)
+        say(f"key: using {signer.public_key.fingerprint()} (skipped generating one)")
+    except GitAuditError:
+        generated = generate_key("default", forbid_inside=workdir)
+        signer = signer_for(repo, generated.private_path)
+        say(f"key: generated {generated.private_path} ({generated.public_key.fingerprint()})")
+    if read_ref(repo.git, PLANS_REF) is None:
+        principal = (signer.public_key.comment or "sealer").replace(" ", "-")
+        trust_init(repo, signer, principal)
+        say(f"trust: initialised refs/audit/plans; {principal} is sealer and runner")
+    else:
+        say("trust: refs/audit/plans exists (skipped)")
+    for action in configure_fetch(repo):
+        say(f"refspec: {action.what}: {action.done}")
+    for action in install_hooks(repo):
+        say(f"hooks: {action.what}: {action.done}")
+    say("next: edit the plan, then `git audit plan seal`, `git audit run`, `git audit status`")
+
+
+def push_cmd(
+    remote: Annotated[
+        str | None, typer.Argument(help="Remote (default: the branch's upstream, else origin).")
+    ] = None,
+    refspecs: Annotated[
+        list[str] | None, typer.Argument(help="What to push (default: the current branch).")
+    ] = None,
+) -> None:
+    """Push the branch together with refs/audit/* in one atomic push, so the server's
+    pre-receive hook sees the evidence with the commits it proves."""
+    repo = repo_here()
+    if repo.git.head_is_detached and not refspecs:
+        raise UsageError(
+            "HEAD is detached; name what to push", hint="git audit push origin HEAD:refs/heads/main"
+        )
+    branch = None if repo.git.head_is_detached else repo.git.head.shorthand
+    if remote is None:
+        remote = (repo.config(f"branch.{branch}.remote") if branch else None) or "origin"
+    specs = list(refspecs or [f"refs/heads/{branch}:refs/heads/{branch}"])
+    audit_refs = [PLANS_REF] if read_ref(repo.git, PLANS_REF) else []
+    audit_refs += sorted(list_refs(repo.git, RUNS_PREFIX))
+    cmd = ["git", "push", "--atomic", remote, *specs, *(f"{r}:{r}" for r in audit_refs)]
+    say("+ " + " ".join(cmd))
+    proc = subprocess.run(cmd, cwd=repo.workdir, check=False)
+    exit_with(proc.returncode and ExitCode.FAIL)
+
+
+def _version(cmd: list[str]) -> str:
+    with contextlib.suppress(OSError):
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        return proc.stdout.strip() or proc.stderr.strip()
+    return "not found"
+
+
+def doctor_cmd(as_json: JsonOpt = False) -> None:
+    """Set-up and environment: versions, keys and roles, hooks, refspecs, tools, plans, and the
+    status verdict. Exits non-zero unless everything is in order and the verdict is PASS."""
+    import pygit2
+
+    repo = repo_here()
+    checks: list[dict[str, Any]] = []
+
+    def item(name: str, ok: bool, detail: str, fix: str = "") -> None:
+        checks.append({"check": name, "ok": ok, "detail": detail, "fix": fix})
+
+    item(
+        "versions",
+        True,
+        f"gitaudit {__version__}, {_version(['git', '--version'])}, "
+        f"pygit2 {metadata.version('pygit2')} (libgit2 {pygit2.LIBGIT2_VERSION}), "
+        f"Python {platform.python_version()}",
+    )
+    item(
+        "ssh-keygen",
+        shutil.which("ssh-keygen") is not None,
+        shutil.which("ssh-keygen") or "not found",
+        "optional: needed only for passphrase or agent keys",
+    )
+    try:
+        state = read_state(repo)
+        item(
+            "plans ref",
+            state.exists,
+            f"{len(state.trust.keys)} trusted key(s), {len(state.active())} sealed plan(s)"
+            if state.exists
+            else "refs/audit/plans does not exist",
+            "git audit init",
+        )
+    except GitAuditError as exc:
+        state = None
+        item("plans ref", False, exc.message, exc.hint or "")
+    try:
+        signer = signer_for(repo, None)
+        entry = state.trust.find(signer.public_key) if state else None
+        roles = sorted(entry.roles) if entry else []
+        item(
+            "signing key",
+            bool(roles),
+            f"{signer.public_key.fingerprint()} roles: {', '.join(roles) or 'none (untrusted)'}",
+            "git audit trust add <pubkey> --role runner --name NAME",
+        )
+    except GitAuditError as exc:
+        item("signing key", False, exc.message, exc.hint or "git audit keys generate")
+    item("local keys", True, ", ".join(k.name for k in list_local_keys()) or "none")
+    states = hook_states(repo)
+    client_ok = all(states[h] == "current" for h in ("pre-push", "commit-msg"))
+    item(
+        "hooks",
+        client_ok,
+        f"{hooks_dir(repo)}: " + ", ".join(f"{k} {v}" for k, v in states.items()),
+        "git audit hooks install",
+    )
+    remotes = [str(r.name) for r in repo.git.remotes]
+    missing = [
+        r
+        for r in remotes
+        if not any(
+            str(v).lstrip("+") == "refs/audit/*:refs/audit/*"
+            for v in repo.git.config.get_multivar(f"remote.{r}.fetch")
+        )
+    ]
+    item(
+        "refspecs",
+        not missing,
+        "remotes without the audit fetch refspec: " + ", ".join(m for m in missing if m)
+        if missing
+        else (f"{len(remotes)} remote(s) fetch refs/audit/*" if remotes else "no remotes"),
+        "git audit init",
+    )
+    if repo.workdir is not None:
+        try:
+            for c in check_worktree(repo.workdir):
+                tools = [p.message for p in c.report.environment]
+                item(
+                    f"plan {c.name}",
+                    c.report.valid and not tools,
+                    "valid" + (f"; {'; '.join(tools)}" if tools else "")
+                    if c.report.valid
+                    else f"{len(c.report.errors)} problem(s)",
+                    f"git audit plan validate --plan {c.name}",
+                )
+                seal = state.seal(c.name) if state else None
+                item(
+                    f"seal {c.name}",
+                    bool(seal and seal.contract_digest == c.digest),
+                    f"v{seal.version}" if seal else "not sealed",
+                    f"git audit plan seal --plan {c.name}",
+                )
+        except GitAuditError as exc:
+            item("plans", False, exc.message, exc.hint or "")
+    result = assess(repo) if repo.workdir is not None else None
+    if result is not None:
+        item("status", result.verdict == "PASS", result.verdict, "git audit status")
+    ok = all(row["ok"] for row in checks)
+    if as_json:
+        emit_json({"ok": ok, "checks": checks, "status": result.to_json() if result else None})
+    else:
+        for row in checks:
+            say(f"{'ok ' if row['ok'] else 'BAD'} {row['check']}: {row['detail']}")
+            if not row["ok"] and row["fix"]:
+                say(f"      fix: {row['fix']}")
+    exit_with(
+        ExitCode.OK
+        if ok
+        else (result.exit_code if result and result.verdict != "PASS" else ExitCode.FAIL)
+    )

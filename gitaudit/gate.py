@@ -1,0 +1,482 @@
+"""The gate: is this exact tree proven, by signed and fresh evidence, to satisfy every active
+sealed plan? (design §5)
+
+For every active plan, PASS requires: a valid plan with requirements, full coverage and a
+behavioural check per step (the plan's own validation); the plan in the tree identical to its seal;
+a seal chain signed by trusted sealers; the latest run of the plan for this tree made under the
+current seal, signed by a trusted runner, on an intact and un-rewound ledger, with every required
+step verified (carried steps traced to valid evidence of the same tree) and fresh; the required
+tools present; and no plan sealed as active missing from the tree. The aggregate is the
+conjunction: one FAIL fails all; otherwise one UNKNOWN makes it UNKNOWN.
+
+The gate reads refs and a few objects and runs no check.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+import pygit2
+
+from gitaudit.crypto.commits import verify_commit
+from gitaudit.errors import ExitCode, GitAuditError, RepositoryError
+from gitaudit.ledger import index, watermark
+from gitaudit.ledger.plansref import PlansState, read_state
+from gitaudit.ledger.refs import read_ref, runs_ref
+from gitaudit.ledger.runs import RunRecord, read_run
+from gitaudit.ledger.seals import sealed_contract
+from gitaudit.plan.catalog import CheckedPlan, check_file
+from gitaudit.plan.graph import optional_steps
+from gitaudit.plan.model import Plan
+from gitaudit.plan.store import PlanFile, discover_tree, discover_worktree
+from gitaudit.repo import Repo
+
+Verdict = Literal["PASS", "FAIL", "UNKNOWN"]
+EXIT = {"PASS": ExitCode.OK, "FAIL": ExitCode.FAIL, "UNKNOWN": ExitCode.UNKNOWN}
+CLOCK_SKEW = 300  # seconds of tolerated clock difference for signed times
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str
+    message: str
+    hint: str
+    step: str | None = None
+    verdict: Verdict = "FAIL"
+
+
+@dataclass(frozen=True)
+class PlanVerdict:
+    name: str
+    verdict: Verdict
+    reasons: tuple[Reason, ...]
+    run: str | None = None  # the run commit whose evidence was judged
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "verdict": self.verdict,
+            "run": self.run,
+            "reasons": [
+                {k: v for k, v in asdict(r).items() if k != "verdict"} for r in self.reasons
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class GateResult:
+    verdict: Verdict
+    tree: str
+    plans: tuple[PlanVerdict, ...]
+    reasons: tuple[Reason, ...] = ()  # problems not tied to one plan
+
+    @property
+    def exit_code(self) -> int:
+        return int(EXIT[self.verdict])
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "verdict": self.verdict,
+            "tree": self.tree,
+            "plans": [p.to_json() for p in self.plans],
+            "reasons": [
+                {k: v for k, v in asdict(r).items() if k != "verdict"} for r in self.reasons
+            ],
+        }
+
+
+def combine(verdicts: Sequence[Verdict]) -> Verdict:
+    if not verdicts or "FAIL" in verdicts:
+        return "FAIL"
+    return "UNKNOWN" if "UNKNOWN" in verdicts else "PASS"
+
+
+def _fold(reasons: Sequence[Reason]) -> Verdict:
+    return combine([r.verdict for r in reasons]) if reasons else "PASS"
+
+
+@dataclass
+class Context:
+    """What one assessment needs: the repository, the verified plans state, and options."""
+
+    repo: Repo
+    state: PlansState
+    tree: str
+    check_tools: bool = True
+    extra_runs: Mapping[str, pygit2.Oid] = field(default_factory=dict)  # plan -> pushed run tip
+    now: float = field(default_factory=time.time)
+
+
+def resolve_tree(repo: Repo, rev: str | None) -> str:
+    """The tree id to judge: REV's tree, or the work tree's fingerprint."""
+    if rev is None:
+        from gitaudit.fingerprint import workspace_fingerprint
+
+        return workspace_fingerprint(repo.require_workdir()).tree
+    try:
+        obj = repo.git.revparse_single(rev)
+        return str(obj.peel(pygit2.Tree).id)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        raise RepositoryError(
+            f"unknown revision {rev!r}", hint="give a commit, branch or tree"
+        ) from None
+
+
+def plan_files(repo: Repo, tree: str, rev: str | None) -> list[PlanFile]:
+    if rev is None:
+        return discover_worktree(repo.require_workdir())
+    obj = repo.git[pygit2.Oid(hex=tree)]
+    assert isinstance(obj, pygit2.Tree)
+    return discover_tree(repo.git, obj, rev)
+
+
+def assess(
+    repo: Repo,
+    rev: str | None = None,
+    *,
+    plan: str | None = None,
+    check_tools: bool = True,
+    extra_runs: Mapping[str, pygit2.Oid] | None = None,
+    state: PlansState | None = None,
+    tree: str | None = None,
+) -> GateResult:
+    """Judge REV (or the work tree). Expected errors become FAIL reasons, never exceptions."""
+    tree = tree or resolve_tree(repo, rev)
+    try:
+        state = state or read_state(repo)
+    except GitAuditError as exc:
+        reason = Reason("plans.untrusted", exc.message, exc.hint or "restore refs/audit/plans")
+        return GateResult("FAIL", tree, (), (reason,))
+    files = {f.name: f for f in plan_files(repo, tree, rev)}
+    names = sorted(set(files) | set(state.active()))
+    if plan is not None:
+        names = [n for n in names if n == plan]
+    if not names:
+        reason = Reason("plans.none", "there are no active plans", "create one: `git audit init`")
+        return GateResult("FAIL", tree, (), (reason,))
+    ctx = Context(repo, state, tree, check_tools, dict(extra_runs or {}))
+    verdicts = tuple(_assess_plan(ctx, name, files.get(name)) for name in names)
+    return GateResult(combine([v.verdict for v in verdicts]), tree, verdicts)
+
+
+def _assess_plan(ctx: Context, name: str, file: PlanFile | None) -> PlanVerdict:
+    reasons = _plan_reasons(ctx, name, file)
+    if reasons:
+        return PlanVerdict(name, _fold(reasons), tuple(reasons))
+    assert file is not None
+    checked = check_file(file, environment=ctx.check_tools)
+    run_reasons, run = _evidence_reasons(ctx, name, checked)
+    env = (
+        [Reason("env.missing-tool", p.message, p.hint) for p in checked.report.environment]
+        if ctx.check_tools
+        else []
+    )
+    all_reasons = env + run_reasons
+    return PlanVerdict(name, _fold(all_reasons), tuple(all_reasons), run)
+
+
+def _plan_reasons(ctx: Context, name: str, file: PlanFile | None) -> list[Reason]:
+    """Everything about the plan and its seal (before looking at evidence)."""
+    seal = ctx.state.seal(name)
+    fix_seal = f"git audit plan seal --plan {name}"
+    if file is None:
+        return [
+            Reason(
+                "plan.missing",
+                f"plan {name!r} is sealed as active but .gitaudit/plans/{name}.json "
+                "is not in this tree",
+                f"restore the file, or retire the plan: `git audit plan retire {name} --reason ..`",
+            )
+        ]
+    checked = check_file(file, environment=False)
+    if not checked.report.valid:
+        first = checked.report.errors[0]
+        return [
+            Reason(
+                "plan.invalid",
+                f"{first.path}: {first.message} [{first.code}]"
+                + (
+                    f" (+{len(checked.report.errors) - 1} more)"
+                    if len(checked.report.errors) > 1
+                    else ""
+                ),
+                f"git audit plan validate --plan {name}",
+            )
+        ]
+    if seal is None or seal.retired:
+        state = "retired" if seal else "not sealed"
+        return [Reason("plan.unsealed", f"plan {name!r} is {state}", fix_seal)]
+    try:
+        sealed, _ = sealed_contract(ctx.state, name)
+    except GitAuditError as exc:
+        return [Reason("seal.tampered", exc.message, exc.hint or "restore refs/audit/plans")]
+    if sealed is None:
+        return [
+            Reason(
+                "seal.tampered",
+                f"the sealed copy of plan {name!r} is missing",
+                "restore refs/audit/plans",
+            )
+        ]
+    if seal.policy_digest != ctx.state.policy.digest():
+        return [
+            Reason(
+                "seal.policy-mismatch",
+                f"seal v{seal.version} of {name!r} binds another policy than policy.json",
+                "the plans ref was edited by hand; restore it",
+            )
+        ]
+    if checked.digest != seal.contract_digest:
+        return [
+            Reason(
+                "plan.differs-from-seal",
+                f"plan {name!r} in this tree differs from its seal v{seal.version}",
+                f"reseal (`{fix_seal}`) or revert the plan file "
+                "(`git audit plan inspect` shows what differs)",
+            )
+        ]
+    return []
+
+
+def _find_run(ctx: Context, name: str, contract: str) -> tuple[RunRecord | None, pygit2.Oid | None]:
+    """The newest run of *name* for the tree (pushed runs first, then the indexed ledger)."""
+    git = ctx.repo.git
+    pushed = ctx.extra_runs.get(name)
+    if pushed is not None:
+        current: pygit2.Oid | None = pushed
+        tip_now = read_ref(git, runs_ref(name))
+        while current is not None and current != tip_now:
+            record = read_run(git, current)
+            if record.tree == ctx.tree and record.contract == contract:
+                return record, pushed
+            commit = git[current]
+            assert isinstance(commit, pygit2.Commit)
+            current = commit.parent_ids[0] if commit.parent_ids else None
+    tip = read_ref(git, runs_ref(name))
+    if tip is None:
+        return None, None
+    found = index.latest_for_tree(git, ctx.repo.gitdir, name, ctx.tree, contract)
+    if found is None:
+        return None, pushed or tip
+    return read_run(git, found.commit), pushed or tip
+
+
+def _evidence_reasons(
+    ctx: Context, name: str, checked: CheckedPlan
+) -> tuple[list[Reason], str | None]:
+    plan = checked.plan
+    seal = ctx.state.seal(name)
+    assert plan is not None and seal is not None
+    run_fix = f"git audit run --plan {name}"
+    git = ctx.repo.git
+    try:
+        watermark.check_forward(
+            git,
+            ctx.repo.gitdir,
+            runs_ref(name),
+            ctx.extra_runs.get(name) or read_ref(git, runs_ref(name)),
+        )
+        record, tip = _find_run(ctx, name, seal.contract_digest)
+    except GitAuditError as exc:
+        return [Reason("evidence.ledger", exc.message, exc.hint or "restore the runs ref")], None
+    if record is None:
+        stale = index.latest_for_tree(git, ctx.repo.gitdir, name, ctx.tree) if tip else None
+        if stale is not None:
+            return [
+                Reason(
+                    "evidence.stale-contract",
+                    f"the evidence for this tree ({stale.commit[:12]}) was made under "
+                    "another contract",
+                    run_fix,
+                    verdict="UNKNOWN",
+                )
+            ], None
+        return [
+            Reason(
+                "evidence.missing",
+                f"no evidence for tree {ctx.tree[:12]}",
+                run_fix,
+                verdict="UNKNOWN",
+            )
+        ], None
+    runners = ctx.state.trust.with_role("runner")
+    for what, oid in (("run", pygit2.Oid(hex=record.commit)), ("ledger tip", tip)):
+        if oid is None:
+            continue
+        try:
+            verify_commit(git, oid, runners)
+        except GitAuditError as exc:
+            return [
+                Reason(
+                    "evidence.untrusted",
+                    f"{what} {str(oid)[:12]} of plan {name!r}: {exc.message}",
+                    "evidence must be signed by a runner key trusted on refs/audit/plans; "
+                    f"re-run with a trusted key: `{run_fix}`",
+                )
+            ], record.commit
+    if (
+        tip is not None
+        and str(tip) != record.commit
+        and not git.descendant_of(tip, pygit2.Oid(hex=record.commit))
+    ):
+        return [
+            Reason(
+                "evidence.ledger",
+                f"run {record.commit[:12]} is not on the ledger of {name!r}",
+                run_fix,
+            )
+        ], record.commit
+    reasons = _run_content_reasons(ctx, name, record, plan, run_fix)
+    return reasons, record.commit
+
+
+def _run_content_reasons(
+    ctx: Context, name: str, record: RunRecord, plan: Plan, run_fix: str
+) -> list[Reason]:
+    doc = record.doc
+    if doc.get("plan") != name:
+        return [
+            Reason(
+                "evidence.replayed",
+                f"run {record.commit[:12]} is evidence for plan {doc.get('plan')!r}",
+                run_fix,
+            )
+        ]
+    reasons: list[Reason] = []
+    if record.verdict != "PASS":
+        kind: Verdict = "FAIL" if record.verdict == "FAIL" else "UNKNOWN"
+        detail = "; ".join(str(r) for r in doc.get("reasons", [])[:3])
+        reasons.append(
+            Reason(
+                f"evidence.{record.verdict.lower()}",
+                f"the latest run for this tree is {record.verdict}: {detail}",
+                run_fix,
+                verdict=kind,
+            )
+        )
+    optional = optional_steps(plan)
+    steps = record.steps
+    verified: set[str] = set()
+    for step in plan.steps:
+        entry = steps.get(step.id)
+        if entry is None:
+            reasons.append(
+                Reason(
+                    "evidence.incomplete",
+                    f"run {record.commit[:12]} has no entry for step {step.id}",
+                    run_fix,
+                    step=step.id,
+                )
+            )
+            continue
+        status = entry.get("status")
+        if status == "carried":
+            source = _trace_carried(ctx, record, step.id, str(entry.get("carried_from") or ""))
+            if source is None:
+                reasons.append(
+                    Reason(
+                        "evidence.carried-invalid",
+                        f"step {step.id} claims evidence carried from "
+                        f"{str(entry.get('carried_from'))[:12]}, which does not hold for this tree",
+                        run_fix,
+                        step=step.id,
+                    )
+                )
+                continue
+            when = source.time
+        elif status == "passed":
+            when = record.time
+        else:
+            if step.id not in optional and record.verdict == "PASS":
+                reasons.append(
+                    Reason("evidence.step", f"step {step.id} is {status}", run_fix, step=step.id)
+                )
+            continue
+        if step.valid_for is not None:
+            if when > ctx.now + CLOCK_SKEW:
+                reasons.append(
+                    Reason(
+                        "evidence.future",
+                        f"the evidence for step {step.id} is dated in the future",
+                        "check the clocks; re-run",
+                        step=step.id,
+                    )
+                )
+                continue
+            if when + step.valid_for < ctx.now:
+                expired = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when + step.valid_for))
+                reasons.append(
+                    Reason(
+                        "evidence.expired",
+                        f"the evidence for step {step.id} expired at {expired}",
+                        f"git audit run {step.id} --plan {name}",
+                        step=step.id,
+                        verdict="UNKNOWN",
+                    )
+                )
+                continue
+        verified.add(step.id)
+    for step in plan.steps:
+        if step.id in verified or step.id in optional:
+            continue
+        if not any(r.step == step.id for r in reasons) and record.verdict == "PASS":
+            reasons.append(
+                Reason("evidence.step", f"step {step.id} is not verified", run_fix, step=step.id)
+            )
+    for req in plan.requirements:
+        covered = any(s.id in verified for s in plan.covering_steps(req.id))
+        if req.mandatory and not covered and record.verdict == "PASS" and not reasons:
+            reasons.append(
+                Reason(
+                    "evidence.uncovered",
+                    f"{req.priority} requirement {req.id} is not covered by verified evidence",
+                    run_fix,
+                )
+            )
+    return reasons
+
+
+def _trace_carried(ctx: Context, record: RunRecord, step: str, source: str) -> RunRecord | None:
+    """The run a carried step's evidence came from, if it is on the same ledger, for the same
+    tree and contract, and passed that step itself."""
+    git = ctx.repo.git
+    try:
+        oid = pygit2.Oid(hex=source)
+        if not git.descendant_of(pygit2.Oid(hex=record.commit), oid):
+            return None
+        origin = read_run(git, oid)
+    except (GitAuditError, ValueError, KeyError, pygit2.GitError):
+        return None
+    entry = origin.steps.get(step, {})
+    if (
+        origin.tree != record.tree
+        or origin.contract != record.contract
+        or entry.get("status") != "passed"
+    ):
+        return None
+    return origin
+
+
+def tools_missing(names: Sequence[str]) -> list[str]:
+    return [n for n in names if shutil.which(n) is None]
+
+
+def render_gate(result: GateResult) -> list[str]:
+    """Human lines: the verdict, then one line per plan, with each non-PASS reason and its fix."""
+    lines = [f"{result.verdict}  tree {result.tree[:12]}"]
+    for reason in result.reasons:
+        lines.append(f"  {reason.message} [{reason.code}]")
+        lines.append(f"    fix: {reason.hint}")
+    for plan in result.plans:
+        if plan.reasons:
+            first = plan.reasons[0].message
+        else:
+            first = f"evidence {plan.run[:12]}" if plan.run else ""
+        lines.append(f"  {plan.verdict:<7} {plan.name}: {first}")
+        lines.extend(f"          {reason.message}" for reason in plan.reasons[1:])
+        lines.extend(f"          fix: {fix}" for fix in dict.fromkeys(r.hint for r in plan.reasons))
+    return lines

@@ -1,0 +1,342 @@
+"""Git hooks: the lean entry point (``python -m gitaudit.hooks NAME ARGS``) and their logic.
+
+This module must stay light: no typer, and everything heavier than the standard library is
+imported inside the function that needs it, so a hook costs little more than interpreter start-up.
+
+* ``pre-push`` (client): every pushed commit on a protected ref must PASS; deletions pass.
+* ``commit-msg`` (client): links the commit to its evidence (``Audit-Run``/``Audit-Verdict``
+  trailers) and blocks completion claims (or, in strict mode, any commit) without PASS.
+* ``pre-receive`` (server): judges each pushed update with the server's already-accepted
+  ``refs/audit/plans``; audit refs move fast-forward only, with signatures of the right role and
+  no unrecorded weakening; protected refs need PASS, using evidence on the server or in the push.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pygit2
+
+    from gitaudit.gate import GateResult
+    from gitaudit.ledger.plansref import PlansState
+    from gitaudit.repo import Repo
+
+ZERO = "0" * 40
+HOOK_NAMES = ("pre-push", "commit-msg", "pre-receive")
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+
+
+def _explain(result: GateResult, what: str) -> None:
+    from gitaudit.gate import render_gate
+
+    _err(f"gitaudit: {what} is blocked: the gate says {result.verdict}")
+    for line in render_gate(result):
+        _err(f"gitaudit:   {line}")
+
+
+# ----------------------------------------------------------------------------------- pre-push
+
+
+def pre_push(args: Sequence[str], stdin: str) -> int:
+    """git pre-push: ``<local ref> <local sha> <remote ref> <remote sha>`` lines on stdin."""
+    from gitaudit.gate import assess
+    from gitaudit.ledger.plansref import read_state
+    from gitaudit.repo import open_repo
+
+    repo = open_repo()
+    try:
+        state = read_state(repo)
+        policy = state.policy
+    except Exception as exc:  # a broken plans ref blocks protected pushes below
+        state, policy = None, None
+        broken = str(exc)
+    failed = False
+    for line in stdin.splitlines():
+        parts = line.split()
+        if len(parts) != 4:
+            continue
+        local_ref, local_sha, remote_ref, _remote_sha = parts
+        if local_sha == ZERO or remote_ref.startswith("refs/audit/"):
+            continue  # deletions, and the audit refs themselves (judged by the server)
+        protected = policy.protects(remote_ref) if policy else remote_ref.startswith("refs/heads/")
+        if not protected:
+            continue
+        if state is None:
+            _err(f"gitaudit: push of {remote_ref} is blocked: {broken}")
+            failed = True
+            continue
+        result = assess(repo, local_sha, state=state)
+        if result.verdict != "PASS":
+            _explain(result, f"push of {local_ref} to {remote_ref} ({local_sha[:12]})")
+            _err(
+                "gitaudit:   (--no-verify does not help: the server's pre-receive hook judges too)"
+            )
+            failed = True
+    return 1 if failed else 0
+
+
+# --------------------------------------------------------------------------------- commit-msg
+
+_CLAIM = re.compile(r"^Audit-Claim:\s*done\s*$", re.IGNORECASE | re.MULTILINE)
+_CLOSES = re.compile(
+    r"\b(?:closes|fixes|resolves|completes)\s+([A-Za-z0-9][A-Za-z0-9._-]*)", re.IGNORECASE
+)
+
+
+def claims_completion(message: str, requirement_ids: set[str]) -> str | None:
+    """The completion claim a commit message makes, if any."""
+    body = "\n".join(line for line in message.splitlines() if not line.startswith("#"))
+    if _CLAIM.search(body):
+        return "Audit-Claim: done"
+    for match in _CLOSES.finditer(body):
+        if match.group(1) in requirement_ids:
+            return f"{match.group(0)}"
+    return None
+
+
+def _staged_tree(repo: Repo) -> str:
+    proc = subprocess.run(
+        ["git", "write-tree"], cwd=repo.workdir, capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip() or "git write-tree failed")
+    return proc.stdout.strip()
+
+
+def commit_msg(args: Sequence[str], stdin: str) -> int:
+    from gitaudit.gate import assess
+    from gitaudit.ledger.plansref import read_state
+    from gitaudit.repo import open_repo
+
+    if not args:
+        _err("gitaudit: commit-msg needs the message file")
+        return 1
+    path = args[0]
+    repo = open_repo()
+    try:
+        state = read_state(repo)
+    except Exception as exc:
+        _err(f"gitaudit: commit-msg: {exc}")
+        return 1
+    mode = (repo.config("audit.commitMsg") or state.policy.commit_msg).strip().lower()
+    if mode == "off":
+        return 0
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        message = fh.read()
+    tree = _staged_tree(repo)
+    result = assess(repo, None, state=state, tree=tree)
+    if result.verdict == "PASS" or any(p.run for p in result.plans):
+        runs = [p.run for p in result.plans if p.run]
+        trailers = [f"Audit-Verdict: {result.verdict}", *(f"Audit-Run: {r}" for r in runs)]
+        cmd = ["git", "interpret-trailers", "--in-place", "--if-exists", "replace"]
+        for t in trailers:
+            cmd += ["--trailer", t]
+        subprocess.run([*cmd, path], cwd=repo.workdir, check=False, capture_output=True)
+    if result.verdict == "PASS":
+        return 0
+    if mode == "strict":
+        _explain(result, "this commit (audit.commitMsg=strict)")
+        return 1
+    requirement_ids: set[str] = set()
+    from gitaudit.gate import plan_files
+    from gitaudit.plan.catalog import check_file
+
+    for file in plan_files(repo, tree, None):
+        checked = check_file(file, environment=False)
+        if checked.plan is not None:
+            requirement_ids |= {r.id for r in checked.plan.requirements}
+    claim = claims_completion(message, requirement_ids)
+    if claim is not None:
+        _explain(result, f"this commit claims completion ({claim!r})")
+        _err("gitaudit:   run `git audit run`, or drop the claim from the message")
+        return 1
+    return 0
+
+
+# -------------------------------------------------------------------------------- pre-receive
+
+
+def _ff_commits(git: pygit2.Repository, old: str, new: str) -> list[pygit2.Commit] | str:
+    """The commits an update adds (oldest first), or why it is not a fast-forward."""
+    import pygit2
+
+    current: pygit2.Oid | None = pygit2.Oid(hex=new)
+    stop = None if old == ZERO else pygit2.Oid(hex=old)
+    added: list[pygit2.Commit] = []
+    while current is not None and current != stop:
+        obj = git.get(current)
+        if not isinstance(obj, pygit2.Commit):
+            return f"{str(current)[:12]} is not a commit"
+        if len(obj.parent_ids) > 1:
+            return f"{str(current)[:12]} is a merge; audit refs are linear"
+        added.append(obj)
+        current = obj.parent_ids[0] if obj.parent_ids else None
+    if current != stop:
+        return "not a fast-forward (audit refs never move backwards)"
+    added.reverse()
+    return added
+
+
+def _check_plans_update(repo: Repo, state: PlansState, old: str, new: str) -> str | None:
+    import pygit2
+
+    from gitaudit.errors import GitAuditError
+    from gitaudit.ledger.plansref import state_at, verify_chain
+    from gitaudit.ledger.seals import sealed_contract
+    from gitaudit.plan.compare import compare
+    from gitaudit.plan.digest import contract
+
+    added = _ff_commits(repo.git, old, new)
+    if isinstance(added, str):
+        return added
+    try:
+        verify_chain(
+            repo.git,
+            pygit2.Oid(hex=new),
+            stop_at=None if old == ZERO else pygit2.Oid(hex=old),
+            pinned_root=repo.config("audit.rootKey"),
+        )
+    except GitAuditError as exc:
+        return exc.message
+    previous = state
+    for commit in added:
+        try:
+            now = state_at(repo.git, commit)
+        except GitAuditError as exc:
+            return exc.message
+        laxer = now.policy.laxer_than(previous.policy) if previous.exists else []
+        if laxer and not previous.policy.allow_weaken:
+            return f"plans commit {str(commit.id)[:12]} relaxes a policy that forbids weakening"
+        for name, record in now.seals.items():
+            before = previous.seal(name)
+            if before is not None and before.version == record.version:
+                continue
+            if before is not None and record.version <= before.version:
+                return f"seal of {name!r} goes back from v{before.version} to v{record.version}"
+            try:
+                old_sealed, _ = sealed_contract(previous, name) if before else (None, None)
+                new_sealed, _ = sealed_contract(now, name)
+            except GitAuditError as exc:
+                return exc.message
+            weakened = record.retired
+            if old_sealed and old_sealed.plan and new_sealed and new_sealed.plan:
+                weakened = (
+                    weakened
+                    or compare(contract(old_sealed.plan), contract(new_sealed.plan)).weakened
+                )
+            if weakened and not record.weakened:
+                return (
+                    f"seal v{record.version} of {name!r} weakens the contract without recording it"
+                )
+            if weakened and previous.exists and not previous.policy.allow_weaken:
+                return f"seal v{record.version} of {name!r} weakens the contract; policy forbids it"
+        previous = now
+    return None
+
+
+def _check_runs_update(repo: Repo, state: PlansState, old: str, new: str) -> str | None:
+    from gitaudit.crypto.commits import verify_commit
+    from gitaudit.errors import GitAuditError
+
+    added = _ff_commits(repo.git, old, new)
+    if isinstance(added, str):
+        return added
+    runners = state.trust.with_role("runner")
+    for commit in added:
+        try:
+            verify_commit(repo.git, commit.id, runners)
+        except GitAuditError as exc:
+            return f"{exc.message} (evidence must be signed by a runner trusted on the server)"
+    return None
+
+
+def pre_receive(args: Sequence[str], stdin: str) -> int:
+    import pygit2
+
+    from gitaudit.errors import GitAuditError
+    from gitaudit.gate import assess
+    from gitaudit.ledger.plansref import EMPTY, read_state
+    from gitaudit.repo import open_repo
+
+    repo = open_repo(from_env=True)
+    updates = [line.split() for line in stdin.splitlines() if len(line.split()) == 3]
+    try:
+        state = read_state(repo, remember=False)
+    except GitAuditError as exc:
+        _err(f"gitaudit: the server's refs/audit/plans is not trustworthy: {exc.message}")
+        return 1
+    rejected = False
+
+    def reject(ref: str, why: str) -> None:
+        nonlocal rejected
+        rejected = True
+        _err(f"gitaudit: rejecting {ref}: {why}")
+
+    pushed_runs: dict[str, pygit2.Oid] = {}
+    for old, new, ref in updates:
+        if not ref.startswith("refs/audit/"):
+            continue
+        if new == ZERO:
+            reject(ref, "audit refs cannot be deleted")
+            continue
+        if ref == "refs/audit/plans":
+            why = _check_plans_update(repo, state if state.exists else EMPTY, old, new)
+        elif ref.startswith("refs/audit/runs/"):
+            if not state.exists:
+                why = "the server has no refs/audit/plans yet: push it first"
+            else:
+                why = _check_runs_update(repo, state, old, new)
+                if why is None:
+                    pushed_runs[ref.removeprefix("refs/audit/runs/")] = pygit2.Oid(hex=new)
+        else:
+            why = "unknown audit ref"
+        if why:
+            reject(ref, why)
+    for _old, new, ref in updates:
+        if ref.startswith("refs/audit/") or new == ZERO:
+            continue
+        if not (state.policy.protects(ref) if state.exists else ref.startswith("refs/heads/")):
+            continue
+        if not state.exists:
+            reject(ref, "the server has no refs/audit/plans: nothing can PASS")
+            continue
+        result = assess(repo, new, state=state, extra_runs=pushed_runs, check_tools=False)
+        if result.verdict != "PASS":
+            rejected = True
+            _explain(result, f"update of {ref} to {new[:12]}")
+    return 1 if rejected else 0
+
+
+HANDLERS = {"pre-push": pre_push, "commit-msg": commit_msg, "pre-receive": pre_receive}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in HANDLERS:
+        _err(f"usage: python -m gitaudit.hooks {{{'|'.join(HANDLERS)}}} [ARGS]")
+        return 2
+    name, rest = args[0], args[1:]
+    stdin = "" if name == "commit-msg" else sys.stdin.read()
+    try:
+        return HANDLERS[name](rest, stdin)
+    except Exception as exc:  # a hook must fail closed with one readable line
+        from gitaudit.errors import GitAuditError
+
+        if os.environ.get("GITAUDIT_DEBUG"):
+            raise
+        detail = exc.message if isinstance(exc, GitAuditError) else f"{type(exc).__name__}: {exc}"
+        _err(f"gitaudit: {name} failed closed: {detail}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

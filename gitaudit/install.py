@@ -1,0 +1,151 @@
+"""Installing gitaudit into a repository: hook shims and the audit refspecs.
+
+The shim (``hooks/gitaudit-hook.sh`` in the source tree) carries a marker so it is recognised and
+upgraded; an existing foreign hook is kept as ``<name>.legacy`` and still runs first;
+uninstalling restores it. ``core.hooksPath`` is honoured.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from gitaudit.errors import HookError
+from gitaudit.repo import Repo
+
+MARKER = "gitaudit-hook-shim"
+CLIENT_HOOKS = ("pre-push", "commit-msg")
+SERVER_HOOKS = ("pre-receive",)
+FETCH_REFSPEC = "refs/audit/*:refs/audit/*"
+
+
+@dataclass(frozen=True)
+class Action:
+    what: str
+    path: str
+    done: str  # installed | upgraded | current | kept-legacy | removed | restored | absent
+
+
+def shim_template() -> str:
+    """The shim text: packaged in the wheel, or read from the source tree in a development
+    install."""
+    packaged = resources.files("gitaudit").joinpath("_shims/gitaudit-hook.sh")
+    if packaged.is_file():
+        return packaged.read_text(encoding="utf-8")
+    source = Path(__file__).resolve().parent.parent / "hooks" / "gitaudit-hook.sh"
+    try:
+        return source.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise HookError(f"the hook shim is missing from this installation ({exc})") from None
+
+
+def shim_text(python: str | None = None) -> str:
+    interpreter = python or sys.executable
+    return shim_template().replace("'@PYTHON@'", shlex.quote(interpreter))
+
+
+def hooks_dir(repo: Repo) -> Path:
+    configured = repo.config("core.hooksPath")
+    if configured:
+        path = Path(os.path.expanduser(configured))
+        if not path.is_absolute():
+            path = (repo.workdir or repo.gitdir) / path
+        return path
+    return repo.gitdir / "hooks"
+
+
+def _is_ours(path: Path) -> bool:
+    try:
+        return MARKER in path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.gitaudit-tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.chmod(tmp, 0o755)  # noqa: S103 - a hook must be executable by git
+    os.replace(tmp, path)
+
+
+def install_hooks(repo: Repo, *, server: bool = False) -> list[Action]:
+    names = SERVER_HOOKS if server else CLIENT_HOOKS
+    folder = hooks_dir(repo)
+    folder.mkdir(parents=True, exist_ok=True)
+    text = shim_text()
+    actions = []
+    for name in names:
+        path = folder / name
+        if path.is_symlink() or path.exists():
+            if _is_ours(path) and not path.is_symlink():
+                if path.read_text(encoding="utf-8") == text:
+                    actions.append(Action(name, str(path), "current"))
+                    continue
+                _write(path, text)
+                actions.append(Action(name, str(path), "upgraded"))
+                continue
+            legacy = path.with_name(f"{name}.legacy")
+            if legacy.exists() or legacy.is_symlink():
+                raise HookError(
+                    f"{path} exists and so does {legacy}; not overwriting either",
+                    hint="merge or remove one of them, then install again",
+                )
+            os.replace(path, legacy)
+            _write(path, text)
+            actions.append(Action(name, str(path), "kept-legacy"))
+            continue
+        _write(path, text)
+        actions.append(Action(name, str(path), "installed"))
+    return actions
+
+
+def uninstall_hooks(repo: Repo) -> list[Action]:
+    folder = hooks_dir(repo)
+    actions = []
+    for name in (*CLIENT_HOOKS, *SERVER_HOOKS):
+        path = folder / name
+        legacy = path.with_name(f"{name}.legacy")
+        if not (path.exists() and _is_ours(path)):
+            continue
+        path.unlink()
+        if legacy.exists() or legacy.is_symlink():
+            os.replace(legacy, path)
+            actions.append(Action(name, str(path), "restored"))
+        else:
+            actions.append(Action(name, str(path), "removed"))
+    return actions
+
+
+def hook_states(repo: Repo) -> dict[str, str]:
+    """For each hook: current, outdated (an older gitaudit shim), foreign, or absent."""
+    folder = hooks_dir(repo)
+    text = shim_text()
+    states = {}
+    for name in (*CLIENT_HOOKS, *SERVER_HOOKS):
+        path = folder / name
+        if not path.exists():
+            states[name] = "absent"
+        elif not _is_ours(path):
+            states[name] = "foreign"
+        else:
+            states[name] = "current" if path.read_text(encoding="utf-8") == text else "outdated"
+    return states
+
+
+def configure_fetch(repo: Repo) -> list[Action]:
+    """Make ``git fetch`` bring the audit refs (fast-forward only: no ``+``) for every remote."""
+    actions = []
+    remotes = [r.name for r in repo.git.remotes]
+    for remote in remotes:
+        key = f"remote.{remote}.fetch"
+        current = [str(v) for v in repo.git.config.get_multivar(key)]
+        if any(v.lstrip("+") == FETCH_REFSPEC for v in current):
+            actions.append(Action(f"fetch refspec for {remote}", FETCH_REFSPEC, "current"))
+            continue
+        repo.git.config.set_multivar(key, "^$", FETCH_REFSPEC)
+        actions.append(Action(f"fetch refspec for {remote}", FETCH_REFSPEC, "installed"))
+    return actions

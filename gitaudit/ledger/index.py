@@ -1,0 +1,196 @@
+"""A rebuildable lookup index of run commits, so nothing walks the ledger linearly.
+
+The ledger (``refs/audit/runs/<plan>``) is the truth; this SQLite file under
+``<gitdir>/gitaudit/index.sqlite`` is a cache of it: for each run commit its position in the
+chain, workspace tree, contract digest, verdict and per-step statuses. :func:`sync` brings it up
+to date incrementally (walking only commits newer than the indexed tip) and rebuilds a plan's
+rows from scratch when the ref no longer descends from what was indexed. Deleting the file is
+always safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from gitaudit.ledger.objects import blob_at
+from gitaudit.ledger.refs import read_ref, runs_ref
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (plan TEXT PRIMARY KEY, tip TEXT NOT NULL, count INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    plan TEXT NOT NULL, seq INTEGER NOT NULL, commit_id TEXT NOT NULL, tree TEXT NOT NULL,
+    contract TEXT NOT NULL, verdict TEXT NOT NULL, time INTEGER NOT NULL,
+    PRIMARY KEY (plan, seq)
+);
+CREATE INDEX IF NOT EXISTS runs_by_tree ON runs (plan, tree, seq);
+CREATE INDEX IF NOT EXISTS runs_by_commit ON runs (commit_id);
+CREATE TABLE IF NOT EXISTS steps (
+    plan TEXT NOT NULL, seq INTEGER NOT NULL, step TEXT NOT NULL, status TEXT NOT NULL,
+    contract TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS steps_by_contract ON steps (plan, contract, step, status);
+"""
+
+
+@dataclass(frozen=True)
+class IndexedRun:
+    plan: str
+    seq: int
+    commit: str
+    tree: str
+    contract: str
+    verdict: str
+    time: int
+
+
+@contextlib.contextmanager
+def _db(gitdir: Path) -> Iterator[sqlite3.Connection]:
+    path = gitdir / "gitaudit" / "index.sqlite"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            conn.executescript(
+                "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS runs; DROP TABLE IF EXISTS steps;"
+            )
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        yield conn
+    finally:
+        conn.close()
+
+
+def _summary(
+    repo: pygit2.Repository, commit: pygit2.Commit
+) -> tuple[str, str, str, dict[str, str]]:
+    """(tree, contract, verdict, step statuses) from a run commit; unreadable -> placeholders."""
+    try:
+        doc = json.loads(blob_at(repo, commit.tree, "run.json") or b"{}")
+        steps = {str(k): str(v.get("status", "?")) for k, v in doc.get("steps", {}).items()}
+        return str(doc["tree"]), str(doc["contract_digest"]), str(doc["verdict"]), steps
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return "", "", "MALFORMED", {}
+
+
+def sync(repo: pygit2.Repository, gitdir: Path, plan: str) -> None:
+    """Index every run of *plan* up to the current tip of its ref."""
+    tip = read_ref(repo, runs_ref(plan))
+    with _db(gitdir) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute("SELECT tip, count FROM meta WHERE plan=?", (plan,)).fetchone()
+            if tip is None:
+                _clear(conn, plan)
+                conn.execute("COMMIT")
+                return
+            if row is not None and row[0] == str(tip):
+                conn.execute("COMMIT")
+                return
+            new: list[pygit2.Commit] = []
+            current: pygit2.Oid | None = tip
+            known = row[0] if row else None
+            while current is not None and str(current) != known:
+                obj = repo.get(current)
+                if not isinstance(obj, pygit2.Commit):
+                    break
+                new.append(obj)
+                current = obj.parent_ids[0] if obj.parent_ids else None
+            base = 0
+            if row is not None and current is not None and str(current) == known:
+                base = int(row[1])
+            else:
+                _clear(conn, plan)  # the ref was rewritten: rebuild this plan's rows
+            new.reverse()
+            run_rows: list[tuple[str, int, str, str, str, str, int]] = []
+            step_rows: list[tuple[str, int, str, str, str]] = []
+            for offset, commit in enumerate(new, start=1):
+                seq = base + offset
+                tree, contract, verdict, steps = _summary(repo, commit)
+                run_rows.append(
+                    (plan, seq, str(commit.id), tree, contract, verdict, commit.commit_time)
+                )
+                step_rows.extend(
+                    (plan, seq, sid, status, contract) for sid, status in steps.items()
+                )
+            conn.executemany("INSERT INTO runs VALUES (?,?,?,?,?,?,?)", run_rows)
+            conn.executemany("INSERT INTO steps VALUES (?,?,?,?,?)", step_rows)
+            conn.execute(
+                "INSERT OR REPLACE INTO meta VALUES (?,?,?)", (plan, str(tip), base + len(new))
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+def _clear(conn: sqlite3.Connection, plan: str) -> None:
+    for table in ("meta", "runs", "steps"):
+        conn.execute(f"DELETE FROM {table} WHERE plan=?", (plan,))  # noqa: S608 (fixed names)
+
+
+def latest_for_tree(
+    repo: pygit2.Repository, gitdir: Path, plan: str, tree: str, contract: str | None = None
+) -> IndexedRun | None:
+    """The newest run of *plan* recorded for workspace *tree* (and *contract*, when given)."""
+    sync(repo, gitdir, plan)
+    query = (
+        "SELECT plan, seq, commit_id, tree, contract, verdict, time FROM runs "
+        "WHERE plan=? AND tree=?"
+    )
+    args: tuple[str, ...] = (plan, tree)
+    if contract is not None:
+        query += " AND contract=?"
+        args += (contract,)
+    with _db(gitdir) as conn:
+        row = conn.execute(query + " ORDER BY seq DESC LIMIT 1", args).fetchone()
+    return IndexedRun(*row) if row else None
+
+
+def runs_for_tree(
+    repo: pygit2.Repository, gitdir: Path, plan: str, tree: str, contract: str
+) -> list[IndexedRun]:
+    """Every run of *plan* for *tree* under *contract*, newest first."""
+    sync(repo, gitdir, plan)
+    with _db(gitdir) as conn:
+        rows = conn.execute(
+            "SELECT plan, seq, commit_id, tree, contract, verdict, time FROM runs "
+            "WHERE plan=? AND tree=? AND contract=? ORDER BY seq DESC",
+            (plan, tree, contract),
+        ).fetchall()
+    return [IndexedRun(*r) for r in rows]
+
+
+def failed_attempts(
+    repo: pygit2.Repository, gitdir: Path, plan: str, contract: str
+) -> dict[str, int]:
+    """Failed attempts per step across the whole ledger of *plan*, for one contract digest."""
+    sync(repo, gitdir, plan)
+    with _db(gitdir) as conn:
+        rows = conn.execute(
+            "SELECT step, COUNT(*) FROM steps WHERE plan=? AND contract=? AND status='failed' "
+            "GROUP BY step",
+            (plan, contract),
+        ).fetchall()
+    return {str(step): int(n) for step, n in rows}
+
+
+def recent(repo: pygit2.Repository, gitdir: Path, plan: str, limit: int) -> list[IndexedRun]:
+    sync(repo, gitdir, plan)
+    with _db(gitdir) as conn:
+        rows = conn.execute(
+            "SELECT plan, seq, commit_id, tree, contract, verdict, time FROM runs WHERE plan=? "
+            "ORDER BY seq DESC LIMIT ?",
+            (plan, limit),
+        ).fetchall()
+    return [IndexedRun(*r) for r in rows]

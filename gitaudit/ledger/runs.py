@@ -1,0 +1,155 @@
+"""Run commits on ``refs/audit/runs/<plan>``: their tree layout, writing, and reading.
+
+A run commit's tree holds ``run.json`` (the record the gate reads), ``summary.md`` (for reviewers)
+and, under ``steps/<id>/``, every check's ``result.json``, ``stdout`` and ``stderr``: the step's
+own checks (``checks/<n>/``), its output contracts (``outputs/<name>/<n>/``) and the upstream
+output contracts re-executed before it (``upstream/<step>/<name>/<n>/``). The commit is signed by
+a runner key and appended by compare-and-swap; a writer that loses the race re-parents the same
+tree on the new tip, so concurrent runs form one linear chain and none is lost.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pygit2
+
+from gitaudit.checks.execute import CheckResult
+from gitaudit.crypto.commits import create_signed_commit
+from gitaudit.crypto.keys import Signer
+from gitaudit.errors import LedgerError
+from gitaudit.ledger.objects import blob_at, commit_of, dumps, write_tree
+from gitaudit.ledger.refs import RefConflict, cas_update, read_ref, runs_ref
+
+RUN_FORMAT = "gitaudit.run/1"
+MAX_RETRIES = 200
+
+
+def _check_files(prefix: str, results: Iterable[CheckResult]) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    for n, result in enumerate(results):
+        base = f"{prefix}/{n}"
+        files[f"{base}/result.json"] = dumps(result.to_json())
+        files[f"{base}/stdout"] = result.stdout
+        files[f"{base}/stderr"] = result.stderr
+    return files
+
+
+def evidence_files(
+    run_json: Mapping[str, Any],
+    summary_md: str,
+    step_results: Mapping[
+        str,
+        tuple[
+            Iterable[CheckResult],
+            Mapping[str, Iterable[CheckResult]],
+            Iterable[tuple[str, str, Iterable[CheckResult]]],
+        ],
+    ],
+) -> dict[str, bytes]:
+    """The complete file map of a run commit's tree."""
+    files = {"run.json": dumps(run_json), "summary.md": summary_md.encode()}
+    for sid, (checks, outputs, upstream) in step_results.items():
+        root = f"steps/{sid}"
+        files[f"{root}/result.json"] = dumps(run_json["steps"][sid])
+        files.update(_check_files(f"{root}/checks", checks))
+        for name, results in outputs.items():
+            files.update(_check_files(f"{root}/outputs/{name}", results))
+        for up_step, up_name, results in upstream:
+            files.update(_check_files(f"{root}/upstream/{up_step}/{up_name}", results))
+    return files
+
+
+def append_run(
+    repo: pygit2.Repository, plan: str, files: Mapping[str, bytes], message: str, signer: Signer
+) -> pygit2.Oid:
+    """Write the tree, sign a commit on the current tip, and move the ref by compare-and-swap."""
+    tree = write_tree(repo, files)
+    ref = runs_ref(plan)
+    for _ in range(MAX_RETRIES):
+        tip = read_ref(repo, ref)
+        if tip is not None:
+            commit_of(repo, tip, ref)
+        commit = create_signed_commit(
+            repo, tree=tree, parents=[tip] if tip else [], message=message, signer=signer
+        )
+        try:
+            cas_update(repo, ref, commit, tip, f"gitaudit: {message.splitlines()[0]}")
+        except RefConflict:
+            continue
+        return commit
+    raise LedgerError(f"{ref} kept moving while recording; gave up after {MAX_RETRIES} attempts")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run commit as the gate and reviewers see it."""
+
+    commit: str
+    time: int
+    doc: Mapping[str, Any]
+
+    @property
+    def plan(self) -> str:
+        return str(self.doc.get("plan"))
+
+    @property
+    def verdict(self) -> str:
+        return str(self.doc.get("verdict"))
+
+    @property
+    def tree(self) -> str:
+        return str(self.doc.get("tree"))
+
+    @property
+    def contract(self) -> str:
+        return str(self.doc.get("contract_digest"))
+
+    @property
+    def steps(self) -> Mapping[str, Mapping[str, Any]]:
+        steps = self.doc.get("steps", {})
+        return steps if isinstance(steps, dict) else {}
+
+    def passed_steps(self) -> list[str]:
+        return [sid for sid, s in self.steps.items() if s.get("status") in ("passed", "carried")]
+
+
+def read_run(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str = "run") -> RunRecord:
+    """Parse run.json of a run commit; LedgerError naming the commit when it is malformed."""
+    commit = commit_of(repo, oid if isinstance(oid, pygit2.Oid) else pygit2.Oid(hex=oid), what)
+    raw = blob_at(repo, commit.tree, "run.json")
+    if raw is None:
+        raise LedgerError(f"{what} {str(commit.id)[:12]} has no run.json")
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise LedgerError(
+            f"{what} {str(commit.id)[:12]}: run.json is not valid JSON ({exc})"
+        ) from None
+    if not isinstance(doc, dict) or doc.get("format") != RUN_FORMAT:
+        raise LedgerError(f"{what} {str(commit.id)[:12]}: run.json is not a {RUN_FORMAT} record")
+    return RunRecord(str(commit.id), commit.commit_time, doc)
+
+
+def resolve_run(
+    repo: pygit2.Repository, plan: str | None, spec: str, plans: Iterable[str]
+) -> pygit2.Oid:
+    """RUN as a commit id, a unique prefix, or ``latest`` (of *plan*, or of the only plan)."""
+    if spec == "latest":
+        names = [plan] if plan else list(plans)
+        tips = [(n, read_ref(repo, runs_ref(n))) for n in names]
+        tips = [(n, t) for n, t in tips if t is not None]
+        if not tips:
+            raise LedgerError("no runs recorded yet", hint="run `git audit run`")
+        if len(tips) > 1:
+            newest = max(tips, key=lambda nt: commit_of(repo, nt[1], "run").commit_time)  # type: ignore[arg-type]
+            return newest[1]  # type: ignore[return-value]
+        return tips[0][1]  # type: ignore[return-value]
+    try:
+        obj = repo.revparse_single(spec)
+    except (KeyError, ValueError, pygit2.GitError):
+        raise LedgerError(f"no run commit {spec!r}", hint="see `git audit log`") from None
+    return obj.id

@@ -1,0 +1,270 @@
+"""`git audit run`: run a sealed plan against the work tree and record the signed evidence.
+
+Refuses before anything runs when the plan is not sealed, or its working copy differs from the
+seal ("reseal or revert"), or the signing key is not a trusted runner. The workspace fingerprint
+is taken before and after: a run during which the workspace changed is recorded as FAIL with the
+changed paths (audit purity).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from gitaudit import __version__
+from gitaudit.crypto.keys import Signer
+from gitaudit.errors import RunError, UsageError
+from gitaudit.fingerprint import changed_paths, workspace_fingerprint
+from gitaudit.ledger import index
+from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.runs import RUN_FORMAT, append_run, evidence_files, read_run
+from gitaudit.ledger.seals import sealed_contract
+from gitaudit.plan.catalog import check_worktree
+from gitaudit.plan.compare import compare
+from gitaudit.plan.digest import contract
+from gitaudit.plan.graph import optional_steps
+from gitaudit.plan.model import Plan, StepId
+from gitaudit.repo import Repo
+from gitaudit.runner import DONE_OK, Event, RunOutcome, RunRequest, execute, step_json
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    plan: str
+    commit: str
+    verdict: str
+    tree: str
+    passed: int
+    total: int
+    outcome: RunOutcome
+    changed_paths: tuple[str, ...]
+    doc: Mapping[str, Any]
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def judge(
+    plan: Plan,
+    statuses: Mapping[StepId, str],
+    *,
+    interrupted: bool,
+    impure: bool,
+    missing_tools: Iterable[str],
+    broken_upstream: Iterable[StepId] = (),
+) -> tuple[str, list[str]]:
+    """The verdict of one run and the reasons it is not PASS.
+
+    PASS: every required step verified (alternatives of a satisfied OR clause are not required)
+    and every must/should requirement covered by a verified step, with a pure workspace.
+    FAIL: a failed or exhausted step, an upstream output that no longer holds, a changed
+    workspace, or a missing tool. Otherwise UNKNOWN (timeouts, blocked or not-run steps).
+    """
+    reasons: list[str] = []
+    if interrupted:
+        return "INTERRUPTED", ["the run was interrupted"]
+    verified = {sid for sid, s in statuses.items() if s in DONE_OK}
+    optional = optional_steps(plan)
+    broken = set(broken_upstream)
+    hard_fail = bool(broken)
+    for step in plan.steps:
+        status = statuses.get(step.id, "not-run")
+        if status in DONE_OK:
+            continue
+        # an unverified OR alternative is not needed by itself: the step that depends on it is
+        # required, and is reported below when no alternative of its clause was verified
+        needed = step.id not in optional
+        if not needed:
+            continue
+        reasons.append(f"step {step.id} {status}")
+        hard_fail = hard_fail or status in ("failed", "exhausted")
+    for req in plan.requirements:
+        if req.mandatory and not any(s.id in verified for s in plan.covering_steps(req.id)):
+            reasons.append(f"{req.priority} requirement {req.id} is not covered by a verified step")
+    tools = list(missing_tools)
+    if tools:
+        hard_fail = True
+        reasons.append(f"required tools missing: {', '.join(tools)}")
+    if impure:
+        hard_fail = True
+        reasons.append("the workspace changed during the run")
+    if hard_fail:
+        return "FAIL", reasons
+    return ("UNKNOWN" if reasons else "PASS"), reasons
+
+
+def _summary_md(doc: Mapping[str, Any], plan: Plan) -> str:
+    lines = [
+        f"# audit({doc['plan']}): {doc['verdict']}",
+        "",
+        f"- tree `{doc['tree']}`" + (f", HEAD `{doc['head']}`" if doc.get("head") else ""),
+        f"- contract `{doc['contract_digest']}` (seal v{doc['seal']['version']})",
+        f"- runner {doc['runner']['name']} `{doc['runner']['fingerprint']}`",
+        f"- {doc['started_at']} → {doc['finished_at']}",
+    ]
+    if doc.get("reasons"):
+        lines.append("- not PASS because: " + "; ".join(doc["reasons"]))
+    if doc["purity"]["changed"]:
+        lines.append(
+            "- workspace changed during the run: "
+            + ", ".join(f"`{p}`" for p in doc["purity"]["changed"][:20])
+        )
+    lines += [
+        "",
+        "| step | status | check | exit | expected | seconds |",
+        "|---|---|---|---|---|---|",
+    ]
+    for step in plan.steps:
+        entry = doc["steps"][step.id]
+        rows = [*entry["checks"], *(c for cs in entry["outputs"].values() for c in cs)]
+        status = entry["status"] + (
+            f" (from {entry['carried_from'][:12]})" if entry.get("carried_from") else ""
+        )
+        if not rows:
+            lines.append(f"| {step.id} | {status} | {entry['reason'] or '—'} | | | |")
+        for i, c in enumerate(rows):
+            cell = c["check"].replace("|", "\\|")
+            first = f"{step.id} | {status}" if i == 0 else " | "
+            exit_code = "" if c["exit_code"] is None else c["exit_code"]
+            expected = "" if c["expect_exit"] is None else c["expect_exit"]
+            lines.append(
+                f"| {first} | `{cell}` {c['outcome']} | {exit_code} | {expected} "
+                f"| {c['duration']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def run_plan(
+    repo: Repo,
+    name: str,
+    signer: Signer,
+    *,
+    targets: Iterable[str] = (),
+    jobs: int | None = None,
+    force: bool = False,
+    on_event: Event | None = None,
+) -> RecordedRun:
+    workdir = repo.require_workdir()
+    state = read_state(repo)
+    if not state.exists:
+        raise RunError(
+            "refs/audit/plans does not exist",
+            hint="run `git audit trust init` and `git audit plan seal`",
+        )
+    runner = state.trust.require(signer.public_key, "runner")
+    (checked,) = check_worktree(workdir, name)
+    plan = checked.require_valid()
+    seal = state.seal(name)
+    if seal is None or seal.retired:
+        raise RunError(
+            f"plan {name!r} is not sealed", hint=f"run `git audit plan seal --plan {name}`"
+        )
+    if checked.digest != seal.contract_digest:
+        sealed, _ = sealed_contract(state, name)
+        summary = ""
+        if sealed is not None and sealed.plan is not None:
+            summary = ": " + compare(contract(sealed.plan), contract(plan)).summary()
+        raise RunError(
+            f"the working copy of plan {name!r} differs from its seal v{seal.version}{summary}",
+            hint=f"reseal (`git audit plan seal --plan {name}`) or revert the plan file",
+        )
+    wanted = [str(t) for t in targets]
+    unknown = [t for t in wanted if plan.step(t) is None]
+    if unknown:
+        raise UsageError(
+            f"plan {name!r} has no step {', '.join(unknown)}",
+            hint=f"steps: {', '.join(plan.step_ids)}",
+        )
+    digest = seal.contract_digest
+    before = workspace_fingerprint(workdir)
+    carried: dict[StepId, str] = {}
+    if wanted:
+        for prior in index.runs_for_tree(repo.git, repo.gitdir, name, before.tree, digest):
+            record = read_run(repo.git, prior.commit)
+            for sid, entry in record.steps.items():
+                if sid in carried or entry.get("status") not in DONE_OK:
+                    continue
+                carried[sid] = str(entry.get("carried_from") or record.commit)
+    attempts = index.failed_attempts(repo.git, repo.gitdir, name, digest)
+    missing_tools = [t for t in plan.required_tools if shutil.which(t) is None]
+    outcome = execute(
+        RunRequest(
+            plan=plan,
+            workspace=workdir,
+            jobs=jobs or os.cpu_count() or 1,
+            targets=frozenset(wanted) if wanted else None,
+            carried=carried,
+            attempts_used=attempts,
+            force=force,
+            on_event=on_event,
+        )
+    )
+    after = workspace_fingerprint(workdir)
+    changed = (
+        tuple(changed_paths(workdir, before.tree, after.tree)) if after.tree != before.tree else ()
+    )
+    statuses = {sid: o.status for sid, o in outcome.steps.items()}
+    broken = [
+        sid
+        for sid, o in outcome.steps.items()
+        if any(
+            not u.passed and not any(r.outcome == "unknown" for r in u.results) for u in o.upstream
+        )
+    ]
+    verdict, reasons = judge(
+        plan,
+        statuses,
+        interrupted=outcome.interrupted,
+        impure=bool(changed),
+        missing_tools=missing_tools,
+        broken_upstream=broken,
+    )
+    steps_doc = {sid: step_json(o, plan.step(sid)) for sid, o in outcome.steps.items()}  # type: ignore[arg-type]
+    for sid, entry in steps_doc.items():
+        entry["attempts_used"] = attempts.get(sid, 0) + (1 if entry["status"] == "failed" else 0)
+    passed = outcome.count("passed", "carried")
+    doc: dict[str, Any] = {
+        "format": RUN_FORMAT,
+        "plan": name,
+        "verdict": verdict,
+        "reasons": reasons,
+        "contract_digest": digest,
+        "seal": {"commit": str(state.tip), "version": seal.version},
+        "tree": before.tree,
+        "head": before.head,
+        "started_at": _iso(outcome.started),
+        "finished_at": _iso(outcome.finished),
+        "runner": {"name": runner.name, "fingerprint": signer.public_key.fingerprint()},
+        "tool": {"name": "gitaudit", "version": __version__},
+        "targeted": wanted or None,
+        "forced": force,
+        "jobs": jobs or os.cpu_count() or 1,
+        "missing_tools": missing_tools,
+        "purity": {"before": before.tree, "after": after.tree, "changed": list(changed)},
+        "order": list(outcome.order),
+        "steps": steps_doc,
+    }
+    files = evidence_files(
+        doc,
+        _summary_md(doc, plan),
+        {
+            sid: (o.checks, o.outputs, [(u.step, u.output, u.results) for u in o.upstream])
+            for sid, o in outcome.steps.items()
+        },
+    )
+    message = (
+        f"audit({name}): {verdict} {before.tree[:12]} — {passed}/{len(plan.steps)} steps\n\n"
+        + ("\n".join(f"- {r}" for r in reasons) + "\n\n" if reasons else "")
+        + f"Audit-Plan: {name}\nAudit-Tree: {before.tree}\n"
+        + f"Audit-Contract: {digest}\nAudit-Verdict: {verdict}\n"
+    )
+    commit = append_run(repo.git, name, files, message, signer)
+    index.sync(repo.git, repo.gitdir, name)
+    return RecordedRun(
+        name, str(commit), verdict, before.tree, passed, len(plan.steps), outcome, changed, doc
+    )

@@ -1,0 +1,306 @@
+"""Executing a sealed plan: dependency order, parallel steps, attempts, and audit purity.
+
+For each step, in this order (seed 000): every required upstream output contract is re-executed
+right before the step; then the step's own checks; then each of its declared outputs is checked
+independently. The step passes only when all of them pass. A step whose prerequisite failed or is
+missing is ``blocked`` (no attempt used); a step with ``max_attempts`` failures recorded for this
+contract is ``exhausted`` unless forced; a timeout makes the outcome ``unknown``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from gitaudit.checks.execute import CheckResult, run_check
+from gitaudit.plan.graph import topological_order
+from gitaudit.plan.model import Check, Plan, Step, StepId
+
+StepStatus = Literal[
+    "passed", "failed", "blocked", "unknown", "exhausted", "carried", "interrupted", "not-run"
+]
+DONE_OK: frozenset[str] = frozenset({"passed", "carried"})
+
+
+@dataclass(frozen=True)
+class UpstreamCheck:
+    step: StepId
+    output: str
+    results: tuple[CheckResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    step: StepId
+    status: StepStatus
+    reason: str = ""
+    attempt: int | None = None  # which attempt this was (1-based), for executed steps
+    duration: float = 0.0
+    checks: tuple[CheckResult, ...] = ()
+    outputs: Mapping[str, tuple[CheckResult, ...]] = field(default_factory=dict)
+    upstream: tuple[UpstreamCheck, ...] = ()
+    carried_from: str | None = None  # the run commit whose evidence was carried forward
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    steps: Mapping[StepId, StepOutcome]
+    order: tuple[StepId, ...]
+    interrupted: bool
+    started: float
+    finished: float
+
+    def count(self, *statuses: str) -> int:
+        return sum(1 for s in self.steps.values() if s.status in statuses)
+
+
+Event = Callable[[str, StepId, StepOutcome | None], None]  # ("start"|"done", step, outcome)
+
+
+@dataclass
+class RunRequest:
+    plan: Plan
+    workspace: Path
+    jobs: int = os.cpu_count() or 1
+    targets: frozenset[StepId] | None = None  # None: every step
+    carried: Mapping[StepId, str] = field(default_factory=dict)  # verified evidence: step -> run
+    attempts_used: Mapping[StepId, int] = field(default_factory=dict)
+    force: bool = False
+    on_event: Event | None = None
+
+
+class _Supervisor:
+    """Tracks the process groups of running checks, so an interrupt can kill them all."""
+
+    def __init__(self) -> None:
+        self.groups: set[int] = set()
+        self.lock = threading.Lock()
+        self.cancelled = threading.Event()
+
+    def started(self, pid: int) -> None:
+        with self.lock:
+            self.groups.add(pid)
+        if self.cancelled.is_set():
+            self.kill_all()
+
+    def kill_all(self) -> None:
+        self.cancelled.set()
+        with self.lock:
+            groups = list(self.groups)
+        for pgid in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+
+
+def _clause_state(clause_alts: tuple[StepId, ...], status: Mapping[StepId, str]) -> str:
+    """ok (an alternative verified), wait (one may still succeed) or dead (none can)."""
+    states = [status.get(a, "not-run") for a in clause_alts]
+    if any(s in DONE_OK for s in states):
+        return "ok"
+    if any(s in ("pending", "running") for s in states):
+        return "wait"
+    return "dead"
+
+
+def execute(request: RunRequest) -> RunOutcome:
+    plan = request.plan
+    order = tuple(topological_order(plan))
+    steps = {s.id: s for s in plan.steps}
+    status: dict[StepId, str] = {}
+    outcomes: dict[StepId, StepOutcome] = {}
+    for sid in order:
+        if request.targets is not None and sid not in request.targets:
+            if sid in request.carried:
+                outcomes[sid] = StepOutcome(
+                    sid,
+                    "carried",
+                    "verified earlier for this tree",
+                    carried_from=request.carried[sid],
+                )
+                status[sid] = "carried"
+            else:
+                outcomes[sid] = StepOutcome(
+                    sid, "not-run", "not targeted and no evidence for this tree"
+                )
+                status[sid] = "not-run"
+        else:
+            status[sid] = "pending"
+    supervisor = _Supervisor()
+    started = time.time()
+    interrupted = False
+    emit = request.on_event or (lambda *_: None)
+    running: dict[Future[StepOutcome], StepId] = {}
+    with ThreadPoolExecutor(max_workers=max(1, request.jobs)) as pool:
+        try:
+            while True:
+                progressed = False
+                for sid in order:
+                    if status[sid] != "pending":
+                        continue
+                    step = steps[sid]
+                    verdicts = [_clause_state(c.alternatives, status) for c in step.depends_on]
+                    if "dead" in verdicts:
+                        blocker = step.depends_on[verdicts.index("dead")]
+                        outcomes[sid] = StepOutcome(
+                            sid, "blocked", f"prerequisite {blocker} is not verified"
+                        )
+                        status[sid] = "blocked"
+                        emit("done", sid, outcomes[sid])
+                        progressed = True
+                        continue
+                    if "wait" in verdicts:
+                        continue
+                    used = request.attempts_used.get(sid, 0)
+                    if used >= step.max_attempts and not request.force:
+                        outcomes[sid] = StepOutcome(
+                            sid,
+                            "exhausted",
+                            f"{used} failed attempts (max_attempts {step.max_attempts}); "
+                            "reseal or run with --force",
+                        )
+                        status[sid] = "exhausted"
+                        emit("done", sid, outcomes[sid])
+                        progressed = True
+                        continue
+                    status[sid] = "running"
+                    emit("start", sid, None)
+                    future = pool.submit(
+                        _run_step, plan, step, request.workspace, used + 1, supervisor
+                    )
+                    running[future] = sid
+                    progressed = True
+                if not running:
+                    if not progressed:
+                        break
+                    continue
+                done, _ = wait(running, timeout=None, return_when=FIRST_COMPLETED)
+                for future in done:
+                    sid = running.pop(future)
+                    outcome = future.result()
+                    outcomes[sid] = outcome
+                    status[sid] = outcome.status
+                    emit("done", sid, outcome)
+        except KeyboardInterrupt:
+            interrupted = True
+            supervisor.kill_all()
+            for future, sid in running.items():
+                try:
+                    outcome = future.result()
+                except Exception:  # the step is recorded as interrupted regardless
+                    outcome = StepOutcome(sid, "interrupted", "interrupted")
+                outcomes[sid] = StepOutcome(
+                    sid,
+                    "interrupted",
+                    "interrupted by Ctrl-C",
+                    attempt=outcome.attempt,
+                    duration=outcome.duration,
+                    checks=outcome.checks,
+                    outputs=outcome.outputs,
+                    upstream=outcome.upstream,
+                )
+            for sid in order:
+                if sid not in outcomes:
+                    outcomes[sid] = StepOutcome(
+                        sid, "interrupted", "not started: the run was interrupted"
+                    )
+    return RunOutcome(outcomes, order, interrupted, started, time.time())
+
+
+def _run_checks(
+    checks: tuple[Check, ...], workspace: Path, supervisor: _Supervisor
+) -> tuple[CheckResult, ...]:
+    results = []
+    for check in checks:
+        if supervisor.cancelled.is_set():
+            break
+        results.append(run_check(check, workspace, on_start=supervisor.started))
+    return tuple(results)
+
+
+def _summarise(results: tuple[CheckResult, ...]) -> str:
+    bad = [r for r in results if not r.passed]
+    return "; ".join(f"{r.describe}: {r.message}" for r in bad[:3])
+
+
+def _run_step(
+    plan: Plan, step: Step, workspace: Path, attempt: int, supervisor: _Supervisor
+) -> StepOutcome:
+    start = time.monotonic()
+    upstream: list[UpstreamCheck] = []
+    for ref in step.requires_outputs:
+        producer = plan.step(ref.step)
+        output = producer.output(ref.name) if producer else None
+        if output is None:
+            continue
+        upstream.append(
+            UpstreamCheck(ref.step, ref.name, _run_checks(output.checks, workspace, supervisor))
+        )
+    failed_up = [u for u in upstream if not u.passed]
+    if failed_up:
+        u = failed_up[0]
+        return StepOutcome(
+            step.id,
+            "blocked",
+            f"upstream output {u.step}/{u.output} no longer holds: {_summarise(u.results)}",
+            duration=time.monotonic() - start,
+            upstream=tuple(upstream),
+        )
+    checks = _run_checks(step.verify, workspace, supervisor)
+    outputs = {o.name: _run_checks(o.checks, workspace, supervisor) for o in step.outputs}
+    everything = checks + tuple(r for rs in outputs.values() for r in rs)
+    if supervisor.cancelled.is_set():
+        status: StepStatus = "interrupted"
+        reason = "interrupted by Ctrl-C"
+    elif any(r.outcome == "unknown" for r in everything):
+        status, reason = "unknown", _summarise(everything)
+    elif all(r.passed for r in everything) and len(everything) == len(step.verify) + sum(
+        len(o.checks) for o in step.outputs
+    ):
+        status, reason = "passed", ""
+    else:
+        status, reason = "failed", _summarise(everything)
+    return StepOutcome(
+        step.id,
+        status,
+        reason,
+        attempt=attempt,
+        duration=time.monotonic() - start,
+        checks=checks,
+        outputs=outputs,
+        upstream=tuple(upstream),
+    )
+
+
+def step_json(outcome: StepOutcome, step: Step) -> dict[str, Any]:
+    """The per-step entry of run.json (outputs themselves are stored beside it)."""
+    return {
+        "status": outcome.status,
+        "title": step.title,
+        "reason": outcome.reason,
+        "attempt": outcome.attempt,
+        "duration": round(outcome.duration, 3),
+        "carried_from": outcome.carried_from,
+        "checks": [r.to_json() for r in outcome.checks],
+        "outputs": {name: [r.to_json() for r in rs] for name, rs in outcome.outputs.items()},
+        "upstream": [
+            {
+                "step": u.step,
+                "output": u.output,
+                "passed": u.passed,
+                "checks": [r.to_json() for r in u.results],
+            }
+            for u in outcome.upstream
+        ],
+    }

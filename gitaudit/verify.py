@@ -1,0 +1,164 @@
+"""`git audit verify`: check everything stored, incrementally.
+
+* the plans ref: every commit signed by a sealer trusted in its parent, from the root (or from the
+  last verified tip); every seal record consistent with its sealed plan copy;
+* every runs ref: every commit signed by a key that was a trusted runner on some version of the
+  plans ref, a linear parent chain, and each ``run.json`` matched by its tree (every recorded
+  check has its ``result.json``, ``stdout`` and ``stderr``);
+* no audit ref has moved behind its verified high-water mark (a rewind or truncation is FAIL).
+
+Verified tips are recorded, so a second call verifies only what is new.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pygit2
+
+from gitaudit.crypto.commits import verify_commit
+from gitaudit.crypto.keys import PublicKey
+from gitaudit.errors import GitAuditError
+from gitaudit.ledger import watermark
+from gitaudit.ledger.objects import commit_of
+from gitaudit.ledger.plansref import state_at, verify_chain
+from gitaudit.ledger.refs import PLANS_REF, RUNS_PREFIX, list_refs, read_ref
+from gitaudit.ledger.runs import read_run
+from gitaudit.ledger.seals import sealed_contract
+from gitaudit.repo import Repo
+
+
+@dataclass
+class VerifyReport:
+    problems: list[str] = field(default_factory=list)
+    verified: dict[str, int] = field(default_factory=dict)  # ref -> commits verified now
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "verdict": "PASS" if self.ok else "FAIL",
+            "problems": self.problems,
+            "verified": self.verified,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def _runner_keys(repo: pygit2.Repository, tip: pygit2.Oid | None) -> list[PublicKey]:
+    """Every key that was a runner on any version of the plans ref (old evidence stays valid
+    after a key is retired; the gate itself only accepts currently trusted runners)."""
+    keys: list[PublicKey] = []
+    current = tip
+    while current is not None:
+        commit = commit_of(repo, current, PLANS_REF)
+        for key in state_at(repo, commit).trust.with_role("runner"):
+            if key not in keys:
+                keys.append(key)
+        current = commit.parent_ids[0] if commit.parent_ids else None
+    return keys
+
+
+def _check_run_tree(repo: pygit2.Repository, commit: pygit2.Commit) -> str | None:
+    record = read_run(repo, commit.id)
+    tree = commit.tree
+    for sid, entry in record.steps.items():
+        groups = [("checks", entry.get("checks", []))]
+        groups += [(f"outputs/{n}", cs) for n, cs in entry.get("outputs", {}).items()]
+        groups += [
+            (f"upstream/{u['step']}/{u['output']}", u["checks"]) for u in entry.get("upstream", [])
+        ]
+        for folder, checks in groups:
+            for n in range(len(checks)):
+                for leaf in ("result.json", "stdout", "stderr"):
+                    path = f"steps/{sid}/{folder}/{n}/{leaf}"
+                    try:
+                        tree[path]
+                    except KeyError:
+                        return (
+                            f"run {str(commit.id)[:12]}: run.json records {path}, "
+                            "which its tree lacks"
+                        )
+    return None
+
+
+def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
+    started = time.monotonic()
+    report = VerifyReport()
+    git = repo.git
+    marks = watermark.load(repo.gitdir)
+    new_marks: dict[str, str] = {}
+    refs = {PLANS_REF: read_ref(git, PLANS_REF), **list_refs(git, RUNS_PREFIX)}
+    for ref, mark in marks.items():
+        if ref not in refs or refs[ref] is None:
+            report.problems.append(f"{ref} was deleted; it was verified at {mark[:12]}")
+    plans_tip = refs.get(PLANS_REF)
+    if plans_tip is not None:
+        try:
+            watermark.check_forward(git, repo.gitdir, PLANS_REF, plans_tip)
+            plans_mark = marks.get(PLANS_REF)
+            stop = (
+                pygit2.Oid(hex=plans_mark) if plans_mark != str(plans_tip) and plans_mark else None
+            )
+            if plans_mark != str(plans_tip):
+                state = verify_chain(
+                    git, plans_tip, stop_at=stop, pinned_root=repo.config("audit.rootKey")
+                )
+                report.verified[PLANS_REF] = _count(git, plans_tip, stop)
+            else:
+                state = state_at(git, commit_of(git, plans_tip, PLANS_REF))
+                report.verified[PLANS_REF] = 0
+            for name in state.active():
+                sealed_contract(state, name)
+            new_marks[PLANS_REF] = str(plans_tip)
+        except GitAuditError as exc:
+            report.problems.append(exc.message)
+    runners = _runner_keys(git, plans_tip) if plans_tip is not None else []
+    for ref, tip in sorted(refs.items()):
+        if ref == PLANS_REF or tip is None:
+            continue
+        try:
+            watermark.check_forward(git, repo.gitdir, ref, tip)
+        except GitAuditError as exc:
+            report.problems.append(exc.message)
+            continue
+        run_mark = marks.get(ref)
+        stop = pygit2.Oid(hex=run_mark) if run_mark else None
+        current: pygit2.Oid | None = tip
+        count, problem = 0, None
+        while current is not None and current != stop:
+            try:
+                commit = commit_of(git, current, ref)
+                if len(commit.parent_ids) > 1:
+                    problem = f"{ref}: {str(current)[:12]} is a merge; the ledger is linear"
+                    break
+                verify_commit(git, commit.id, runners)
+                problem = _check_run_tree(git, commit)
+                if problem:
+                    break
+            except GitAuditError as exc:
+                problem = f"{ref}: {exc.message}"
+                break
+            count += 1
+            current = commit.parent_ids[0] if commit.parent_ids else None
+        report.verified[ref] = count
+        if problem:
+            report.problems.append(problem)
+        else:
+            new_marks[ref] = str(tip)
+    if remember and new_marks:
+        watermark.record(repo.gitdir, new_marks)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _count(git: pygit2.Repository, tip: pygit2.Oid, stop: pygit2.Oid | None) -> int:
+    n, current = 0, tip
+    while current is not None and current != stop:
+        n += 1
+        commit = commit_of(git, current, "ref")
+        current = commit.parent_ids[0] if commit.parent_ids else None  # type: ignore[assignment]
+    return n

@@ -1,0 +1,24 @@
+#!/bin/sh
+# gitaudit hook shim (gitaudit-hook-shim v1). Installed by `git audit hooks install`, which
+# upgrades it in place; `git audit hooks uninstall` restores the hook that was here before.
+# It calls back into the installed gitaudit package through its lean hook entry point.
+PYTHON='@PYTHON@'
+name=$(basename "$0")
+legacy="$0.legacy"
+if [ -x "$legacy" ]; then
+    case "$name" in
+    pre-push|pre-receive)
+        input=$(mktemp) || exit 1
+        cat >"$input"
+        "$legacy" "$@" <"$input" || { rc=$?; rm -f "$input"; exit $rc; }
+        "$PYTHON" -m gitaudit.hooks "$name" "$@" <"$input"
+        rc=$?
+        rm -f "$input"
+        exit $rc
+        ;;
+    *)
+        "$legacy" "$@" || exit $?
+        ;;
+    esac
+fi
+exec "$PYTHON" -m gitaudit.hooks "$name" "$@"

@@ -1,0 +1,327 @@
+"""`git audit run` end to end: real processes, real git, signed evidence."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pygit2
+
+from gitaudit.ledger.runs import read_run
+from tests.gitrepo import GitRepo, audit
+from tests.run.conftest import Sealer, make_plan, run_step
+
+
+def tip(repo: GitRepo, plan: str = "default") -> str:
+    return repo.git("rev-parse", f"refs/audit/runs/{plan}").strip()
+
+
+def run_json(repo: GitRepo, rev: str | None = None) -> dict:  # type: ignore[type-arg]
+    return json.loads(repo.git("show", f"{rev or tip(repo)}:run.json"))
+
+
+def test_passing_run_records_a_signed_commit(repo: GitRepo, sealed: Sealer, tmp_path: Path) -> None:
+    sealed(
+        make_plan(
+            run_step("build", "sh", "-c", "echo built", outputs={"artifact": "README.md"}),
+            run_step("use", "cat", "README.md", deps=["build"], requires=[("build", "artifact")]),
+        )
+    )
+    result = audit(repo.path, "run")
+    assert result.code == 0, result.err
+    assert "default: PASS — 2/2 steps verified" in result.out
+    doc = run_json(repo)
+    assert doc["verdict"] == "PASS" and doc["tree"] == repo.head_tree()
+    assert doc["steps"]["use"]["upstream"][0]["passed"] is True
+    message = repo.git("log", "-1", "--format=%B", "refs/audit/runs/default")
+    assert message.startswith(f"audit(default): PASS {repo.head_tree()[:12]} — 2/2 steps")
+    for trailer in (
+        "Audit-Plan: default",
+        f"Audit-Tree: {repo.head_tree()}",
+        "Audit-Contract: sha256:",
+        "Audit-Verdict: PASS",
+    ):
+        assert trailer in message
+    files = repo.git("ls-tree", "-r", "--name-only", "refs/audit/runs/default").split()
+    assert {
+        "run.json",
+        "summary.md",
+        "steps/build/checks/0/stdout",
+        "steps/build/outputs/artifact/0/result.json",
+        "steps/use/upstream/build/artifact/0/result.json",
+    } <= set(files)
+    assert repo.git("show", "refs/audit/runs/default:steps/build/checks/0/stdout") == "built\n"
+    assert "| build | passed |" in repo.git("show", "refs/audit/runs/default:summary.md")
+    signers = tmp_path / "allowed"
+    assert audit(repo.path, "trust", "export", str(signers)).code == 0
+    verify = subprocess.run(
+        [
+            "git",
+            "-c",
+            "gpg.format=ssh",
+            "-c",
+            f"gpg.ssh.allowedSignersFile={signers}",
+            "verify-commit",
+            "refs/audit/runs/default",
+        ],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert verify.returncode == 0, verify.stderr
+
+
+def test_run_refuses_when_the_plan_differs_from_its_seal(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(run_step("a", "true")))
+    plan = make_plan(run_step("a", "touch", "ran-anyway"))
+    repo.write_plan(plan)
+    result = audit(repo.path, "run")
+    assert result.code == 1 and "differs from its seal v1" in result.err and "reseal" in result.err
+    assert not (repo.path / "ran-anyway").exists()
+    assert repo.git("for-each-ref", "refs/audit/runs/") == ""
+
+
+def test_failure_blocks_dependants_and_counts_attempts(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(
+        make_plan(
+            run_step("a", "false", outputs={"o": "README.md"}, max_attempts=2),
+            run_step("b", "true", deps=["a"], requires=[("a", "o")]),
+        )
+    )
+    first = audit(repo.path, "run")
+    assert first.code == 1 and "FAIL" in first.out
+    doc = run_json(repo)
+    assert doc["steps"]["a"]["status"] == "failed" and doc["steps"]["a"]["attempts_used"] == 1
+    assert doc["steps"]["b"]["status"] == "blocked" and doc["steps"]["b"]["attempts_used"] == 0
+    assert "exit code 1, expected 0" in doc["steps"]["a"]["reason"]
+    assert audit(repo.path, "run").code == 1
+    third = audit(repo.path, "run")
+    doc = run_json(repo)
+    assert third.code == 1 and doc["steps"]["a"]["status"] == "exhausted"
+    assert "2 failed attempts" in doc["steps"]["a"]["reason"]
+    forced = audit(repo.path, "run", "--force")
+    doc = run_json(repo)
+    assert forced.code == 1 and doc["forced"] is True and doc["steps"]["a"]["status"] == "failed"
+
+
+def test_timeout_is_unknown_and_exits_3(repo: GitRepo, sealed: Sealer) -> None:
+    step = run_step("slow", "sleep", "30")
+    step["verify"][0]["timeout"] = 0.5
+    sealed(make_plan(step))
+    started = time.monotonic()
+    result = audit(repo.path, "run")
+    assert time.monotonic() - started < 20
+    assert result.code == 3, result.out + result.err
+    doc = run_json(repo)
+    assert doc["verdict"] == "UNKNOWN" and doc["steps"]["slow"]["status"] == "unknown"
+    assert doc["steps"]["slow"]["checks"][0]["timed_out"] is True
+
+
+def test_bad_commands_are_failed_checks_not_crashes(repo: GitRepo, sealed: Sealer) -> None:
+    repo.write("not-exec.sh", "#!/bin/sh\necho hi\n", mode=0o644)
+    sealed(
+        make_plan(
+            run_step("missing", "definitely-not-a-command-xyz"),
+            {
+                "id": "denied",
+                "depends_on": [],
+                "covers": ["R"],
+                "verify": [{"type": "exec", "path": "not-exec.sh"}],
+            },
+        )
+    )
+    result = audit(repo.path, "run")
+    assert result.code == 1 and "Traceback" not in result.err
+    doc = run_json(repo)
+    assert "command not found" in doc["steps"]["missing"]["checks"][0]["message"]
+    assert "not an executable file" in doc["steps"]["denied"]["checks"][0]["message"]
+
+
+def test_output_is_bounded_and_bytes_are_kept(repo: GitRepo, sealed: Sealer) -> None:
+    big = run_step(
+        "big",
+        "python3",
+        "-c",
+        "import sys; sys.stdout.write('x' * 3_000_000); "
+        "sys.stderr.buffer.write(b'\\xff\\xfe bytes')",
+    )
+    big["verify"][0]["max_output_bytes"] = 1000
+    sealed(make_plan(big))
+    assert audit(repo.path, "run").code == 0
+    check = run_json(repo)["steps"]["big"]["checks"][0]
+    assert check["stdout_bytes"] == 3_000_000 and check["stdout_truncated"] is True
+    stdout = subprocess.run(
+        ["git", "cat-file", "blob", "refs/audit/runs/default:steps/big/checks/0/stdout"],
+        cwd=repo.path,
+        capture_output=True,
+        check=True,
+    ).stdout
+    stderr = subprocess.run(
+        ["git", "cat-file", "blob", "refs/audit/runs/default:steps/big/checks/0/stderr"],
+        cwd=repo.path,
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert len(stdout) == 1000 and stderr == b"\xff\xfe bytes"
+
+
+def test_a_daemon_left_behind_is_killed(repo: GitRepo, sealed: Sealer, tmp_path: Path) -> None:
+    pidfile = tmp_path / "daemon.pid"
+    sealed(make_plan(run_step("d", "sh", "-c", f"sleep 300 & echo $! > {pidfile}")))
+    assert audit(repo.path, "run").code == 0
+    pid = int(pidfile.read_text())
+    time.sleep(0.2)
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as fh:
+            alive = fh.read().split()[2] != "Z"
+    except ProcessLookupError:
+        alive = False
+    assert not alive
+    assert run_json(repo)["steps"]["d"]["checks"][0]["leftovers_killed"] is True
+
+
+def test_symlink_escape_is_rejected(repo: GitRepo, sealed: Sealer) -> None:
+    os.symlink("/etc/hostname", repo.path / "escape")
+    step = run_step("s", "true")
+    step["verify"].append({"type": "file_exists", "path": "escape"})
+    sealed(make_plan(step))
+    assert audit(repo.path, "run").code == 1
+    assert "escapes the workspace" in run_json(repo)["steps"]["s"]["checks"][1]["message"]
+
+
+def test_a_check_that_modifies_the_workspace_fails_the_run(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(run_step("dirty", "sh", "-c", "echo changed >> README.md; touch new-file")))
+    result = audit(repo.path, "run")
+    assert result.code == 1
+    doc = run_json(repo)
+    assert doc["verdict"] == "FAIL" and doc["purity"]["changed"] == ["README.md", "new-file"]
+    assert "the workspace changed during the run" in doc["reasons"]
+
+
+def test_upstream_output_is_rechecked_before_the_dependant(repo: GitRepo, sealed: Sealer) -> None:
+    repo.write(".gitignore", "out.txt\n")
+    sealed(
+        make_plan(
+            run_step("make", "touch", "out.txt", outputs={"out": "out.txt"}),
+            run_step("use", "true", deps=["make"], requires=[("make", "out")]),
+        )
+    )
+    assert audit(repo.path, "run").code == 0
+    (repo.path / "out.txt").unlink()  # the producer's evidence is carried, its output is gone
+    result = audit(repo.path, "run", "use", "--plan", "default")
+    doc = run_json(repo)
+    assert result.code == 1
+    assert doc["steps"]["make"]["status"] == "carried"
+    assert doc["steps"]["use"]["status"] == "blocked"
+    assert "upstream output make/out no longer holds" in doc["steps"]["use"]["reason"]
+    assert doc["steps"]["use"]["attempts_used"] == 0
+
+
+def test_targeted_run_carries_verified_steps(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(
+        make_plan(
+            run_step("a", "true", outputs={"o": "README.md"}),
+            run_step("b", "true", deps=["a"], requires=[("a", "o")]),
+        )
+    )
+    assert audit(repo.path, "run").code == 0
+    first = tip(repo)
+    result = audit(repo.path, "run", "b", "--plan", "default")
+    assert result.code == 0, result.out + result.err
+    doc = run_json(repo)
+    assert doc["steps"]["a"]["status"] == "carried" and doc["steps"]["a"]["carried_from"] == first
+    assert doc["steps"]["b"]["status"] == "passed" and doc["targeted"] == ["b"]
+
+
+def test_targeted_run_without_evidence_blocks(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(
+        make_plan(
+            run_step("a", "true", outputs={"o": "README.md"}),
+            run_step("b", "true", deps=["a"], requires=[("a", "o")]),
+        )
+    )
+    result = audit(repo.path, "run", "b", "--plan", "default")
+    doc = run_json(repo)
+    assert (
+        result.code == 3
+        and doc["steps"]["a"]["status"] == "not-run"
+        and doc["steps"]["b"]["status"] == "blocked"
+    )
+
+
+def test_unknown_step_is_a_usage_error(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(run_step("a", "true")))
+    result = audit(repo.path, "run", "zzz", "--plan", "default")
+    assert result.code == 2 and "has no step zzz" in result.err
+
+
+def test_eight_concurrent_runs_form_one_chain(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(run_step("a", "true")))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "gitaudit", "run"],
+            cwd=repo.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(8)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err.decode()
+    assert repo.git("rev-list", "--count", "refs/audit/runs/default").strip() == "8"
+    assert repo.git("rev-list", "--min-parents=2", "refs/audit/runs/default").strip() == ""
+    subprocess.run(["git", "fsck", "--no-progress"], cwd=repo.path, check=True, capture_output=True)
+
+
+def test_ctrl_c_is_recorded_as_interrupted(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(run_step("long", "sleep", "60")))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitaudit", "run"],
+        cwd=repo.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 20
+    while (
+        b"long running" not in (proc.stderr.peek() if hasattr(proc.stderr, "peek") else b"")
+        and time.monotonic() < deadline
+    ):  # type: ignore[union-attr]
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3, err.decode()
+    doc = run_json(repo)
+    assert doc["verdict"] == "INTERRUPTED" and doc["steps"]["long"]["status"] == "interrupted"
+
+
+def test_sealer_only_key_cannot_record_evidence(repo: GitRepo, tmp_path: Path) -> None:
+    repo.write_plan(make_plan(run_step("a", "true")))
+    repo.commit("plan")
+    assert audit(repo.path, "keys", "generate").code == 0
+    assert audit(repo.path, "trust", "init", "--no-runner").code == 0
+    assert audit(repo.path, "plan", "seal").code == 0
+    result = audit(repo.path, "run")
+    assert result.code == 1 and "is not a runner" in result.err
+
+
+def test_log_and_show(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(run_step("a", "echo", "hello")))
+    audit(repo.path, "run")
+    audit(repo.path, "run")
+    log = audit(repo.path, "log", "--json").json()
+    assert len(log) == 2 and log[0]["commit"] == tip(repo) and log[0]["verdict"] == "PASS"
+    shown = audit(repo.path, "show", "latest")
+    assert "# audit(default): PASS" in shown.out
+    step = audit(repo.path, "show", tip(repo)[:10], "--step", "a")
+    assert "hello" in step.out
+    record = read_run(pygit2.Repository(str(repo.path)), tip(repo))
+    assert record.verdict == "PASS"
