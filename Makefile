@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
+BASE   := $(VENV)/.installed
 
 .PHONY: test demo lint typecheck pytest venv manpage bench clean
 
@@ -12,7 +13,11 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test]'
-	touch $(STAMP)
+	touch $(STAMP) $(BASE)
+
+$(BASE): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e .
+	touch $(BASE)
 
 venv: $(STAMP)
 
@@ -30,7 +35,7 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
-demo: $(STAMP)
+demo: $(BASE)
 	$(BIN)/python -m gitaudit.demo
 
 manpage: $(STAMP)

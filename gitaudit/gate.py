@@ -337,32 +337,21 @@ def _evidence_reasons(
 def _run_content_reasons(
     ctx: Context, name: str, record: RunRecord, plan: Plan, run_fix: str
 ) -> list[Reason]:
+    """Judge the steps of the run found for this tree, one reason per step that is not proven."""
     doc = record.doc
     if doc.get("plan") != name:
         return [
             Reason(
                 "evidence.replayed",
-                f"run {record.commit[:12]} is evidence for plan {doc.get('plan')!r}",
+                f"run {record.commit[:12]} is evidence for plan {doc.get('plan')!r}, not {name!r}",
                 run_fix,
             )
         ]
     reasons: list[Reason] = []
-    if record.verdict != "PASS":
-        kind: Verdict = "FAIL" if record.verdict == "FAIL" else "UNKNOWN"
-        detail = "; ".join(str(r) for r in doc.get("reasons", [])[:3])
-        reasons.append(
-            Reason(
-                f"evidence.{record.verdict.lower()}",
-                f"the latest run for this tree is {record.verdict}: {detail}",
-                run_fix,
-                verdict=kind,
-            )
-        )
     optional = optional_steps(plan)
-    steps = record.steps
     verified: set[str] = set()
     for step in plan.steps:
-        entry = steps.get(step.id)
+        entry = record.steps.get(step.id)
         if entry is None:
             reasons.append(
                 Reason(
@@ -373,7 +362,24 @@ def _run_content_reasons(
                 )
             )
             continue
-        status = entry.get("status")
+        status = str(entry.get("status"))
+        if status not in ("passed", "carried"):
+            if step.id in optional:
+                continue  # an OR alternative: its dependant is judged instead
+            failed = status in ("failed", "exhausted")
+            detail = f": {entry.get('reason')}" if entry.get("reason") else ""
+            hint = (
+                f"`git audit show {record.commit[:12]} --step {step.id}` shows the output; "
+                f"fix it, then `{run_fix}`"
+                if failed
+                else run_fix
+            )
+            verdict: Verdict = "FAIL" if failed else "UNKNOWN"
+            reasons.append(
+                Reason(f"step.{status}", f"step {step.id} {status}{detail}", hint, step.id, verdict)
+            )
+            continue
+        when = record.time
         if status == "carried":
             source = _trace_carried(ctx, record, step.id, str(entry.get("carried_from") or ""))
             if source is None:
@@ -388,56 +394,59 @@ def _run_content_reasons(
                 )
                 continue
             when = source.time
-        elif status == "passed":
-            when = record.time
-        else:
-            if step.id not in optional and record.verdict == "PASS":
-                reasons.append(
-                    Reason("evidence.step", f"step {step.id} is {status}", run_fix, step=step.id)
-                )
+        expiry = _expiry_reason(ctx, name, step.id, step.valid_for, when)
+        if expiry is not None:
+            reasons.append(expiry)
             continue
-        if step.valid_for is not None:
-            if when > ctx.now + CLOCK_SKEW:
-                reasons.append(
-                    Reason(
-                        "evidence.future",
-                        f"the evidence for step {step.id} is dated in the future",
-                        "check the clocks; re-run",
-                        step=step.id,
-                    )
-                )
-                continue
-            if when + step.valid_for < ctx.now:
-                expired = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when + step.valid_for))
-                reasons.append(
-                    Reason(
-                        "evidence.expired",
-                        f"the evidence for step {step.id} expired at {expired}",
-                        f"git audit run {step.id} --plan {name}",
-                        step=step.id,
-                        verdict="UNKNOWN",
-                    )
-                )
-                continue
         verified.add(step.id)
-    for step in plan.steps:
-        if step.id in verified or step.id in optional:
-            continue
-        if not any(r.step == step.id for r in reasons) and record.verdict == "PASS":
-            reasons.append(
-                Reason("evidence.step", f"step {step.id} is not verified", run_fix, step=step.id)
+    if record.verdict != "PASS" and not reasons:
+        run_reasons = "; ".join(str(r) for r in doc.get("reasons", [])[:3])
+        kind: Verdict = "FAIL" if record.verdict == "FAIL" else "UNKNOWN"
+        reasons.append(
+            Reason(
+                f"evidence.{record.verdict.lower()}",
+                f"the run for this tree is {record.verdict}: {run_reasons}",
+                run_fix,
+                verdict=kind,
             )
-    for req in plan.requirements:
-        covered = any(s.id in verified for s in plan.covering_steps(req.id))
-        if req.mandatory and not covered and record.verdict == "PASS" and not reasons:
-            reasons.append(
-                Reason(
-                    "evidence.uncovered",
-                    f"{req.priority} requirement {req.id} is not covered by verified evidence",
-                    run_fix,
+        )
+    if not reasons:
+        for req in plan.requirements:
+            if req.mandatory and not any(s.id in verified for s in plan.covering_steps(req.id)):
+                reasons.append(
+                    Reason(
+                        "evidence.uncovered",
+                        f"{req.priority} requirement {req.id} is not covered by verified evidence",
+                        run_fix,
+                    )
                 )
-            )
     return reasons
+
+
+def _expiry_reason(
+    ctx: Context, name: str, step: str, valid_for: int | None, when: int
+) -> Reason | None:
+    """Evidence with ``valid_for`` counts from the signed commit time (see docs/ledger-format)."""
+    if valid_for is None:
+        return None
+    if when > ctx.now + CLOCK_SKEW:
+        return Reason(
+            "evidence.future",
+            f"the evidence for step {step} is dated in the future "
+            f"({time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(when))})",
+            "check the clocks of this machine and of the runner; then re-run",
+            step=step,
+        )
+    if when + valid_for < ctx.now:
+        expired = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when + valid_for))
+        return Reason(
+            "evidence.expired",
+            f"the evidence for step {step} expired at {expired}",
+            f"git audit run {step} --plan {name}",
+            step=step,
+            verdict="UNKNOWN",
+        )
+    return None
 
 
 def _trace_carried(ctx: Context, record: RunRecord, step: str, source: str) -> RunRecord | None:

@@ -31,7 +31,7 @@ from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, RUNS_PREFIX, list_refs, read_ref
 from gitaudit.ledger.seals import trust_init
 from gitaudit.plan.catalog import check_worktree, write_template
-from gitaudit.plan.store import DEFAULT_PLAN, plan_path
+from gitaudit.plan.store import DEFAULT_PLAN, discover_worktree, plan_path
 
 hooks_app = typer.Typer(
     help="Install or remove gitaudit's git hooks.", context_settings=CONTEXT, no_args_is_help=True
@@ -67,8 +67,9 @@ def init_cmd(plan: PlanOpt = None, key: KeyOpt = None) -> None:
     repo = repo_here()
     workdir = repo.require_workdir()
     name = plan or DEFAULT_PLAN
-    if plan_path(workdir, name).exists():
-        say(f"plan: {name} exists (skipped)")
+    existing = [f.name for f in discover_worktree(workdir)]
+    if plan_path(workdir, name).exists() or (plan is None and existing):
+        say(f"plan: {', '.join(existing)} exist(s) (skipped the template)")
     else:
         target = write_template(workdir, name)
         say(f"plan: created {target.relative_to(workdir)} from the template")
