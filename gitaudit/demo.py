@@ -1,5 +1,7 @@
 """`make demo`: the whole job end to end on a built-in sample repository, in a temporary folder.
 
+``python -m gitaudit.demo --sample DIR`` only copies the sample repository to DIR, to try by hand.
+
 Seal, run, status, a bare remote with the server hook, a passing push; then an edit that breaks a
 check: status FAIL, the push blocked on the client, and the same push forced with --no-verify
 rejected by the server. Nothing outside the temporary folder is touched (HOME and the key folder
@@ -102,7 +104,20 @@ def _copy(item: object, dest: Path) -> None:
         dest.write_bytes(item.read_bytes())
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--sample"] and len(args) == 2:
+        target = Path(args[1])
+        if target.exists():
+            print(f"error: {target} already exists", file=sys.stderr)
+            return 1
+        target.mkdir(parents=True)
+        _copy_sample(target)
+        print(f"copied the sample repository to {target}")
+        return 0
+    if args:
+        print("usage: python -m gitaudit.demo [--sample DIR]", file=sys.stderr)
+        return 2
     root = Path(tempfile.mkdtemp(prefix="gitaudit-demo-"))
     try:
         demo = Demo(root)

@@ -69,7 +69,7 @@ def init_cmd(plan: PlanOpt = None, key: KeyOpt = None) -> None:
     name = plan or DEFAULT_PLAN
     existing = [f.name for f in discover_worktree(workdir)]
     if plan_path(workdir, name).exists() or (plan is None and existing):
-        say(f"plan: {', '.join(existing)} exist(s) (skipped the template)")
+        say(f"plan: found {', '.join(existing)} (template skipped)")
     else:
         target = write_template(workdir, name)
         say(f"plan: created {target.relative_to(workdir)} from the template")

@@ -28,7 +28,7 @@ def test_init_onboards_once_and_never_overwrites(repo: GitRepo) -> None:
     plan.write_text(plan.read_text().replace("Describe in one line", "Mine"))
     again = audit(repo.path, "init")
     assert again.code == 0
-    for line in ("plan: default exist(s) (skipped the template)", "(skipped generating one)", "trust: refs/audit/plans exists (skipped)", "pre-push: current"):
+    for line in ("plan: found default (template skipped)", "(skipped generating one)", "trust: refs/audit/plans exists (skipped)", "pre-push: current"):
         assert line in again.out
     assert "Mine" in plan.read_text()
 
