@@ -24,6 +24,7 @@ import pygit2
 
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.errors import ExitCode, GitAuditError, RepositoryError
+from gitaudit.inputs import input_digests
 from gitaudit.ledger import index, watermark
 from gitaudit.ledger.plansref import PlansState, read_state
 from gitaudit.ledger.refs import read_ref, runs_ref
@@ -109,6 +110,15 @@ class Context:
     check_tools: bool = True
     extra_runs: Mapping[str, pygit2.Oid] = field(default_factory=dict)  # plan -> pushed run tip
     now: float = field(default_factory=time.time)
+    plans: dict[str, Plan] = field(default_factory=dict)
+    _digests: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def digests_for(self, name: str) -> dict[str, str]:
+        """Input digests of every step of plan *name* for the judged tree (computed once)."""
+        if name not in self._digests:
+            plan = self.plans.get(name)
+            self._digests[name] = input_digests(self.repo.git, plan, self.tree) if plan else {}
+        return self._digests[name]
 
 
 def resolve_tree(repo: Repo, rev: str | None) -> str:
@@ -169,6 +179,8 @@ def _assess_plan(ctx: Context, name: str, file: PlanFile | None) -> PlanVerdict:
         return PlanVerdict(name, _fold(reasons), tuple(reasons))
     assert file is not None
     checked = check_file(file, environment=ctx.check_tools)
+    if checked.plan is not None:
+        ctx.plans[name] = checked.plan
     run_reasons, run = _evidence_reasons(ctx, name, checked)
     env = (
         [Reason("env.missing-tool", p.message, p.hint) for p in checked.report.environment]
@@ -450,8 +462,9 @@ def _expiry_reason(
 
 
 def _trace_carried(ctx: Context, record: RunRecord, step: str, source: str) -> RunRecord | None:
-    """The run a carried step's evidence came from, if it is on the same ledger, for the same
-    tree and contract, and passed that step itself."""
+    """The run a carried step's evidence came from, if it is an earlier run on the same ledger in
+    which that step itself passed, and it proves this tree: the same tree and contract, or the
+    same input digest as this tree gives the step now (incremental evidence, versioned proofs)."""
     git = ctx.repo.git
     try:
         oid = pygit2.Oid(hex=source)
@@ -461,13 +474,15 @@ def _trace_carried(ctx: Context, record: RunRecord, step: str, source: str) -> R
     except (GitAuditError, ValueError, KeyError, pygit2.GitError):
         return None
     entry = origin.steps.get(step, {})
-    if (
-        origin.tree != record.tree
-        or origin.contract != record.contract
-        or entry.get("status") != "passed"
-    ):
+    if entry.get("status") != "passed":
         return None
-    return origin
+    if origin.tree == record.tree and origin.contract == record.contract:
+        return origin
+    claimed = entry.get("input_digest")
+    current = record.steps.get(step, {}).get("input_digest")
+    if claimed and claimed == current and claimed == ctx.digests_for(record.plan).get(step):
+        return origin
+    return None
 
 
 def tools_missing(names: Sequence[str]) -> list[str]:

@@ -19,6 +19,7 @@ from gitaudit import __version__
 from gitaudit.crypto.keys import Signer
 from gitaudit.errors import RunError, UsageError
 from gitaudit.fingerprint import changed_paths, workspace_fingerprint
+from gitaudit.inputs import input_digests
 from gitaudit.ledger import index
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.runs import RUN_FORMAT, append_run, evidence_files, read_run
@@ -147,8 +148,16 @@ def run_plan(
     targets: Iterable[str] = (),
     jobs: int | None = None,
     force: bool = False,
+    fresh: bool = False,
+    reconcile: Mapping[StepId, tuple[str, str]] | None = None,
     on_event: Event | None = None,
 ) -> RecordedRun:
+    """Run plan *name* (all steps, or *targets*) and record the signed run commit.
+
+    Steps that declare ``inputs`` are carried forward instead of re-run when their input digest
+    (see :mod:`gitaudit.inputs`) matches a passing run, unless *fresh* or explicitly targeted.
+    *reconcile* settles unknown outcomes of non-idempotent steps instead of running them.
+    """
     workdir = repo.require_workdir()
     state = read_state(repo)
     if not state.exists:
@@ -190,7 +199,30 @@ def run_plan(
                 if sid in carried or entry.get("status") not in DONE_OK:
                     continue
                 carried[sid] = str(entry.get("carried_from") or record.commit)
+    for sid, (mode, _note) in (reconcile or {}).items():
+        step = plan.step(sid)
+        if step is None:
+            raise UsageError(f"plan {name!r} has no step {sid}")
+        if sid not in index.unresolved(repo.git, repo.gitdir, name):
+            raise RunError(
+                f"step {sid} of plan {name!r} has no unknown outcome to reconcile",
+                hint=f"`git audit run {sid} --plan {name}` runs it",
+            )
+        if mode == "readback" and not step.readback:
+            raise RunError(
+                f"step {sid} declares no readback checks",
+                hint="reconcile with --observed pass|fail, or add readback checks and reseal",
+            )
+    digests = input_digests(repo.git, plan, before.tree)
+    incremental: dict[StepId, str] = {}
+    if not fresh:
+        for step in plan.steps:
+            if step.inputs and step.id not in wanted:
+                source = index.carry_source(repo.git, repo.gitdir, name, step.id, digests[step.id])
+                if source is not None:
+                    incremental[step.id] = source
     attempts = index.failed_attempts(repo.git, repo.gitdir, name, digest)
+    unresolved = index.unresolved(repo.git, repo.gitdir, name)
     missing_tools = [t for t in plan.required_tools if shutil.which(t) is None]
     outcome = execute(
         RunRequest(
@@ -199,7 +231,10 @@ def run_plan(
             jobs=jobs or os.cpu_count() or 1,
             targets=frozenset(wanted) if wanted else None,
             carried=carried,
+            incremental=incremental,
             attempts_used=attempts,
+            unresolved=unresolved,
+            reconcile=dict(reconcile or {}),
             force=force,
             on_event=on_event,
         )
@@ -226,6 +261,9 @@ def run_plan(
     )
     steps_doc = {sid: step_json(o, plan.step(sid)) for sid, o in outcome.steps.items()}  # type: ignore[arg-type]
     for sid, entry in steps_doc.items():
+        entry["input_digest"] = digests[sid]
+        if sid in (reconcile or {}):
+            entry["reconciled"] = {"mode": reconcile[sid][0], "note": reconcile[sid][1]}  # type: ignore[index]
         entry["attempts_used"] = attempts.get(sid, 0) + (1 if entry["status"] == "failed" else 0)
     passed = outcome.count("passed", "carried")
     doc: dict[str, Any] = {

@@ -76,7 +76,13 @@ class RunRequest:
     jobs: int = os.cpu_count() or 1
     targets: frozenset[StepId] | None = None  # None: every step
     carried: Mapping[StepId, str] = field(default_factory=dict)  # verified evidence: step -> run
+    # steps whose declared inputs and dependencies are unchanged since a passing run: step -> run
+    incremental: Mapping[StepId, str] = field(default_factory=dict)
     attempts_used: Mapping[StepId, int] = field(default_factory=dict)
+    # non-idempotent steps whose last outcome is unknown: step -> the run that left it unknown
+    unresolved: Mapping[StepId, str] = field(default_factory=dict)
+    # reconciliation of unknown outcomes: step -> ("pass" | "fail" | "readback", note)
+    reconcile: Mapping[StepId, tuple[str, str]] = field(default_factory=dict)
     force: bool = False
     on_event: Event | None = None
 
@@ -121,7 +127,15 @@ def execute(request: RunRequest) -> RunOutcome:
     status: dict[StepId, str] = {}
     outcomes: dict[StepId, StepOutcome] = {}
     for sid in order:
-        if request.targets is not None and sid not in request.targets:
+        if sid in request.incremental and sid not in request.reconcile:
+            outcomes[sid] = StepOutcome(
+                sid,
+                "carried",
+                f"inputs unchanged since {request.incremental[sid][:12]}",
+                carried_from=request.incremental[sid],
+            )
+            status[sid] = "carried"
+        elif request.targets is not None and sid not in request.targets:
             if sid in request.carried:
                 outcomes[sid] = StepOutcome(
                     sid,
@@ -163,6 +177,28 @@ def execute(request: RunRequest) -> RunOutcome:
                     if "wait" in verdicts:
                         continue
                     used = request.attempts_used.get(sid, 0)
+                    if sid in request.reconcile:
+                        mode, note = request.reconcile[sid]
+                        status[sid] = "running"
+                        emit("start", sid, None)
+                        future = pool.submit(
+                            _reconcile_step, step, request.workspace, mode, note, supervisor
+                        )
+                        running[future] = sid
+                        progressed = True
+                        continue
+                    if sid in request.unresolved and not step.idempotent:
+                        outcomes[sid] = StepOutcome(
+                            sid,
+                            "unknown",
+                            f"its last outcome ({request.unresolved[sid][:12]}) is unknown and it "
+                            "is not idempotent: reconcile before retrying (`git audit reconcile "
+                            f"{sid} --observed pass|fail` or `--readback`)",
+                        )
+                        status[sid] = "unknown"
+                        emit("done", sid, outcomes[sid])
+                        progressed = True
+                        continue
                     if used >= step.max_attempts and not request.force:
                         outcomes[sid] = StepOutcome(
                             sid,
@@ -213,7 +249,7 @@ def execute(request: RunRequest) -> RunOutcome:
             for sid in order:
                 if sid not in outcomes:
                     outcomes[sid] = StepOutcome(
-                        sid, "interrupted", "not started: the run was interrupted"
+                        sid, "not-run", "not started: the run was interrupted"
                     )
     return RunOutcome(outcomes, order, interrupted, started, time.time())
 
@@ -280,6 +316,28 @@ def _run_step(
         checks=checks,
         outputs=outputs,
         upstream=tuple(upstream),
+    )
+
+
+def _reconcile_step(
+    step: Step, workspace: Path, mode: str, note: str, supervisor: _Supervisor
+) -> StepOutcome:
+    """Settle an unknown outcome: by an observation someone reports, or by the step's readback
+    checks (read-only checks that observe the effect)."""
+    start = time.monotonic()
+    suffix = f" ({note})" if note else ""
+    if mode in ("pass", "fail"):
+        status: StepStatus = "passed" if mode == "pass" else "failed"
+        return StepOutcome(step.id, status, f"reconciled: observed {mode}{suffix}", attempt=None)
+    checks = _run_checks(step.readback, workspace, supervisor)
+    if any(r.outcome == "unknown" for r in checks):
+        status, reason = "unknown", f"readback inconclusive: {_summarise(checks)}"
+    elif checks and all(r.passed for r in checks):
+        status, reason = "passed", f"reconciled by readback{suffix}"
+    else:
+        status, reason = "failed", f"reconciled by readback: {_summarise(checks)}{suffix}"
+    return StepOutcome(
+        step.id, status, reason, attempt=None, duration=time.monotonic() - start, checks=checks
     )
 
 

@@ -148,6 +148,12 @@ def run_cmd(
     force: Annotated[
         bool, typer.Option("--force", help="Run exhausted steps again (recorded in the evidence).")
     ] = False,
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            "--fresh", help="Re-run steps whose inputs are unchanged instead of carrying."
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     key: KeyOpt = None,
 ) -> None:
@@ -174,6 +180,7 @@ def run_cmd(
                 targets=steps or (),
                 jobs=jobs,
                 force=force,
+                fresh=fresh,
                 on_event=progress.event,
             )
         results.append(recorded)
@@ -299,3 +306,44 @@ def show_cmd(
                     say("\n".join(f"      {line}" for line in text.splitlines()[-40:]))
                     if c.get(f"{stream}_truncated"):
                         say(f"      … truncated ({c[f'{stream}_bytes']} bytes in all)")
+
+
+def reconcile_cmd(
+    step: Annotated[str, typer.Argument(help="The step whose unknown outcome to settle.")],
+    plan: PlanOpt = None,
+    observed: Annotated[
+        str | None, typer.Option("--observed", help="What was observed: pass or fail.")
+    ] = None,
+    readback: Annotated[
+        bool, typer.Option("--readback", help="Run the step's readback checks to observe it.")
+    ] = False,
+    note: Annotated[str, typer.Option("--note", help="What was observed, for the record.")] = "",
+    key: KeyOpt = None,
+) -> None:
+    """Settle the unknown outcome of a non-idempotent step (a timeout or an interruption) before
+    it may run again. Recorded as a signed run commit."""
+    if (observed is None) == (not readback):
+        raise UsageError("give exactly one of --observed pass|fail and --readback")
+    if observed is not None and observed not in ("pass", "fail"):
+        raise UsageError("--observed takes pass or fail")
+    repo = repo_here()
+    names = [f.name for f in discover_worktree(repo.require_workdir())]
+    name = plan or (names[0] if len(names) == 1 else None)
+    if name is None:
+        raise UsageError("several plans: name one with --plan")
+    mode = observed or "readback"
+    with _Progress(name, [step], enabled=True) as progress:
+        recorded = run_plan(
+            repo,
+            name,
+            signer_for(repo, key),
+            targets=[step],
+            reconcile={step: (mode, note)},
+            on_event=progress.event,
+        )
+    entry = recorded.doc["steps"][step]
+    say(
+        f"{name}: step {step} reconciled as {entry['status']} ({entry['reason']}); "
+        f"evidence {recorded.commit[:12]}; the plan is {recorded.verdict}"
+    )
+    exit_with(VERDICT_EXIT[recorded.verdict])

@@ -22,7 +22,7 @@ import pygit2
 from gitaudit.ledger.objects import blob_at
 from gitaudit.ledger.refs import read_ref, runs_ref
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (plan TEXT PRIMARY KEY, tip TEXT NOT NULL, count INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
@@ -34,9 +34,11 @@ CREATE INDEX IF NOT EXISTS runs_by_tree ON runs (plan, tree, seq);
 CREATE INDEX IF NOT EXISTS runs_by_commit ON runs (commit_id);
 CREATE TABLE IF NOT EXISTS steps (
     plan TEXT NOT NULL, seq INTEGER NOT NULL, step TEXT NOT NULL, status TEXT NOT NULL,
-    contract TEXT NOT NULL
+    contract TEXT NOT NULL, input_digest TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS steps_by_contract ON steps (plan, contract, step, status);
+CREATE INDEX IF NOT EXISTS steps_by_inputs ON steps (plan, step, input_digest, status);
+CREATE INDEX IF NOT EXISTS steps_by_step ON steps (plan, step, seq);
 """
 
 
@@ -73,11 +75,15 @@ def _db(gitdir: Path) -> Iterator[sqlite3.Connection]:
 
 def _summary(
     repo: pygit2.Repository, commit: pygit2.Commit
-) -> tuple[str, str, str, dict[str, str]]:
-    """(tree, contract, verdict, step statuses) from a run commit; unreadable -> placeholders."""
+) -> tuple[str, str, str, dict[str, tuple[str, str]]]:
+    """(tree, contract, verdict, step -> (status, input digest)) from a run commit; unreadable
+    run.json -> placeholders (the gate and verify report it; the index only has to not crash)."""
     try:
         doc = json.loads(blob_at(repo, commit.tree, "run.json") or b"{}")
-        steps = {str(k): str(v.get("status", "?")) for k, v in doc.get("steps", {}).items()}
+        steps = {
+            str(k): (str(v.get("status", "?")), str(v.get("input_digest") or ""))
+            for k, v in doc.get("steps", {}).items()
+        }
         return str(doc["tree"]), str(doc["contract_digest"]), str(doc["verdict"]), steps
     except (ValueError, KeyError, TypeError, AttributeError):
         return "", "", "MALFORMED", {}
@@ -113,7 +119,7 @@ def sync(repo: pygit2.Repository, gitdir: Path, plan: str) -> None:
                 _clear(conn, plan)  # the ref was rewritten: rebuild this plan's rows
             new.reverse()
             run_rows: list[tuple[str, int, str, str, str, str, int]] = []
-            step_rows: list[tuple[str, int, str, str, str]] = []
+            step_rows: list[tuple[str, int, str, str, str, str]] = []
             for offset, commit in enumerate(new, start=1):
                 seq = base + offset
                 tree, contract, verdict, steps = _summary(repo, commit)
@@ -121,10 +127,11 @@ def sync(repo: pygit2.Repository, gitdir: Path, plan: str) -> None:
                     (plan, seq, str(commit.id), tree, contract, verdict, commit.commit_time)
                 )
                 step_rows.extend(
-                    (plan, seq, sid, status, contract) for sid, status in steps.items()
+                    (plan, seq, sid, status, contract, digest)
+                    for sid, (status, digest) in steps.items()
                 )
             conn.executemany("INSERT INTO runs VALUES (?,?,?,?,?,?,?)", run_rows)
-            conn.executemany("INSERT INTO steps VALUES (?,?,?,?,?)", step_rows)
+            conn.executemany("INSERT INTO steps VALUES (?,?,?,?,?,?)", step_rows)
             conn.execute(
                 "INSERT OR REPLACE INTO meta VALUES (?,?,?)", (plan, str(tip), base + len(new))
             )
@@ -194,3 +201,35 @@ def recent(repo: pygit2.Repository, gitdir: Path, plan: str, limit: int) -> list
             (plan, limit),
         ).fetchall()
     return [IndexedRun(*r) for r in rows]
+
+
+def carry_source(
+    repo: pygit2.Repository, gitdir: Path, plan: str, step: str, input_digest: str
+) -> str | None:
+    """The newest run in which *step* passed (was executed and passed) with this input digest."""
+    sync(repo, gitdir, plan)
+    with _db(gitdir) as conn:
+        row = conn.execute(
+            "SELECT r.commit_id FROM steps s JOIN runs r ON r.plan = s.plan AND r.seq = s.seq "
+            "WHERE s.plan=? AND s.step=? AND s.input_digest=? AND s.status='passed' "
+            "ORDER BY s.seq DESC LIMIT 1",
+            (plan, step, input_digest),
+        ).fetchone()
+    return str(row[0]) if row else None
+
+
+def unresolved(repo: pygit2.Repository, gitdir: Path, plan: str) -> dict[str, str]:
+    """Steps whose latest executed outcome (on any tree) is unknown or interrupted: the effect
+    may or may not have happened. step -> the run commit that recorded it."""
+    sync(repo, gitdir, plan)
+    with _db(gitdir) as conn:
+        rows = conn.execute(
+            "SELECT s.step, s.status, r.commit_id FROM steps s JOIN runs r "
+            "ON r.plan = s.plan AND r.seq = s.seq WHERE s.plan=? AND s.status IN "
+            "('passed','failed','unknown','interrupted') ORDER BY s.seq DESC",
+            (plan,),
+        ).fetchall()
+    latest: dict[str, tuple[str, str]] = {}
+    for step, status, commit in rows:
+        latest.setdefault(str(step), (str(status), str(commit)))
+    return {s: c for s, (st, c) in latest.items() if st in ("unknown", "interrupted")}

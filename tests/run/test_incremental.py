@@ -1,0 +1,153 @@
+"""Unknown outcomes and reconciliation, incremental evidence, versioned proofs, and expiry."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from tests.gitrepo import GitRepo, audit
+from tests.run.conftest import Sealer, make_plan, run_step
+
+
+def run_doc(repo: GitRepo, plan: str = "default") -> dict:  # type: ignore[type-arg]
+    return json.loads(repo.git("show", f"refs/audit/runs/{plan}:run.json"))
+
+
+def canary(*, idempotent: bool) -> dict:  # type: ignore[type-arg]
+    step = run_step("canary", "sleep", "30", idempotent=idempotent)
+    step["verify"][0]["timeout"] = 0.5
+    step["readback"] = [{"type": "file_exists", "path": "deployed.txt"}]
+    return step
+
+
+def test_non_idempotent_timeout_must_be_reconciled_before_retrying(
+    repo: GitRepo, sealed: Sealer
+) -> None:
+    sealed(make_plan(canary(idempotent=False)))
+    assert audit(repo.path, "run").code == 3
+    assert run_doc(repo)["steps"]["canary"]["status"] == "unknown"
+    again = audit(repo.path, "run")
+    doc = run_doc(repo)
+    assert again.code == 3
+    assert "reconcile before retrying" in doc["steps"]["canary"]["reason"]
+    assert doc["steps"]["canary"]["checks"] == []  # nothing was executed
+    no_effect = audit(repo.path, "reconcile", "canary", "--readback")
+    assert no_effect.code == 1 and "reconciled as failed" in no_effect.out
+    # failed is a settled outcome: the step may run again (and times out again)
+    assert audit(repo.path, "run").code == 3
+    repo.write(".gitignore", "deployed.txt\n")
+    (repo.path / "deployed.txt").write_text("v1\n")
+    observed = audit(repo.path, "reconcile", "canary", "--readback", "--note", "canary is live")
+    assert "reconciled as passed" in observed.out
+    doc = run_doc(repo)
+    assert doc["steps"]["canary"]["reconciled"] == {"mode": "readback", "note": "canary is live"}
+
+
+def test_idempotent_step_simply_runs_again(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(canary(idempotent=True)))
+    assert audit(repo.path, "run").code == 3
+    assert audit(repo.path, "run").code == 3
+    assert "reconcile" not in run_doc(repo)["steps"]["canary"]["reason"]
+    assert run_doc(repo)["steps"]["canary"]["checks"]  # it ran
+
+
+def test_reconcile_needs_an_unknown_outcome_and_one_mode(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    nothing = audit(repo.path, "reconcile", "a", "--observed", "pass")
+    assert nothing.code == 1 and "no unknown outcome to reconcile" in nothing.err
+    both = audit(repo.path, "reconcile", "a", "--observed", "pass", "--readback")
+    assert both.code == 2
+
+
+def test_observed_pass_reconciles(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(canary(idempotent=False)))
+    audit(repo.path, "run")
+    done = audit(
+        repo.path, "reconcile", "canary", "--observed", "pass", "--note", "seen on the dashboard"
+    )
+    assert done.code == 0, done.out + done.err
+    assert audit(repo.path, "status").code == 0
+
+
+def inputs_plan(n: int) -> dict:  # type: ignore[type-arg]
+    steps = [
+        run_step(f"s{i}", "test", "-f", f"pkg{i}/src.txt", inputs=[f"pkg{i}/**"]) for i in range(n)
+    ]
+    steps.append(
+        run_step(
+            "all",
+            "true",
+            deps=[f"s{i}" for i in range(n)],
+            outputs=None,
+            requires=[(f"s{i}", "o") for i in range(n)],
+            inputs=["pkg*/**"],
+        )
+    )
+    for i, s in enumerate(steps[:n]):
+        s["outputs"] = [
+            {"name": "o", "verify": [{"type": "file_exists", "path": f"pkg{i}/src.txt"}]}
+        ]
+    return make_plan(*steps)
+
+
+def test_unchanged_inputs_are_carried_and_the_gate_accepts_them(
+    repo: GitRepo, sealed: Sealer
+) -> None:
+    for i in range(3):
+        repo.write(f"pkg{i}/src.txt", f"{i}\n")
+    sealed(inputs_plan(3))
+    assert audit(repo.path, "run").code == 0
+    first = repo.git("rev-parse", "refs/audit/runs/default").strip()
+    repo.write("pkg1/src.txt", "changed\n")
+    repo.commit("change pkg1")
+    result = audit(repo.path, "run")
+    assert result.code == 0, result.out + result.err
+    doc = run_doc(repo)
+    statuses = {sid: s["status"] for sid, s in doc["steps"].items()}
+    assert statuses == {"s0": "carried", "s1": "passed", "s2": "carried", "all": "passed"}
+    assert doc["steps"]["s0"]["carried_from"] == first
+    status = audit(repo.path, "status")
+    assert status.code == 0, status.out
+    fresh = audit(repo.path, "run", "--fresh")
+    assert fresh.code == 0 and all(s["status"] == "passed" for s in run_doc(repo)["steps"].values())
+
+
+def test_a_forged_carry_claim_is_not_accepted(repo: GitRepo, sealed: Sealer) -> None:
+    """Evidence carried for inputs that differ from this tree's does not count."""
+    for i in range(2):
+        repo.write(f"pkg{i}/src.txt", f"{i}\n")
+    sealed(inputs_plan(2))
+    assert audit(repo.path, "run").code == 0
+    repo.write("pkg0/src.txt", "edited but the claim says unchanged\n")
+    from gitaudit.gate import assess
+    from gitaudit.repo import open_repo
+
+    result = assess(open_repo(repo.path))
+    assert result.verdict == "UNKNOWN"  # no evidence for the new tree at all
+
+
+def test_versioned_proofs_keep_unchanged_steps_across_a_reseal(
+    repo: GitRepo, sealed: Sealer
+) -> None:
+    for i in range(2):
+        repo.write(f"pkg{i}/src.txt", f"{i}\n")
+    sealed(inputs_plan(2))
+    assert audit(repo.path, "run").code == 0
+    plan = inputs_plan(2)
+    plan["steps"][1]["verify"].append({"type": "run", "argv": ["true", "stronger"]})
+    repo.write_plan(plan)
+    repo.commit("strengthen s1")
+    assert audit(repo.path, "plan", "seal").code == 0
+    assert audit(repo.path, "run").code == 0
+    statuses = {sid: s["status"] for sid, s in run_doc(repo)["steps"].items()}
+    assert statuses["s0"] == "carried" and statuses["s1"] == "passed"
+    assert audit(repo.path, "status").code == 0
+
+
+def test_expired_evidence_is_unknown(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(run_step("a", "true", valid_for="1s")))
+    assert audit(repo.path, "run", env={"GIT_COMMITTER_DATE": "", "GIT_AUTHOR_DATE": ""}).code == 0
+    time.sleep(2.2)
+    status = audit(repo.path, "status")
+    assert status.code == 3 and "expired at" in status.out
