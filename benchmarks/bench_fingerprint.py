@@ -1,0 +1,170 @@
+"""Benchmark: the workspace fingerprint against `git status --porcelain` on 50,000 files.
+
+The fingerprint runs before and after every check, so it must cost about what a `git status`
+costs.  Targets (ratios measured side by side in one run, because absolute times vary tenfold
+between machines): warm <= 1.5x and cold <= 3x the median `git status --porcelain`.
+
+* cold: the first fingerprint ever (``<gitdir>/gitaudit`` removed before each run): it also
+  validates the user's index (checksum) and lists it for assume-unchanged/skip-worktree entries.
+* warm: nothing changed since the previous fingerprint (clean checkout).
+* warm, 10 files just modified: before each timed call 10 tracked files get new content (not
+  staged), so every call hashes them and writes its private index twice (``add``, ``write-tree``).
+* warm, 10 files still modified: the same edits, fingerprinted again: the call starts from the
+  private index kept by the previous one, so nothing is hashed or written.
+
+Measurements are interleaved with the `git status` runs so that load from other processes hits
+both alike.  ``--compare`` also times hashing the whole tree from an empty index (what the
+fingerprint would cost without seeding from the user's index) and pygit2's ``Index.add_all``.
+
+Run: ``.venv/bin/python benchmarks/bench_fingerprint.py [--files N] [--rounds R] [--compare]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _util import big_repo, copy_repo, git, hermetic_env, time_once
+
+from gitaudit.fingerprint import PRIVATE_DIR, workspace_fingerprint
+
+WARM_TARGET = 1.5
+COLD_TARGET = 3.0
+
+
+def git_status(repo: Path) -> Callable[[], object]:
+    return lambda: subprocess.run(
+        ["git", "status", "--porcelain"], cwd=repo, capture_output=True, check=True
+    )
+
+
+def interleaved(
+    baseline: Callable[[], object],
+    subject: Callable[[], object],
+    rounds: int,
+    prepare: Callable[[], object] | None = None,
+) -> tuple[float, float]:
+    """Median seconds of *baseline* and *subject*, alternating them for *rounds* rounds."""
+    base_times: list[float] = []
+    subject_times: list[float] = []
+    for _ in range(rounds):
+        base_times.append(time_once(baseline))
+        if prepare is not None:
+            prepare()
+        subject_times.append(time_once(subject))
+    return statistics.median(base_times), statistics.median(subject_times)
+
+
+def throwaway_truth(repo: Path, scratch: Path) -> str:
+    """Ground truth: `git add -A && git write-tree` on a copy of the user's index."""
+    index = scratch / "truth.index"
+    shutil.copy2(repo / ".git" / "index", index)
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    subprocess.run(["git", "add", "-A"], cwd=repo, env=env, check=True)
+    out = subprocess.run(["git", "write-tree"], cwd=repo, env=env, check=True, capture_output=True)
+    return out.stdout.decode().strip()
+
+
+def compare_alternatives(repo: Path, scratch: Path) -> None:
+    """Time the designs the fingerprint does not use, for the record."""
+    env = {**os.environ, "GIT_INDEX_FILE": str(scratch / "empty.index")}
+    start = time.perf_counter()
+    subprocess.run(["git", "add", "-A"], cwd=repo, env=env, check=True)
+    subprocess.run(["git", "write-tree"], cwd=repo, env=env, check=True, capture_output=True)
+    print(f"  alt: empty index + git add -A     {time.perf_counter() - start:8.3f} s")
+    import pygit2
+
+    pyrepo = pygit2.Repository(str(repo))
+    index = pyrepo.index  # a scratch copy's index, emptied in memory and never written back
+    index.clear()
+    start = time.perf_counter()
+    index.add_all()
+    index.write_tree()
+    print(f"  alt: pygit2 Index.add_all (empty)  {time.perf_counter() - start:8.3f} s")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=50_000)
+    parser.add_argument("--dirs", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--compare", action="store_true", help="also time rejected designs")
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    scratch = Path(tempfile.mkdtemp(prefix="gitaudit-bench-fp-"))
+    try:
+        hermetic_env(scratch / "home")
+        print(f"building/reusing a {args.files}-file repository in {args.dirs} directories ...")
+        pristine = big_repo(args.files, args.dirs)
+        repo = copy_repo(pristine, scratch / "repo")
+        private = repo / ".git" / PRIVATE_DIR
+        status = git_status(repo)
+        status()  # warm the page cache for both contenders
+        head_tree = git(repo, "rev-parse", "HEAD^{tree}").strip()
+
+        def cold_prepare() -> None:
+            shutil.rmtree(private, ignore_errors=True)
+
+        def fingerprint() -> object:
+            return workspace_fingerprint(repo)
+
+        st_cold, cold = interleaved(status, fingerprint, args.rounds, cold_prepare)
+        fp = workspace_fingerprint(repo)
+        assert fp.clean and fp.tree == head_tree, "clean checkout must fingerprint to HEAD^{tree}"
+        st_warm, warm = interleaved(status, fingerprint, args.rounds)
+
+        files = sorted((repo / "d00").rglob("*.txt"))[:10]
+        edits = iter(range(1_000_000))
+
+        def modify_ten() -> None:
+            generation = next(edits)
+            for i, path in enumerate(files):
+                path.write_text(f"modified {i} generation {generation}\n")
+
+        st_fresh, fresh = interleaved(status, fingerprint, args.rounds, modify_ten)
+        fp = workspace_fingerprint(repo)
+        assert fp.tree == throwaway_truth(repo, scratch), "fingerprint differs from git add -A"
+        assert not fp.clean
+        st_mod, mod = interleaved(status, fingerprint, args.rounds)
+
+        baseline = statistics.median([st_cold, st_warm, st_fresh, st_mod])
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"\n{args.files} files, median of {args.rounds} interleaved runs (load avg {load})")
+        print(f"  git status --porcelain           {baseline * 1000:8.1f} ms")
+        rows = [
+            ("cold fingerprint", cold, st_cold, COLD_TARGET),
+            ("warm fingerprint", warm, st_warm, WARM_TARGET),
+            ("warm, 10 files just modified", fresh, st_fresh, WARM_TARGET),
+            ("warm, 10 files still modified", mod, st_mod, WARM_TARGET),
+        ]
+        ok = True
+        for name, value, base, target in rows:
+            ratio = value / base
+            verdict = "PASS" if ratio <= target else "FAIL"
+            ok = ok and verdict == "PASS"
+            print(
+                f"  {name:<32} {value * 1000:8.1f} ms  {ratio:5.2f}x git status "
+                f"({base * 1000:.1f} ms alongside)  target <= {target}x  {verdict}"
+            )
+        if args.compare:
+            compare_alternatives(repo, scratch)
+        print(f"\n{'PASS' if ok else 'FAIL'}  (total {time.perf_counter() - started:.1f} s)")
+        return 0 if ok else 1
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

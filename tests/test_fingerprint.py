@@ -1,0 +1,843 @@
+"""The workspace fingerprint against real git: ``git add -A && git write-tree`` is the oracle.
+
+Every expectation is computed by git itself in a *copy* of the repository (so the user's index
+defines what is tracked, exactly as the fingerprint promises), or, where index flags would hide
+work-tree content, with a throwaway empty index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import FrozenInstanceError
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gitaudit import fingerprint
+from gitaudit.errors import RepositoryError
+from gitaudit.fingerprint import (
+    EMPTY_TREE,
+    PRIVATE_DIR,
+    STALE_AFTER_SECONDS,
+    VERIFIED_MARKER,
+    WARM_PREFIX,
+    Fingerprint,
+    changed_paths,
+    tree_of,
+    workspace_fingerprint,
+)
+from tests.gitrepo import GitRepo, git
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# --------------------------------------------------------------------------- oracles and probes
+
+
+def truth_in_copy(repo_path: Path) -> str:
+    """`git add -A && git write-tree` in a copy of the whole repository (index included)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "copy"
+        shutil.copytree(repo_path, copy, symlinks=True)
+        git(copy, "add", "-A")
+        return git(copy, "write-tree").strip()
+
+
+def truth_throwaway_index(repo_path: Path) -> str:
+    """`git add -A && git write-tree` with an empty throwaway index (writes only objects)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        for args in (["add", "-A"], ["write-tree"]):
+            proc = subprocess.run(
+                ["git", *args], cwd=repo_path, env=env, capture_output=True, check=True
+            )
+        return proc.stdout.decode().strip()
+
+
+def snapshot(repo: GitRepo) -> dict[str, object]:
+    """Everything the fingerprint must leave alone: index bytes and mtime, status, work tree."""
+    index = repo.path / ".git" / "index"
+    files: dict[str, tuple[int, int, str]] = {}
+    for path in sorted(repo.path.rglob("*")):
+        rel = path.relative_to(repo.path).as_posix()
+        if rel == ".git" or rel.startswith(".git/"):
+            continue
+        st_ = path.lstat()
+        digest = (
+            hashlib.sha256(path.read_bytes()).hexdigest()
+            if stat.S_ISREG(st_.st_mode)
+            else os.readlink(path)
+            if stat.S_ISLNK(st_.st_mode)
+            else "dir"
+        )
+        files[rel] = (st_.st_mode, st_.st_mtime_ns, digest)
+    return {
+        "index": index.read_bytes() if index.exists() else None,
+        "index_mtime": index.stat().st_mtime_ns if index.exists() else None,
+        "status": repo.git(
+            "--no-optional-locks", "status", "--porcelain", "--untracked-files=all", "--ignored"
+        ),
+        "flags": repo.git("ls-files", "-v"),
+        "files": files,
+        "locks": sorted(p.name for p in (repo.path / ".git").glob("*.lock")),
+    }
+
+
+def private_files(repo: GitRepo) -> set[str]:
+    """Names in the private dir apart from kept indexes (which must all be whole indexes)."""
+    private = repo.path / ".git" / PRIVATE_DIR
+    names = {p.name for p in private.iterdir()} if private.exists() else set()
+    for name in names:
+        if name.startswith(WARM_PREFIX):
+            data = (private / name).read_bytes()
+            assert data[:4] == b"DIRC"
+            assert hashlib.sha1(data[:-20]).digest() == data[-20:]
+    return {name for name in names if not name.startswith(WARM_PREFIX)}
+
+
+def _must_not_be_called(*args: object) -> None:
+    raise AssertionError("the user's index was copied although a kept index applied")
+
+
+def warm_files(repo: GitRepo) -> list[Path]:
+    return sorted((repo.path / ".git" / PRIVATE_DIR).glob(WARM_PREFIX + "*"))
+
+
+def index_entries(index: Path) -> int:
+    return int.from_bytes(index.read_bytes()[8:12], "big")
+
+
+# --------------------------------------------------------------------------- clean and dirty
+
+
+def test_clean_checkout_is_head_tree(repo: GitRepo) -> None:
+    repo.write("src/app.py", "print('hi')\n")
+    repo.write("bin/run", "#!/bin/sh\n", mode=0o755)
+    head = repo.commit("more")
+    fp = workspace_fingerprint(repo.path)
+    assert fp == Fingerprint(tree=repo.head_tree(), head=head, clean=True)
+
+
+def test_fingerprint_is_frozen(repo: GitRepo) -> None:
+    fp = workspace_fingerprint(repo.path)
+    with pytest.raises(FrozenInstanceError):
+        fp.tree = "0" * 40  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "modify",
+        "untracked",
+        "delete",
+        "chmod",
+        "symlink",
+        "nested",
+        "file_to_dir",
+        "symlink_retarget",
+    ],
+)
+def test_dirty_workspace_matches_git_add_all(repo: GitRepo, change: str) -> None:
+    repo.write("lib/util.py", "x = 1\n")
+    repo.write("link", "")
+    (repo.path / "link").unlink()
+    (repo.path / "link").symlink_to("README.md")
+    repo.commit("base")
+    p = repo.path
+    if change == "modify":
+        (p / "lib/util.py").write_text("x = 2\n")
+    elif change == "untracked":
+        repo.write("new.txt", "new\n")
+    elif change == "delete":
+        (p / "lib/util.py").unlink()
+    elif change == "chmod":
+        os.chmod(p / "lib/util.py", 0o755)
+    elif change == "symlink":
+        (p / "alias").symlink_to("lib/util.py")
+    elif change == "nested":
+        repo.write("a/b/c/d/e.txt", "deep\n")
+        repo.write("a/b/f.txt", "shallow\n")
+    elif change == "file_to_dir":
+        (p / "lib/util.py").unlink()
+        repo.write("lib/util.py/inner.txt", "now a directory\n")
+    elif change == "symlink_retarget":
+        (p / "link").unlink()
+        (p / "link").symlink_to("lib/util.py")
+    before = snapshot(repo)
+    expected = truth_in_copy(p)
+    fp = workspace_fingerprint(p)
+    assert fp.tree == expected
+    assert fp.tree != repo.head_tree()
+    assert fp.clean is False
+    assert fp.head == repo.git("rev-parse", "HEAD").strip()
+    assert snapshot(repo) == before
+
+
+def test_chmod_back_and_forth_is_seen(repo: GitRepo) -> None:
+    script = repo.write("tool.sh", "echo\n", mode=0o644)
+    repo.commit("tool")
+    os.chmod(script, 0o755)
+    executable = workspace_fingerprint(repo.path).tree
+    entry = repo.git("ls-tree", executable, "tool.sh")
+    assert entry.startswith("100755 ")
+    os.chmod(script, 0o644)
+    assert workspace_fingerprint(repo.path).clean
+
+
+def test_ignored_files_do_not_count(repo: GitRepo) -> None:
+    repo.write(".gitignore", "*.log\nbuild/\n")
+    repo.commit("ignore")
+    (repo.path / ".git" / "info").mkdir(exist_ok=True)
+    (repo.path / ".git" / "info" / "exclude").write_text("secret.txt\n")
+    excludes = repo.path.parent / "global-excludes"
+    excludes.write_text("*.swp\n")
+    repo.git("config", "core.excludesFile", str(excludes))
+    repo.write("debug.log", "noise\n")
+    repo.write("build/out/app.bin", b"\x00\x01")
+    repo.write("secret.txt", "shh\n")
+    repo.write(".README.md.swp", "vim\n")
+    fp = workspace_fingerprint(repo.path)
+    assert fp.tree == repo.head_tree()
+    assert fp.clean is True
+
+
+def test_tracked_file_matching_ignore_rules_still_counts(repo: GitRepo) -> None:
+    repo.write(".gitignore", "*.o\n")
+    repo.write("vendor/blob.o", "v1\n")
+    repo.git("add", "-f", "vendor/blob.o")
+    repo.commit("vendored object")
+    assert workspace_fingerprint(repo.path).clean
+    repo.write("vendor/blob.o", "v2\n")
+    fp = workspace_fingerprint(repo.path)
+    assert fp.tree == truth_in_copy(repo.path)
+    assert changed_paths(repo.path, repo.head_tree(), fp.tree) == ["vendor/blob.o"]
+
+
+def test_file_ignored_after_being_fingerprinted_stops_counting(repo: GitRepo) -> None:
+    """A persistent private index would keep such a file "tracked" forever; ours must not."""
+    repo.write("coverage.xml", "<coverage/>\n")
+    assert not workspace_fingerprint(repo.path).clean
+    repo.write(".gitignore", "coverage.xml\n")
+    repo.commit("ignore coverage")
+    assert repo.git("status", "--porcelain") == ""
+    fp = workspace_fingerprint(repo.path)
+    assert fp.clean
+    assert fp.tree == repo.head_tree()
+
+
+def test_file_force_added_by_user_counts_immediately(repo: GitRepo) -> None:
+    repo.write(".gitignore", "*.cfg\n")
+    repo.commit("ignore cfg")
+    repo.write("local.cfg", "a=1\n")
+    assert workspace_fingerprint(repo.path).clean
+    repo.git("add", "-f", "local.cfg")
+    fp = workspace_fingerprint(repo.path)
+    assert fp.tree == truth_in_copy(repo.path)
+    assert "local.cfg" in repo.git("ls-tree", "--name-only", fp.tree)
+
+
+@pytest.mark.parametrize("flag", ["--assume-unchanged", "--skip-worktree"])
+def test_index_flags_do_not_hide_edits(repo: GitRepo, flag: str) -> None:
+    repo.write("config.ini", "mode=prod\n")
+    repo.commit("config")
+    repo.git("update-index", flag, "config.ini")
+    repo.write("config.ini", "mode=debug\n")
+    assert repo.git("status", "--porcelain") == ""  # git itself no longer looks
+    before = snapshot(repo)
+    for _ in range(2):  # the second call must not trust a cached "no flags" verdict
+        fp = workspace_fingerprint(repo.path)
+        assert fp.tree == truth_throwaway_index(repo.path)
+        assert not fp.clean
+    assert changed_paths(repo.path, repo.head_tree(), fp.tree) == ["config.ini"]
+    assert snapshot(repo) == before  # the user's flags survive
+
+
+def test_index_flags_set_after_a_cached_verdict_are_seen(repo: GitRepo) -> None:
+    assert workspace_fingerprint(repo.path).clean
+    assert (repo.path / ".git" / PRIVATE_DIR / VERIFIED_MARKER).exists()
+    repo.git("update-index", "--assume-unchanged", "README.md")
+    repo.write("README.md", "edited behind git's back\n")
+    fp = workspace_fingerprint(repo.path)
+    assert fp.tree == truth_throwaway_index(repo.path)
+
+
+def test_empty_repository_without_commits(tmp_path: Path) -> None:
+    repo = GitRepo.create(tmp_path / "empty")
+    assert not (repo.path / ".git" / "index").exists()
+    fp = workspace_fingerprint(repo.path)
+    assert fp == Fingerprint(tree=EMPTY_TREE, head=None, clean=True)
+    repo.write("first.txt", "1\n")
+    repo.write("dir/second.txt", "2\n", mode=0o755)
+    fp = workspace_fingerprint(repo.path)
+    assert fp.tree == truth_in_copy(repo.path)
+    assert fp.head is None
+    assert fp.clean is False
+    repo.git("add", "first.txt")  # an index now exists, still no commit
+    assert workspace_fingerprint(repo.path).tree == fp.tree
+
+
+def test_accepts_any_path_inside_the_work_tree(repo: GitRepo) -> None:
+    target = repo.write("pkg/sub/mod.py", "pass\n")
+    repo.write("other.txt", "x\n")
+    expected = workspace_fingerprint(repo.path)
+    assert workspace_fingerprint(repo.path / "pkg" / "sub") == expected
+    assert workspace_fingerprint(target) == expected
+    assert workspace_fingerprint(str(repo.path / "pkg")) == expected
+
+
+def test_linked_worktree_uses_its_own_index(repo: GitRepo, tmp_path: Path) -> None:
+    wt = tmp_path / "wt"
+    repo.git("worktree", "add", "-q", "-b", "side", str(wt))
+    (wt / "README.md").write_text("in the linked worktree\n")
+    repo.write("README.md", "in the main worktree\n")
+    fp = workspace_fingerprint(wt)
+    assert fp.tree == truth_throwaway_index(wt)
+    assert fp.tree != workspace_fingerprint(repo.path).tree
+    assert (repo.path / ".git" / "worktrees" / "wt" / PRIVATE_DIR).is_dir()
+
+
+# --------------------------------------------------------------------------- leaves things alone
+
+
+def test_user_index_status_and_files_are_untouched(repo: GitRepo) -> None:
+    repo.write("staged.txt", "staged\n")
+    repo.git("add", "staged.txt")
+    repo.write("staged.txt", "staged then edited\n")
+    repo.write("untracked/x.txt", "x\n")
+    (repo.path / "README.md").unlink()
+    time.sleep(0.01)
+    before = snapshot(repo)
+    workspace_fingerprint(repo.path)
+    workspace_fingerprint(repo.path)
+    assert snapshot(repo) == before
+    assert private_files(repo) == {VERIFIED_MARKER}
+
+
+def test_works_with_hook_environment_pointing_elsewhere(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside hooks git exports its own index, git dir and prefix; none of it may leak in."""
+    repo.write(".gitignore", "*.o\n")
+    repo.commit("ignore")
+    repo.write("README.md", "changed\n")
+    repo.write("obj/keep.o", "ignored content\n")
+    expected = truth_in_copy(repo.path)
+    decoy = GitRepo.create(tmp_path / "decoy")
+    decoy.write("decoy.txt", "decoy\n")
+    decoy.write("obj/keep.o", "x\n")
+    decoy.git("add", "-A")
+    decoy.git("add", "-f", "obj/keep.o")
+    decoy_before = (decoy.path / ".git" / "index").read_bytes()
+    user_before = snapshot(repo)
+    monkeypatch.setenv("GIT_DIR", str(decoy.path / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(decoy.path))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(decoy.path / ".git" / "index"))
+    monkeypatch.setenv("GIT_PREFIX", "obj/")
+    monkeypatch.setenv("GIT_OBJECT_DIRECTORY", str(tmp_path / "quarantine"))
+    monkeypatch.setenv("GIT_QUARANTINE_PATH", str(tmp_path / "quarantine"))
+    fp = workspace_fingerprint(repo.path)
+    assert fp.tree == expected
+    assert fp.head is not None
+    assert changed_paths(repo.path, fp.head, fp.tree) == ["README.md"]
+    assert not (tmp_path / "quarantine").exists()
+    for var in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_OBJECT_DIRECTORY"):
+        monkeypatch.delenv(var)
+    assert (decoy.path / ".git" / "index").read_bytes() == decoy_before
+    assert snapshot(repo) == user_before
+
+
+def test_works_inside_a_real_pre_commit_hook(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "hook-out.txt"
+    hook = repo.path / ".git" / "hooks" / "pre-commit"
+    hook.write_text(
+        f"#!/bin/sh\nexec {sys.executable} - <<'EOF'\n"
+        "import os\n"
+        "from gitaudit.fingerprint import workspace_fingerprint\n"
+        "fp = workspace_fingerprint('.')\n"
+        f"open({str(out)!r}, 'w').write(fp.tree + '\\n' + os.environ.get('GIT_INDEX_FILE', ''))\n"
+        "EOF\n"
+    )
+    hook.chmod(0o755)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    repo.write("README.md", "committed by -a\n")
+    repo.write("notes.txt", "untracked, not committed\n")
+    expected = truth_in_copy(repo.path)
+    repo.git("commit", "-q", "-a", "-m", "via hook")
+    tree, index_file = out.read_text().splitlines()
+    assert index_file  # git really did export its own index to the hook
+    assert tree == expected
+    # the commit itself is intact and the workspace still has only the untracked file
+    assert repo.git("show", "HEAD:README.md") == "committed by -a\n"
+    assert repo.git("status", "--porcelain") == "?? notes.txt\n"
+    assert changed_paths(repo.path, "HEAD", tree) == ["notes.txt"]
+
+
+# --------------------------------------------------------------------------- concurrency, debris
+
+
+def _busy_repo(repo: GitRepo) -> None:
+    for i in range(40):
+        repo.write(f"d{i % 5}/f{i}.txt", f"{i}\n")
+    repo.commit("many")
+    repo.write("d1/f1.txt", "changed\n")
+    repo.write("fresh/new.txt", "new\n")
+    (repo.path / "d2/f2.txt").unlink()
+
+
+def test_concurrent_fingerprints_in_threads_agree(repo: GitRepo) -> None:
+    _busy_repo(repo)
+    expected = truth_in_copy(repo.path)
+    before = snapshot(repo)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        trees = list(pool.map(lambda _: workspace_fingerprint(repo.path).tree, range(16)))
+    assert set(trees) == {expected}
+    assert private_files(repo) == {VERIFIED_MARKER}
+    assert snapshot(repo) == before
+
+
+def test_concurrent_fingerprints_in_processes_agree(repo: GitRepo) -> None:
+    _busy_repo(repo)
+    expected = truth_in_copy(repo.path)
+    code = (
+        "import sys\n"
+        "from gitaudit.fingerprint import workspace_fingerprint\n"
+        "print(workspace_fingerprint(sys.argv[1]).tree)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(repo.path)], stdout=subprocess.PIPE, env=env
+        )
+        for _ in range(8)
+    ]
+    trees = {p.communicate()[0].decode().strip() for p in procs}
+    assert all(p.returncode == 0 for p in procs)
+    assert trees == {expected}
+    assert private_files(repo) == {VERIFIED_MARKER}
+    assert (repo.path / ".git" / PRIVATE_DIR / VERIFIED_MARKER).read_text().count(":") == 5
+
+
+def test_stale_temporary_files_are_swept_and_fresh_ones_kept(repo: GitRepo) -> None:
+    private = repo.path / ".git" / PRIVATE_DIR
+    private.mkdir()
+    dead = private / "fingerprint-999999-dead.index"
+    dead_lock = private / "fingerprint-999999-dead.index.lock"
+    live = private / "fingerprint-1-live.index"
+    foreign = private / "someone-elses-file"
+    for path in (dead, dead_lock, live, foreign):
+        path.write_bytes(b"DIRC garbage from a crashed run")
+    old = time.time() - STALE_AFTER_SECONDS - 60
+    for path in (dead, dead_lock, foreign):
+        os.utime(path, (old, old))
+    assert workspace_fingerprint(repo.path).clean
+    assert private_files(repo) == {live.name, foreign.name, VERIFIED_MARKER}
+
+
+def test_copy_works_without_sendfile(repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS sendfile only writes to sockets; the copy must fall back to plain reads."""
+    repo.write("README.md", "edited\n")
+    expected = truth_in_copy(repo.path)
+    monkeypatch.delattr(os, "sendfile")
+    assert workspace_fingerprint(repo.path).tree == expected
+
+
+def test_corrupt_marker_is_ignored_and_rewritten(repo: GitRepo) -> None:
+    repo.git("update-index", "--assume-unchanged", "README.md")
+    repo.write("README.md", "hidden edit\n")
+    private = repo.path / ".git" / PRIVATE_DIR
+    private.mkdir()
+    (private / VERIFIED_MARKER).write_bytes(b"\xff\xfe not an identity")
+    assert workspace_fingerprint(repo.path).tree == truth_throwaway_index(repo.path)
+    repo.git("update-index", "--no-assume-unchanged", "README.md")
+    repo.write("README.md", "sample\n")
+    assert workspace_fingerprint(repo.path).clean
+    assert (private / VERIFIED_MARKER).read_text().count(":") == 5
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage"])
+def test_corrupt_user_index_falls_back_to_hashing_everything(repo: GitRepo, damage: str) -> None:
+    """git reads a damaged index without complaint (truncated entries become null ids), so the
+    fingerprint checks the seed itself, and without a trustworthy seed hashes the whole tree."""
+    repo.write("extra/new.txt", "new\n")
+    repo.write("README.md", "edited\n")
+    index = repo.path / ".git" / "index"
+    data = index.read_bytes()
+    data = {
+        "truncate": data[:50],
+        "flip": data[:60] + bytes([data[60] ^ 0x01]) + data[61:],
+        "garbage": b"not an index at all",
+    }[damage]
+    index.write_bytes(data)
+    expected = truth_throwaway_index(repo.path)
+    for _ in range(2):
+        assert workspace_fingerprint(repo.path).tree == expected
+    assert index.read_bytes() == data
+    assert private_files(repo) == set()  # no "verified" verdict for a broken index
+
+
+def test_damaged_stat_data_cannot_fool_the_fingerprint(repo: GitRepo) -> None:
+    """git does not checksum the index on read; wrong stat data must only cost a re-hash."""
+    repo.write("README.md", "edited\n")
+    expected = truth_in_copy(repo.path)
+    index = repo.path / ".git" / "index"
+    data = bytearray(index.read_bytes())
+    data[12 + 36] ^= 0xFF  # first entry's file size
+    index.write_bytes(bytes(data))
+    assert workspace_fingerprint(repo.path).tree == expected
+
+
+# --------------------------------------------------------------------------- kept private index
+
+
+def test_unstaged_edits_are_kept_and_results_stay_exact(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo.write("a.txt", "a\n")
+    repo.write("b.txt", "b\n")
+    repo.commit("two files")
+    repo.write("a.txt", "edited a\n")
+    repo.write("b.txt", "edited b\n")
+    first = workspace_fingerprint(repo.path)
+    assert first.tree == truth_in_copy(repo.path)
+    [warm] = warm_files(repo)
+    user_index = repo.path / ".git" / "index"
+    assert index_entries(warm) == index_entries(user_index)
+    assert int.from_bytes(warm.read_bytes()[4:8], "big") == 4  # kept compact
+    with monkeypatch.context() as patch:  # prove the next call starts from the kept index
+        patch.setattr(fingerprint, "_copy_open_file", _must_not_be_called)
+        assert workspace_fingerprint(repo.path) == first
+    repo.write("a.txt", "edited a again\n")
+    assert workspace_fingerprint(repo.path).tree == truth_in_copy(repo.path)
+    repo.git("add", "b.txt")  # a new version of the user's index supersedes the kept one
+    assert workspace_fingerprint(repo.path).tree == truth_in_copy(repo.path)
+    assert warm not in warm_files(repo)
+    assert len(warm_files(repo)) <= 1
+
+
+def test_kept_index_never_holds_untracked_paths(repo: GitRepo) -> None:
+    """Otherwise an untracked file would stay "tracked" after the user ignores it."""
+    repo.write("README.md", "edited\n")
+    workspace_fingerprint(repo.path)
+    [warm] = warm_files(repo)
+    kept = warm.read_bytes()
+    repo.write("scratch.txt", "untracked\n")
+    assert workspace_fingerprint(repo.path).tree == truth_in_copy(repo.path)
+    assert warm.read_bytes() == kept  # a result with an extra path is not kept
+    (repo.path / ".git" / "info" / "exclude").write_text("scratch.txt\n")
+    fp = workspace_fingerprint(repo.path)
+    assert fp.tree == truth_in_copy(repo.path)
+    assert changed_paths(repo.path, "HEAD", fp.tree) == ["README.md"]
+
+
+def test_tracked_ignored_file_deleted_and_recreated(repo: GitRepo) -> None:
+    """A result missing a tracked-but-ignored file must not be kept: `add -A` never re-adds it."""
+    repo.write(".gitignore", "*.o\n")
+    repo.write("keep.o", "v1\n")
+    repo.git("add", "-f", "keep.o")
+    repo.commit("tracked object")
+    repo.write("README.md", "edited\n")
+    workspace_fingerprint(repo.path)
+    assert warm_files(repo)
+    (repo.path / "keep.o").unlink()
+    repo.write("other.txt", "one path gone, one new: the entry count alone cannot tell\n")
+    assert workspace_fingerprint(repo.path).tree == truth_in_copy(repo.path)
+    (repo.path / "other.txt").unlink()
+    repo.write("keep.o", "v2\n")
+    fp = workspace_fingerprint(repo.path)
+    assert fp.tree == truth_in_copy(repo.path)
+    assert changed_paths(repo.path, "HEAD", fp.tree) == ["README.md", "keep.o"]
+
+
+def test_unresolved_conflict_is_fingerprinted_but_not_kept(repo: GitRepo) -> None:
+    """Resolving collapses three stage entries into one, so the entry count proves nothing:
+    two new files make up the difference and must not end up in a kept index."""
+    repo.write("c.txt", "base\n")
+    repo.commit("base")
+    repo.git("checkout", "-q", "-b", "other")
+    repo.write("c.txt", "other\n")
+    repo.commit("other")
+    repo.git("checkout", "-q", "main")
+    repo.write("c.txt", "main\n")
+    repo.commit("main")
+    repo.git("merge", "-q", "other", check=False)
+    assert "UU c.txt" in repo.git("status", "--porcelain")
+    repo.write("new1.txt", "new\n")
+    repo.write("new2.txt", "new\n")
+    for _ in range(2):
+        assert workspace_fingerprint(repo.path).tree == truth_in_copy(repo.path)
+    assert warm_files(repo) == []
+    (repo.path / ".git" / "info" / "exclude").write_text("new1.txt\n")
+    fp = workspace_fingerprint(repo.path)
+    assert fp.tree == truth_in_copy(repo.path)
+    assert "new1.txt" not in repo.git("ls-tree", "--name-only", fp.tree)
+
+
+def test_racily_clean_entries_are_rechecked(repo: GitRepo) -> None:
+    """The private copy keeps the user's index mtime: an edit in the same instant as the index
+    write, with the same size and mtime, is only caught by git's racy-timestamp check."""
+    repo.git("config", "core.trustctime", "false")
+    readme = repo.path / "README.md"
+    stamp = 1_700_000_000_000_000_000
+    readme.write_text("aaaa\n")
+    os.utime(readme, ns=(stamp, stamp))
+    repo.git("add", "README.md")
+    index = repo.path / ".git" / "index"
+    os.utime(index, ns=(stamp, stamp))  # the entry is now racily clean
+    with open(readme, "r+") as handle:  # same inode, same size, same mtime
+        handle.write("bbbb\n")
+    os.utime(readme, ns=(stamp, stamp))
+    fp = workspace_fingerprint(repo.path)
+    assert repo.git("show", f"{fp.tree}:README.md") == "bbbb\n"
+    assert index.stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize("where", [".gitattributes", ".git/info/attributes"])
+def test_attribute_changes_invalidate_the_kept_index(repo: GitRepo, where: str) -> None:
+    """Attributes decide the blob a file hashes to; a kept blob from before must not survive."""
+    repo.write("crlf.txt", b"one\ntwo\n")
+    repo.commit("lf file")
+    edited = repo.write("crlf.txt", b"one\r\ntwo\r\n")
+    os.utime(edited, (1_700_000_000, 1_700_000_000))  # not racy: the kept stat data is trusted
+    before = workspace_fingerprint(repo.path)
+    assert warm_files(repo)
+    assert changed_paths(repo.path, "HEAD", before.tree) == ["crlf.txt"]
+    repo.write(where, "*.txt text eol=lf\n")
+    fp = workspace_fingerprint(repo.path)
+    assert fp.tree == truth_in_copy(repo.path)
+    # with the attribute the CRLF file normalises to the committed blob
+    blob = repo.git("rev-parse", f"{fp.tree}:crlf.txt").strip()
+    assert blob == repo.git("rev-parse", "HEAD:crlf.txt").strip()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty"])
+def test_corrupt_kept_index_is_detected_and_rebuilt(repo: GitRepo, damage: str) -> None:
+    repo.write("README.md", "edited\n")
+    expected = workspace_fingerprint(repo.path)
+    [warm] = warm_files(repo)
+    data = warm.read_bytes()
+    warm.write_bytes(
+        {
+            "truncate": data[: len(data) // 2],
+            "flip": data[:40] + bytes([data[40] ^ 0x10]) + data[41:],
+            "garbage": b"DIRC\x00\x00\x00\x02garbage",
+            "empty": b"",
+        }[damage]
+    )
+    assert workspace_fingerprint(repo.path) == expected
+    assert workspace_fingerprint(repo.path) == expected
+    private_files(repo)  # any kept index is whole again
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_bare_repository_is_refused(tmp_path: Path) -> None:
+    bare = GitRepo.create(tmp_path / "bare.git", bare=True)
+    with pytest.raises(RepositoryError) as info:
+        workspace_fingerprint(bare.path)
+    assert str(info.value) == "bare repository has no work tree; pass a revision"
+
+
+def test_not_a_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "plain").mkdir()
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    with pytest.raises(RepositoryError, match="not a git repository"):
+        workspace_fingerprint(tmp_path / "plain")
+    with pytest.raises(RepositoryError, match="no such file"):
+        workspace_fingerprint(tmp_path / "missing")
+
+
+def test_inside_the_git_dir_is_not_a_work_tree(repo: GitRepo) -> None:
+    with pytest.raises(RepositoryError, match="not inside a work tree"):
+        workspace_fingerprint(repo.path / ".git" / "refs")
+
+
+def test_embedded_repository_without_commits_is_a_clear_error(repo: GitRepo) -> None:
+    GitRepo.create(repo.path / "vendored")
+    before = snapshot(repo)
+    with pytest.raises(RepositoryError, match="vendored"):
+        workspace_fingerprint(repo.path)
+    assert snapshot(repo) == before
+    assert private_files(repo) <= {VERIFIED_MARKER}
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can read any file")
+def test_unreadable_file_is_a_clear_error(repo: GitRepo) -> None:
+    secret = repo.write("secret.txt", "x\n")
+    secret.chmod(0)
+    try:
+        with pytest.raises(RepositoryError, match=r"secret\.txt"):
+            workspace_fingerprint(repo.path)
+    finally:
+        secret.chmod(0o644)
+
+
+# --------------------------------------------------------------------------- tree_of, changed_paths
+
+
+def test_tree_of_commits_trees_and_unknowns(repo: GitRepo) -> None:
+    head = repo.git("rev-parse", "HEAD").strip()
+    tree = repo.head_tree()
+    assert tree_of(repo.path, head) == tree
+    assert tree_of(repo.path, "HEAD") == tree
+    assert tree_of(repo.path, tree) == tree
+    repo.git("tag", "-a", "v1", "-m", "annotated")
+    assert tree_of(repo.path, "v1") == tree
+    blob = repo.git("rev-parse", "HEAD:README.md").strip()
+    for bad in ("no-such-branch", "0" * 40, blob, "--all"):
+        with pytest.raises(RepositoryError, match="unknown revision"):
+            tree_of(repo.path, bad)
+
+
+def test_tree_of_works_in_bare_repository(repo: GitRepo, tmp_path: Path) -> None:
+    bare = tmp_path / "clone.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo.path), str(bare))
+    assert tree_of(bare, "HEAD") == repo.head_tree()
+
+
+def test_tree_of_outside_a_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    with pytest.raises(RepositoryError, match="not a git repository"):
+        tree_of(tmp_path, "HEAD")
+    with pytest.raises(RepositoryError, match="not a git repository"):
+        changed_paths(tmp_path, EMPTY_TREE, "1" * 40)
+
+
+def test_changed_paths_lists_every_kind_of_change(repo: GitRepo) -> None:
+    repo.write("keep.txt", "same\n")
+    repo.write("mod.txt", "v1\n")
+    repo.write("gone.txt", "bye\n")
+    repo.write("exec.sh", "echo\n", mode=0o644)
+    repo.write("dir/deep/file.txt", "deep\n")
+    repo.write("became_link", "file\n")
+    old = workspace_fingerprint(repo.path).tree
+    repo.write("mod.txt", "v2\n")
+    (repo.path / "gone.txt").unlink()
+    os.chmod(repo.path / "exec.sh", 0o755)
+    repo.write("dir/deep/new.txt", "new\n")
+    (repo.path / "became_link").unlink()
+    (repo.path / "became_link").symlink_to("keep.txt")
+    new = workspace_fingerprint(repo.path).tree
+    assert changed_paths(repo.path, old, new) == [
+        "became_link",
+        "dir/deep/new.txt",
+        "exec.sh",
+        "gone.txt",
+        "mod.txt",
+    ]
+    assert changed_paths(repo.path, new, old) == changed_paths(repo.path, old, new)
+    assert changed_paths(repo.path, old, old) == []
+    assert changed_paths(repo.path, EMPTY_TREE, old) == sorted(
+        repo.git("ls-tree", "-r", "--name-only", old).split()
+    )
+
+
+def test_changed_paths_unknown_tree_is_an_error(repo: GitRepo) -> None:
+    with pytest.raises(RepositoryError, match="cannot compare"):
+        changed_paths(repo.path, repo.head_tree(), "1" * 40)
+
+
+def test_changed_paths_keeps_unusual_names(repo: GitRepo) -> None:
+    old = repo.head_tree()
+    for name in ("sp ace.txt", "ünï.txt", 'quo"te.txt', "new\nline.txt"):
+        repo.write(name, "x\n")
+    new = workspace_fingerprint(repo.path).tree
+    assert changed_paths(repo.path, old, new) == sorted(
+        ["sp ace.txt", "ünï.txt", 'quo"te.txt', "new\nline.txt"]
+    )
+
+
+# --------------------------------------------------------------------------- property
+
+
+_NAMES = st.sampled_from(["a", "b", "c.txt", "D", "s p", "é", ".dot", "x.o", "build"])
+_PATHS = st.lists(_NAMES, min_size=1, max_size=3).map("/".join)
+_KIND = st.sampled_from(["file", "exec", "link"])
+_SPEC = st.tuples(_KIND, st.binary(max_size=12))
+
+
+def _consistent(tree: dict[str, tuple[str, bytes]]) -> dict[str, tuple[str, bytes]]:
+    """Drop paths that would need to be both a file and a directory."""
+    dirs = {"/".join(p.split("/")[:i]) for p in tree for i in range(1, p.count("/") + 1)}
+    return {p: spec for p, spec in tree.items() if p not in dirs}
+
+
+def _is_file(path: Path) -> bool:
+    return path.is_symlink() or path.is_file()
+
+
+def _materialise(root: Path, tree: dict[str, tuple[str, bytes]]) -> None:
+    for rel, (kind, content) in tree.items():
+        target = root / rel
+        for parent in reversed(target.relative_to(root).parents):
+            p = root / parent
+            if p.is_symlink() or p.is_file():
+                p.unlink()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        elif target.is_dir():
+            shutil.rmtree(target)
+        if kind == "link":
+            target.symlink_to(content.hex() or "dangling")
+        else:
+            target.write_bytes(content)
+            target.chmod(0o755 if kind == "exec" else 0o644)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    initial=st.dictionaries(_PATHS, _SPEC, max_size=6).map(_consistent),
+    rounds=st.lists(
+        st.tuples(
+            st.dictionaries(_PATHS, _SPEC, max_size=4).map(_consistent),
+            st.sets(st.integers(min_value=0, max_value=5), max_size=3),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=2,
+    ),
+)
+def test_random_trees_match_git_add_all(
+    initial: dict[str, tuple[str, bytes]],
+    rounds: list[tuple[dict[str, tuple[str, bytes]], set[int], bool]],
+) -> None:
+    """Random trees, then one or two rounds of edits (writes, deletions, optionally staging)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = GitRepo.create(Path(tmp) / "r")
+        repo.write(".gitignore", "*.o\nbuild/\n")
+        _materialise(repo.path, initial)
+        repo.commit("initial")
+        assert workspace_fingerprint(repo.path).clean
+        for edits, deletions, stage in rounds:
+            existing = sorted(
+                p for p in initial if (repo.path / p).is_symlink() or (repo.path / p).is_file()
+            )
+            for i in sorted(deletions):
+                if i < len(existing):
+                    (repo.path / existing[i]).unlink()
+            _materialise(repo.path, edits)
+            if stage:
+                repo.git("add", "-A")
+            before = snapshot(repo)
+            fp = workspace_fingerprint(repo.path)
+            assert fp.tree == truth_in_copy(repo.path)
+            assert fp.clean == (fp.tree == repo.head_tree())
+            assert snapshot(repo) == before
+            assert private_files(repo) <= {VERIFIED_MARKER}
