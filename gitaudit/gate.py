@@ -14,6 +14,7 @@ The gate reads refs and a few objects and runs no check.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from collections.abc import Mapping, Sequence
@@ -26,10 +27,9 @@ from gitaudit.crypto.commits import verify_commit
 from gitaudit.errors import ExitCode, GitAuditError, RepositoryError
 from gitaudit.inputs import input_digests
 from gitaudit.ledger import index, watermark
-from gitaudit.ledger.plansref import PlansState, read_state
+from gitaudit.ledger.plansref import PlansState, read_state, sealed_contract
 from gitaudit.ledger.refs import read_ref, runs_ref
 from gitaudit.ledger.runs import RunRecord, read_run
-from gitaudit.ledger.seals import sealed_contract
 from gitaudit.plan.catalog import CheckedPlan, check_file
 from gitaudit.plan.graph import optional_steps
 from gitaudit.plan.model import Plan
@@ -56,6 +56,9 @@ class PlanVerdict:
     verdict: Verdict
     reasons: tuple[Reason, ...]
     run: str | None = None  # the run commit whose evidence was judged
+    # each step's state for this tree, as the gate sees it: verified, failed, unknown,
+    # exhausted, expired or pending (empty when the plan itself is not in order)
+    states: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -110,6 +113,7 @@ class Context:
     check_tools: bool = True
     extra_runs: Mapping[str, pygit2.Oid] = field(default_factory=dict)  # plan -> pushed run tip
     now: float = field(default_factory=time.time)
+    remember: bool = True
     plans: dict[str, Plan] = field(default_factory=dict)
     _digests: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -153,8 +157,11 @@ def assess(
     extra_runs: Mapping[str, pygit2.Oid] | None = None,
     state: PlansState | None = None,
     tree: str | None = None,
+    remember: bool = True,
 ) -> GateResult:
-    """Judge REV (or the work tree). Expected errors become FAIL reasons, never exceptions."""
+    """Judge REV (or the work tree). Expected errors become FAIL reasons, never exceptions.
+
+    *remember* records verified tips as high-water marks (off in server hooks)."""
     tree = tree or resolve_tree(repo, rev)
     try:
         state = state or read_state(repo)
@@ -168,7 +175,7 @@ def assess(
     if not names:
         reason = Reason("plans.none", "there are no active plans", "create one: `git audit init`")
         return GateResult("FAIL", tree, (), (reason,))
-    ctx = Context(repo, state, tree, check_tools, dict(extra_runs or {}))
+    ctx = Context(repo, state, tree, check_tools, dict(extra_runs or {}), remember=remember)
     verdicts = tuple(_assess_plan(ctx, name, files.get(name)) for name in names)
     return GateResult(combine([v.verdict for v in verdicts]), tree, verdicts)
 
@@ -188,7 +195,44 @@ def _assess_plan(ctx: Context, name: str, file: PlanFile | None) -> PlanVerdict:
         else []
     )
     all_reasons = env + run_reasons
-    return PlanVerdict(name, _fold(all_reasons), tuple(all_reasons), run)
+    assert checked.plan is not None
+    states = _states(ctx, name, checked.plan, run, run_reasons)
+    return PlanVerdict(name, _fold(all_reasons), tuple(all_reasons), run, states)
+
+
+_STATE_OF = {"failed": "failed", "exhausted": "exhausted", "unknown": "unknown"}
+
+
+def _states(
+    ctx: Context, name: str, plan: Plan, run: str | None, reasons: Sequence[Reason]
+) -> dict[str, str]:
+    """Step states for mission control, consistent with the verdict: a step is verified only
+    when the evidence the gate accepted proves it for this tree and it has not expired."""
+    by_step = {r.step: r for r in reasons if r.step}
+    record = None
+    if run is not None and not any(r.step is None and r.verdict == "FAIL" for r in reasons):
+        with contextlib.suppress(GitAuditError):
+            record = read_run(ctx.repo.git, run)
+    git, gitdir = ctx.repo.git, ctx.repo.gitdir
+    seal = ctx.state.seal(name)
+    attempts = index.failed_attempts(git, gitdir, name, seal.contract_digest) if seal else {}
+    unresolved = index.unresolved(git, gitdir, name)
+    states: dict[str, str] = {}
+    for step in plan.steps:
+        entry = record.steps.get(step.id, {}) if record else {}
+        status = str(entry.get("status", ""))
+        reason = by_step.get(step.id)
+        if reason is not None and reason.code == "evidence.expired":
+            states[step.id] = "expired"
+        elif reason is None and status in ("passed", "carried"):
+            states[step.id] = "verified"
+        elif step.id in unresolved and not step.idempotent:
+            states[step.id] = "unknown"
+        elif attempts.get(step.id, 0) >= step.max_attempts:
+            states[step.id] = "exhausted"
+        else:
+            states[step.id] = _STATE_OF.get(status, "pending")
+    return states
 
 
 def _plan_reasons(ctx: Context, name: str, file: PlanFile | None) -> list[Reason]:
@@ -330,18 +374,13 @@ def _evidence_reasons(
                     f"re-run with a trusted key: `{run_fix}`",
                 )
             ], record.commit
-    if (
-        tip is not None
-        and str(tip) != record.commit
-        and not git.descendant_of(tip, pygit2.Oid(hex=record.commit))
-    ):
-        return [
-            Reason(
-                "evidence.ledger",
-                f"run {record.commit[:12]} is not on the ledger of {name!r}",
-                run_fix,
-            )
-        ], record.commit
+    if tip is not None and ctx.remember and name not in ctx.extra_runs:
+        # the tip's signature was just verified: it becomes the high-water mark, so a later
+        # rewind or truncation of this ledger is caught by the next status, not only by verify
+        watermark.record(ctx.repo.gitdir, {runs_ref(name): str(tip)})
+    # No ancestry walk is needed here: a run found through the index lies on the first-parent
+    # chain of the ref's current tip (the index is rebuilt when the ref stops descending from
+    # what it indexed), and a pushed run was found by walking back from the pushed tip.
     reasons = _run_content_reasons(ctx, name, record, plan, run_fix)
     return reasons, record.commit
 
@@ -378,7 +417,12 @@ def _run_content_reasons(
         if status not in ("passed", "carried"):
             if step.id in optional:
                 continue  # an OR alternative: its dependant is judged instead
-            failed = status in ("failed", "exhausted")
+            broken_upstream = status == "blocked" and any(
+                not u.get("passed")
+                and not any(c.get("outcome") == "unknown" for c in u.get("checks", []))
+                for u in entry.get("upstream", [])
+            )
+            failed = status in ("failed", "exhausted") or broken_upstream
             detail = f": {entry.get('reason')}" if entry.get("reason") else ""
             hint = (
                 f"`git audit show {record.commit[:12]} --step {step.id}` shows the output; "
@@ -468,7 +512,10 @@ def _trace_carried(ctx: Context, record: RunRecord, step: str, source: str) -> R
     git = ctx.repo.git
     try:
         oid = pygit2.Oid(hex=source)
-        if not git.descendant_of(pygit2.Oid(hex=record.commit), oid):
+        earlier = index.is_earlier(git, ctx.repo.gitdir, record.plan, source, record.commit)
+        if earlier is None:  # not both indexed (a pushed run): ask git
+            earlier = git.descendant_of(pygit2.Oid(hex=record.commit), oid)
+        if not earlier:
             return None
         origin = read_run(git, oid)
     except (GitAuditError, ValueError, KeyError, pygit2.GitError):

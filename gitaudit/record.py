@@ -21,10 +21,9 @@ from gitaudit.errors import RunError, UsageError
 from gitaudit.fingerprint import changed_paths, workspace_fingerprint
 from gitaudit.inputs import input_digests
 from gitaudit.ledger import index
-from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.plansref import read_state, sealed_contract
 from gitaudit.ledger.runs import RUN_FORMAT, append_run, evidence_files, read_run
-from gitaudit.ledger.seals import sealed_contract
-from gitaudit.plan.catalog import check_worktree
+from gitaudit.plan.catalog import CheckedPlan, check_worktree
 from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
 from gitaudit.plan.graph import optional_steps
@@ -151,6 +150,7 @@ def run_plan(
     fresh: bool = False,
     reconcile: Mapping[StepId, tuple[str, str]] | None = None,
     on_event: Event | None = None,
+    checked: CheckedPlan | None = None,
 ) -> RecordedRun:
     """Run plan *name* (all steps, or *targets*) and record the signed run commit.
 
@@ -166,7 +166,8 @@ def run_plan(
             hint="run `git audit trust init` and `git audit plan seal`",
         )
     runner = state.trust.require(signer.public_key, "runner")
-    (checked,) = check_worktree(workdir, name)
+    if checked is None:
+        (checked,) = check_worktree(workdir, name)
     plan = checked.require_valid()
     seal = state.seal(name)
     if seal is None or seal.retired:

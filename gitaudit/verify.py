@@ -22,10 +22,9 @@ from gitaudit.crypto.keys import PublicKey
 from gitaudit.errors import GitAuditError
 from gitaudit.ledger import watermark
 from gitaudit.ledger.objects import commit_of
-from gitaudit.ledger.plansref import state_at, verify_chain
+from gitaudit.ledger.plansref import sealed_contract, state_at, verify_chain
 from gitaudit.ledger.refs import PLANS_REF, RUNS_PREFIX, list_refs, read_ref
 from gitaudit.ledger.runs import read_run
-from gitaudit.ledger.seals import sealed_contract
 from gitaudit.repo import Repo
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from gitaudit.cli.output import emit_json, say, warn
 from gitaudit.crypto.keys import Signer, resolve_signer
 from gitaudit.repo import Repo, open_repo
 
@@ -19,19 +18,6 @@ PlanOpt = Annotated[
     typer.Option("--plan", "-p", help="Act on this plan only (default: every active plan)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a machine-readable JSON document.")]
-
-
-def emit_json(value: Any) -> None:
-    """Payloads go to stdout, one JSON document, stable key order."""
-    sys.stdout.write(json.dumps(value, indent=2, sort_keys=False) + "\n")
-
-
-def say(text: str = "") -> None:
-    typer.echo(text)
-
-
-def warn(text: str) -> None:
-    typer.echo(text, err=True)
 
 
 def repo_here() -> Repo:
@@ -57,3 +43,6 @@ KeyOpt = Annotated[
 def signer_for(repo: Repo, key: Path | None) -> Signer:
     """The signing key, resolved in the documented order; never one inside the work tree."""
     return resolve_signer(explicit=key, repo_config=repo.git.config, workdir=repo.workdir)
+
+
+__all__ = ["emit_json", "say", "warn"]

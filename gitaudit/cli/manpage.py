@@ -31,7 +31,7 @@ def _walk(cmd: Any, path: list[str]) -> list[tuple[list[str], Any]]:
 
 
 def generate() -> str:
-    from gitaudit.cli import app
+    from gitaudit.cli.app import app
 
     root = typer.main.get_command(app)
     out = [

@@ -20,8 +20,8 @@ from gitaudit.cli.common import (
     warn,
 )
 from gitaudit.errors import ExitCode, UsageError
-from gitaudit.ledger.plansref import read_state
-from gitaudit.ledger.seals import history, retire_plan, seal_plan, sealed_contract
+from gitaudit.ledger.plansref import read_state, sealed_contract
+from gitaudit.ledger.seals import history, retire_plan, seal_plan
 from gitaudit.plan.catalog import CheckedPlan, check_file, check_worktree
 from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract

@@ -182,6 +182,7 @@ def run_cmd(
                 force=force,
                 fresh=fresh,
                 on_event=progress.event,
+                checked=checked,
             )
         results.append(recorded)
         code = VERDICT_EXIT[recorded.verdict]

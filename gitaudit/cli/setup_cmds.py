@@ -112,6 +112,14 @@ def push_cmd(
     if remote is None:
         remote = (repo.config(f"branch.{branch}.remote") if branch else None) or "origin"
     specs = list(refspecs or [f"refs/heads/{branch}:refs/heads/{branch}"])
+    from gitaudit.sync import reconcile_with
+
+    signer = None
+    with contextlib.suppress(GitAuditError):
+        signer = signer_for(repo, None)
+    for action in reconcile_with(repo, remote, signer):
+        if action.action not in ("up-to-date", "local-only"):
+            say(f"{action.ref}: {action.action}")
     audit_refs = [PLANS_REF] if read_ref(repo.git, PLANS_REF) else []
     audit_refs += sorted(list_refs(repo.git, RUNS_PREFIX))
     cmd = ["git", "push", "--atomic", remote, *specs, *(f"{r}:{r}" for r in audit_refs)]

@@ -233,3 +233,20 @@ def unresolved(repo: pygit2.Repository, gitdir: Path, plan: str) -> dict[str, st
     for step, status, commit in rows:
         latest.setdefault(str(step), (str(status), str(commit)))
     return {s: c for s, (st, c) in latest.items() if st in ("unknown", "interrupted")}
+
+
+def is_earlier(
+    repo: pygit2.Repository, gitdir: Path, plan: str, older: str, newer: str
+) -> bool | None:
+    """Whether run *older* comes before run *newer* on the ledger of *plan* (both on the current
+    tip's chain); None when either is not indexed."""
+    with _db(gitdir) as conn:
+        rows = dict(
+            conn.execute(
+                "SELECT commit_id, seq FROM runs WHERE plan=? AND commit_id IN (?, ?)",
+                (plan, older, newer),
+            ).fetchall()
+        )
+    if older not in rows or newer not in rows:
+        return None
+    return bool(rows[older] < rows[newer])

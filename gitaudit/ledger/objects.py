@@ -31,13 +31,18 @@ def write_tree(repo: pygit2.Repository, files: Mapping[str, bytes]) -> pygit2.Oi
     return _write_node(repo, root)
 
 
-def _write_node(repo: pygit2.Repository, node: dict[str, Any]) -> pygit2.Oid:
+def _write_node(
+    repo: pygit2.Repository, node: dict[str, Any], blobs: dict[bytes, pygit2.Oid] | None = None
+) -> pygit2.Oid:
+    blobs = {} if blobs is None else blobs  # identical contents (empty stdout...) written once
     builder = repo.TreeBuilder()
     for name, value in node.items():
         if isinstance(value, dict):
-            builder.insert(name, _write_node(repo, value), FileMode.TREE)
+            builder.insert(name, _write_node(repo, value, blobs), FileMode.TREE)
         else:
-            builder.insert(name, repo.create_blob(value), FileMode.BLOB)
+            if value not in blobs:
+                blobs[value] = repo.create_blob(value)
+            builder.insert(name, blobs[value], FileMode.BLOB)
     oid = builder.write()
     assert isinstance(oid, pygit2.Oid)
     return oid

@@ -30,6 +30,10 @@ from gitaudit.ledger.trust import (
     policy_from_tree,
     trust_from_tree,
 )
+from gitaudit.plan.catalog import CheckedPlan, check_file
+from gitaudit.plan.compare import compare
+from gitaudit.plan.digest import contract
+from gitaudit.plan.store import PlanFile
 from gitaudit.repo import Repo
 
 SEAL_FORMAT = "gitaudit.seal/1"
@@ -209,6 +213,10 @@ def verify_chain(
             mine = state_at(repo, commit)
         except GitAuditError as exc:
             raise TrustError(f"{exc.message}", hint=exc.hint) from None
+        if state is not None:
+            problem = transition_problem(state, mine, where)
+            if problem:
+                raise TrustError(problem, hint="restore refs/audit/plans from a good copy")
         judge = state.trust if state is not None else mine.trust
         sealers = judge.with_role("sealer")
         if not sealers:
@@ -307,3 +315,68 @@ def append(repo: Repo, signer: Signer, build: Build) -> tuple[pygit2.Oid | None,
 def signer_name(state: PlansState, key: PublicKey) -> str:
     entry = state.trust.find(key)
     return entry.name if entry else key.fingerprint()
+
+
+def sealed_contract(state: PlansState, name: str) -> tuple[CheckedPlan | None, SealRecord | None]:
+    """The sealed copy of plan *name*, validated, and its seal record; SealError when the copy
+    does not match the record (the plans ref was tampered with)."""
+    record = state.seal(name)
+    data = state.sealed_plan(name)
+    if record is None or data is None or record.retired:
+        return None, record
+    checked = check_file(PlanFile(name, f"{PLANS_REF}:plans/{name}.json", data), environment=False)
+    if checked.digest != record.contract_digest:
+        raise SealError(
+            f"{PLANS_REF}: the sealed copy of plan {name!r} does not match its seal record "
+            f"(digest {checked.digest} != {record.contract_digest})",
+            hint="the plans ref was tampered with; restore it from a good copy",
+        )
+    return checked, record
+
+
+def transition_problem(before: PlansState, after: PlansState, where: str) -> str | None:
+    """Why the step from *before* to *after* (one plans commit) breaks the sealing rules, if it
+    does: a seal record changed without a new version, deleted, or moved backwards; a weakening
+    not recorded as one; a weakening or a laxer policy where the policy forbids weakening."""
+    laxer = after.policy.laxer_than(before.policy)
+    if laxer and not before.policy.allow_weaken:
+        return f"{where} relaxes a policy that forbids weakening ({'; '.join(laxer)})"
+    for name in sorted(set(before.seals) | set(after.seals)):
+        old, new = before.seals.get(name), after.seals.get(name)
+        if new is None:
+            return f"{where} deletes the seal record of plan {name!r}"
+        try:
+            new_sealed, _ = sealed_contract(after, name)
+        except GitAuditError as exc:
+            return f"{where}: {exc.message}"
+        if old is None:
+            continue
+        if new.version == old.version:
+            same = {**old.to_json(), "policy_digest": None} == {
+                **new.to_json(),
+                "policy_digest": None,
+            }
+            if not same or new.policy_digest != after.policy.digest():
+                return f"{where} changes seal v{new.version} of plan {name!r} without a new version"
+            continue
+        if new.version < old.version:
+            return f"{where} moves the seal of {name!r} back from v{old.version} to v{new.version}"
+        try:
+            old_sealed, _ = sealed_contract(before, name)
+        except GitAuditError as exc:
+            return f"{where}: {exc.message}"
+        weakened = new.retired
+        if old_sealed and old_sealed.plan and new_sealed and new_sealed.plan:
+            weakened = (
+                weakened or compare(contract(old_sealed.plan), contract(new_sealed.plan)).weakened
+            )
+        if weakened and not new.weakened:
+            return (
+                f"{where}: seal v{new.version} of {name!r} weakens the contract "
+                "without recording it"
+            )
+        if weakened and not before.policy.allow_weaken:
+            return (
+                f"{where}: seal v{new.version} of {name!r} weakens the contract; policy forbids it"
+            )
+    return None

@@ -21,15 +21,15 @@ from gitaudit.ledger.plansref import (
     append,
     now_iso,
     read_state,
+    sealed_contract,
     signer_name,
     state_at,
 )
 from gitaudit.ledger.refs import PLANS_REF, read_ref
 from gitaudit.ledger.trust import POLICY_PATH, Policy, Role, TrustSet
-from gitaudit.plan.catalog import CheckedPlan, check_file
+from gitaudit.plan.catalog import CheckedPlan
 from gitaudit.plan.compare import Comparison, compare
 from gitaudit.plan.digest import contract
-from gitaudit.plan.store import PlanFile
 from gitaudit.repo import Repo
 
 
@@ -150,8 +150,8 @@ def _check_weaken_allowed(
     if not state.policy.allow_weaken:
         raise SealError(
             f"{what} would be weakened ({listing}) and policy.json forbids weakening",
-            hint="restore what was removed or loosened; only a policy change by a sealer can "
-            "allow weakening",
+            hint="restore what was removed or loosened: a policy that forbids weakening cannot be "
+            "relaxed either (that would itself be a weakening)",
         )
     if not allow or not reason:
         raise SealError(
@@ -170,21 +170,6 @@ class SealOutcome:
     record: SealRecord | None
     comparison: Comparison | None
     message: str
-
-
-def sealed_contract(state: PlansState, name: str) -> tuple[CheckedPlan | None, SealRecord | None]:
-    record = state.seal(name)
-    data = state.sealed_plan(name)
-    if record is None or data is None or record.retired:
-        return None, record
-    checked = check_file(PlanFile(name, f"{PLANS_REF}:plans/{name}.json", data), environment=False)
-    if checked.digest != record.contract_digest:
-        raise SealError(
-            f"{PLANS_REF}: the sealed copy of plan {name!r} does not match its seal record "
-            f"(digest {checked.digest} != {record.contract_digest})",
-            hint="the plans ref was tampered with; restore it from a good copy",
-        )
-    return checked, record
 
 
 def seal_plan(

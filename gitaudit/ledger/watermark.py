@@ -66,8 +66,10 @@ def check_forward(repo: pygit2.Repository, gitdir: Path, ref: str, tip: pygit2.O
 def record(gitdir: Path, marks: dict[str, str]) -> None:
     """Merge *marks* into the file (atomic replace). Callers only pass verified, newer tips."""
     path = _path(gitdir)
-    path.parent.mkdir(parents=True, exist_ok=True)
     current = load(gitdir)
+    if all(current.get(k) == v for k, v in marks.items()):
+        return  # nothing new: no write
+    path.parent.mkdir(parents=True, exist_ok=True)
     current.update(marks)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".watermarks.", suffix=".tmp")
     try:

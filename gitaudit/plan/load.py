@@ -12,9 +12,10 @@ import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from importlib import resources
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import jsonschema
+if TYPE_CHECKING:
+    import jsonschema
 
 from gitaudit.plan.durations import parse_duration
 from gitaudit.plan.model import (
@@ -43,7 +44,10 @@ def schema() -> dict[str, Any]:
 
 
 @cache
-def _validator() -> jsonschema.Draft202012Validator:
+def _validator() -> Any:
+    """The pure-Python validator, imported only to explain an invalid plan (it is slow to load)."""
+    import jsonschema
+
     return jsonschema.Draft202012Validator(schema())
 
 

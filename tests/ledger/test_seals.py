@@ -359,10 +359,36 @@ def test_malformed_seal_json_and_mismatched_sealed_copy(
     )
     trusted.git.references.create(PLANS_REF, edited, force=True)
     (trusted.gitdir / "gitaudit" / "watermarks.json").unlink()
-    from gitaudit.ledger.seals import sealed_contract
+    # even signed by a trusted sealer, a sealed copy that contradicts its record is refused
+    with pytest.raises(TrustError, match="does not match its seal record"):
+        read_state(trusted)
 
-    with pytest.raises(SealError, match="does not match its seal record"):
-        sealed_contract(read_state(trusted), "default")
+
+def test_a_seal_changed_without_a_new_version_is_refused(
+    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo
+) -> None:
+    seal(trusted, sealer)
+    tip = read_ref(trusted.git, PLANS_REF)
+    assert tip is not None
+    plan = two_step_plan()
+    plan["steps"][1]["verify"] = [{"type": "run", "argv": ["true", "weaker"]}]
+    from gitaudit.plan.catalog import check_file
+    from gitaudit.plan.store import PlanFile
+
+    data = json.dumps(plan).encode()
+    checked = check_file(PlanFile("default", "x", data), environment=False)
+    record = json.loads(trusted.git[tip].tree["seals/default.json"].data)  # type: ignore[union-attr,index]
+    record["contract_digest"] = checked.digest
+    forged = _forge(
+        trusted,
+        sealer,
+        tip,
+        tip,
+        {"plans/default.json": data, "seals/default.json": json.dumps(record).encode()},
+    )
+    trusted.git.references.create(PLANS_REF, forged, force=True)
+    with pytest.raises(TrustError, match="without a new version"):
+        read_state(trusted)
 
 
 def test_concurrent_seals_never_lose_a_version(repo: GitRepo, tmp_path: Path) -> None:

@@ -1,0 +1,39 @@
+"""The read-only hot commands (status, verify) as plain functions returning an exit code.
+
+They are called by the typer commands and by :mod:`gitaudit.cli.fast`, which answers them
+without importing typer (the gate runs in hooks and CI loops, where start-up time matters).
+"""
+
+from __future__ import annotations
+
+from gitaudit.cli.output import emit_json, say
+from gitaudit.repo import open_repo
+
+
+def status(rev: str | None, plan: str | None, as_json: bool) -> int:
+    from gitaudit.gate import assess, render_gate
+
+    result = assess(open_repo(), rev, plan=plan)
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        for line in render_gate(result):
+            say(line)
+    return result.exit_code
+
+
+def verify(as_json: bool) -> int:
+    from gitaudit.verify import verify_all
+
+    report = verify_all(open_repo())
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        total = sum(report.verified.values())
+        verdict = "PASS" if report.ok else "FAIL"
+        say(f"{verdict}: verified {total} new commit(s) in {report.seconds:.2f}s")
+        for ref, n in sorted(report.verified.items()):
+            say(f"  {ref}: {n} new")
+        for problem in report.problems:
+            say(f"  problem: {problem}")
+    return 0 if report.ok else 1
