@@ -10,10 +10,11 @@ same checks against the same bytes.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
+import posixpath
 import re
-from collections.abc import Iterable
-from functools import cache
+from functools import lru_cache
 
 import pygit2
 
@@ -22,34 +23,36 @@ from gitaudit.plan.graph import topological_order
 from gitaudit.plan.model import Plan, StepId
 
 
-@cache
-def _compile(pattern: str) -> re.Pattern[str]:
-    """Glob -> regex: ``**`` spans folders, ``*`` and ``?`` stay inside one; a plain folder name
-    matches everything below it."""
-    pattern = pattern.strip("/")
-    out = ""
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out += "(?:.*/)?"
-            i += 3
-        elif pattern.startswith("**", i):
-            out += ".*"
-            i += 2
-        elif pattern[i] == "*":
-            out += "[^/]*"
-            i += 1
-        elif pattern[i] == "?":
-            out += "[^/]"
-            i += 1
-        else:
-            out += re.escape(pattern[i])
-            i += 1
-    return re.compile(f"{out}(?:/.*)?")
+def _normalise_path(path: str) -> str:
+    return posixpath.normpath(path) if path else path
 
 
-def matches(pattern: str, path: str) -> bool:
-    return _compile(pattern).fullmatch(path) is not None
+@lru_cache(maxsize=1024)
+def _input_regex(pattern: str) -> re.Pattern[str]:
+    parts = pattern.split("**/")
+    if len(parts) == 1:
+        return re.compile(fnmatch.translate(pattern))
+    # translate each piece separately and let every "**/" match zero or more directories
+    pieces = [_fnmatch_body(p) for p in parts]
+    return re.compile("(?s:" + "(?:.*/)?".join(pieces) + r")\Z")
+
+
+def _fnmatch_body(piece: str) -> str:
+    translated = fnmatch.translate(piece)
+    assert translated.startswith("(?s:") and translated.endswith(r")\Z")
+    return translated[4:-3]
+
+
+def matches_input(pattern: str, path: str) -> bool:
+    """Whether *path* matches an ``inputs`` *pattern* (both POSIX, relative to the root; a leading
+    ``./`` is ignored). Matching is :func:`fnmatch.fnmatchcase` (``*`` and ``?`` also match
+    ``/``); ``**/`` matches any depth including none (``src/**/x.py`` matches ``src/x.py``); a
+    pattern without wildcards also names everything below it (``docs`` matches ``docs/a.md``).
+    """
+    pattern, path = _normalise_path(pattern), _normalise_path(path)
+    if not any(ch in pattern for ch in "*?[") and path.startswith(pattern.rstrip("/") + "/"):
+        return True
+    return _input_regex(pattern).match(path) is not None
 
 
 def tree_files(repo: pygit2.Repository, tree_id: str) -> list[tuple[str, int, str]]:
@@ -84,7 +87,7 @@ def input_digests(repo: pygit2.Repository, plan: Plan, tree_id: str) -> dict[Ste
             if files is None:
                 files = sorted(tree_files(repo, tree_id))
             for path, mode, oid in files:
-                if any(matches(p, path) for p in step.inputs):
+                if any(matches_input(p, path) for p in step.inputs):
                     h.update(f"\n{mode:o} {path} {oid}".encode())
         else:
             h.update(f"\ntree {tree_id}".encode())
@@ -92,13 +95,3 @@ def input_digests(repo: pygit2.Repository, plan: Plan, tree_id: str) -> dict[Ste
             h.update(f"\ndep {dep} {digests.get(dep, '?')}".encode())
         digests[sid] = "sha256:" + h.hexdigest()
     return digests
-
-
-def steps_touching(plan: Plan, paths: Iterable[str]) -> set[StepId]:
-    """Steps whose inputs match any of *paths*, and every step without inputs."""
-    changed = list(paths)
-    return {
-        s.id
-        for s in plan.steps
-        if not s.inputs or any(matches(p, path) for p in s.inputs for path in changed)
-    }

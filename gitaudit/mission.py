@@ -57,16 +57,13 @@ non-negative (the schema enforces it); negative or NaN costs are planned as 0.
 
 from __future__ import annotations
 
-import fnmatch
 import heapq
 import math
-import posixpath
-import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Final
 
+from gitaudit.inputs import matches_input
 from gitaudit.plan.graph import optional_steps, topological_order
 from gitaudit.plan.model import Plan, Step, StepId
 
@@ -1112,37 +1109,6 @@ def impact(
     )
 
 
-def matches_input(pattern: str, path: str) -> bool:
-    """Whether a changed *path* matches an ``inputs`` *pattern*.
-
-    Both are POSIX paths relative to the repository root (a leading ``./`` is ignored).
-    Matching is :func:`fnmatch.fnmatchcase` (so ``*`` and ``?`` also match ``/``), and ``**``
-    matches any depth: ``**/`` may also match no directory at all, so ``src/**/x.py`` matches
-    ``src/x.py`` and ``src/a/b/x.py``.
-    """
-    return _input_regex(_normalise_path(pattern)).match(_normalise_path(path)) is not None
-
-
-def _normalise_path(path: str) -> str:
-    return posixpath.normpath(path) if path else path
-
-
-@lru_cache(maxsize=1024)
-def _input_regex(pattern: str) -> re.Pattern[str]:
-    parts = pattern.split("**/")
-    if len(parts) == 1:
-        return re.compile(fnmatch.translate(pattern))
-    # translate each piece separately and let every "**/" match zero or more directories
-    pieces = [_fnmatch_body(p) for p in parts]
-    return re.compile("(?s:" + "(?:.*/)?".join(pieces) + r")\Z")
-
-
-def _fnmatch_body(piece: str) -> str:
-    translated = fnmatch.translate(piece)
-    assert translated.startswith("(?s:") and translated.endswith(r")\Z")
-    return translated[4:-3]
-
-
 def steps_for_paths(plan: Plan, changed_paths: Iterable[str]) -> tuple[StepId, ...]:
     """Steps whose evidence a change to *changed_paths* touches, in topological order.
 
@@ -1173,3 +1139,23 @@ def impact_paths(
     """:func:`impact` of invalidating :func:`steps_for_paths` as stale (``refuted=False``)."""
     touched = steps_for_paths(plan, changed_paths)
     return impact(plan, states, touched, goal, refuted=False, max_work=max_work)
+
+
+def graph_states(plan: Plan, states: Mapping[StepId, str]) -> dict[StepId, str]:
+    """One display state per step for ``plan graph --status``: verified, ready, blocked, failed,
+    unknown or expired (exhausted steps show as failed, needing reconciliation as unknown)."""
+    f = frontier(plan, states)
+    out: dict[StepId, str] = {}
+    for sid in f.verified:
+        out[sid] = "verified"
+    for sid in (*f.ready, *f.retryable):
+        out[sid] = "ready"
+    for b in f.blocked:
+        out[b.step] = "blocked"
+    for sid in (*f.failed, *f.exhausted):
+        out[sid] = "failed"
+    for sid in f.needs_reconcile:
+        out[sid] = "unknown"
+    for sid in f.expired:
+        out[sid] = "expired"
+    return out

@@ -98,6 +98,27 @@ def judge(
     return ("UNKNOWN" if reasons else "PASS"), reasons
 
 
+def route_receipt(plan: Plan, statuses: Mapping[StepId, str]) -> dict[str, Any]:
+    """Which alternatives the run pursued: every OR clause with its alternatives' outcomes, the
+    selection rule, and the chosen (verified) set."""
+    clauses = []
+    for step in plan.steps:
+        for i, clause in enumerate(step.depends_on, start=1):
+            if not clause.is_any_of:
+                continue
+            outcomes = {alt: statuses.get(alt, "not-run") for alt in clause.alternatives}
+            selected = next((a for a, s in outcomes.items() if s in DONE_OK), None)
+            clauses.append(
+                {"step": step.id, "clause": i, "alternatives": outcomes, "selected": selected}
+            )
+    return {
+        "rule": "an any_of clause is satisfied by its first verified alternative in declaration "
+        "order; alternatives not selected are not required for PASS",
+        "clauses": clauses,
+        "chosen": sorted(sid for sid, s in statuses.items() if s in DONE_OK),
+    }
+
+
 def _summary_md(doc: Mapping[str, Any], plan: Plan) -> str:
     lines = [
         f"# audit({doc['plan']}): {doc['verdict']}",
@@ -286,6 +307,7 @@ def run_plan(
         "missing_tools": missing_tools,
         "purity": {"before": before.tree, "after": after.tree, "changed": list(changed)},
         "order": list(outcome.order),
+        "route": route_receipt(plan, statuses),
         "steps": steps_doc,
     }
     files = evidence_files(

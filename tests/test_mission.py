@@ -368,6 +368,8 @@ def test_cyclic_plan_terminates_and_ignores_back_edges() -> None:
         ("./out/*.json", "out/model.json", True),
         ("VERSION", "VERSION", True),
         ("VERSION", "docs/VERSION", False),
+        ("docs", "docs/a/b.md", True),
+        ("docs", "docsx/a.md", False),
     ],
 )
 def test_matches_input(pattern: str, path: str, expected: bool) -> None:

@@ -11,7 +11,15 @@ from typing import Annotated
 import typer
 
 from gitaudit import __version__
-from gitaudit.cli import gate_cmds, keys_cmds, plan_cmds, run_cmds, setup_cmds, trust_cmds
+from gitaudit.cli import (
+    gate_cmds,
+    keys_cmds,
+    mission_cmds,
+    plan_cmds,
+    run_cmds,
+    setup_cmds,
+    trust_cmds,
+)
 from gitaudit.cli.common import CONTEXT, say
 
 app = typer.Typer(
@@ -30,6 +38,9 @@ app.command("log")(run_cmds.log_cmd)
 app.command("show")(run_cmds.show_cmd)
 app.command("reconcile")(run_cmds.reconcile_cmd)
 app.command("status")(gate_cmds.status_cmd)
+app.command("next")(mission_cmds.next_cmd)
+app.command("route")(mission_cmds.route_cmd)
+app.command("impact")(mission_cmds.impact_cmd)
 app.command("verify")(gate_cmds.verify_cmd)
 app.command("report")(gate_cmds.report_cmd)
 app.command("doctor")(setup_cmds.doctor_cmd)

@@ -21,7 +21,7 @@ from gitaudit.cli.common import (
 )
 from gitaudit.errors import ExitCode, UsageError
 from gitaudit.ledger.plansref import read_state, sealed_contract
-from gitaudit.ledger.seals import history, retire_plan, seal_plan
+from gitaudit.ledger.seals import history, migration, retire_plan, seal_plan
 from gitaudit.plan.catalog import CheckedPlan, check_file, check_worktree
 from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
@@ -181,16 +181,33 @@ GraphFormatOpt = Annotated[
 
 
 @app.command("graph")
-def graph_cmd(plan: PlanOpt = None, fmt: GraphFormatOpt = "mermaid") -> None:
+def graph_cmd(
+    plan: PlanOpt = None,
+    fmt: GraphFormatOpt = "mermaid",
+    status: Annotated[
+        bool,
+        typer.Option(
+            "--status",
+            help="Colour steps by state for this tree: verified, ready, blocked, failed, "
+            "unknown, expired.",
+        ),
+    ] = False,
+) -> None:
     """Draw the dependency graph (arrows run from prerequisite to dependant)."""
     if fmt not in ("mermaid", "dot", "text"):
         raise typer.BadParameter(
             f"unknown format {fmt!r}; use mermaid, dot or text", param_hint="--format"
         )
     fmt_lit: Literal["mermaid", "dot", "text"] = fmt  # type: ignore[assignment]
+    colours: dict[str, dict[str, str]] = {}
+    if status:
+        from gitaudit.cli.mission_cmds import plans_with_states
+        from gitaudit.mission import graph_states
+
+        colours = {m.name: graph_states(m, v.states) for m, v in plans_with_states(plan)}
     for c in check_worktree(repo_here().require_workdir(), plan):
         model = c.require_valid()
-        out = render(model, fmt_lit)
+        out = render(model, fmt_lit, colours.get(model.name))
         if fmt == "text":
             say(f"# {model.name}")
         say(out.rstrip("\n"))
@@ -247,12 +264,26 @@ def retire_cmd(
 def history_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
     """Every seal version: time, signer, reason, strengthened/weakened and digest."""
     entries = history(repo_here(), plan)
+    moves: dict[int, tuple[list[str], list[str]]] = {}
+    for i, e in enumerate(entries):
+        before = next((p for p in entries[i + 1 :] if p.record.plan == e.record.plan), None)
+        moves[i] = migration(e.record.plan, before.plan_data if before else None, e.plan_data)
     if as_json:
-        emit_json([{"commit": e.commit, "time": e.time, **e.record.to_json()} for e in entries])
+        emit_json(
+            [
+                {
+                    "commit": e.commit,
+                    "time": e.time,
+                    **e.record.to_json(),
+                    "migration": {"kept": moves[i][0], "reopened": moves[i][1]},
+                }
+                for i, e in enumerate(entries)
+            ]
+        )
         return
     if not entries:
         say("no seals yet (run `git audit plan seal`)")
-    for e in entries:
+    for i, e in enumerate(entries):
         r = e.record
         when = datetime.fromtimestamp(e.time, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
         flag = " WEAKENED" if r.weakened else ""
@@ -260,6 +291,10 @@ def history_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
         say(f"    {r.contract_digest}" + (f"  reason: {r.reason}" if r.reason else ""))
         for w in r.weakenings:
             say(f"    weakened: {w}")
+        kept, reopened = moves[i]
+        if r.version > 1 and (kept or reopened):
+            kept_text = ", ".join(kept) or "nothing"
+            say(f"    evidence kept for: {kept_text}; reopened: {', '.join(reopened) or 'nothing'}")
 
 
 def _contract_at(repo: Repo, name: str, version: str) -> tuple[str, dict[str, Any]]:

@@ -27,9 +27,11 @@ from gitaudit.ledger.plansref import (
 )
 from gitaudit.ledger.refs import PLANS_REF, read_ref
 from gitaudit.ledger.trust import POLICY_PATH, Policy, Role, TrustSet
-from gitaudit.plan.catalog import CheckedPlan
+from gitaudit.plan.catalog import CheckedPlan, check_file
 from gitaudit.plan.compare import Comparison, compare
-from gitaudit.plan.digest import contract
+from gitaudit.plan.digest import contract, step_digest
+from gitaudit.plan.graph import topological_order
+from gitaudit.plan.store import PlanFile
 from gitaudit.repo import Repo
 
 
@@ -351,3 +353,27 @@ def history(repo: Repo, name: str | None = None) -> list[HistoryEntry]:
             )
     out.reverse()
     return out
+
+
+def migration(
+    name: str, previous: bytes | None, current: bytes | None
+) -> tuple[list[str], list[str]]:
+    """What a reseal keeps and what it reopens (versioned proofs): a step's evidence carries
+    over when its step contract and those of everything it depends on are unchanged."""
+    if current is None:
+        return [], []
+    new = check_file(PlanFile(name, "new", current), environment=False).plan
+    old = check_file(PlanFile(name, "old", previous), environment=False).plan if previous else None
+    if new is None:
+        return [], []
+    old_digests = {s.id: step_digest(old, s) for s in old.steps} if old is not None else {}
+    kept: set[str] = set()
+    for sid in topological_order(new):
+        step = new.step(sid)
+        assert step is not None
+        if old_digests.get(sid) == step_digest(new, step) and all(
+            d in kept for d in step.dependency_ids()
+        ):
+            kept.add(sid)
+    order = topological_order(new)
+    return [s for s in order if s in kept], [s for s in order if s not in kept]

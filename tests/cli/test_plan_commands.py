@@ -23,12 +23,22 @@ def test_init_onboards_once_and_never_overwrites(repo: GitRepo) -> None:
     plan = repo.path / ".gitaudit/plans/default.json"
     assert plan.is_file()
     assert audit(repo.path, "plan", "validate").code == 0
-    for line in ("plan: created", "key: generated", "trust: initialised", "hooks: pre-push: installed"):
+    for line in (
+        "plan: created",
+        "key: generated",
+        "trust: initialised",
+        "hooks: pre-push: installed",
+    ):
         assert line in first.out
     plan.write_text(plan.read_text().replace("Describe in one line", "Mine"))
     again = audit(repo.path, "init")
     assert again.code == 0
-    for line in ("plan: found default (template skipped)", "(skipped generating one)", "trust: refs/audit/plans exists (skipped)", "pre-push: current"):
+    for line in (
+        "plan: found default (template skipped)",
+        "(skipped generating one)",
+        "trust: refs/audit/plans exists (skipped)",
+        "pre-push: current",
+    ):
         assert line in again.out
     assert "Mine" in plan.read_text()
 

@@ -274,17 +274,43 @@ def test_runs_from_two_machines_are_replayed_not_lost(setup: Setup, tmp_path) ->
     run_pass(setup)
     assert setup.audit_push().returncode == 0
     other = tmp_path / "other"
-    subprocess.run(["git", "clone", "-q", str(setup.server), str(other)], check=True, env=setup.env())
-    subprocess.run(["git", "fetch", "-q", "origin", "refs/audit/*:refs/audit/*"], cwd=other, check=True, env=setup.env())
-    subprocess.run(["git", "config", "audit.rootKey", setup.client.git("config", "audit.rootKey").strip()], cwd=other, check=True)
+    subprocess.run(
+        ["git", "clone", "-q", str(setup.server), str(other)], check=True, env=setup.env()
+    )
+    subprocess.run(
+        ["git", "fetch", "-q", "origin", "refs/audit/*:refs/audit/*"],
+        cwd=other,
+        check=True,
+        env=setup.env(),
+    )
+    subprocess.run(
+        ["git", "config", "audit.rootKey", setup.client.git("config", "audit.rootKey").strip()],
+        cwd=other,
+        check=True,
+    )
     assert audit(other, "run").code == 0  # same key (same HOME), another machine's ledger
-    assert subprocess.run([sys.executable, "-m", "gitaudit", "push"], cwd=other, env=setup.env(), capture_output=True, check=False).returncode == 0
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "gitaudit", "push"],
+            cwd=other,
+            env=setup.env(),
+            capture_output=True,
+            check=False,
+        ).returncode
+        == 0
+    )
     setup.client.write("more.txt", "more\n")
     setup.client.commit("more")
     run_pass(setup)
     pushed = setup.audit_push()
     assert pushed.returncode == 0, pushed.stdout + pushed.stderr
     assert "refs/audit/runs/default: rebased 1" in pushed.stdout
-    count = subprocess.run(["git", "rev-list", "--count", "refs/audit/runs/default"], cwd=setup.server, capture_output=True, text=True, check=True).stdout.strip()
+    count = subprocess.run(
+        ["git", "rev-list", "--count", "refs/audit/runs/default"],
+        cwd=setup.server,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert count == "3"
     assert audit(setup.server, "status", "main").code == 0

@@ -1,0 +1,199 @@
+"""Mission control: `git audit next`, `route` and `impact` (see gitaudit/mission.py)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from gitaudit.cli.common import JsonOpt, PlanOpt, emit_json, repo_here, say
+from gitaudit.errors import UsageError
+from gitaudit.gate import PlanVerdict, assess
+from gitaudit.mission import (
+    completion_ratio,
+    frontier,
+    impact,
+    impact_paths,
+    route_search,
+)
+from gitaudit.plan.catalog import check_worktree
+from gitaudit.plan.model import Plan
+
+
+def plans_with_states(name: str | None) -> list[tuple[Plan, PlanVerdict]]:
+    """Every selected plan of the work tree with the gate's view of its steps."""
+    repo = repo_here()
+    result = assess(repo, None, plan=name)
+    by_name = {p.name: p for p in result.plans}
+    out = []
+    for checked in check_worktree(repo.require_workdir(), name):
+        plan = checked.require_valid()
+        verdict = by_name.get(plan.name)
+        if verdict is None:
+            continue
+        if not verdict.states:
+            reason = verdict.reasons[0].message if verdict.reasons else "not judged"
+            raise UsageError(
+                f"plan {plan.name!r}: {reason}",
+                hint=verdict.reasons[0].hint if verdict.reasons else None,
+            )
+        out.append((plan, verdict))
+    return out
+
+
+def next_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
+    """The verified frontier: steps that may start now (every AND clause has a verified
+    alternative), then the blocked steps with exactly which clause blocks each."""
+    docs = []
+    for model, verdict in plans_with_states(plan):
+        f = frontier(model, verdict.states)
+        doc: dict[str, Any] = {
+            "plan": model.name,
+            "ready": list(f.ready),
+            "retryable": list(f.retryable),
+            "needs_reconcile": list(f.needs_reconcile),
+            "exhausted": list(f.exhausted),
+            "expired": list(f.expired),
+            "blocked": [
+                {"step": b.step, "state": b.state, "needs": [str(n) for n in b.needs]}
+                for b in f.blocked
+            ],
+            "verified": list(f.verified),
+        }
+        docs.append(doc)
+        if as_json:
+            continue
+        say(f"{model.name}: {len(f.verified)}/{len(model.steps)} verified")
+        for sid in f.ready:
+            step = model.step(sid)
+            say(f"  ready     {sid}" + (f": {step.title}" if step and step.title else ""))
+        for sid in f.retryable:
+            say(f"  retry     {sid} (failed before; attempts remain)")
+        for sid in f.needs_reconcile:
+            say(
+                f"  reconcile {sid}: `git audit reconcile {sid} --plan {model.name} "
+                "--observed pass|fail` or `--readback`"
+            )
+        for sid in f.exhausted:
+            say(f"  exhausted {sid}: reseal or `git audit run {sid} --plan {model.name} --force`")
+        for b in f.blocked:
+            say(f"  blocked   {b.step}: " + "; ".join(str(n) for n in b.needs))
+    if as_json:
+        emit_json({"plans": docs})
+
+
+def route_cmd(
+    plan: PlanOpt = None,
+    goal: Annotated[
+        str | None,
+        typer.Option(
+            "--goal", "-g", help="A step (default: everything needed to cover the requirements)."
+        ),
+    ] = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="List the non-dominated routes, not only the cheapest.")
+    ] = False,
+    limit: Annotated[
+        int, typer.Option("--limit", help="At most this many routes with --all.", min=1)
+    ] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """The cheapest remaining way to the goal: non-dominated solution subgraphs, cheapest first
+    by summed cost (verified steps cost 0; failed, unknown and exhausted steps are unusable),
+    with the plain completion ratio beside it (which can mislead)."""
+    docs = []
+    for model, verdict in plans_with_states(plan):
+        if goal is not None and model.step(goal) is None:
+            raise UsageError(f"plan {model.name!r} has no step {goal!r}")
+        search = route_search(model, verdict.states, goal, limit if show_all else 1)
+        ratio = completion_ratio(model, verdict.states)
+        routes = [{"cost": r.cost, "steps": list(r.steps)} for r in search.routes]
+        docs.append(
+            {
+                "plan": model.name,
+                "goal": goal,
+                "completion_ratio": ratio,
+                "viable": bool(routes),
+                "exact": search.exact,
+                "complete": search.complete,
+                "routes": routes,
+            }
+        )
+        if as_json:
+            continue
+        target = f"step {goal}" if goal else "the requirements"
+        if not routes:
+            say(
+                f"{model.name}: {target} cannot be reached any more ({ratio:.0%} of steps verified)"
+            )
+            continue
+        best = search.routes[0]
+        say(
+            f"{model.name}: cheapest remaining cost {best.cost:g} to {target} "
+            f"over {{{', '.join(best.steps)}}}"
+            f" — completion ratio {ratio:.0%}"
+            + ("" if search.exact else " (best found, not proven cheapest)")
+        )
+        for r in search.routes[1:]:
+            say(f"  or cost {r.cost:g} over {{{', '.join(r.steps)}}}")
+    if as_json:
+        emit_json({"plans": docs})
+
+
+def impact_cmd(
+    steps: Annotated[
+        list[str] | None, typer.Argument(help="Steps whose evidence would be invalidated.")
+    ] = None,
+    paths: Annotated[
+        list[str] | None, typer.Option("--paths", help="Changed paths (repeatable).")
+    ] = None,
+    stale: Annotated[
+        bool,
+        typer.Option(
+            "--stale",
+            help="Treat the named steps' evidence as stale (they may be re-run), not as refuted.",
+        ),
+    ] = False,
+    plan: PlanOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The repair cone: if these steps' evidence were invalidated (or these paths changed), which
+    verified steps reopen, which pending steps become impossible, and whether the goal survives.
+
+    Named steps are treated as refuted (their claim was false: they cannot simply be re-run);
+    with --stale, or for --paths, the evidence is only out of date and the steps may run again."""
+    if bool(steps) == bool(paths):
+        raise UsageError("name steps, or give --paths, not both")
+    docs = []
+    for model, verdict in plans_with_states(plan):
+        if steps:
+            missing = [s for s in steps if model.step(s) is None]
+            if missing:
+                raise UsageError(f"plan {model.name!r} has no step {', '.join(missing)}")
+            result = impact(model, verdict.states, set(steps), refuted=not stale)
+        else:
+            result = impact_paths(model, paths or [], verdict.states)
+        docs.append(
+            {
+                "plan": model.name,
+                "invalidated": list(result.invalidated),
+                "reopened": list(result.reopened),
+                "impossible": list(result.impossible),
+                "goal_viable": result.goal_viable,
+                "cheapest_cost_before": result.cheapest_cost_before,
+                "cheapest_cost_after": result.cheapest_cost_after,
+            }
+        )
+        if as_json:
+            continue
+        say(f"{model.name}: invalidating {', '.join(result.invalidated) or 'nothing'}")
+        say(f"  reopens:    {', '.join(result.reopened) or 'nothing'}")
+        say(f"  impossible: {', '.join(result.impossible) or 'nothing'}")
+        after = (
+            ""
+            if result.cheapest_cost_after is None
+            else f" (cheapest remaining cost {result.cheapest_cost_after:g})"
+        )
+        say(f"  goal:       {'still viable' + after if result.goal_viable else 'NOT viable'}")
+    if as_json:
+        emit_json({"plans": docs})
