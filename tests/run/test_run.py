@@ -325,3 +325,31 @@ def test_log_and_show(repo: GitRepo, sealed: Sealer) -> None:
     assert "hello" in step.out
     record = read_run(pygit2.Repository(str(repo.path)), tip(repo))
     assert record.verdict == "PASS"
+
+
+def test_a_terminal_gets_the_live_progress_table(repo: GitRepo, sealed: Sealer) -> None:
+    """On a TTY the run shows a live rich table; piped output gets plain lines (tested above)."""
+    import pty
+
+    sealed(make_plan(run_step("a", "true"), run_step("b", "true")))
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the real CLI on a pseudo-terminal
+        os.chdir(repo.path)
+        os.environ["COLUMNS"] = "100"
+        os.execv(sys.executable, [sys.executable, "-m", "gitaudit", "run"])
+    chunks = []
+    while True:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    _, status = os.waitpid(pid, 0)
+    out = b"".join(chunks).decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, out
+    assert "\x1b[?25l" in out  # rich's live display hides the cursor while it redraws
+    assert "git audit run --plan" in out  # the table title
+    assert "│" in out and "passed" in out and "seconds" in out
+    assert "default: PASS — 2/2 steps verified" in out
