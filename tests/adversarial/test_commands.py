@@ -1,0 +1,127 @@
+"""Attacks through the commands a plan runs: parsing, environment, processes, output."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from gitaudit.ledger.refs import runs_ref
+from tests.adversarial.conftest import World, assert_plan, check, plan, step
+
+RUNS = runs_ref("default")
+
+
+def _result(world: World, path: str) -> dict[str, object]:
+    tip = world.ref(RUNS)
+    assert tip is not None
+    doc: dict[str, object] = json.loads(world.run_files(tip)[path])
+    return doc
+
+
+def test_attack_commands_shell_metacharacters_without_shell(world: World) -> None:
+    """`"cmd": "echo pwned; touch pwned"` without `shell: true` is split like a shell would split
+    words, but `;` is a plain argument: nothing named pwned is created."""
+    world.seal(plan(step("unit", {"type": "run", "cmd": "echo pwned; touch pwned"})))
+    recorded = world.run()
+    assert recorded.verdict == "PASS"
+    assert not (world.path / "pwned").exists()
+    assert world.run_files(recorded.commit)["steps/unit/checks/0/stdout"] == b"pwned; touch pwned\n"
+    result = _result(world, "steps/unit/checks/0/result.json")
+    assert result["argv"] == ["echo", "pwned;", "touch", "pwned"]
+
+
+def test_attack_commands_argument_injection_is_passed_as_is(world: World) -> None:
+    """Arguments that look like options, substitutions or globs reach the program unchanged."""
+    args = ["--version", "-rf", "$(touch owned)", "`touch owned`", "*", "--", "a b"]
+    world.seal(plan(step("unit", check("printf", "%s|", *args))))
+    recorded = world.run()
+    assert recorded.verdict == "PASS"
+    stdout = world.run_files(recorded.commit)["steps/unit/checks/0/stdout"]
+    assert stdout.decode() == "".join(f"{a}|" for a in args)
+    assert not (world.path / "owned").exists()
+
+
+def test_attack_commands_gitaudit_environment_not_visible(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gitaudit's own repository and signing variables are not passed on to checks (a check that
+    saw GITAUDIT_SIGNING_KEY or SSH_AUTH_SOCK could sign evidence of its own)."""
+    world.seal(plan(step("unit", check("env"))))
+    secrets = {
+        "GIT_DIR": str(world.path / ".git"),
+        "GIT_INDEX_FILE": str(world.path / ".git" / "index"),
+        "GIT_WORK_TREE": str(world.path),
+        "GITAUDIT_SIGNING_KEY": str(world.keys["ci"]),
+        "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",
+    }
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ADVERSARIAL_CANARY", "passed-through")
+    recorded = world.run()
+    assert recorded.verdict == "PASS"
+    env = world.run_files(recorded.commit)["steps/unit/checks/0/stdout"].decode()
+    names = {line.split("=", 1)[0] for line in env.splitlines()}
+    assert "ADVERSARIAL_CANARY" in names  # the environment is inherited otherwise
+    assert not names & set(secrets), names & set(secrets)
+
+
+def test_attack_commands_check_kills_its_parent(world: World) -> None:
+    """`kill -9 $PPID` from a check kills the `git audit run` process itself: nothing is recorded
+    (no half-written evidence, no lock left), and the tree stays UNKNOWN."""
+    world.seal(plan(step("unit", check("sh", "-c", "kill -9 $PPID; sleep 5"))))
+    result = world.cli("run", "--key", str(world.keys["ci"]))
+    assert result.code == -9, (result.code, result.out, result.err)
+    assert world.ref(RUNS) is None
+    assert not list((world.path / ".git").rglob("*.lock"))
+    assert_plan(world.gate(), "evidence.missing", "UNKNOWN")
+
+
+def _sleepers(marker: bytes) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(int(pid))
+    return found
+
+
+def test_attack_commands_fork_bomb_contained_by_the_timeout(world: World) -> None:
+    """A (paced) fork bomb: background sleepers forever. The timeout kills the whole process
+    group: the step is unknown (never PASS) and no sleeper survives the run."""
+    marker = "61.2345"
+    bomb = f"while :; do sleep {marker} & sleep 0.01; done"
+    world.seal(plan(step("unit", check("sh", "-c", bomb, timeout=2))))
+    recorded = world.run()
+    assert recorded.verdict == "UNKNOWN"
+    entry = recorded.doc["steps"]["unit"]
+    assert entry["status"] == "unknown" and entry["checks"][0]["timed_out"] is True
+    deadline = time.monotonic() + 5
+    while _sleepers(f"sleep\0{marker}".encode()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _sleepers(f"sleep\0{marker}".encode()) == []
+    judged = assert_plan(world.gate(), "step.unknown", "UNKNOWN")
+    assert judged.reasons[0].step == "unit"
+
+
+def test_attack_commands_huge_output_is_bounded(world: World) -> None:
+    """3 MB of output with max_output_bytes 1000: the first 1000 bytes are kept, the rest is
+    counted and the truncation recorded."""
+    flood = "head -c 3000000 /dev/zero | tr '\\0' x"
+    world.seal(plan(step("unit", check("sh", "-c", flood, max_output_bytes=1000))))
+    recorded = world.run()
+    assert recorded.verdict == "PASS"
+    files = world.run_files(recorded.commit)
+    assert files["steps/unit/checks/0/stdout"] == b"x" * 1000
+    result = _result(world, "steps/unit/checks/0/result.json")
+    assert result["stdout_bytes"] == 3_000_000 and result["stdout_truncated"] is True
+    assert sum(len(v) for v in files.values()) < 50_000
+    assert world.gate().verdict == "PASS"

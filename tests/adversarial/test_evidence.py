@@ -1,0 +1,568 @@
+"""Attacks on the evidence: run commits on refs/audit/runs/<plan>."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitaudit.errors import RunError, TrustError
+from gitaudit.ledger import watermark
+from gitaudit.ledger.objects import dumps, write_tree
+from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.refs import PLANS_REF, runs_ref
+from gitaudit.ledger.seals import seal_plan, trust_init, trust_remove
+from gitaudit.plan.catalog import check_worktree
+from gitaudit.record import run_plan
+from gitaudit.repo import open_repo
+from gitaudit.verify import verify_all
+from tests.adversarial.conftest import (
+    STRICT,
+    World,
+    assert_plan,
+    check,
+    only,
+    plan,
+    step,
+)
+from tests.gitrepo import GitRepo
+
+RUNS = runs_ref("default")
+
+
+def flagged(flag: Path, **unit: Any) -> dict[str, Any]:
+    """`unit` passes while *flag* (outside the repository) does not exist; `lint` always."""
+    return plan(step("unit", check("test", "!", "-e", str(flag)), **unit), step("lint"))
+
+
+def make_pass(doc: dict[str, Any]) -> None:
+    """What a forger writes: every step passed, verdict PASS."""
+    doc["verdict"], doc["reasons"] = "PASS", []
+    for entry in doc["steps"].values():
+        entry["status"], entry["reason"] = "passed", ""
+
+
+@pytest.fixture
+def failing(world: World, tmp_path: Path) -> tuple[World, str, Path]:
+    """`flagged` sealed; a genuine PASS run, then the flag appears and a genuine FAIL run for the
+    same tree. Returns the world, the PASS run and the flag."""
+    flag = tmp_path / "flag"
+    world.seal(flagged(flag))
+    passed = world.run()
+    assert passed.verdict == "PASS"
+    flag.write_text("the unit tests fail now\n")
+    failed = world.run()
+    assert failed.verdict == "FAIL" and failed.tree == passed.tree
+    assert_plan(world.gate(), "step.failed", "FAIL")
+    return world, passed.commit, flag
+
+
+def _sig_block(raw: bytes) -> bytes:
+    """The ``gpgsig`` header (with its continuation lines) of a raw commit."""
+    start = raw.index(b"\ngpgsig ") + 1
+    end = start
+    while True:
+        end = raw.index(b"\n", end) + 1
+        if not raw[end:].startswith(b" "):
+            return raw[start:end]
+
+
+def _caught_in_place_and_in_a_fresh_clone(world: World) -> None:
+    """The edited commit replaced the tip the last status verified: a rewrite of the ledger. In
+    a fresh clone (no high-water mark) the stale signature gives it away."""
+    judged = assert_plan(world.gate(), "evidence.ledger", "FAIL")
+    assert "moved backwards or was rewritten" in judged.reasons[0].message
+    (world.handle().state_dir / "watermarks.json").unlink()
+    judged = assert_plan(world.gate(), "evidence.untrusted", "FAIL")
+    assert "signature" in judged.reasons[0].message
+
+
+# ---------------------------------------------------------------------------------- content
+
+
+def test_attack_evidence_run_json_edited(failing: tuple[World, str, Path]) -> None:
+    """The FAIL run's run.json is edited to PASS; the commit keeps ci's (now stale) signature."""
+    world, _, _ = failing
+    tip = world.ref(RUNS)
+    assert tip is not None
+    files = world.run_files(tip)
+    doc = json.loads(files["run.json"])
+    make_pass(doc)
+    files["run.json"] = dumps(doc)
+    git = world.handle().git
+    new_tree = str(write_tree(git, files)).encode()
+    old_tree = str(git[tip].tree_id).encode()  # type: ignore[attr-defined]
+    world.rewrite_raw(tip, lambda raw: raw.replace(b"tree " + old_tree, b"tree " + new_tree, 1))
+    _caught_in_place_and_in_a_fresh_clone(world)
+
+
+def test_attack_evidence_stdout_blob_edited(proven: World) -> None:
+    """Only a captured stdout blob is changed (the gate never reads it, but it is evidence)."""
+    tip = proven.ref(RUNS)
+    assert tip is not None
+    files = proven.run_files(tip)
+    files["steps/unit/checks/0/stdout"] = b"1500 passed, 0 failed\n"
+    git = proven.handle().git
+    new_tree = str(write_tree(git, files)).encode()
+    old_tree = str(git[tip].tree_id).encode()  # type: ignore[attr-defined]
+    proven.rewrite_raw(tip, lambda raw: raw.replace(b"tree " + old_tree, b"tree " + new_tree, 1))
+    _caught_in_place_and_in_a_fresh_clone(proven)
+
+
+def test_attack_evidence_verdict_field_lies(failing: tuple[World, str, Path]) -> None:
+    """Even a trusted runner's run.json saying PASS does not hide a failed step: the gate judges
+    the steps, not the verdict field."""
+    world, _, _ = failing
+    tip = world.ref(RUNS)
+    assert tip is not None
+
+    def lie(doc: dict[str, Any]) -> None:
+        doc["verdict"], doc["reasons"] = "PASS", []
+
+    world.forge_run(tip, edit=lie, signer=world.ci)
+    assert_plan(world.gate(), "step.failed", "FAIL")
+
+
+def test_attack_evidence_step_entry_dropped(failing: tuple[World, str, Path]) -> None:
+    """A (runner-signed) run.json that simply omits the failing step."""
+    world, _, _ = failing
+    tip = world.ref(RUNS)
+    assert tip is not None
+
+    def drop(doc: dict[str, Any]) -> None:
+        make_pass(doc)
+        del doc["steps"]["unit"]
+
+    world.forge_run(tip, edit=drop, signer=world.ci)
+    judged = assert_plan(world.gate(), "evidence.incomplete", "FAIL")
+    assert judged.reasons[0].step == "unit"
+
+
+# ------------------------------------------------------------------------ tree, contract, plan
+
+
+def test_attack_evidence_replayed_for_another_tree_resigned(proven: World) -> None:
+    """The PASS evidence of the old tree, re-labelled for the new tree and re-signed by mallory."""
+    base = proven.ref(RUNS)
+    assert base is not None
+    proven.repo.write("src.py", "broken = True\n")
+    proven.repo.commit("untested change")
+    tree = proven.repo.head_tree()
+
+    def relabel(doc: dict[str, Any]) -> None:
+        doc["tree"] = doc["purity"]["before"] = doc["purity"]["after"] = tree
+
+    proven.forge_run(base, edit=relabel, signer=proven.mallory)
+    assert_plan(proven.gate(), "evidence.untrusted", "FAIL")
+
+
+def test_attack_evidence_genuine_run_for_another_tree(proven: World) -> None:
+    """Genuine evidence for tree A is no evidence for tree B."""
+    proven.repo.write("src.py", "broken = True\n")
+    proven.repo.commit("untested change")
+    judged = assert_plan(proven.gate(), "evidence.missing", "UNKNOWN")
+    assert proven.repo.head_tree()[:12] in judged.reasons[0].message
+    assert proven.gate("HEAD~1").verdict == "PASS"
+    status = proven.cli("status")
+    assert status.code == 3 and "UNKNOWN" in status.out, status.out + status.err
+
+
+def test_attack_evidence_replayed_for_another_contract(world: World) -> None:
+    """The one way one tree meets two contracts: a plan file kept out of the fingerprint by
+    .gitignore. Evidence made under the weak seal v1 does not count once v2 strengthens it."""
+    world.repo.write(".gitignore", ".gitaudit/\n")
+    world.repo.commit("ignore the plans")
+    world.seal(plan(step("unit")), commit=False)
+    assert world.run().verdict == "PASS"
+    assert world.gate(None).verdict == "PASS"
+    world.seal(STRICT, commit=False, reason="add lint")
+    assert_plan(world.gate(None), "evidence.stale-contract", "UNKNOWN")
+    # judged by commit, the ignored plan is simply not in the tree
+    assert_plan(world.gate("HEAD"), "plan.missing", "FAIL")
+
+
+def test_attack_evidence_replayed_for_another_plan(world: World) -> None:
+    """Plans a and b have identical contracts; a's run commit is put on refs/audit/runs/b."""
+    world.seal(STRICT, "a")
+    world.seal(STRICT, "b")
+    assert world.run("a").verdict == "PASS"
+    world.set_ref(runs_ref("b"), world.ref(runs_ref("a")))  # type: ignore[arg-type]
+    result = world.gate()
+    assert only(result, "a").verdict == "PASS"
+    judged = assert_plan(result, "evidence.replayed", "FAIL", name="b")
+    assert "evidence for plan 'a', not 'b'" in judged.reasons[0].message
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: another plan's run commits on refs/audit/runs/b are reported as "
+    "evidence.stale-contract (UNKNOWN), not as tampering (evidence.replayed, FAIL): the stale "
+    "lookup in gate._evidence_reasons never looks at run.json's plan",
+)
+def test_attack_evidence_replayed_for_another_plan_with_another_contract(world: World) -> None:
+    """Plans a (strict) and b (weak); a's ledger is copied onto refs/audit/runs/b."""
+    world.seal(STRICT, "a")
+    world.seal(plan(step("unit")), "b")
+    assert world.run("a").verdict == "PASS"
+    world.set_ref(runs_ref("b"), world.ref(runs_ref("a")))  # type: ignore[arg-type]
+    assert_plan(world.gate(), "evidence.replayed", "FAIL", name="b")
+
+
+# ------------------------------------------------------------------------------ signatures
+
+
+def test_attack_evidence_signed_by_a_sealer_only_key(proven: World) -> None:
+    """alice may seal but is not a runner (trust init --no-runner): her run is refused up front,
+    and a run commit she signs by hand does not count."""
+    with pytest.raises(TrustError, match="is not a runner"):
+        run_plan(proven.handle(), "default", proven.alice)
+    tip = proven.ref(RUNS)
+    assert tip is not None
+    proven.forge_run(tip, signer=proven.alice)
+    judged = assert_plan(proven.gate(), "evidence.untrusted", "FAIL")
+    assert "runner" in judged.reasons[0].hint
+
+
+def test_attack_evidence_signed_by_a_removed_key(proven: World) -> None:
+    """ci's key is removed from the trust set (say it leaked): its old evidence stops counting."""
+    trust_remove(proven.handle(), proven.alice, "ci")
+    assert_plan(proven.gate(), "evidence.untrusted", "FAIL")
+
+
+def test_attack_evidence_unsigned_run_commit(failing: tuple[World, str, Path]) -> None:
+    """A plain unsigned commit claiming PASS on top of the ledger."""
+    world, _, _ = failing
+    tip = world.ref(RUNS)
+    assert tip is not None
+    world.forge_run(tip, edit=make_pass, signer=None)
+    judged = assert_plan(world.gate(), "evidence.untrusted", "FAIL")
+    assert "is not signed" in judged.reasons[0].message
+
+
+def test_attack_evidence_two_signatures(failing: tuple[World, str, Path]) -> None:
+    """mallory signs a PASS forgery and adds ci's genuine signature block as a second header,
+    hoping a verifier accepts 'any one trusted signature'."""
+    world, _, _ = failing
+    tip = world.ref(RUNS)
+    assert tip is not None
+    git = world.handle().git
+    _kind, genuine = git.odb.read(git.revparse_single(tip).id)
+    forged = world.forge_run(tip, edit=make_pass, signer=world.mallory, move=False)
+    extra = _sig_block(genuine)
+
+    def add_second(raw: bytes) -> bytes:
+        block = _sig_block(raw)
+        return raw.replace(block, block + extra, 1)
+
+    world.rewrite_raw(str(forged), add_second)
+    judged = assert_plan(world.gate(), "evidence.untrusted", "FAIL")
+    assert "2 gpgsig headers" in judged.reasons[0].message
+
+
+def test_attack_evidence_forged_with_git_hash_object(failing: tuple[World, str, Path]) -> None:
+    """A commit typed by hand and written with `git hash-object -t commit -w`, carrying a
+    well-formed but meaningless SSH signature."""
+    world, _, _ = failing
+    tip = world.ref(RUNS)
+    assert tip is not None
+    files = world.run_files(tip)
+    doc = json.loads(files["run.json"])
+    make_pass(doc)
+    files["run.json"] = dumps(doc)
+    tree = write_tree(world.handle().git, files)
+    text = (
+        f"tree {tree}\nparent {tip}\n"
+        "author ci <ci@example.test> 1790000000 +0000\n"
+        "committer ci <ci@example.test> 1790000000 +0000\n"
+        "gpgsig -----BEGIN SSH SIGNATURE-----\n"
+        " U1NIU0lHAAAAAQAAADMAAAALc3NoLWVkMjU1MTkAAAAg\n"
+        " -----END SSH SIGNATURE-----\n"
+        "\naudit(default): PASS\n"
+    )
+    oid = world.repo.git("hash-object", "-t", "commit", "-w", "--stdin", input=text.encode())
+    world.set_ref(RUNS, oid.strip())
+    assert_plan(world.gate(), "evidence.untrusted", "FAIL")
+
+
+def test_attack_evidence_foreign_commit_on_top_of_genuine_evidence(proven: World) -> None:
+    """mallory appends her own 'run' for a new tree on top of genuine evidence for the old tree:
+    the old tree's evidence is found, but the ledger tip is verified too."""
+    base = proven.ref(RUNS)
+    assert base is not None
+    proven.repo.write("src.py", "x = 1\n")
+    proven.repo.commit("new tree")
+    tree = proven.repo.head_tree()
+
+    def relabel(doc: dict[str, Any]) -> None:
+        doc["tree"] = tree
+
+    proven.forge_run(base, edit=relabel, signer=proven.mallory)
+    judged = assert_plan(proven.gate("HEAD~1"), "evidence.untrusted", "FAIL")
+    assert "ledger tip" in judged.reasons[0].message
+
+
+def test_attack_evidence_copied_from_another_repository(sealed: World, tmp_path: Path) -> None:
+    """A genuine PASS run for the very same tree and contract, made in a clone whose plans ref
+    has mallory as its root of trust, is fetched into refs/audit/runs/default."""
+    other = GitRepo(tmp_path / "other")
+    subprocess.run(
+        ["git", "clone", "-q", str(sealed.path), str(other.path)], check=True, capture_output=True
+    )
+    assert other.head_tree() == sealed.repo.head_tree()
+    handle = open_repo(other.path)
+    trust_init(handle, sealed.mallory, "mallory")
+    (checked,) = check_worktree(other.path, "default")
+    seal_plan(handle, sealed.mallory, checked)
+    assert run_plan(open_repo(other.path), "default", sealed.mallory).verdict == "PASS"
+    sealed.repo.git("fetch", "-q", str(other.path), f"+{RUNS}:{RUNS}")
+    judged = assert_plan(sealed.gate(), "evidence.untrusted", "FAIL")
+    assert "runner key trusted on refs/audit/plans" in judged.reasons[0].hint
+
+
+# ---------------------------------------------------------------------------- the ledger
+
+
+def test_attack_evidence_ledger_rewound_after_verify(failing: tuple[World, str, Path]) -> None:
+    """After `git audit verify` recorded the FAIL run as the high-water mark, the runs ref is
+    reset to the earlier PASS run of the same tree."""
+    world, passed, _ = failing
+    assert verify_all(world.handle()).ok
+    world.set_ref(RUNS, passed)
+    judged = assert_plan(world.gate(), "evidence.ledger", "FAIL")
+    assert "moved backwards" in judged.reasons[0].message
+
+
+def test_attack_evidence_ledger_truncated_after_status(failing: tuple[World, str, Path]) -> None:
+    """`git audit status` saw the FAIL run (the `failing` fixture ran the gate); the ledger is
+    then truncated back to the PASS run."""
+    world, passed, _ = failing
+    world.set_ref(RUNS, passed)
+    judged = assert_plan(world.gate(), "evidence.ledger", "FAIL")
+    assert "moved backwards" in judged.reasons[0].message
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: `git audit run` does not record the tip it just signed as the runs ref's "
+    "high-water mark (record.run_plan / ledger.runs.append_run), so a rewind done before the "
+    "next status or verify is not seen",
+)
+def test_attack_evidence_ledger_rewound_right_after_the_failing_run(
+    world: World, tmp_path: Path
+) -> None:
+    """The agent runs, sees FAIL, and resets the runs ref to the previous PASS before anybody
+    looks at the status."""
+    flag = tmp_path / "flag"
+    world.seal(flagged(flag))
+    passed = world.run()
+    assert world.gate().verdict == "PASS"
+    flag.write_text("broken\n")
+    assert world.run().verdict == "FAIL"
+    world.set_ref(RUNS, passed.commit)
+    assert_plan(world.gate(), "evidence.ledger", "FAIL")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: status records the runs tip as a *verified* high-water mark after checking only "
+    "the tip's signature (gate._evidence_reasons); verify_all then starts below that mark and "
+    "never verifies the commits under it, so a forged commit buried under an honest run is "
+    "never reported",
+)
+def test_attack_evidence_buried_forgery_hidden_from_verify_by_status(
+    failing: tuple[World, str, Path],
+) -> None:
+    """mallory slips an unsigned PASS forgery into the ledger; an honest run lands on top of it;
+    `git audit status` runs; then `git audit verify` must still report the forgery."""
+    world, _, _ = failing
+    tip = world.ref(RUNS)
+    assert tip is not None
+    forged = world.forge_run(tip, edit=make_pass, signer=None)
+    world.run()  # honest, appended on top of the forgery
+    world.gate()
+    report = verify_all(world.handle())
+    assert not report.ok
+    assert any(str(forged)[:12] in p for p in report.problems), report.problems
+
+
+# --------------------------------------------------------------------------- carried steps
+
+
+def test_attack_evidence_carried_from_a_run_that_failed_it(
+    failing: tuple[World, str, Path],
+) -> None:
+    """A runner-signed run claims `unit` is carried from the FAIL run. A trusted runner is trusted
+    by definition; this shows the gate still traces the claim to the ledger instead of taking the
+    runner's word for it."""
+    world, _, _ = failing
+    tip = world.ref(RUNS)
+    assert tip is not None
+
+    def carry(doc: dict[str, Any]) -> None:
+        make_pass(doc)
+        doc["steps"]["unit"].update(status="carried", carried_from=tip)
+
+    world.forge_run(tip, edit=carry, signer=world.ci)
+    judged = assert_plan(world.gate(), "evidence.carried-invalid", "FAIL")
+    assert judged.reasons[0].step == "unit"
+
+
+def test_attack_evidence_carried_from_a_run_for_another_tree(proven: World) -> None:
+    """A runner-signed run for a new tree carries `unit` from the old tree's passing run."""
+    base = proven.ref(RUNS)
+    assert base is not None
+    proven.repo.write("src.py", "broken = True\n")
+    proven.repo.commit("untested change")
+    tree = proven.repo.head_tree()
+
+    def carry(doc: dict[str, Any]) -> None:
+        doc["tree"] = tree
+        doc["steps"]["unit"].update(status="carried", carried_from=base)
+
+    proven.forge_run(base, edit=carry, signer=proven.ci)
+    assert_plan(proven.gate(), "evidence.carried-invalid", "FAIL")
+
+
+def _slip_in_forgery(world: World) -> str:
+    """An unsigned run commit claiming every step passed for the current tree, put on the
+    ledger by hand (what an agent that can write refs can do)."""
+    tip = world.ref(RUNS)
+    assert tip is not None
+    return str(world.forge_run(tip, edit=make_pass, signer=None))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: gate._trace_carried accepts a carried step whose source run is not signed by a "
+    "trusted runner (it checks the source's position, status, tree and contract, never its "
+    "signature)",
+)
+def test_attack_evidence_carried_from_an_unsigned_run(failing: tuple[World, str, Path]) -> None:
+    """An unsigned forgery claims `unit` passed; a ci-signed run (exactly what an honest targeted
+    `git audit run lint` writes today, see the next test) carries `unit` from it."""
+    world, _, _ = failing
+    forged = _slip_in_forgery(world)
+
+    def carry(doc: dict[str, Any]) -> None:
+        make_pass(doc)
+        doc["steps"]["unit"].update(status="carried", carried_from=forged)
+
+    world.forge_run(forged, edit=carry, signer=world.ci)
+    assert_plan(world.gate(), "evidence.carried-invalid", "FAIL")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: a targeted run carries steps from any run of the same tree on the ledger, "
+    "signed or not (record.run_plan -> index.runs_for_tree), laundering an unsigned forgery "
+    "into ci-signed evidence that the gate accepts",
+)
+def test_attack_evidence_forgery_laundered_by_a_targeted_run(
+    failing: tuple[World, str, Path],
+) -> None:
+    """`unit` really fails for this tree. The agent slips in an unsigned 'all passed' run, then
+    asks the honest runner for `git audit run lint` only."""
+    world, _, _ = failing
+    _slip_in_forgery(world)
+    recorded = world.run(targets=["lint"])
+    assert recorded.doc["steps"]["unit"]["status"] != "carried"
+    assert world.gate().verdict != "PASS"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: incremental evidence is carried from any run with a matching input digest, "
+    "signed or not (record.run_plan -> index.carry_source), so a plain `git audit run` launders "
+    "an unsigned forgery into ci-signed PASS evidence",
+)
+def test_attack_evidence_forgery_laundered_by_incremental_evidence(
+    world: World, tmp_path: Path
+) -> None:
+    """`unit` declares inputs, so an unchanged input digest carries it forward. The agent forges
+    an unsigned run in which `unit` passed (with the right input digest, which anyone can
+    compute), then an ordinary full `git audit run` happens."""
+    flag = tmp_path / "flag"
+    flag.write_text("unit fails for this tree\n")
+    world.repo.write("src/app.py", "x = 1\n")
+    world.seal(flagged(flag, inputs=["src"]))
+    first = world.run()
+    assert first.verdict == "FAIL"
+    _slip_in_forgery(world)
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] != "carried"
+    assert_plan(world.gate(), "step.failed", "FAIL")
+
+
+# ---------------------------------------------------------------------- local caches in .git
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: the gate takes the run the index (.git/gitaudit/index.sqlite) names for a tree "
+    "without checking that its run.json is for that tree and contract (gate._find_run / "
+    "_evidence_reasons), so an edited cache turns genuine evidence for tree A into a PASS for B",
+)
+def test_attack_evidence_lookup_index_poisoned(proven: World) -> None:
+    """The agent edits the lookup cache so the PASS run of the old tree is listed for the new."""
+    old = proven.ref(RUNS)
+    proven.repo.write("src.py", "broken = True\n")
+    proven.repo.commit("untested change")
+    assert proven.gate().verdict == "UNKNOWN"  # the index is in sync with the ledger
+    with sqlite3.connect(proven.handle().state_dir / "index.sqlite") as db:
+        db.execute("UPDATE runs SET tree=? WHERE commit_id=?", (proven.repo.head_tree(), old))
+    result = proven.gate()
+    assert result.verdict != "PASS"
+    assert only(result).reasons[0].code in ("evidence.missing", "evidence.ledger")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: a plans tip equal to the high-water mark in .git/gitaudit/watermarks.json is "
+    "taken as verified without any signature check (plansref.read_state: mark == tip -> "
+    "state_at), so writing that file makes an unsigned plans commit authoritative",
+)
+def test_attack_evidence_watermark_file_forged(proven: World) -> None:
+    """An unsigned plans commit seals a weak plan; the agent writes its id into watermarks.json,
+    commits the weak plan and has the honest runner run it."""
+    files = proven.plans_files()
+    weak = plan(step("unit"))
+    proven.write_plan(weak)
+    (checked,) = check_worktree(proven.path, "default")
+    record = json.loads(files["seals/default.json"])
+    record.update(contract_digest=checked.digest, version=2)
+    files["seals/default.json"] = dumps(record)
+    files["plans/default.json"] = checked.file.data
+    forged = proven.forge_plans(files, None)
+    watermark.record(proven.handle().gitdir, {PLANS_REF: str(forged)})
+    proven.repo.commit("weak plan")
+    assert read_state(proven.handle()).seal("default").contract_digest == checked.digest  # type: ignore[union-attr]
+    proven.run()
+    result = proven.gate()
+    assert result.verdict == "FAIL"
+    assert [r.code for r in result.reasons] == ["plans.untrusted"]
+
+
+# --------------------------------------------------------------------- human attestations
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: `git audit reconcile --observed pass` is accepted for an idempotent step "
+    "(record.run_plan checks only index.unresolved, which lists every step whose last outcome "
+    "was unknown, on any tree), so a deliberately hung check plus a claimed observation becomes "
+    "PASS evidence for whatever tree is checked out now",
+)
+def test_attack_evidence_timeout_reconciled_as_observed_pass(world: World) -> None:
+    """`unit` is an ordinary (idempotent) test run. The agent makes it hang, gets `unknown`,
+    changes the code, and 'reconciles' the step as observed passing."""
+    world.seal(plan(step("unit", check("sleep", "30", timeout=0.5))))
+    assert world.run().verdict == "UNKNOWN"
+    world.repo.write("src.py", "broken = True\n")
+    world.repo.commit("never tested")
+    with pytest.raises(RunError, match="idempotent"):
+        world.run(targets=["unit"], reconcile={"unit": ("pass", "looked fine to me")})
+    assert_plan(world.gate(), "evidence.missing", "UNKNOWN")

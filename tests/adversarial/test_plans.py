@@ -1,0 +1,94 @@
+"""Attacks on the plans: the definition of done itself."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gitaudit.errors import TrustError
+from gitaudit.ledger.objects import dumps
+from gitaudit.ledger.refs import PLANS_REF
+from gitaudit.ledger.seals import retire_plan
+from tests.adversarial.conftest import (
+    STRICT,
+    World,
+    assert_plan,
+    assert_plans_level,
+    check,
+    only,
+    plan,
+    step,
+)
+
+
+def test_attack_plans_edited_after_sealing(proven: World) -> None:
+    """The agent quietly replaces a check by `true` in the committed plan."""
+    edited = json.loads(json.dumps(STRICT))
+    edited["steps"][0]["verify"] = [check("sh", "-c", "exit 0")]
+    proven.write_plan(edited)
+    proven.repo.commit("make the check easier")
+    judged = assert_plan(proven.gate(), "plan.differs-from-seal", "FAIL")
+    assert "differs from its seal v1" in judged.reasons[0].message
+    status = proven.cli("status", "HEAD", "--json")
+    assert status.code == 1, status.err
+    assert status.json()["plans"][0]["reasons"][0]["code"] == "plan.differs-from-seal"
+
+
+def test_attack_plans_weakened_by_reseal_without_allow_weaken(sealed: World) -> None:
+    """Dropping a step and resealing is refused without --allow-weaken; the ref does not move."""
+    before = sealed.ref(PLANS_REF)
+    weaker = plan(step("unit", check("true")))
+    sealed.write_plan(weaker)
+    sealed.repo.commit("drop the lint step")
+    result = sealed.cli("plan", "seal", "--plan", "default", "--key", str(sealed.keys["alice"]))
+    assert result.code == 1, result.out + result.err
+    assert "would be weakened" in result.err and "--allow-weaken" in result.err
+    assert sealed.ref(PLANS_REF) == before
+    assert_plan(sealed.gate(), "plan.differs-from-seal", "FAIL")
+
+
+def test_attack_plans_retired_by_a_runner_key(proven: World) -> None:
+    """A runner (not a sealer) signs a commit retiring the strict plan."""
+    with pytest.raises(TrustError, match="is not a sealer"):
+        retire_plan(proven.handle(), proven.ci, "default", "not needed")
+    files = proven.plans_files()
+    seal = json.loads(files["seals/default.json"])
+    seal.update(version=seal["version"] + 1, retired=True, change="retired", weakened=True)
+    files["seals/default.json"] = dumps(seal)
+    del files["plans/default.json"]
+    proven.forge_plans(files, proven.ci)
+    (proven.path / ".gitaudit/plans/default.json").unlink()
+    proven.repo.commit("the plan is retired, honest")
+    result = proven.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "not signed by a trusted sealer" in result.reasons[0].message
+
+
+def test_attack_plans_file_deleted(proven: World) -> None:
+    """Deleting the plan file does not retire the plan."""
+    proven.repo.git("rm", "-q", ".gitaudit/plans/default.json")
+    proven.repo.commit("no plan, no problem")
+    judged = assert_plan(proven.gate(), "plan.missing", "FAIL")
+    assert "sealed as active" in judged.reasons[0].message
+
+
+def test_attack_plans_lenient_named_plan_beside_the_strict_one(proven: World) -> None:
+    """A lenient, unsealed plan added beside the strict one cannot make the aggregate PASS,
+    even while the strict plan itself has PASS evidence for the tree."""
+    proven.write_plan(plan(step("nothing", check("true"))), "lenient")
+    proven.repo.commit("a plan I like better")
+    assert proven.run().verdict == "PASS"
+    result = proven.gate()
+    assert only(result, "default").verdict == "PASS"
+    lenient = only(result, "lenient")
+    assert lenient.verdict == "FAIL"
+    assert [r.code for r in lenient.reasons] == ["plan.unsealed"]
+    assert result.verdict == "FAIL"
+
+
+def test_attack_plans_invalid_json_committed(proven: World) -> None:
+    """A plan file that is not JSON at all (so nothing could be compared with the seal)."""
+    proven.repo.write(".gitaudit/plans/default.json", '{"task": "x", "steps": [\n')
+    proven.repo.commit("oops")
+    assert_plan(proven.gate(), "plan.invalid", "FAIL")

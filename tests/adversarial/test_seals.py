@@ -1,0 +1,204 @@
+"""Attacks on refs/audit/plans: seal records, sealed copies, trust and the chain itself."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pygit2
+
+from gitaudit.ledger.objects import dumps, write_tree
+from gitaudit.ledger.refs import PLANS_REF
+from gitaudit.ledger.trust import TrustSet
+from gitaudit.plan.catalog import check_worktree
+from tests.adversarial.conftest import (
+    STRICT,
+    World,
+    assert_plan,
+    assert_plans_level,
+    check,
+    plan,
+    step,
+)
+
+WEAK = plan(step("unit", check("true")))
+
+
+def _weak_digest(world: World) -> str:
+    """The contract digest of WEAK (written to the work tree, not committed)."""
+    world.write_plan(WEAK)
+    (checked,) = check_worktree(world.path, "default")
+    assert checked.digest is not None
+    return checked.digest
+
+
+def _forge_weak_seal(world: World) -> dict[str, bytes]:
+    """The current plans files with a well-formed seal v2 of WEAK (a recorded weakening, as
+    `plan seal --allow-weaken` would write it): only the signature can tell it is forged."""
+    files = world.plans_files()
+    record = json.loads(files["seals/default.json"])
+    record.update(
+        contract_digest=_weak_digest(world),
+        previous_digest=record["contract_digest"],
+        version=record["version"] + 1,
+        change="weakened",
+        weakened=True,
+        weakenings=["step lint removed"],
+        reason="(forged)",
+    )
+    files["seals/default.json"] = dumps(record)
+    files["plans/default.json"] = (world.path / ".gitaudit/plans/default.json").read_bytes()
+    return files
+
+
+def test_attack_seals_edited_by_an_unsigned_commit(proven: World) -> None:
+    """The seal record is rewritten to WEAK's digest in an unsigned plans commit."""
+    proven.forge_plans(_forge_weak_seal(proven), None)
+    proven.repo.commit("weak plan, matching the (forged) seal")
+    result = proven.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "is not signed" in result.reasons[0].message
+
+
+def test_attack_seals_resigned_by_an_untrusted_key_in_a_fresh_clone(proven: World) -> None:
+    """mallory signs the weakened seal; the local high-water mark is gone (as in a fresh
+    clone), so the chain is verified from the root and her commit is refused by signature."""
+    proven.forge_plans(_forge_weak_seal(proven), proven.mallory)
+    proven.repo.commit("weak plan")
+    shutil.rmtree(proven.handle().state_dir)
+    result = proven.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "not signed by a trusted sealer" in result.reasons[0].message
+
+
+def test_attack_seals_replacement_root_of_trust(proven: World) -> None:
+    """mallory replaces the whole plans history with her own root in which she is the sealer
+    (no high-water mark): the root key pinned by `trust init` (audit.rootKey) refuses it."""
+    files = _forge_weak_seal(proven)
+    trust = TrustSet().added("mallory", proven.mallory.public_key, "sealer")
+    trust = trust.added("mallory", proven.mallory.public_key, "runner")
+    files.update(trust.files())
+    git = proven.handle().git
+    root = proven.commit_object(git, write_tree(git, files), [], "trust: mine\n", proven.mallory)
+    proven.set_ref(PLANS_REF, root)
+    proven.repo.commit("weak plan")
+    shutil.rmtree(proven.handle().state_dir)
+    result = proven.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "not by the pinned audit.rootKey" in result.reasons[0].message
+
+
+def test_attack_seals_record_swapped_between_plans(world: World) -> None:
+    """seals/a.json's content (the weak plan's seal) placed at seals/b.json, with a's sealed copy
+    as b's, even in a commit signed by the real sealer: the record names another plan."""
+    world.seal(WEAK, "a")
+    world.seal(STRICT, "b")
+    files = world.plans_files()
+    files["seals/b.json"] = files["seals/a.json"]
+    files["plans/b.json"] = files["plans/a.json"]
+    world.forge_plans(files, world.alice)
+    result = world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "seals/b.json is a seal for plan 'a', not 'b'" in result.reasons[0].message
+
+
+def test_attack_seals_old_seal_replayed(world: World) -> None:
+    """Seal v1 (weak), then v2 (strict). The agent resets refs/audit/plans to v1 and reverts the
+    plan file, hoping to be judged by the weaker contract with the evidence made under it."""
+    world.seal(WEAK)
+    v1 = world.ref(PLANS_REF)
+    assert world.run().verdict == "PASS"
+    world.seal(STRICT, reason="add lint")
+    assert world.gate().verdict == "UNKNOWN"  # status ran: the v2 tip is the verified mark
+    world.set_ref(PLANS_REF, v1)  # type: ignore[arg-type]
+    world.write_plan(WEAK)
+    world.repo.commit("back to the weak plan")
+    result = world.gate("HEAD~1")  # the tree that has v1 evidence
+    assert_plans_level(result, "plans.untrusted")
+    assert "moved backwards or was rewritten" in result.reasons[0].message
+
+
+def test_attack_seals_plans_ref_rewound_to_the_root(proven: World) -> None:
+    """refs/audit/plans rewound to its root commit (trust only, no seal at all)."""
+    git = proven.handle().git
+    root = git.revparse_single(PLANS_REF).peel(pygit2.Commit)
+    while root.parents:
+        root = root.parents[0]
+    proven.set_ref(PLANS_REF, root.id)
+    result = proven.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "moved backwards" in result.reasons[0].message
+
+
+def test_attack_seals_plans_ref_deleted(proven: World) -> None:
+    """Without refs/audit/plans nothing is sealed, so a plan file would just be 'unsealed'."""
+    proven.repo.git("update-ref", "-d", PLANS_REF)
+    result = proven.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "was deleted" in result.reasons[0].message
+
+
+def _forge_root(world: World, files: dict[str, bytes]) -> None:
+    """Replace refs/audit/plans by a one-commit history holding *files*, signed by alice (the
+    pinned root key), as a fresh clone would fetch it (no high-water mark)."""
+    git = world.handle().git
+    root = world.commit_object(git, write_tree(git, files), [], "trust: hand-made\n", world.alice)
+    world.set_ref(PLANS_REF, root)
+    shutil.rmtree(world.handle().state_dir)
+
+
+def test_attack_seals_sealed_copy_differs_from_the_record(proven: World) -> None:
+    """The sealed copy is replaced by WEAK while the record keeps STRICT's digest, in a commit
+    signed by the real sealer: the chain check refuses the transition."""
+    files = proven.plans_files()
+    files["plans/default.json"] = json.dumps(WEAK).encode()
+    proven.forge_plans(files, proven.alice)
+    result = proven.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "does not match its seal record" in result.reasons[0].message
+
+
+def test_attack_seals_sealed_copy_differs_in_a_hand_made_root(proven: World) -> None:
+    """The same tampering as the root of a hand-made history signed by the pinned root key
+    (no transition to check): the gate compares the copy with the record itself."""
+    files = proven.plans_files()
+    files["plans/default.json"] = json.dumps(WEAK).encode()
+    _forge_root(proven, files)
+    judged = assert_plan(proven.gate(), "seal.tampered", "FAIL")
+    assert "does not match its seal record" in judged.reasons[0].message
+
+
+def test_attack_seals_sealed_copy_removed(proven: World) -> None:
+    """The sealed copy is deleted from the plans tree while the seal stays active (sealer-signed
+    hand-made commit)."""
+    files = proven.plans_files()
+    del files["plans/default.json"]
+    proven.forge_plans(files, proven.alice)
+    judged = assert_plan(proven.gate(), "seal.tampered", "FAIL")
+    assert "sealed copy of plan 'default' is missing" in judged.reasons[0].message
+
+
+def test_attack_seals_policy_digest_mismatch(proven: World) -> None:
+    """policy.json edited without carrying the seals over. `trust policy` always re-binds the
+    seals and the chain check refuses a seal changed in place, so this is reachable only in a
+    hand-made root signed by the pinned root key (unsigned or foreign-signed it is
+    plans.untrusted before anything else)."""
+    files = proven.plans_files()
+    policy = json.loads(files["policy.json"])
+    policy["protected_refs"] = ["refs/heads/release"]
+    files["policy.json"] = dumps(policy)
+    _forge_root(proven, files)
+    judged = assert_plan(proven.gate(), "seal.policy-mismatch", "FAIL")
+    assert "binds another policy" in judged.reasons[0].message
+
+
+def test_attack_seals_policy_changed_in_place(proven: World) -> None:
+    """The same policy edit appended as a sealer-signed commit on the verified chain."""
+    files = proven.plans_files()
+    policy = json.loads(files["policy.json"])
+    policy["protected_refs"] = ["refs/heads/release"]
+    files["policy.json"] = dumps(policy)
+    proven.forge_plans(files, proven.alice)
+    result = proven.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "without a new version" in result.reasons[0].message

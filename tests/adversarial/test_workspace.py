@@ -1,0 +1,182 @@
+"""Attacks through the workspace: what the checks see versus what the fingerprint names."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitaudit.errors import PlanError
+from gitaudit.plan.catalog import check_worktree
+from tests.adversarial.conftest import World, assert_plan, check, plan, step
+from tests.gitrepo import GitRepo
+
+
+def _escape_in_plan(world: World, data: dict[str, Any], field: str) -> None:
+    """The plan is committed (sealing it is refused) and the gate reports the exact problem."""
+    world.write_plan(data)
+    world.repo.commit("plan with an escaping path")
+    (checked,) = check_worktree(world.path, "default")
+    with pytest.raises(PlanError, match=r"path\.escapes-workspace"):
+        checked.require_valid()
+    judged = assert_plan(world.gate(), "plan.invalid", "FAIL")
+    assert "[path.escapes-workspace]" in judged.reasons[0].message
+    assert field in judged.reasons[0].message
+
+
+def test_attack_workspace_check_modifies_the_workspace(world: World) -> None:
+    """A check that writes into the work tree makes the run FAIL (audit purity), even though
+    every check passed."""
+    world.seal(plan(step("unit", check("touch", "generated.txt"))))
+    recorded = world.run()
+    assert recorded.verdict == "FAIL"
+    assert recorded.changed_paths == ("generated.txt",)
+    assert recorded.doc["steps"]["unit"]["status"] == "passed"
+    judged = assert_plan(world.gate(), "evidence.fail", "FAIL")
+    assert "the workspace changed during the run" in judged.reasons[0].message
+
+
+def test_attack_workspace_file_exists_through_a_symlink_to_etc(world: World) -> None:
+    """`file_exists etc/passwd` where `etc` is a committed symlink to /etc."""
+    os.symlink("/etc", world.path / "etc")
+    world.seal(plan(step("unit", {"type": "file_exists", "path": "etc/passwd"}, check("true"))))
+    assert world.run().verdict == "FAIL"
+    judged = assert_plan(world.gate(), "step.failed", "FAIL")
+    assert "escapes the workspace through a symlink" in judged.reasons[0].message
+
+
+def test_attack_workspace_regex_through_a_symlinked_file(world: World) -> None:
+    """`regex` over a committed symlink to /etc/passwd."""
+    os.symlink("/etc/passwd", world.path / "users.txt")
+    world.seal(
+        plan(step("unit", {"type": "regex", "path": "users.txt", "pattern": "root"}, check("true")))
+    )
+    assert world.run().verdict == "FAIL"
+    judged = assert_plan(world.gate(), "step.failed", "FAIL")
+    assert "escapes the workspace through a symlink" in judged.reasons[0].message
+
+
+def test_attack_workspace_cwd_traversal_in_the_plan(world: World) -> None:
+    _escape_in_plan(world, plan(step("unit", check("true", cwd="../.."))), "cwd")
+
+
+def test_attack_workspace_exec_path_absolute(world: World) -> None:
+    _escape_in_plan(world, plan(step("unit", {"type": "exec", "path": "/bin/sh"})), "path")
+
+
+def test_attack_workspace_output_path_traversal(world: World) -> None:
+    output = {"name": "o", "verify": [{"type": "file_exists", "path": "../../../etc/passwd"}]}
+    _escape_in_plan(world, plan(step("unit", outputs=[output])), "path")
+
+
+def test_attack_workspace_cwd_through_a_symlinked_directory(world: World, tmp_path: Path) -> None:
+    """A lexically clean `cwd` that is a committed symlink to a directory outside."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(outside, world.path / "build")
+    world.seal(plan(step("unit", check("true", cwd="build"))))
+    assert world.run().verdict == "FAIL"
+    judged = assert_plan(world.gate(), "step.failed", "FAIL")
+    assert "cwd 'build' escapes the workspace through a symlink" in judged.reasons[0].message
+
+
+def test_attack_workspace_exec_through_a_symlinked_directory(world: World) -> None:
+    """`exec tools/true` where `tools` is a committed symlink to /usr/bin."""
+    os.symlink("/usr/bin", world.path / "tools")
+    world.seal(plan(step("unit", {"type": "exec", "path": "tools/true"})))
+    assert world.run().verdict == "FAIL"
+    judged = assert_plan(world.gate(), "step.failed", "FAIL")
+    assert "exec path 'tools/true' escapes the workspace" in judged.reasons[0].message
+
+
+def test_attack_workspace_case_variant_path(world: World) -> None:
+    """On Linux README.md and readme.md are different files, and trees: evidence for the tree
+    with README.md is not evidence for the one with readme.md (where the check fails)."""
+    world.seal(plan(step("unit", {"type": "file_exists", "path": "README.md"}, check("true"))))
+    assert world.run().verdict == "PASS"
+    world.repo.git("mv", "README.md", "readme.md")
+    world.repo.commit("rename, same bytes")
+    assert_plan(world.gate(), "evidence.missing", "UNKNOWN")
+    assert world.run().verdict == "FAIL"
+    assert_plan(world.gate(), "step.failed", "FAIL")
+
+
+def test_attack_workspace_ignored_file_changes_the_result(world: World) -> None:
+    """KNOWN LIMIT (by design, not a bug): ignored files are outside the fingerprint. A check
+    that reads an ignored file (`config.local`) passed; the file then changes so that the check
+    would fail, yet the tree, hence the gate, is unchanged and still says PASS. Plans must not
+    depend on ignored files (or must cover them with their own checks)."""
+    world.repo.write(".gitignore", "config.local\n")
+    world.repo.write("config.local", "mode=ok\n")
+    world.seal(plan(step("unit", check("grep", "-q", "mode=ok", "config.local"))))
+    assert world.run().verdict == "PASS"
+    world.repo.write("config.local", "mode=broken\n")
+    assert world.gate(None).verdict == "PASS"  # the current behaviour, documented above
+
+
+def test_attack_workspace_submodule_checkout_changed(world: World, tmp_path: Path) -> None:
+    """A submodule is a gitlink in the tree: the fingerprint records the submodule's checked-out
+    commit, so checking out another commit in it is another tree without evidence."""
+    lib = GitRepo.create(tmp_path / "lib")
+    lib.write("lib.py", "VERSION = 1\n")
+    lib.commit("v1")
+    lib.write("lib.py", "VERSION = 2  # broken\n")
+    lib.commit("v2")
+    world.repo.git(
+        "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib.path), "lib"
+    )
+    world.repo.commit("add lib")
+    world.seal(plan(step("unit", check("grep", "-q", "VERSION = 2", "lib/lib.py"))))
+    assert world.run().verdict == "PASS"
+    assert world.gate(None).verdict == "PASS"
+    subprocess.run(["git", "checkout", "-q", "HEAD~1"], cwd=world.path / "lib", check=True)
+    judged = assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
+    assert world.repo.head_tree()[:12] not in judged.reasons[0].message
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: the workspace fingerprint applies clean filters from the repository's own "
+    "config and .git/info/attributes (fingerprint.workspace_fingerprint -> `git add -A`), so a "
+    "work tree whose bytes differ from HEAD fingerprints as HEAD^{tree}: checks run on the "
+    "edited bytes and PASS evidence is recorded for the committed tree",
+)
+def test_attack_workspace_clean_filter_hides_an_edit(world: World) -> None:
+    """`check.sh` fails as committed. The agent edits it to pass and hides the edit from the
+    fingerprint with a clean filter that prints the committed version (`git status` is clean)."""
+    world.repo.write("check.sh", "exit 1\n")
+    world.seal(plan(step("unit", check("sh", "check.sh"))))
+    world.repo.write("check.sh", "exit 0\n")
+    (world.path / ".git/info").mkdir(exist_ok=True)
+    (world.path / ".git/info/attributes").write_text("check.sh filter=hide\n")
+    world.repo.git("config", "filter.hide.clean", "git show HEAD:check.sh")
+    assert world.repo.git("status", "--porcelain") == ""
+    world.run()
+    assert_plan(world.gate("HEAD"), "evidence.missing", "UNKNOWN")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: the workspace fingerprint honours core.fsmonitor from the repository's config "
+    "(fingerprint._INDEX_CONFIG does not disable it), so a monitor hook that always answers "
+    "'nothing changed' hides edits: checks run on edited bytes, evidence names HEAD^{tree}",
+)
+def test_attack_workspace_fsmonitor_hides_an_edit(world: World) -> None:
+    """`check.sh` fails as committed. The agent installs a file-system monitor hook that never
+    reports a change, then edits the script to pass (`git status` is clean)."""
+    world.repo.write("check.sh", "exit 1\n")
+    world.seal(plan(step("unit", check("sh", "check.sh"))))
+    hook = world.path / ".git" / "quiet-monitor"
+    hook.write_text("#!/bin/sh\nprintf 'token\\0'\n")
+    hook.chmod(0o755)
+    world.repo.git("config", "core.fsmonitor", str(hook))
+    world.repo.git("status", "--porcelain")  # the index now carries the monitor's token
+    time.sleep(1.1)  # past git's racy-timestamp window
+    world.repo.write("check.sh", "exit 0\n")
+    assert world.repo.git("status", "--porcelain") == ""
+    world.run()
+    assert_plan(world.gate("HEAD"), "evidence.missing", "UNKNOWN")
