@@ -116,6 +116,12 @@ _INDEX_CONFIG: tuple[str, ...] = (
     "index.sparse=false",
     "-c",
     "advice.addEmbeddedRepo=false",
+    # A file-system monitor or an untracked cache answers "nothing changed" on behalf of the
+    # work tree; a hook installed in the repository could lie. Always look at the files.
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.untrackedCache=false",
 )
 
 
@@ -597,6 +603,37 @@ def _private_tree(layout: _Layout) -> str:
 # --------------------------------------------------------------------------- public API
 
 
+def _refuse_local_filters(layout: _Layout) -> None:
+    """Content filters defined in the repository's own config (which anything in the work tree
+    can write) would let the bytes that checks read differ from the bytes fingerprinted, so
+    evidence would prove a tree that was never tested. They are refused; filters configured in
+    the user's global config (git-lfs, say) are outside the work tree and trusted like the key
+    directory."""
+    config = layout.common_dir / "config"
+    try:
+        text = config.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    if "filter" not in text:
+        return
+    import pygit2
+
+    try:
+        entries = [e.name for e in pygit2.Config(str(config))]
+    except pygit2.GitError:
+        return
+    drivers = sorted(
+        {n for n in entries if n.startswith("filter.") and n.endswith((".clean", ".process"))}
+    )
+    if drivers:
+        raise RepositoryError(
+            f"{config} defines content filters ({', '.join(drivers)}): the bytes checks read "
+            "could differ from the tree gitaudit fingerprints",
+            hint="remove them from the repository config (`git config --unset ...`); filters "
+            "from your global config are allowed",
+        )
+
+
 def workspace_fingerprint(repo_path: Path | str) -> Fingerprint:
     """Fingerprint the work tree containing *repo_path* without touching its index or files.
 
@@ -604,6 +641,7 @@ def workspace_fingerprint(repo_path: Path | str) -> Fingerprint:
     work tree git cannot hash (an unreadable file, an embedded repository without commits).
     """
     layout = _locate(repo_path)
+    _refuse_local_filters(layout)
     tree = _private_tree(layout)
     empty = EMPTY_TREE_SHA256 if len(tree) == len(EMPTY_TREE_SHA256) else EMPTY_TREE
     clean = tree == (layout.head_tree or empty)

@@ -24,7 +24,7 @@ from typing import Literal
 import pygit2
 
 from gitaudit.crypto.commits import verify_commit
-from gitaudit.errors import ExitCode, GitAuditError, RepositoryError
+from gitaudit.errors import ExitCode, GitAuditError, LedgerError, RepositoryError
 from gitaudit.inputs import input_digests
 from gitaudit.ledger import index, watermark
 from gitaudit.ledger.plansref import PlansState, read_state, sealed_contract
@@ -318,7 +318,42 @@ def _find_run(ctx: Context, name: str, contract: str) -> tuple[RunRecord | None,
     found = index.latest_for_tree(git, ctx.repo.gitdir, name, ctx.tree, contract)
     if found is None:
         return None, pushed or tip
-    return read_run(git, found.commit), pushed or tip
+    record = read_run(git, found.commit)
+    _check_index_answer(git, tip, record, name, ctx.tree, contract)
+    return record, pushed or tip
+
+
+def _check_index_answer(
+    git: pygit2.Repository, tip: pygit2.Oid, record: RunRecord, name: str, tree: str, contract: str
+) -> None:
+    """The lookup cache is a file in the repository, not evidence: confirm its answer. The run
+    must be for this tree and contract (its run.json is signed; its plan is judged later), lie on
+    the ledger's
+    first-parent chain, and be the newest run for that tree (read from the signed chain's commit
+    trailers, which costs one object read per newer run)."""
+    if record.tree != tree or record.contract != contract:
+        raise LedgerError(
+            f"the lookup cache names run {record.commit[:12]}, which is not evidence for tree "
+            f"{tree[:12]} under this contract",
+            hint=f"the cache was edited; delete {git.path}gitaudit/index.sqlite (it is rebuilt)",
+        )
+    marker = f"Audit-Tree: {tree}\nAudit-Contract: {contract}\n"
+    current: pygit2.Oid | None = tip
+    while current is not None and str(current) != record.commit:
+        commit = git[current]
+        assert isinstance(commit, pygit2.Commit)
+        if marker in commit.message:
+            raise LedgerError(
+                f"a newer run ({str(current)[:12]}) than the one the lookup cache names exists "
+                f"for tree {tree[:12]}",
+                hint=f"the cache was edited; delete {git.path}gitaudit/index.sqlite",
+            )
+        current = commit.parent_ids[0] if commit.parent_ids else None
+    if current is None:
+        raise LedgerError(
+            f"run {record.commit[:12]} named by the lookup cache is not on the ledger of {name!r}",
+            hint=f"the cache was edited; delete {git.path}gitaudit/index.sqlite",
+        )
 
 
 def _evidence_reasons(
@@ -341,6 +376,15 @@ def _evidence_reasons(
         return [Reason("evidence.ledger", exc.message, exc.hint or "restore the runs ref")], None
     if record is None:
         stale = index.latest_for_tree(git, ctx.repo.gitdir, name, ctx.tree) if tip else None
+        if stale is not None and read_run(git, stale.commit).plan != name:
+            return [
+                Reason(
+                    "evidence.replayed",
+                    f"run {stale.commit[:12]} on the ledger of {name!r} is evidence for "
+                    "another plan",
+                    f"the ledger was tampered with; restore refs/audit/runs/{name}",
+                )
+            ], None
         if stale is not None:
             return [
                 Reason(
@@ -377,7 +421,7 @@ def _evidence_reasons(
     if tip is not None and ctx.remember and name not in ctx.extra_runs:
         # the tip's signature was just verified: it becomes the high-water mark, so a later
         # rewind or truncation of this ledger is caught by the next status, not only by verify
-        watermark.record(ctx.repo.gitdir, {runs_ref(name): str(tip)})
+        watermark.record(ctx.repo.gitdir, {runs_ref(name): str(tip)}, kind="seen")
     # No ancestry walk is needed here: a run found through the index lies on the first-parent
     # chain of the ref's current tip (the index is rebuilt when the ref stops descending from
     # what it indexed), and a pushed run was found by walking back from the pushed tip.
@@ -517,6 +561,8 @@ def _trace_carried(ctx: Context, record: RunRecord, step: str, source: str) -> R
             earlier = git.descendant_of(pygit2.Oid(hex=record.commit), oid)
         if not earlier:
             return None
+        # the source's own signature: a carried step is only as good as the run it came from
+        verify_commit(git, oid, ctx.state.trust.with_role("runner"))
         origin = read_run(git, oid)
     except (GitAuditError, ValueError, KeyError, pygit2.GitError):
         return None

@@ -88,7 +88,9 @@ def pre_push(args: Sequence[str], stdin: str) -> int:
 
 _CLAIM = re.compile(r"^Audit-Claim:\s*done\s*$", re.IGNORECASE | re.MULTILINE)
 _CLOSES = re.compile(
-    r"\b(?:closes|fixes|resolves|completes)\s+([A-Za-z0-9][A-Za-z0-9._-]*)", re.IGNORECASE
+    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?|complete[sd]?|done|implement(?:s|ed)?)"
+    r"\s*:?\s+([A-Za-z0-9][A-Za-z0-9._-]*)",
+    re.IGNORECASE,
 )
 
 

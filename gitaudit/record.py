@@ -16,12 +16,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gitaudit import __version__
-from gitaudit.crypto.keys import Signer
-from gitaudit.errors import RunError, UsageError
+from gitaudit.crypto.commits import verify_commit
+from gitaudit.crypto.keys import PublicKey, Signer
+from gitaudit.errors import GitAuditError, RunError, UsageError
 from gitaudit.fingerprint import changed_paths, workspace_fingerprint
 from gitaudit.inputs import input_digests
-from gitaudit.ledger import index
+from gitaudit.ledger import index, watermark
 from gitaudit.ledger.plansref import read_state, sealed_contract
+from gitaudit.ledger.refs import runs_ref
 from gitaudit.ledger.runs import RUN_FORMAT, append_run, evidence_files, read_run
 from gitaudit.plan.catalog import CheckedPlan, check_worktree
 from gitaudit.plan.compare import compare
@@ -160,6 +162,14 @@ def _summary_md(doc: Mapping[str, Any], plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _trusted(repo: Repo, commit: str, runners: list[PublicKey]) -> bool:
+    try:
+        verify_commit(repo.git, commit, runners)
+    except GitAuditError:
+        return False
+    return True
+
+
 def run_plan(
     repo: Repo,
     name: str,
@@ -212,23 +222,45 @@ def run_plan(
             hint=f"steps: {', '.join(plan.step_ids)}",
         )
     digest = seal.contract_digest
+    runners = state.trust.with_role("runner")
     before = workspace_fingerprint(workdir)
     carried: dict[StepId, str] = {}
     if wanted:
+        # the newest trusted outcome of each step for this tree decides: a later failure
+        # outweighs an earlier pass, and a run without a runner's signature counts for nothing
+        decided: set[StepId] = set()
         for prior in index.runs_for_tree(repo.git, repo.gitdir, name, before.tree, digest):
+            if not _trusted(repo, prior.commit, runners):
+                continue
             record = read_run(repo.git, prior.commit)
             for sid, entry in record.steps.items():
-                if sid in carried or entry.get("status") not in DONE_OK:
+                status = entry.get("status")
+                if sid in decided or status in ("not-run", "blocked"):
                     continue
-                carried[sid] = str(entry.get("carried_from") or record.commit)
+                decided.add(sid)
+                if status in DONE_OK:
+                    carried[sid] = str(entry.get("carried_from") or record.commit)
     for sid, (mode, _note) in (reconcile or {}).items():
         step = plan.step(sid)
         if step is None:
             raise UsageError(f"plan {name!r} has no step {sid}")
-        if sid not in index.unresolved(repo.git, repo.gitdir, name):
+        if step.idempotent:
+            raise RunError(
+                f"step {sid} of plan {name!r} is idempotent: run it again instead of reconciling",
+                hint=f"`git audit run {sid} --plan {name}`",
+            )
+        pending = index.unresolved(repo.git, repo.gitdir, name)
+        if sid not in pending:
             raise RunError(
                 f"step {sid} of plan {name!r} has no unknown outcome to reconcile",
                 hint=f"`git audit run {sid} --plan {name}` runs it",
+            )
+        where = read_run(repo.git, pending[sid]).tree
+        if where != before.tree:
+            raise RunError(
+                f"the unknown outcome of step {sid} was recorded for tree {where[:12]}, not for "
+                f"this work tree ({before.tree[:12]})",
+                hint="check out that tree to reconcile the outcome observed there",
             )
         if mode == "readback" and not step.readback:
             raise RunError(
@@ -241,7 +273,7 @@ def run_plan(
         for step in plan.steps:
             if step.inputs and step.id not in wanted:
                 source = index.carry_source(repo.git, repo.gitdir, name, step.id, digests[step.id])
-                if source is not None:
+                if source is not None and _trusted(repo, source, runners):
                     incremental[step.id] = source
     attempts = index.failed_attempts(repo.git, repo.gitdir, name, digest)
     unresolved = index.unresolved(repo.git, repo.gitdir, name)
@@ -325,6 +357,8 @@ def run_plan(
         + f"Audit-Contract: {digest}\nAudit-Verdict: {verdict}\n"
     )
     commit = append_run(repo.git, name, files, message, signer)
+    # remember our own signed tip, so a rewind right after this run is caught by the next status
+    watermark.record(repo.gitdir, {runs_ref(name): str(commit)}, kind="seen")
     index.sync(repo.git, repo.gitdir, name)
     return RecordedRun(
         name, str(commit), verdict, before.tree, passed, len(plan.steps), outcome, changed, doc

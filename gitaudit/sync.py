@@ -113,9 +113,9 @@ def reconcile_with(repo: Repo, remote: str, signer: Signer | None) -> list[SyncA
         cas_update(
             git, ref, parent, local, f"gitaudit: replay {len(replayed)} run(s) onto {remote}"
         )
-        if ref in watermark.load(repo.gitdir):
-            # the replayed chain supersedes the local one deliberately: it holds the same trees
-            watermark.record(repo.gitdir, {ref: str(parent)})
+        # the replayed chain supersedes the local one deliberately (it holds the same trees);
+        # it sits on the remote's chain, which is verified again before it is trusted
+        watermark.reset(repo.gitdir, ref, seen=str(parent))
         actions.append(SyncAction(ref, f"rebased {len(replayed)}"))
     for ref in sorted(set(remote_refs) - set(list_refs(git, RUNS_PREFIX)) - {PLANS_REF}):
         if ref.startswith(RUNS_PREFIX):

@@ -206,16 +206,19 @@ def recent(repo: pygit2.Repository, gitdir: Path, plan: str, limit: int) -> list
 def carry_source(
     repo: pygit2.Repository, gitdir: Path, plan: str, step: str, input_digest: str
 ) -> str | None:
-    """The newest run in which *step* passed (was executed and passed) with this input digest."""
+    """The newest run in which *step* was executed with this input digest, if it passed there
+    (a later failure with the same inputs means the evidence is contradictory: run it again)."""
     sync(repo, gitdir, plan)
     with _db(gitdir) as conn:
         row = conn.execute(
-            "SELECT r.commit_id FROM steps s JOIN runs r ON r.plan = s.plan AND r.seq = s.seq "
-            "WHERE s.plan=? AND s.step=? AND s.input_digest=? AND s.status='passed' "
+            "SELECT r.commit_id, s.status FROM steps s JOIN runs r "
+            "ON r.plan = s.plan AND r.seq = s.seq "
+            "WHERE s.plan=? AND s.step=? AND s.input_digest=? "
+            "AND s.status IN ('passed','failed','unknown','interrupted') "
             "ORDER BY s.seq DESC LIMIT 1",
             (plan, step, input_digest),
         ).fetchone()
-    return str(row[0]) if row else None
+    return str(row[0]) if row and row[1] == "passed" else None
 
 
 def unresolved(repo: pygit2.Repository, gitdir: Path, plan: str) -> dict[str, str]:

@@ -255,12 +255,35 @@ def read_state(repo: Repo, *, tip: pygit2.Oid | None = None, remember: bool = Tr
     mark = watermark.load(repo.gitdir).get(PLANS_REF)
     stop = pygit2.Oid(hex=mark) if mark and mark != str(tip) else None
     if mark == str(tip):
-        state = state_at(git, commit_of(git, tip, PLANS_REF))
+        # The chain up to the mark was verified, but the mark file is only a cache that a
+        # process in the work tree could write: the tip's own signature is always checked.
+        tip_commit = commit_of(git, tip, PLANS_REF)
+        state = state_at(git, tip_commit)
+        _verify_tip_signature(git, tip_commit, state, repo.config("audit.rootKey"))
     else:
         state = verify_chain(git, tip, stop_at=stop, pinned_root=repo.config("audit.rootKey"))
     if remember and mark != str(tip):
         watermark.record(repo.gitdir, {PLANS_REF: str(tip)})
     return state
+
+
+def _verify_tip_signature(
+    git: pygit2.Repository, commit: pygit2.Commit, state: PlansState, pinned_root: str | None
+) -> None:
+    where = f"plans commit {str(commit.id)[:12]}"
+    if commit.parent_ids:
+        judge = state_at(git, commit_of(git, commit.parent_ids[0], PLANS_REF)).trust
+    else:
+        judge = state.trust
+    try:
+        signer = verify_commit(git, commit.id, judge.with_role("sealer"))
+    except GitAuditError as exc:
+        raise TrustError(
+            f"{where}: not signed by a trusted sealer: {exc.message}",
+            hint="someone rewrote refs/audit/plans; restore it from a good copy",
+        ) from None
+    if not commit.parent_ids and pinned_root and not pinned_matches(pinned_root, signer):
+        raise TrustError(f"{where}: the root of trust is not signed by the pinned audit.rootKey")
 
 
 def now_iso() -> str:

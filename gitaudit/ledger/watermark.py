@@ -14,6 +14,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 import pygit2
 
@@ -26,23 +27,43 @@ def _path(gitdir: Path) -> Path:
     return gitdir / "gitaudit" / FILENAME
 
 
-def load(gitdir: Path) -> dict[str, str]:
+Kind = Literal["verified", "seen"]
+
+
+def _read(gitdir: Path) -> dict[str, dict[str, str]]:
     try:
         data = json.loads(_path(gitdir).read_text())
-    except FileNotFoundError:
-        return {}
     except (OSError, ValueError):
-        return {}  # a corrupt cache only costs a full verification
+        return {"verified": {}, "seen": {}}  # a missing or corrupt cache costs a re-verification
     if not isinstance(data, dict):
-        return {}
-    return {str(k): str(v) for k, v in data.items() if isinstance(v, str)}
+        return {"verified": {}, "seen": {}}
+    out: dict[str, dict[str, str]] = {}
+    for kind in ("verified", "seen"):
+        marks = data.get(kind, {})
+        out[kind] = (
+            {str(k): str(v) for k, v in marks.items() if isinstance(v, str)}
+            if isinstance(marks, dict)
+            else {}
+        )
+    return out
+
+
+def load(gitdir: Path, kind: Kind = "verified") -> dict[str, str]:
+    """The marks of one kind: ``verified`` (everything up to it was verified: `verify` resumes
+    there) or ``seen`` (only the tip's own signature was checked: enough to catch a rewind)."""
+    return _read(gitdir)[kind]
 
 
 def check_forward(repo: pygit2.Repository, gitdir: Path, ref: str, tip: pygit2.Oid | None) -> None:
-    """LedgerError when *ref* is now behind (or beside) the tip verified earlier."""
-    mark = load(gitdir).get(ref)
-    if mark is None:
-        return
+    """LedgerError when *ref* is now behind (or beside) a tip verified or seen earlier."""
+    marks = _read(gitdir)
+    for mark in dict.fromkeys(m for m in (marks["verified"].get(ref), marks["seen"].get(ref)) if m):
+        _forward_of(repo, gitdir, ref, tip, mark)
+
+
+def _forward_of(
+    repo: pygit2.Repository, gitdir: Path, ref: str, tip: pygit2.Oid | None, mark: str
+) -> None:
     if tip is None:
         raise LedgerError(
             f"{ref} was deleted; it was verified at {mark[:12]}",
@@ -63,14 +84,30 @@ def check_forward(repo: pygit2.Repository, gitdir: Path, ref: str, tip: pygit2.O
         )
 
 
-def record(gitdir: Path, marks: dict[str, str]) -> None:
-    """Merge *marks* into the file (atomic replace). Callers only pass verified, newer tips."""
-    path = _path(gitdir)
-    current = load(gitdir)
-    if all(current.get(k) == v for k, v in marks.items()):
+def record(gitdir: Path, marks: dict[str, str], kind: Kind = "verified") -> None:
+    """Merge *marks* into the file (atomic replace). Callers only pass newer tips; a verified
+    mark is also a seen one."""
+    current = _read(gitdir)
+    kinds: tuple[Kind, ...] = ("verified", "seen") if kind == "verified" else ("seen",)
+    if all(current[k].get(r) == v for k in kinds for r, v in marks.items()):
         return  # nothing new: no write
+    for k in kinds:
+        current[k].update(marks)
+    _write(gitdir, current)
+
+
+def reset(gitdir: Path, ref: str, seen: str) -> None:
+    """After a deliberate rewrite (replaying local runs onto a remote ledger): forget what was
+    verified for *ref* and remember only the new tip as seen."""
+    current = _read(gitdir)
+    current["verified"].pop(ref, None)
+    current["seen"][ref] = seen
+    _write(gitdir, current)
+
+
+def _write(gitdir: Path, current: dict[str, dict[str, str]]) -> None:
+    path = _path(gitdir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    current.update(marks)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".watermarks.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as fh:

@@ -197,12 +197,6 @@ def test_attack_evidence_replayed_for_another_plan(world: World) -> None:
     assert "evidence for plan 'a', not 'b'" in judged.reasons[0].message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: another plan's run commits on refs/audit/runs/b are reported as "
-    "evidence.stale-contract (UNKNOWN), not as tampering (evidence.replayed, FAIL): the stale "
-    "lookup in gate._evidence_reasons never looks at run.json's plan",
-)
 def test_attack_evidence_replayed_for_another_plan_with_another_contract(world: World) -> None:
     """Plans a (strict) and b (weak); a's ledger is copied onto refs/audit/runs/b."""
     world.seal(STRICT, "a")
@@ -345,12 +339,6 @@ def test_attack_evidence_ledger_truncated_after_status(failing: tuple[World, str
     assert "moved backwards" in judged.reasons[0].message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: `git audit run` does not record the tip it just signed as the runs ref's "
-    "high-water mark (record.run_plan / ledger.runs.append_run), so a rewind done before the "
-    "next status or verify is not seen",
-)
 def test_attack_evidence_ledger_rewound_right_after_the_failing_run(
     world: World, tmp_path: Path
 ) -> None:
@@ -366,13 +354,6 @@ def test_attack_evidence_ledger_rewound_right_after_the_failing_run(
     assert_plan(world.gate(), "evidence.ledger", "FAIL")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: status records the runs tip as a *verified* high-water mark after checking only "
-    "the tip's signature (gate._evidence_reasons); verify_all then starts below that mark and "
-    "never verifies the commits under it, so a forged commit buried under an honest run is "
-    "never reported",
-)
 def test_attack_evidence_buried_forgery_hidden_from_verify_by_status(
     failing: tuple[World, str, Path],
 ) -> None:
@@ -435,12 +416,6 @@ def _slip_in_forgery(world: World) -> str:
     return str(world.forge_run(tip, edit=make_pass, signer=None))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: gate._trace_carried accepts a carried step whose source run is not signed by a "
-    "trusted runner (it checks the source's position, status, tree and contract, never its "
-    "signature)",
-)
 def test_attack_evidence_carried_from_an_unsigned_run(failing: tuple[World, str, Path]) -> None:
     """An unsigned forgery claims `unit` passed; a ci-signed run (exactly what an honest targeted
     `git audit run lint` writes today, see the next test) carries `unit` from it."""
@@ -455,12 +430,6 @@ def test_attack_evidence_carried_from_an_unsigned_run(failing: tuple[World, str,
     assert_plan(world.gate(), "evidence.carried-invalid", "FAIL")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a targeted run carries steps from any run of the same tree on the ledger, "
-    "signed or not (record.run_plan -> index.runs_for_tree), laundering an unsigned forgery "
-    "into ci-signed evidence that the gate accepts",
-)
 def test_attack_evidence_forgery_laundered_by_a_targeted_run(
     failing: tuple[World, str, Path],
 ) -> None:
@@ -473,12 +442,6 @@ def test_attack_evidence_forgery_laundered_by_a_targeted_run(
     assert world.gate().verdict != "PASS"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: incremental evidence is carried from any run with a matching input digest, "
-    "signed or not (record.run_plan -> index.carry_source), so a plain `git audit run` launders "
-    "an unsigned forgery into ci-signed PASS evidence",
-)
 def test_attack_evidence_forgery_laundered_by_incremental_evidence(
     world: World, tmp_path: Path
 ) -> None:
@@ -500,12 +463,6 @@ def test_attack_evidence_forgery_laundered_by_incremental_evidence(
 # ---------------------------------------------------------------------- local caches in .git
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the gate takes the run the index (.git/gitaudit/index.sqlite) names for a tree "
-    "without checking that its run.json is for that tree and contract (gate._find_run / "
-    "_evidence_reasons), so an edited cache turns genuine evidence for tree A into a PASS for B",
-)
 def test_attack_evidence_lookup_index_poisoned(proven: World) -> None:
     """The agent edits the lookup cache so the PASS run of the old tree is listed for the new."""
     old = proven.ref(RUNS)
@@ -519,12 +476,6 @@ def test_attack_evidence_lookup_index_poisoned(proven: World) -> None:
     assert only(result).reasons[0].code in ("evidence.missing", "evidence.ledger")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a plans tip equal to the high-water mark in .git/gitaudit/watermarks.json is "
-    "taken as verified without any signature check (plansref.read_state: mark == tip -> "
-    "state_at), so writing that file makes an unsigned plans commit authoritative",
-)
 def test_attack_evidence_watermark_file_forged(proven: World) -> None:
     """An unsigned plans commit seals a weak plan; the agent writes its id into watermarks.json,
     commits the weak plan and has the honest runner run it."""
@@ -539,8 +490,8 @@ def test_attack_evidence_watermark_file_forged(proven: World) -> None:
     forged = proven.forge_plans(files, None)
     watermark.record(proven.handle().gitdir, {PLANS_REF: str(forged)})
     proven.repo.commit("weak plan")
-    assert read_state(proven.handle()).seal("default").contract_digest == checked.digest  # type: ignore[union-attr]
-    proven.run()
+    with pytest.raises(TrustError, match="not signed"):
+        read_state(proven.handle())  # the tip's signature is checked even when it is the mark
     result = proven.gate()
     assert result.verdict == "FAIL"
     assert [r.code for r in result.reasons] == ["plans.untrusted"]
@@ -549,13 +500,6 @@ def test_attack_evidence_watermark_file_forged(proven: World) -> None:
 # --------------------------------------------------------------------- human attestations
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: `git audit reconcile --observed pass` is accepted for an idempotent step "
-    "(record.run_plan checks only index.unresolved, which lists every step whose last outcome "
-    "was unknown, on any tree), so a deliberately hung check plus a claimed observation becomes "
-    "PASS evidence for whatever tree is checked out now",
-)
 def test_attack_evidence_timeout_reconciled_as_observed_pass(world: World) -> None:
     """`unit` is an ordinary (idempotent) test run. The agent makes it hang, gets `unknown`,
     changes the code, and 'reconciles' the step as observed passing."""

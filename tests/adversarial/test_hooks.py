@@ -10,7 +10,6 @@ import subprocess
 from typing import Any
 
 import pygit2
-import pytest
 
 from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.keys import Ed25519Signer, Signer, keys_dir, load_signer
@@ -93,16 +92,16 @@ def test_attack_hooks_audit_ref_alone_with_untrusted_signature(setup: Setup) -> 
 
 def test_attack_hooks_unsigned_forgery_under_an_honest_run(setup: Setup) -> None:
     """The laundering attack of test_evidence, as far as the server is concerned: an unsigned
-    'all passed' run, then an honest targeted run that carries the failing step from it. The
-    client's status says PASS (see the xfail tests there); the server verifies every pushed run
-    commit and refuses the whole atomic push."""
+    'all passed' run, then an honest targeted run. The runner refuses to carry anything from an
+    unsigned run (so the client stays UNKNOWN), and the server, which verifies every pushed run
+    commit, refuses the whole atomic push anyway."""
     _run_pass(setup)
     assert setup.audit_push().returncode == 0
     setup.client.write("greeting.txt", "goodbye\n")
     setup.client.commit("break the greeting")
     assert audit(setup.client.path, "run").code == 1
     forged = _forge(setup, RUNS, None, _make_pass)
-    assert audit(setup.client.path, "run", "build").code == 0  # carries `check` from the forgery
+    assert audit(setup.client.path, "run", "build").code == 3  # nothing carried from the forgery
     pushed = setup.push("--no-verify", "--atomic", "origin", "main", RUNS)
     assert pushed.returncode != 0
     assert f"commit {forged} is not signed" in pushed.stderr
@@ -193,12 +192,6 @@ def test_attack_hooks_completion_claim_without_pass(setup: Setup) -> None:
 __all__ = ["setup"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (advisory hook): hooks._CLOSES only knows closes/fixes/resolves/completes followed "
-    "by whitespace, so common spellings of the same claim ('Fixed REQ-2', 'Closes: REQ-2', "
-    "'resolved REQ-2', 'close REQ-2') pass commit-msg without PASS",
-)
 def test_attack_hooks_completion_claim_in_other_words() -> None:
     """The claim detector is a pattern match; these are completion claims all the same."""
     ids = {"REQ-2"}

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gitaudit.errors import PlanError
+from gitaudit.errors import PlanError, RepositoryError
 from gitaudit.plan.catalog import check_worktree
 from tests.adversarial.conftest import World, assert_plan, check, plan, step
 from tests.gitrepo import GitRepo
@@ -138,13 +138,6 @@ def test_attack_workspace_submodule_checkout_changed(world: World, tmp_path: Pat
     assert world.repo.head_tree()[:12] not in judged.reasons[0].message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the workspace fingerprint applies clean filters from the repository's own "
-    "config and .git/info/attributes (fingerprint.workspace_fingerprint -> `git add -A`), so a "
-    "work tree whose bytes differ from HEAD fingerprints as HEAD^{tree}: checks run on the "
-    "edited bytes and PASS evidence is recorded for the committed tree",
-)
 def test_attack_workspace_clean_filter_hides_an_edit(world: World) -> None:
     """`check.sh` fails as committed. The agent edits it to pass and hides the edit from the
     fingerprint with a clean filter that prints the committed version (`git status` is clean)."""
@@ -155,16 +148,11 @@ def test_attack_workspace_clean_filter_hides_an_edit(world: World) -> None:
     (world.path / ".git/info/attributes").write_text("check.sh filter=hide\n")
     world.repo.git("config", "filter.hide.clean", "git show HEAD:check.sh")
     assert world.repo.git("status", "--porcelain") == ""
-    world.run()
+    with pytest.raises(RepositoryError, match="defines content filters"):
+        world.run()  # refused: the checks would read other bytes than the fingerprint
     assert_plan(world.gate("HEAD"), "evidence.missing", "UNKNOWN")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the workspace fingerprint honours core.fsmonitor from the repository's config "
-    "(fingerprint._INDEX_CONFIG does not disable it), so a monitor hook that always answers "
-    "'nothing changed' hides edits: checks run on edited bytes, evidence names HEAD^{tree}",
-)
 def test_attack_workspace_fsmonitor_hides_an_edit(world: World) -> None:
     """`check.sh` fails as committed. The agent installs a file-system monitor hook that never
     reports a change, then edits the script to pass (`git status` is clean)."""
