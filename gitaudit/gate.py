@@ -188,7 +188,19 @@ def _assess_plan(ctx: Context, name: str, file: PlanFile | None) -> PlanVerdict:
     checked = check_file(file, environment=ctx.check_tools)
     if checked.plan is not None:
         ctx.plans[name] = checked.plan
-    run_reasons, run = _evidence_reasons(ctx, name, checked)
+    try:
+        run_reasons, run = _evidence_reasons(ctx, name, checked)
+    except (TypeError, AttributeError, KeyError, ValueError, GitAuditError) as exc:
+        # a signed run.json whose fields have the wrong shape: never a PASS, never a crash
+        detail = exc.message if isinstance(exc, GitAuditError) else f"{type(exc).__name__}: {exc}"
+        run_reasons = [
+            Reason(
+                "evidence.malformed",
+                f"the evidence of plan {name!r} for this tree cannot be read: {detail}",
+                f"git audit verify; then `git audit run --plan {name}`",
+            )
+        ]
+        run = None
     env = (
         [Reason("env.missing-tool", p.message, p.hint) for p in checked.report.environment]
         if ctx.check_tools
@@ -196,7 +208,10 @@ def _assess_plan(ctx: Context, name: str, file: PlanFile | None) -> PlanVerdict:
     )
     all_reasons = env + run_reasons
     assert checked.plan is not None
-    states = _states(ctx, name, checked.plan, run, run_reasons)
+    try:
+        states = _states(ctx, name, checked.plan, run, run_reasons)
+    except (TypeError, AttributeError, KeyError, ValueError, GitAuditError):
+        states = {s.id: "pending" for s in checked.plan.steps}
     return PlanVerdict(name, _fold(all_reasons), tuple(all_reasons), run, states)
 
 

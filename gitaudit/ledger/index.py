@@ -11,7 +11,6 @@ always safe.
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pygit2
 
-from gitaudit.ledger.objects import blob_at
+from gitaudit.ledger.objects import blob_at, loads
 from gitaudit.ledger.refs import read_ref, runs_ref
 
 SCHEMA_VERSION = 2
@@ -79,7 +78,7 @@ def _summary(
     """(tree, contract, verdict, step -> (status, input digest)) from a run commit; unreadable
     run.json -> placeholders (the gate and verify report it; the index only has to not crash)."""
     try:
-        doc = json.loads(blob_at(repo, commit.tree, "run.json") or b"{}")
+        doc = loads(blob_at(repo, commit.tree, "run.json") or b"{}")
         steps = {
             str(k): (str(v.get("status", "?")), str(v.get("input_digest") or ""))
             for k, v in doc.get("steps", {}).items()

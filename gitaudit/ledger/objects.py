@@ -77,12 +77,21 @@ def json_at(repo: pygit2.Repository, tree: pygit2.Tree, path: str, what: str) ->
     if data is None:
         return None
     try:
-        return json.loads(data)
+        return loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise LedgerError(
             f"{what}: {path} in tree {str(tree.id)[:12]} is not valid JSON ({exc})",
             hint="the ledger was edited by hand or is corrupt; restore the ref from a good copy",
         ) from exc
+
+
+def loads(data: bytes | str) -> Any:
+    """json.loads for ledger files: anything unparsable (including nesting deep enough to
+    exhaust the parser) is a ValueError, which every caller turns into a precise error."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def dumps(value: Any) -> bytes:

@@ -9,7 +9,6 @@ rewritten, foreign-signed or unsigned plans ref is always reported with the comm
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,7 +20,7 @@ from gitaudit.crypto.commits import create_signed_commit, verify_commit
 from gitaudit.crypto.keys import PublicKey, Signer
 from gitaudit.errors import GitAuditError, LedgerError, SealError, TrustError
 from gitaudit.ledger import watermark
-from gitaudit.ledger.objects import commit_of, read_files, write_tree
+from gitaudit.ledger.objects import commit_of, loads, read_files, write_tree
 from gitaudit.ledger.refs import PLANS_REF, RefConflict, cas_update, read_ref
 from gitaudit.ledger.trust import (
     Policy,
@@ -165,7 +164,7 @@ def state_at(repo: pygit2.Repository, commit: pygit2.Commit) -> PlansState:
         if path.startswith("seals/") and path.endswith(".json"):
             name = path[len("seals/") : -len(".json")]
             try:
-                doc = json.loads(data)
+                doc = loads(data)
             except ValueError as exc:
                 raise SealError(f"{where}: {path} is not valid JSON ({exc})") from None
             record = SealRecord.from_json(doc, f"{where}: {path}")

@@ -10,7 +10,6 @@ tree on the new tip, so concurrent runs form one linear chain and none is lost.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,7 @@ from gitaudit.checks.execute import CheckResult
 from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.keys import Signer
 from gitaudit.errors import LedgerError
-from gitaudit.ledger.objects import blob_at, commit_of, dumps, write_tree
+from gitaudit.ledger.objects import blob_at, commit_of, dumps, loads, write_tree
 from gitaudit.ledger.refs import RefConflict, cas_update, read_ref, runs_ref
 
 RUN_FORMAT = "gitaudit.run/1"
@@ -124,7 +123,7 @@ def read_run(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str = "run") 
     if raw is None:
         raise LedgerError(f"{what} {str(commit.id)[:12]} has no run.json")
     try:
-        doc = json.loads(raw)
+        doc = loads(raw)
     except ValueError as exc:
         raise LedgerError(
             f"{what} {str(commit.id)[:12]}: run.json is not valid JSON ({exc})"

@@ -8,7 +8,6 @@ and policy) and which are **runners** (may append evidence). ``policy.json`` hol
 from __future__ import annotations
 
 import fnmatch
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -18,7 +17,7 @@ import pygit2
 from gitaudit.crypto.allowed_signers import format_allowed_signers, parse_allowed_signers
 from gitaudit.crypto.keys import PublicKey
 from gitaudit.errors import GitAuditError, TrustError
-from gitaudit.ledger.objects import blob_at, dumps
+from gitaudit.ledger.objects import blob_at, dumps, loads
 from gitaudit.plan.digest import canonical, sha256
 
 Role = Literal["sealer", "runner"]
@@ -127,7 +126,7 @@ def trust_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> T
         )
     try:
         entries = parse_allowed_signers(signers_raw.decode("utf-8"))
-        roles = json.loads(roles_raw)
+        roles = loads(roles_raw)
         if not isinstance(roles, dict) or roles.get("format") != ROLES_FORMAT:
             raise ValueError("unknown roles format (expected gitaudit.roles/1)")
         sealers = set(_names(roles, "sealers"))
@@ -211,7 +210,7 @@ def policy_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> 
     if raw is None:
         raise TrustError(f"{where} has no {POLICY_PATH}")
     try:
-        doc = json.loads(raw)
+        doc = loads(raw)
     except ValueError as exc:
         raise TrustError(f"{where}: {POLICY_PATH} is not valid JSON ({exc})") from None
     return Policy.from_json(doc, where)

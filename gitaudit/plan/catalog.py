@@ -9,7 +9,7 @@ from pathlib import Path
 from gitaudit.errors import PlanError, UsageError
 from gitaudit.plan.digest import contract_digest
 from gitaudit.plan.model import Plan
-from gitaudit.plan.problems import ValidationReport
+from gitaudit.plan.problems import Problem, ValidationReport
 from gitaudit.plan.store import (
     DEFAULT_PLAN,
     PLANS_DIR,
@@ -52,7 +52,20 @@ def check_file(file: PlanFile, *, environment: bool = True) -> CheckedPlan:
     plan, report = validate_bytes(
         file.data, name=file.name, source=file.source, environment=environment
     )
-    digest = contract_digest(plan) if plan is not None and report.valid else None
+    digest = None
+    if plan is not None and report.valid:
+        try:
+            digest = contract_digest(plan)
+        except (ValueError, TypeError, OverflowError) as exc:  # RFC 8785 cannot encode it
+            problem = Problem(
+                file.name,
+                file.source,
+                "$",
+                "contract.not-canonical",
+                f"the contract cannot be written as canonical JSON (RFC 8785): {exc}",
+                "keep numbers within ±2^53 and strings free of lone surrogates",
+            )
+            report = ValidationReport(report.plan, report.source, (*report.problems, problem))
     return CheckedPlan(file, plan, report, digest)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_PART = re.compile(r"\s*(\d+)\s*([smhdw])\s*")
+_PART = re.compile(r"\s*(\d{1,12})\s*([smhdw])\s*")  # 12 digits: far beyond any real validity
 
 
 def parse_duration(text: str) -> int | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
@@ -85,6 +86,13 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):
+        raise ValueError(f"{token} is too large for a JSON number gitaudit can keep")
+    return value
+
+
 def _reject_constant(token: str) -> Any:
     raise ValueError(f"{token} is not valid JSON")
 
@@ -102,7 +110,25 @@ def parse_json(data: bytes, *, plan: str, source: str) -> tuple[Any, list[Proble
             "$", "json.encoding", f"not UTF-8 text (byte {exc.start})", "save the plan as UTF-8"
         )
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+        value = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+        )
+        # lone surrogates ("\ud800") parse, but are not Unicode text: no tool can encode them
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except RecursionError:
+        return None, problem(
+            "$", "json.invalid", "the JSON is nested too deeply", "flatten the document"
+        )
+    except UnicodeEncodeError:
+        return None, problem(
+            "$",
+            "json.invalid",
+            "a string holds a lone UTF-16 surrogate escape (such as \\ud800)",
+            "remove the escape, or write the character it was meant to be",
+        )
     except json.JSONDecodeError as exc:
         return None, problem(
             "$",
@@ -209,7 +235,8 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
 def _path_key(path: str) -> list[tuple[int, int | str]]:
     key: list[tuple[int, int | str]] = []
     for part in path.replace("]", "").replace("[", ".").split(".")[1:]:
-        key.append((0, int(part)) if part.isdigit() else (1, part))
+        numeric = part.isascii() and part.isdigit() and len(part) < 18
+        key.append((0, int(part)) if numeric else (1, part))
     return key
 
 
