@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 BASE   := $(VENV)/.installed
 
-.PHONY: test demo lint typecheck pytest venv manpage bench clean
+.PHONY: test demo lint typecheck pytest venv manpage bench clean fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,3 +46,14 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
+
+# Fuzz every harness in fuzz/ for FUZZ_SECONDS each: atheris/libFuzzer when atheris installs,
+# else the harnesses' pure-Python fallback driver. Fails when a harness crashed or hung.
+FUZZ_SECONDS ?= 60
+
+fuzz: $(STAMP)
+	@$(BIN)/python -c "import atheris" 2>/dev/null || $(BIN)/python -m pip install -q atheris \
+		|| echo "make fuzz: atheris unavailable here; using the pure-Python fallback driver" >&2
+	@rc=0; for h in plan signature; do \
+		$(BIN)/python fuzz/run.py $$h $(FUZZ_SECONDS) || rc=1; \
+	done; exit $$rc
