@@ -89,9 +89,14 @@ def loads(data: bytes | str) -> Any:
     """json.loads for ledger files: anything unparsable (including nesting deep enough to
     exhaust the parser) is a ValueError, which every caller turns into a precise error."""
     try:
-        return json.loads(data)
+        value = json.loads(data)
+        # lone surrogates ("\ud800") parse, but are not text: SQLite, RFC 8785 and UTF-8 refuse
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
     except RecursionError:
         raise ValueError("nested too deeply") from None
+    except UnicodeEncodeError:
+        raise ValueError("a string holds a lone UTF-16 surrogate") from None
+    return value
 
 
 def dumps(value: Any) -> bytes:

@@ -180,6 +180,32 @@ def state_at(repo: pygit2.Repository, commit: pygit2.Commit) -> PlansState:
     )
 
 
+def _check_signed(
+    repo: pygit2.Repository,
+    commit: pygit2.Commit,
+    judge: TrustSet,
+    where: str,
+    pinned_root: str | None,
+) -> None:
+    """*commit* must be signed by a sealer of *judge*; the root also by the pinned key."""
+    sealers = judge.with_role("sealer")
+    if not sealers:
+        raise TrustError(f"{where}: no sealer is trusted to sign it")
+    try:
+        signer = verify_commit(repo, commit.id, sealers)
+    except GitAuditError as exc:
+        raise TrustError(
+            f"{where}: not signed by a trusted sealer: {exc.message}",
+            hint="someone rewrote refs/audit/plans; restore it from a good copy",
+        ) from None
+    if pinned_root and not pinned_matches(pinned_root, signer):
+        raise TrustError(
+            f"{where}: the root of trust is signed by {signer.fingerprint()}, "
+            "not by the pinned audit.rootKey",
+            hint="fetch the genuine refs/audit/plans, or re-pin: `git config audit.rootKey`",
+        )
+
+
 def verify_chain(
     repo: pygit2.Repository,
     tip: pygit2.Oid,
@@ -208,31 +234,20 @@ def verify_chain(
     state = parent_state
     for commit in chain:
         where = f"plans commit {str(commit.id)[:12]}"
+        # the signature first (judged by the parent's sealers), the content only after it:
+        # nothing an unsigned commit holds is evaluated
+        if state is not None:
+            _check_signed(repo, commit, state.trust, where, None)
         try:
             mine = state_at(repo, commit)
         except GitAuditError as exc:
             raise TrustError(f"{exc.message}", hint=exc.hint) from None
-        if state is not None:
+        if state is None:
+            _check_signed(repo, commit, mine.trust, where, pinned_root)
+        else:
             problem = transition_problem(state, mine, where)
             if problem:
                 raise TrustError(problem, hint="restore refs/audit/plans from a good copy")
-        judge = state.trust if state is not None else mine.trust
-        sealers = judge.with_role("sealer")
-        if not sealers:
-            raise TrustError(f"{where}: no sealer is trusted to sign it")
-        try:
-            signer = verify_commit(repo, commit.id, sealers)
-        except GitAuditError as exc:
-            raise TrustError(
-                f"{where}: not signed by a trusted sealer: {exc.message}",
-                hint="someone rewrote refs/audit/plans; restore it from a good copy",
-            ) from None
-        if state is None and pinned_root and not pinned_matches(pinned_root, signer):
-            raise TrustError(
-                f"{where}: the root of trust is signed by {signer.fingerprint()}, "
-                "not by the pinned audit.rootKey",
-                hint="fetch the genuine refs/audit/plans, or re-pin: `git config audit.rootKey`",
-            )
         state = mine
     assert state is not None
     return state

@@ -194,6 +194,8 @@ class Policy:
             refs = doc.get("protected_refs", ["refs/heads/*"])
             if not isinstance(refs, list) or not all(isinstance(r, str) and r for r in refs):
                 raise ValueError("protected_refs must be a list of ref patterns")
+            if not all(r.encode("utf-8", errors="ignore").decode() == r for r in refs):
+                raise ValueError("protected_refs must be text (no lone surrogates)")
             allow = doc.get("allow_weaken", True)
             if not isinstance(allow, bool):
                 raise ValueError("allow_weaken must be true or false")

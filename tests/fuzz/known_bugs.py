@@ -32,31 +32,7 @@ class KnownBug:
     caller: frozenset[str] | None = None
 
 
-def _rfc8785_errors() -> tuple[type[BaseException], ...]:
-    try:
-        import rfc8785
-    except ImportError:  # pragma: no cover - a dependency of gitaudit
-        return (ValueError,)
-    return (rfc8785.CanonicalizationError,)
-
-
-KNOWN_BUGS: tuple[KnownBug, ...] = (
-    KnownBug(
-        "index-surrogate-field",
-        (UnicodeEncodeError,),
-        frozenset({"ledger/index.py:sync"}),
-        "a run.json string holding a lone surrogate (JSON \\ud800) cannot be stored in the "
-        "SQLite lookup index: index.sync raises UnicodeEncodeError (before any signature check)",
-    ),
-    KnownBug(
-        "policy-not-canonical",
-        _rfc8785_errors(),
-        frozenset({"plan/digest.py:canonical"}),
-        "Policy.from_json accepts protected_refs with a lone surrogate; Policy.digest() then "
-        "raises (reached from verify_chain's transition rules before the signature check)",
-        caller=frozenset({"ledger/trust.py:digest"}),
-    ),
-)
+KNOWN_BUGS: tuple[KnownBug, ...] = ()  # none open: every crash found so far is fixed
 
 # Fixed since they were found (commit 0c578f7); their reproducers are now regression tests in
 # tests/fuzz/test_fuzz_regressions.py: plan-deep-nesting, plan-surrogate-key, plan-path-key-int,

@@ -1,10 +1,7 @@
-"""Minimal reproducers of the crashes fuzzing found that are still open, one per registered bug.
-
-Each is ``xfail(strict=True, raises=<the exception>)``: it fails today for exactly that reason,
-and the day the bug is fixed it XPASSes, which strict mode reports as a failure, so the marker and
-the entry in :mod:`tests.fuzz.known_bugs` get removed together (and the test moves to
-``test_fuzz_regressions.py``). Each reproducer also checks that the registry recognises its
-exception, so the fuzz tests and harnesses tolerate exactly these.
+"""Reproducers of the last crashes fuzzing found (lone surrogates in ledger files), now fixed:
+each asserts the behaviour that replaced the crash. New open crashes get an
+``xfail(strict=True, raises=...)`` reproducer here and an entry in :mod:`tests.fuzz.known_bugs`
+(see :func:`reproduce`), removed together when fixed.
 """
 
 from __future__ import annotations
@@ -15,8 +12,8 @@ from pathlib import Path
 
 import pygit2
 import pytest
-import rfc8785
 
+from gitaudit.errors import TrustError
 from gitaudit.ledger import index
 from gitaudit.ledger.objects import read_files, write_tree
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
@@ -48,22 +45,10 @@ def reproduce(name: str, action: Callable[[], object]) -> None:
 
 # ----------------------------------------------------------------------------- index
 
-INDEX_BUG = (
-    "BUG: gitaudit/ledger/index.py:132-133 sync: index._summary (index.py:75) passes strings of "
-    "run.json through str(), and one holding a lone surrogate (the JSON escape \\ud800 in "
-    "verdict, tree, contract_digest, a step id, status or input_digest) cannot be bound as "
-    "SQLite text: UnicodeEncodeError. The index reads every run commit before any signature "
-    "is checked, so one UNSIGNED commit on refs/audit/runs/<plan> (e.g. fetched) breaks "
-    "`git audit run`, `log` and every other index user with a traceback (the gate survives "
-    "since 0c578f7 only through its catch-all: evidence.malformed). Fix: reject lone "
-    "surrogates in ledger.objects.loads (as plan/load.py parse_json does), so _summary's "
-    "ValueError handler turns the commit into a MALFORMED row"
-)
 
-
-@pytest.mark.xfail(strict=True, raises=UnicodeEncodeError, reason=INDEX_BUG)
 @pytest.mark.parametrize("field", ["verdict", "tree", "status", "step-id"])
 def test_index_sync_survives_a_lone_surrogate_in_run_json(field: str) -> None:
+    """Was UnicodeEncodeError binding the string into SQLite; now a MALFORMED row."""
     repo = bare_repo()
     doc: dict[str, object] = {"tree": "t", "contract_digest": "c", "verdict": "PASS"}
     if field == "status":
@@ -76,40 +61,31 @@ def test_index_sync_survives_a_lone_surrogate_in_run_json(field: str) -> None:
     plan = f"surrogate-{field}"
     repo.references.create(runs_ref(plan), oid, force=True)
     gitdir = Path(repo.path)
-    reproduce("index-surrogate-field", lambda: index.sync(repo, gitdir, plan))
+    index.sync(repo, gitdir, plan)
+    (row,) = index.recent(repo, gitdir, plan, 5)
+    assert row.verdict == "MALFORMED"
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeEncodeError, reason=INDEX_BUG)
 def test_git_audit_run_survives_an_unsigned_run_with_a_lone_surrogate() -> None:
     world = gate_world()
     doc = ideal_doc(world)
     doc["verdict"] = "\ud800"
     install_run(json.dumps(doc).encode(), signed=False)
-    handle = open_repo(world.path)
-    reproduce("index-surrogate-field", lambda: run_plan(handle, world.plan, gate_signer(), jobs=1))
+    recorded = run_plan(open_repo(world.path), world.plan, gate_signer(), jobs=1)
+    assert recorded.verdict in ("PASS", "FAIL", "UNKNOWN")
 
 
 # ----------------------------------------------------------------------------- policy
 
-POLICY_BUG = (
-    "BUG: gitaudit/ledger/trust.py:190 Policy.from_json accepts protected_refs holding a lone "
-    "surrogate, and Policy.digest() (trust.py:171 -> plan/digest.py:96 canonical) then raises "
-    "rfc8785.CanonicalizationError. verify_chain (plansref.py:216) evaluates the transition "
-    "rules (transition_problem, plansref.py:381, which calls after.policy.digest()) BEFORE the "
-    "commit's signature, so one UNSIGNED commit on refs/audit/plans crashes the gate, status, "
-    "run and seal instead of a TrustError. Fix: reject lone surrogates in ledger.objects.loads "
-    "(or in Policy.from_json), and verify each commit's signature before judging its contents"
-)
 
-
-@pytest.mark.xfail(strict=True, raises=rfc8785.CanonicalizationError, reason=POLICY_BUG)
 def test_policy_from_json_accepts_only_what_it_can_digest() -> None:
     doc = {"format": POLICY_FORMAT, "protected_refs": ["\ud800"]}
-    reproduce("policy-not-canonical", lambda: Policy.from_json(doc, "policy.json").digest())
+    with pytest.raises(TrustError, match="lone surrogates"):
+        Policy.from_json(doc, "policy.json")
 
 
-@pytest.mark.xfail(strict=True, raises=rfc8785.CanonicalizationError, reason=POLICY_BUG)
 def test_gate_survives_an_unsigned_plans_commit_with_a_lone_surrogate_policy() -> None:
+    """Was rfc8785.CanonicalizationError: the transition was judged before the signature."""
     world = gate_world()
     git = open_repo(world.path).git
     tip = git.references[PLANS_REF].target
@@ -123,6 +99,8 @@ def test_gate_survives_an_unsigned_plans_commit_with_a_lone_surrogate_policy() -
     forged = git.create_commit(None, who, who, "policy", write_tree(git, files), [tip])
     git.references.create(PLANS_REF, forged, force=True)
     try:
-        reproduce("policy-not-canonical", judge_gate)
+        result = judge_gate()
+        assert result.verdict == "FAIL"
+        assert [r.code for r in result.reasons] == ["plans.untrusted"]
     finally:
         git.references.create(PLANS_REF, tip, force=True)
