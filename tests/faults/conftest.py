@@ -1,0 +1,377 @@
+"""Fixtures and worker processes for the fault tests.
+
+Workers are plain functions run in their own interpreter (``python -c``, see :func:`spawn`) so
+that concurrency is between real processes racing on one repository, as in production. They
+inherit the hermetic environment of the test (HOME, GITAUDIT_HOME, git identity) through
+``os.environ`` and print one JSON document on their last line of stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.gitrepo import GitRepo, audit, git
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+SEED = 20261101
+PLAN_NAME = "default"
+RUNS_REF = f"refs/audit/runs/{PLAN_NAME}"
+
+
+# ------------------------------------------------------------------------------------- plans
+
+
+def step(sid: str, *argv: str) -> dict[str, Any]:
+    return {
+        "id": sid,
+        "depends_on": [],
+        "covers": ["R"],
+        "verify": [{"type": "run", "argv": list(argv or ("true",))}],
+    }
+
+
+def tiny_plan(extra: Iterable[str] = ()) -> dict[str, Any]:
+    """One `true` step (plus one `true` step per name in *extra*): evidence as cheap as it gets."""
+    return {
+        "task": "faults",
+        "requirements": [{"id": "R", "description": "the tree is checked"}],
+        "steps": [step("s"), *(step(x) for x in extra)],
+    }
+
+
+# ---------------------------------------------------------------------------------- processes
+
+
+def env(**extra: str) -> dict[str, str]:
+    """The hermetic environment, with the venv's bin first (hooks, `git audit`) and the project
+    importable (workers import this module)."""
+    bindir = str(Path(PY).parent)
+    out = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
+    out.update(extra)
+    return out
+
+
+def cli_argv(*args: str) -> list[str]:
+    return [PY, "-m", "gitaudit", *args]
+
+
+def spawn(func: str, *args: Any, cwd: Path | None = None) -> subprocess.Popen[str]:
+    """Run ``tests.faults.conftest.<func>(*args)`` in a fresh interpreter."""
+    code = (
+        "import json, sys\n"
+        f"from tests.faults.conftest import {func} as worker\n"
+        "worker(*json.loads(sys.argv[1]))\n"
+    )
+    return subprocess.Popen(
+        [PY, "-c", code, json.dumps(list(args))],
+        cwd=cwd or ROOT,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def collect(procs: Sequence[subprocess.Popen[str]], timeout: float) -> list[Any]:
+    """Wait for every worker (bounded); each must exit 0; return their JSON results."""
+    deadline = time.monotonic() + timeout
+    results = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            raise AssertionError(f"a worker did not finish within {timeout:.0f} s") from None
+        assert proc.returncode == 0, f"worker failed ({proc.returncode}):\n{err[-4000:]}"
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+def wait_until(start_at: float) -> None:
+    """Line workers up on one wall-clock instant so their critical sections overlap."""
+    delay = start_at - time.time()
+    if delay > 0:
+        time.sleep(delay)
+
+
+# --------------------------------------------------------------------------------------- git
+
+
+def fsck(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "fsck", "--no-dangling", "--no-progress"],
+        cwd=path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def rev_parse(path: Path, rev: str) -> str | None:
+    proc = subprocess.run(
+        ["git", "rev-parse", "--verify", "-q", rev],
+        cwd=path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.stdout.strip() or None
+
+
+def rev_list(path: Path, ref: str, *options: str) -> list[str]:
+    return git(path, "rev-list", *options, ref).split()
+
+
+def is_ancestor(path: Path, ancestor: str, descendant: str) -> bool:
+    proc = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", ancestor, descendant],
+        cwd=path,
+        capture_output=True,
+        check=False,
+    )
+    return proc.returncode == 0
+
+
+def lock_files(gitdir: Path) -> list[Path]:
+    return sorted(p for p in gitdir.rglob("*.lock") if p.is_file())
+
+
+def age(paths: Iterable[Path], seconds: float = 60.0) -> None:
+    """Pretend *seconds* have passed since the files were last written."""
+    then = time.time() - seconds
+    for path in paths:
+        try:
+            os.utime(path, (then, then))
+        except FileNotFoundError:
+            continue
+
+
+def assert_one_line_errors(texts: Iterable[str]) -> None:
+    for text in texts:
+        assert "Traceback" not in text, text
+
+
+def assert_ledger_sound(path: Path, ref: str = RUNS_REF) -> list[str]:
+    """fsck clean, the ref linear, and a full `git audit verify` (no watermarks) verifying every
+    commit on it. Returns the chain, newest first."""
+    checked = fsck(path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    chain = rev_list(path, ref)
+    assert rev_list(path, ref, "--merges") == [], f"{ref} has merges"
+    assert rev_list(path, ref, "--first-parent") == chain, f"{ref} is not linear"
+    gitdir = Path(git(path, "rev-parse", "--absolute-git-dir").strip())
+    (gitdir / "gitaudit" / "watermarks.json").unlink(missing_ok=True)
+    verified = audit(path, "verify", "--json")
+    assert verified.code == 0, verified.out + verified.err
+    doc = verified.json()
+    assert doc["verdict"] == "PASS", doc
+    assert doc["verified"][ref] == len(chain), doc
+    return chain
+
+
+# ---------------------------------------------------------------------------------- fixtures
+
+
+def seal_repo(repo: GitRepo, plan: dict[str, Any] | None = None) -> GitRepo:
+    """Write the plan, commit, and key + trust + seal through the real command line."""
+    repo.write_plan(plan or tiny_plan())
+    repo.commit("plan")
+    for args in (["keys", "generate"], ["trust", "init"], ["plan", "seal"]):
+        result = audit(repo.path, *args)
+        assert result.code == 0, (args, result.out, result.err)
+    return repo
+
+
+@pytest.fixture
+def tiny(repo: GitRepo) -> GitRepo:
+    """A repository with a sealed one-step plan and a trusted sealer+runner key."""
+    return seal_repo(repo)
+
+
+@dataclass
+class Served:
+    """A client with a sealed tiny plan and a bare server running gitaudit's pre-receive hook."""
+
+    client: GitRepo
+    server: Path
+    root_key: str
+
+    def audit_push(self, cwd: Path | None = None, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            cli_argv("push", *args),
+            cwd=cwd or self.client.path,
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env(),
+        )
+
+
+def make_served(base: Path, files: Iterable[str] = ()) -> Served:
+    server = base / "server.git"
+    git(base, "init", "-q", "--bare", "-b", "main", str(server))
+    client = GitRepo.create(base / "client")
+    for name in files:
+        client.write(name, "0\n")
+    client.write_plan(tiny_plan())
+    client.commit("tiny plan")
+    client.git("remote", "add", "origin", str(server))
+    for args in (["init"], ["plan", "seal", "-m", "initial"]):
+        result = audit(client.path, *args)
+        assert result.code == 0, (args, result.out, result.err)
+    root_key = client.git("config", "audit.rootKey").strip()
+    git(server, "config", "audit.rootKey", root_key)
+    installed = audit(server, "hooks", "install", "--server")
+    assert installed.code == 0, installed.err
+    boot = subprocess.run(
+        ["git", "push", "origin", "refs/audit/plans:refs/audit/plans"],
+        cwd=client.path,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env(),
+    )
+    assert boot.returncode == 0, boot.stderr
+    return Served(client, server, root_key)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Served:
+    return make_served(tmp_path)
+
+
+# ----------------------------------------------------------------------------------- workers
+
+
+def _open(path: str) -> tuple[Any, Any]:
+    from gitaudit.cli.common import signer_for
+    from gitaudit.repo import open_repo
+
+    repo = open_repo(path)
+    return repo, signer_for(repo, None)
+
+
+def record_worker(path: str, runs: int, start_at: float) -> None:
+    """Record *runs* runs of the default plan in-process; print their commit ids."""
+    from gitaudit.record import run_plan
+
+    repo, signer = _open(path)
+    wait_until(start_at)
+    commits = []
+    for _ in range(runs):
+        recorded = run_plan(repo, PLAN_NAME, signer, jobs=1)
+        assert recorded.verdict == "PASS", recorded.doc["reasons"]
+        commits.append(recorded.commit)
+    print(json.dumps({"commits": commits}))
+
+
+def seal_worker(path: str, me: int, versions: int, start_at: float) -> None:
+    """Seal *versions* versions of this worker's own plan ``own<me>`` and as many of the plan
+    ``shared`` that every worker seals; each version a distinct contract (an extra step named
+    after the worker and the version). Prints the contract digests sealed."""
+    from gitaudit.ledger.seals import seal_plan
+    from gitaudit.plan.catalog import check_file
+    from gitaudit.plan.store import PlanFile
+
+    repo, signer = _open(path)
+    wait_until(start_at)
+    sealed: dict[str, list[str]] = {"own": [], "shared": []}
+    for v in range(versions):
+        for kind, name in (("own", f"own{me}"), ("shared", "shared")):
+            extra = [f"w{me}v{n}" for n in range(v + 1)] if kind == "own" else [f"w{me}v{v}"]
+            data = (json.dumps(tiny_plan(extra), indent=2) + "\n").encode()
+            checked = check_file(PlanFile(name, f"{name}.json", data), environment=False)
+            outcome = seal_plan(
+                repo, signer, checked, reason=f"worker {me} v{v}", allow_weaken=True
+            )
+            assert outcome.commit is not None, outcome.message
+            sealed[kind].append(str(checked.digest))
+    print(json.dumps(sealed))
+
+
+RACE_MARKERS = re.compile(
+    r"fetch first|non-fast-forward|failed to update ref|cannot lock ref|atomic|"
+    r"incorrect old value|stale info|but expected",
+)
+
+
+def load_client(
+    path: str, client: int, pushes: int, passing: int, start_at: float, max_attempts: int
+) -> None:
+    """Push *pushes* commits of branch ``c<client>``: *passing* of them with fresh evidence
+    through `git audit push` (retrying a lost race on the shared runs ref), the others without
+    evidence through `git push --no-verify` (the server must reject them; the commit is then
+    dropped locally). Prints one record per push."""
+    from gitaudit.record import run_plan
+    from gitaudit.repo import open_repo
+
+    rng = random.Random(SEED * 100 + client)
+    _repo, signer = _open(path)
+    wanted = set(rng.sample(range(pushes), passing))
+    work = Path(path)
+    wait_until(start_at)
+    records = []
+    for k in range(pushes):
+        (work / f"c{client}.txt").write_text(f"client {client} push {k}\n")
+        # --no-verify: skip the commit-msg hook (one interpreter start each); pushes are measured
+        git(work, "commit", "-q", "-a", "--no-verify", "-m", f"c{client}: push {k}")
+        sha = git(work, "rev-parse", "HEAD").strip()
+        started = time.monotonic()
+        record: dict[str, Any] = {"client": client, "k": k, "sha": sha}
+        if k in wanted:
+            recorded = run_plan(open_repo(path), PLAN_NAME, signer, jobs=1)
+            record.update(kind="pass", verdict=recorded.verdict, run=recorded.commit)
+            attempts, accepted, races, err = 0, False, 0, ""
+            while attempts < max_attempts:
+                attempts += 1
+                proc = subprocess.run(
+                    cli_argv("push"), cwd=work, capture_output=True, text=True, check=False
+                )
+                if proc.returncode == 0:
+                    accepted = True
+                    break
+                err = proc.stdout + proc.stderr
+                declined = "hook declined" in err or "is blocked" in err or "Traceback" in err
+                if declined or not RACE_MARKERS.search(err):
+                    break  # not a race: a wrong reject, reported below, never retried away
+                races += 1
+                # back off for about as long as a push takes (jittered, growing): the winner of
+                # the race gets out of the way instead of all of them trying again at once
+                time.sleep(rng.uniform(0.0, min(3.0, 0.5 * attempts)))
+            record.update(accepted=accepted, attempts=attempts, races=races)
+            if not accepted:
+                record["error"] = err[-3000:]
+        else:
+            proc = subprocess.run(
+                ["git", "push", "--no-verify", "origin", f"c{client}"],
+                cwd=work,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            record.update(
+                kind="reject",
+                accepted=proc.returncode == 0,
+                declined_by_hook="pre-receive hook declined" in proc.stderr,
+                attempts=1,
+                races=0,
+            )
+            if proc.returncode != 0:
+                git(work, "reset", "-q", "--hard", "HEAD~1")
+        record["seconds"] = round(time.monotonic() - started, 3)
+        records.append(record)
+    print(json.dumps(records))
