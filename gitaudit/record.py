@@ -270,11 +270,11 @@ def run_plan(
     digests = input_digests(repo.git, plan, before.tree)
     incremental: dict[StepId, str] = {}
     if not fresh:
-        for step in plan.steps:
-            if step.inputs and step.id not in wanted:
-                source = index.carry_source(repo.git, repo.gitdir, name, step.id, digests[step.id])
-                if source is not None and _trusted(repo, source, runners):
-                    incremental[step.id] = source
+        wanted_digests = {
+            s.id: digests[s.id] for s in plan.steps if s.inputs and s.id not in wanted
+        }
+        sources = index.carry_sources(repo.git, repo.gitdir, name, wanted_digests)
+        incremental = {sid: c for sid, c in sources.items() if _trusted(repo, c, runners)}
     attempts = index.failed_attempts(repo.git, repo.gitdir, name, digest)
     unresolved = index.unresolved(repo.git, repo.gitdir, name)
     missing_tools = [t for t in plan.required_tools if shutil.which(t) is None]

@@ -7,9 +7,8 @@ from typing import Annotated
 
 import typer
 
+from gitaudit.cli.context import repo_here, signer_for
 from gitaudit.cli.output import emit_json, say, warn
-from gitaudit.crypto.keys import Signer, resolve_signer
-from gitaudit.repo import Repo, open_repo
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -18,10 +17,6 @@ PlanOpt = Annotated[
     typer.Option("--plan", "-p", help="Act on this plan only (default: every active plan)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a machine-readable JSON document.")]
-
-
-def repo_here() -> Repo:
-    return open_repo()
 
 
 def exit_with(code: int) -> None:
@@ -40,9 +35,4 @@ KeyOpt = Annotated[
 ]
 
 
-def signer_for(repo: Repo, key: Path | None) -> Signer:
-    """The signing key, resolved in the documented order; never one inside the work tree."""
-    return resolve_signer(explicit=key, repo_config=repo.git.config, workdir=repo.workdir)
-
-
-__all__ = ["emit_json", "say", "warn"]
+__all__ = ["emit_json", "repo_here", "say", "signer_for", "warn"]

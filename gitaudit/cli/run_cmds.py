@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-import threading
-import time
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
 
+from gitaudit.cli import running
 from gitaudit.cli.common import (
     JsonOpt,
     KeyOpt,
@@ -23,116 +18,12 @@ from gitaudit.cli.common import (
     say,
     signer_for,
 )
-from gitaudit.errors import ExitCode, UsageError
+from gitaudit.errors import UsageError
 from gitaudit.ledger import index
 from gitaudit.ledger.objects import blob_at, commit_of
 from gitaudit.ledger.runs import read_run, resolve_run
-from gitaudit.plan.catalog import check_worktree
 from gitaudit.plan.store import discover_worktree
-from gitaudit.record import RecordedRun, run_plan
-from gitaudit.runner import StepOutcome
-
-VERDICT_EXIT = {
-    "PASS": ExitCode.OK,
-    "FAIL": ExitCode.FAIL,
-    "UNKNOWN": ExitCode.UNKNOWN,
-    "INTERRUPTED": ExitCode.UNKNOWN,
-}
-_MARK = {
-    "passed": "✓",
-    "carried": "✓",
-    "failed": "✗",
-    "blocked": "·",
-    "unknown": "?",
-    "exhausted": "✗",
-    "interrupted": "!",
-    "not-run": "-",
-}
-
-
-class _Progress:
-    """Live table on a terminal, one plain line per event otherwise (stderr either way)."""
-
-    def __init__(self, plan: str, step_ids: list[str], enabled: bool) -> None:
-        self.console = Console(stderr=True)
-        self.live_mode = enabled and self.console.is_terminal
-        self.plan = plan
-        self.state = {sid: "pending" for sid in step_ids}
-        self.started: dict[str, float] = {}
-        self.elapsed: dict[str, float] = {}
-        self.lock = threading.Lock()
-        self.live: Live | None = None
-
-    def table(self) -> Table:
-        table = Table(title=f"git audit run --plan {self.plan}", show_edge=False)
-        table.add_column("step")
-        table.add_column("state")
-        table.add_column("seconds", justify="right")
-        now = time.monotonic()
-        for sid, st in self.state.items():
-            secs = self.elapsed.get(sid, now - self.started[sid] if sid in self.started else 0.0)
-            colour = {
-                "passed": "green",
-                "carried": "green",
-                "failed": "red",
-                "running": "yellow",
-                "exhausted": "red",
-                "unknown": "magenta",
-            }.get(st, "dim")
-            table.add_row(sid, f"[{colour}]{st}[/]", f"{secs:.1f}" if sid in self.started else "")
-        return table
-
-    def __enter__(self) -> _Progress:
-        if self.live_mode:
-            self.live = Live(
-                self.table(), console=self.console, refresh_per_second=8, transient=False
-            )
-            self.live.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.live is not None:
-            self.live.update(self.table())
-            self.live.__exit__(None, None, None)
-
-    def event(self, kind: str, sid: str, outcome: StepOutcome | None) -> None:
-        with self.lock:
-            if kind == "start":
-                self.state[sid] = "running"
-                self.started[sid] = time.monotonic()
-            elif outcome is not None:
-                self.state[sid] = outcome.status
-                if sid in self.started:
-                    self.elapsed[sid] = time.monotonic() - self.started[sid]
-            if self.live is not None:
-                self.live.update(self.table())
-            elif kind == "start":
-                print(f"  … {sid} running", file=sys.stderr, flush=True)
-            elif outcome is not None:
-                secs = f" ({outcome.duration:.1f}s)" if outcome.attempt else ""
-                why = f": {outcome.reason}" if outcome.reason else ""
-                print(
-                    f"  {_MARK.get(outcome.status, '?')} {sid} {outcome.status}{secs}{why}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-
-
-def _result_json(r: RecordedRun) -> dict[str, Any]:
-    return {
-        "plan": r.plan,
-        "commit": r.commit,
-        "verdict": r.verdict,
-        "tree": r.tree,
-        "passed": r.passed,
-        "total": r.total,
-        "reasons": r.doc["reasons"],
-        "changed_paths": list(r.changed_paths),
-        "steps": {
-            sid: {"status": s["status"], "reason": s["reason"], "carried_from": s["carried_from"]}
-            for sid, s in r.doc["steps"].items()
-        },
-    }
+from gitaudit.record import run_plan
 
 
 def run_cmd(
@@ -159,46 +50,7 @@ def run_cmd(
 ) -> None:
     """Run sealed plans against the work tree and record each run as a signed commit on
     refs/audit/runs/<plan>. Exit 0 PASS, 1 FAIL, 3 UNKNOWN or interrupted."""
-    repo = repo_here()
-    workdir = repo.require_workdir()
-    names = [f.name for f in discover_worktree(workdir)] if plan is None else [plan]
-    if not names:
-        raise UsageError("no plans in .gitaudit/plans/", hint="create one with `git audit init`")
-    if steps and len(names) > 1:
-        raise UsageError("naming steps needs --plan", hint="e.g. `git audit run 3 --plan backend`")
-    signer = signer_for(repo, key)
-    results = []
-    worst = ExitCode.OK
-    for name in names:
-        (checked,) = check_worktree(workdir, name)
-        step_ids = list(checked.plan.step_ids) if checked.plan else []
-        with _Progress(name, step_ids, enabled=not as_json) as progress:
-            recorded = run_plan(
-                repo,
-                name,
-                signer,
-                targets=steps or (),
-                jobs=jobs,
-                force=force,
-                fresh=fresh,
-                on_event=progress.event,
-                checked=checked,
-            )
-        results.append(recorded)
-        code = VERDICT_EXIT[recorded.verdict]
-        worst = max(worst, code, key=lambda c: (c == ExitCode.FAIL, c == ExitCode.UNKNOWN))
-        if not as_json:
-            say(
-                f"{name}: {recorded.verdict} — {recorded.passed}/{recorded.total} steps verified, "
-                f"evidence {recorded.commit[:12]} on refs/audit/runs/{name}"
-            )
-            for reason in recorded.doc["reasons"]:
-                say(f"  {reason}")
-            if recorded.changed_paths:
-                say("  changed during the run: " + ", ".join(recorded.changed_paths[:10]))
-    if as_json:
-        emit_json({"runs": [_result_json(r) for r in results]})
-    exit_with(worst)
+    exit_with(running.run(steps, plan, jobs, force, fresh, as_json, key))
 
 
 def log_cmd(
@@ -333,7 +185,7 @@ def reconcile_cmd(
     if name is None:
         raise UsageError("several plans: name one with --plan")
     mode = observed or "readback"
-    with _Progress(name, [step], enabled=True) as progress:
+    with running.Progress(name, [step], enabled=True) as progress:
         recorded = run_plan(
             repo,
             name,
@@ -347,4 +199,4 @@ def reconcile_cmd(
         f"{name}: step {step} reconciled as {entry['status']} ({entry['reason']}); "
         f"evidence {recorded.commit[:12]}; the plan is {recorded.verdict}"
     )
-    exit_with(VERDICT_EXIT[recorded.verdict])
+    exit_with(running.VERDICT_EXIT[recorded.verdict])

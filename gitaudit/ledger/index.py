@@ -202,22 +202,31 @@ def recent(repo: pygit2.Repository, gitdir: Path, plan: str, limit: int) -> list
     return [IndexedRun(*r) for r in rows]
 
 
-def carry_source(
-    repo: pygit2.Repository, gitdir: Path, plan: str, step: str, input_digest: str
-) -> str | None:
-    """The newest run in which *step* was executed with this input digest, if it passed there
-    (a later failure with the same inputs means the evidence is contradictory: run it again)."""
+def carry_sources(
+    repo: pygit2.Repository, gitdir: Path, plan: str, digests: dict[str, str]
+) -> dict[str, str]:
+    """For each step -> input digest: the newest run in which the step was executed with that
+    digest, when it passed there (a later failure with the same inputs means the evidence is
+    contradictory: run it again). One sync and one query for all steps."""
+    if not digests:
+        return {}
     sync(repo, gitdir, plan)
+    found: dict[str, str] = {}
     with _db(gitdir) as conn:
-        row = conn.execute(
-            "SELECT r.commit_id, s.status FROM steps s JOIN runs r "
-            "ON r.plan = s.plan AND r.seq = s.seq "
-            "WHERE s.plan=? AND s.step=? AND s.input_digest=? "
-            "AND s.status IN ('passed','failed','unknown','interrupted') "
-            "ORDER BY s.seq DESC LIMIT 1",
-            (plan, step, input_digest),
-        ).fetchone()
-    return str(row[0]) if row and row[1] == "passed" else None
+        rows = conn.execute(
+            "SELECT s.step, s.input_digest, s.status, r.commit_id FROM steps s JOIN runs r "
+            "ON r.plan = s.plan AND r.seq = s.seq WHERE s.plan=? "
+            "AND s.status IN ('passed','failed','unknown','interrupted') ORDER BY s.seq DESC",
+            (plan,),
+        ).fetchall()
+    decided: set[str] = set()
+    for step, digest, status, commit in rows:
+        if step in decided or digests.get(step) != digest:
+            continue
+        decided.add(step)
+        if status == "passed":
+            found[str(step)] = str(commit)
+    return found
 
 
 def unresolved(repo: pygit2.Repository, gitdir: Path, plan: str) -> dict[str, str]:

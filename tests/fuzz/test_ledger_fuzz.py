@@ -229,7 +229,7 @@ def test_index_survives_any_run_json(data: st.DataObject) -> None:
         index.latest_for_tree(repo, gitdir, plan, "t", "c")
         index.failed_attempts(repo, gitdir, plan, "c")
         index.unresolved(repo, gitdir, plan)
-        index.carry_source(repo, gitdir, plan, "a", "d")
+        index.carry_sources(repo, gitdir, plan, {"a": "d"})
 
 
 # ----------------------------------------------------------------------------- trust

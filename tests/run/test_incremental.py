@@ -23,6 +23,7 @@ def canary(*, idempotent: bool) -> dict:  # type: ignore[type-arg]
 def test_non_idempotent_timeout_must_be_reconciled_before_retrying(
     repo: GitRepo, sealed: Sealer
 ) -> None:
+    repo.write(".gitignore", "deployed.txt\n")  # the effect lives outside the audited tree
     sealed(make_plan(canary(idempotent=False)))
     assert audit(repo.path, "run").code == 3
     assert run_doc(repo)["steps"]["canary"]["status"] == "unknown"
@@ -35,7 +36,6 @@ def test_non_idempotent_timeout_must_be_reconciled_before_retrying(
     assert no_effect.code == 1 and "reconciled as failed" in no_effect.out
     # failed is a settled outcome: the step may run again (and times out again)
     assert audit(repo.path, "run").code == 3
-    repo.write(".gitignore", "deployed.txt\n")
     (repo.path / "deployed.txt").write_text("v1\n")
     observed = audit(repo.path, "reconcile", "canary", "--readback", "--note", "canary is live")
     assert "reconciled as passed" in observed.out
@@ -52,7 +52,7 @@ def test_idempotent_step_simply_runs_again(repo: GitRepo, sealed: Sealer) -> Non
 
 
 def test_reconcile_needs_an_unknown_outcome_and_one_mode(repo: GitRepo, sealed: Sealer) -> None:
-    sealed(make_plan(run_step("a", "true")))
+    sealed(make_plan(run_step("a", "true", idempotent=False)))
     assert audit(repo.path, "run").code == 0
     nothing = audit(repo.path, "reconcile", "a", "--observed", "pass")
     assert nothing.code == 1 and "no unknown outcome to reconcile" in nothing.err
@@ -151,3 +151,20 @@ def test_expired_evidence_is_unknown(repo: GitRepo, sealed: Sealer) -> None:
     time.sleep(2.2)
     status = audit(repo.path, "status")
     assert status.code == 3 and "expired at" in status.out
+
+
+def test_reconcile_is_refused_for_idempotent_steps_and_on_another_tree(
+    repo: GitRepo, sealed: Sealer
+) -> None:
+    sealed(make_plan(canary(idempotent=True)))
+    assert audit(repo.path, "run").code == 3
+    idem = audit(repo.path, "reconcile", "canary", "--observed", "pass")
+    assert idem.code == 1 and "is idempotent: run it again" in idem.err
+    repo2_plan = make_plan(canary(idempotent=False))
+    repo.write_plan(repo2_plan)
+    repo.commit("non-idempotent now")
+    assert audit(repo.path, "plan", "seal", "--allow-weaken", "--reason", "test").code == 0
+    assert audit(repo.path, "run").code == 3
+    repo.write("elsewhere.txt", "another tree\n")
+    other = audit(repo.path, "reconcile", "canary", "--observed", "pass")
+    assert other.code == 1 and "was recorded for tree" in other.err
