@@ -327,10 +327,10 @@ def _find_run(ctx: Context, name: str, contract: str) -> tuple[RunRecord | None,
             commit = git[current]
             assert isinstance(commit, pygit2.Commit)
             current = commit.parent_ids[0] if commit.parent_ids else None
-    tip = read_ref(git, runs_ref(name))
-    if tip is None:
+    found, indexed_tip = index.lookup(git, ctx.repo.gitdir, name, ctx.tree, contract)
+    if indexed_tip is None:
         return None, None
-    found = index.latest_for_tree(git, ctx.repo.gitdir, name, ctx.tree, contract)
+    tip = pygit2.Oid(hex=indexed_tip)  # the view the index answered from, not a later re-read
     if found is None:
         return None, pushed or tip
     record = read_run(git, found.commit)

@@ -20,7 +20,15 @@ from gitaudit.crypto.keys import Signer
 from gitaudit.errors import LedgerError
 from gitaudit.ledger import watermark
 from gitaudit.ledger.objects import commit_of
-from gitaudit.ledger.refs import PLANS_REF, RUNS_PREFIX, cas_update, git_env, list_refs, read_ref
+from gitaudit.ledger.refs import (
+    PLANS_REF,
+    RUNS_PREFIX,
+    cas_update,
+    clear_stale_lock,
+    git_env,
+    list_refs,
+    read_ref,
+)
 from gitaudit.repo import Repo
 
 MIRROR = "refs/gitaudit/remotes"
@@ -35,6 +43,10 @@ class SyncAction:
 def fetch_mirror(repo: Repo, remote: str) -> dict[str, pygit2.Oid]:
     """Fetch the remote's refs/audit/* into refs/gitaudit/remotes/<remote>/audit/*."""
     prefix = f"{MIRROR}/{remote}/"
+    mirror = repo.gitdir / MIRROR / remote
+    if mirror.is_dir():  # a fetch killed mid-way leaves locks that would block every later one
+        for lock in mirror.rglob("*.lock"):
+            clear_stale_lock(repo.gitdir, str(lock.relative_to(repo.gitdir))[: -len(".lock")])
     proc = subprocess.run(
         [
             "git",
@@ -110,11 +122,14 @@ def reconcile_with(repo: Repo, remote: str, signer: Signer | None) -> list[SyncA
             parent = create_signed_commit(
                 git, tree=commit.tree_id, parents=[parent], message=commit.message, signer=signer
             )
+        # both the old and the new chain descend from the merge base: a crash between moving the
+        # ref and resetting the mark can then never look like a rewind
+        base = git.merge_base(local, theirs)
+        if base is not None:
+            watermark.reset(repo.gitdir, ref, seen=str(base))
         cas_update(
             git, ref, parent, local, f"gitaudit: replay {len(replayed)} run(s) onto {remote}"
         )
-        # the replayed chain supersedes the local one deliberately (it holds the same trees);
-        # it sits on the remote's chain, which is verified again before it is trusted
         watermark.reset(repo.gitdir, ref, seen=str(parent))
         actions.append(SyncAction(ref, f"rebased {len(replayed)}"))
     for ref in sorted(set(remote_refs) - set(list_refs(git, RUNS_PREFIX)) - {PLANS_REF}):

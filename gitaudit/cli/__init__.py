@@ -8,6 +8,7 @@ every expected error to its exit code (0 success/PASS, 1 FAIL/error, 2 usage, 3 
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 
 from gitaudit.errors import GitAuditError
@@ -33,3 +34,14 @@ def main(argv: list[str] | None = None) -> None:
         if exc.hint:
             print(f"hint: {exc.hint}", file=sys.stderr)
         sys.exit(int(exc.exit_code))
+    except (OSError, sqlite3.Error) as exc:
+        # a full disk, a read-only file system, a broken cache: one line, never a traceback
+        # (objects are written before refs move, so nothing half-recorded is left behind)
+        if debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        print(
+            "hint: nothing was recorded if the command did not say so; fix the cause and retry",
+            file=sys.stderr,
+        )
+        sys.exit(1)

@@ -88,20 +88,24 @@ def _summary(
         return "", "", "MALFORMED", {}
 
 
-def sync(repo: pygit2.Repository, gitdir: Path, plan: str) -> None:
-    """Index every run of *plan* up to the current tip of its ref."""
-    tip = read_ref(repo, runs_ref(plan))
+def sync(repo: pygit2.Repository, gitdir: Path, plan: str) -> str | None:
+    """Index every run of *plan* up to the current tip of its ref; return the indexed tip.
+
+    The ref is read inside the database's write lock, so a process holding an older view never
+    "rebuilds" the index back to its older tip.
+    """
     with _db(gitdir) as conn:
         conn.execute("BEGIN IMMEDIATE")
         try:
+            tip = read_ref(repo, runs_ref(plan))
             row = conn.execute("SELECT tip, count FROM meta WHERE plan=?", (plan,)).fetchone()
             if tip is None:
                 _clear(conn, plan)
                 conn.execute("COMMIT")
-                return
+                return None
             if row is not None and row[0] == str(tip):
                 conn.execute("COMMIT")
-                return
+                return str(tip)
             new: list[pygit2.Commit] = []
             current: pygit2.Oid | None = tip
             known = row[0] if row else None
@@ -135,6 +139,7 @@ def sync(repo: pygit2.Repository, gitdir: Path, plan: str) -> None:
                 "INSERT OR REPLACE INTO meta VALUES (?,?,?)", (plan, str(tip), base + len(new))
             )
             conn.execute("COMMIT")
+            return str(tip)
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -143,6 +148,22 @@ def sync(repo: pygit2.Repository, gitdir: Path, plan: str) -> None:
 def _clear(conn: sqlite3.Connection, plan: str) -> None:
     for table in ("meta", "runs", "steps"):
         conn.execute(f"DELETE FROM {table} WHERE plan=?", (plan,))  # noqa: S608 (fixed names)
+
+
+def lookup(
+    repo: pygit2.Repository, gitdir: Path, plan: str, tree: str, contract: str
+) -> tuple[IndexedRun | None, str | None]:
+    """The newest run of *plan* for *tree* under *contract*, and the tip the answer is for (the
+    answer and the tip come from one consistent view, even while runs are being appended)."""
+    tip = sync(repo, gitdir, plan)
+    with _db(gitdir) as conn:
+        row = conn.execute(
+            "SELECT plan, seq, commit_id, tree, contract, verdict, time FROM runs "
+            "WHERE plan=? AND tree=? AND contract=? AND seq <= "
+            "(SELECT count FROM meta WHERE plan=? AND tip=?) ORDER BY seq DESC LIMIT 1",
+            (plan, tree, contract, plan, tip),
+        ).fetchone()
+    return (IndexedRun(*row) if row else None), tip
 
 
 def latest_for_tree(

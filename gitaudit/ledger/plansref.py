@@ -322,7 +322,13 @@ def append(repo: Repo, signer: Signer, build: Build) -> tuple[pygit2.Oid | None,
         if built is None:
             return None, state
         files, message = built
-        tree = write_tree(repo.git, files)
+        try:
+            tree = write_tree(repo.git, files)
+        except (OSError, pygit2.GitError) as exc:
+            raise LedgerError(
+                f"cannot write to {PLANS_REF}: {exc}; nothing was recorded",
+                hint="free disk space or fix the repository's permissions, then retry",
+            ) from exc
         if not state.exists:
             tree_obj = repo.git[tree]
             assert isinstance(tree_obj, pygit2.Tree)

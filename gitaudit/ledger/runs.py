@@ -66,7 +66,13 @@ def append_run(
     repo: pygit2.Repository, plan: str, files: Mapping[str, bytes], message: str, signer: Signer
 ) -> pygit2.Oid:
     """Write the tree, sign a commit on the current tip, and move the ref by compare-and-swap."""
-    tree = write_tree(repo, files)
+    try:
+        tree = write_tree(repo, files)
+    except (OSError, pygit2.GitError) as exc:
+        raise LedgerError(
+            f"cannot write the evidence of plan {plan!r}: {exc}; nothing was recorded",
+            hint="free disk space or fix the repository's permissions, then run again",
+        ) from exc
     ref = runs_ref(plan)
     for _ in range(MAX_RETRIES):
         tip = read_ref(repo, ref)

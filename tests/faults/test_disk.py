@@ -182,16 +182,13 @@ ONE_LINE_BUG = (
 @pytest.mark.parametrize(
     ("command", "what", "n"),
     [
-        pytest.param(["run"], "blob", 2, marks=pytest.mark.xfail(strict=True, reason=ONE_LINE_BUG)),
+        pytest.param(["run"], "blob", 2),
         pytest.param(
             ["plan", "seal", "--plan", PLAN_NAME],
             "blob",
             1,
-            marks=pytest.mark.xfail(strict=True, reason=ONE_LINE_BUG),
         ),
-        pytest.param(
-            ["run"], "index", 0, marks=pytest.mark.xfail(strict=True, reason=ONE_LINE_BUG)
-        ),
+        pytest.param(["run"], "index", 0),
     ],
 )
 def test_enospc_through_the_command_line_is_one_line(
