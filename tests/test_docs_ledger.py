@@ -122,7 +122,7 @@ def build_ledger(repo: GitRepo) -> Repo:
 
 def _gate_reasons() -> dict[str, set[str]]:
     """code -> verdicts, for every ``Reason(...)`` in gitaudit/gate.py (f-string codes expanded)."""
-    from gitaudit.cli.run_cmds import VERDICT_EXIT
+    from gitaudit.cli.running import VERDICT_EXIT
     from gitaudit.runner import DONE_OK, StepStatus
 
     source = (ROOT / "gitaudit" / "gate.py").read_text(encoding="utf-8")
