@@ -338,14 +338,64 @@ def _find_run(ctx: Context, name: str, contract: str) -> tuple[RunRecord | None,
     return record, pushed or tip
 
 
+_WALK_IN_PYTHON = 256
+
+
+def _confirm_with_git(
+    git: pygit2.Repository, newest: pygit2.Oid, run: str, name: str, tree: str, contract: str
+) -> None:
+    """The same confirmation for a run deep in the ledger, by git (in C): *run* is an ancestor
+    of *newest*, and no commit between them carries both trailers of the same tree and
+    contract."""
+    import subprocess
+
+    from gitaudit.ledger.refs import git_env
+
+    base = ["git", f"--git-dir={git.path}"]
+    env = git_env()
+    ancestor = subprocess.run(
+        [*base, "merge-base", "--is-ancestor", run, str(newest)],
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    if ancestor.returncode != 0:
+        raise LedgerError(
+            f"run {run[:12]} named by the lookup cache is not on the ledger of {name!r}",
+            hint=f"the cache was edited; delete {git.path}gitaudit/index.sqlite",
+        )
+    newer = subprocess.run(
+        [
+            *base,
+            "rev-list",
+            "--first-parent",
+            "--fixed-strings",
+            "--all-match",
+            "--max-count=1",
+            f"--grep=Audit-Tree: {tree}",
+            f"--grep=Audit-Contract: {contract}",
+            f"{run}..{newest}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if newer.returncode != 0 or newer.stdout.strip():
+        raise LedgerError(
+            f"a newer run than the one the lookup cache names exists for tree {tree[:12]}",
+            hint=f"the cache was edited; delete {git.path}gitaudit/index.sqlite",
+        )
+
+
 def _check_index_answer(
     git: pygit2.Repository, tip: pygit2.Oid, record: RunRecord, name: str, tree: str, contract: str
 ) -> None:
     """The lookup cache is a file in the repository, not evidence: confirm its answer. The run
     must be for this tree and contract (its run.json is signed; its plan is judged later), lie on
-    the ledger's
-    first-parent chain, and be the newest run for that tree (read from the signed chain's commit
-    trailers, which costs one object read per newer run)."""
+    the ledger's first-parent chain, and be the newest run for that tree (read from the signed
+    chain's commit trailers: one object read per newer run, or git's own log search past a few
+    hundred)."""
     if record.tree != tree or record.contract != contract:
         raise LedgerError(
             f"the lookup cache names run {record.commit[:12]}, which is not evidence for tree "
@@ -354,7 +404,12 @@ def _check_index_answer(
         )
     marker = f"Audit-Tree: {tree}\nAudit-Contract: {contract}\n"
     current: pygit2.Oid | None = tip
+    walked = 0
     while current is not None and str(current) != record.commit:
+        if walked == _WALK_IN_PYTHON:
+            _confirm_with_git(git, current, record.commit, name, tree, contract)
+            return
+        walked += 1
         commit = git[current]
         assert isinstance(commit, pygit2.Commit)
         if marker in commit.message:

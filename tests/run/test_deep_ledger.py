@@ -1,0 +1,56 @@
+"""The gate confirms the lookup cache's answer for evidence deep in the ledger too (git's own
+search past a few hundred commits)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from gitaudit.cli.context import signer_for
+from gitaudit.gate import assess
+from gitaudit.ledger.runs import append_run
+from gitaudit.repo import open_repo
+from tests.gitrepo import GitRepo, audit
+from tests.run.conftest import Sealer, make_plan, run_step
+
+
+def _pad(repo: GitRepo, count: int, *, tree: str | None = None) -> list[str]:
+    """*count* signed run commits copying the tip's run.json, for another tree unless *tree*."""
+    handle = open_repo(repo.path)
+    signer = signer_for(handle, None)
+    doc = json.loads(repo.git("show", "refs/audit/runs/default:run.json"))
+    contract = doc["contract_digest"]
+    out = []
+    for i in range(count):
+        doc["tree"] = tree or f"{i:040x}"
+        message = f"audit(default): PASS\n\nAudit-Tree: {doc['tree']}\nAudit-Contract: {contract}\n"
+        out.append(
+            str(
+                append_run(
+                    handle.git, "default", {"run.json": json.dumps(doc).encode()}, message, signer
+                )
+            )
+        )
+    return out
+
+
+def test_deep_evidence_is_confirmed_and_a_lying_cache_is_caught(
+    repo: GitRepo, sealed: Sealer
+) -> None:
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    genuine = repo.git("rev-parse", "refs/audit/runs/default").strip()
+    _pad(repo, 300)
+    assert assess(open_repo(repo.path), "HEAD").verdict == "PASS"  # 300 runs deep: git confirms
+    newer = _pad(repo, 1, tree=repo.head_tree())[0]
+    _pad(repo, 300)
+    handle = open_repo(repo.path)
+    assert assess(handle, "HEAD").plans[0].run == newer
+    db = sqlite3.connect(handle.gitdir / "gitaudit" / "index.sqlite")
+    db.execute("UPDATE runs SET tree='x' WHERE commit_id=?", (newer,))  # the cache hides it
+    db.commit()
+    db.close()
+    result = assess(open_repo(repo.path), "HEAD")
+    assert result.verdict == "FAIL" and result.plans[0].reasons[0].code == "evidence.ledger"
+    assert "newer run" in result.plans[0].reasons[0].message
+    assert genuine
