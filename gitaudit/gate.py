@@ -24,7 +24,7 @@ from typing import Literal
 import pygit2
 
 from gitaudit.crypto.commits import verify_commit
-from gitaudit.errors import ExitCode, GitAuditError, LedgerError, RepositoryError
+from gitaudit.errors import ExitCode, GitAuditError, LedgerError, RepositoryError, SealError
 from gitaudit.inputs import input_digests
 from gitaudit.ledger import index, watermark
 from gitaudit.ledger.plansref import PlansState, read_state, sealed_contract
@@ -114,7 +114,9 @@ class Context:
     extra_runs: Mapping[str, pygit2.Oid] = field(default_factory=dict)  # plan -> pushed run tip
     now: float = field(default_factory=time.time)
     remember: bool = True
+    with_states: bool = False
     plans: dict[str, Plan] = field(default_factory=dict)
+    checked: dict[str, CheckedPlan] = field(default_factory=dict)
     _digests: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def digests_for(self, name: str) -> dict[str, str]:
@@ -158,6 +160,7 @@ def assess(
     state: PlansState | None = None,
     tree: str | None = None,
     remember: bool = True,
+    with_states: bool = False,
 ) -> GateResult:
     """Judge REV (or the work tree). Expected errors become FAIL reasons, never exceptions.
 
@@ -175,7 +178,15 @@ def assess(
     if not names:
         reason = Reason("plans.none", "there are no active plans", "create one: `git audit init`")
         return GateResult("FAIL", tree, (), (reason,))
-    ctx = Context(repo, state, tree, check_tools, dict(extra_runs or {}), remember=remember)
+    ctx = Context(
+        repo,
+        state,
+        tree,
+        check_tools,
+        dict(extra_runs or {}),
+        remember=remember,
+        with_states=with_states,
+    )
     verdicts = tuple(_assess_plan(ctx, name, files.get(name)) for name in names)
     return GateResult(combine([v.verdict for v in verdicts]), tree, verdicts)
 
@@ -185,7 +196,7 @@ def _assess_plan(ctx: Context, name: str, file: PlanFile | None) -> PlanVerdict:
     if reasons:
         return PlanVerdict(name, _fold(reasons), tuple(reasons))
     assert file is not None
-    checked = check_file(file, environment=ctx.check_tools)
+    checked = ctx.checked[name]
     if checked.plan is not None:
         ctx.plans[name] = checked.plan
     try:
@@ -208,10 +219,12 @@ def _assess_plan(ctx: Context, name: str, file: PlanFile | None) -> PlanVerdict:
     )
     all_reasons = env + run_reasons
     assert checked.plan is not None
-    try:
-        states = _states(ctx, name, checked.plan, run, run_reasons)
-    except (TypeError, AttributeError, KeyError, ValueError, GitAuditError):
-        states = {s.id: "pending" for s in checked.plan.steps}
+    states: dict[str, str] = {}
+    if ctx.with_states:
+        try:
+            states = _states(ctx, name, checked.plan, run, run_reasons)
+        except (TypeError, AttributeError, KeyError, ValueError, GitAuditError):
+            states = {s.id: "pending" for s in checked.plan.steps}
     return PlanVerdict(name, _fold(all_reasons), tuple(all_reasons), run, states)
 
 
@@ -263,7 +276,8 @@ def _plan_reasons(ctx: Context, name: str, file: PlanFile | None) -> list[Reason
                 f"restore the file, or retire the plan: `git audit plan retire {name} --reason ..`",
             )
         ]
-    checked = check_file(file, environment=False)
+    checked = check_file(file, environment=ctx.check_tools)
+    ctx.checked[name] = checked
     if not checked.report.valid:
         first = checked.report.errors[0]
         return [
@@ -282,7 +296,16 @@ def _plan_reasons(ctx: Context, name: str, file: PlanFile | None) -> list[Reason
         state = "retired" if seal else "not sealed"
         return [Reason("plan.unsealed", f"plan {name!r} is {state}", fix_seal)]
     try:
-        sealed, _ = sealed_contract(ctx.state, name)
+        if ctx.state.sealed_plan(name) == file.data:
+            # the sealed copy is these very bytes: validated just above, no second pass
+            if checked.digest != seal.contract_digest:
+                raise SealError(
+                    f"the sealed copy of plan {name!r} does not match its seal record",
+                    hint="the plans ref was tampered with; restore it from a good copy",
+                )
+            sealed: CheckedPlan | None = checked
+        else:
+            sealed, _ = sealed_contract(ctx.state, name)
     except GitAuditError as exc:
         return [Reason("seal.tampered", exc.message, exc.hint or "restore refs/audit/plans")]
     if sealed is None:

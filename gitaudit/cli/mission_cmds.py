@@ -23,7 +23,7 @@ from gitaudit.plan.model import Plan
 def plans_with_states(name: str | None) -> list[tuple[Plan, PlanVerdict]]:
     """Every selected plan of the work tree with the gate's view of its steps."""
     repo = repo_here()
-    result = assess(repo, None, plan=name)
+    result = assess(repo, None, plan=name, with_states=True)
     by_name = {p.name: p for p in result.plans}
     out = []
     for checked in check_worktree(repo.require_workdir(), name):
