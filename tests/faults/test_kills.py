@@ -171,8 +171,8 @@ def test_sigkill_during_run(tiny: GitRepo) -> None:
         rng,
         kills=RUN_KILLS,
         window=window,
-        max_iterations=4 * RUN_KILLS,
-        budget=90,
+        max_iterations=10 * RUN_KILLS,
+        budget=600,  # a safety net only: the loop stops at the kill count
     )
     check_failures(loop)
     for done in loop.done:
@@ -228,8 +228,8 @@ def test_sigkill_during_seal(tiny: GitRepo) -> None:
         kills=SEAL_KILLS,
         window=window,
         before=lambda i: version(i + 1),
-        max_iterations=4 * SEAL_KILLS,
-        budget=90,
+        max_iterations=10 * SEAL_KILLS,
+        budget=600,  # a safety net only: the loop stops at the kill count
     )
     check_failures(loop)
     for out in [d.out for d in loop.done if d.code == 0] + loop.killed_out:
@@ -241,7 +241,7 @@ def test_sigkill_during_seal(tiny: GitRepo) -> None:
     if not ref_lock.exists():
         ref_lock.write_text("0" * 40 + "\n")
     age([*leftover, ref_lock])
-    version(4 * SEAL_KILLS + 1)
+    version(10 * SEAL_KILLS + 1)
     seal_once()  # the next seal succeeds
     assert not ref_lock.exists(), "a stale lock on the plans ref was not cleared"
     ran = audit(path, "run")  # and so does a run under the latest seal
@@ -302,8 +302,8 @@ def test_sigkill_during_push(served: Served, tmp_path: Path) -> None:
         window=window,
         before=new_evidence,
         after=note,
-        max_iterations=4 * PUSH_KILLS,
-        budget=150,
+        max_iterations=10 * PUSH_KILLS,
+        budget=600,  # a safety net only: the loop stops at the kill count
     )
     for done in loop.done:
         assert "Traceback" not in done.err, done.err
