@@ -514,7 +514,7 @@ def _evidence_reasons(
     if tip is not None and ctx.remember and name not in ctx.extra_runs:
         # the tip's signature was just verified: it becomes the high-water mark, so a later
         # rewind or truncation of this ledger is caught by the next status, not only by verify
-        watermark.record(ctx.repo.gitdir, {runs_ref(name): str(tip)}, kind="seen")
+        watermark.record(ctx.repo.gitdir, {runs_ref(name): str(tip)}, "seen", ctx.repo.git)
     # No ancestry walk is needed here: a run found through the index lies on the first-parent
     # chain of the ref's current tip (the index is rebuilt when the ref stops descending from
     # what it indexed), and a pushed run was found by walking back from the pushed tip.

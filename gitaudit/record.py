@@ -358,7 +358,7 @@ def run_plan(
     )
     commit = append_run(repo.git, name, files, message, signer)
     # remember our own signed tip, so a rewind right after this run is caught by the next status
-    watermark.record(repo.gitdir, {runs_ref(name): str(commit)}, kind="seen")
+    watermark.record(repo.gitdir, {runs_ref(name): str(commit)}, "seen", repo.git)
     index.sync(repo.git, repo.gitdir, name)
     return RecordedRun(
         name, str(commit), verdict, before.tree, passed, len(plan.steps), outcome, changed, doc

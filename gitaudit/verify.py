@@ -149,7 +149,7 @@ def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
         else:
             new_marks[ref] = str(tip)
     if remember and new_marks:
-        watermark.record(repo.gitdir, new_marks)
+        watermark.record(repo.gitdir, new_marks, "verified", git)
     report.seconds = time.monotonic() - started
     return report
 

@@ -277,7 +277,7 @@ def read_state(repo: Repo, *, tip: pygit2.Oid | None = None, remember: bool = Tr
     else:
         state = verify_chain(git, tip, stop_at=stop, pinned_root=repo.config("audit.rootKey"))
     if remember and mark != str(tip):
-        watermark.record(repo.gitdir, {PLANS_REF: str(tip)})
+        watermark.record(repo.gitdir, {PLANS_REF: str(tip)}, "verified", git)
     return state
 
 
@@ -347,7 +347,7 @@ def append(repo: Repo, signer: Signer, build: Build) -> tuple[pygit2.Oid | None,
             )
         except RefConflict:
             continue
-        watermark.record(repo.gitdir, {PLANS_REF: str(commit)})
+        watermark.record(repo.gitdir, {PLANS_REF: str(commit)}, "verified", repo.git)
         return commit, state_at(repo.git, commit_of(repo.git, commit, PLANS_REF))
     raise LedgerError(
         f"{PLANS_REF} kept moving while writing; gave up after {MAX_RETRIES} attempts",

@@ -10,9 +10,11 @@ incrementally", and the next verification starts from the roots.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -84,25 +86,57 @@ def _forward_of(
         )
 
 
-def record(gitdir: Path, marks: dict[str, str], kind: Kind = "verified") -> None:
-    """Merge *marks* into the file (atomic replace). Callers only pass newer tips; a verified
-    mark is also a seen one."""
-    current = _read(gitdir)
+@contextlib.contextmanager
+def _locked(gitdir: Path) -> Iterator[None]:
+    """Serialise read-modify-write of the marks between processes (a hook of one push and the
+    next command may both update them): without it an old view could be written back."""
+    path = _path(gitdir).with_suffix(".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def record(
+    gitdir: Path,
+    marks: dict[str, str],
+    kind: Kind = "verified",
+    repo: pygit2.Repository | None = None,
+) -> None:
+    """Merge *marks* into the file (atomic replace); a verified mark is also a seen one.
+
+    With *repo*, a mark is only recorded while its ref still points at it: a slow process (the
+    hook of an interrupted push, say) must not write back a tip the ref has since left."""
     kinds: tuple[Kind, ...] = ("verified", "seen") if kind == "verified" else ("seen",)
-    if all(current[k].get(r) == v for k in kinds for r, v in marks.items()):
-        return  # nothing new: no write
-    for k in kinds:
-        current[k].update(marks)
-    _write(gitdir, current)
+    if all(_read(gitdir)[k].get(r) == v for k in kinds for r, v in marks.items()):
+        return  # nothing new: no write, no lock
+    with _locked(gitdir):
+        if repo is not None:
+            marks = {r: v for r, v in marks.items() if _points_at(repo, r, v)}
+        current = _read(gitdir)
+        for k in kinds:
+            current[k].update(marks)
+        _write(gitdir, current)
+
+
+def _points_at(repo: pygit2.Repository, ref: str, value: str) -> bool:
+    try:
+        return str(repo.references[ref].resolve().target) == value
+    except (KeyError, pygit2.GitError):
+        return False
 
 
 def reset(gitdir: Path, ref: str, seen: str) -> None:
     """After a deliberate rewrite (replaying local runs onto a remote ledger): forget what was
     verified for *ref* and remember only the new tip as seen."""
-    current = _read(gitdir)
-    current["verified"].pop(ref, None)
-    current["seen"][ref] = seen
-    _write(gitdir, current)
+    with _locked(gitdir):
+        current = _read(gitdir)
+        current["verified"].pop(ref, None)
+        current["seen"][ref] = seen
+        _write(gitdir, current)
 
 
 def _write(gitdir: Path, current: dict[str, dict[str, str]]) -> None:
