@@ -15,7 +15,6 @@ The gate reads refs and a few objects and runs no check.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -669,10 +668,6 @@ def _trace_carried(ctx: Context, record: RunRecord, step: str, source: str) -> R
     if claimed and claimed == current and claimed == ctx.digests_for(record.plan).get(step):
         return origin
     return None
-
-
-def tools_missing(names: Sequence[str]) -> list[str]:
-    return [n for n in names if shutil.which(n) is None]
 
 
 def render_gate(result: GateResult) -> list[str]:

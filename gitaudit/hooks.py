@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from gitaudit.repo import Repo
 
 ZERO = "0" * 40
-HOOK_NAMES = ("pre-push", "commit-msg", "pre-receive")
 
 
 def _err(text: str) -> None:

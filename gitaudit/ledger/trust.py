@@ -8,7 +8,7 @@ and policy) and which are **runners** (may append evidence). ``policy.json`` hol
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -227,7 +227,3 @@ def pinned_matches(pinned: str, key: PublicKey) -> bool:
         return PublicKey.from_openssh(pinned) == key
     except GitAuditError:
         return False
-
-
-def describe_keys(keys: Iterable[TrustedKey]) -> list[str]:
-    return [k.describe() for k in keys]

@@ -8,7 +8,7 @@ the recursion limit, and linear in steps plus edges.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from gitaudit.plan.model import Plan, StepId
@@ -194,19 +194,6 @@ _DOT_COLOURS = {
     "unknown": "#e1bee7",
     "expired": "#ffe0b2",
 }
-
-
-def reachable(graph: Adjacency, starts: Iterable[StepId]) -> set[StepId]:
-    """Every node reachable from *starts* along the edges (dependencies, transitively)."""
-    seen: set[StepId] = set()
-    todo = list(starts)
-    while todo:
-        node = todo.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        todo.extend(graph.get(node, ()))
-    return seen
 
 
 def optional_steps(plan: Plan) -> set[StepId]:
