@@ -90,7 +90,7 @@ def _forward_of(
 def _locked(gitdir: Path) -> Iterator[None]:
     """Serialise read-modify-write of the marks between processes (a hook of one push and the
     next command may both update them): without it an old view could be written back."""
-    path = _path(gitdir).with_suffix(".lock")
+    path = _path(gitdir).with_suffix(".flock")  # an flock target, not a git-style lock file
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
