@@ -15,6 +15,7 @@ The gate reads refs and a few objects and runs no check.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -22,6 +23,7 @@ from typing import Literal
 
 import pygit2
 
+from gitaudit import memo
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.errors import ExitCode, GitAuditError, LedgerError, RepositoryError, SealError
 from gitaudit.inputs import input_digests
@@ -32,7 +34,7 @@ from gitaudit.ledger.runs import RunRecord, read_run
 from gitaudit.plan.catalog import CheckedPlan, check_file
 from gitaudit.plan.graph import optional_steps
 from gitaudit.plan.model import Plan
-from gitaudit.plan.store import PlanFile, discover_tree, discover_worktree
+from gitaudit.plan.store import PlanFile, discover_tree
 from gitaudit.repo import Repo
 
 Verdict = Literal["PASS", "FAIL", "UNKNOWN"]
@@ -114,6 +116,7 @@ class Context:
     now: float = field(default_factory=time.time)
     remember: bool = True
     with_states: bool = False
+    until: float | None = None  # the earliest expiry of the evidence accepted so far
     plans: dict[str, Plan] = field(default_factory=dict)
     checked: dict[str, CheckedPlan] = field(default_factory=dict)
     _digests: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -142,8 +145,8 @@ def resolve_tree(repo: Repo, rev: str | None) -> str:
 
 
 def plan_files(repo: Repo, tree: str, rev: str | None) -> list[PlanFile]:
-    if rev is None:
-        return discover_worktree(repo.require_workdir())
+    """The plan files of the judged tree (REV's, or the work tree's fingerprint): the gate
+    judges exactly that tree, so a plan file is read from it, never from the disk."""
     obj = repo.git[pygit2.Oid(hex=tree)]
     assert isinstance(obj, pygit2.Tree)
     return discover_tree(repo.git, obj, rev)
@@ -160,10 +163,19 @@ def assess(
     tree: str | None = None,
     remember: bool = True,
     with_states: bool = False,
+    before: memo.Snapshot | None = None,
 ) -> GateResult:
     """Judge REV (or the work tree). Expected errors become FAIL reasons, never exceptions.
 
-    *remember* records verified tips as high-water marks (off in server hooks)."""
+    *remember* records verified tips as high-water marks (off in server hooks) and a PASS in
+    the verdict memo (see :mod:`gitaudit.memo`), keyed by the state *before* the assessment
+    (taken here unless the caller took it earlier)."""
+    memoize = remember and plan is None and not extra_runs and check_tools
+    snap = (
+        ((before, []) if before is not None else memo.snapshot(gitdir=repo.gitdir))
+        if memoize
+        else None
+    )
     tree = tree or resolve_tree(repo, rev)
     try:
         state = state or read_state(repo)
@@ -187,7 +199,29 @@ def assess(
         with_states=with_states,
     )
     verdicts = tuple(_assess_plan(ctx, name, files.get(name)) for name in names)
-    return GateResult(combine([v.verdict for v in verdicts]), tree, verdicts)
+    result = GateResult(combine([v.verdict for v in verdicts]), tree, verdicts)
+    if snap is not None and result.verdict == "PASS":
+        _memoize(ctx, snap[0], result)
+    return result
+
+
+def _memoize(ctx: Context, snap: memo.Snapshot, result: GateResult) -> None:
+    """Remember a PASS judged on exactly the state *snap* describes (best effort)."""
+    plans_tip = dict(snap.refs).get("refs/audit/plans")
+    if plans_tip is None or str(ctx.state.tip) != plans_tip:
+        return  # the plans state was read before the snapshot, and the ref has moved since
+    if os.path.realpath(snap.gitdir) != os.path.realpath(ctx.repo.gitdir):
+        return
+    memo.remember(
+        snap,
+        tree=result.tree,
+        made=ctx.now,
+        until=ctx.until,
+        tools=[t for p in ctx.plans.values() for t in p.required_tools],
+        protect=ctx.state.policy.protected_refs,
+        commit_msg=ctx.state.policy.commit_msg,
+        runs=[(p.name, p.run) for p in result.plans if p.run],
+    )
 
 
 def _assess_plan(ctx: Context, name: str, file: PlanFile | None) -> PlanVerdict:
@@ -366,29 +400,17 @@ _WALK_IN_PYTHON = 256
 def _confirm_with_git(
     git: pygit2.Repository, newest: pygit2.Oid, run: str, name: str, tree: str, contract: str
 ) -> None:
-    """The same confirmation for a run deep in the ledger, by git (in C): *run* is an ancestor
-    of *newest*, and no commit between them carries both trailers of the same tree and
-    contract."""
+    """The same confirmation for a run deep in the ledger, by git (in C) in one walk: the
+    newest commit on the first-parent chain of *newest* carrying both trailers of this tree and
+    contract must be *run* itself (so *run* is on the chain, and nothing newer is)."""
     import subprocess
 
     from gitaudit.ledger.refs import git_env
 
-    base = ["git", f"--git-dir={git.path}"]
-    env = git_env()
-    ancestor = subprocess.run(
-        [*base, "merge-base", "--is-ancestor", run, str(newest)],
-        capture_output=True,
-        env=env,
-        check=False,
-    )
-    if ancestor.returncode != 0:
-        raise LedgerError(
-            f"run {run[:12]} named by the lookup cache is not on the ledger of {name!r}",
-            hint=f"the cache was edited; delete {git.path}gitaudit/index.sqlite",
-        )
-    newer = subprocess.run(
+    found = subprocess.run(
         [
-            *base,
+            "git",
+            f"--git-dir={git.path}",
             "rev-list",
             "--first-parent",
             "--fixed-strings",
@@ -396,16 +418,23 @@ def _confirm_with_git(
             "--max-count=1",
             f"--grep=Audit-Tree: {tree}",
             f"--grep=Audit-Contract: {contract}",
-            f"{run}..{newest}",
+            str(newest),
         ],
         capture_output=True,
         text=True,
-        env=env,
+        env=git_env(),
         check=False,
     )
-    if newer.returncode != 0 or newer.stdout.strip():
+    newest_run = found.stdout.strip()
+    if found.returncode != 0 or newest_run != run:
+        detail = (
+            f"the newest is {newest_run[:12]}"
+            if newest_run
+            else "it is not on the ledger's first-parent chain"
+        )
         raise LedgerError(
-            f"a newer run than the one the lookup cache names exists for tree {tree[:12]}",
+            f"run {run[:12]} named by the lookup cache is not the newest run of {name!r} for "
+            f"tree {tree[:12]} ({detail})",
             hint=f"the cache was edited; delete {git.path}gitaudit/index.sqlite",
         )
 
@@ -629,7 +658,9 @@ def _expiry_reason(
             "check the clocks of this machine and of the runner; then re-run",
             step=step,
         )
-    if when + valid_for < ctx.now:
+    if when + valid_for >= ctx.now:
+        ctx.until = when + valid_for if ctx.until is None else min(ctx.until, when + valid_for)
+    else:
         expired = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when + valid_for))
         return Reason(
             "evidence.expired",

@@ -8,8 +8,9 @@ from typing import Annotated
 import typer
 
 from gitaudit.cli.common import CONTEXT, JsonOpt, emit_json, say
-from gitaudit.crypto.keys import generate_key, gitaudit_home, keys_dir, list_local_keys
+from gitaudit.crypto.keys import generate_key, keys_dir, list_local_keys
 from gitaudit.errors import GitAuditError
+from gitaudit.home import gitaudit_home
 from gitaudit.ledger.plansref import read_state
 from gitaudit.repo import open_repo
 

@@ -25,12 +25,12 @@ from gitaudit.crypto.keys import (
     Signer,
     SshKeygenSigner,
     generate_key,
-    gitaudit_home,
     list_local_keys,
     load_signer,
     resolve_signer,
 )
 from gitaudit.crypto.sshsig import sign_raw, verify, verify_with
+from gitaudit.home import gitaudit_home
 
 __all__ = [
     "Ed25519Signer",

@@ -33,6 +33,7 @@ import nacl.signing
 import pygit2
 
 from gitaudit.errors import KeyMaterialError, SignatureError
+from gitaudit.home import gitaudit_home
 
 KEY_TYPE = "ssh-ed25519"
 PUBLIC_KEY_LEN = 32
@@ -463,17 +464,6 @@ def _public_key_of_file(path: Path) -> PublicKey:
 
 
 # --------------------------------------------------------------------------- key files
-
-
-def gitaudit_home() -> Path:
-    """``$GITAUDIT_HOME``, else ``$XDG_CONFIG_HOME/gitaudit``, else ``~/.config/gitaudit``."""
-    explicit = os.environ.get("GITAUDIT_HOME")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    if xdg:
-        return Path(xdg).expanduser() / "gitaudit"
-    return Path.home() / ".config" / "gitaudit"
 
 
 def keys_dir(home: Path | None = None) -> Path:

@@ -60,8 +60,9 @@ def discover_worktree(workdir: Path) -> list[PlanFile]:
     return files
 
 
-def discover_tree(repo: pygit2.Repository, tree: pygit2.Tree, label: str) -> list[PlanFile]:
-    """Every plan file in a git tree (a commit's, or the sealed plans tree), sorted by name."""
+def discover_tree(repo: pygit2.Repository, tree: pygit2.Tree, label: str | None) -> list[PlanFile]:
+    """Every plan file in a git tree (a commit's, the work tree's fingerprint, or the sealed
+    plans tree), sorted by name; sources read ``LABEL:path``, or the bare path without a label."""
     try:
         folder = tree[PLANS_DIR]
     except KeyError:
@@ -74,7 +75,7 @@ def discover_tree(repo: pygit2.Repository, tree: pygit2.Tree, label: str) -> lis
         name = entry.name or ""
         if not name.endswith(".json") or entry.type_str != "blob":
             continue
-        source = f"{label}:{PLANS_DIR}/{name}"
+        source = f"{label}:{PLANS_DIR}/{name}" if label is not None else f"{PLANS_DIR}/{name}"
         _check_name(name[: -len(".json")], source)
         blob = repo[entry.id]
         assert isinstance(blob, pygit2.Blob)

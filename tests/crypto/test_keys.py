@@ -21,13 +21,13 @@ from gitaudit.crypto.keys import (
     decode_private_key,
     encode_private_key,
     generate_key,
-    gitaudit_home,
     keys_dir,
     list_local_keys,
     load_signer,
     ssh_string,
 )
 from gitaudit.errors import KeyMaterialError
+from gitaudit.home import gitaudit_home
 from tests.crypto import (
     SSH_ADD,
     SSH_KEYGEN,

@@ -1,0 +1,379 @@
+"""The verdict memo: PASS verdicts of the gate, remembered so that a hook re-judging a tree the
+gate has already judged costs three git calls instead of a full assessment.
+
+Standard library only, and light (no pygit2, no dataclasses, no pathlib): the hooks' fast path
+imports this module alone.
+
+A verdict of the gate is a deterministic function of its inputs: the judged tree (content
+addressed), every ref under ``refs/audit/`` (the seals and the ledgers, immutable objects by id),
+the high-water marks file, the ``audit.*`` configuration (the pinned root key, the commit-msg
+mode), the gitaudit version, the clock (evidence expiry) and the required tools on PATH. An entry
+records one PASS under a digest of all of them but the clock and the tools, with the earliest
+expiry of the evidence it relied on and the tools it needed. A lookup recomputes the digest from
+the repository as it is now, checks the clock and resolves the tools again; anything else is a
+miss, and the full gate runs (and explains). Only PASS is remembered: FAIL and UNKNOWN are always
+judged and explained afresh.
+
+Entries live in ``<gitdir>/gitaudit/memo.json``; each is authenticated with HMAC-SHA256 under a
+random key kept beside the signing keys (``$GITAUDIT_HOME/memo.key``, mode 0600, never inside a
+work tree), so the file is a cache that cannot be forged: whoever could forge an entry could as
+well read the signing keys and sign evidence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
+
+from gitaudit import __version__
+from gitaudit.home import home_dir
+
+FORMAT = 1
+FILENAME = "memo.json"
+KEY_FILENAME = "memo.key"
+MAX_ENTRIES = 64
+_SCRUBBED = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR")
+
+
+class Snapshot(NamedTuple):
+    """Everything a verdict depends on besides the tree, the clock and the tools."""
+
+    gitdir: str
+    workdir: str
+    refs: tuple[tuple[str, str], ...]  # (refname, object id) under refs/audit/, sorted
+    config: str  # the audit.* configuration, as git prints it
+    marks: bytes  # the high-water marks file, as stored
+
+    @property
+    def digest(self) -> str:
+        doc = {
+            "format": FORMAT,
+            "version": __version__,
+            "refs": [list(r) for r in self.refs],
+            "config": self.config,
+            "marks": hashlib.sha256(self.marks).hexdigest(),
+        }
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+class Entry(NamedTuple):
+    """One remembered PASS."""
+
+    state: str  # Snapshot.digest
+    tree: str
+    made: float  # when the gate judged
+    until: float | None  # the earliest expiry of the evidence relied on
+    tools: tuple[str, ...]  # required tools, resolved again on every lookup
+    protect: tuple[str, ...]  # the policy's protected ref patterns (hooks need them)
+    commit_msg: str  # the policy's default commit-msg mode
+    runs: tuple[tuple[str, str], ...]  # (plan, run commit) judged, for commit trailers
+
+    def payload(self) -> bytes:
+        doc = {
+            "state": self.state,
+            "tree": self.tree,
+            "made": self.made,
+            "until": self.until,
+            "tools": list(self.tools),
+            "protect": list(self.protect),
+            "commit_msg": self.commit_msg,
+            "runs": [list(r) for r in self.runs],
+        }
+        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+    def holds(self, now: float) -> bool:
+        """Still PASS at *now*: the clock has not gone back past the judgement, no evidence has
+        expired, and every required tool is still on PATH."""
+        if now < self.made or (self.until is not None and now >= self.until):
+            return False
+        if not self.tools:
+            return True
+        import shutil
+
+        return all(shutil.which(tool) is not None for tool in self.tools)
+
+
+def _git_env() -> dict[str, str]:
+    env = dict(os.environ)
+    for var in _SCRUBBED:
+        env.pop(var, None)
+    return env
+
+
+def _git(args: Sequence[str], cwd: str | None, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        ["git", *args],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def snapshot(
+    cwd: str | os.PathLike[str] | None = None,
+    *,
+    gitdir: str | os.PathLike[str] | None = None,
+    revs: Sequence[str] = (),
+) -> tuple[Snapshot, list[str]] | None:
+    """The repository's current :class:`Snapshot` (discovered from *cwd*, as the gate does, or
+    at *gitdir*) and the tree ids of *revs*; None when git cannot answer or the repository has
+    no work tree. Three git processes, run side by side."""
+    env = _git_env()
+    where = [f"--git-dir={os.fspath(gitdir)}"] if gitdir is not None else []
+    cwd = os.fspath(cwd) if cwd is not None else None
+    procs = [
+        _git(
+            [
+                *where,
+                "rev-parse",
+                "--absolute-git-dir",
+                "--show-toplevel",  # fails in a bare repository: no memo there
+                *(f"{r}^{{tree}}" for r in revs),
+            ],
+            cwd,
+            env,
+        ),
+        _git(
+            [*where, "for-each-ref", "--format=%(refname) %(objectname)", "refs/audit/"],
+            cwd,
+            env,
+        ),
+        _git([*where, "config", "--get-regexp", r"^audit\."], cwd, env),
+    ]
+    outs = [p.communicate()[0].decode("utf-8", "surrogateescape") for p in procs]
+    codes = [p.returncode for p in procs]
+    if codes[0] != 0 or codes[1] != 0 or codes[2] not in (0, 1):
+        return None
+    lines = outs[0].splitlines()
+    if len(lines) != 2 + len(revs):
+        return None
+    refs = []
+    for line in outs[1].splitlines():
+        name, _, oid = line.rpartition(" ")
+        refs.append((name, oid))
+    found, workdir = lines[0], lines[1]
+    try:
+        with open(os.path.join(found, "gitaudit", "watermarks.json"), "rb") as handle:
+            marks = handle.read()
+    except FileNotFoundError:
+        marks = b""
+    except OSError:
+        return None
+    return Snapshot(found, workdir, tuple(sorted(refs)), outs[2], marks), lines[2:]
+
+
+# ------------------------------------------------------------------------------------- the key
+
+
+def _key_path() -> str:
+    return os.path.join(home_dir(), KEY_FILENAME)
+
+
+def _inside(path: str, root: str) -> bool:
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return os.path.commonpath([path, root]) == root
+
+
+def _load_key(workdir: str, *, create: bool) -> bytes | None:
+    """The memo key; None when there is none (and *create* is off) or it is not private: a key
+    inside the work tree, or readable or writable by others, authenticates nothing."""
+    path = _key_path()
+    if _inside(path, workdir):
+        return None
+    with contextlib.suppress(FileNotFoundError):
+        return _read_key(path)
+    if not create:
+        return None
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _read_key(path)  # another process made it first
+    except OSError:
+        return None
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(os.urandom(32))
+    return _read_key(path)
+
+
+def _read_key(path: str) -> bytes | None:
+    """FileNotFoundError when there is no key; None when the file is not a private key."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        raise
+    except OSError:
+        return None  # a symlink (O_NOFOLLOW), or unreadable
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not _private_file(info):
+            return None
+        key = handle.read(33)
+    return key if len(key) == 32 else None
+
+
+def _private_file(info: os.stat_result) -> bool:
+    """A regular file of this user that nobody else may read or write."""
+    import stat
+
+    owned = not hasattr(os, "getuid") or info.st_uid == os.getuid()
+    return stat.S_ISREG(info.st_mode) and not info.st_mode & 0o077 and owned
+
+
+def _mac(key: bytes, entry: Entry) -> str:
+    return hmac.new(key, entry.payload(), hashlib.sha256).hexdigest()
+
+
+# --------------------------------------------------------------------------------- the file
+
+
+def _path(gitdir: str) -> str:
+    return os.path.join(gitdir, "gitaudit", FILENAME)
+
+
+def _entries(gitdir: str) -> list[dict[str, object]]:
+    try:
+        with open(_path(gitdir), encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return []
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return []
+    entries = data.get("entries")
+    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+
+def _parse(raw: Mapping[str, object]) -> Entry | None:
+    try:
+        until = raw["until"]
+        return Entry(
+            state=str(raw["state"]),
+            tree=str(raw["tree"]),
+            made=float(raw["made"]),  # type: ignore[arg-type]
+            until=None if until is None else float(until),  # type: ignore[arg-type]
+            tools=tuple(str(t) for t in raw["tools"]),  # type: ignore[attr-defined]
+            protect=tuple(str(p) for p in raw["protect"]),  # type: ignore[attr-defined]
+            commit_msg=str(raw["commit_msg"]),
+            runs=tuple((str(p), str(r)) for p, r in raw["runs"]),  # type: ignore[attr-defined]
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def lookup(snap: Snapshot, tree: str, now: float | None = None) -> Entry | None:
+    """The remembered PASS of *tree* in the state *snap*, if it holds now; None otherwise."""
+    raw = [e for e in _entries(snap.gitdir) if e.get("tree") == tree]
+    if not raw:
+        return None
+    key = _load_key(snap.workdir, create=False)
+    if key is None:
+        return None
+    state = snap.digest
+    now = time.time() if now is None else now
+    for item in raw:
+        entry = _parse(item)
+        if entry is None or entry.state != state:
+            continue
+        if not hmac.compare_digest(str(item.get("mac", "")), _mac(key, entry)):
+            continue
+        if entry.holds(now):
+            return entry
+    return None
+
+
+def remember(
+    before: Snapshot,
+    *,
+    tree: str,
+    made: float,
+    until: float | None,
+    tools: Iterable[str],
+    protect: Iterable[str],
+    commit_msg: str,
+    runs: Iterable[tuple[str, str]],
+) -> bool:
+    """Record a PASS judged in the state *before*. The state is taken again now: the refs must
+    not have moved meanwhile, and the marks may only have moved to the refs' current tips (the
+    gate's own "seen" records), which leaves the verdict unchanged; the entry is keyed by the
+    state as it is now, which is what the next lookup will see. Best effort: False when nothing
+    was recorded."""
+    again = snapshot(gitdir=before.gitdir)
+    if again is None:
+        return False
+    after = again[0]
+    if after.refs != before.refs or not _marks_moved_to_tips(before, after):
+        return False
+    key = _load_key(after.workdir, create=True)
+    if key is None:
+        return False
+    entry = Entry(
+        state=after.digest,
+        tree=tree,
+        made=float(made),  # floats both ways: the MAC covers the JSON text
+        until=None if until is None else float(until),
+        tools=tuple(sorted(set(tools))),
+        protect=tuple(protect),
+        commit_msg=commit_msg,
+        runs=tuple(sorted(runs)),
+    )
+    doc = json.loads(entry.payload())
+    doc["mac"] = _mac(key, entry)
+    others = [
+        e for e in _entries(after.gitdir) if e.get("state") == entry.state and e.get("tree") != tree
+    ]
+    kept = [*others[-(MAX_ENTRIES - 1) :], doc]
+    try:
+        _write(after.gitdir, {"format": FORMAT, "entries": kept})
+    except OSError:
+        return False
+    return True
+
+
+def _marks_moved_to_tips(before: Snapshot, after: Snapshot) -> bool:
+    if before.marks == after.marks:
+        return True
+    try:
+        old = json.loads(before.marks) if before.marks else {}
+        new = json.loads(after.marks)
+    except ValueError:
+        return False
+    tips = dict(after.refs)
+    for kind in set(old) | set(new):
+        was, now = old.get(kind, {}), new.get(kind, {})
+        if not isinstance(was, dict) or not isinstance(now, dict):
+            return False
+        for ref in set(was) | set(now):
+            if was.get(ref) != now.get(ref) and now.get(ref) != tips.get(ref):
+                return False
+    return True
+
+
+def _write(gitdir: str, doc: Mapping[str, object]) -> None:
+    import tempfile
+
+    path = _path(gitdir)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".memo.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(doc, handle, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def forget(gitdir: str | os.PathLike[str]) -> None:
+    """Drop every remembered verdict (they are only a cache)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_path(os.fspath(gitdir)))

@@ -1,0 +1,226 @@
+"""The verdict memo: a PASS is re-served only in exactly the state it was judged in, only with
+an authentic MAC, only until its evidence expires and only while its tools are on PATH."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitaudit import memo
+from gitaudit.gate import assess
+from gitaudit.repo import open_repo
+from tests.gitrepo import GitRepo, audit
+from tests.run.conftest import Sealer, make_plan, run_step
+
+ZERO = "0" * 40
+# the hook in a fresh interpreter; prints whether the full gate (and so pygit2) was needed
+PROBE = (
+    "import sys\n"
+    "from gitaudit.hooks import main\n"
+    "code = main(sys.argv[1:])\n"
+    "print('full' if 'pygit2' in sys.modules else 'memo')\n"
+    "sys.exit(code)\n"
+)
+
+
+def hook(repo: GitRepo, *args: str, stdin: str = "") -> tuple[int, str, str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        cwd=repo.path,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.returncode, proc.stdout.strip(), proc.stderr
+
+
+def pre_push(repo: GitRepo, rev: str = "HEAD") -> tuple[int, str, str]:
+    sha = repo.git("rev-parse", rev).strip()
+    return hook(
+        repo, "pre-push", "origin", "x", stdin=f"refs/heads/main {sha} refs/heads/main {ZERO}\n"
+    )
+
+
+def memo_file(repo: GitRepo) -> Path:
+    return repo.path / ".git" / "gitaudit" / "memo.json"
+
+
+def entries(repo: GitRepo) -> list[dict[str, Any]]:
+    return list(json.loads(memo_file(repo).read_text())["entries"])
+
+
+@pytest.fixture
+def passing(repo: GitRepo, sealed: Sealer) -> GitRepo:
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    return repo
+
+
+def test_a_pass_is_remembered_and_served_without_the_full_gate(passing: GitRepo) -> None:
+    assert not memo_file(passing).exists()
+    code, path, _ = pre_push(passing)
+    assert (code, path) == (0, "full")  # the first judgement is the full gate; it remembers
+    assert [e["tree"] for e in entries(passing)] == [passing.head_tree()]
+    assert pre_push(passing)[:2] == (0, "memo")
+    # status and the real hook agree
+    assert audit(passing.path, "status", "HEAD").code == 0
+
+
+def test_a_failing_or_unknown_tree_is_never_remembered(passing: GitRepo) -> None:
+    passing.write("new.txt", "untested\n")
+    passing.commit("untested")
+    for _ in range(2):
+        code, path, err = pre_push(passing)
+        assert (code, path) == (1, "full") and "UNKNOWN" in err
+    assert not memo_file(passing).exists()
+
+
+def test_a_forged_entry_is_ignored(passing: GitRepo) -> None:
+    assert pre_push(passing)[:2] == (0, "full")
+    genuine = entries(passing)[0]
+    passing.write("new.txt", "untested\n")
+    passing.commit("untested")
+    forged = {**genuine, "tree": passing.head_tree()}  # same MAC, another tree
+    parsed = memo._parse(forged)
+    assert parsed is not None
+    rekeyed = {**forged, "mac": memo._mac(os.urandom(32), parsed)}  # a MAC under another key
+    for entry in (forged, rekeyed):
+        memo_file(passing).write_text(json.dumps({"format": 1, "entries": [genuine, entry]}))
+        code, path, err = pre_push(passing)
+        assert (code, path) == (1, "full") and "UNKNOWN" in err
+
+
+def test_any_change_of_the_audit_refs_invalidates(passing: GitRepo) -> None:
+    assert pre_push(passing)[:2] == (0, "full")
+    assert pre_push(passing)[:2] == (0, "memo")
+    passing.write("new.txt", "more\n")  # a run for another tree moves the ledger
+    assert audit(passing.path, "run").code == 0
+    assert pre_push(passing)[:2] == (0, "full")  # HEAD still PASSes, judged afresh
+    assert pre_push(passing)[:2] == (0, "memo")
+
+
+def test_a_rewound_ledger_is_judged_not_remembered(passing: GitRepo) -> None:
+    """The marks are part of the state: rewinding the runs ref to the state a PASS was
+    remembered in does not bring the PASS back."""
+    first = passing.git("rev-parse", "refs/audit/runs/default").strip()
+    assert pre_push(passing)[:2] == (0, "full")
+    passing.write("new.txt", "more\n")
+    passing.commit("more")
+    assert audit(passing.path, "run").code == 0
+    assert pre_push(passing)[:2] == (0, "full")  # sees the new tip: it becomes a mark
+    passing.git("update-ref", "refs/audit/runs/default", first)
+    code, path, err = pre_push(passing, "HEAD~1")
+    assert (code, path) == (1, "full") and "moved backwards or was rewritten" in err
+
+
+def test_the_clock_and_expiry_bound_an_entry(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(run_step("a", "true", valid_for="1h")))
+    assert audit(repo.path, "run").code == 0
+    assert pre_push(repo)[:2] == (0, "full")
+    (entry,) = entries(repo)
+    assert entry["until"] is not None and 3500 < entry["until"] - entry["made"] <= 3600 + 300
+    found = memo.snapshot(repo.path, revs=["HEAD"])
+    assert found is not None
+    snap, (tree,) = found
+    assert memo.lookup(snap, tree, entry["made"]) is not None
+    assert memo.lookup(snap, tree, entry["until"]) is None  # expired
+    assert memo.lookup(snap, tree, entry["made"] - 1) is None  # the clock went back
+
+
+def test_a_required_tool_that_left_path_is_judged_again(
+    repo: GitRepo, sealed: Sealer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    tool = bindir / "frobnicate"
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    plan = make_plan(run_step("a", "frobnicate"))
+    plan["required_tools"] = ["frobnicate"]
+    sealed(plan)
+    assert audit(repo.path, "run").code == 0
+    assert pre_push(repo)[:2] == (0, "full")
+    assert pre_push(repo)[:2] == (0, "memo")
+    tool.unlink()
+    code, path, err = pre_push(repo)
+    assert (code, path) == (1, "full") and "frobnicate" in err
+
+
+def test_a_key_that_is_not_private_authenticates_nothing(
+    passing: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert pre_push(passing)[:2] == (0, "full")
+    key = Path(os.environ["GITAUDIT_HOME"]) / memo.KEY_FILENAME
+    assert key.stat().st_mode & 0o777 == 0o600
+    key.chmod(0o644)
+    assert pre_push(passing)[:2] == (0, "full")
+    key.chmod(0o600)
+    assert pre_push(passing)[:2] == (0, "memo")
+    # a gitaudit home inside the work tree (keys are refused there) gets no memo either
+    monkeypatch.setenv("GITAUDIT_HOME", str(passing.path / "home"))
+    memo.forget(passing.path / ".git")
+    assert pre_push(passing)[:2] == (0, "full")
+    assert pre_push(passing)[:2] == (0, "full")
+    assert not (passing.path / "home" / memo.KEY_FILENAME).exists()
+
+
+def test_nothing_is_remembered_when_the_refs_moved_during_the_judgement(
+    passing: GitRepo,
+) -> None:
+    found = memo.snapshot(passing.path)
+    assert found is not None
+    before = found[0]
+    passing.write("new.txt", "more\n")
+    assert audit(passing.path, "run").code == 0  # the ledger moves meanwhile
+    kwargs: dict[str, Any] = dict(
+        tree=passing.head_tree(), made=0.0, until=None, tools=(), protect=(), commit_msg="claims"
+    )
+    assert not memo.remember(before, runs=(), **kwargs)
+    now = memo.snapshot(passing.path)
+    assert now is not None and memo.remember(now[0], runs=(), **kwargs)
+
+
+def test_marks_may_only_move_to_the_current_tips(passing: GitRepo) -> None:
+    found = memo.snapshot(passing.path)
+    assert found is not None
+    snap = found[0]
+    tip = dict(snap.refs)["refs/audit/runs/default"]
+    before = snap._replace(marks=b"")
+    to_tip = json.dumps({"seen": {"refs/audit/runs/default": tip}}).encode()
+    elsewhere = json.dumps({"seen": {"refs/audit/runs/default": "0" * 40}}).encode()
+    assert memo._marks_moved_to_tips(before, snap._replace(marks=to_tip))
+    assert not memo._marks_moved_to_tips(before, snap._replace(marks=elsewhere))
+
+
+def test_commit_msg_is_served_from_the_memo_with_its_trailers(passing: GitRepo) -> None:
+    message = passing.path / ".git" / "MSG"
+    message.write_text("a commit\n")
+    passing.git("add", "-A")
+    code, path, _ = hook(passing, "commit-msg", str(message))
+    assert (code, path) == (0, "full")
+    message.write_text("a commit\n\nAudit-Claim: done\n")
+    code, path, _ = hook(passing, "commit-msg", str(message))
+    assert (code, path) == (0, "memo")
+    text = message.read_text()
+    run = passing.git("rev-parse", "refs/audit/runs/default").strip()
+    assert "Audit-Verdict: PASS" in text and f"Audit-Run: {run}" in text
+    passing.git("config", "audit.commitMsg", "off")
+    message.write_text("plain\n")
+    assert hook(passing, "commit-msg", str(message))[:2] == (0, "memo")
+    assert message.read_text() == "plain\n"  # off: no trailers, and no judgement at all
+
+
+def test_the_gate_itself_never_reads_the_memo(passing: GitRepo) -> None:
+    """The memo only serves hooks: status and the gate always judge (and explain)."""
+    assert assess(open_repo(passing.path), "HEAD").verdict == "PASS"
+    assert memo_file(passing).exists()
+    passing.git("update-ref", "-d", "refs/audit/runs/default")
+    assert assess(open_repo(passing.path), "HEAD").verdict != "PASS"
