@@ -10,7 +10,11 @@ against their predecessor, so the sealer must fetch and reseal.
 
 from __future__ import annotations
 
+import random
+import re
 import subprocess
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pygit2
@@ -137,3 +141,123 @@ def reconcile_with(repo: Repo, remote: str, signer: Signer | None) -> list[SyncA
             cas_update(git, ref, remote_refs[ref], None, "gitaudit: runs from remote")
             actions.append(SyncAction(ref, "remote-only"))
     return actions
+
+
+# ------------------------------------------------------------------------------------ pushing
+
+ATTEMPTS = 5
+# git's words for "the remote moved between our fetch and our push" (client side, or the
+# server's compare-and-swap of the ref)
+_RACE_REASONS = (
+    "fetch first",
+    "non-fast-forward",
+    "stale info",
+    "failed to update ref",
+    "failed to lock",
+    "cannot lock ref",
+    "incorrect old value",
+)
+
+
+@dataclass(frozen=True)
+class PushedRef:
+    flag: str  # git's porcelain flag: ' ' '+' '-' '*' '=' or '!' (rejected)
+    source: str
+    target: str
+    summary: str  # e.g. "[new branch]", "[rejected] (fetch first)"
+
+
+@dataclass(frozen=True)
+class PushResult:
+    code: int  # git push's exit code of the last attempt
+    attempts: int
+    refs: tuple[PushedRef, ...]  # per ref, as git reported the last attempt
+    actions: tuple[SyncAction, ...]  # what reconciling the audit refs did, over all attempts
+    messages: str = ""  # git's (and the remote's) messages of the last attempt
+
+    @property
+    def refused(self) -> tuple[str, ...]:
+        """The refs refused for a reason of their own (not only because the push is atomic),
+        including those the server could not lock because they had moved."""
+        own = [r.target for r in self.refs if r.flag == "!" and not _only_atomic(r.summary)]
+        return tuple(dict.fromkeys([*own, *_LOCK_FAILED.findall(self.messages)]))
+
+    @property
+    def lost_race(self) -> bool:
+        """Only audit run refs were refused, each because the remote had moved between our
+        fetch and our push: fetching and replaying again will help."""
+        if self.code == 0 or not self.refused or "hook declined" in self.messages:
+            return False
+        moved = set(_LOCK_FAILED.findall(self.messages))
+        reasons = {r.target: r.summary for r in self.refs}
+        return all(
+            ref.startswith(RUNS_PREFIX) and (ref in moved or _race_reason(reasons.get(ref, "")))
+            for ref in self.refused
+        )
+
+
+def _only_atomic(summary: str) -> bool:
+    return "atomic push failed" in summary or "atomic transaction failed" in summary
+
+
+def _race_reason(summary: str) -> bool:
+    return any(w in summary for w in _RACE_REASONS)
+
+
+_LOCK_FAILED = re.compile(r"cannot lock ref '([^']+)': is at [0-9a-f]+ but expected")
+
+
+def _porcelain(stdout: str) -> tuple[PushedRef, ...]:
+    out = []
+    for line in stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 3 and len(parts[0]) == 1 and ":" in parts[1]:
+            source, _, target = parts[1].partition(":")
+            out.append(PushedRef(parts[0], source, target, parts[2]))
+    return tuple(out)
+
+
+def push(
+    repo: Repo,
+    remote: str,
+    specs: list[str],
+    signer: Signer | None,
+    *,
+    attempts: int = ATTEMPTS,
+    on_retry: Callable[[int, PushResult], None] | None = None,
+) -> PushResult:
+    """Push *specs* with every audit ref in one atomic push. When another machine wins the race
+    for a shared runs ref between our fetch and our push, fetch and replay again, and retry (up
+    to *attempts* pushes, with a short jittered back-off). A refusal for any other reason (the
+    server's hook, a branch that is behind) is returned at once."""
+    actions: list[SyncAction] = []
+    result = PushResult(1, 0, (), ())
+    for attempt in range(1, attempts + 1):
+        actions += reconcile_with(repo, remote, signer)
+        audit_refs = [PLANS_REF] if read_ref(repo.git, PLANS_REF) else []
+        audit_refs += sorted(list_refs(repo.git, RUNS_PREFIX))
+        proc = subprocess.run(
+            [
+                "git",
+                "push",
+                "--atomic",
+                "--porcelain",
+                remote,
+                *specs,
+                *(f"{r}:{r}" for r in audit_refs),
+            ],
+            cwd=repo.workdir or repo.gitdir,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        result = PushResult(
+            proc.returncode, attempt, _porcelain(proc.stdout), tuple(actions), proc.stderr
+        )
+        if proc.returncode == 0 or not result.lost_race or attempt == attempts:
+            return result
+        if on_retry is not None:
+            on_retry(attempt, result)
+        # let the winner get out of the way (jitter, not cryptography)
+        time.sleep(random.uniform(0.05, 0.25 * attempt))  # noqa: S311
+    return result

@@ -20,7 +20,7 @@ def test_demo_runs_end_to_end() -> None:
         "sealed plan 'app' v1 (initial)",
         "app: PASS — 2/2 steps verified",
         "PASS  tree",
-        "[new reference]   refs/audit/runs/app",
+        "refs/audit/runs/app: [new reference]",
         "app: FAIL — 1/2 steps verified",
         "gitaudit: push of refs/heads/main to refs/heads/main",
         "remote: gitaudit: update of refs/heads/main",

@@ -10,11 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from gitaudit.cli.context import signer_for
 from gitaudit.cli.output import emit_json, say
@@ -24,6 +20,10 @@ from gitaudit.plan.store import discover_worktree
 from gitaudit.record import RecordedRun, run_plan
 from gitaudit.repo import open_repo
 from gitaudit.runner import StepOutcome
+
+if TYPE_CHECKING:
+    from rich.live import Live
+    from rich.table import Table
 
 VERDICT_EXIT = {
     "PASS": ExitCode.OK,
@@ -47,8 +47,13 @@ class Progress:
     """Live table on a terminal, one plain line per event otherwise (stderr either way)."""
 
     def __init__(self, plan: str, step_ids: list[str], enabled: bool) -> None:
-        self.console = Console(stderr=True)
-        self.live_mode = enabled and self.console.is_terminal
+        # rich only for a terminal: a run in CI or under an agent does not pay for importing it
+        self.live_mode = enabled and sys.stderr.isatty()
+        if self.live_mode:
+            from rich.console import Console
+
+            self.console = Console(stderr=True)
+            self.live_mode = self.console.is_terminal
         self.plan = plan
         self.state = {sid: "pending" for sid in step_ids}
         self.started: dict[str, float] = {}
@@ -57,6 +62,8 @@ class Progress:
         self.live: Live | None = None
 
     def table(self) -> Table:
+        from rich.table import Table
+
         table = Table(title=f"git audit run --plan {self.plan}", show_edge=False)
         table.add_column("step")
         table.add_column("state")
@@ -77,6 +84,8 @@ class Progress:
 
     def __enter__(self) -> Progress:
         if self.live_mode:
+            from rich.live import Live
+
             self.live = Live(
                 self.table(), console=self.console, refresh_per_second=8, transient=False
             )

@@ -6,6 +6,7 @@ import contextlib
 import platform
 import shutil
 import subprocess
+import sys
 from importlib import metadata
 from typing import Annotated, Any
 
@@ -22,13 +23,14 @@ from gitaudit.cli.common import (
     repo_here,
     say,
     signer_for,
+    warn,
 )
 from gitaudit.crypto.keys import generate_key, list_local_keys
 from gitaudit.errors import ExitCode, GitAuditError, UsageError
 from gitaudit.gate import assess
 from gitaudit.install import configure_fetch, hook_states, hooks_dir, install_hooks, uninstall_hooks
 from gitaudit.ledger.plansref import read_state
-from gitaudit.ledger.refs import PLANS_REF, RUNS_PREFIX, list_refs, read_ref
+from gitaudit.ledger.refs import PLANS_REF, read_ref
 from gitaudit.ledger.seals import trust_init
 from gitaudit.plan.catalog import check_worktree, write_template
 from gitaudit.plan.store import DEFAULT_PLAN, discover_worktree, plan_path
@@ -112,20 +114,30 @@ def push_cmd(
     if remote is None:
         remote = (repo.config(f"branch.{branch}.remote") if branch else None) or "origin"
     specs = list(refspecs or [f"refs/heads/{branch}:refs/heads/{branch}"])
-    from gitaudit.sync import reconcile_with
+    from gitaudit.sync import PushResult, push
 
     signer = None
     with contextlib.suppress(GitAuditError):
         signer = signer_for(repo, None)
-    for action in reconcile_with(repo, remote, signer):
+
+    def retrying(attempt: int, result: PushResult) -> None:
+        sys.stderr.write(result.messages)
+        warn(
+            f"gitaudit: another push moved {', '.join(result.refused)} first; fetching, "
+            f"replaying and pushing again (attempt {attempt + 1})"
+        )
+
+    say(f"+ git push --atomic {remote} {' '.join(specs)} refs/audit/*")
+    result = push(repo, remote, specs, signer, on_retry=retrying)
+    for action in result.actions:
         if action.action not in ("up-to-date", "local-only"):
             say(f"{action.ref}: {action.action}")
-    audit_refs = [PLANS_REF] if read_ref(repo.git, PLANS_REF) else []
-    audit_refs += sorted(list_refs(repo.git, RUNS_PREFIX))
-    cmd = ["git", "push", "--atomic", remote, *specs, *(f"{r}:{r}" for r in audit_refs)]
-    say("+ " + " ".join(cmd))
-    proc = subprocess.run(cmd, cwd=repo.workdir, check=False)
-    exit_with(proc.returncode and ExitCode.FAIL)
+    for ref in result.refs:
+        say(f"  {ref.target}: {ref.summary}")
+    sys.stderr.write(result.messages)
+    if result.lost_race:
+        warn(f"gitaudit: still losing the race after {result.attempts} attempts; try again")
+    exit_with(result.code and ExitCode.FAIL)
 
 
 def _version(cmd: list[str]) -> str:
