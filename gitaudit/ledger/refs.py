@@ -85,6 +85,9 @@ def clear_stale_lock(gitdir: Path, name: str, *, older_than: float = STALE_LOCK_
     return True
 
 
+LOCK_WAIT_SECONDS = STALE_LOCK_SECONDS + 2.0
+
+
 def cas_update(
     repo: pygit2.Repository,
     name: str,
@@ -99,15 +102,21 @@ def cas_update(
     gitdir = Path(repo.path)
     old = str(expected) if expected is not None else ZERO
     cmd = ["git", f"--git-dir={gitdir}", "update-ref", "-m", message, name, str(new), old]
-    for attempt in range(50):
+    # wait for a held lock until a crashed writer's lock would count as stale, and a little more
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    attempt = 0
+    while True:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=git_env(), check=False)
         if proc.returncode == 0:
             return
         err = proc.stderr.strip()
         if ".lock" in err and ("File exists" in err or "Unable to create" in err):
             # Another writer holds the lock right now, or a crash left it behind.
+            if time.monotonic() >= deadline:
+                break
             if not clear_stale_lock(gitdir, name):
-                time.sleep(min(0.005 * (attempt + 1), 0.1))
+                attempt += 1
+                time.sleep(min(0.005 * attempt, 0.1))
             continue
         current = read_ref(repo, name)
         if (current is None and expected is not None) or (
