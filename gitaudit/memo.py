@@ -39,6 +39,7 @@ FORMAT = 1
 FILENAME = "memo.json"
 KEY_FILENAME = "memo.key"
 MAX_ENTRIES = 64
+MAX_BYTES = 1 << 20
 _SCRUBBED = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR")
 
 
@@ -242,8 +243,11 @@ def _path(gitdir: str) -> str:
 
 def _entries(gitdir: str) -> list[dict[str, object]]:
     try:
-        with open(_path(gitdir), encoding="utf-8") as handle:
-            data = json.load(handle)
+        with open(_path(gitdir), "rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            return []  # not written by us (64 entries take a few kB): ignored, then replaced
+        data = json.loads(raw)
     except (OSError, ValueError):
         return []
     if not isinstance(data, dict) or data.get("format") != FORMAT:

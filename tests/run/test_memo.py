@@ -224,3 +224,11 @@ def test_the_gate_itself_never_reads_the_memo(passing: GitRepo) -> None:
     assert memo_file(passing).exists()
     passing.git("update-ref", "-d", "refs/audit/runs/default")
     assert assess(open_repo(passing.path), "HEAD").verdict != "PASS"
+
+
+def test_a_memo_file_that_is_not_ours_is_ignored_and_replaced(passing: GitRepo) -> None:
+    memo_file(passing).parent.mkdir(parents=True, exist_ok=True)
+    for junk in (b"\x00not json", b"[]", b'{"format": 1, "entries": "x"}', b" " * (2 << 20)):
+        memo_file(passing).write_bytes(junk)
+        assert pre_push(passing)[:2] == (0, "full")
+        assert pre_push(passing)[:2] == (0, "memo")  # the full gate wrote a fresh file
