@@ -10,6 +10,7 @@ against their predecessor, so the sealer must fetch and reseal.
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import subprocess
@@ -126,15 +127,18 @@ def reconcile_with(repo: Repo, remote: str, signer: Signer | None) -> list[SyncA
             parent = create_signed_commit(
                 git, tree=commit.tree_id, parents=[parent], message=commit.message, signer=signer
             )
-        # both the old and the new chain descend from the merge base: a crash between moving the
-        # ref and resetting the mark can then never look like a rewind
+        # both the old and the new chain descend from the merge base: with the marks lowered to
+        # it while the ref moves (under the marks lock), a crash or a concurrent hook marking
+        # the old tip can never make the new chain look like a rewind
         base = git.merge_base(local, theirs)
-        if base is not None:
-            watermark.reset(repo.gitdir, ref, seen=str(base))
-        cas_update(
-            git, ref, parent, local, f"gitaudit: replay {len(replayed)} run(s) onto {remote}"
+        message = f"gitaudit: replay {len(replayed)} run(s) onto {remote}"
+        watermark.rewrite(
+            repo.gitdir,
+            ref,
+            str(base if base is not None else parent),
+            str(parent),
+            functools.partial(cas_update, git, ref, parent, local, message),
         )
-        watermark.reset(repo.gitdir, ref, seen=str(parent))
         actions.append(SyncAction(ref, f"rebased {len(replayed)}"))
     for ref in sorted(set(remote_refs) - set(list_refs(git, RUNS_PREFIX)) - {PLANS_REF}):
         if ref.startswith(RUNS_PREFIX):

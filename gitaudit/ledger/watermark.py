@@ -14,7 +14,7 @@ import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -133,10 +133,25 @@ def reset(gitdir: Path, ref: str, seen: str) -> None:
     """After a deliberate rewrite (replaying local runs onto a remote ledger): forget what was
     verified for *ref* and remember only the new tip as seen."""
     with _locked(gitdir):
-        current = _read(gitdir)
-        current["verified"].pop(ref, None)
-        current["seen"][ref] = seen
-        _write(gitdir, current)
+        _reset(gitdir, ref, seen)
+
+
+def _reset(gitdir: Path, ref: str, seen: str) -> None:
+    current = _read(gitdir)
+    current["verified"].pop(ref, None)
+    current["seen"][ref] = seen
+    _write(gitdir, current)
+
+
+def rewrite(gitdir: Path, ref: str, base: str, new: str, move: Callable[[], None]) -> None:
+    """Deliberately move *ref* to *new*, which does not descend from its tip but, like the tip,
+    from *base*: the marks are lowered to *base* first, *move* moves the ref, then *new* is
+    marked. The marks lock is held throughout, so no other process can mark the old tip in
+    between; a crash at any point leaves a mark both the old and the new chain descend from."""
+    with _locked(gitdir):
+        _reset(gitdir, ref, base)
+        move()
+        _reset(gitdir, ref, new)
 
 
 def _write(gitdir: Path, current: dict[str, dict[str, str]]) -> None:

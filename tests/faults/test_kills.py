@@ -394,7 +394,7 @@ def test_sigkill_between_replay_and_watermark(served: Served, tmp_path: Path) ->
         "import os, signal, sys\n"
         "import gitaudit.sync\n"
         "marks = gitaudit.sync.watermark\n"
-        "real_record, real_reset = marks.record, marks.reset\n"
+        "real_record, real_reset = marks.record, marks._reset\n"
         "calls = []\n"
         "def die_if_runs(refs):\n"
         "    # the first mark update comes before the ref moves, the second after: die there\n"
@@ -408,7 +408,7 @@ def test_sigkill_between_replay_and_watermark(served: Served, tmp_path: Path) ->
         "def reset(gitdir, ref, *args, **kwargs):\n"
         "    die_if_runs([ref])\n"
         "    real_reset(gitdir, ref, *args, **kwargs)\n"
-        "marks.record, marks.reset = record, reset\n"
+        "marks.record, marks._reset = record, reset\n"
         "from gitaudit.cli import main\n"
         "main(['push'])\n"
     )
