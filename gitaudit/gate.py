@@ -171,11 +171,9 @@ def assess(
     the verdict memo (see :mod:`gitaudit.memo`), keyed by the state *before* the assessment
     (taken here unless the caller took it earlier)."""
     memoize = remember and plan is None and not extra_runs and check_tools
-    snap = (
-        ((before, []) if before is not None else memo.snapshot(gitdir=repo.gitdir))
-        if memoize
-        else None
-    )
+    if memoize and before is None:
+        found = memo.snapshot(gitdir=repo.gitdir)
+        before = found[0] if found is not None else None
     tree = tree or resolve_tree(repo, rev)
     try:
         state = state or read_state(repo)
@@ -200,8 +198,8 @@ def assess(
     )
     verdicts = tuple(_assess_plan(ctx, name, files.get(name)) for name in names)
     result = GateResult(combine([v.verdict for v in verdicts]), tree, verdicts)
-    if snap is not None and result.verdict == "PASS":
-        _memoize(ctx, snap[0], result)
+    if memoize and before is not None and result.verdict == "PASS":
+        _memoize(ctx, before, result)
     return result
 
 
@@ -405,7 +403,7 @@ def _confirm_with_git(
     contract must be *run* itself (so *run* is on the chain, and nothing newer is)."""
     import subprocess
 
-    from gitaudit.ledger.refs import git_env
+    from gitaudit.gitenv import git_env
 
     found = subprocess.run(
         [

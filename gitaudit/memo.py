@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from gitaudit import __version__
+from gitaudit.gitenv import git_env
 from gitaudit.home import home_dir
 
 FORMAT = 1
@@ -40,7 +41,6 @@ FILENAME = "memo.json"
 KEY_FILENAME = "memo.key"
 MAX_ENTRIES = 64
 MAX_BYTES = 1 << 20
-_SCRUBBED = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR")
 
 
 class Snapshot(NamedTuple):
@@ -101,13 +101,6 @@ class Entry(NamedTuple):
         return all(shutil.which(tool) is not None for tool in self.tools)
 
 
-def _git_env() -> dict[str, str]:
-    env = dict(os.environ)
-    for var in _SCRUBBED:
-        env.pop(var, None)
-    return env
-
-
 def _git(args: Sequence[str], cwd: str | None, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         ["git", *args],
@@ -128,7 +121,7 @@ def snapshot(
     """The repository's current :class:`Snapshot` (discovered from *cwd*, as the gate does, or
     at *gitdir*) and the tree ids of *revs*; None when git cannot answer or the repository has
     no work tree. Three git processes, run side by side."""
-    env = _git_env()
+    env = git_env()
     where = [f"--git-dir={os.fspath(gitdir)}"] if gitdir is not None else []
     cwd = os.fspath(cwd) if cwd is not None else None
     procs = [

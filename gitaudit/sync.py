@@ -23,6 +23,7 @@ import pygit2
 from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.keys import Signer
 from gitaudit.errors import LedgerError
+from gitaudit.gitenv import git_env
 from gitaudit.ledger import watermark
 from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.refs import (
@@ -30,7 +31,6 @@ from gitaudit.ledger.refs import (
     RUNS_PREFIX,
     cas_update,
     clear_stale_lock,
-    git_env,
     list_refs,
     read_ref,
 )

@@ -9,7 +9,6 @@ milliseconds), so a crash never blocks the next command.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pygit2
 
 from gitaudit.errors import LedgerError
+from gitaudit.gitenv import git_env
 
 PLANS_REF = "refs/audit/plans"
 RUNS_PREFIX = "refs/audit/runs/"
@@ -54,15 +54,6 @@ def list_refs(repo: pygit2.Repository, prefix: str) -> dict[str, pygit2.Oid]:
             if oid is not None:
                 out[name] = oid
     return out
-
-
-def git_env() -> dict[str, str]:
-    """The environment for git subprocesses: the caller's, minus hook-set repository variables
-    (callers pass the repository explicitly with ``--git-dir``)."""
-    env = dict(os.environ)
-    for var in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR"):
-        env.pop(var, None)
-    return env
 
 
 def _lock_path(gitdir: Path, name: str) -> Path:

@@ -373,7 +373,9 @@ def test_stale_lock_is_cleared_and_a_fresh_one_respected(tiny: GitRepo) -> None:
     assert time.monotonic() - started < 8.0  # a stale lock costs no waiting
 
 
-def test_sigkill_between_replay_and_watermark(served: Served, tmp_path: Path) -> None:
+def diverged(served: Served, tmp_path: Path) -> tuple[GitRepo, GitRepo]:
+    """(client, other): the client pushed a run; then another machine's run landed on the
+    server while the client recorded one of its own, so the two ledgers diverge."""
     client = served.client
     assert audit(client.path, "run").code == 0
     assert served.audit_push().returncode == 0
@@ -388,6 +390,11 @@ def test_sigkill_between_replay_and_watermark(served: Served, tmp_path: Path) ->
     client.write("mine.txt", "mine\n")
     client.commit("mine")
     assert audit(client.path, "run").code == 0
+    return client, other
+
+
+def test_sigkill_between_replay_and_watermark(served: Served, tmp_path: Path) -> None:
+    client, other = diverged(served, tmp_path)
     assert audit(client.path, "verify").code == 0  # the local chain is verified: it has a mark
     # `git audit push`, killed right after the replayed chain replaced the local one
     code = (
@@ -430,20 +437,7 @@ def test_sigkill_between_replay_and_watermark(served: Served, tmp_path: Path) ->
 
 
 def test_stale_mirror_lock_does_not_block_push(served: Served, tmp_path: Path) -> None:
-    client = served.client
-    assert audit(client.path, "run").code == 0
-    assert served.audit_push().returncode == 0
-    other = GitRepo(tmp_path / "other")
-    git(tmp_path, "clone", "-q", str(served.server), str(other.path))
-    git(other.path, "checkout", "-q", "-b", "other")
-    git(other.path, "fetch", "-q", "origin", "refs/audit/*:refs/audit/*")
-    other.write("other.txt", "theirs\n")
-    other.commit("theirs")
-    assert audit(other.path, "run").code == 0
-    assert served.audit_push(other.path).returncode == 0  # the remote ledger moved on
-    client.write("mine.txt", "mine\n")
-    client.commit("mine")
-    assert audit(client.path, "run").code == 0
+    client, _ = diverged(served, tmp_path)
     # what a `git audit push` killed inside its `git fetch` leaves behind, a minute ago
     lock = gitdir_of(client.path) / "refs/gitaudit/remotes/origin/audit/runs/default.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
