@@ -8,6 +8,7 @@ uninstalling restores it. ``core.hooksPath`` is honoured.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass
@@ -15,12 +16,17 @@ from importlib import resources
 from pathlib import Path
 
 from gitaudit.errors import HookError
+from gitaudit.ledger.refs import fetch_refspec
 from gitaudit.repo import Repo
 
 MARKER = "gitaudit-hook-shim"
 CLIENT_HOOKS = ("pre-push", "commit-msg")
 SERVER_HOOKS = ("pre-receive",)
-FETCH_REFSPEC = "refs/audit/*:refs/audit/*"
+# Before 0.2, `init` installed this: git then treated refs/audit/* as its own remote-tracking
+# refs, so every `git push` of them wrote the pushed value back into the local ref afterwards,
+# silently rewinding a ledger that had moved during the push (and a non-forced fetch failed once
+# the ledgers diverged). It is replaced wherever it is found.
+LEGACY_REFSPEC = "refs/audit/*:refs/audit/*"
 
 
 @dataclass(frozen=True)
@@ -137,15 +143,34 @@ def hook_states(repo: Repo) -> dict[str, str]:
 
 
 def configure_fetch(repo: Repo) -> list[Action]:
-    """Make ``git fetch`` bring the audit refs (fast-forward only: no ``+``) for every remote."""
+    """Make ``git fetch`` bring every remote's audit refs into its remote-tracking namespace
+    (:func:`fetch_refspec`), replacing the legacy ``refs/audit/*:refs/audit/*`` refspec."""
     actions = []
-    remotes = [r.name for r in repo.git.remotes]
-    for remote in remotes:
+    for remote in [str(r.name) for r in repo.git.remotes]:
         key = f"remote.{remote}.fetch"
+        wanted = fetch_refspec(remote)
         current = [str(v) for v in repo.git.config.get_multivar(key)]
-        if any(v.lstrip("+") == FETCH_REFSPEC for v in current):
-            actions.append(Action(f"fetch refspec for {remote}", FETCH_REFSPEC, "current"))
+        legacy = [v for v in current if v.lstrip("+") == LEGACY_REFSPEC]
+        for value in legacy:
+            repo.git.config.delete_multivar(key, "^" + re.escape(value) + "$")
+        if wanted in current:
+            actions.append(Action(f"fetch refspec for {remote}", wanted, "current"))
             continue
-        repo.git.config.set_multivar(key, "^$", FETCH_REFSPEC)
-        actions.append(Action(f"fetch refspec for {remote}", FETCH_REFSPEC, "installed"))
+        repo.git.config.set_multivar(key, "^$", wanted)
+        done = "upgraded" if legacy else "installed"
+        actions.append(Action(f"fetch refspec for {remote}", wanted, done))
     return actions
+
+
+def fetch_states(repo: Repo) -> dict[str, str]:
+    """For each remote: current, legacy (the pre-0.2 refspec) or absent."""
+    states = {}
+    for remote in [str(r.name) for r in repo.git.remotes]:
+        current = [str(v) for v in repo.git.config.get_multivar(f"remote.{remote}.fetch")]
+        if fetch_refspec(remote) in current:
+            states[remote] = "current"
+        elif any(v.lstrip("+") == LEGACY_REFSPEC for v in current):
+            states[remote] = "legacy"
+        else:
+            states[remote] = "absent"
+    return states

@@ -27,16 +27,16 @@ from gitaudit.gitenv import git_env
 from gitaudit.ledger import watermark
 from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.refs import (
+    MIRROR,
     PLANS_REF,
     RUNS_PREFIX,
     cas_update,
     clear_stale_lock,
+    fetch_refspec,
     list_refs,
     read_ref,
 )
 from gitaudit.repo import Repo
-
-MIRROR = "refs/gitaudit/remotes"
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def fetch_mirror(repo: Repo, remote: str) -> dict[str, pygit2.Oid]:
             "--refmap=",
             "--no-tags",
             remote,
-            f"+refs/audit/*:{prefix}audit/*",
+            fetch_refspec(remote),
         ],
         capture_output=True,
         text=True,

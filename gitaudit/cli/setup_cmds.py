@@ -28,7 +28,14 @@ from gitaudit.cli.common import (
 from gitaudit.crypto.keys import generate_key, list_local_keys
 from gitaudit.errors import ExitCode, GitAuditError, UsageError
 from gitaudit.gate import assess
-from gitaudit.install import configure_fetch, hook_states, hooks_dir, install_hooks, uninstall_hooks
+from gitaudit.install import (
+    configure_fetch,
+    fetch_states,
+    hook_states,
+    hooks_dir,
+    install_hooks,
+    uninstall_hooks,
+)
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, read_ref
 from gitaudit.ledger.seals import trust_init
@@ -205,21 +212,14 @@ def doctor_cmd(as_json: JsonOpt = False) -> None:
         f"{hooks_dir(repo)}: " + ", ".join(f"{k} {v}" for k, v in states.items()),
         "git audit hooks install",
     )
-    remotes = [str(r.name) for r in repo.git.remotes]
-    missing = [
-        r
-        for r in remotes
-        if not any(
-            str(v).lstrip("+") == "refs/audit/*:refs/audit/*"
-            for v in repo.git.config.get_multivar(f"remote.{r}.fetch")
-        )
-    ]
+    fetching = fetch_states(repo)
+    missing = [f"{r} ({state})" for r, state in fetching.items() if state != "current"]
     item(
         "refspecs",
         not missing,
-        "remotes without the audit fetch refspec: " + ", ".join(m for m in missing if m)
+        "remotes without the audit fetch refspec: " + ", ".join(missing)
         if missing
-        else (f"{len(remotes)} remote(s) fetch refs/audit/*" if remotes else "no remotes"),
+        else (f"{len(fetching)} remote(s) fetch refs/audit/*" if fetching else "no remotes"),
         "git audit init",
     )
     if repo.workdir is not None:

@@ -22,6 +22,13 @@ PLANS_REF = "refs/audit/plans"
 RUNS_PREFIX = "refs/audit/runs/"
 ZERO = "0" * 40
 STALE_LOCK_SECONDS = 10.0
+MIRROR = "refs/gitaudit/remotes"  # remote-tracking copies of each remote's refs/audit/*
+
+
+def fetch_refspec(remote: str) -> str:
+    """The remote's audit refs, fetched (forced) into a private remote-tracking namespace that
+    git never pushes from; gitaudit verifies before adopting anything from it."""
+    return f"+refs/audit/*:{MIRROR}/{remote}/audit/*"
 
 
 def runs_ref(plan: str) -> str:

@@ -266,7 +266,8 @@ def test_doctor_reports_pass_on_a_healthy_repository(setup: Setup) -> None:
     assert doctor.code == 0, doctor.out
     assert "ok  hooks" in doctor.out and "ok  refspecs" in doctor.out
     fetch = setup.client.git("config", "--get-all", "remote.origin.fetch")
-    assert "refs/audit/*:refs/audit/*" in fetch
+    assert "+refs/audit/*:refs/gitaudit/remotes/origin/audit/*" in fetch
+    assert "refs/audit/*:refs/audit/*" not in fetch
     _ = sys
 
 

@@ -75,3 +75,46 @@ def test_a_refusal_that_is_not_a_race_is_not_retried(setup: Setup) -> None:
     assert "another push moved" not in proc.stderr
     assert "pre-receive hook declined" in proc.stdout + proc.stderr
     assert runs_on_server(setup) == 1
+
+
+def test_a_run_recorded_during_a_push_is_not_rewound_by_git(setup: Setup) -> None:
+    """git writes a pushed ref's value into the matching remote-tracking ref after a push. With
+    the legacy fetch refspec `refs/audit/*:refs/audit/*` that ref is the local ledger itself, so a
+    run recorded while the push was under way was silently rewound (and lost). The audit refs'
+    remote-tracking copies now live in their own namespace."""
+    assert audit(setup.client.path, "run").code == 0
+    # another run lands on the local ledger while `git push` is talking to the server
+    legacy = setup.client.path / ".git" / "hooks" / "pre-push.legacy"
+    legacy.write_text(
+        "#!/bin/sh\n"
+        f"env -u GIT_DIR -u GIT_INDEX_FILE '{sys.executable}' -m gitaudit run >/dev/null 2>&1\n"
+        "exit 0\n"
+    )
+    legacy.chmod(0o755)
+    pushed_tip = setup.client.git("rev-parse", "refs/audit/runs/default").strip()
+    result = setup.push("origin", "main", "refs/audit/runs/default:refs/audit/runs/default")
+    assert result.returncode == 0, result.stderr
+    local_tip = setup.client.git("rev-parse", "refs/audit/runs/default").strip()
+    assert local_tip != pushed_tip  # the run recorded during the push is still the tip
+    assert setup.client.git("merge-base", "--is-ancestor", pushed_tip, local_tip) == ""
+    tracking = setup.client.git("rev-parse", "refs/gitaudit/remotes/origin/audit/runs/default")
+    assert tracking.strip() == pushed_tip  # what git wrote back went to the tracking copy
+    assert audit(setup.client.path, "verify").code == 0
+
+
+def test_init_upgrades_the_legacy_fetch_refspec(setup: Setup) -> None:
+    client = setup.client
+    client.git("config", "--unset-all", "remote.origin.fetch", "gitaudit")
+    client.git("config", "--add", "remote.origin.fetch", "refs/audit/*:refs/audit/*")
+    doctor = audit(client.path, "doctor")
+    assert "BAD refspecs: remotes without the audit fetch refspec: origin (legacy)" in doctor.out
+    upgraded = audit(client.path, "init")
+    assert upgraded.code == 0, upgraded.err
+    assert "fetch refspec for origin: upgraded" in upgraded.out
+    fetch = client.git("config", "--get-all", "remote.origin.fetch").split()
+    assert fetch == [
+        "+refs/heads/*:refs/remotes/origin/*",
+        "+refs/audit/*:refs/gitaudit/remotes/origin/audit/*",
+    ]
+    # a plain fetch now works whatever the remote's ledger did
+    assert client.git("fetch", "-q", "origin") == ""
