@@ -673,13 +673,44 @@ def test_embedded_repository_without_commits_is_a_clear_error(repo: GitRepo) -> 
     assert private_files(repo) <= {VERIFIED_MARKER}
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root can read any file")
 def test_unreadable_file_is_a_clear_error(repo: GitRepo) -> None:
+    """A file git cannot read. Root reads any file, so as root the fingerprint runs in a child
+    whose bounding set lacks the capabilities that bypass file permissions (util-linux
+    ``setpriv``): the same failing read, the same message."""
     secret = repo.write("secret.txt", "x\n")
     secret.chmod(0)
     try:
-        with pytest.raises(RepositoryError, match=r"secret\.txt"):
-            workspace_fingerprint(repo.path)
+        if os.geteuid() != 0:
+            with pytest.raises(RepositoryError, match=r"secret\.txt"):
+                workspace_fingerprint(repo.path)
+            return
+        setpriv = shutil.which("setpriv")
+        assert setpriv, "setpriv (util-linux) is needed to drop root's file capabilities"
+        code = (
+            "import sys\n"
+            "from gitaudit.errors import RepositoryError\n"
+            "from gitaudit.fingerprint import workspace_fingerprint\n"
+            "try:\n"
+            "    workspace_fingerprint(sys.argv[1])\n"
+            "except RepositoryError as exc:\n"
+            "    print(exc.message)\n"
+            "    sys.exit(7)\n"
+        )
+        proc = subprocess.run(
+            [
+                setpriv,
+                "--bounding-set=-dac_override,-dac_read_search",
+                sys.executable,
+                "-c",
+                code,
+                str(repo.path),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 7, proc.stdout + proc.stderr
+        assert "secret.txt" in proc.stdout and "Permission denied" in proc.stdout, proc.stdout
     finally:
         secret.chmod(0o644)
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pygit2
+import pytest
 
 from gitaudit.ledger.runs import read_run
 from tests.gitrepo import GitRepo, audit
@@ -281,6 +282,12 @@ def test_eight_concurrent_runs_form_one_chain(repo: GitRepo, sealed: Sealer) -> 
     subprocess.run(["git", "fsck", "--no-progress"], cwd=repo.path, check=True, capture_output=True)
 
 
+def _default_sigint() -> None:
+    """In the child: SIGINT as a terminal delivers it. A shell without job control starts
+    background jobs with SIGINT ignored, which Python then keeps ignoring."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_is_recorded_as_interrupted(repo: GitRepo, sealed: Sealer) -> None:
     sealed(make_plan(run_step("long", "sleep", "60")))
     proc = subprocess.Popen(
@@ -288,17 +295,26 @@ def test_ctrl_c_is_recorded_as_interrupted(repo: GitRepo, sealed: Sealer) -> Non
         cwd=repo.path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=_default_sigint,  # noqa: PLW1509 (only signal.signal, before exec)
     )
-    deadline = time.monotonic() + 20
-    while (
-        b"long running" not in (proc.stderr.peek() if hasattr(proc.stderr, "peek") else b"")
-        and time.monotonic() < deadline
-    ):  # type: ignore[union-attr]
-        time.sleep(0.1)
+    assert proc.stderr is not None
+    seen = b""
+    deadline = time.monotonic() + 30
+    while b"long running" not in seen and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen += line
+    assert b"long running" in seen, seen.decode()
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 3, err.decode()
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail("SIGINT did not stop `git audit run`: " + (seen + err).decode())
+    assert proc.returncode == 3, (seen + err).decode()
     doc = run_json(repo)
     assert doc["verdict"] == "INTERRUPTED" and doc["steps"]["long"]["status"] == "interrupted"
 
