@@ -123,9 +123,9 @@ def generate_runs(repo_path: Path, count: int, distinct: int, *, seed: int = 0) 
 
     from gitaudit.crypto.commits import create_signed_commit
     from gitaudit.crypto.keys import keys_dir, load_signer
+    from gitaudit.git.repo import open_repo
     from gitaudit.ledger.objects import dumps, read_files, write_tree
     from gitaudit.ledger.refs import cas_update, read_ref
-    from gitaudit.repo import open_repo
 
     repo = open_repo(repo_path)
     signer = load_signer(keys_dir() / "default")

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _util import big_repo, copy_repo, git, hermetic_env, time_once
 
-from gitaudit.fingerprint import PRIVATE_DIR, workspace_fingerprint
+from gitaudit.git.fingerprint import PRIVATE_DIR, workspace_fingerprint
 
 WARM_TARGET = 1.5
 COLD_TARGET = 3.0

@@ -7,7 +7,7 @@ with one pre-push stdin line for HEAD (``refs/heads/main <sha> refs/heads/main <
 
 A push normally follows a judgement of the same commit: ``git audit status HEAD``, or the
 commit-msg hook that judged the staged tree when the commit was made. The gate remembers each
-PASS in the verdict memo (``gitaudit.memo``: keyed by the exact state of the audit refs, the
+PASS in the verdict memo (``gitaudit.gate.memo``: keyed by the exact state of the audit refs, the
 marks and the configuration, authenticated with a key kept beside the signing keys), and the
 hook re-serves it with three git calls and without importing pygit2. The target rows time that
 path (a sanity check makes sure pygit2 is not imported). The cold rows delete the memo before

@@ -122,8 +122,8 @@ def change(repo: Path, folder: int, note: str) -> None:
 def in_process_run(repo: Path, jobs: int) -> tuple[float, float, list[str]]:
     """One incremental run through ``run_plan`` in this process: (call, step span, executed)."""
     from gitaudit.crypto.keys import keys_dir, load_signer
-    from gitaudit.record import run_plan
-    from gitaudit.repo import open_repo
+    from gitaudit.git.repo import open_repo
+    from gitaudit.run.recorder import run_plan
 
     signer = load_signer(keys_dir() / "default")
     start = time.perf_counter()

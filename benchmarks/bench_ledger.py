@@ -57,7 +57,7 @@ LOOKUP_TARGET = 0.020
 WHOLE_PROCESS = """
 import sys
 from gitaudit.ledger import index
-from gitaudit.repo import open_repo
+from gitaudit.git.repo import open_repo
 repo = open_repo()
 found = index.latest_for_tree(repo.git, repo.gitdir, sys.argv[1], sys.argv[2])
 sys.exit(0 if found is not None else 1)
@@ -78,8 +78,8 @@ def main() -> int:
         ids: list[str] = json.loads((fixture / "tree_ids.json").read_text())
         head_tree = (fixture / "head_tree").read_text().strip()
 
+        from gitaudit.git.repo import open_repo
         from gitaudit.ledger import index
-        from gitaudit.repo import open_repo
 
         repo = open_repo(repo_path)
         print(f"ledger: {RUNS + 1} run commits on {REF}, {len(ids) + 1} distinct tree ids")
@@ -113,7 +113,7 @@ def main() -> int:
 
         # The gate does more than the lookup: it also checks that the run found is on the
         # ledger. HEAD's run is the oldest of the chain here (generated runs came after it).
-        from gitaudit.gate import assess
+        from gitaudit.gate.assess import assess
 
         assess(repo_for_gate := open_repo(repo_path), "HEAD")
         gate_times = []

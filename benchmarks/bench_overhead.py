@@ -81,8 +81,8 @@ def main() -> int:
         target = 2 * loop + 1.0
 
         from gitaudit.crypto.keys import keys_dir, load_signer
-        from gitaudit.record import run_plan
-        from gitaudit.repo import open_repo
+        from gitaudit.git.repo import open_repo
+        from gitaudit.run.recorder import run_plan
 
         signer = load_signer(keys_dir() / "default")
         spans, calls = [], []

@@ -60,8 +60,8 @@ def main() -> int:
         baseline = timed_run(["sleep", "1"], repo)
 
         from gitaudit.crypto.keys import keys_dir, load_signer
-        from gitaudit.record import run_plan
-        from gitaudit.repo import open_repo
+        from gitaudit.git.repo import open_repo
+        from gitaudit.run.recorder import run_plan
 
         signer = load_signer(keys_dir() / "default")
         start = time.perf_counter()

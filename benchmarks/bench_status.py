@@ -50,7 +50,7 @@ WORKTREE_MARGIN = 0.300
 
 FINGERPRINT = """
 from pathlib import Path
-from gitaudit.fingerprint import workspace_fingerprint
+from gitaudit.git.fingerprint import workspace_fingerprint
 print(workspace_fingerprint(Path.cwd()).tree)
 """
 

@@ -99,8 +99,8 @@ def main() -> int:
         forget_marks(repo)
         full = verify_cli(repo, RUNS + 1)
 
-        from gitaudit.repo import open_repo
-        from gitaudit.verify import verify_all
+        from gitaudit.git.repo import open_repo
+        from gitaudit.ledger.verify import verify_all
 
         forget_marks(repo)
         profiler = cProfile.Profile() if args.profile else None

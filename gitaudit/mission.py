@@ -63,8 +63,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from gitaudit.inputs import matches_input
 from gitaudit.plan.graph import optional_steps, topological_order
+from gitaudit.plan.inputs import matches_input
 from gitaudit.plan.model import Plan, Step, StepId
 
 VERIFIED: Final = "verified"

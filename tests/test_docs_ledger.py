@@ -1,6 +1,6 @@
 """The ledger, sealing, hooks, threat-model and architecture docs cannot drift from the code.
 
-* Every reason code ``gitaudit/gate.py`` can emit is in the reason-code table of
+* Every reason code ``gitaudit/gate/`` can emit is in the reason-code table of
   ``docs/ledger-format.md``, with the verdict the code gives it.
 * Every field a real run writes (``run.json``, step entries, check results, the tree layout, the
   commit trailers), every field of a real seal record and of ``status --json`` is documented.
@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from gitaudit.crypto.keys import Ed25519Signer
+from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger.plansref import SealRecord
 from gitaudit.ledger.seals import seal_plan, trust_init
 from gitaudit.plan.catalog import check_worktree
-from gitaudit.record import run_plan
-from gitaudit.repo import Repo, open_repo
+from gitaudit.run.recorder import run_plan
 from tests.gitrepo import GitRepo, audit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,17 +121,18 @@ def build_ledger(repo: GitRepo) -> Repo:
 
 
 def _gate_reasons() -> dict[str, set[str]]:
-    """code -> verdicts, for every ``Reason(...)`` in gitaudit/gate.py (f-string codes expanded)."""
+    """code -> verdicts, for every ``Reason(...)`` in gitaudit/gate/ (f-string codes expanded)."""
     from gitaudit.cli.running import VERDICT_EXIT
-    from gitaudit.runner import DONE_OK, StepStatus
+    from gitaudit.run.runner import DONE_OK, StepStatus
 
-    source = (ROOT / "gitaudit" / "gate.py").read_text(encoding="utf-8")
+    sources = sorted((ROOT / "gitaudit" / "gate").glob("*.py"))
     expansions = {
         "step.": [s for s in typing.get_args(StepStatus) if s not in DONE_OK],
         "evidence.": [v.lower() for v in VERDICT_EXIT if v != "PASS"],
     }
     found: dict[str, set[str]] = {}
-    for node in ast.walk(ast.parse(source)):
+    nodes = [n for p in sources for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))]
+    for node in nodes:
         if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Reason"):
             continue
         first = node.args[0]
@@ -305,7 +306,7 @@ def test_pre_commit_manifest_declares_both_hooks() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert "git-audit status" in push["entry"] and "git-audit" in scripts
     assert msg["entry"] == "python -m gitaudit.hooks commit-msg"
-    from gitaudit.hooks import HANDLERS
+    from gitaudit.hooks.entry import HANDLERS
 
     assert "commit-msg" in HANDLERS
     try:

@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitaudit import fingerprint
 from gitaudit.errors import RepositoryError
-from gitaudit.fingerprint import (
+from gitaudit.git import fingerprint
+from gitaudit.git.fingerprint import (
     EMPTY_TREE,
     PRIVATE_DIR,
     STALE_AFTER_SECONDS,
@@ -364,7 +364,7 @@ def test_works_inside_a_real_pre_commit_hook(
     hook.write_text(
         f"#!/bin/sh\nexec {sys.executable} - <<'EOF'\n"
         "import os\n"
-        "from gitaudit.fingerprint import workspace_fingerprint\n"
+        "from gitaudit.git.fingerprint import workspace_fingerprint\n"
         "fp = workspace_fingerprint('.')\n"
         f"open({str(out)!r}, 'w').write(fp.tree + '\\n' + os.environ.get('GIT_INDEX_FILE', ''))\n"
         "EOF\n"
@@ -412,7 +412,7 @@ def test_concurrent_fingerprints_in_processes_agree(repo: GitRepo) -> None:
     expected = truth_in_copy(repo.path)
     code = (
         "import sys\n"
-        "from gitaudit.fingerprint import workspace_fingerprint\n"
+        "from gitaudit.git.fingerprint import workspace_fingerprint\n"
         "print(workspace_fingerprint(sys.argv[1]).tree)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -689,7 +689,7 @@ def test_unreadable_file_is_a_clear_error(repo: GitRepo) -> None:
         code = (
             "import sys\n"
             "from gitaudit.errors import RepositoryError\n"
-            "from gitaudit.fingerprint import workspace_fingerprint\n"
+            "from gitaudit.git.fingerprint import workspace_fingerprint\n"
             "try:\n"
             "    workspace_fingerprint(sys.argv[1])\n"
             "except RepositoryError as exc:\n"

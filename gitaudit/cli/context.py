@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gitaudit.crypto.keys import Signer, resolve_signer
-from gitaudit.repo import Repo, open_repo
+from gitaudit.git.repo import Repo, open_repo
 
 
 def repo_here() -> Repo:

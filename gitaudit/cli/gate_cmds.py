@@ -32,7 +32,7 @@ def report_cmd(
 ) -> None:
     """A review-ready report for a pull-request comment: verdict, requirement -> step -> evidence
     tables, evidence commit ids, the plan graph (mermaid) and changes since the previous run."""
-    from gitaudit import report
+    from gitaudit.gate import report
 
     if fmt not in ("markdown", "json"):
         raise typer.BadParameter("use markdown or json", param_hint="--format")

@@ -8,7 +8,7 @@ import typer
 
 from gitaudit.cli.common import JsonOpt, PlanOpt, emit_json, repo_here, say
 from gitaudit.errors import UsageError
-from gitaudit.gate import PlanVerdict, assess
+from gitaudit.gate.assess import PlanVerdict, assess
 from gitaudit.mission import (
     completion_ratio,
     frontier,

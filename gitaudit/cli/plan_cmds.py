@@ -20,6 +20,7 @@ from gitaudit.cli.common import (
     warn,
 )
 from gitaudit.errors import ExitCode, UsageError
+from gitaudit.git.repo import Repo
 from gitaudit.ledger.plansref import read_state, sealed_contract
 from gitaudit.ledger.seals import history, migration, retire_plan, seal_plan
 from gitaudit.plan.catalog import CheckedPlan, check_file, check_worktree
@@ -28,7 +29,6 @@ from gitaudit.plan.digest import contract
 from gitaudit.plan.graph import render, topological_order
 from gitaudit.plan.model import Check, Plan
 from gitaudit.plan.store import DEFAULT_PLAN, PlanFile
-from gitaudit.repo import Repo
 
 app = typer.Typer(
     help="Validate, show, draw and seal plans.", context_settings=CONTEXT, no_args_is_help=True

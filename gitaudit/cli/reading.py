@@ -7,11 +7,11 @@ without importing typer (the gate runs in hooks and CI loops, where start-up tim
 from __future__ import annotations
 
 from gitaudit.cli.output import emit_json, say
-from gitaudit.repo import open_repo
+from gitaudit.git.repo import open_repo
 
 
 def status(rev: str | None, plan: str | None, as_json: bool) -> int:
-    from gitaudit.gate import assess, render_gate
+    from gitaudit.gate.assess import assess, render_gate
 
     result = assess(open_repo(), rev, plan=plan)
     if as_json:
@@ -23,7 +23,7 @@ def status(rev: str | None, plan: str | None, as_json: bool) -> int:
 
 
 def verify(as_json: bool) -> int:
-    from gitaudit.verify import verify_all
+    from gitaudit.ledger.verify import verify_all
 
     report = verify_all(open_repo())
     if as_json:

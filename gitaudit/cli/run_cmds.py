@@ -23,7 +23,7 @@ from gitaudit.ledger import index
 from gitaudit.ledger.objects import blob_at, commit_of
 from gitaudit.ledger.runs import read_run, resolve_run
 from gitaudit.plan.store import discover_worktree
-from gitaudit.record import run_plan
+from gitaudit.run.recorder import run_plan
 
 
 def run_cmd(

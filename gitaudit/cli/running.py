@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 from gitaudit.cli.context import signer_for
 from gitaudit.cli.output import emit_json, say
 from gitaudit.errors import ExitCode, UsageError
+from gitaudit.git.repo import open_repo
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.plan.store import discover_worktree
-from gitaudit.record import RecordedRun, run_plan
-from gitaudit.repo import open_repo
-from gitaudit.runner import StepOutcome
+from gitaudit.run.recorder import RecordedRun, run_plan
+from gitaudit.run.runner import StepOutcome
 
 if TYPE_CHECKING:
     from rich.live import Live

@@ -27,8 +27,8 @@ from gitaudit.cli.common import (
 )
 from gitaudit.crypto.keys import generate_key, list_local_keys
 from gitaudit.errors import ExitCode, GitAuditError, UsageError
-from gitaudit.gate import assess
-from gitaudit.install import (
+from gitaudit.gate.assess import assess
+from gitaudit.hooks.install import (
     configure_fetch,
     fetch_states,
     hook_states,
@@ -121,7 +121,7 @@ def push_cmd(
     if remote is None:
         remote = (repo.config(f"branch.{branch}.remote") if branch else None) or "origin"
     specs = list(refspecs or [f"refs/heads/{branch}:refs/heads/{branch}"])
-    from gitaudit.sync import PushResult, push
+    from gitaudit.ledger.sync import PushResult, push
 
     signer = None
     with contextlib.suppress(GitAuditError):

@@ -19,6 +19,7 @@ import pygit2
 from gitaudit.crypto.commits import create_signed_commit, verify_commit
 from gitaudit.crypto.keys import PublicKey, Signer
 from gitaudit.errors import GitAuditError, LedgerError, SealError, TrustError
+from gitaudit.git.repo import Repo
 from gitaudit.ledger import watermark
 from gitaudit.ledger.objects import commit_of, loads, read_files, write_tree
 from gitaudit.ledger.refs import PLANS_REF, RefConflict, cas_update, read_ref
@@ -33,7 +34,6 @@ from gitaudit.plan.catalog import CheckedPlan, check_file
 from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
 from gitaudit.plan.store import PlanFile
-from gitaudit.repo import Repo
 
 SEAL_FORMAT = "gitaudit.seal/1"
 MAX_RETRIES = 50

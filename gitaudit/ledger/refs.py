@@ -16,7 +16,7 @@ from pathlib import Path
 import pygit2
 
 from gitaudit.errors import LedgerError
-from gitaudit.gitenv import git_env
+from gitaudit.git.env import git_env
 
 PLANS_REF = "refs/audit/plans"
 RUNS_PREFIX = "refs/audit/runs/"

@@ -14,6 +14,7 @@ import pygit2
 
 from gitaudit.crypto.keys import PublicKey, Signer
 from gitaudit.errors import PlanError, SealError, TrustError
+from gitaudit.git.repo import Repo
 from gitaudit.ledger.objects import commit_of, dumps
 from gitaudit.ledger.plansref import (
     PlansState,
@@ -32,7 +33,6 @@ from gitaudit.plan.compare import Comparison, compare
 from gitaudit.plan.digest import contract, step_digest
 from gitaudit.plan.graph import topological_order
 from gitaudit.plan.store import PlanFile
-from gitaudit.repo import Repo
 
 
 def _base_files(

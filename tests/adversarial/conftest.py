@@ -26,14 +26,14 @@ from pygit2.enums import ObjectType
 
 from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.keys import Ed25519Signer, Signer, generate_key, load_signer
-from gitaudit.gate import GateResult, PlanVerdict, assess
+from gitaudit.gate.assess import GateResult, PlanVerdict, assess
+from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger.objects import dumps, read_files, write_tree
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
 from gitaudit.ledger.seals import SealOutcome, seal_plan, trust_add, trust_init
 from gitaudit.plan.catalog import check_worktree
-from gitaudit.record import RecordedRun, run_plan
-from gitaudit.repo import Repo, open_repo
+from gitaudit.run.recorder import RecordedRun, run_plan
 from tests.gitrepo import GitRepo, audit
 
 # ------------------------------------------------------------------------------------ plans

@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 
 from gitaudit.errors import RunError, TrustError
+from gitaudit.git.repo import open_repo
 from gitaudit.ledger import watermark
 from gitaudit.ledger.objects import dumps, write_tree
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
 from gitaudit.ledger.seals import seal_plan, trust_init, trust_remove
+from gitaudit.ledger.verify import verify_all
 from gitaudit.plan.catalog import check_worktree
-from gitaudit.record import run_plan
-from gitaudit.repo import open_repo
-from gitaudit.verify import verify_all
+from gitaudit.run.recorder import run_plan
 from tests.adversarial.conftest import (
     STRICT,
     World,

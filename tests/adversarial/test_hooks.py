@@ -13,12 +13,12 @@ import pygit2
 
 from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.keys import Ed25519Signer, Signer, keys_dir, load_signer
-from gitaudit.hooks import claims_completion
+from gitaudit.git.repo import open_repo
+from gitaudit.hooks.entry import claims_completion
 from gitaudit.ledger.objects import dumps, read_files, write_tree
 from gitaudit.ledger.seals import set_policy, trust_add
 from gitaudit.ledger.trust import Policy
 from gitaudit.plan.catalog import check_worktree
-from gitaudit.repo import open_repo
 from tests.e2e.conftest import PLAN, Setup
 from tests.e2e.conftest import setup as setup  # noqa: PLC0414 (re-exported fixture)
 from tests.gitrepo import audit

@@ -8,7 +8,7 @@ import sys
 
 from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.keys import Ed25519Signer
-from gitaudit.repo import open_repo
+from gitaudit.git.repo import open_repo
 from tests.e2e.conftest import PLAN, Setup
 from tests.gitrepo import audit
 

@@ -259,7 +259,7 @@ def served(tmp_path: Path) -> Served:
 
 def _open(path: str) -> tuple[Any, Any]:
     from gitaudit.cli.common import signer_for
-    from gitaudit.repo import open_repo
+    from gitaudit.git.repo import open_repo
 
     repo = open_repo(path)
     return repo, signer_for(repo, None)
@@ -267,7 +267,7 @@ def _open(path: str) -> tuple[Any, Any]:
 
 def record_worker(path: str, runs: int, start_at: float) -> None:
     """Record *runs* runs of the default plan in-process; print their commit ids."""
-    from gitaudit.record import run_plan
+    from gitaudit.run.recorder import run_plan
 
     repo, signer = _open(path)
     wait_until(start_at)
@@ -316,8 +316,8 @@ def load_client(
     through `git audit push` (retrying a lost race on the shared runs ref), the others without
     evidence through `git push --no-verify` (the server must reject them; the commit is then
     dropped locally). Prints one record per push."""
-    from gitaudit.record import run_plan
-    from gitaudit.repo import open_repo
+    from gitaudit.git.repo import open_repo
+    from gitaudit.run.recorder import run_plan
 
     rng = random.Random(SEED * 100 + client)
     _repo, signer = _open(path)

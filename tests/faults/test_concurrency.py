@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from gitaudit.gate import assess
+from gitaudit.gate.assess import assess
+from gitaudit.git.repo import open_repo
 from gitaudit.ledger import index
 from gitaudit.ledger.refs import PLANS_REF, read_ref
 from gitaudit.ledger.seals import history
-from gitaudit.repo import open_repo
 from tests.faults.conftest import (
     PLAN_NAME,
     RUNS_REF,
@@ -143,9 +143,8 @@ def test_gate_between_tip_read_and_index_lookup(
     """The interleaving the loop above can only hit by chance, forced: another process appends a
     passing run for the same tree while the gate is about to ask the index (the gate now takes
     the tip from the index's own consistent view instead of reading the ref separately)."""
-    from gitaudit import gate
     from gitaudit.cli.common import signer_for
-    from gitaudit.record import run_plan
+    from gitaudit.run.recorder import run_plan
 
     handle = open_repo(tiny.path)
     signer = signer_for(handle, None)
@@ -159,7 +158,7 @@ def test_gate_between_tip_read_and_index_lookup(
             appended.append(run_plan(open_repo(tiny.path), PLAN_NAME, signer, jobs=1).commit)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(gate.index, "lookup", racing)
+    monkeypatch.setattr(index, "lookup", racing)
     result = assess(open_repo(tiny.path), "HEAD")
     assert appended
     assert result.verdict == "PASS", result.to_json()
@@ -173,7 +172,7 @@ def test_stale_index_sync_keeps_the_newer_index(tiny: GitRepo) -> None:
     import threading
 
     from gitaudit.cli.common import signer_for
-    from gitaudit.record import run_plan
+    from gitaudit.run.recorder import run_plan
 
     handle = open_repo(tiny.path)
     signer = signer_for(handle, None)

@@ -25,9 +25,9 @@ import pytest
 
 from gitaudit.cli.common import signer_for
 from gitaudit.errors import GitAuditError
+from gitaudit.git.repo import open_repo
 from gitaudit.ledger import index
-from gitaudit.record import run_plan
-from gitaudit.repo import open_repo
+from gitaudit.run.recorder import run_plan
 from tests.faults.conftest import (
     PLAN_NAME,
     RUNS_REF,
@@ -155,7 +155,7 @@ if what == "blob":
     pygit2.Repository.create_blob = create_blob
 else:  # the evidence is on the ledger; then the lookup cache cannot be written
     import sqlite3
-    import gitaudit.record as record
+    import gitaudit.run.recorder as record
     from gitaudit.ledger import index
     real_append, real_sync = record.append_run, index.sync
     appended = [False]

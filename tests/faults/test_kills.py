@@ -28,11 +28,11 @@ from pathlib import Path
 import pytest
 
 from gitaudit.cli.common import signer_for
+from gitaudit.git.repo import open_repo
 from gitaudit.ledger import index
 from gitaudit.ledger.refs import PLANS_REF
 from gitaudit.ledger.seals import history
-from gitaudit.record import run_plan
-from gitaudit.repo import open_repo
+from gitaudit.run.recorder import run_plan
 from tests.faults.conftest import (
     PLAN_NAME,
     RUNS_REF,
@@ -399,8 +399,8 @@ def test_sigkill_between_replay_and_watermark(served: Served, tmp_path: Path) ->
     # `git audit push`, killed right after the replayed chain replaced the local one
     code = (
         "import os, signal, sys\n"
-        "import gitaudit.sync\n"
-        "marks = gitaudit.sync.watermark\n"
+        "import gitaudit.ledger.sync\n"
+        "marks = gitaudit.ledger.sync.watermark\n"
         "real_record, real_reset = marks.record, marks._reset\n"
         "calls = []\n"
         "def die_if_runs(refs):\n"

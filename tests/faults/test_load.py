@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from gitaudit.install import configure_fetch, install_hooks
-from gitaudit.repo import open_repo
+from gitaudit.git.repo import open_repo
+from gitaudit.hooks.install import configure_fetch, install_hooks
 from tests.faults.conftest import (
     RUNS_REF,
     assert_ledger_sound,

@@ -347,12 +347,12 @@ GATE_PLAN: dict[str, Any] = {
 def gate_world() -> GateWorld:
     """Built on first use, inside a test (so under the hermetic HOME of ``tests/conftest.py``)."""
     from gitaudit.crypto.keys import Ed25519Signer
-    from gitaudit.inputs import input_digests
+    from gitaudit.git.repo import open_repo
     from gitaudit.ledger.seals import seal_plan, trust_init
     from gitaudit.plan.catalog import check_worktree
+    from gitaudit.plan.inputs import input_digests
     from gitaudit.plan.load import load_plan
-    from gitaudit.record import run_plan
-    from gitaudit.repo import open_repo
+    from gitaudit.run.recorder import run_plan
     from tests.gitrepo import GitRepo
 
     repo = GitRepo.create(scratch_dir() / "gate")
@@ -417,9 +417,9 @@ def install_run(
     """Put a run commit holding *run_json* on top of *parent* (default: the genuine run) and move
     the gate world's ledger ref to it."""
     from gitaudit.crypto.commits import create_signed_commit
+    from gitaudit.git.repo import open_repo
     from gitaudit.ledger.objects import write_tree
     from gitaudit.ledger.refs import runs_ref
-    from gitaudit.repo import open_repo
 
     world = gate_world()
     git = open_repo(world.path).git
@@ -438,8 +438,8 @@ def install_run(
 
 def judge_gate(pushed: pygit2.Oid | None = None) -> Any:
     """``gate.assess`` of the gate world's HEAD (no marks remembered, no tool checks)."""
-    from gitaudit.gate import assess
-    from gitaudit.repo import open_repo
+    from gitaudit.gate.assess import assess
+    from gitaudit.git.repo import open_repo
 
     world = gate_world()
     return assess(

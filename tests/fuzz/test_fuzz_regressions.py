@@ -16,7 +16,8 @@ import pygit2
 import pytest
 
 from gitaudit.errors import LedgerError, SealError, TrustError
-from gitaudit.gate import assess
+from gitaudit.gate.assess import assess
+from gitaudit.git.repo import open_repo
 from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.plansref import state_at
 from gitaudit.ledger.runs import RUN_FORMAT, read_run
@@ -24,7 +25,6 @@ from gitaudit.ledger.trust import POLICY_PATH, ROLES_PATH, Policy, policy_from_t
 from gitaudit.plan.catalog import check_file
 from gitaudit.plan.store import PlanFile
 from gitaudit.plan.validate import validate_bytes
-from gitaudit.repo import open_repo
 from tests.fuzz._support import (
     bare_repo,
     commit_files,

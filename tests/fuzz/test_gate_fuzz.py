@@ -18,10 +18,10 @@ import pygit2
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from gitaudit.gate import GateResult
+from gitaudit.gate.assess import GateResult
+from gitaudit.git.repo import open_repo
 from gitaudit.ledger.refs import runs_ref
 from gitaudit.ledger.runs import RUN_FORMAT
-from gitaudit.repo import open_repo
 from tests.fuzz._support import (
     GateWorld,
     encode,

@@ -14,12 +14,12 @@ import pygit2
 import pytest
 
 from gitaudit.errors import TrustError
+from gitaudit.git.repo import open_repo
 from gitaudit.ledger import index
 from gitaudit.ledger.objects import read_files, write_tree
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
 from gitaudit.ledger.trust import POLICY_FORMAT, Policy
-from gitaudit.record import run_plan
-from gitaudit.repo import open_repo
+from gitaudit.run.recorder import run_plan
 from tests.fuzz._support import (
     bare_repo,
     commit_files,

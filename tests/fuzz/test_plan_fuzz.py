@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitaudit.inputs import input_digests, matches_input
 from gitaudit.plan.catalog import check_file
 from gitaudit.plan.digest import contract_digest
+from gitaudit.plan.inputs import input_digests, matches_input
 from gitaudit.plan.load import load_plan
 from gitaudit.plan.store import PlanFile
 from gitaudit.plan.validate import validate_bytes

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from gitaudit.crypto.keys import Ed25519Signer
+from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger.seals import trust_init
-from gitaudit.repo import Repo, open_repo
 from tests.gitrepo import GitRepo
 from tests.plan.builders import two_step_plan
 

@@ -12,6 +12,7 @@ import pytest
 from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.keys import Ed25519Signer
 from gitaudit.errors import LedgerError, PlanError, SealError, TrustError
+from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger.objects import write_tree
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, read_ref
@@ -26,7 +27,6 @@ from gitaudit.ledger.seals import (
 )
 from gitaudit.ledger.trust import Policy
 from gitaudit.plan.catalog import check_worktree
-from gitaudit.repo import Repo, open_repo
 from tests.gitrepo import GitRepo
 from tests.plan.builders import two_step_plan
 

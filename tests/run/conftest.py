@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from gitaudit.crypto.keys import Ed25519Signer
+from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger.seals import seal_plan, trust_init
 from gitaudit.plan.catalog import check_worktree
-from gitaudit.repo import Repo, open_repo
 from tests.gitrepo import GitRepo, audit
 
 Sealer = Callable[..., Repo]

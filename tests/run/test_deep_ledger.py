@@ -7,9 +7,9 @@ import json
 import sqlite3
 
 from gitaudit.cli.context import signer_for
-from gitaudit.gate import assess
+from gitaudit.gate.assess import assess
+from gitaudit.git.repo import open_repo
 from gitaudit.ledger.runs import append_run
-from gitaudit.repo import open_repo
 from tests.gitrepo import GitRepo, audit
 from tests.run.conftest import Sealer, make_plan, run_step
 

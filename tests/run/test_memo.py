@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from gitaudit import memo
-from gitaudit.gate import assess
-from gitaudit.repo import open_repo
+from gitaudit.gate import memo
+from gitaudit.gate.assess import assess
+from gitaudit.git.repo import open_repo
 from tests.gitrepo import GitRepo, audit
 from tests.run.conftest import Sealer, make_plan, run_step
 
@@ -22,7 +22,7 @@ ZERO = "0" * 40
 # the hook in a fresh interpreter; prints whether the full gate (and so pygit2) was needed
 PROBE = (
     "import sys\n"
-    "from gitaudit.hooks import main\n"
+    "from gitaudit.hooks.entry import main\n"
     "code = main(sys.argv[1:])\n"
     "print('full' if 'pygit2' in sys.modules else 'memo')\n"
     "sys.exit(code)\n"

@@ -23,19 +23,19 @@ from typing import Literal
 
 import pygit2
 
-from gitaudit import memo
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.errors import ExitCode, GitAuditError, LedgerError, RepositoryError, SealError
-from gitaudit.inputs import input_digests
+from gitaudit.gate import memo
+from gitaudit.git.repo import Repo
 from gitaudit.ledger import index, watermark
 from gitaudit.ledger.plansref import PlansState, read_state, sealed_contract
 from gitaudit.ledger.refs import read_ref, runs_ref
 from gitaudit.ledger.runs import RunRecord, read_run
 from gitaudit.plan.catalog import CheckedPlan, check_file
 from gitaudit.plan.graph import optional_steps
+from gitaudit.plan.inputs import input_digests
 from gitaudit.plan.model import Plan
 from gitaudit.plan.store import PlanFile, discover_tree
-from gitaudit.repo import Repo
 
 Verdict = Literal["PASS", "FAIL", "UNKNOWN"]
 EXIT = {"PASS": ExitCode.OK, "FAIL": ExitCode.FAIL, "UNKNOWN": ExitCode.UNKNOWN}
@@ -132,7 +132,7 @@ class Context:
 def resolve_tree(repo: Repo, rev: str | None) -> str:
     """The tree id to judge: REV's tree, or the work tree's fingerprint."""
     if rev is None:
-        from gitaudit.fingerprint import workspace_fingerprint
+        from gitaudit.git.fingerprint import workspace_fingerprint
 
         return workspace_fingerprint(repo.require_workdir()).tree
     try:
@@ -168,7 +168,7 @@ def assess(
     """Judge REV (or the work tree). Expected errors become FAIL reasons, never exceptions.
 
     *remember* records verified tips as high-water marks (off in server hooks) and a PASS in
-    the verdict memo (see :mod:`gitaudit.memo`), keyed by the state *before* the assessment
+    the verdict memo (see :mod:`gitaudit.gate.memo`), keyed by the state *before* the assessment
     (taken here unless the caller took it earlier)."""
     memoize = remember and plan is None and not extra_runs and check_tools
     if memoize and before is None:
@@ -403,7 +403,7 @@ def _confirm_with_git(
     contract must be *run* itself (so *run* is on the chain, and nothing newer is)."""
     import subprocess
 
-    from gitaudit.gitenv import git_env
+    from gitaudit.git.env import git_env
 
     found = subprocess.run(
         [

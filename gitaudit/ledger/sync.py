@@ -23,7 +23,8 @@ import pygit2
 from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.keys import Signer
 from gitaudit.errors import LedgerError
-from gitaudit.gitenv import git_env
+from gitaudit.git.env import git_env
+from gitaudit.git.repo import Repo
 from gitaudit.ledger import watermark
 from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.refs import (
@@ -36,7 +37,6 @@ from gitaudit.ledger.refs import (
     list_refs,
     read_ref,
 )
-from gitaudit.repo import Repo
 
 
 @dataclass(frozen=True)

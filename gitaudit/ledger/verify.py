@@ -20,12 +20,12 @@ import pygit2
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.crypto.keys import PublicKey
 from gitaudit.errors import GitAuditError
+from gitaudit.git.repo import Repo
 from gitaudit.ledger import watermark
 from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.plansref import sealed_contract, state_at, verify_chain
 from gitaudit.ledger.refs import PLANS_REF, RUNS_PREFIX, list_refs, read_ref
 from gitaudit.ledger.runs import read_run
-from gitaudit.repo import Repo
 
 
 @dataclass

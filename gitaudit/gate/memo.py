@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from gitaudit import __version__
-from gitaudit.gitenv import git_env
+from gitaudit.git.env import git_env
 from gitaudit.home import home_dir
 
 FORMAT = 1

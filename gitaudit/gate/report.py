@@ -6,11 +6,11 @@ from typing import Any
 
 import pygit2
 
-from gitaudit.gate import GateResult, assess, plan_files
+from gitaudit.gate.assess import GateResult, assess, plan_files
+from gitaudit.git.repo import Repo
 from gitaudit.ledger.runs import RunRecord, read_run
 from gitaudit.plan.catalog import check_file
 from gitaudit.plan.graph import render
-from gitaudit.repo import Repo
 
 
 def _previous(repo: Repo, record: RunRecord) -> RunRecord | None:

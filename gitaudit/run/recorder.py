@@ -19,8 +19,8 @@ from gitaudit import __version__
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.crypto.keys import PublicKey, Signer
 from gitaudit.errors import GitAuditError, RunError, UsageError
-from gitaudit.fingerprint import changed_paths, workspace_fingerprint
-from gitaudit.inputs import input_digests
+from gitaudit.git.fingerprint import changed_paths, workspace_fingerprint
+from gitaudit.git.repo import Repo
 from gitaudit.ledger import index, watermark
 from gitaudit.ledger.plansref import read_state, sealed_contract
 from gitaudit.ledger.refs import runs_ref
@@ -29,9 +29,9 @@ from gitaudit.plan.catalog import CheckedPlan, check_worktree
 from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
 from gitaudit.plan.graph import optional_steps
+from gitaudit.plan.inputs import input_digests
 from gitaudit.plan.model import Plan, StepId
-from gitaudit.repo import Repo
-from gitaudit.runner import DONE_OK, Event, RunOutcome, RunRequest, execute, step_json
+from gitaudit.run.runner import DONE_OK, Event, RunOutcome, RunRequest, execute, step_json
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ def run_plan(
     """Run plan *name* (all steps, or *targets*) and record the signed run commit.
 
     Steps that declare ``inputs`` are carried forward instead of re-run when their input digest
-    (see :mod:`gitaudit.inputs`) matches a passing run, unless *fresh* or explicitly targeted.
+    (see :mod:`gitaudit.plan.inputs`) matches a passing run, unless *fresh* or explicitly targeted.
     *reconcile* settles unknown outcomes of non-idempotent steps instead of running them.
     """
     workdir = repo.require_workdir()

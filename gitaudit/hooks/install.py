@@ -16,8 +16,8 @@ from importlib import resources
 from pathlib import Path
 
 from gitaudit.errors import HookError
+from gitaudit.git.repo import Repo
 from gitaudit.ledger.refs import fetch_refspec
-from gitaudit.repo import Repo
 
 MARKER = "gitaudit-hook-shim"
 CLIENT_HOOKS = ("pre-push", "commit-msg")
@@ -42,7 +42,7 @@ def shim_template() -> str:
     packaged = resources.files("gitaudit").joinpath("_shims/gitaudit-hook.sh")
     if packaged.is_file():
         return packaged.read_text(encoding="utf-8")
-    source = Path(__file__).resolve().parent.parent / "hooks" / "gitaudit-hook.sh"
+    source = Path(__file__).resolve().parents[2] / "hooks" / "gitaudit-hook.sh"
     try:
         return source.read_text(encoding="utf-8")
     except OSError as exc:

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pygit2
 
-    from gitaudit import memo
-    from gitaudit.gate import GateResult
+    from gitaudit.gate import memo
+    from gitaudit.gate.assess import GateResult
+    from gitaudit.git.repo import Repo
     from gitaudit.ledger.plansref import PlansState
-    from gitaudit.repo import Repo
 
 ZERO = "0" * 40
 
@@ -36,7 +36,7 @@ def _err(text: str) -> None:
 
 
 def _explain(result: GateResult, what: str) -> None:
-    from gitaudit.gate import render_gate
+    from gitaudit.gate.assess import render_gate
 
     _err(f"gitaudit: {what} is blocked: the gate says {result.verdict}")
     for line in render_gate(result):
@@ -48,7 +48,7 @@ def _explain(result: GateResult, what: str) -> None:
 
 def _remembered(revs: Sequence[str]) -> tuple[memo.Snapshot, list[memo.Entry | None]] | None:
     """The memo's PASS entries for *revs* (None each where there is none), with the state."""
-    from gitaudit import memo
+    from gitaudit.gate import memo
 
     found = memo.snapshot(revs=revs)
     if found is None:
@@ -80,12 +80,12 @@ def pre_push(args: Sequence[str], stdin: str) -> int:
         return 0
     remembered = _remembered([sha for _, sha, _ in updates])
     if remembered is not None and all(remembered[1]):
-        return 0  # every pushed tree was judged PASS in exactly this state (gitaudit.memo)
+        return 0  # every pushed tree was judged PASS in exactly this state (gitaudit.gate.memo)
     before = remembered[0] if remembered is not None else None
 
-    from gitaudit.gate import assess
+    from gitaudit.gate.assess import assess
+    from gitaudit.git.repo import open_repo
     from gitaudit.ledger.plansref import read_state
-    from gitaudit.repo import open_repo
 
     repo = open_repo()
     try:
@@ -182,9 +182,9 @@ def commit_msg(args: Sequence[str], stdin: str) -> int:
                 _add_trailers(path, "PASS", [run for _, run in entry.runs])
             return 0  # the staged tree was judged PASS in exactly this state
 
-    from gitaudit.gate import assess
+    from gitaudit.gate.assess import assess
+    from gitaudit.git.repo import open_repo
     from gitaudit.ledger.plansref import read_state
-    from gitaudit.repo import open_repo
 
     repo = open_repo()
     try:
@@ -208,7 +208,7 @@ def commit_msg(args: Sequence[str], stdin: str) -> int:
         _explain(result, "this commit (audit.commitMsg=strict)")
         return 1
     requirement_ids: set[str] = set()
-    from gitaudit.gate import plan_files
+    from gitaudit.gate.assess import plan_files
     from gitaudit.plan.catalog import check_file
 
     for file in plan_files(repo, tree, None):
@@ -290,9 +290,9 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:
     import pygit2
 
     from gitaudit.errors import GitAuditError
-    from gitaudit.gate import assess
+    from gitaudit.gate.assess import assess
+    from gitaudit.git.repo import open_repo
     from gitaudit.ledger.plansref import read_state
-    from gitaudit.repo import open_repo
 
     repo = open_repo(from_env=True)
     updates = [line.split() for line in stdin.splitlines() if len(line.split()) == 3]

@@ -1,0 +1,2 @@
+"""Git plumbing: the environment of git processes, the repository handle, the workspace
+fingerprint."""

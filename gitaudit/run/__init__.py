@@ -1,0 +1,1 @@
+"""The run: executing a sealed plan (runner) and recording its signed evidence (recorder)."""
