@@ -181,7 +181,7 @@ def generate_runs(repo_path: Path, count: int, distinct: int, *, seed: int = 0) 
 
 def _ledger_key() -> str:
     """The cache key: this generator's version and the run record format it copies."""
-    from gitaudit.ledger.runs import RUN_FORMAT
+    from gitaudit.ledger.records import RUN_FORMAT
 
     return f"{LEDGER_VERSION}-{RUN_FORMAT.replace('/', '_').replace('.', '_')}"
 

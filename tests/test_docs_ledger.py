@@ -15,7 +15,6 @@ import ast
 import json
 import re
 import tomllib
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -122,13 +121,12 @@ def build_ledger(repo: GitRepo) -> Repo:
 
 def _gate_reasons() -> dict[str, set[str]]:
     """code -> verdicts, for every ``Reason(...)`` in gitaudit/gate/ (f-string codes expanded)."""
-    from gitaudit.cli.running import VERDICT_EXIT
-    from gitaudit.run.runner import DONE_OK, StepStatus
+    from gitaudit.verdict import PROVEN, StepStatus, Verdict
 
     sources = sorted((ROOT / "gitaudit" / "gate").glob("*.py"))
     expansions = {
-        "step.": [s for s in typing.get_args(StepStatus) if s not in DONE_OK],
-        "evidence.": [v.lower() for v in VERDICT_EXIT if v != "PASS"],
+        "step.": [s.value for s in StepStatus if s not in PROVEN],
+        "evidence.": [v.lower() for v in Verdict if v != Verdict.PASS],
     }
     found: dict[str, set[str]] = {}
     nodes = [n for p in sources for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))]
@@ -142,6 +140,12 @@ def _gate_reasons() -> dict[str, set[str]]:
         verdict = "FAIL" if verdict_node is None else None
         if isinstance(verdict_node, ast.Constant):
             verdict = str(verdict_node.value)
+        elif (
+            isinstance(verdict_node, ast.Attribute)
+            and isinstance(verdict_node.value, ast.Name)
+            and verdict_node.value.id == "Verdict"
+        ):
+            verdict = Verdict[verdict_node.attr].value
         if isinstance(first, ast.Constant):
             codes = [str(first.value)]
         else:

@@ -8,7 +8,8 @@ import typer
 
 from gitaudit.cli.common import JsonOpt, PlanOpt, emit_json, repo_here, say
 from gitaudit.errors import UsageError
-from gitaudit.gate.assess import PlanVerdict, assess
+from gitaudit.gate.judge import judge
+from gitaudit.gate.result import PlanVerdict
 from gitaudit.mission import (
     completion_ratio,
     frontier,
@@ -23,7 +24,7 @@ from gitaudit.plan.model import Plan
 def plans_with_states(name: str | None) -> list[tuple[Plan, PlanVerdict]]:
     """Every selected plan of the work tree with the gate's view of its steps."""
     repo = repo_here()
-    result = assess(repo, None, plan=name, with_states=True)
+    result = judge(repo, None, plan=name, with_states=True)
     by_name = {p.name: p for p in result.plans}
     out = []
     for checked in check_worktree(repo.require_workdir(), name):

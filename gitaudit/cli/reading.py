@@ -11,9 +11,10 @@ from gitaudit.git.repo import open_repo
 
 
 def status(rev: str | None, plan: str | None, as_json: bool) -> int:
-    from gitaudit.gate.assess import assess, render_gate
+    from gitaudit.gate.judge import judge
+    from gitaudit.gate.render import render_gate
 
-    result = assess(open_repo(), rev, plan=plan)
+    result = judge(open_repo(), rev, plan=plan)
     if as_json:
         emit_json(result.to_json())
     else:

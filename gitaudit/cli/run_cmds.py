@@ -73,7 +73,7 @@ def log_cmd(
             }
         )
     )
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in names:
         for entry in index.recent(repo.git, repo.gitdir, name, limit):
             record = read_run(repo.git, entry.commit)
@@ -83,9 +83,9 @@ def log_cmd(
                     "commit": entry.commit,
                     "verdict": record.verdict,
                     "tree": record.tree,
-                    "head": record.doc.get("head"),
+                    "head": record.head,
                     "time": datetime.fromtimestamp(entry.time, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    "runner": record.doc.get("runner", {}).get("name"),
+                    "runner": record.runner,
                     "passed": len(record.passed_steps()),
                     "total": len(record.steps),
                 }
@@ -126,7 +126,7 @@ def show_cmd(
     if as_json:
         doc = dict(record.doc)
         if step is not None:
-            doc = {"commit": record.commit, "step": step, **record.steps.get(step, {})}
+            doc = {"commit": record.commit, "step": step, **record.doc["steps"].get(step, {})}
         emit_json({"commit": record.commit, **doc} if step is None else doc)
         return
     if step is None:
@@ -140,25 +140,26 @@ def show_cmd(
             f"run {record.commit[:12]} has no step {step!r}",
             hint=f"steps: {', '.join(record.steps)}",
         )
-    say(
-        f"step {step}: {entry['status']}" + (f" — {entry['reason']}" if entry.get("reason") else "")
-    )
-    groups: list[tuple[str, list[dict[str, Any]]]] = [("checks", entry.get("checks", []))]
-    groups += [(f"outputs/{n}", cs) for n, cs in entry.get("outputs", {}).items()]
-    groups += [
-        (f"upstream/{u['step']}/{u['output']}", u["checks"]) for u in entry.get("upstream", [])
-    ]
+    say(f"step {step}: {entry.status}" + (f" — {entry.reason}" if entry.reason else ""))
+    groups = [("checks", entry.checks)]
+    groups += [(f"outputs/{n}", cs) for n, cs in entry.outputs.items()]
+    groups += [(f"upstream/{u.step}/{u.output}", u.checks) for u in entry.upstream]
     for folder, checks in groups:
         for n, c in enumerate(checks):
-            say(f"  [{folder}/{n}] {c['check']}: {c['outcome']} ({c['message']})")
+            say(f"  [{folder}/{n}] {c.check}: {c.outcome} ({c.message})")
             for stream in ("stdout", "stderr"):
                 data = blob_at(repo.git, commit.tree, f"steps/{step}/{folder}/{n}/{stream}") or b""
                 if data:
                     text = data.decode(errors="backslashreplace").rstrip()
                     say(f"    {stream}:")
                     say("\n".join(f"      {line}" for line in text.splitlines()[-40:]))
-                    if c.get(f"{stream}_truncated"):
-                        say(f"      … truncated ({c[f'{stream}_bytes']} bytes in all)")
+                    truncated, total = (
+                        (c.stdout_truncated, c.stdout_bytes)
+                        if stream == "stdout"
+                        else (c.stderr_truncated, c.stderr_bytes)
+                    )
+                    if truncated:
+                        say(f"      … truncated ({total} bytes in all)")
 
 
 def reconcile_cmd(

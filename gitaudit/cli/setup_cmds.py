@@ -27,7 +27,7 @@ from gitaudit.cli.common import (
 )
 from gitaudit.crypto.keys import generate_key, list_local_keys
 from gitaudit.errors import ExitCode, GitAuditError, UsageError
-from gitaudit.gate.assess import assess
+from gitaudit.gate.judge import judge
 from gitaudit.hooks.install import (
     configure_fetch,
     fetch_states,
@@ -243,7 +243,7 @@ def doctor_cmd(as_json: JsonOpt = False) -> None:
                 )
         except GitAuditError as exc:
             item("plans", False, exc.message, exc.hint or "")
-    result = assess(repo) if repo.workdir is not None else None
+    result = judge(repo) if repo.workdir is not None else None
     if result is not None:
         item("status", result.verdict == "PASS", result.verdict, "git audit status")
     ok = all(row["ok"] for row in checks)

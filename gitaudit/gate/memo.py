@@ -27,13 +27,12 @@ import hashlib
 import hmac
 import json
 import os
-import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from gitaudit import __version__
-from gitaudit.git.env import git_env
+from gitaudit.git.call import start_git
 from gitaudit.home import home_dir
 
 FORMAT = 1
@@ -101,17 +100,6 @@ class Entry(NamedTuple):
         return all(shutil.which(tool) is not None for tool in self.tools)
 
 
-def _git(args: Sequence[str], cwd: str | None, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        ["git", *args],
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-
-
 def snapshot(
     cwd: str | os.PathLike[str] | None = None,
     *,
@@ -121,27 +109,24 @@ def snapshot(
     """The repository's current :class:`Snapshot` (discovered from *cwd*, as the gate does, or
     at *gitdir*) and the tree ids of *revs*; None when git cannot answer or the repository has
     no work tree. Three git processes, run side by side."""
-    env = git_env()
-    where = [f"--git-dir={os.fspath(gitdir)}"] if gitdir is not None else []
     cwd = os.fspath(cwd) if cwd is not None else None
     procs = [
-        _git(
+        start_git(
             [
-                *where,
                 "rev-parse",
                 "--absolute-git-dir",
                 "--show-toplevel",  # fails in a bare repository: no memo there
                 *(f"{r}^{{tree}}" for r in revs),
             ],
-            cwd,
-            env,
+            cwd=cwd,
+            git_dir=gitdir,
         ),
-        _git(
-            [*where, "for-each-ref", "--format=%(refname) %(objectname)", "refs/audit/"],
-            cwd,
-            env,
+        start_git(
+            ["for-each-ref", "--format=%(refname) %(objectname)", "refs/audit/"],
+            cwd=cwd,
+            git_dir=gitdir,
         ),
-        _git([*where, "config", "--get-regexp", r"^audit\."], cwd, env),
+        start_git(["config", "--get-regexp", r"^audit\."], cwd=cwd, git_dir=gitdir),
     ]
     outs = [p.communicate()[0].decode("utf-8", "surrogateescape") for p in procs]
     codes = [p.returncode for p in procs]

@@ -6,9 +6,12 @@ from typing import Any
 
 import pygit2
 
-from gitaudit.gate.assess import GateResult, assess, plan_files
+from gitaudit.gate.assess import plan_files
+from gitaudit.gate.judge import judge
+from gitaudit.gate.result import GateResult
 from gitaudit.git.repo import Repo
-from gitaudit.ledger.runs import RunRecord, read_run
+from gitaudit.ledger.records import RunRecord
+from gitaudit.ledger.runs import read_run
 from gitaudit.plan.catalog import check_file
 from gitaudit.plan.graph import render
 
@@ -22,7 +25,7 @@ def _previous(repo: Repo, record: RunRecord) -> RunRecord | None:
 
 
 def build(repo: Repo, rev: str | None) -> tuple[GateResult, dict[str, Any]]:
-    result = assess(repo, rev)
+    result = judge(repo, rev)
     files = {f.name: f for f in plan_files(repo, result.tree, rev)}
     plans = []
     for verdict in result.plans:
@@ -39,26 +42,30 @@ def build(repo: Repo, rev: str | None) -> tuple[GateResult, dict[str, Any]]:
             plan = checked.plan
             states = {}
             for step in plan.steps:
-                status = record.steps.get(step.id, {}).get("status") if record else None
-                states[step.id] = {"passed": "verified", "carried": "verified"}.get(
-                    status or "", status or "pending"
+                found = record.steps.get(step.id) if record else None
+                states[step.id] = (
+                    "verified"
+                    if found and found.proven
+                    else str(found.status)
+                    if found
+                    else "pending"
                 )
             entry["graph"] = render(plan, "mermaid", states)
             for req in plan.requirements:
                 rows = []
                 for step in plan.covering_steps(req.id):
-                    s = record.steps.get(step.id, {}) if record else {}
-                    checks = s.get("checks", [])
+                    s = record.steps.get(step.id) if record else None
+                    checks = s.checks if s else ()
                     rows.append(
                         {
                             "step": step.id,
                             "title": step.title,
-                            "status": s.get("status", "no evidence"),
+                            "status": str(s.status) if s else "no evidence",
                             "evidence": str(
-                                s.get("carried_from") or (record.commit if record else "")
+                                (s and s.carried_from) or (record.commit if record else "")
                             ),
-                            "exit_codes": [c.get("exit_code") for c in checks],
-                            "seconds": round(sum(c.get("duration", 0) for c in checks), 3),
+                            "exit_codes": [c.exit_code for c in checks],
+                            "seconds": round(sum(c.duration for c in checks), 3),
                         }
                     )
                 entry["requirements"].append(
@@ -73,11 +80,10 @@ def build(repo: Repo, rev: str | None) -> tuple[GateResult, dict[str, Any]]:
             previous = _previous(repo, record)
             if previous is not None:
                 for sid, s in record.steps.items():
-                    before = previous.steps.get(sid, {}).get("status")
-                    if before != s.get("status"):
-                        entry["changes"].append(
-                            {"step": sid, "before": before, "after": s.get("status")}
-                        )
+                    earlier = previous.steps.get(sid)
+                    before = str(earlier.status) if earlier else None
+                    if before != s.status:
+                        entry["changes"].append({"step": sid, "before": before, "after": s.status})
                 entry["previous_run"] = previous.commit
         plans.append(entry)
     return result, {"verdict": result.verdict, "tree": result.tree, "plans": plans}

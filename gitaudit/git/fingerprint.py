@@ -29,10 +29,10 @@ How it is computed, and why that way:
   would silently change what counts as tracked; a damaged one is replaced by an empty seed.
   Entries marked ``assume-unchanged`` or ``skip-worktree`` are unmarked in the private copy, so
   content hidden from ``git status`` is still fingerprinted: an audit must see what was tested.
-* Inside hooks git exports ``GIT_DIR``, ``GIT_INDEX_FILE``, ``GIT_WORK_TREE``, ``GIT_PREFIX``,
-  ``GIT_OBJECT_DIRECTORY`` and friends, pointing at *its* index or a quarantine.  Every git
-  process started here gets them removed and the ones it needs set explicitly, so the result does
-  not depend on where it is called from.
+* Inside hooks git exports ``GIT_DIR``, ``GIT_INDEX_FILE``, ``GIT_WORK_TREE``, ``GIT_PREFIX``
+  and friends, pointing at *its* index.  Every git process started here runs with the one
+  environment policy of :mod:`gitaudit.git.call` (which drops them) plus the ones it needs set
+  explicitly, so the result does not depend on where it is called from.
 """
 
 from __future__ import annotations
@@ -41,19 +41,18 @@ import contextlib
 import hashlib
 import os
 import secrets
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from gitaudit.errors import RepositoryError
+from gitaudit.git.call import GitResult, run_git
 
 __all__ = [
     "EMPTY_TREE",
     "Fingerprint",
     "changed_paths",
-    "clean_git_env",
     "tree_of",
     "workspace_fingerprint",
 ]
@@ -74,34 +73,6 @@ VERIFIED_MARKER = "fingerprint.verified"
 
 WARM_PREFIX = "warm-"
 """Reusable private indexes, named after the user-index version and settings they belong to."""
-
-# Environment variables through which a calling git (a hook, an alias, `git -C`, a receive-pack
-# quarantine) points a child at a particular repository, index, object store or path prefix.
-# They are dropped so each git we run sees only what we set explicitly.
-_LOCATION_VARS = frozenset(
-    {
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_INDEX_VERSION",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-        "GIT_QUARANTINE_PATH",
-        "GIT_COMMON_DIR",
-        "GIT_PREFIX",
-        "GIT_IMPLICIT_WORK_TREE",
-        "GIT_INTERNAL_SUPER_PREFIX",
-        "GIT_SHALLOW_FILE",
-        "GIT_GRAFT_FILE",
-        "GIT_NAMESPACE",
-        "GIT_NO_REPLACE_OBJECTS",
-        "GIT_REPLACE_REF_BASE",
-        "GIT_LITERAL_PATHSPECS",
-        "GIT_GLOB_PATHSPECS",
-        "GIT_NOGLOB_PATHSPECS",
-        "GIT_ICASE_PATHSPECS",
-    }
-)
 
 # Settings forced on the git processes that touch the private index.  The split index would make
 # git create `sharedindex.*` files in the user's git dir (and hide the true entry count); sparse
@@ -156,39 +127,20 @@ class _Seed:
     from_warm: bool
 
 
-def clean_git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The current environment without any variable that redirects git, plus *extra*.
-
-    ``GIT_OPTIONAL_LOCKS=0`` keeps read-only commands from refreshing (rewriting) an index.
-    """
-    env = {k: v for k, v in os.environ.items() if k not in _LOCATION_VARS}
-    env["GIT_OPTIONAL_LOCKS"] = "0"
-    if extra:
-        env.update(extra)
-    return env
-
-
 def _run(
     args: Sequence[str],
     *,
     cwd: Path,
-    env: Mapping[str, str],
+    env: Mapping[str, str] | None = None,
     stdin: bytes | None = None,
-) -> subprocess.CompletedProcess[bytes]:
-    try:
-        return subprocess.run(
-            ["git", *args], cwd=cwd, env=env, input=stdin, capture_output=True, check=False
-        )
-    except FileNotFoundError as exc:
-        if not cwd.is_dir():
-            raise RepositoryError(f"not a directory: {cwd}") from exc
-        raise RepositoryError("git is not installed or not on PATH", hint="install git") from exc
+) -> GitResult:
+    """git ARGS in *cwd* (with *env* on top of the one git environment policy); never raises for
+    a failing git: the callers explain their own failures."""
+    return run_git(args, cwd=cwd, env=env, input=stdin, check=False)
 
 
-def _stderr(proc: subprocess.CompletedProcess[bytes]) -> str:
-    text = proc.stderr.decode("utf-8", errors="replace").strip()
-    lines = [line.removeprefix("fatal: ").removeprefix("error: ") for line in text.splitlines()]
-    return "; ".join(line for line in lines if line) or f"git exited with {proc.returncode}"
+def _stderr(proc: GitResult) -> str:
+    return proc.err
 
 
 def _start_dir(repo_path: Path | str) -> Path:
@@ -204,7 +156,7 @@ def _locate(repo_path: Path | str) -> _Layout:
     One git process in the usual case; a repository without commits costs a second one.
     """
     start = _start_dir(repo_path)
-    env = clean_git_env()
+    env = None
     where = [
         "rev-parse",
         "--path-format=absolute",
@@ -214,18 +166,18 @@ def _locate(repo_path: Path | str) -> _Layout:
     ]
     proc = _run([*where, "HEAD^{commit}", "HEAD^{tree}", "--"], cwd=start, env=env)
     lines = proc.stdout.decode("utf-8", errors="surrogateescape").splitlines()
-    if proc.returncode == 0 and len(lines) >= 5:
+    if proc.code == 0 and len(lines) >= 5:
         git_dir, common_dir, work_tree = (Path(line) for line in lines[:3])
         return _Layout(git_dir, common_dir, work_tree, head=lines[3], head_tree=lines[4])
     proc = _run(where, cwd=start, env=env)
     lines = proc.stdout.decode("utf-8", errors="surrogateescape").splitlines()
-    if proc.returncode == 0 and len(lines) == 3:
+    if proc.code == 0 and len(lines) == 3:
         git_dir, common_dir, work_tree = (Path(line) for line in lines)
         return _Layout(git_dir, common_dir, work_tree, head=None, head_tree=None)
     # Diagnose on the failure path only: bare, inside the git dir, or not a repository at all.
     probe = _run(["rev-parse", "--is-bare-repository", "--is-inside-work-tree"], cwd=start, env=env)
     answers = probe.stdout.decode().split()
-    if probe.returncode != 0:
+    if probe.code != 0:
         raise RepositoryError(
             f"not a git repository: {start} ({_stderr(probe)})",
             hint="run inside a git work tree or pass its path",
@@ -417,7 +369,7 @@ def _sweep(private_dir: Path, keep: Path | None = None) -> None:
 
 def _list_index(layout: _Layout, env: Mapping[str, str]) -> list[bytes]:
     proc = _run([*_INDEX_CONFIG, "ls-files", "-v", "-z"], cwd=layout.work_tree, env=env)
-    if proc.returncode != 0:
+    if proc.code != 0:
         raise RepositoryError(
             f"cannot read the index of {layout.work_tree}: {_stderr(proc)}",
             hint="check the repository with `git status`",
@@ -442,7 +394,7 @@ def _unflag(layout: _Layout, env: Mapping[str, str], records: list[bytes]) -> bo
             env=env,
             stdin=b"\0".join(paths) + b"\0",
         )
-        if proc.returncode != 0:
+        if proc.code != 0:
             raise RepositoryError(
                 f"cannot read the index of {layout.work_tree}: {_stderr(proc)}",
                 hint="check the repository with `git status`",
@@ -504,7 +456,7 @@ def _add_all(layout: _Layout, env: Mapping[str, str]) -> bytes:
         cwd=layout.work_tree,
         env={**env, "LC_ALL": "C", "LANGUAGE": "C"},
     )
-    if proc.returncode != 0:
+    if proc.code != 0:
         raise RepositoryError(
             f"cannot fingerprint the work tree {layout.work_tree}: {_stderr(proc)}",
             hint="make the file readable, commit or remove the embedded repository, "
@@ -516,7 +468,7 @@ def _add_all(layout: _Layout, env: Mapping[str, str]) -> bytes:
 def _write_tree(layout: _Layout, env: Mapping[str, str]) -> str:
     proc = _run([*_INDEX_CONFIG, "write-tree"], cwd=layout.work_tree, env=env)
     tree = proc.stdout.decode("ascii", errors="replace").strip()
-    if proc.returncode != 0 or not tree:
+    if proc.code != 0 or not tree:
         raise RepositoryError(
             f"cannot write the workspace tree of {layout.work_tree}: {_stderr(proc)}",
             hint="check the repository with `git fsck`",
@@ -545,7 +497,7 @@ def _compact(layout: _Layout, env: Mapping[str, str], index: Path) -> bool:
     proc = _run(
         [*_INDEX_CONFIG, "update-index", "--index-version", "4"], cwd=layout.work_tree, env=env
     )
-    return proc.returncode == 0
+    return proc.code == 0
 
 
 def _private_tree(layout: _Layout) -> str:
@@ -560,13 +512,11 @@ def _private_tree(layout: _Layout) -> str:
         ) from exc
     _sweep(private_dir)
     temp = private_dir / f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(6)}.index"
-    env = clean_git_env(
-        {
-            "GIT_DIR": str(layout.git_dir),
-            "GIT_WORK_TREE": str(layout.work_tree),
-            "GIT_INDEX_FILE": str(temp),
-        }
-    )
+    env = {
+        "GIT_DIR": str(layout.git_dir),
+        "GIT_WORK_TREE": str(layout.work_tree),
+        "GIT_INDEX_FILE": str(temp),
+    }
     try:
         seed = _seed(layout, private_dir, temp, env, allow_warm=True)
         before = _file_state(temp)
@@ -658,9 +608,9 @@ def tree_of(repo_path: Path | str, rev: str) -> str:
     proc = _run(
         ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{tree}}"],
         cwd=start,
-        env=clean_git_env(),
+        env=None,
     )
-    if proc.returncode != 0:
+    if proc.code != 0:
         _require_repository(start)
         raise RepositoryError(
             f"unknown revision or not a tree: {rev!r} in {start}",
@@ -692,9 +642,9 @@ def changed_paths(repo_path: Path | str, old_tree: str, new_tree: str) -> list[s
             new_tree,
         ],
         cwd=start,
-        env=clean_git_env(),
+        env=None,
     )
-    if proc.returncode != 0:
+    if proc.code != 0:
         _require_repository(start)
         raise RepositoryError(
             f"cannot compare {old_tree} with {new_tree}: {_stderr(proc)}",
@@ -705,8 +655,8 @@ def changed_paths(repo_path: Path | str, old_tree: str, new_tree: str) -> list[s
 
 
 def _require_repository(start: Path) -> None:
-    proc = _run(["rev-parse", "--git-dir"], cwd=start, env=clean_git_env())
-    if proc.returncode != 0:
+    proc = _run(["rev-parse", "--git-dir"], cwd=start, env=None)
+    if proc.code != 0:
         raise RepositoryError(
             f"not a git repository: {start} ({_stderr(proc)})",
             hint="run inside a git repository or pass its path",

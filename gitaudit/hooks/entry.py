@@ -14,7 +14,6 @@ imported inside the function that needs it, so a hook costs little more than int
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
     import pygit2
 
     from gitaudit.gate import memo
-    from gitaudit.gate.assess import GateResult
+    from gitaudit.gate.result import GateResult
     from gitaudit.git.repo import Repo
     from gitaudit.ledger.plansref import PlansState
 
@@ -36,7 +35,7 @@ def _err(text: str) -> None:
 
 
 def _explain(result: GateResult, what: str) -> None:
-    from gitaudit.gate.assess import render_gate
+    from gitaudit.gate.render import render_gate
 
     _err(f"gitaudit: {what} is blocked: the gate says {result.verdict}")
     for line in render_gate(result):
@@ -83,7 +82,7 @@ def pre_push(args: Sequence[str], stdin: str) -> int:
         return 0  # every pushed tree was judged PASS in exactly this state (gitaudit.gate.memo)
     before = remembered[0] if remembered is not None else None
 
-    from gitaudit.gate.assess import assess
+    from gitaudit.gate.judge import judge
     from gitaudit.git.repo import open_repo
     from gitaudit.ledger.plansref import read_state
 
@@ -103,7 +102,7 @@ def pre_push(args: Sequence[str], stdin: str) -> int:
             _err(f"gitaudit: push of {remote_ref} is blocked: {broken}")
             failed = True
             continue
-        result = assess(repo, local_sha, state=state, before=before)
+        result = judge(repo, local_sha, state=state, before=before)
         if result.verdict != "PASS":
             _explain(result, f"push of {local_ref} to {remote_ref} ({local_sha[:12]})")
             _err(
@@ -137,19 +136,24 @@ def claims_completion(message: str, requirement_ids: set[str]) -> str | None:
 
 def _staged_tree() -> str:
     """The tree being committed (git passes a temporary index in GIT_INDEX_FILE for
-    ``commit -a`` and partial commits: the environment is kept)."""
-    proc = subprocess.run(["git", "write-tree"], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(proc.stderr.strip() or "git write-tree failed")
-    return proc.stdout.strip()
+    ``commit -a`` and partial commits: the repository variables git set are passed on)."""
+    from gitaudit.git.call import run_git
+
+    given = {k: os.environ[k] for k in ("GIT_DIR", "GIT_INDEX_FILE") if k in os.environ}
+    proc = run_git(["write-tree"], env=given, check=False)
+    if proc.code != 0:
+        raise RuntimeError(proc.err)
+    return proc.out.strip()
 
 
 def _add_trailers(path: str, verdict: str, runs: Sequence[str]) -> None:
+    from gitaudit.git.call import run_git
+
     trailers = [f"Audit-Verdict: {verdict}", *(f"Audit-Run: {r}" for r in runs)]
-    cmd = ["git", "interpret-trailers", "--in-place", "--if-exists", "replace"]
+    cmd = ["interpret-trailers", "--in-place", "--if-exists", "replace"]
     for t in trailers:
         cmd += ["--trailer", t]
-    subprocess.run([*cmd, path], check=False, capture_output=True)
+    run_git([*cmd, path], check=False)
 
 
 def _configured_mode(config: str) -> str | None:
@@ -182,7 +186,7 @@ def commit_msg(args: Sequence[str], stdin: str) -> int:
                 _add_trailers(path, "PASS", [run for _, run in entry.runs])
             return 0  # the staged tree was judged PASS in exactly this state
 
-    from gitaudit.gate.assess import assess
+    from gitaudit.gate.judge import judge
     from gitaudit.git.repo import open_repo
     from gitaudit.ledger.plansref import read_state
 
@@ -199,7 +203,7 @@ def commit_msg(args: Sequence[str], stdin: str) -> int:
         message = fh.read()
     tree = tree or _staged_tree()
     before = remembered[0] if remembered is not None else None
-    result = assess(repo, None, state=state, tree=tree, before=before)
+    result = judge(repo, None, state=state, tree=tree, before=before)
     if result.verdict == "PASS" or any(p.run for p in result.plans):
         _add_trailers(path, result.verdict, [p.run for p in result.plans if p.run])
     if result.verdict == "PASS":
@@ -336,9 +340,7 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:
         if not state.exists:
             reject(ref, "the server has no refs/audit/plans: nothing can PASS")
             continue
-        result = assess(
-            repo, new, state=state, extra_runs=pushed_runs, check_tools=False, remember=False
-        )
+        result = assess(repo, new, state=state, pushed_runs=pushed_runs, check_tools=False)
         if result.verdict != "PASS":
             rejected = True
             _explain(result, f"update of {ref} to {new[:12]}")

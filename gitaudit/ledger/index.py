@@ -19,6 +19,7 @@ from pathlib import Path
 import pygit2
 
 from gitaudit.ledger.objects import blob_at, loads
+from gitaudit.ledger.records import lookup_keys
 from gitaudit.ledger.refs import read_ref, runs_ref
 
 SCHEMA_VERSION = 2
@@ -75,17 +76,14 @@ def _db(gitdir: Path) -> Iterator[sqlite3.Connection]:
 def _summary(
     repo: pygit2.Repository, commit: pygit2.Commit
 ) -> tuple[str, str, str, dict[str, tuple[str, str]]]:
-    """(tree, contract, verdict, step -> (status, input digest)) from a run commit; unreadable
-    run.json -> placeholders (the gate and verify report it; the index only has to not crash)."""
+    """(tree, contract, verdict, step -> (status, input digest)) from a run commit; an unreadable
+    run.json gives placeholders (the gate and verify report it; the index only has to not
+    crash)."""
     try:
         doc = loads(blob_at(repo, commit.tree, "run.json") or b"{}")
-        steps = {
-            str(k): (str(v.get("status", "?")), str(v.get("input_digest") or ""))
-            for k, v in doc.get("steps", {}).items()
-        }
-        return str(doc["tree"]), str(doc["contract_digest"]), str(doc["verdict"]), steps
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return "", "", "MALFORMED", {}
+    except ValueError:
+        doc = None
+    return lookup_keys(doc) or ("", "", "MALFORMED", {})
 
 
 def sync(repo: pygit2.Repository, gitdir: Path, plan: str) -> str | None:

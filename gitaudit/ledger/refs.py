@@ -9,14 +9,13 @@ milliseconds), so a crash never blocks the next command.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 
 import pygit2
 
 from gitaudit.errors import LedgerError
-from gitaudit.git.env import git_env
+from gitaudit.git.call import run_git
 
 PLANS_REF = "refs/audit/plans"
 RUNS_PREFIX = "refs/audit/runs/"
@@ -99,15 +98,15 @@ def cas_update(
     """
     gitdir = Path(repo.path)
     old = str(expected) if expected is not None else ZERO
-    cmd = ["git", f"--git-dir={gitdir}", "update-ref", "-m", message, name, str(new), old]
+    args = ["update-ref", "-m", message, name, str(new), old]
     # wait for a held lock until a crashed writer's lock would count as stale, and a little more
     deadline = time.monotonic() + LOCK_WAIT_SECONDS
     attempt = 0
     while True:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=git_env(), check=False)
-        if proc.returncode == 0:
+        proc = run_git(args, git_dir=gitdir, check=False)
+        if proc.code == 0:
             return
-        err = proc.stderr.strip()
+        err = proc.stderr.decode("utf-8", "replace").strip()
         if ".lock" in err and ("File exists" in err or "Unable to create" in err):
             # Another writer holds the lock right now, or a crash left it behind.
             if time.monotonic() >= deadline:

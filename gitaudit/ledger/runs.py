@@ -11,7 +11,6 @@ tree on the new tip, so concurrent runs form one linear chain and none is lost.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import pygit2
@@ -21,9 +20,9 @@ from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.keys import Signer
 from gitaudit.errors import LedgerError
 from gitaudit.ledger.objects import blob_at, commit_of, dumps, loads, write_tree
+from gitaudit.ledger.records import RunRecord, parse_run
 from gitaudit.ledger.refs import RefConflict, cas_update, read_ref, runs_ref
 
-RUN_FORMAT = "gitaudit.run/1"
 MAX_RETRIES = 200
 
 
@@ -89,41 +88,9 @@ def append_run(
     raise LedgerError(f"{ref} kept moving while recording; gave up after {MAX_RETRIES} attempts")
 
 
-@dataclass(frozen=True)
-class RunRecord:
-    """A run commit as the gate and reviewers see it."""
-
-    commit: str
-    time: int
-    doc: Mapping[str, Any]
-
-    @property
-    def plan(self) -> str:
-        return str(self.doc.get("plan"))
-
-    @property
-    def verdict(self) -> str:
-        return str(self.doc.get("verdict"))
-
-    @property
-    def tree(self) -> str:
-        return str(self.doc.get("tree"))
-
-    @property
-    def contract(self) -> str:
-        return str(self.doc.get("contract_digest"))
-
-    @property
-    def steps(self) -> Mapping[str, Mapping[str, Any]]:
-        steps = self.doc.get("steps", {})
-        return steps if isinstance(steps, dict) else {}
-
-    def passed_steps(self) -> list[str]:
-        return [sid for sid, s in self.steps.items() if s.get("status") in ("passed", "carried")]
-
-
 def read_run(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str = "run") -> RunRecord:
-    """Parse run.json of a run commit; LedgerError naming the commit when it is malformed."""
+    """The typed record of a run commit (:mod:`gitaudit.ledger.records`); LedgerError naming the
+    commit (and the JSON path) when it is malformed."""
     commit = commit_of(repo, oid if isinstance(oid, pygit2.Oid) else pygit2.Oid(hex=oid), what)
     raw = blob_at(repo, commit.tree, "run.json")
     if raw is None:
@@ -134,9 +101,7 @@ def read_run(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str = "run") 
         raise LedgerError(
             f"{what} {str(commit.id)[:12]}: run.json is not valid JSON ({exc})"
         ) from None
-    if not isinstance(doc, dict) or doc.get("format") != RUN_FORMAT:
-        raise LedgerError(f"{what} {str(commit.id)[:12]}: run.json is not a {RUN_FORMAT} record")
-    return RunRecord(str(commit.id), commit.commit_time, doc)
+    return parse_run(str(commit.id), commit.commit_time, doc)
 
 
 def resolve_run(

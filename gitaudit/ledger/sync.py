@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import random
 import re
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ import pygit2
 from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.keys import Signer
 from gitaudit.errors import LedgerError
-from gitaudit.git.env import git_env
+from gitaudit.git.call import run_git
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import watermark
 from gitaudit.ledger.objects import commit_of
@@ -52,23 +51,13 @@ def fetch_mirror(repo: Repo, remote: str) -> dict[str, pygit2.Oid]:
     if mirror.is_dir():  # a fetch killed mid-way leaves locks that would block every later one
         for lock in mirror.rglob("*.lock"):
             clear_stale_lock(repo.gitdir, str(lock.relative_to(repo.gitdir))[: -len(".lock")])
-    proc = subprocess.run(
-        [
-            "git",
-            f"--git-dir={repo.gitdir}",
-            "fetch",
-            "--refmap=",
-            "--no-tags",
-            remote,
-            fetch_refspec(remote),
-        ],
-        capture_output=True,
-        text=True,
-        env=git_env(),
+    proc = run_git(
+        ["fetch", "--refmap=", "--no-tags", remote, fetch_refspec(remote)],
+        git_dir=repo.gitdir,
         check=False,
     )
-    if proc.returncode != 0:
-        raise LedgerError(f"cannot fetch the audit refs of {remote!r}: {proc.stderr.strip()}")
+    if proc.code != 0:
+        raise LedgerError(f"cannot fetch the audit refs of {remote!r}: {proc.err}")
     return {
         name.removeprefix(prefix).replace("audit/", "refs/audit/", 1): oid
         for name, oid in list_refs(repo.git, prefix).items()
@@ -240,25 +229,14 @@ def push(
         actions += reconcile_with(repo, remote, signer)
         audit_refs = [PLANS_REF] if read_ref(repo.git, PLANS_REF) else []
         audit_refs += sorted(list_refs(repo.git, RUNS_PREFIX))
-        proc = subprocess.run(
-            [
-                "git",
-                "push",
-                "--atomic",
-                "--porcelain",
-                remote,
-                *specs,
-                *(f"{r}:{r}" for r in audit_refs),
-            ],
+        proc = run_git(
+            ["push", "--atomic", "--porcelain", remote, *specs, *(f"{r}:{r}" for r in audit_refs)],
             cwd=repo.workdir or repo.gitdir,
-            capture_output=True,
-            text=True,
             check=False,
         )
-        result = PushResult(
-            proc.returncode, attempt, _porcelain(proc.stdout), tuple(actions), proc.stderr
-        )
-        if proc.returncode == 0 or not result.lost_race or attempt == attempts:
+        messages = proc.stderr.decode("utf-8", "replace")
+        result = PushResult(proc.code, attempt, _porcelain(proc.out), tuple(actions), messages)
+        if proc.code == 0 or not result.lost_race or attempt == attempts:
             return result
         if on_retry is not None:
             on_retry(attempt, result)

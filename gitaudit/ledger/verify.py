@@ -65,11 +65,9 @@ def _check_run_tree(repo: pygit2.Repository, commit: pygit2.Commit) -> str | Non
     record = read_run(repo, commit.id)
     tree = commit.tree
     for sid, entry in record.steps.items():
-        groups = [("checks", entry.get("checks", []))]
-        groups += [(f"outputs/{n}", cs) for n, cs in entry.get("outputs", {}).items()]
-        groups += [
-            (f"upstream/{u['step']}/{u['output']}", u["checks"]) for u in entry.get("upstream", [])
-        ]
+        groups = [("checks", entry.checks)]
+        groups += [(f"outputs/{n}", cs) for n, cs in entry.outputs.items()]
+        groups += [(f"upstream/{u.step}/{u.output}", u.checks) for u in entry.upstream]
         for folder, checks in groups:
             for n in range(len(checks)):
                 for leaf in ("result.json", "stdout", "stderr"):

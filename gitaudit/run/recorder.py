@@ -23,22 +23,23 @@ from gitaudit.git.fingerprint import changed_paths, workspace_fingerprint
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import index, watermark
 from gitaudit.ledger.plansref import read_state, sealed_contract
+from gitaudit.ledger.records import RUN_FORMAT
 from gitaudit.ledger.refs import runs_ref
-from gitaudit.ledger.runs import RUN_FORMAT, append_run, evidence_files, read_run
+from gitaudit.ledger.runs import append_run, evidence_files, read_run
 from gitaudit.plan.catalog import CheckedPlan, check_worktree
 from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
-from gitaudit.plan.graph import optional_steps
 from gitaudit.plan.inputs import input_digests
 from gitaudit.plan.model import Plan, StepId
-from gitaudit.run.runner import DONE_OK, Event, RunOutcome, RunRequest, execute, step_json
+from gitaudit.run.runner import Event, RunOutcome, RunRequest, execute, step_json
+from gitaudit.verdict import PROVEN, StepStatus, Verdict, judge_run, output_broken
 
 
 @dataclass(frozen=True)
 class RecordedRun:
     plan: str
     commit: str
-    verdict: str
+    verdict: Verdict
     tree: str
     passed: int
     total: int
@@ -51,56 +52,7 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def judge(
-    plan: Plan,
-    statuses: Mapping[StepId, str],
-    *,
-    interrupted: bool,
-    impure: bool,
-    missing_tools: Iterable[str],
-    broken_upstream: Iterable[StepId] = (),
-) -> tuple[str, list[str]]:
-    """The verdict of one run and the reasons it is not PASS.
-
-    PASS: every required step verified (alternatives of a satisfied OR clause are not required)
-    and every must/should requirement covered by a verified step, with a pure workspace.
-    FAIL: a failed or exhausted step, an upstream output that no longer holds, a changed
-    workspace, or a missing tool. Otherwise UNKNOWN (timeouts, blocked or not-run steps).
-    """
-    reasons: list[str] = []
-    if interrupted:
-        return "INTERRUPTED", ["the run was interrupted"]
-    verified = {sid for sid, s in statuses.items() if s in DONE_OK}
-    optional = optional_steps(plan)
-    broken = set(broken_upstream)
-    hard_fail = bool(broken)
-    for step in plan.steps:
-        status = statuses.get(step.id, "not-run")
-        if status in DONE_OK:
-            continue
-        # an unverified OR alternative is not needed by itself: the step that depends on it is
-        # required, and is reported below when no alternative of its clause was verified
-        needed = step.id not in optional
-        if not needed:
-            continue
-        reasons.append(f"step {step.id} {status}")
-        hard_fail = hard_fail or status in ("failed", "exhausted")
-    for req in plan.requirements:
-        if req.mandatory and not any(s.id in verified for s in plan.covering_steps(req.id)):
-            reasons.append(f"{req.priority} requirement {req.id} is not covered by a verified step")
-    tools = list(missing_tools)
-    if tools:
-        hard_fail = True
-        reasons.append(f"required tools missing: {', '.join(tools)}")
-    if impure:
-        hard_fail = True
-        reasons.append("the workspace changed during the run")
-    if hard_fail:
-        return "FAIL", reasons
-    return ("UNKNOWN" if reasons else "PASS"), reasons
-
-
-def route_receipt(plan: Plan, statuses: Mapping[StepId, str]) -> dict[str, Any]:
+def route_receipt(plan: Plan, statuses: Mapping[StepId, StepStatus]) -> dict[str, Any]:
     """Which alternatives the run pursued: every OR clause with its alternatives' outcomes, the
     selection rule, and the chosen (verified) set."""
     clauses = []
@@ -108,8 +60,8 @@ def route_receipt(plan: Plan, statuses: Mapping[StepId, str]) -> dict[str, Any]:
         for i, clause in enumerate(step.depends_on, start=1):
             if not clause.is_any_of:
                 continue
-            outcomes = {alt: statuses.get(alt, "not-run") for alt in clause.alternatives}
-            selected = next((a for a, s in outcomes.items() if s in DONE_OK), None)
+            outcomes = {alt: statuses.get(alt, StepStatus.NOT_RUN) for alt in clause.alternatives}
+            selected = next((a for a, s in outcomes.items() if s in PROVEN), None)
             clauses.append(
                 {"step": step.id, "clause": i, "alternatives": outcomes, "selected": selected}
             )
@@ -117,7 +69,7 @@ def route_receipt(plan: Plan, statuses: Mapping[StepId, str]) -> dict[str, Any]:
         "rule": "an any_of clause is satisfied by its first verified alternative in declaration "
         "order; alternatives not selected are not required for PASS",
         "clauses": clauses,
-        "chosen": sorted(sid for sid, s in statuses.items() if s in DONE_OK),
+        "chosen": sorted(sid for sid, s in statuses.items() if s in PROVEN),
     }
 
 
@@ -234,12 +186,11 @@ def run_plan(
                 continue
             record = read_run(repo.git, prior.commit)
             for sid, entry in record.steps.items():
-                status = entry.get("status")
-                if sid in decided or status in ("not-run", "blocked"):
+                if sid in decided or entry.status in (StepStatus.NOT_RUN, StepStatus.BLOCKED):
                     continue
                 decided.add(sid)
-                if status in DONE_OK:
-                    carried[sid] = str(entry.get("carried_from") or record.commit)
+                if entry.proven:
+                    carried[sid] = entry.carried_from or record.commit
     for sid, (mode, _note) in (reconcile or {}).items():
         step = plan.step(sid)
         if step is None:
@@ -301,11 +252,9 @@ def run_plan(
     broken = [
         sid
         for sid, o in outcome.steps.items()
-        if any(
-            not u.passed and not any(r.outcome == "unknown" for r in u.results) for u in o.upstream
-        )
+        if any(output_broken(u.passed, (r.outcome for r in u.results)) for u in o.upstream)
     ]
-    verdict, reasons = judge(
+    verdict, reasons = judge_run(
         plan,
         statuses,
         interrupted=outcome.interrupted,
@@ -314,12 +263,13 @@ def run_plan(
         broken_upstream=broken,
     )
     steps_doc = {sid: step_json(o, plan.step(sid)) for sid, o in outcome.steps.items()}  # type: ignore[arg-type]
-    for sid, entry in steps_doc.items():
-        entry["input_digest"] = digests[sid]
-        if sid in (reconcile or {}):
-            entry["reconciled"] = {"mode": reconcile[sid][0], "note": reconcile[sid][1]}  # type: ignore[index]
-        entry["attempts_used"] = attempts.get(sid, 0) + (1 if entry["status"] == "failed" else 0)
-    passed = outcome.count("passed", "carried")
+    for sid, step_doc in steps_doc.items():
+        step_doc["input_digest"] = digests[sid]
+        if reconcile and sid in reconcile:
+            step_doc["reconciled"] = {"mode": reconcile[sid][0], "note": reconcile[sid][1]}
+        failed = step_doc["status"] == StepStatus.FAILED
+        step_doc["attempts_used"] = attempts.get(sid, 0) + (1 if failed else 0)
+    passed = outcome.count(*PROVEN)
     doc: dict[str, Any] = {
         "format": RUN_FORMAT,
         "plan": name,

@@ -18,16 +18,12 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from gitaudit.checks.execute import CheckResult, run_check
 from gitaudit.plan.graph import topological_order
 from gitaudit.plan.model import Check, Plan, Step, StepId
-
-StepStatus = Literal[
-    "passed", "failed", "blocked", "unknown", "exhausted", "carried", "interrupted", "not-run"
-]
-DONE_OK: frozenset[str] = frozenset({"passed", "carried"})
+from gitaudit.verdict import PROVEN, StepStatus
 
 
 @dataclass(frozen=True)
@@ -112,8 +108,8 @@ class _Supervisor:
 
 def _clause_state(clause_alts: tuple[StepId, ...], status: Mapping[StepId, str]) -> str:
     """ok (an alternative verified), wait (one may still succeed) or dead (none can)."""
-    states = [status.get(a, "not-run") for a in clause_alts]
-    if any(s in DONE_OK for s in states):
+    states = [status.get(a, StepStatus.NOT_RUN) for a in clause_alts]
+    if any(s in PROVEN for s in states):
         return "ok"
     if any(s in ("pending", "running") for s in states):
         return "wait"
@@ -130,25 +126,25 @@ def execute(request: RunRequest) -> RunOutcome:
         if sid in request.incremental and sid not in request.reconcile:
             outcomes[sid] = StepOutcome(
                 sid,
-                "carried",
+                StepStatus.CARRIED,
                 f"inputs unchanged since {request.incremental[sid][:12]}",
                 carried_from=request.incremental[sid],
             )
-            status[sid] = "carried"
+            status[sid] = StepStatus.CARRIED
         elif request.targets is not None and sid not in request.targets:
             if sid in request.carried:
                 outcomes[sid] = StepOutcome(
                     sid,
-                    "carried",
+                    StepStatus.CARRIED,
                     "verified earlier for this tree",
                     carried_from=request.carried[sid],
                 )
-                status[sid] = "carried"
+                status[sid] = StepStatus.CARRIED
             else:
                 outcomes[sid] = StepOutcome(
-                    sid, "not-run", "not targeted and no evidence for this tree"
+                    sid, StepStatus.NOT_RUN, "not targeted and no evidence for this tree"
                 )
-                status[sid] = "not-run"
+                status[sid] = StepStatus.NOT_RUN
         else:
             status[sid] = "pending"
     supervisor = _Supervisor()
@@ -168,9 +164,9 @@ def execute(request: RunRequest) -> RunOutcome:
                     if "dead" in verdicts:
                         blocker = step.depends_on[verdicts.index("dead")]
                         outcomes[sid] = StepOutcome(
-                            sid, "blocked", f"prerequisite {blocker} is not verified"
+                            sid, StepStatus.BLOCKED, f"prerequisite {blocker} is not verified"
                         )
-                        status[sid] = "blocked"
+                        status[sid] = StepStatus.BLOCKED
                         emit("done", sid, outcomes[sid])
                         progressed = True
                         continue
@@ -190,23 +186,23 @@ def execute(request: RunRequest) -> RunOutcome:
                     if sid in request.unresolved and not step.idempotent:
                         outcomes[sid] = StepOutcome(
                             sid,
-                            "unknown",
+                            StepStatus.UNKNOWN,
                             f"its last outcome ({request.unresolved[sid][:12]}) is unknown and it "
                             "is not idempotent: reconcile before retrying (`git audit reconcile "
                             f"{sid} --observed pass|fail` or `--readback`)",
                         )
-                        status[sid] = "unknown"
+                        status[sid] = StepStatus.UNKNOWN
                         emit("done", sid, outcomes[sid])
                         progressed = True
                         continue
                     if used >= step.max_attempts and not request.force:
                         outcomes[sid] = StepOutcome(
                             sid,
-                            "exhausted",
+                            StepStatus.EXHAUSTED,
                             f"{used} failed attempts (max_attempts {step.max_attempts}); "
                             "reseal or run with --force",
                         )
-                        status[sid] = "exhausted"
+                        status[sid] = StepStatus.EXHAUSTED
                         emit("done", sid, outcomes[sid])
                         progressed = True
                         continue
@@ -235,10 +231,10 @@ def execute(request: RunRequest) -> RunOutcome:
                 try:
                     outcome = future.result()
                 except Exception:  # the step is recorded as interrupted regardless
-                    outcome = StepOutcome(sid, "interrupted", "interrupted")
+                    outcome = StepOutcome(sid, StepStatus.INTERRUPTED, "interrupted")
                 outcomes[sid] = StepOutcome(
                     sid,
-                    "interrupted",
+                    StepStatus.INTERRUPTED,
                     "interrupted by Ctrl-C",
                     attempt=outcome.attempt,
                     duration=outcome.duration,
@@ -249,7 +245,7 @@ def execute(request: RunRequest) -> RunOutcome:
             for sid in order:
                 if sid not in outcomes:
                     outcomes[sid] = StepOutcome(
-                        sid, "not-run", "not started: the run was interrupted"
+                        sid, StepStatus.NOT_RUN, "not started: the run was interrupted"
                     )
     return RunOutcome(outcomes, order, interrupted, started, time.time())
 
@@ -288,7 +284,7 @@ def _run_step(
         u = failed_up[0]
         return StepOutcome(
             step.id,
-            "blocked",
+            StepStatus.BLOCKED,
             f"upstream output {u.step}/{u.output} no longer holds: {_summarise(u.results)}",
             duration=time.monotonic() - start,
             upstream=tuple(upstream),
@@ -297,16 +293,16 @@ def _run_step(
     outputs = {o.name: _run_checks(o.checks, workspace, supervisor) for o in step.outputs}
     everything = checks + tuple(r for rs in outputs.values() for r in rs)
     if supervisor.cancelled.is_set():
-        status: StepStatus = "interrupted"
+        status: StepStatus = StepStatus.INTERRUPTED
         reason = "interrupted by Ctrl-C"
     elif any(r.outcome == "unknown" for r in everything):
-        status, reason = "unknown", _summarise(everything)
+        status, reason = StepStatus.UNKNOWN, _summarise(everything)
     elif all(r.passed for r in everything) and len(everything) == len(step.verify) + sum(
         len(o.checks) for o in step.outputs
     ):
-        status, reason = "passed", ""
+        status, reason = StepStatus.PASSED, ""
     else:
-        status, reason = "failed", _summarise(everything)
+        status, reason = StepStatus.FAILED, _summarise(everything)
     return StepOutcome(
         step.id,
         status,
@@ -327,15 +323,15 @@ def _reconcile_step(
     start = time.monotonic()
     suffix = f" ({note})" if note else ""
     if mode in ("pass", "fail"):
-        status: StepStatus = "passed" if mode == "pass" else "failed"
+        status: StepStatus = StepStatus.PASSED if mode == "pass" else StepStatus.FAILED
         return StepOutcome(step.id, status, f"reconciled: observed {mode}{suffix}", attempt=None)
     checks = _run_checks(step.readback, workspace, supervisor)
     if any(r.outcome == "unknown" for r in checks):
-        status, reason = "unknown", f"readback inconclusive: {_summarise(checks)}"
+        status, reason = StepStatus.UNKNOWN, f"readback inconclusive: {_summarise(checks)}"
     elif checks and all(r.passed for r in checks):
-        status, reason = "passed", f"reconciled by readback{suffix}"
+        status, reason = StepStatus.PASSED, f"reconciled by readback{suffix}"
     else:
-        status, reason = "failed", f"reconciled by readback: {_summarise(checks)}{suffix}"
+        status, reason = StepStatus.FAILED, f"reconciled by readback: {_summarise(checks)}{suffix}"
     return StepOutcome(
         step.id, status, reason, attempt=None, duration=time.monotonic() - start, checks=checks
     )

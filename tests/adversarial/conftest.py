@@ -6,7 +6,7 @@ The world every attack starts from:
   (added by alice), ``mallory`` is trusted by nobody. All three keys are real files under
   ``$GITAUDIT_HOME/keys`` (outside the work tree) so CLI calls can use them with ``--key``.
 * Sealing and running go through the in-process APIs (``seal_plan``, ``run_plan``); the gate is
-  ``gitaudit.gate.assess`` on a fresh ``open_repo`` (exactly what ``git audit status`` calls).
+  ``gitaudit.gate.judge`` on a fresh ``open_repo`` (exactly what ``git audit status`` calls).
 * Forgeries are built at the object level: re-signed or unsigned commits, raw commit bytes with a
   kept-but-stale signature, hand-made trees on ``refs/audit/plans``.
 """
@@ -26,7 +26,8 @@ from pygit2.enums import ObjectType
 
 from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.keys import Ed25519Signer, Signer, generate_key, load_signer
-from gitaudit.gate.assess import GateResult, PlanVerdict, assess
+from gitaudit.gate.judge import judge
+from gitaudit.gate.result import GateResult, PlanVerdict
 from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger.objects import dumps, read_files, write_tree
 from gitaudit.ledger.plansref import read_state
@@ -212,7 +213,7 @@ class World:
         self.repo.git("update-ref", name, str(oid))
 
     def gate(self, rev: str | None = "HEAD", **kw: Any) -> GateResult:
-        return assess(self.handle(), rev, **kw)
+        return judge(self.handle(), rev, **kw)
 
     def cli(self, *args: str) -> Any:
         return audit(self.path, *args)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gitaudit.gate.assess import assess
+from gitaudit.gate.judge import judge
 from gitaudit.git.repo import open_repo
 from gitaudit.ledger import index
 from gitaudit.ledger.refs import PLANS_REF, read_ref
@@ -62,7 +62,7 @@ def test_sixteen_processes_record_four_hundred_runs(tiny: GitRepo) -> None:
     (repo.gitdir / "gitaudit" / "index.sqlite").unlink()
     rebuilt = index.recent(repo.git, repo.gitdir, PLAN_NAME, 10_000)
     assert [(r.commit, r.seq) for r in rebuilt] == [(r.commit, r.seq) for r in indexed]
-    assert assess(repo, "HEAD").verdict == "PASS"
+    assert judge(repo, "HEAD").verdict == "PASS"
 
 
 @pytest.mark.slow
@@ -119,7 +119,7 @@ def test_gate_never_sees_a_torn_state(repo: GitRepo) -> None:
             assert proc.returncode == {"PASS": 0, "FAIL": 1, "UNKNOWN": 3}[verdict]
             detail = proc.stdout
         else:
-            result = assess(handle, "HEAD")
+            result = judge(handle, "HEAD")
             verdict = result.verdict
             detail = json.dumps(result.to_json())
         checks += 1
@@ -149,7 +149,7 @@ def test_gate_between_tip_read_and_index_lookup(
     handle = open_repo(tiny.path)
     signer = signer_for(handle, None)
     run_plan(handle, PLAN_NAME, signer, jobs=1)
-    assert assess(open_repo(tiny.path), "HEAD").verdict == "PASS"
+    assert judge(open_repo(tiny.path), "HEAD").verdict == "PASS"
     real = index.lookup
     appended: list[str] = []
 
@@ -159,7 +159,7 @@ def test_gate_between_tip_read_and_index_lookup(
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(index, "lookup", racing)
-    result = assess(open_repo(tiny.path), "HEAD")
+    result = judge(open_repo(tiny.path), "HEAD")
     assert appended
     assert result.verdict == "PASS", result.to_json()
 

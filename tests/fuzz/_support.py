@@ -446,6 +446,5 @@ def judge_gate(pushed: pygit2.Oid | None = None) -> Any:
         open_repo(world.path),
         "HEAD",
         check_tools=False,
-        remember=False,
-        extra_runs={world.plan: pushed} if pushed is not None else None,
+        pushed_runs={world.plan: pushed} if pushed is not None else None,
     )

@@ -16,11 +16,12 @@ import pygit2
 import pytest
 
 from gitaudit.errors import LedgerError, SealError, TrustError
-from gitaudit.gate.assess import assess
+from gitaudit.gate.judge import judge
 from gitaudit.git.repo import open_repo
 from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.plansref import state_at
-from gitaudit.ledger.runs import RUN_FORMAT, read_run
+from gitaudit.ledger.records import RUN_FORMAT
+from gitaudit.ledger.runs import read_run
 from gitaudit.ledger.trust import POLICY_PATH, ROLES_PATH, Policy, policy_from_tree, trust_from_tree
 from gitaudit.plan.catalog import check_file
 from gitaudit.plan.store import PlanFile
@@ -101,7 +102,7 @@ def test_gate_on_a_tree_whose_plan_has_a_huge_integer(tmp_path: Path) -> None:
     plan["steps"][0]["verify"][0]["expect_exit"] = 2**63
     repo.write_plan(plan)
     repo.commit("plan")
-    result = assess(open_repo(repo.path), "HEAD")
+    result = judge(open_repo(repo.path), "HEAD")
     assert result.verdict == "FAIL"
     assert [r.code for p in result.plans for r in p.reasons] == ["plan.invalid"]
 

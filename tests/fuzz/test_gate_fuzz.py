@@ -6,7 +6,7 @@ older tree. ``gate.assess`` must return a verdict without raising, and PASS only
 judged really is a pass of this plan, this tree and this contract: every step ``passed``, or
 ``carried`` from an earlier run on the same ledger in which the step passed for the same tree and
 contract or for the same input digest as this tree gives it. Both the local ledger and a pushed
-run (``extra_runs``, as the pre-receive hook judges it) are exercised.
+run (``pushed_runs``, as the pre-receive hook judges it) are exercised.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import pygit2
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from gitaudit.gate.assess import GateResult
+from gitaudit.gate.result import GateResult
 from gitaudit.git.repo import open_repo
+from gitaudit.ledger.records import RUN_FORMAT
 from gitaudit.ledger.refs import runs_ref
-from gitaudit.ledger.runs import RUN_FORMAT
 from tests.fuzz._support import (
     GateWorld,
     encode,

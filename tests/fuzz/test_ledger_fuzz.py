@@ -26,8 +26,9 @@ from gitaudit.errors import KeyMaterialError, LedgerError, SealError, SignatureE
 from gitaudit.ledger import index
 from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.plansref import SealRecord, state_at
+from gitaudit.ledger.records import RUN_FORMAT
 from gitaudit.ledger.refs import runs_ref
-from gitaudit.ledger.runs import RUN_FORMAT, read_run
+from gitaudit.ledger.runs import read_run
 from gitaudit.ledger.trust import (
     ALLOWED_SIGNERS_PATH,
     POLICY_PATH,

@@ -7,7 +7,7 @@ import json
 import sqlite3
 
 from gitaudit.cli.context import signer_for
-from gitaudit.gate.assess import assess
+from gitaudit.gate.judge import judge
 from gitaudit.git.repo import open_repo
 from gitaudit.ledger.runs import append_run
 from tests.gitrepo import GitRepo, audit
@@ -41,16 +41,16 @@ def test_deep_evidence_is_confirmed_and_a_lying_cache_is_caught(
     assert audit(repo.path, "run").code == 0
     genuine = repo.git("rev-parse", "refs/audit/runs/default").strip()
     _pad(repo, 300)
-    assert assess(open_repo(repo.path), "HEAD").verdict == "PASS"  # 300 runs deep: git confirms
+    assert judge(open_repo(repo.path), "HEAD").verdict == "PASS"  # 300 runs deep: git confirms
     newer = _pad(repo, 1, tree=repo.head_tree())[0]
     _pad(repo, 300)
     handle = open_repo(repo.path)
-    assert assess(handle, "HEAD").plans[0].run == newer
+    assert judge(handle, "HEAD").plans[0].run == newer
     db = sqlite3.connect(handle.gitdir / "gitaudit" / "index.sqlite")
     db.execute("UPDATE runs SET tree='x' WHERE commit_id=?", (newer,))  # the cache hides it
     db.commit()
     db.close()
-    result = assess(open_repo(repo.path), "HEAD")
+    result = judge(open_repo(repo.path), "HEAD")
     assert result.verdict == "FAIL" and result.plans[0].reasons[0].code == "evidence.ledger"
     assert f"the newest is {newer[:12]}" in result.plans[0].reasons[0].message
     assert genuine

@@ -120,10 +120,10 @@ def test_a_forged_carry_claim_is_not_accepted(repo: GitRepo, sealed: Sealer) -> 
     sealed(inputs_plan(2))
     assert audit(repo.path, "run").code == 0
     repo.write("pkg0/src.txt", "edited but the claim says unchanged\n")
-    from gitaudit.gate.assess import assess
+    from gitaudit.gate.judge import judge
     from gitaudit.git.repo import open_repo
 
-    result = assess(open_repo(repo.path))
+    result = judge(open_repo(repo.path))
     assert result.verdict == "UNKNOWN"  # no evidence for the new tree at all
 
 

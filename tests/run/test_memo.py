@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gitaudit.gate import memo
-from gitaudit.gate.assess import assess
+from gitaudit.gate.judge import judge
 from gitaudit.git.repo import open_repo
 from tests.gitrepo import GitRepo, audit
 from tests.run.conftest import Sealer, make_plan, run_step
@@ -220,10 +220,10 @@ def test_commit_msg_is_served_from_the_memo_with_its_trailers(passing: GitRepo) 
 
 def test_the_gate_itself_never_reads_the_memo(passing: GitRepo) -> None:
     """The memo only serves hooks: status and the gate always judge (and explain)."""
-    assert assess(open_repo(passing.path), "HEAD").verdict == "PASS"
+    assert judge(open_repo(passing.path), "HEAD").verdict == "PASS"
     assert memo_file(passing).exists()
     passing.git("update-ref", "-d", "refs/audit/runs/default")
-    assert assess(open_repo(passing.path), "HEAD").verdict != "PASS"
+    assert judge(open_repo(passing.path), "HEAD").verdict != "PASS"
 
 
 def test_a_memo_file_that_is_not_ours_is_ignored_and_replaced(passing: GitRepo) -> None:

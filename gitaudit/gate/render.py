@@ -1,0 +1,22 @@
+"""The gate's verdict as lines for people (``git audit status``, the hooks)."""
+
+from __future__ import annotations
+
+from gitaudit.gate.result import GateResult
+
+
+def render_gate(result: GateResult) -> list[str]:
+    """The verdict, then one line per plan, with each non-PASS reason and its fix."""
+    lines = [f"{result.verdict}  tree {result.tree[:12]}"]
+    for reason in result.reasons:
+        lines.append(f"  {reason.message} [{reason.code}]")
+        lines.append(f"    fix: {reason.hint}")
+    for plan in result.plans:
+        if plan.reasons:
+            first = plan.reasons[0].message
+        else:
+            first = f"evidence {plan.run[:12]}" if plan.run else ""
+        lines.append(f"  {plan.verdict:<7} {plan.name}: {first}")
+        lines.extend(f"          {reason.message}" for reason in plan.reasons[1:])
+        lines.extend(f"          fix: {fix}" for fix in dict.fromkeys(r.hint for r in plan.reasons))
+    return lines

@@ -1,0 +1,84 @@
+"""What the gate answers: a verdict per plan and in aggregate, each non-PASS with its reasons."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gitaudit.ledger.trust import Policy
+from gitaudit.verdict import Verdict, combine, exit_code
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a plan (or a step of it) is not PASS: a stable code, a message naming the plan, step,
+    clause or object, and the command that fixes it."""
+
+    code: str
+    message: str
+    hint: str
+    step: str | None = None
+    verdict: Verdict = Verdict.FAIL
+
+    def to_json(self) -> dict[str, object]:
+        return {"code": self.code, "message": self.message, "hint": self.hint, "step": self.step}
+
+
+@dataclass(frozen=True)
+class PlanVerdict:
+    name: str
+    verdict: Verdict
+    reasons: tuple[Reason, ...]
+    run: str | None = None  # the run commit whose evidence was judged
+    # each step's state for this tree, as the gate sees it: verified, failed, unknown,
+    # exhausted, expired or pending (empty unless asked for, or when the plan is not in order)
+    states: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "verdict": self.verdict,
+            "run": self.run,
+            "reasons": [r.to_json() for r in self.reasons],
+        }
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What a verdict rests on besides the evidence itself: when it was judged, the plans
+    commit it was judged under, the ledger tips whose signatures it verified (ref -> tip), the
+    earliest expiry of the evidence it accepted, and the tools the plans require. The verdict
+    memo and the high-water marks are kept from it (:mod:`gitaudit.gate.judge`)."""
+
+    made: float = 0.0
+    plans_tip: str | None = None
+    policy: Policy | None = None
+    seen: Mapping[str, str] = field(default_factory=dict)
+    until: float | None = None
+    tools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GateResult:
+    verdict: Verdict
+    tree: str
+    plans: tuple[PlanVerdict, ...]
+    reasons: tuple[Reason, ...] = ()  # problems not tied to one plan
+    basis: Basis = field(default_factory=Basis, compare=False)
+
+    @property
+    def exit_code(self) -> int:
+        return int(exit_code(self.verdict))
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "verdict": self.verdict,
+            "tree": self.tree,
+            "plans": [p.to_json() for p in self.plans],
+            "reasons": [r.to_json() for r in self.reasons],
+        }
+
+
+def fold(reasons: tuple[Reason, ...] | list[Reason]) -> Verdict:
+    """The verdict of a list of reasons: PASS when there is none."""
+    return combine(r.verdict for r in reasons) if reasons else Verdict.PASS

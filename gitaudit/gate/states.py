@@ -1,0 +1,59 @@
+"""Step states for mission control, as the gate sees them for the judged tree.
+
+A step is ``verified`` only when the evidence the gate accepted proves it for this tree and it
+has not expired; ``expired``, ``unknown`` (a non-idempotent step whose last outcome is unknown),
+``exhausted`` (max_attempts failures under this contract) and ``failed`` come from the ledger;
+anything else is ``pending``. The vocabulary is :mod:`gitaudit.mission`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gitaudit.gate.result import Reason
+from gitaudit.git.repo import Repo
+from gitaudit.ledger import index
+from gitaudit.ledger.plansref import PlansState
+from gitaudit.ledger.records import RunRecord
+from gitaudit.plan.model import Plan
+from gitaudit.verdict import StepStatus, Verdict
+
+_STATE_OF = {
+    StepStatus.FAILED: "failed",
+    StepStatus.EXHAUSTED: "exhausted",
+    StepStatus.UNKNOWN: "unknown",
+}
+
+
+def step_states(
+    repo: Repo,
+    state: PlansState,
+    name: str,
+    plan: Plan,
+    record: RunRecord | None,
+    reasons: Sequence[Reason],
+) -> dict[str, str]:
+    """Each step's state, consistent with the verdict given with *reasons* for *record*."""
+    if any(r.step is None and r.verdict == Verdict.FAIL for r in reasons):
+        record = None  # the evidence as a whole was refused: nothing in it counts
+    by_step = {r.step: r for r in reasons if r.step}
+    seal = state.seal(name)
+    attempts = (
+        index.failed_attempts(repo.git, repo.gitdir, name, seal.contract_digest) if seal else {}
+    )
+    unresolved = index.unresolved(repo.git, repo.gitdir, name)
+    states: dict[str, str] = {}
+    for step in plan.steps:
+        entry = record.steps.get(step.id) if record else None
+        reason = by_step.get(step.id)
+        if reason is not None and reason.code == "evidence.expired":
+            states[step.id] = "expired"
+        elif reason is None and entry is not None and entry.proven:
+            states[step.id] = "verified"
+        elif step.id in unresolved and not step.idempotent:
+            states[step.id] = "unknown"
+        elif attempts.get(step.id, 0) >= step.max_attempts:
+            states[step.id] = "exhausted"
+        else:
+            states[step.id] = _STATE_OF.get(entry.status, "pending") if entry else "pending"
+    return states

@@ -1,0 +1,152 @@
+"""Running git: the one helper, with one environment policy.
+
+Standard library only, and light (the hooks' fast path uses it). Every git process gitaudit
+starts goes through :func:`run_git` or :func:`start_git`, so they all see the same environment:
+
+* Variables through which a caller points git at another repository, index, object store or path
+  prefix (set by git for a hook or an alias, by ``git -C``, or by anyone invoking gitaudit) are
+  dropped; the repository is always given explicitly (``--git-dir``/``cwd``). The object-store
+  variables are kept only inside a receive-pack quarantine (``GIT_QUARANTINE_PATH`` set, as git
+  does for a server hook), where they are how the pushed objects are seen.
+* ``GIT_NO_REPLACE_OBJECTS=1`` and an empty graft file: ``refs/replace/*`` and grafts never change
+  what gitaudit reads.
+* ``GIT_OPTIONAL_LOCKS=0``: a read-only command never rewrites (refreshes) an index.
+
+A failure names the command line: :class:`GitCommandError`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from gitaudit.errors import RepositoryError
+
+LOCATION_VARS = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_INDEX_VERSION",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_QUARANTINE_PATH",
+        "GIT_COMMON_DIR",
+        "GIT_PREFIX",
+        "GIT_IMPLICIT_WORK_TREE",
+        "GIT_INTERNAL_SUPER_PREFIX",
+        "GIT_SHALLOW_FILE",
+        "GIT_GRAFT_FILE",
+        "GIT_NAMESPACE",
+        "GIT_NO_REPLACE_OBJECTS",
+        "GIT_REPLACE_REF_BASE",
+        "GIT_LITERAL_PATHSPECS",
+        "GIT_GLOB_PATHSPECS",
+        "GIT_NOGLOB_PATHSPECS",
+        "GIT_ICASE_PATHSPECS",
+    }
+)
+QUARANTINE_VARS = frozenset(
+    {"GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_QUARANTINE_PATH"}
+)
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of every git process gitaudit starts (see the module docstring)."""
+    quarantined = "GIT_QUARANTINE_PATH" in os.environ
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in LOCATION_VARS or (quarantined and k in QUARANTINE_VARS)
+    }
+    env["GIT_NO_REPLACE_OBJECTS"] = "1"
+    env["GIT_GRAFT_FILE"] = os.devnull
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    if extra:
+        env.update(extra)
+    return env
+
+
+class GitCommandError(RepositoryError):
+    """A git command failed; the message names it."""
+
+
+class GitResult(NamedTuple):
+    """What one git process did (a NamedTuple, not a dataclass: the hooks' fast path stays
+    light)."""
+
+    argv: tuple[str, ...]
+    code: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def out(self) -> str:
+        return self.stdout.decode("utf-8", "surrogateescape")
+
+    @property
+    def err(self) -> str:
+        """git's messages on one line, without the ``fatal:``/``error:`` prefixes."""
+        text = self.stderr.decode("utf-8", "replace").strip()
+        lines = [ln.removeprefix("fatal: ").removeprefix("error: ") for ln in text.splitlines()]
+        return "; ".join(ln for ln in lines if ln) or f"git exited with {self.code}"
+
+    def error(self, what: str | None = None, hint: str | None = None) -> GitCommandError:
+        command = " ".join(self.argv)
+        return GitCommandError(f"{what or command}: {self.err}", hint=hint)
+
+
+def _argv(args: Sequence[str], git_dir: str | os.PathLike[str] | None) -> list[str]:
+    where = [f"--git-dir={os.fspath(git_dir)}"] if git_dir is not None else []
+    return ["git", *where, *args]
+
+
+def run_git(
+    args: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    git_dir: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    input: bytes | None = None,
+    check: bool = True,
+) -> GitResult:
+    """Run ``git [--git-dir=GIT_DIR] ARGS`` with :func:`git_env` (plus *env*). With *check*, a
+    non-zero exit raises :class:`GitCommandError` naming the command."""
+    argv = _argv(args, git_dir)
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=git_env(env),
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        if cwd is not None and not os.path.isdir(cwd):
+            raise RepositoryError(f"not a directory: {os.fspath(cwd)}") from exc
+        raise RepositoryError("git is not installed or not on PATH", hint="install git") from exc
+    result = GitResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+    if check and result.code != 0:
+        raise result.error()
+    return result
+
+
+def start_git(
+    args: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    git_dir: str | os.PathLike[str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``git ARGS`` (stdout piped, stderr discarded) to run beside others."""
+    return subprocess.Popen(
+        _argv(args, git_dir),
+        cwd=cwd,
+        env=git_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )

@@ -1,0 +1,40 @@
+"""Walking a ledger: the first-parent chain of an audit ref, newest first.
+
+Audit refs are linear chains of commits (each run or plans commit has at most one parent). Every
+walk over one goes through :func:`walk`, which reads each object once, names the ref in its
+errors, and (with ``linear``) refuses a merge instead of silently following its first parent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pygit2
+
+from gitaudit.errors import LedgerError
+
+
+def walk(
+    repo: pygit2.Repository,
+    tip: pygit2.Oid | None,
+    *,
+    stop: pygit2.Oid | None = None,
+    what: str = "ledger",
+    linear: bool = False,
+) -> Iterator[pygit2.Commit]:
+    """The commits from *tip* back along first parents, newest first, ending before *stop* (or
+    at the root). LedgerError for an object that is not a commit, or (``linear``) a merge."""
+    current = tip
+    while current is not None and current != stop:
+        obj = repo.get(current)
+        if not isinstance(obj, pygit2.Commit):
+            raise LedgerError(f"{what}: {str(current)[:12]} is not a commit")
+        if linear and len(obj.parent_ids) > 1:
+            raise LedgerError(f"{what}: {str(current)[:12]} is a merge; audit refs are linear")
+        yield obj
+        current = obj.parent_ids[0] if obj.parent_ids else None
+
+
+def count(repo: pygit2.Repository, tip: pygit2.Oid, stop: pygit2.Oid | None = None) -> int:
+    """How many commits :func:`walk` yields from *tip* to *stop*."""
+    return sum(1 for _ in walk(repo, tip, stop=stop))

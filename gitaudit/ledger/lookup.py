@@ -1,0 +1,136 @@
+"""The newest run of a plan for a tree: the lookup cache's answer, confirmed by the signed chain.
+
+The SQLite cache (:mod:`gitaudit.ledger.index`) is a file in the repository, not evidence: a
+process that can write ``.git/`` can edit it. So its answer is confirmed here before anyone
+relies on it. The run must be for this tree and contract (its ``run.json`` is signed), lie on the
+ledger's first-parent chain, and be the newest run for that tree: no commit between the tip and
+the run may carry the tree's and contract's trailers. The check reads one object per newer run,
+or past a few hundred, asks git's own log search (one walk in C).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from gitaudit.errors import LedgerError
+from gitaudit.git.call import run_git
+from gitaudit.ledger import chain, index
+from gitaudit.ledger.records import RunRecord
+from gitaudit.ledger.refs import read_ref, runs_ref
+from gitaudit.ledger.runs import read_run
+
+WALK_IN_PYTHON = 256
+
+
+@dataclass(frozen=True)
+class Found:
+    """The run found (None: no run of the plan for this tree under this contract) and the ledger
+    tip the answer holds for (None: the plan has no ledger)."""
+
+    record: RunRecord | None
+    tip: pygit2.Oid | None
+
+
+def find_run(
+    repo: pygit2.Repository,
+    gitdir: Path,
+    plan: str,
+    tree: str,
+    contract: str,
+    *,
+    pushed: pygit2.Oid | None = None,
+) -> Found:
+    """The newest run of *plan* for *tree* under *contract*: among the runs of a push being
+    received first (*pushed*, the pushed tip, which descends from the current ref), then on the
+    ledger itself through the lookup cache, whose answer is confirmed."""
+    if pushed is not None:
+        for commit in chain.walk(repo, pushed, stop=read_ref(repo, runs_ref(plan)), what=plan):
+            record = read_run(repo, commit.id)
+            if record.tree == tree and record.contract == contract:
+                return Found(record, pushed)
+    found, indexed_tip = index.lookup(repo, gitdir, plan, tree, contract)
+    if indexed_tip is None:
+        return Found(None, pushed)
+    tip = pygit2.Oid(hex=indexed_tip)  # the view the index answered from, not a later re-read
+    if found is None:
+        return Found(None, pushed or tip)
+    record = read_run(repo, found.commit)
+    confirm(repo, gitdir, tip, record, plan, tree, contract)
+    return Found(record, pushed or tip)
+
+
+def _edited(gitdir: Path) -> str:
+    return f"the cache was edited; delete {gitdir / 'gitaudit' / 'index.sqlite'} (it is rebuilt)"
+
+
+def confirm(
+    repo: pygit2.Repository,
+    gitdir: Path,
+    tip: pygit2.Oid,
+    record: RunRecord,
+    plan: str,
+    tree: str,
+    contract: str,
+) -> None:
+    """LedgerError unless *record* is the newest run for *tree* and *contract* on the
+    first-parent chain of *tip*."""
+    if record.tree != tree or record.contract != contract:
+        raise LedgerError(
+            f"the lookup cache names run {record.commit[:12]}, which is not evidence for tree "
+            f"{tree[:12]} under this contract",
+            hint=_edited(gitdir),
+        )
+    marker = f"Audit-Tree: {tree}\nAudit-Contract: {contract}\n"
+    for walked, commit in enumerate(chain.walk(repo, tip, what=plan)):
+        if str(commit.id) == record.commit:
+            return
+        if walked == WALK_IN_PYTHON:
+            _confirm_with_git(gitdir, commit.id, record.commit, plan, tree, contract)
+            return
+        if marker in commit.message:
+            raise LedgerError(
+                f"a newer run ({str(commit.id)[:12]}) than the one the lookup cache names exists "
+                f"for tree {tree[:12]}",
+                hint=_edited(gitdir),
+            )
+    raise LedgerError(
+        f"run {record.commit[:12]} named by the lookup cache is not on the ledger of {plan!r}",
+        hint=_edited(gitdir),
+    )
+
+
+def _confirm_with_git(
+    gitdir: Path, newest: pygit2.Oid, run: str, plan: str, tree: str, contract: str
+) -> None:
+    """The same confirmation for a run deep in the ledger, by git in one walk: the newest commit
+    on the first-parent chain of *newest* carrying both trailers of this tree and contract must
+    be *run* itself (so *run* is on the chain, and nothing newer is)."""
+    found = run_git(
+        [
+            "rev-list",
+            "--first-parent",
+            "--fixed-strings",
+            "--all-match",
+            "--max-count=1",
+            f"--grep=Audit-Tree: {tree}",
+            f"--grep=Audit-Contract: {contract}",
+            str(newest),
+        ],
+        git_dir=gitdir,
+        check=False,
+    )
+    newest_run = found.out.strip()
+    if found.code != 0 or newest_run != run:
+        detail = (
+            f"the newest is {newest_run[:12]}"
+            if newest_run
+            else "it is not on the ledger's first-parent chain"
+        )
+        raise LedgerError(
+            f"run {run[:12]} named by the lookup cache is not the newest run of {plan!r} for "
+            f"tree {tree[:12]} ({detail})",
+            hint=_edited(gitdir),
+        )

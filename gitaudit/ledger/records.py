@@ -1,0 +1,298 @@
+"""Run records: ``run.json`` parsed once, at the ledger boundary, into frozen typed objects.
+
+A run commit's ``run.json`` (format ``gitaudit.run/1``, documented in docs/ledger-format.md) is
+signed data, but its content is whatever the signer wrote. :func:`parse_run` checks every field
+the code relies on and turns a malformed record into one :class:`~gitaudit.errors.LedgerError`
+naming the commit and the JSON path; past this point nothing downstream needs a catch-all.
+Fields that later versions added (``route``, ``input_digest``, ``attempts_used``,
+``reconciled``) are optional; every field present must have its documented type. The raw
+document stays available as :attr:`RunRecord.doc` for display (``show --json``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gitaudit.errors import LedgerError
+from gitaudit.verdict import StepStatus, Verdict
+
+RUN_FORMAT = "gitaudit.run/1"
+
+
+@dataclass(frozen=True)
+class CheckEntry:
+    """One check's result as recorded (``result.json``)."""
+
+    check: str
+    outcome: str  # passed | failed | unknown | interrupted
+    message: str
+    exit_code: int | None
+    duration: float
+    stdout_bytes: int
+    stderr_bytes: int
+    stdout_truncated: bool
+    stderr_truncated: bool
+
+
+@dataclass(frozen=True)
+class UpstreamEntry:
+    """An upstream output contract re-executed right before a step."""
+
+    step: str
+    output: str
+    passed: bool
+    checks: tuple[CheckEntry, ...]
+
+
+@dataclass(frozen=True)
+class StepEntry:
+    status: StepStatus
+    title: str
+    reason: str
+    attempt: int | None
+    attempts_used: int
+    duration: float
+    carried_from: str | None
+    checks: tuple[CheckEntry, ...]
+    outputs: Mapping[str, tuple[CheckEntry, ...]]
+    upstream: tuple[UpstreamEntry, ...]
+    input_digest: str | None
+    reconciled: Mapping[str, str] | None
+
+    @property
+    def proven(self) -> bool:
+        return self.status.proven
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run commit as the gate, mission control and reviewers see it."""
+
+    commit: str
+    time: int  # the signed commit time
+    plan: str
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    contract: str
+    tree: str
+    head: str | None
+    seal_commit: str | None
+    seal_version: int | None
+    runner: str | None
+    steps: Mapping[str, StepEntry]
+    doc: Mapping[str, Any]  # the document as stored, for display only
+
+    def passed_steps(self) -> list[str]:
+        return [sid for sid, s in self.steps.items() if s.proven]
+
+
+class MalformedRun(LedgerError):
+    """A run record whose fields do not have their documented shape."""
+
+    def __init__(self, commit: str, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.commit = commit
+
+
+_REQUIRED = object()
+_BAD = object()  # what a converter returns for a value of the wrong type
+
+
+class _Reader:
+    """Typed access to one JSON document, naming the commit and the path of a bad field."""
+
+    def __init__(self, commit: str) -> None:
+        self.commit = commit
+
+    def fail(self, path: str, expected: str, value: object) -> MalformedRun:
+        found = "it is missing" if value is _REQUIRED else f"found {type(value).__name__}"
+        return MalformedRun(
+            self.commit,
+            f"run {self.commit[:12]}: run.json {path}: expected {expected}, {found}",
+            hint="the run record is malformed; re-run to record fresh evidence "
+            "(`git audit run`), and check the ledger with `git audit verify`",
+        )
+
+    def get(
+        self,
+        doc: Mapping[str, Any],
+        key: str,
+        path: str,
+        convert: Callable[[object], Any],
+        expected: str,
+        default: Any = _REQUIRED,
+    ) -> Any:
+        """``doc[key]`` converted; *default* when absent (a field without one is required)."""
+        where = f"{path}.{key}" if path else key
+        if key not in doc:
+            if default is _REQUIRED:
+                raise self.fail(where, expected, _REQUIRED)
+            return default
+        value = convert(doc[key])
+        if value is _BAD:
+            raise self.fail(where, expected, doc[key])
+        return value
+
+
+def _str(value: object) -> object:
+    return value if isinstance(value, str) else _BAD
+
+
+def _int(value: object) -> object:
+    return value if isinstance(value, int) and not isinstance(value, bool) else _BAD
+
+
+def _num(value: object) -> object:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return _BAD
+    return float(value)
+
+
+def _bool(value: object) -> object:
+    return value if isinstance(value, bool) else _BAD
+
+
+def _dict(value: object) -> object:
+    return value if isinstance(value, dict) else _BAD
+
+
+def _list(value: object) -> object:
+    return value if isinstance(value, list) else _BAD
+
+
+def _strings(value: object) -> object:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return _BAD
+    return tuple(value)
+
+
+def _nullable(convert: Callable[[object], object]) -> Callable[[object], object]:
+    return lambda value: None if value is None else convert(value)
+
+
+def _enum(kind: Callable[[str], object]) -> Callable[[object], object]:
+    def convert(value: object) -> object:
+        if not isinstance(value, str):
+            return _BAD
+        try:
+            return kind(value)
+        except ValueError:
+            return _BAD
+
+    return convert
+
+
+def _check(r: _Reader, raw: object, path: str) -> CheckEntry:
+    if not isinstance(raw, dict):
+        raise r.fail(path, "an object", raw)
+    doc: Mapping[str, Any] = raw
+    return CheckEntry(
+        check=r.get(doc, "check", path, _str, "a string", ""),
+        outcome=r.get(doc, "outcome", path, _str, "a string"),
+        message=r.get(doc, "message", path, _str, "a string", ""),
+        exit_code=r.get(doc, "exit_code", path, _nullable(_int), "an integer or null", None),
+        duration=r.get(doc, "duration", path, _num, "a number", 0.0),
+        stdout_bytes=r.get(doc, "stdout_bytes", path, _int, "an integer", 0),
+        stderr_bytes=r.get(doc, "stderr_bytes", path, _int, "an integer", 0),
+        stdout_truncated=r.get(doc, "stdout_truncated", path, _bool, "a boolean", False),
+        stderr_truncated=r.get(doc, "stderr_truncated", path, _bool, "a boolean", False),
+    )
+
+
+def _checks(r: _Reader, raw: object, path: str) -> tuple[CheckEntry, ...]:
+    if not isinstance(raw, list):
+        raise r.fail(path, "an array", raw)
+    items: list[Any] = raw
+    return tuple(_check(r, item, f"{path}[{n}]") for n, item in enumerate(items))
+
+
+def _upstream(r: _Reader, raw: object, path: str) -> UpstreamEntry:
+    if not isinstance(raw, dict):
+        raise r.fail(path, "an object", raw)
+    doc: Mapping[str, Any] = raw
+    return UpstreamEntry(
+        step=r.get(doc, "step", path, _str, "a string"),
+        output=r.get(doc, "output", path, _str, "a string"),
+        passed=r.get(doc, "passed", path, _bool, "a boolean"),
+        checks=_checks(r, doc.get("checks", []), f"{path}.checks"),
+    )
+
+
+def _step(r: _Reader, raw: object, path: str) -> StepEntry:
+    if not isinstance(raw, dict):
+        raise r.fail(path, "an object", raw)
+    doc: Mapping[str, Any] = raw
+    outputs_raw: Mapping[str, Any] = r.get(doc, "outputs", path, _dict, "an object", {})
+    upstream_raw: list[Any] = r.get(doc, "upstream", path, _list, "an array", [])
+    reconciled = r.get(doc, "reconciled", path, _nullable(_dict), "an object", None)
+    if reconciled is not None and not all(isinstance(v, str) for v in reconciled.values()):
+        raise r.fail(f"{path}.reconciled", "an object of strings", reconciled)
+    return StepEntry(
+        status=r.get(doc, "status", path, _enum(StepStatus), "a step status"),
+        title=r.get(doc, "title", path, _str, "a string", ""),
+        reason=r.get(doc, "reason", path, _str, "a string", ""),
+        attempt=r.get(doc, "attempt", path, _nullable(_int), "an integer or null", None),
+        attempts_used=r.get(doc, "attempts_used", path, _int, "an integer", 0),
+        duration=r.get(doc, "duration", path, _num, "a number", 0.0),
+        carried_from=r.get(doc, "carried_from", path, _nullable(_str), "a string or null", None),
+        checks=_checks(r, doc.get("checks", []), f"{path}.checks"),
+        outputs={
+            str(name): _checks(r, checks, f"{path}.outputs.{name}")
+            for name, checks in outputs_raw.items()
+        },
+        upstream=tuple(
+            _upstream(r, u, f"{path}.upstream[{n}]") for n, u in enumerate(upstream_raw)
+        ),
+        input_digest=r.get(doc, "input_digest", path, _nullable(_str), "a string or null", None),
+        reconciled=reconciled,
+    )
+
+
+def parse_run(commit: str, time: int, doc: object) -> RunRecord:
+    """The typed record of a run commit's ``run.json``; LedgerError naming the path of the first
+    malformed field."""
+    r = _Reader(commit)
+    if not isinstance(doc, dict) or doc.get("format") != RUN_FORMAT:
+        raise LedgerError(f"run {commit[:12]}: run.json is not a {RUN_FORMAT} record")
+    seal: Mapping[str, Any] = r.get(doc, "seal", "", _dict, "an object", {})
+    runner: Mapping[str, Any] = r.get(doc, "runner", "", _dict, "an object", {})
+    steps: Mapping[str, Any] = r.get(doc, "steps", "", _dict, "an object")
+    return RunRecord(
+        commit=commit,
+        time=time,
+        plan=r.get(doc, "plan", "", _str, "a string"),
+        verdict=r.get(doc, "verdict", "", _enum(Verdict), "a verdict"),
+        reasons=r.get(doc, "reasons", "", _strings, "an array of strings", ()),
+        contract=r.get(doc, "contract_digest", "", _str, "a string"),
+        tree=r.get(doc, "tree", "", _str, "a string"),
+        head=r.get(doc, "head", "", _nullable(_str), "a string or null", None),
+        seal_commit=r.get(seal, "commit", "seal", _str, "a string", None),
+        seal_version=r.get(seal, "version", "seal", _int, "an integer", None),
+        runner=r.get(runner, "name", "runner", _str, "a string", None),
+        steps={str(sid): _step(r, entry, f"steps.{sid}") for sid, entry in steps.items()},
+        doc=doc,
+    )
+
+
+def lookup_keys(doc: object) -> tuple[str, str, str, dict[str, tuple[str, str]]] | None:
+    """What the lookup cache indexes a run by: (tree, contract, verdict, step -> (status, input
+    digest)), read leniently: a run whose other fields are malformed must still be found for its
+    tree, so that the gate judges it (and FAILs it) instead of missing it. None when even these
+    cannot be read."""
+    if not isinstance(doc, dict):
+        return None
+    tree, contract, verdict = doc.get("tree"), doc.get("contract_digest"), doc.get("verdict")
+    if not (isinstance(tree, str) and isinstance(contract, str) and isinstance(verdict, str)):
+        return None
+    steps: dict[str, tuple[str, str]] = {}
+    raw_steps = doc.get("steps")
+    for sid, entry in (raw_steps if isinstance(raw_steps, dict) else {}).items():
+        if isinstance(entry, dict):
+            status, digest = entry.get("status"), entry.get("input_digest")
+            steps[str(sid)] = (
+                status if isinstance(status, str) else "?",
+                digest if isinstance(digest, str) else "",
+            )
+    return tree, contract, verdict, steps
