@@ -1,6 +1,8 @@
 """Ed25519 signing in OpenSSH formats, so plain ``git verify-commit`` and ``ssh-keygen -Y`` agree.
 
-* :mod:`gitaudit.crypto.keys`: public keys, openssh-key-v1 private keys, signers, key lookup;
+* :mod:`gitaudit.crypto.wire`: the SSH wire format and armour, the Ed25519 key-type constants;
+* :mod:`gitaudit.crypto.pubkey`: Ed25519 public keys, their OpenSSH text and fingerprints;
+* :mod:`gitaudit.crypto.keys`: openssh-key-v1 private keys, signers, key files, key lookup;
 * :mod:`gitaudit.crypto.sshsig`: SSHSIG signatures (PROTOCOL.sshsig);
 * :mod:`gitaudit.crypto.allowed_signers`: OpenSSH allowed-signers files;
 * :mod:`gitaudit.crypto.commits`: SSH-signed commit objects, as ``git commit -S`` writes them.
@@ -21,7 +23,6 @@ from gitaudit.crypto.keys import (
     Ed25519Signer,
     GeneratedKey,
     LocalKey,
-    PublicKey,
     Signer,
     SshKeygenSigner,
     generate_key,
@@ -29,6 +30,7 @@ from gitaudit.crypto.keys import (
     load_signer,
     resolve_signer,
 )
+from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.sshsig import sign_raw, verify, verify_with
 from gitaudit.home import gitaudit_home
 

@@ -1,30 +1,22 @@
-"""Ed25519 keys in OpenSSH formats, the signers built on them, and where gitaudit finds them.
+"""Ed25519 private keys, the signers built on them, and where gitaudit finds them.
 
-Formats implemented here (wire level only; Ed25519 itself is PyNaCl):
-
-* RFC 4253 wire strings (``uint32`` length + bytes) and the ``ssh-ed25519`` public key blob;
-* the one-line OpenSSH public key (``ssh-ed25519 AAAA... comment``) and its SHA256 fingerprint,
-  exactly as ``ssh-keygen -lf`` prints it;
 * the ``openssh-key-v1`` private key container of OpenSSH's PROTOCOL.key (cipher and kdf
   ``none`` when we write it; encrypted keys are recognised and handed to ``ssh-keygen``).
 
+The wire format is :mod:`gitaudit.crypto.wire`, public keys :mod:`gitaudit.crypto.pubkey`.
 Private keys live outside any work tree, by default under :func:`gitaudit_home` ``/keys``.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
 import os
 import re
 import shutil
 import stat
-import struct
 import subprocess
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -32,14 +24,21 @@ import nacl.exceptions
 import nacl.signing
 import pygit2
 
+from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.crypto.wire import (
+    KEY_TYPE,
+    PUBLIC_KEY_LEN,
+    SEED_LEN,
+    WireFormatError,
+    WireReader,
+    armour,
+    dearmour,
+    ssh_string,
+    ssh_uint32,
+)
 from gitaudit.errors import KeyMaterialError, SignatureError
 from gitaudit.home import gitaudit_home
 
-KEY_TYPE = "ssh-ed25519"
-PUBLIC_KEY_LEN = 32
-SEED_LEN = 32
-SIGNATURE_LEN = 64
-ARMOUR_WIDTH = 70
 PRIVATE_KEY_LABEL = "OPENSSH PRIVATE KEY"
 OPENSSH_KEY_MAGIC = b"openssh-key-v1\x00"
 KEYS_DIRNAME = "keys"
@@ -47,181 +46,6 @@ ENV_SIGNING_KEY = "GITAUDIT_SIGNING_KEY"
 _PRIVATE_BLOCK_SIZE = 8  # cipher "none" pads the private section to 8 bytes
 _KEY_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _GENERATE_HINT = "run `git audit keys generate` or set audit.signingKey"
-
-
-# --------------------------------------------------------------------------- wire format
-
-
-class WireFormatError(ValueError):
-    """Malformed or truncated SSH wire data; callers turn it into a domain error with context."""
-
-
-def ssh_string(data: bytes) -> bytes:
-    """Encode *data* as an RFC 4253 ``string``: a big-endian uint32 length, then the bytes."""
-    return struct.pack(">I", len(data)) + data
-
-
-def ssh_uint32(value: int) -> bytes:
-    """Encode *value* as an RFC 4253 ``uint32``."""
-    return struct.pack(">I", value)
-
-
-class WireReader:
-    """Sequential, bounds-checked reader for RFC 4253 wire data."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self._pos = 0
-
-    def take(self, size: int, what: str) -> bytes:
-        """Read exactly *size* raw bytes; *what* names the field in the error."""
-        if size > len(self._data) - self._pos:
-            raise WireFormatError(f"truncated {what}")
-        chunk = self._data[self._pos : self._pos + size]
-        self._pos += size
-        return chunk
-
-    def uint32(self, what: str) -> int:
-        """Read a big-endian uint32."""
-        value: int = struct.unpack(">I", self.take(4, what))[0]
-        return value
-
-    def string(self, what: str) -> bytes:
-        """Read a length-prefixed ``string``."""
-        return self.take(self.uint32(what), what)
-
-    def text(self, what: str) -> str:
-        """Read a ``string`` that must be ASCII (algorithm and type names)."""
-        raw = self.string(what)
-        try:
-            return raw.decode("ascii")
-        except UnicodeDecodeError:
-            raise WireFormatError(f"{what} is not ASCII") from None
-
-    def remaining(self) -> int:
-        """Number of bytes not read yet."""
-        return len(self._data) - self._pos
-
-    def rest(self) -> bytes:
-        """Consume and return every remaining byte."""
-        return self.take(self.remaining(), "remainder")
-
-    def finish(self, what: str) -> None:
-        """Require that every byte was consumed."""
-        if self.remaining():
-            raise WireFormatError(f"{self.remaining()} trailing bytes after {what}")
-
-
-def armour(label: str, blob: bytes) -> str:
-    """PEM-style armour as OpenSSH writes it: base64 wrapped at 70 columns, final newline."""
-    b64 = base64.b64encode(blob).decode("ascii")
-    lines = [b64[i : i + ARMOUR_WIDTH] for i in range(0, len(b64), ARMOUR_WIDTH)]
-    return f"-----BEGIN {label}-----\n" + "\n".join(lines) + f"\n-----END {label}-----\n"
-
-
-def dearmour(text: str, label: str) -> bytes:
-    """Strictly undo :func:`armour`: BEGIN line, base64 lines, END line, optional final newline.
-
-    ``\\r\\n`` line ends and trailing blank lines are tolerated; anything else raises
-    :class:`WireFormatError` with the reason.
-    """
-    begin, end = f"-----BEGIN {label}-----", f"-----END {label}-----"
-    lines = text.replace("\r\n", "\n").rstrip("\n").split("\n")
-    if lines[0] != begin:
-        if begin in text:
-            raise WireFormatError(f"unexpected text before '{begin}'")
-        raise WireFormatError(f"missing '{begin}' line")
-    if lines[-1] != end:
-        if end in text:
-            raise WireFormatError(f"unexpected text after '{end}'")
-        raise WireFormatError(f"truncated {label.lower()} armour (no '{end}' line)")
-    body = lines[1:-1]
-    if not body:
-        raise WireFormatError(f"empty {label.lower()} armour")
-    for number, line in enumerate(body, start=2):
-        if not line or len(line) > 76:
-            raise WireFormatError(f"armour line {number} has bad length {len(line)}")
-    try:
-        return base64.b64decode("".join(body), validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise WireFormatError(f"invalid base64 in armour ({exc})") from None
-
-
-# --------------------------------------------------------------------------- public keys
-
-
-@dataclass(frozen=True)
-class PublicKey:
-    """An Ed25519 public key. Equality and hashing use the 32 raw bytes only, never the comment."""
-
-    raw: bytes
-    comment: str = field(default="", compare=False)
-
-    def __post_init__(self) -> None:
-        if len(self.raw) != PUBLIC_KEY_LEN:
-            raise KeyMaterialError(
-                f"an Ed25519 public key is {PUBLIC_KEY_LEN} bytes, got {len(self.raw)}"
-            )
-        if "\n" in self.comment or "\r" in self.comment:
-            raise KeyMaterialError("a public key comment cannot contain a line break")
-
-    def wire(self) -> bytes:
-        """The SSH wire blob: ``string "ssh-ed25519"`` + ``string raw``."""
-        return ssh_string(KEY_TYPE.encode()) + ssh_string(self.raw)
-
-    def openssh(self) -> str:
-        """``ssh-ed25519 AAAA... comment`` (the comment is left out when empty)."""
-        text = f"{KEY_TYPE} {base64.b64encode(self.wire()).decode('ascii')}"
-        return f"{text} {self.comment}" if self.comment else text
-
-    def fingerprint(self) -> str:
-        """``SHA256:<unpadded base64>``, the second field of ``ssh-keygen -lf``."""
-        digest = hashlib.sha256(self.wire()).digest()
-        return "SHA256:" + base64.b64encode(digest).decode("ascii").rstrip("=")
-
-    def with_comment(self, comment: str) -> PublicKey:
-        """The same key with another comment."""
-        return PublicKey(self.raw, comment)
-
-    @classmethod
-    def from_wire(cls, blob: bytes, comment: str = "") -> PublicKey:
-        """Parse an ``ssh-ed25519`` wire blob strictly (type, 32-byte key, nothing after)."""
-        reader = WireReader(blob)
-        try:
-            key_type = reader.text("public key type")
-            if key_type != KEY_TYPE:
-                raise KeyMaterialError(
-                    f"unsupported key type '{key_type}': gitaudit uses Ed25519 keys ({KEY_TYPE})"
-                )
-            raw = reader.string("Ed25519 public key")
-            reader.finish("the public key blob")
-        except WireFormatError as exc:
-            raise KeyMaterialError(f"malformed public key blob: {exc}") from None
-        if len(raw) != PUBLIC_KEY_LEN:
-            raise KeyMaterialError(
-                f"an Ed25519 public key is {PUBLIC_KEY_LEN} bytes, got {len(raw)}"
-            )
-        return cls(raw, comment)
-
-    @classmethod
-    def from_openssh(cls, text: str) -> PublicKey:
-        """Parse ``ssh-ed25519 BASE64 [comment]``, also with git's literal ``key::`` prefix."""
-        line = text.strip()
-        line = line.removeprefix("key::").strip()
-        parts = line.split(None, 2)
-        if not parts:
-            raise KeyMaterialError("empty public key")
-        if parts[0] != KEY_TYPE:
-            raise KeyMaterialError(
-                f"unsupported key type '{parts[0][:40]}': gitaudit uses Ed25519 keys ({KEY_TYPE})"
-            )
-        if len(parts) < 2:
-            raise KeyMaterialError(f"'{KEY_TYPE}' is not followed by the base64 key")
-        try:
-            blob = base64.b64decode(parts[1], validate=True)
-        except (binascii.Error, ValueError):
-            raise KeyMaterialError("public key is not valid base64") from None
-        return cls.from_wire(blob, parts[2].strip() if len(parts) > 2 else "")
 
 
 # --------------------------------------------------------------------------- openssh-key-v1

@@ -14,15 +14,9 @@ from hypothesis import strategies as st
 
 from gitaudit.crypto import sshsig
 from gitaudit.crypto.allowed_signers import format_allowed_signers
-from gitaudit.crypto.keys import (
-    Ed25519Signer,
-    PublicKey,
-    armour,
-    decode_private_key,
-    load_signer,
-    ssh_string,
-    ssh_uint32,
-)
+from gitaudit.crypto.keys import Ed25519Signer, decode_private_key, load_signer
+from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.crypto.wire import armour, ssh_string, ssh_uint32
 from gitaudit.errors import KeyMaterialError, SignatureError
 from tests.crypto import keygen, keygen_sign, keygen_verify
 
