@@ -25,7 +25,8 @@ import pytest
 from pygit2.enums import ObjectType
 
 from gitaudit.crypto.commits import create_signed_commit
-from gitaudit.crypto.keys import Ed25519Signer, Signer, generate_key, load_signer
+from gitaudit.crypto.keystore import generate_key, load_signer
+from gitaudit.crypto.signers import Ed25519Signer, Signer
 from gitaudit.gate.assess import GateResult, PlanVerdict, assess
 from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger.objects import dumps, read_files, write_tree
