@@ -122,7 +122,7 @@ def generate_runs(repo_path: Path, count: int, distinct: int, *, seed: int = 0) 
     import pygit2
 
     from gitaudit.crypto.commits import create_signed_commit
-    from gitaudit.crypto.keys import keys_dir, load_signer
+    from gitaudit.crypto.keystore import keys_dir, load_signer
     from gitaudit.git.repo import open_repo
     from gitaudit.ledger.objects import dumps, read_files, write_tree
     from gitaudit.ledger.refs import cas_update, read_ref

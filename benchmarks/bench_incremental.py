@@ -121,7 +121,7 @@ def change(repo: Path, folder: int, note: str) -> None:
 
 def in_process_run(repo: Path, jobs: int) -> tuple[float, float, list[str]]:
     """One incremental run through ``run_plan`` in this process: (call, step span, executed)."""
-    from gitaudit.crypto.keys import keys_dir, load_signer
+    from gitaudit.crypto.keystore import keys_dir, load_signer
     from gitaudit.git.repo import open_repo
     from gitaudit.run.recorder import run_plan
 

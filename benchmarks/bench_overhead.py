@@ -80,7 +80,7 @@ def main() -> int:
         loop, cli = medians["loop"], medians["cli"]
         target = 2 * loop + 1.0
 
-        from gitaudit.crypto.keys import keys_dir, load_signer
+        from gitaudit.crypto.keystore import keys_dir, load_signer
         from gitaudit.git.repo import open_repo
         from gitaudit.run.recorder import run_plan
 

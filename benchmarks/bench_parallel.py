@@ -59,7 +59,7 @@ def main() -> int:
 
         baseline = timed_run(["sleep", "1"], repo)
 
-        from gitaudit.crypto.keys import keys_dir, load_signer
+        from gitaudit.crypto.keystore import keys_dir, load_signer
         from gitaudit.git.repo import open_repo
         from gitaudit.run.recorder import run_plan
 

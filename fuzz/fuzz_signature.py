@@ -35,13 +35,15 @@ if atheris is not None:
         from gitaudit.crypto import sshsig
         from gitaudit.crypto.allowed_signers import parse_allowed_signers
         from gitaudit.crypto.commits import split_signature
-        from gitaudit.crypto.keys import Ed25519Signer, armour, dearmour
+        from gitaudit.crypto.signers import Ed25519Signer
+        from gitaudit.crypto.wire import armour, dearmour
         from gitaudit.errors import KeyMaterialError, SignatureError
 else:
     from gitaudit.crypto import sshsig
     from gitaudit.crypto.allowed_signers import parse_allowed_signers
     from gitaudit.crypto.commits import split_signature
-    from gitaudit.crypto.keys import Ed25519Signer, armour, dearmour
+    from gitaudit.crypto.signers import Ed25519Signer
+    from gitaudit.crypto.wire import armour, dearmour
     from gitaudit.errors import KeyMaterialError, SignatureError
 
 SEED = bytes(range(32))  # the same fixed key as tests/fuzz: reproducible signatures

@@ -126,7 +126,7 @@ def write_seeds() -> None:
     import fuzz_signature
 
     from gitaudit.crypto.allowed_signers import format_allowed_signers
-    from gitaudit.crypto.keys import Ed25519Signer
+    from gitaudit.crypto.signers import Ed25519Signer
 
     plan_dir, sig_dir = HERE / "seeds" / "plan", HERE / "seeds" / "signature"
     for folder in (plan_dir, sig_dir):

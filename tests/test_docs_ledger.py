@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from gitaudit.crypto.keys import Ed25519Signer
+from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger.plansref import SealRecord
 from gitaudit.ledger.seals import seal_plan, trust_init

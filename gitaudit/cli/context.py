@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gitaudit.crypto.keys import Signer, resolve_signer
+from gitaudit.crypto.resolve import resolve_signer
+from gitaudit.crypto.signers import Signer
 from gitaudit.git.repo import Repo, open_repo
 
 

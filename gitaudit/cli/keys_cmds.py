@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from gitaudit.cli.common import CONTEXT, JsonOpt, emit_json, say
-from gitaudit.crypto.keys import generate_key, keys_dir, list_local_keys
+from gitaudit.crypto.keystore import generate_key, keys_dir, list_local_keys
 from gitaudit.errors import GitAuditError
 from gitaudit.git.repo import open_repo
 from gitaudit.home import gitaudit_home

@@ -25,7 +25,7 @@ from gitaudit.cli.common import (
     signer_for,
     warn,
 )
-from gitaudit.crypto.keys import generate_key, list_local_keys
+from gitaudit.crypto.keystore import generate_key, list_local_keys
 from gitaudit.errors import ExitCode, GitAuditError, UsageError
 from gitaudit.gate.judge import judge
 from gitaudit.hooks.install import (

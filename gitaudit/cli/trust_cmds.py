@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from gitaudit.cli.common import CONTEXT, KeyOpt, repo_here, say, signer_for
-from gitaudit.crypto.keys import PublicKey
+from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import UsageError
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.seals import set_policy, trust_add, trust_init, trust_remove

@@ -1,6 +1,11 @@
 """Ed25519 signing in OpenSSH formats, so plain ``git verify-commit`` and ``ssh-keygen -Y`` agree.
 
-* :mod:`gitaudit.crypto.keys`: public keys, openssh-key-v1 private keys, signers, key lookup;
+* :mod:`gitaudit.crypto.wire`: the SSH wire format and armour, the Ed25519 key-type constants;
+* :mod:`gitaudit.crypto.pubkey`: Ed25519 public keys, their OpenSSH text and fingerprints;
+* :mod:`gitaudit.crypto.keyfile`: openssh-key-v1 private key files;
+* :mod:`gitaudit.crypto.signers`: the Signer protocol, in-process and ``ssh-keygen`` signers;
+* :mod:`gitaudit.crypto.keystore`: gitaudit's key directory: generate, list and load keys;
+* :mod:`gitaudit.crypto.resolve`: which key signs (``--key``, environment, git config);
 * :mod:`gitaudit.crypto.sshsig`: SSHSIG signatures (PROTOCOL.sshsig);
 * :mod:`gitaudit.crypto.allowed_signers`: OpenSSH allowed-signers files;
 * :mod:`gitaudit.crypto.commits`: SSH-signed commit objects, as ``git commit -S`` writes them.
@@ -17,18 +22,16 @@ from gitaudit.crypto.commits import (
     read_commit_signature,
     verify_commit,
 )
-from gitaudit.crypto.keys import (
-    Ed25519Signer,
+from gitaudit.crypto.keystore import (
     GeneratedKey,
     LocalKey,
-    PublicKey,
-    Signer,
-    SshKeygenSigner,
     generate_key,
     list_local_keys,
     load_signer,
-    resolve_signer,
 )
+from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.crypto.resolve import resolve_signer
+from gitaudit.crypto.signers import Ed25519Signer, Signer, SshKeygenSigner
 from gitaudit.crypto.sshsig import sign_raw, verify, verify_with
 from gitaudit.home import gitaudit_home
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable
 
-from gitaudit.crypto.keys import KEY_TYPE, PublicKey
+from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.crypto.wire import KEY_TYPE
 from gitaudit.errors import KeyMaterialError
 
 AllowedSigner = tuple[str, PublicKey, dict[str, str | None]]

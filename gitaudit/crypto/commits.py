@@ -16,7 +16,8 @@ import pygit2
 from pygit2.enums import ObjectType
 
 from gitaudit.crypto import sshsig
-from gitaudit.crypto.keys import PublicKey, Signer
+from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.crypto.signers import Signer
 from gitaudit.errors import RepositoryError, SignatureError
 
 NAMESPACE = "git"

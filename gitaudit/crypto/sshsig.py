@@ -25,11 +25,11 @@ from dataclasses import dataclass
 import nacl.exceptions
 import nacl.signing
 
-from gitaudit.crypto.keys import (
+from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.crypto.wire import (
     KEY_TYPE,
     SEED_LEN,
     SIGNATURE_LEN,
-    PublicKey,
     WireFormatError,
     WireReader,
     armour,

@@ -17,7 +17,8 @@ from typing import Any
 import pygit2
 
 from gitaudit.crypto.commits import create_signed_commit, verify_commit
-from gitaudit.crypto.keys import PublicKey, Signer
+from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, SealError, TrustError
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import watermark

@@ -17,7 +17,7 @@ import pygit2
 
 from gitaudit.checks.execute import CheckResult
 from gitaudit.crypto.commits import create_signed_commit
-from gitaudit.crypto.keys import Signer
+from gitaudit.crypto.signers import Signer
 from gitaudit.errors import LedgerError
 from gitaudit.ledger.objects import blob_at, commit_of, dumps, loads, write_tree
 from gitaudit.ledger.records import RunRecord, parse_run

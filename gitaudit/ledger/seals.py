@@ -12,7 +12,8 @@ from typing import Any
 
 import pygit2
 
-from gitaudit.crypto.keys import PublicKey, Signer
+from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.crypto.signers import Signer
 from gitaudit.errors import PlanError, SealError, TrustError
 from gitaudit.git.repo import Repo
 from gitaudit.ledger.objects import commit_of, dumps

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pygit2
 
 from gitaudit.crypto.commits import create_signed_commit
-from gitaudit.crypto.keys import Signer
+from gitaudit.crypto.signers import Signer
 from gitaudit.errors import LedgerError
 from gitaudit.git.call import run_git
 from gitaudit.git.repo import Repo

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import pygit2
 
 from gitaudit.crypto.allowed_signers import format_allowed_signers, parse_allowed_signers
-from gitaudit.crypto.keys import PublicKey
+from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError, TrustError
 from gitaudit.ledger.objects import blob_at, dumps, loads
 from gitaudit.plan.digest import canonical, sha256

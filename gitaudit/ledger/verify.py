@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pygit2
 
 from gitaudit.crypto.commits import verify_commit
-from gitaudit.crypto.keys import PublicKey
+from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import watermark

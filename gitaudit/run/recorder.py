@@ -17,7 +17,8 @@ from typing import Any
 
 from gitaudit import __version__
 from gitaudit.crypto.commits import verify_commit
-from gitaudit.crypto.keys import PublicKey, Signer
+from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, RunError, UsageError
 from gitaudit.git.fingerprint import changed_paths, workspace_fingerprint
 from gitaudit.git.repo import Repo

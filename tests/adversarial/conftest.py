@@ -25,7 +25,8 @@ import pytest
 from pygit2.enums import ObjectType
 
 from gitaudit.crypto.commits import create_signed_commit
-from gitaudit.crypto.keys import Ed25519Signer, Signer, generate_key, load_signer
+from gitaudit.crypto.keystore import generate_key, load_signer
+from gitaudit.crypto.signers import Ed25519Signer, Signer
 from gitaudit.gate.judge import judge
 from gitaudit.gate.result import GateResult, PlanVerdict
 from gitaudit.git.repo import Repo, open_repo

@@ -12,7 +12,8 @@ from typing import Any
 import pygit2
 
 from gitaudit.crypto.commits import create_signed_commit
-from gitaudit.crypto.keys import Ed25519Signer, Signer, keys_dir, load_signer
+from gitaudit.crypto.keystore import keys_dir, load_signer
+from gitaudit.crypto.signers import Ed25519Signer, Signer
 from gitaudit.git.repo import open_repo
 from gitaudit.hooks.entry import claims_completion
 from gitaudit.ledger.objects import dumps, read_files, write_tree

@@ -11,7 +11,8 @@ from gitaudit.crypto.allowed_signers import (
     keys_for_namespace,
     parse_allowed_signers,
 )
-from gitaudit.crypto.keys import Ed25519Signer, PublicKey
+from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.errors import KeyMaterialError
 from tests.crypto import keygen, keygen_verify
 

@@ -19,7 +19,9 @@ from gitaudit.crypto.commits import (
     split_signature,
     verify_commit,
 )
-from gitaudit.crypto.keys import Ed25519Signer, PublicKey, generate_key, load_signer
+from gitaudit.crypto.keystore import generate_key, load_signer
+from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.errors import RepositoryError, SignatureError
 from tests.conftest import PINNED_DATE
 from tests.crypto import keygen, keygen_verify, libgit2_home, run

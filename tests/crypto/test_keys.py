@@ -12,20 +12,11 @@ import pytest
 
 from gitaudit.crypto import sshsig
 from gitaudit.crypto.allowed_signers import format_allowed_signers
-from gitaudit.crypto.keys import (
-    Ed25519Signer,
-    PublicKey,
-    SshKeygenSigner,
-    WireFormatError,
-    armour,
-    decode_private_key,
-    encode_private_key,
-    generate_key,
-    keys_dir,
-    list_local_keys,
-    load_signer,
-    ssh_string,
-)
+from gitaudit.crypto.keyfile import decode_private_key, encode_private_key
+from gitaudit.crypto.keystore import generate_key, keys_dir, list_local_keys, load_signer
+from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.crypto.signers import Ed25519Signer, SshKeygenSigner
+from gitaudit.crypto.wire import WireFormatError, armour, ssh_string
 from gitaudit.errors import KeyMaterialError
 from gitaudit.home import gitaudit_home
 from tests.crypto import (

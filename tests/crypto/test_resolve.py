@@ -8,13 +8,9 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gitaudit.crypto.keys import (
-    Ed25519Signer,
-    GeneratedKey,
-    SshKeygenSigner,
-    generate_key,
-    resolve_signer,
-)
+from gitaudit.crypto.keystore import GeneratedKey, generate_key
+from gitaudit.crypto.resolve import resolve_signer
+from gitaudit.crypto.signers import Ed25519Signer, SshKeygenSigner
 from gitaudit.errors import KeyMaterialError
 from tests.crypto import keygen, libgit2_home
 from tests.gitrepo import GitRepo

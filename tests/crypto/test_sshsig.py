@@ -14,15 +14,11 @@ from hypothesis import strategies as st
 
 from gitaudit.crypto import sshsig
 from gitaudit.crypto.allowed_signers import format_allowed_signers
-from gitaudit.crypto.keys import (
-    Ed25519Signer,
-    PublicKey,
-    armour,
-    decode_private_key,
-    load_signer,
-    ssh_string,
-    ssh_uint32,
-)
+from gitaudit.crypto.keyfile import decode_private_key
+from gitaudit.crypto.keystore import load_signer
+from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.crypto.signers import Ed25519Signer
+from gitaudit.crypto.wire import armour, ssh_string, ssh_uint32
 from gitaudit.errors import KeyMaterialError, SignatureError
 from tests.crypto import keygen, keygen_sign, keygen_verify
 

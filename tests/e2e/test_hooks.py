@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from gitaudit.crypto.commits import create_signed_commit
-from gitaudit.crypto.keys import Ed25519Signer
+from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.git.repo import open_repo
 from tests.e2e.conftest import PLAN, Setup
 from tests.gitrepo import audit
@@ -174,7 +174,7 @@ def test_plans_change_signed_by_a_runner_key_is_rejected(setup: Setup, tmp_path)
     assert setup.push("origin", "refs/audit/plans").returncode == 0
     repo = open_repo(setup.client.path)
     tip = repo.git.references["refs/audit/plans"].target
-    from gitaudit.crypto.keys import load_signer
+    from gitaudit.crypto.keystore import load_signer
 
     runner = load_signer(tmp_path / "ci")
     forged = create_signed_commit(

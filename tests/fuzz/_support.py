@@ -346,7 +346,7 @@ GATE_PLAN: dict[str, Any] = {
 @cache
 def gate_world() -> GateWorld:
     """Built on first use, inside a test (so under the hermetic HOME of ``tests/conftest.py``)."""
-    from gitaudit.crypto.keys import Ed25519Signer
+    from gitaudit.crypto.signers import Ed25519Signer
     from gitaudit.git.repo import open_repo
     from gitaudit.ledger.seals import seal_plan, trust_init
     from gitaudit.plan.catalog import check_worktree
@@ -394,7 +394,7 @@ def gate_world() -> GateWorld:
 
 @cache
 def gate_signer() -> Any:
-    from gitaudit.crypto.keys import Ed25519Signer
+    from gitaudit.crypto.signers import Ed25519Signer
 
     return Ed25519Signer(SEED, comment="fuzz")
 

@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gitaudit.crypto.allowed_signers import format_allowed_signers, parse_allowed_signers
-from gitaudit.crypto.keys import Ed25519Signer, PublicKey
+from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.errors import KeyMaterialError, LedgerError, SealError, SignatureError, TrustError
 from gitaudit.ledger import index
 from gitaudit.ledger.objects import dumps

@@ -20,7 +20,8 @@ from pygit2.enums import ObjectType
 
 from gitaudit.crypto import sshsig
 from gitaudit.crypto.commits import NAMESPACE, create_signed_commit, split_signature
-from gitaudit.crypto.keys import Ed25519Signer, WireReader, armour, dearmour
+from gitaudit.crypto.signers import Ed25519Signer
+from gitaudit.crypto.wire import WireReader, armour, dearmour
 from gitaudit.errors import SignatureError
 from tests.fuzz._support import SEED, bare_repo, commit_files
 

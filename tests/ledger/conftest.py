@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gitaudit.crypto.keys import Ed25519Signer
+from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger.seals import trust_init
 from tests.gitrepo import GitRepo

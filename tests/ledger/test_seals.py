@@ -10,7 +10,7 @@ import pygit2
 import pytest
 
 from gitaudit.crypto.commits import create_signed_commit
-from gitaudit.crypto.keys import Ed25519Signer
+from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.errors import LedgerError, PlanError, SealError, TrustError
 from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger.objects import write_tree

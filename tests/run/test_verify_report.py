@@ -7,7 +7,7 @@ import json
 import pygit2
 
 from gitaudit.crypto.commits import create_signed_commit
-from gitaudit.crypto.keys import Ed25519Signer
+from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.git.repo import open_repo
 from tests.gitrepo import GitRepo, audit
 from tests.run.conftest import Sealer, make_plan, run_step
