@@ -161,7 +161,7 @@ def test_scenario_blocked_explanation_reads_exactly(
 
 
 # ---------------------------------------------------------------------------------------------
-# Semantics the brief left open (documented in gitaudit/mission.py)
+# Semantics the brief left open (documented in gitaudit/mission/__init__.py)
 
 
 def test_clause_need_rendering() -> None:
