@@ -30,12 +30,12 @@ from gitaudit.mission import (
     impact,
     impact_paths,
     invalidated_states,
-    matches_input,
     route_search,
     routes,
     steps_for_paths,
 )
 from gitaudit.plan.graph import optional_steps
+from gitaudit.plan.inputs import matches_input
 from gitaudit.plan.load import load_plan
 from gitaudit.plan.model import Plan
 
@@ -161,7 +161,7 @@ def test_scenario_blocked_explanation_reads_exactly(
 
 
 # ---------------------------------------------------------------------------------------------
-# Semantics the brief left open (documented in gitaudit/mission.py)
+# Semantics the brief left open (documented in gitaudit/mission/__init__.py)
 
 
 def test_clause_need_rendering() -> None:

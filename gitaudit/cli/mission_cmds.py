@@ -1,4 +1,4 @@
-"""Mission control: `git audit next`, `route` and `impact` (see gitaudit/mission.py)."""
+"""Mission control: `git audit next`, `route` and `impact` (see gitaudit/mission/)."""
 
 from __future__ import annotations
 
