@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from gitaudit.mission.states import UNUSABLE, VERIFIED, _state_of
 from gitaudit.plan.graph import optional_steps, topological_order
 from gitaudit.plan.model import Plan, Step, StepId
+from gitaudit.verdict import mandatory_coverage
 
 
 @dataclass(frozen=True)
@@ -112,10 +113,8 @@ class _Space:
             optional = optional_steps(self.plan)
             units = [i for i, sid in enumerate(self.order) if sid not in optional]
             requirement_clauses = []
-            for req in self.plan.requirements:
-                if not req.mandatory:
-                    continue
-                covering = [self.pos[s.id] for s in self.plan.covering_steps(req.id)]
+            for _req, steps in mandatory_coverage(self.plan):
+                covering = [self.pos[s.id] for s in steps]
                 if any(self.verified[i] for i in covering):
                     continue
                 alts = tuple(sorted({i for i in covering if self.viable[i]}))
@@ -136,13 +135,8 @@ class _Space:
         remaining = sorted(ids)
         support: set[int] = set(remaining) | set(goal.verified_units)
         if goal.whole_plan:
-            for req in self.plan.requirements:
-                if req.mandatory:
-                    support.update(
-                        self.pos[s.id]
-                        for s in self.plan.covering_steps(req.id)
-                        if self.verified[self.pos[s.id]]
-                    )
+            for _req, steps in mandatory_coverage(self.plan):
+                support.update(self.pos[s.id] for s in steps if self.verified[self.pos[s.id]])
         todo = list(support)
         while todo:
             i = todo.pop()
