@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,18 +75,64 @@ class CliResult:
 
 
 def audit(
-    cwd: Path, *args: str, env: dict[str, str] | None = None, input: str | None = None
+    cwd: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+    process: bool = False,
 ) -> CliResult:
-    """Run the real ``git-audit`` entry point (``python -m gitaudit``) in *cwd*."""
-    import sys
+    """Run the ``git-audit`` command line in *cwd*: in this process by default (the command's
+    real entry point, :func:`gitaudit.cli.main`, with its output captured), or with *process* as
+    ``python -m gitaudit`` in a child process (for end-to-end tests of the installed command)."""
+    if process or os.environ.get("GITAUDIT_TEST_SUBPROCESS"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "gitaudit", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **(env or {})},
+            input=input,
+            check=False,
+        )
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+    return _audit_here(cwd, list(args), env or {}, input)
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "gitaudit", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        input=input,
-        check=False,
-    )
-    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+def _audit_here(cwd: Path, args: list[str], env: dict[str, str], input: str | None) -> CliResult:
+    import contextlib
+    import io
+
+    from gitaudit.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env = {k: os.environ.get(k) for k in env}
+    saved_cwd, saved_stdin = os.getcwd(), sys.stdin
+    os.environ.update(env)
+    sys.stdin = io.StringIO(input or "")
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(args)
+                code = 0
+            except SystemExit as exc:
+                code = _exit_status(exc.code)
+    finally:
+        os.chdir(saved_cwd)
+        sys.stdin = saved_stdin
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def _exit_status(code: object) -> int:
+    """What a process exiting with SystemExit(code) would return."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1

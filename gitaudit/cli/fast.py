@@ -1,108 +1,38 @@
-"""A fast path for `status`, `verify` and `run` that does not import typer.
+"""A fast path for the hot commands (`run`, `status`, `verify`, `--version`) without typer.
 
-typer (and the pydantic it now builds parameters with) costs a few hundred milliseconds at
-start-up; the gate is run by hooks and CI loops. Only the exact documented forms are handled
-here; anything else (``-h``, a typo, an unknown option) falls through to the typer application,
-which owns help and usage errors.
+typer (and the pydantic it builds parameters with) costs a few hundred milliseconds at start-up;
+the gate is run by hooks and CI loops. The commands' grammar is declared once, in
+:mod:`gitaudit.cli.grammar`; anything it does not recognise (``-h``, a typo, an unknown option)
+falls through to the typer application, which owns help and usage errors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
-from gitaudit.cli import reading
-
-
-def _parse(rest: Sequence[str], positional: int) -> tuple[list[str], str | None, bool] | None:
-    args: list[str] = []
-    plan: str | None = None
-    as_json = False
-    items = list(rest)
-    while items:
-        item = items.pop(0)
-        if item == "--json":
-            as_json = True
-        elif item in ("--plan", "-p") and items and not items[0].startswith("-"):
-            plan = items.pop(0)
-        elif item.startswith("--plan="):
-            plan = item.split("=", 1)[1]
-        elif item.startswith("-"):
-            return None
-        else:
-            args.append(item)
-    if len(args) > positional:
-        return None
-    return args, plan, as_json
-
-
-def _parse_run(rest: Sequence[str]) -> dict[str, Any] | None:
-    """`run [STEP...] [--plan N] [--jobs N] [--force] [--fresh] [--json] [--key PATH]`."""
-    opts: dict[str, Any] = {
-        "steps": [],
-        "plan": None,
-        "jobs": None,
-        "force": False,
-        "fresh": False,
-        "as_json": False,
-        "key": None,
-    }
-    items = list(rest)
-    while items:
-        item = items.pop(0)
-        flag = {"--force": "force", "--fresh": "fresh", "--json": "as_json"}.get(item)
-        if flag:
-            opts[flag] = True
-        elif item in ("--plan", "-p", "--jobs", "-j", "--key", "-k"):
-            if not items or items[0].startswith("-"):
-                return None
-            value = items.pop(0)
-            if item in ("--jobs", "-j"):
-                if not value.isdigit() or int(value) < 1:
-                    return None
-                opts["jobs"] = int(value)
-            elif item in ("--key", "-k"):
-                opts["key"] = Path(value)
-            else:
-                opts["plan"] = value
-        elif item.startswith("-"):
-            return None
-        else:
-            opts["steps"].append(item)
-    return opts
+from gitaudit.cli import grammar
 
 
 def try_fast(argv: Sequence[str]) -> int | None:
     """The exit code when *argv* is a fast command, else None (let typer handle it)."""
     rest = [a for a in argv if a != "--debug"]
-    if not rest:
+    if rest == ["--version"]:
+        from gitaudit import __version__
+        from gitaudit.cli.output import say
+
+        say(f"gitaudit {__version__}")
+        return 0
+    if not rest or rest[0] not in grammar.FAST:
         return None
-    command, rest = rest[0], rest[1:]
-    if command == "status":
-        parsed = _parse(rest, positional=1)
-        if parsed is None:
-            return None
-        args, plan, as_json = parsed
-        return reading.status(args[0] if args else None, plan, as_json)
-    if command == "run":
-        opts = _parse_run(rest)
-        if opts is None:
-            return None
+    values = grammar.FAST[rest[0]].parse(rest[1:])
+    if values is None:
+        return None
+    if rest[0] == "run":
         from gitaudit.cli import running
 
-        return running.run(
-            opts["steps"] or None,
-            opts["plan"],
-            opts["jobs"],
-            opts["force"],
-            opts["fresh"],
-            opts["as_json"],
-            opts["key"],
-        )
-    if command == "verify":
-        parsed = _parse(rest, positional=0)
-        if parsed is None or parsed[1] is not None:
-            return None
-        return reading.verify(parsed[2])
-    return None
+        return running.run(**values)
+    from gitaudit.cli import reading
+
+    if rest[0] == "status":
+        return reading.status(**values)
+    return reading.verify(**values)

@@ -6,12 +6,10 @@ from typing import Annotated
 
 import typer
 
-from gitaudit.cli import reading
-from gitaudit.cli.common import JsonOpt, PlanOpt, emit_json, exit_with, repo_here
+from gitaudit.cli import grammar, reading
+from gitaudit.cli.common import JsonOpt, PlanOpt, emit_json, exit_with, repo_here, typer_param
 
-RevArg = Annotated[
-    str | None, typer.Argument(help="Judge this commit's tree (default: the work tree).")
-]
+RevArg = Annotated[str | None, typer_param(grammar.REV)]
 
 
 def status_cmd(rev: RevArg = None, plan: PlanOpt = None, as_json: JsonOpt = False) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gitaudit.cli import running
+from gitaudit.cli import grammar, running
 from gitaudit.cli.common import (
     JsonOpt,
     KeyOpt,
@@ -17,6 +17,7 @@ from gitaudit.cli.common import (
     repo_here,
     say,
     signer_for,
+    typer_param,
 )
 from gitaudit.errors import UsageError
 from gitaudit.ledger import index
@@ -25,26 +26,15 @@ from gitaudit.ledger.runs import read_run, resolve_run
 from gitaudit.plan.store import discover_worktree
 from gitaudit.run.recorder import run_plan
 
+RUN = grammar.RUN
+
 
 def run_cmd(
-    steps: Annotated[
-        list[str] | None,
-        typer.Argument(help="Run only these steps (others carry verified evidence for this tree)."),
-    ] = None,
+    steps: Annotated[list[str] | None, typer_param(RUN.param("steps"))] = None,
     plan: PlanOpt = None,
-    jobs: Annotated[
-        int | None,
-        typer.Option("--jobs", "-j", help="Steps run in parallel (default: CPUs).", min=1),
-    ] = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Run exhausted steps again (recorded in the evidence).")
-    ] = False,
-    fresh: Annotated[
-        bool,
-        typer.Option(
-            "--fresh", help="Re-run steps whose inputs are unchanged instead of carrying."
-        ),
-    ] = False,
+    jobs: Annotated[int | None, typer_param(RUN.param("jobs"))] = None,
+    force: Annotated[bool, typer_param(RUN.param("force"))] = False,
+    fresh: Annotated[bool, typer_param(RUN.param("fresh"))] = False,
     as_json: JsonOpt = False,
     key: KeyOpt = None,
 ) -> None:

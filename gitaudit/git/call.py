@@ -5,9 +5,9 @@ starts goes through :func:`run_git` or :func:`start_git`, so they all see the sa
 
 * Variables through which a caller points git at another repository, index, object store or path
   prefix (set by git for a hook or an alias, by ``git -C``, or by anyone invoking gitaudit) are
-  dropped; the repository is always given explicitly (``--git-dir``/``cwd``). The object-store
-  variables are kept only inside a receive-pack quarantine (``GIT_QUARANTINE_PATH`` set, as git
-  does for a server hook), where they are how the pushed objects are seen.
+  dropped; the repository is always given explicitly (``--git-dir``/``cwd``). A server hook sees
+  the quarantined objects of a push through pygit2 (:func:`gitaudit.git.repo.open_repo` with
+  ``from_env``); no git process of gitaudit needs them.
 * ``GIT_NO_REPLACE_OBJECTS=1`` and an empty graft file: ``refs/replace/*`` and grafts never change
   what gitaudit reads.
 * ``GIT_OPTIONAL_LOCKS=0``: a read-only command never rewrites (refreshes) an index.
@@ -48,19 +48,11 @@ LOCATION_VARS = frozenset(
         "GIT_ICASE_PATHSPECS",
     }
 )
-QUARANTINE_VARS = frozenset(
-    {"GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_QUARANTINE_PATH"}
-)
 
 
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of every git process gitaudit starts (see the module docstring)."""
-    quarantined = "GIT_QUARANTINE_PATH" in os.environ
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in LOCATION_VARS or (quarantined and k in QUARANTINE_VARS)
-    }
+    env = {k: v for k, v in os.environ.items() if k not in LOCATION_VARS}
     env["GIT_NO_REPLACE_OBJECTS"] = "1"
     env["GIT_GRAFT_FILE"] = os.devnull
     env["GIT_OPTIONAL_LOCKS"] = "0"
