@@ -48,9 +48,6 @@ app.command("push")(setup_cmds.push_cmd)
 app.command("init")(setup_cmds.init_cmd)
 app.add_typer(setup_cmds.hooks_app, name="hooks")
 
-_state = {"debug": False}
-
-
 def _version(value: bool) -> None:
     if value:
         say(f"gitaudit {__version__}")
@@ -67,5 +64,7 @@ def _root(
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
 ) -> None:
-    """gitaudit: sealed plans, signed evidence runs and a completion gate, all in git."""
-    _state["debug"] = debug
+    """gitaudit: sealed plans, signed evidence runs and a completion gate, all in git.
+
+    ``--debug`` is read by :func:`gitaudit.cli.main` before typer runs; it is declared here so
+    that help shows it and typer accepts it."""

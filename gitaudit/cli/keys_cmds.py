@@ -11,8 +11,8 @@ from gitaudit.cli.common import CONTEXT, JsonOpt, emit_json, say
 from gitaudit.crypto.keystore import generate_key, keys_dir, list_local_keys
 from gitaudit.errors import GitAuditError
 from gitaudit.git.repo import open_repo
-from gitaudit.home import gitaudit_home
 from gitaudit.ledger.plansref import read_state
+from gitaudit.places import gitaudit_home
 
 app = typer.Typer(
     help="Generate and list Ed25519 signing keys.", context_settings=CONTEXT, no_args_is_help=True

@@ -33,7 +33,7 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.resolve import resolve_signer
 from gitaudit.crypto.signers import Ed25519Signer, Signer, SshKeygenSigner
 from gitaudit.crypto.sshsig import sign_raw, verify, verify_with
-from gitaudit.home import gitaudit_home
+from gitaudit.places import gitaudit_home
 
 __all__ = [
     "Ed25519Signer",

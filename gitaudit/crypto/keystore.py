@@ -18,7 +18,7 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Ed25519Signer, Signer, SshKeygenSigner
 from gitaudit.crypto.wire import SEED_LEN, WireFormatError
 from gitaudit.errors import KeyMaterialError
-from gitaudit.home import gitaudit_home
+from gitaudit.places import gitaudit_home
 
 KEYS_DIRNAME = "keys"
 GENERATE_HINT = "run `git audit keys generate` or set audit.signingKey"

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 from gitaudit import __version__
 from gitaudit.git.call import start_git
-from gitaudit.home import home_dir
+from gitaudit.places import home_dir, state_dir
 
 FORMAT = 1
 FILENAME = "memo.json"
@@ -141,7 +141,7 @@ def snapshot(
         refs.append((name, oid))
     found, workdir = lines[0], lines[1]
     try:
-        with open(os.path.join(found, "gitaudit", "watermarks.json"), "rb") as handle:
+        with open(os.path.join(state_dir(found), "watermarks.json"), "rb") as handle:
             marks = handle.read()
     except FileNotFoundError:
         marks = b""
@@ -216,7 +216,7 @@ def _mac(key: bytes, entry: Entry) -> str:
 
 
 def _path(gitdir: str) -> str:
-    return os.path.join(gitdir, "gitaudit", FILENAME)
+    return os.path.join(state_dir(gitdir), FILENAME)
 
 
 def _entries(gitdir: str) -> list[dict[str, object]]:

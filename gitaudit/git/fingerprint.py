@@ -48,6 +48,7 @@ from pathlib import Path
 
 from gitaudit.errors import RepositoryError
 from gitaudit.git.call import GitResult, run_git
+from gitaudit.places import STATE_DIRNAME
 
 __all__ = [
     "EMPTY_TREE",
@@ -61,7 +62,7 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 """The id of the empty tree: the fingerprint of an empty work tree (SHA-1 repositories)."""
 EMPTY_TREE_SHA256 = "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"
 
-PRIVATE_DIR = "gitaudit"
+PRIVATE_DIR = STATE_DIRNAME
 """Directory under the (per-worktree) git dir for gitaudit's private files; git never reads it."""
 
 TEMP_PREFIX = "fingerprint-"

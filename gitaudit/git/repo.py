@@ -9,6 +9,7 @@ from pathlib import Path
 import pygit2
 
 from gitaudit.errors import RepositoryError
+from gitaudit.places import state_dir
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class Repo:
     @property
     def state_dir(self) -> Path:
         """``<gitdir>/gitaudit``: private caches (fingerprint index, lookups, high-water marks)."""
-        return self.gitdir / "gitaudit"
+        return Path(state_dir(self.gitdir))
 
     def require_workdir(self) -> Path:
         if self.workdir is None:

@@ -234,18 +234,15 @@ def _ff_commits(git: pygit2.Repository, old: str, new: str) -> list[pygit2.Commi
     """The commits an update adds (oldest first), or why it is not a fast-forward."""
     import pygit2
 
-    current: pygit2.Oid | None = pygit2.Oid(hex=new)
+    from gitaudit.errors import LedgerError
+    from gitaudit.ledger import chain
+
     stop = None if old == ZERO else pygit2.Oid(hex=old)
-    added: list[pygit2.Commit] = []
-    while current is not None and current != stop:
-        obj = git.get(current)
-        if not isinstance(obj, pygit2.Commit):
-            return f"{str(current)[:12]} is not a commit"
-        if len(obj.parent_ids) > 1:
-            return f"{str(current)[:12]} is a merge; audit refs are linear"
-        added.append(obj)
-        current = obj.parent_ids[0] if obj.parent_ids else None
-    if current != stop:
+    try:
+        added, reached = chain.segment(git, pygit2.Oid(hex=new), stop, what="ref", linear=True)
+    except LedgerError as exc:
+        return exc.message.removeprefix("ref: ")
+    if not reached:
         return "not a fast-forward (audit refs never move backwards)"
     added.reverse()
     return added

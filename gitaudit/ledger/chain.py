@@ -35,6 +35,22 @@ def walk(
         current = obj.parent_ids[0] if obj.parent_ids else None
 
 
+def segment(
+    repo: pygit2.Repository,
+    tip: pygit2.Oid,
+    stop: pygit2.Oid | None,
+    *,
+    what: str = "ledger",
+    linear: bool = False,
+) -> tuple[list[pygit2.Commit], bool]:
+    """The commits from *tip* back to *stop* (exclusive), newest first, and whether the walk
+    reached *stop* (with *stop* None: the root, always)."""
+    commits = list(walk(repo, tip, stop=stop, what=what, linear=linear))
+    if stop is None or tip == stop:
+        return commits, True
+    return commits, bool(commits) and commits[-1].parent_ids[:1] == [stop]
+
+
 def count(repo: pygit2.Repository, tip: pygit2.Oid, stop: pygit2.Oid | None = None) -> int:
     """How many commits :func:`walk` yields from *tip* to *stop*."""
     return sum(1 for _ in walk(repo, tip, stop=stop))

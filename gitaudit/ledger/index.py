@@ -18,10 +18,14 @@ from pathlib import Path
 
 import pygit2
 
+from gitaudit.errors import LedgerError
+from gitaudit.ledger import chain
 from gitaudit.ledger.objects import blob_at, loads
 from gitaudit.ledger.records import lookup_keys
 from gitaudit.ledger.refs import read_ref, runs_ref
+from gitaudit.places import state_dir
 
+FILENAME = "index.sqlite"
 SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (plan TEXT PRIMARY KEY, tip TEXT NOT NULL, count INTEGER NOT NULL);
@@ -55,7 +59,7 @@ class IndexedRun:
 
 @contextlib.contextmanager
 def _db(gitdir: Path) -> Iterator[sqlite3.Connection]:
-    path = gitdir / "gitaudit" / "index.sqlite"
+    path = Path(state_dir(gitdir)) / FILENAME
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=30, isolation_level=None)
     try:
@@ -105,16 +109,15 @@ def sync(repo: pygit2.Repository, gitdir: Path, plan: str) -> str | None:
                 conn.execute("COMMIT")
                 return str(tip)
             new: list[pygit2.Commit] = []
-            current: pygit2.Oid | None = tip
-            known = row[0] if row else None
-            while current is not None and str(current) != known:
-                obj = repo.get(current)
-                if not isinstance(obj, pygit2.Commit):
-                    break
-                new.append(obj)
-                current = obj.parent_ids[0] if obj.parent_ids else None
+            known = pygit2.Oid(hex=row[0]) if row else None
+            walked = chain.walk(repo, tip, stop=known, what=runs_ref(plan))
+            try:
+                new.extend(walked)
+                reached = known is not None and bool(new) and new[-1].parent_ids[:1] == [known]
+            except LedgerError:  # not a commit: index what came before it, from scratch
+                reached = False
             base = 0
-            if row is not None and current is not None and str(current) == known:
+            if row is not None and reached:
                 base = int(row[1])
             else:
                 _clear(conn, plan)  # the ref was rewritten: rebuild this plan's rows

@@ -10,6 +10,7 @@ or past a few hundred, asks git's own log search (one walk in C).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from gitaudit.ledger import chain, index
 from gitaudit.ledger.records import RunRecord
 from gitaudit.ledger.refs import read_ref, runs_ref
 from gitaudit.ledger.runs import read_run
+from gitaudit.places import state_dir
 
 WALK_IN_PYTHON = 256
 
@@ -63,7 +65,8 @@ def find_run(
 
 
 def _edited(gitdir: Path) -> str:
-    return f"the cache was edited; delete {gitdir / 'gitaudit' / 'index.sqlite'} (it is rebuilt)"
+    cache = os.path.join(state_dir(gitdir), index.FILENAME)
+    return f"the cache was edited; delete {cache} (it is rebuilt)"
 
 
 def confirm(

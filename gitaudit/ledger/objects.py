@@ -71,20 +71,6 @@ def blob_at(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> bytes | No
     return obj.data if isinstance(obj, pygit2.Blob) else None
 
 
-def json_at(repo: pygit2.Repository, tree: pygit2.Tree, path: str, what: str) -> Any:
-    """Parsed JSON at *path*, or None when absent; LedgerError naming the object when malformed."""
-    data = blob_at(repo, tree, path)
-    if data is None:
-        return None
-    try:
-        return loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise LedgerError(
-            f"{what}: {path} in tree {str(tree.id)[:12]} is not valid JSON ({exc})",
-            hint="the ledger was edited by hand or is corrupt; restore the ref from a good copy",
-        ) from exc
-
-
 def loads(data: bytes | str) -> Any:
     """json.loads for ledger files: anything unparsable (including nesting deep enough to
     exhaust the parser) is a ValueError, which every caller turns into a precise error."""

@@ -21,7 +21,7 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, SealError, TrustError
 from gitaudit.git.repo import Repo
-from gitaudit.ledger import watermark
+from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.objects import commit_of, loads, read_files, write_tree
 from gitaudit.ledger.refs import PLANS_REF, RefConflict, cas_update, read_ref
 from gitaudit.ledger.trust import (
@@ -218,22 +218,16 @@ def verify_chain(
 
     Returns the state at *tip*. TrustError names the first bad commit (oldest first).
     """
-    chain: list[pygit2.Commit] = []
-    current: pygit2.Oid | None = tip
-    while current is not None and current != stop_at:
-        commit = commit_of(repo, current, PLANS_REF)
-        if len(commit.parent_ids) > 1:
-            raise TrustError(
-                f"plans commit {str(commit.id)[:12]} is a merge; the plans ref is linear"
-            )
-        chain.append(commit)
-        current = commit.parent_ids[0] if commit.parent_ids else None
-    if stop_at is not None and current != stop_at:
+    try:
+        commits, reached = chain.segment(repo, tip, stop_at, what=PLANS_REF, linear=True)
+    except LedgerError as exc:
+        raise TrustError(exc.message) from None
+    if not reached:
         raise TrustError(f"{PLANS_REF} does not descend from {str(stop_at)[:12]}")
-    chain.reverse()
+    commits.reverse()
     parent_state = state_at(repo, commit_of(repo, stop_at, PLANS_REF)) if stop_at else None
     state = parent_state
-    for commit in chain:
+    for commit in commits:
         where = f"plans commit {str(commit.id)[:12]}"
         # the signature first (judged by the parent's sealers), the content only after it:
         # nothing an unsigned commit holds is evaluated

@@ -16,7 +16,8 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import PlanError, SealError, TrustError
 from gitaudit.git.repo import Repo
-from gitaudit.ledger.objects import commit_of, dumps
+from gitaudit.ledger import chain
+from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.plansref import (
     PlansState,
     SealRecord,
@@ -332,12 +333,7 @@ def history(repo: Repo, name: str | None = None) -> list[HistoryEntry]:
     Each version is attributed to the commit that introduced it (the oldest commit carrying it).
     """
     state = read_state(repo)
-    commits: list[pygit2.Commit] = []
-    current = state.tip
-    while current is not None:
-        commit = commit_of(repo.git, current, PLANS_REF)
-        commits.append(commit)
-        current = commit.parent_ids[0] if commit.parent_ids else None
+    commits = list(chain.walk(repo.git, state.tip, what=PLANS_REF))
     seen: set[tuple[str, int]] = set()
     out: list[HistoryEntry] = []
     for commit in reversed(commits):

@@ -24,8 +24,7 @@ from gitaudit.crypto.signers import Signer
 from gitaudit.errors import LedgerError
 from gitaudit.git.call import run_git
 from gitaudit.git.repo import Repo
-from gitaudit.ledger import watermark
-from gitaudit.ledger.objects import commit_of
+from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.refs import (
     MIRROR,
     PLANS_REF,
@@ -68,14 +67,7 @@ def _local_only(
     git: pygit2.Repository, local: pygit2.Oid, remote: pygit2.Oid
 ) -> list[pygit2.Commit]:
     base = git.merge_base(local, remote)
-    out: list[pygit2.Commit] = []
-    current: pygit2.Oid | None = local
-    while current is not None and current != base:
-        commit = commit_of(git, current, "run")
-        out.append(commit)
-        current = commit.parent_ids[0] if commit.parent_ids else None
-    out.reverse()
-    return out
+    return list(reversed(list(chain.walk(git, local, stop=base, what="runs"))))
 
 
 def reconcile_with(repo: Repo, remote: str, signer: Signer | None) -> list[SyncAction]:

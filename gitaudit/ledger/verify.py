@@ -21,7 +21,7 @@ from gitaudit.crypto.commits import verify_commit
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError
 from gitaudit.git.repo import Repo
-from gitaudit.ledger import watermark
+from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.plansref import sealed_contract, state_at, verify_chain
 from gitaudit.ledger.refs import PLANS_REF, RUNS_PREFIX, list_refs, read_ref
@@ -51,13 +51,10 @@ def _runner_keys(repo: pygit2.Repository, tip: pygit2.Oid | None) -> list[Public
     """Every key that was a runner on any version of the plans ref (old evidence stays valid
     after a key is retired; the gate itself only accepts currently trusted runners)."""
     keys: list[PublicKey] = []
-    current = tip
-    while current is not None:
-        commit = commit_of(repo, current, PLANS_REF)
+    for commit in chain.walk(repo, tip, what=PLANS_REF):
         for key in state_at(repo, commit).trust.with_role("runner"):
             if key not in keys:
                 keys.append(key)
-        current = commit.parent_ids[0] if commit.parent_ids else None
     return keys
 
 
@@ -104,7 +101,7 @@ def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
                 state = verify_chain(
                     git, plans_tip, stop_at=stop, pinned_root=repo.config("audit.rootKey")
                 )
-                report.verified[PLANS_REF] = _count(git, plans_tip, stop)
+                report.verified[PLANS_REF] = chain.count(git, plans_tip, stop)
             else:
                 state = state_at(git, commit_of(git, plans_tip, PLANS_REF))
                 report.verified[PLANS_REF] = 0
@@ -124,23 +121,16 @@ def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
             continue
         run_mark = marks.get(ref)
         stop = pygit2.Oid(hex=run_mark) if run_mark else None
-        current: pygit2.Oid | None = tip
         count, problem = 0, None
-        while current is not None and current != stop:
-            try:
-                commit = commit_of(git, current, ref)
-                if len(commit.parent_ids) > 1:
-                    problem = f"{ref}: {str(current)[:12]} is a merge; the ledger is linear"
-                    break
+        try:
+            for commit in chain.walk(git, tip, stop=stop, what=ref, linear=True):
                 verify_commit(git, commit.id, runners)
                 problem = _check_run_tree(git, commit)
                 if problem:
                     break
-            except GitAuditError as exc:
-                problem = f"{ref}: {exc.message}"
-                break
-            count += 1
-            current = commit.parent_ids[0] if commit.parent_ids else None
+                count += 1
+        except GitAuditError as exc:
+            problem = exc.message if exc.message.startswith(ref) else f"{ref}: {exc.message}"
         report.verified[ref] = count
         if problem:
             report.problems.append(problem)
@@ -150,12 +140,3 @@ def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
         watermark.record(repo.gitdir, new_marks, "verified", git)
     report.seconds = time.monotonic() - started
     return report
-
-
-def _count(git: pygit2.Repository, tip: pygit2.Oid, stop: pygit2.Oid | None) -> int:
-    n, current = 0, tip
-    while current is not None and current != stop:
-        n += 1
-        commit = commit_of(git, current, "ref")
-        current = commit.parent_ids[0] if commit.parent_ids else None  # type: ignore[assignment]
-    return n

@@ -21,12 +21,13 @@ from typing import Literal
 import pygit2
 
 from gitaudit.errors import LedgerError
+from gitaudit.places import state_dir
 
 FILENAME = "watermarks.json"
 
 
 def _path(gitdir: Path) -> Path:
-    return gitdir / "gitaudit" / FILENAME
+    return Path(state_dir(gitdir)) / FILENAME
 
 
 Kind = Literal["verified", "seen"]
@@ -127,13 +128,6 @@ def _points_at(repo: pygit2.Repository, ref: str, value: str) -> bool:
         return str(repo.references[ref].resolve().target) == value
     except (KeyError, pygit2.GitError):
         return False
-
-
-def reset(gitdir: Path, ref: str, seen: str) -> None:
-    """After a deliberate rewrite (replaying local runs onto a remote ledger): forget what was
-    verified for *ref* and remember only the new tip as seen."""
-    with _locked(gitdir):
-        _reset(gitdir, ref, seen)
 
 
 def _reset(gitdir: Path, ref: str, seen: str) -> None:

@@ -18,17 +18,3 @@ def parse_duration(text: str) -> int | None:
         total += int(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
     return total or None
-
-
-def format_duration(seconds: float) -> str:
-    """The largest exact unit spelling, e.g. 5400 -> ``1h30m``."""
-    rest = int(seconds)
-    if rest <= 0:
-        return "0s"
-    parts = []
-    for unit in ("w", "d", "h", "m", "s"):
-        size = _UNITS[unit]
-        if rest >= size:
-            parts.append(f"{rest // size}{unit}")
-            rest %= size
-    return "".join(parts)

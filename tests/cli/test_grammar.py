@@ -4,6 +4,7 @@ the fast path must agree on every parameter."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer.main

@@ -18,7 +18,7 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Ed25519Signer, SshKeygenSigner
 from gitaudit.crypto.wire import WireFormatError, armour, ssh_string
 from gitaudit.errors import KeyMaterialError
-from gitaudit.home import gitaudit_home
+from gitaudit.places import gitaudit_home
 from tests.crypto import (
     SSH_ADD,
     SSH_KEYGEN,
