@@ -28,14 +28,12 @@ from gitaudit.git import fingerprint
 from gitaudit.git.fingerprint import (
     EMPTY_TREE,
     PRIVATE_DIR,
-    STALE_AFTER_SECONDS,
-    VERIFIED_MARKER,
-    WARM_PREFIX,
     Fingerprint,
     changed_paths,
     tree_of,
     workspace_fingerprint,
 )
+from gitaudit.git.index_files import STALE_AFTER_SECONDS, VERIFIED_MARKER, WARM_PREFIX
 from tests.gitrepo import GitRepo, git
 
 ROOT = Path(__file__).resolve().parent.parent

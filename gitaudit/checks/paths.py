@@ -4,8 +4,9 @@ A plan is data that may come from anyone who can push a branch, and its checks' 
 signed. A ``cwd`` of ``../other-repo`` or a ``path`` symlinked to ``/etc`` would make evidence
 about files outside the commit being audited, so every such path goes through two gates:
 
-* :func:`check_relative_spec`, a pure lexical check with no filesystem access, used when a plan is
-  validated: non-empty, no NUL byte, encodable as a file name, relative, no ``..`` component.
+* :func:`gitaudit.plan.paths.check_relative_spec`, a pure lexical check with no filesystem
+  access, used when a plan is validated: non-empty, no NUL byte, encodable as a file name,
+  relative, no ``..`` component.
 * :func:`confine`, used when a check is about to run: the lexical check again, then the path is
   resolved with every symlink followed (including symlinked parent directories) and must still
   lie inside the resolved workspace.
@@ -27,32 +28,7 @@ import os
 from pathlib import Path
 
 from gitaudit.errors import CheckError
-
-HINT = "use a path relative to the repository root without '..'"
-
-
-def check_relative_spec(rel: str) -> str | None:
-    """Return why ``rel`` is not an acceptable workspace-relative path, or None if it is.
-
-    Purely lexical (never touches the filesystem), so a plan can be validated anywhere. The
-    message starts with the offending value; callers prefix what it is (``cwd``, ``path``...).
-    ``.`` (the workspace root itself) is accepted.
-    """
-    if not isinstance(rel, str):
-        return f"{rel!r} is not a string"
-    if rel == "":
-        return "'' is empty"
-    if "\0" in rel:
-        return f"{rel!r} contains a NUL byte"
-    try:
-        os.fsencode(rel)
-    except UnicodeError:
-        return f"{rel!r} is not a valid file name (it contains unencodable characters)"
-    if rel.startswith("/"):
-        return f"{rel!r} escapes the workspace: it is an absolute path"
-    if ".." in rel.split("/"):
-        return f"{rel!r} escapes the workspace: it contains a '..' component"
-    return None
+from gitaudit.plan.paths import HINT, check_relative_spec
 
 
 def is_within(root: Path, p: Path) -> bool:

@@ -48,6 +48,7 @@ app.command("push")(setup_cmds.push_cmd)
 app.command("init")(setup_cmds.init_cmd)
 app.add_typer(setup_cmds.hooks_app, name="hooks")
 
+
 def _version(value: bool) -> None:
     if value:
         say(f"gitaudit {__version__}")

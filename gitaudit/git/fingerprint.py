@@ -41,13 +41,14 @@ import contextlib
 import hashlib
 import os
 import secrets
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from gitaudit.errors import RepositoryError
+from gitaudit.git import index_files
 from gitaudit.git.call import GitResult, run_git
+from gitaudit.git.index_files import TEMP_PREFIX, VERIFIED_MARKER, WARM_PREFIX
 from gitaudit.places import STATE_DIRNAME
 
 __all__ = [
@@ -64,16 +65,6 @@ EMPTY_TREE_SHA256 = "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74dec
 
 PRIVATE_DIR = STATE_DIRNAME
 """Directory under the (per-worktree) git dir for gitaudit's private files; git never reads it."""
-
-TEMP_PREFIX = "fingerprint-"
-"""Per-process temporary files; any older than :data:`STALE_AFTER_SECONDS` are debris."""
-STALE_AFTER_SECONDS = 15 * 60
-
-VERIFIED_MARKER = "fingerprint.verified"
-"""``<identity> <entries> <check>`` of the last user index found intact and free of index flags."""
-
-WARM_PREFIX = "warm-"
-"""Reusable private indexes, named after the user-index version and settings they belong to."""
 
 # Settings forced on the git processes that touch the private index.  The split index would make
 # git create `sharedindex.*` files in the user's git dir (and hide the true entry count); sparse
@@ -194,114 +185,6 @@ def _locate(repo_path: Path | str) -> _Layout:
     )
 
 
-# --------------------------------------------------------------------------- private index files
-
-
-def _copy_open_file(src_fd: int, st: os.stat_result, dst: Path) -> None:
-    """Copy the open file *src_fd* to the new file *dst*, giving it the source's timestamps.
-
-    The mtime matters: git treats entries whose mtime is not older than the index file as
-    "racily clean" and re-checks their content.  A copy stamped "now" would make those entries
-    look safely clean and could hide an edit made in the same second as the index was written.
-    The timestamps come from the open file, so a concurrent rename over *src* cannot pair one
-    version's bytes with another's mtime.
-    """
-    dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        offset = 0
-        try:  # sendfile: a kernel-side copy (Linux); elsewhere it only sends to sockets
-            while offset < st.st_size:
-                sent = os.sendfile(dst_fd, src_fd, offset, st.st_size - offset)
-                if sent == 0:
-                    break
-                offset += sent
-        except (AttributeError, OSError):
-            while offset < st.st_size:
-                chunk = os.pread(src_fd, min(1 << 20, st.st_size - offset), offset)
-                if not chunk:
-                    break
-                _write_all(dst_fd, chunk, offset)
-                offset += len(chunk)
-    finally:
-        os.close(dst_fd)
-    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
-
-
-def _write_all(fd: int, data: bytes, offset: int = 0) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view = view[written:]
-        offset += written
-
-
-def _identity(src_fd: int, st: os.stat_result) -> str:
-    """A name for this exact version of an index file: stat data plus its trailing checksum.
-
-    git only ever replaces an index by rename, never edits one in place, and the trailer is a hash
-    of everything before it, so equal identities mean equal bytes.
-    """
-    trailer = os.pread(src_fd, 32, max(0, st.st_size - 32)).hex()
-    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{trailer}"
-
-
-def _intact(data: bytes) -> bool:
-    """True when *data* is a whole git index: known header and a matching trailing checksum.
-
-    git itself skips the checksum when reading an index (only ``git fsck`` checks it), and reads a
-    truncated one as entries with null ids, so a damaged seed would silently change the result.
-    The user's index is checked once per version, a kept private index each time it is used.
-    """
-    if data[:4] != b"DIRC" or int.from_bytes(data[4:8], "big") not in (2, 3, 4):
-        return False
-    for algorithm, size in (("sha1", 20), ("sha256", 32)):
-        if len(data) < 12 + size:
-            continue
-        trailer = data[-size:]
-        if trailer == bytes(size):  # index.skipHash: git wrote no checksum
-            return True
-        if hashlib.new(algorithm, memoryview(data)[:-size]).digest() == trailer:
-            return True
-    return False
-
-
-def _index_intact(path: Path) -> bool:
-    try:
-        return _intact(path.read_bytes())
-    except OSError:
-        return False
-
-
-def _copy_warm(warm: Path, dst: Path) -> bool:
-    """Seed *dst* from a kept private index if it exists and is intact; drop it if damaged."""
-    try:
-        with open(warm, "rb") as handle:
-            st = os.fstat(handle.fileno())
-            data = handle.read()
-    except FileNotFoundError:
-        return False
-    if not _intact(data):
-        with contextlib.suppress(OSError):
-            warm.unlink()
-        return False
-    dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        _write_all(dst_fd, data)
-    finally:
-        os.close(dst_fd)
-    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
-    return True
-
-
-def _header(path: Path) -> tuple[int, int]:
-    """(format version, entry count) of an index; exact for the unsplit indexes we write."""
-    with open(path, "rb") as handle:
-        header = handle.read(12)
-    if len(header) != 12:
-        return -1, -1
-    return int.from_bytes(header[4:8], "big"), int.from_bytes(header[8:12], "big")
-
-
 def _settings_signature(layout: _Layout) -> str:
     """Stat data of the files outside the work tree that change how git hashes files.
 
@@ -329,40 +212,6 @@ def _settings_signature(layout: _Layout) -> str:
             continue
         parts.append(f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
     return "|".join(parts)
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="ascii", errors="replace").strip()
-    except OSError:
-        return ""
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Replace *path* with *text* by rename, so concurrent readers see old or new, never half."""
-    temp = path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(6)}.tmp")
-    try:
-        temp.write_text(text + "\n", encoding="ascii")
-        os.replace(temp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-
-
-def _sweep(private_dir: Path, keep: Path | None = None) -> None:
-    """Remove debris of crashed processes and, when *keep* is given, superseded warm indexes."""
-    cutoff = time.time() - STALE_AFTER_SECONDS
-    try:
-        entries = list(os.scandir(private_dir))
-    except FileNotFoundError:
-        return
-    for entry in entries:
-        with contextlib.suppress(OSError):
-            if entry.name.startswith(TEMP_PREFIX):
-                if entry.stat(follow_symlinks=False).st_mtime < cutoff:
-                    os.unlink(entry.path)
-            elif keep and entry.name.startswith(WARM_PREFIX) and entry.name != keep.name:
-                os.unlink(entry.path)
 
 
 # --------------------------------------------------------------------------- the computation
@@ -424,21 +273,21 @@ def _seed(
         return _Seed(identity=None, entries=-1, warm=None, from_warm=False)
     try:
         st = os.fstat(src_fd)
-        identity = _identity(src_fd, st)
-        verdict = _read_text(private_dir / VERIFIED_MARKER)
+        identity = index_files.identity(src_fd, st)
+        verdict = index_files.read_text(private_dir / VERIFIED_MARKER)
         verified = verdict.startswith(identity + " ") and verdict == _verdict(identity, verdict)
         entries = int(verdict.split()[1]) if verified else -1
         key = f"{identity}|{_settings_signature(layout)}"
         warm = private_dir / f"{WARM_PREFIX}{hashlib.sha256(key.encode()).hexdigest()[:32]}.index"
-        if verified and entries >= 0 and allow_warm and _copy_warm(warm, temp):
+        if verified and entries >= 0 and allow_warm and index_files.copy_warm(warm, temp):
             return _Seed(identity, entries, warm, from_warm=True)
-        _copy_open_file(src_fd, st, temp)
+        index_files.copy_open_file(src_fd, st, temp)
     finally:
         os.close(src_fd)
     if verified:
         return _Seed(identity, entries, warm, from_warm=False)
     # First sight of this version of the user's index: is it whole, and does it hide anything?
-    if not _index_intact(temp):
+    if not index_files.index_intact(temp):
         temp.unlink()  # nothing trustworthy says what is tracked: hash the whole work tree
         return _Seed(identity=None, entries=-1, warm=None, from_warm=False)
     records = _list_index(layout, env)
@@ -446,7 +295,7 @@ def _seed(
         return _Seed(identity, entries=-1, warm=None, from_warm=False)
     unmerged = any(r[:1] in (b"M", b"m") for r in records)
     entries = -1 if unmerged else len(records)  # conflicts collapse on add: count says nothing
-    _write_atomic(private_dir / VERIFIED_MARKER, _verdict(identity, entries))
+    index_files.write_atomic(private_dir / VERIFIED_MARKER, _verdict(identity, entries))
     return _Seed(identity, entries, warm, from_warm=False)
 
 
@@ -493,7 +342,7 @@ def _compact(layout: _Layout, env: Mapping[str, str], index: Path) -> bool:
     file twice (``add``, then ``write-tree``); measured 10-20% faster on 50,000 files.  Converting
     costs one extra write, once per kept index.  False if git refused.
     """
-    if _header(index)[0] == 4:
+    if index_files.header(index)[0] == 4:
         return True
     proc = _run(
         [*_INDEX_CONFIG, "update-index", "--index-version", "4"], cwd=layout.work_tree, env=env
@@ -511,7 +360,7 @@ def _private_tree(layout: _Layout) -> str:
             f"cannot create {private_dir}: {exc.strerror}",
             hint="gitaudit needs write access to the git directory",
         ) from exc
-    _sweep(private_dir)
+    index_files.sweep(private_dir)
     temp = private_dir / f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(6)}.index"
     env = {
         "GIT_DIR": str(layout.git_dir),
@@ -539,11 +388,12 @@ def _private_tree(layout: _Layout) -> str:
             and seed.entries >= 0
             and not removed
             and _file_state(temp) != before  # git rewrote it: otherwise nothing is gained
-            and _header(temp)[1] == seed.entries  # nothing added either: the user's paths
+            and index_files.header(temp)[1]
+            == seed.entries  # nothing added either: the user's paths
             and _compact(layout, env, temp)
         ):
             os.replace(temp, seed.warm)
-            _sweep(private_dir, keep=seed.warm)
+            index_files.sweep(private_dir, keep=seed.warm)
         return tree
     finally:
         for leftover in (temp, temp.with_name(temp.name + ".lock")):

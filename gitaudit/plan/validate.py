@@ -9,10 +9,10 @@ import shutil
 from collections import Counter
 from collections.abc import Iterator
 
-from gitaudit.checks.paths import check_relative_spec
 from gitaudit.plan.graph import adjacency, find_cycles
 from gitaudit.plan.load import load_plan
 from gitaudit.plan.model import Check, Plan, Step
+from gitaudit.plan.paths import check_relative_spec
 from gitaudit.plan.problems import Problem, Severity, ValidationReport
 
 

@@ -216,8 +216,8 @@ class World:
     def gate(self, rev: str | None = "HEAD", **kw: Any) -> GateResult:
         return judge(self.handle(), rev, **kw)
 
-    def cli(self, *args: str) -> Any:
-        return audit(self.path, *args)
+    def cli(self, *args: str, process: bool = False) -> Any:
+        return audit(self.path, *args, process=process)
 
 
 def only(result: GateResult, name: str = "default") -> PlanVerdict:

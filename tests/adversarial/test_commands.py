@@ -73,7 +73,7 @@ def test_attack_commands_check_kills_its_parent(world: World) -> None:
     """`kill -9 $PPID` from a check kills the `git audit run` process itself: nothing is recorded
     (no half-written evidence, no lock left), and the tree stays UNKNOWN."""
     world.seal(plan(step("unit", check("sh", "-c", "kill -9 $PPID; sleep 5"))))
-    result = world.cli("run", "--key", str(world.keys["ci"]))
+    result = world.cli("run", "--key", str(world.keys["ci"]), process=True)
     assert result.code == -9, (result.code, result.out, result.err)
     assert world.ref(RUNS) is None
     assert not list((world.path / ".git").rglob("*.lock"))

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitaudit.checks.paths import HINT, check_relative_spec, confine, is_within
+from gitaudit.checks.paths import confine, is_within
 from gitaudit.errors import CheckError
+from gitaudit.plan.paths import HINT, check_relative_spec
 
 
 @pytest.fixture
