@@ -1,3 +1,3 @@
-from gitaudit.cli import main
+from gitaudit.cli.entry import main
 
 main()

@@ -102,7 +102,7 @@ def _audit_here(cwd: Path, args: list[str], env: dict[str, str], input: str | No
     import contextlib
     import io
 
-    from gitaudit.cli import main
+    from gitaudit.cli.entry import main
 
     out, err = io.StringIO(), io.StringIO()
     saved_env = {k: os.environ.get(k) for k in env}

@@ -137,7 +137,7 @@ def test_enospc_at_the_ref_update_is_one_line(tiny: GitRepo, tmp_path: Path) -> 
 CLI_WRAPPER = """
 import errno, os, sys
 import pygit2
-from gitaudit.cli import main
+from gitaudit.cli.entry import main
 
 what, n = sys.argv[1], int(sys.argv[2])
 

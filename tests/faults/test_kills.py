@@ -416,7 +416,7 @@ def test_sigkill_between_replay_and_watermark(served: Served, tmp_path: Path) ->
         "    die_if_runs([ref])\n"
         "    real_reset(gitdir, ref, *args, **kwargs)\n"
         "marks.record, marks._reset = record, reset\n"
-        "from gitaudit.cli import main\n"
+        "from gitaudit.cli.entry import main\n"
         "main(['push'])\n"
     )
     proc = subprocess.run(

@@ -1,0 +1,47 @@
+"""The console-script entry point of `git audit` (`git-audit`, `gitaudit`, `python -m gitaudit`).
+
+:func:`main` answers the hot read-only commands through :mod:`.fast` without importing typer and
+hands everything else to the typer application. Either way, the one exception handler below maps
+every expected error to its exit code (0 success/PASS, 1 FAIL/error, 2 usage, 3 UNKNOWN).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+
+from gitaudit.errors import GitAuditError
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point (``git-audit`` and ``gitaudit``)."""
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args or bool(os.environ.get("GITAUDIT_DEBUG"))
+    try:
+        from gitaudit.cli.fast import try_fast
+
+        code = try_fast(args)
+        if code is not None:
+            sys.exit(code)
+        from gitaudit.cli.app import app
+
+        app(args=args, prog_name="git-audit")
+    except GitAuditError as exc:
+        if debug:
+            raise
+        print(f"error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        sys.exit(int(exc.exit_code))
+    except (OSError, sqlite3.Error) as exc:
+        # a full disk, a read-only file system, a broken cache: one line, never a traceback
+        # (objects are written before refs move, so nothing half-recorded is left behind)
+        if debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        print(
+            "hint: nothing was recorded if the command did not say so; fix the cause and retry",
+            file=sys.stderr,
+        )
+        sys.exit(1)
