@@ -22,8 +22,8 @@ $(BASE): $(BIN)/python pyproject.toml
 venv: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check gitaudit tests benchmarks hooks
-	$(BIN)/ruff format --check gitaudit tests benchmarks
+	$(BIN)/ruff check gitaudit tests benchmarks hooks fuzz
+	$(BIN)/ruff format --check gitaudit tests benchmarks fuzz
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
