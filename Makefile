@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 BASE   := $(VENV)/.installed
 
-.PHONY: test demo lint typecheck pytest venv manpage bench clean fuzz
+.PHONY: test quick demo lint typecheck pytest pytest-quick venv manpage bench clean fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,8 @@ $(BASE): $(BIN)/python pyproject.toml
 venv: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check gitaudit tests benchmarks hooks
-	$(BIN)/ruff format --check gitaudit tests benchmarks
+	$(BIN)/ruff check gitaudit tests benchmarks hooks fuzz
+	$(BIN)/ruff format --check gitaudit tests benchmarks fuzz
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -34,6 +34,14 @@ pytest: $(STAMP)
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test: lint typecheck pytest
+
+# The edit-test loop: `make test` less the slow fault and load tests (tests/faults/ and anything
+# marked slow). CI runs `make test`.
+pytest-quick: $(STAMP)
+	@$(BIN)/python -m pytest --ignore=tests/faults -m "not slow"; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make quick: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+quick: lint typecheck pytest-quick
 
 demo: $(BASE)
 	$(BIN)/python -m gitaudit.demo

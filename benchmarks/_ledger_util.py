@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -321,7 +321,9 @@ def timed_run(
     return elapsed
 
 
-def interleaved(fns: dict[str, Callable[[], object]], rounds: int, warmup: int = 1) -> dict:
+def interleaved(
+    fns: Mapping[str, Callable[[], object]], rounds: int, warmup: int = 1
+) -> dict[str, float]:
     """Median seconds of each callable, calling them in turn for *rounds* rounds (after
     *warmup* untimed rounds), so that load from other processes hits all of them alike."""
     times: dict[str, list[float]] = {name: [] for name in fns}

@@ -45,7 +45,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _ledger_util import GIT_AUDIT, PLAN, bench_env, git, init_audited_repo, ms, timed_run
+from _ledger_util import GIT_AUDIT, PLAN, bench_env, init_audited_repo, ms, timed_run
+from _util import git
 
 TARGET_RATIO = 0.15
 CHANGED = 7  # the folder whose file changes between the runs
@@ -100,7 +101,8 @@ def build_repo(repo: Path, steps: int, sleep: float) -> None:
 
 
 def run_doc(repo: Path) -> dict[str, Any]:
-    return json.loads(git(repo, "show", f"refs/audit/runs/{PLAN}:run.json"))
+    doc: dict[str, Any] = json.loads(git(repo, "show", f"refs/audit/runs/{PLAN}:run.json"))
+    return doc
 
 
 def by_status(doc: dict[str, Any], status: str) -> list[str]:

@@ -182,7 +182,7 @@ def _flags(args: list[str]) -> tuple[dict[str, str], list[Path]]:
 
 
 def _load(dirs: list[Path]) -> list[bytes]:
-    corpus = []
+    corpus: list[bytes] = []
     for folder in dirs:
         if folder.is_dir():
             corpus.extend(p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file())

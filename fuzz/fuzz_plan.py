@@ -74,7 +74,7 @@ class Bytes:
         return chunk.decode("latin-1")
 
 
-def value(src: Bytes, depth: int = 0) -> Any:
+def value(src: Bytes, depth: int = 0) -> Any:  # noqa: PLR0911 (one table: the value kinds)
     kind = src.below(12)
     if kind == 0:
         return INTS[src.below(len(INTS))]

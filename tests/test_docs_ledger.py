@@ -33,7 +33,12 @@ DOCS = ROOT / "docs"
 LEDGER_DOC = DOCS / "ledger-format.md"
 THREAT_DOC = DOCS / "threat-model.md"
 MANIFEST = ROOT / ".pre-commit-hooks.yaml"
-MY_DOCS = ("ledger-format.md", "sealing.md", "threat-model.md", "hooks-and-servers.md")
+MY_DOCS: tuple[str, ...] = (
+    "ledger-format.md",
+    "sealing.md",
+    "threat-model.md",
+    "hooks-and-servers.md",
+)
 MY_DOCS += ("architecture.md",)
 
 PLAN = {

@@ -191,7 +191,7 @@ class _Capture:
             self.buf += chunk[:room]
 
 
-def _supervise(
+def _supervise(  # noqa: C901, PLR0912, PLR0915 (one state machine: pump, then clean up)
     proc: subprocess.Popen[bytes],
     command: tuple[str, ...],
     start: float,

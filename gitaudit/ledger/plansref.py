@@ -372,7 +372,7 @@ def sealed_contract(state: PlansState, name: str) -> tuple[CheckedPlan | None, S
     return checked, record
 
 
-def transition_problem(before: PlansState, after: PlansState, where: str) -> str | None:
+def transition_problem(before: PlansState, after: PlansState, where: str) -> str | None:  # noqa: C901, PLR0911 (one rule set: the sealing rules)
     """Why the step from *before* to *after* (one plans commit) breaks the sealing rules, if it
     does: a seal record changed without a new version, deleted, or moved backwards; a weakening
     not recorded as one; a weakening or a laxer policy where the policy forbids weakening."""

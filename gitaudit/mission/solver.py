@@ -139,7 +139,7 @@ class _Solver:
             lists.append(cands)
         return self.product(lists, ub)
 
-    def components(self, open_: frozenset[_Alts], chosen: frozenset[int]) -> list[_Part]:
+    def components(self, open_: frozenset[_Alts], chosen: frozenset[int]) -> list[_Part]:  # noqa: C901, PLR0912 (one algorithm: union-find, then h-max)
         """Split *open_* into independent parts: (clauses, cone, lower bound) each.
 
         Two clauses interact when their cones share a step, which is exactly when they are
@@ -210,7 +210,7 @@ class _Solver:
         self.bounds[key] = (bound, complete)
         return bound
 
-    def lmcut(
+    def lmcut(  # noqa: C901, PLR0912, PLR0915 (one algorithm: LM-cut, a hot loop)
         self, goal: Sequence[_Alts], cone: frozenset[int], chosen: frozenset[int], target: float
     ) -> tuple[float, bool]:
         """The LM-cut lower bound on the cost of satisfying *goal* with steps of *cone*.

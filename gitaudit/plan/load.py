@@ -97,7 +97,7 @@ def _reject_constant(token: str) -> Any:
     raise ValueError(f"{token} is not valid JSON")
 
 
-def parse_json(data: bytes, *, plan: str, source: str) -> tuple[Any, list[Problem]]:
+def parse_json(data: bytes, *, plan: str, source: str) -> tuple[Any, list[Problem]]:  # noqa: PLR0911 (one table: JSON failure -> problem)
     """Layer 1: bytes -> JSON value, or a problem with line and column."""
 
     def problem(path: str, code: str, message: str, hint: str) -> list[Problem]:
@@ -148,7 +148,7 @@ def parse_json(data: bytes, *, plan: str, source: str) -> tuple[Any, list[Proble
     return value, []
 
 
-def _schema_hint(error: jsonschema.ValidationError) -> tuple[str, str, str]:
+def _schema_hint(error: jsonschema.ValidationError) -> tuple[str, str, str]:  # noqa: PLR0911 (one table: schema error -> phrasing)
     """(code, message, hint) for one schema error, phrased for a person."""
     kind = str(error.validator)
     where = error.absolute_path

@@ -11,7 +11,7 @@ import os
 HINT = "use a path relative to the repository root without '..'"
 
 
-def check_relative_spec(rel: str) -> str | None:
+def check_relative_spec(rel: str) -> str | None:  # noqa: PLR0911 (one decision list: each way a path is bad)
     """Return why ``rel`` is not an acceptable workspace-relative path, or None if it is.
 
     Purely lexical (never touches the filesystem), so a plan can be validated anywhere. The

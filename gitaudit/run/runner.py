@@ -116,7 +116,7 @@ def _clause_state(clause_alts: tuple[StepId, ...], status: Mapping[StepId, str])
     return "dead"
 
 
-def execute(request: RunRequest) -> RunOutcome:
+def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 (one state machine: the scheduler loop)
     plan = request.plan
     order = tuple(topological_order(plan))
     steps = {s.id: s for s in plan.steps}

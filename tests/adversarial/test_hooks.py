@@ -47,7 +47,7 @@ def _forge(
     """A commit on top of *ref* in the client, with the tip's files passed through *edit*."""
     git = open_repo(setup.client.path).git
     tip = git.references[ref].target
-    files = read_files(git, git[tip].tree)  # type: ignore[attr-defined]
+    files = read_files(git, git[tip].tree)
     if edit is not None:
         edit(files)
     tree = write_tree(git, files)

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pygit2
+
 from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.git.repo import open_repo
@@ -72,7 +74,7 @@ def test_forged_evidence_signed_by_an_untrusted_key_is_rejected(setup: Setup) ->
     run_pass(setup)
     repo = open_repo(setup.client.path)
     tip = repo.git.references["refs/audit/runs/default"].target
-    commit = repo.git[tip]
+    commit = repo.git[tip].peel(pygit2.Commit)
     mallory = Ed25519Signer.generate("mallory")
     forged = create_signed_commit(
         repo.git,
@@ -80,7 +82,7 @@ def test_forged_evidence_signed_by_an_untrusted_key_is_rejected(setup: Setup) ->
         parents=[tip],
         message="audit(default): PASS forged\n",
         signer=mallory,
-    )  # type: ignore[union-attr]
+    )
     setup.client.git("update-ref", "refs/audit/runs/default", str(forged))
     pushed = setup.push("--no-verify", "--atomic", "origin", "main", "refs/audit/runs/default")
     assert pushed.returncode != 0
@@ -130,11 +132,11 @@ def test_deleting_a_sealed_named_plan_does_not_hide_it(setup: Setup) -> None:
 def test_rewritten_plans_ref_is_rejected(setup: Setup) -> None:
     repo = open_repo(setup.client.path)
     tip = repo.git.references["refs/audit/plans"].target
-    commit = repo.git[tip]
+    commit = repo.git[tip].peel(pygit2.Commit)
     mallory = Ed25519Signer.generate("mallory")
     forged = create_signed_commit(
         repo.git, tree=commit.tree_id, parents=[tip], message="trust: sneak in\n", signer=mallory
-    )  # type: ignore[union-attr]
+    )
     setup.client.git("update-ref", "refs/audit/plans", str(forged))
     pushed = setup.push("origin", "refs/audit/plans")
     assert pushed.returncode != 0 and "not signed by a trusted sealer" in pushed.stderr
@@ -179,11 +181,11 @@ def test_plans_change_signed_by_a_runner_key_is_rejected(setup: Setup, tmp_path)
     runner = load_signer(tmp_path / "ci")
     forged = create_signed_commit(
         repo.git,
-        tree=repo.git[tip].tree_id,
+        tree=repo.git[tip].peel(pygit2.Commit).tree_id,
         parents=[tip],
         message="policy: relax\n",
         signer=runner,
-    )  # type: ignore[union-attr]
+    )
     setup.client.git("update-ref", "refs/audit/plans", str(forged))
     pushed = setup.push("origin", "refs/audit/plans")
     assert pushed.returncode != 0 and "not signed by a trusted sealer" in pushed.stderr

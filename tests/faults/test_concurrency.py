@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pygit2
 import pytest
 
 from gitaudit.gate.judge import judge
@@ -195,7 +196,9 @@ def test_stale_index_sync_keeps_the_newer_index(tiny: GitRepo) -> None:
 
     tip = read_ref(handle.git, RUNS_REF)
     assert tip is not None
-    files = {"run.json": handle.git[handle.git[tip].tree["run.json"].id].data}  # type: ignore[index,union-attr]
+    files = {
+        "run.json": handle.git[tip].peel(pygit2.Commit).tree["run.json"].peel(pygit2.Blob).data
+    }
     newer = append_run(handle.git, PLAN_NAME, files, "audit(x): PASS again\n", signer)
     holder.execute("COMMIT")
     holder.close()

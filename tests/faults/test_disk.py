@@ -81,12 +81,14 @@ def test_enospc_in_process_records_nothing(
             )
         elif where == "tree":
             import gitaudit.ledger.runs as runs
+            from gitaudit.ledger.objects import write_tree
 
-            patch.setattr(runs, "write_tree", failing_on(1, runs.write_tree))
+            patch.setattr(runs, "write_tree", failing_on(1, write_tree))
         else:
             import gitaudit.ledger.runs as runs
+            from gitaudit.crypto.commits import create_signed_commit
 
-            patch.setattr(runs, "create_signed_commit", failing_on(1, runs.create_signed_commit))
+            patch.setattr(runs, "create_signed_commit", failing_on(1, create_signed_commit))
         with pytest.raises((OSError, GitAuditError)) as caught:
             run_plan(open_repo(path), PLAN_NAME, signer, jobs=1)
         assert "No space left on device" in str(caught.value)

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pygit2
 from hypothesis import event
@@ -31,6 +31,9 @@ from hypothesis import strategies as st
 
 from gitaudit.errors import GitAuditError
 from tests.fuzz.known_bugs import known_bug
+
+if TYPE_CHECKING:
+    from gitaudit.gate.result import GateResult
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -436,7 +439,7 @@ def install_run(
     return oid
 
 
-def judge_gate(pushed: pygit2.Oid | None = None) -> Any:
+def judge_gate(pushed: pygit2.Oid | None = None) -> GateResult:
     """``gate.assess`` of the gate world's HEAD (no marks remembered, no tool checks)."""
     from gitaudit.gate.assess import assess
     from gitaudit.git.repo import open_repo

@@ -222,7 +222,7 @@ def test_index_survives_any_run_json(data: st.DataObject) -> None:
             raw = encode(mutate(data, genuine, leaves), data)
         else:
             raw = data.draw(st.binary(max_size=80), label="bytes")
-        tree = repo[commit_files(repo, {"run.json": raw})].tree_id
+        tree = repo[commit_files(repo, {"run.json": raw})].peel(pygit2.Commit).tree_id
         parent = [repo.create_commit(None, who, who, "run", tree, parent)]
     repo.references.create(runs_ref(plan), parent[0], force=True)
     gitdir = Path(repo.path)

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pygit2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -243,8 +244,12 @@ def test_input_digest_changes_exactly_with_matching_files(
     changed = data.draw(st.sampled_from(paths))
     other = dict(files)
     other[changed] = files[changed] + b"!"
-    before = input_digests(repo, plan, str(repo[commit_files(repo, files)].tree_id))
-    after = input_digests(repo, plan, str(repo[commit_files(repo, other)].tree_id))
+    before = input_digests(
+        repo, plan, str(repo[commit_files(repo, files)].peel(pygit2.Commit).tree_id)
+    )
+    after = input_digests(
+        repo, plan, str(repo[commit_files(repo, other)].peel(pygit2.Commit).tree_id)
+    )
     for sid, patterns in (("one", first), ("two", second)):
         hit = any(matches_input(p, changed) for p in patterns)
         assert (before[sid] != after[sid]) == hit, (sid, patterns, changed)

@@ -32,7 +32,7 @@ WHEN = pygit2.Signature("Fuzz Runner", "runner@example.test", 1_700_000_000, 60)
 @cache
 def genuine_commit() -> bytes:
     repo = bare_repo()
-    tree = repo[commit_files(repo, {"run.json": b"{}\n"})].tree_id
+    tree = repo[commit_files(repo, {"run.json": b"{}\n"})].peel(pygit2.Commit).tree_id
     oid = create_signed_commit(
         repo,
         tree=tree,

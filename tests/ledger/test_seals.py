@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
@@ -85,7 +87,7 @@ def test_seal_records_plan_and_seal(trusted: Repo, sealer: Ed25519Signer) -> Non
         state.sealed_plan("default")
         == (trusted.require_workdir() / ".gitaudit/plans/default.json").read_bytes()
     )
-    message = trusted.git[read_ref(trusted.git, PLANS_REF)].message  # type: ignore[union-attr]
+    message = trusted.git.references[PLANS_REF].peel(pygit2.Commit).message
     assert message.startswith("seal(default): v1 initial — first cut")
     assert "Audit-Contract: sha256:" in message
 
@@ -144,8 +146,12 @@ def test_strengthening_is_allowed_and_recorded(
     ],
 )
 def test_weakening_is_refused_with_the_list(
-    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo, mutate, expected: str
-) -> None:  # type: ignore[no-untyped-def]
+    trusted: Repo,
+    sealer: Ed25519Signer,
+    repo: GitRepo,
+    mutate: Callable[[dict[str, Any]], object],
+    expected: str,
+) -> None:
     seal(trusted, sealer)
     plan = two_step_plan()
     mutate(plan)
@@ -327,6 +333,7 @@ def test_reset_to_an_older_seal_is_detected(
 
 def test_unsigned_plans_commit_is_rejected(trusted: Repo) -> None:
     tip = read_ref(trusted.git, PLANS_REF)
+    assert tip is not None
     commit = trusted.git[tip]
     assert isinstance(commit, pygit2.Commit)
     sig = pygit2.Signature("x", "x@example.test")
@@ -377,7 +384,9 @@ def test_a_seal_changed_without_a_new_version_is_refused(
 
     data = json.dumps(plan).encode()
     checked = check_file(PlanFile("default", "x", data), environment=False)
-    record = json.loads(trusted.git[tip].tree["seals/default.json"].data)  # type: ignore[union-attr,index]
+    record = json.loads(
+        trusted.git[tip].peel(pygit2.Commit).tree["seals/default.json"].peel(pygit2.Blob).data
+    )
     record["contract_digest"] = checked.digest
     forged = _forge(
         trusted,

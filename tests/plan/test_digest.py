@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from gitaudit.plan.digest import contract_digest
@@ -53,7 +54,7 @@ def test_changing_a_check_argument_changes_the_digest() -> None:
 def test_every_contract_field_is_bound() -> None:
     base = fixture("plans/release-mission.json")
     seen = {digest(base)}
-    mutations = [
+    mutations: list[Callable[[dict[str, Any]], object]] = [
         lambda p: p["requirements"][0].update(priority="should"),
         lambda p: p["steps"][1]["covers"].append("REQ-SEC"),
         lambda p: p["steps"][1]["outputs"][0]["verify"][0].update(path="elsewhere.json"),

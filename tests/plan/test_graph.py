@@ -93,7 +93,7 @@ def near_valid() -> st.SearchStrategy[Any]:
 
 
 def _mutate(base: dict[str, Any], index: int, key: str, value: Any) -> dict[str, Any]:
-    plan = json.loads(json.dumps(base))
+    plan: dict[str, Any] = json.loads(json.dumps(base))
     plan["steps"][index][key] = value
     return plan
 

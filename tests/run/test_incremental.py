@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from tests.gitrepo import GitRepo, audit
 from tests.run.conftest import Sealer, make_plan, run_step
 
 
-def run_doc(repo: GitRepo, plan: str = "default") -> dict:  # type: ignore[type-arg]
-    return json.loads(repo.git("show", f"refs/audit/runs/{plan}:run.json"))
+def run_doc(repo: GitRepo, plan: str = "default") -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(repo.git("show", f"refs/audit/runs/{plan}:run.json"))
+    return doc
 
 
 def canary(*, idempotent: bool) -> dict:  # type: ignore[type-arg]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
@@ -22,8 +23,9 @@ def tip(repo: GitRepo, plan: str = "default") -> str:
     return repo.git("rev-parse", f"refs/audit/runs/{plan}").strip()
 
 
-def run_json(repo: GitRepo, rev: str | None = None) -> dict:  # type: ignore[type-arg]
-    return json.loads(repo.git("show", f"{rev or tip(repo)}:run.json"))
+def run_json(repo: GitRepo, rev: str | None = None) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(repo.git("show", f"{rev or tip(repo)}:run.json"))
+    return doc
 
 
 def test_passing_run_records_a_signed_commit(repo: GitRepo, sealed: Sealer, tmp_path: Path) -> None:
