@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gitaudit.errors import RepositoryError
-from gitaudit.git import fingerprint
+from gitaudit.git import index_files
 from gitaudit.git.fingerprint import (
     EMPTY_TREE,
     PRIVATE_DIR,
@@ -514,7 +514,7 @@ def test_unstaged_edits_are_kept_and_results_stay_exact(
     assert index_entries(warm) == index_entries(user_index)
     assert int.from_bytes(warm.read_bytes()[4:8], "big") == 4  # kept compact
     with monkeypatch.context() as patch:  # prove the next call starts from the kept index
-        patch.setattr(fingerprint, "_copy_open_file", _must_not_be_called)
+        patch.setattr(index_files, "copy_open_file", _must_not_be_called)
         assert workspace_fingerprint(repo.path) == first
     repo.write("a.txt", "edited a again\n")
     assert workspace_fingerprint(repo.path).tree == truth_in_copy(repo.path)

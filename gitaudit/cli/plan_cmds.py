@@ -133,7 +133,7 @@ def _plan_json(c: CheckedPlan, plan: Plan) -> dict[str, Any]:
 
 
 @app.command("show")
-def show_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
+def show_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:  # noqa: C901, PLR0912 (to split: one printer per plan section)
     """Show requirements and their covering steps, steps in dependency order, and the digest."""
     checked = check_worktree(repo_here().require_workdir(), plan)
     docs = []

@@ -166,7 +166,7 @@ def _configured_mode(config: str) -> str | None:
     return mode.strip().lower() if mode is not None else None
 
 
-def commit_msg(args: Sequence[str], stdin: str) -> int:
+def commit_msg(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0911, PLR0912 (to split: memo, mode, judgement, claims)
     if not args:
         _err("gitaudit: commit-msg needs the message file")
         return 1
@@ -287,7 +287,7 @@ def _check_runs_update(repo: Repo, state: PlansState, old: str, new: str) -> str
     return None
 
 
-def pre_receive(args: Sequence[str], stdin: str) -> int:
+def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 (to split: audit refs, then protected refs)
     import pygit2
 
     from gitaudit.errors import GitAuditError

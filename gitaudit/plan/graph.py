@@ -23,7 +23,7 @@ def adjacency(plan: Plan) -> dict[StepId, list[StepId]]:
     return {s.id: [d for d in s.dependency_ids() if d in known] for s in plan.steps}
 
 
-def find_cycles(graph: Adjacency) -> list[list[StepId]]:
+def find_cycles(graph: Adjacency) -> list[list[StepId]]:  # noqa: C901 (one algorithm: Tarjan)
     """One cycle per strongly connected component that has one, each listed in dependency order.
 
     A cycle ``[a, b, c]`` means a depends on b, b on c and c on a. Uses Tarjan's algorithm
@@ -123,7 +123,7 @@ def _escape(text: str) -> str:
     return text.replace('"', "'").replace("\n", " ")
 
 
-def render(plan: Plan, fmt: GraphFormat, states: Mapping[StepId, str] | None = None) -> str:
+def render(plan: Plan, fmt: GraphFormat, states: Mapping[StepId, str] | None = None) -> str:  # noqa: C901, PLR0912 (one renderer per format)
     """The graph as mermaid, Graphviz dot or indented text. Arrows run prerequisite -> dependant.
 
     *states* (step -> verified/ready/blocked/failed/unknown/expired/pending) colours the nodes.

@@ -115,7 +115,7 @@ def _requirements(plan: Plan, out: _Collector) -> None:
             )
 
 
-def _dependencies(plan: Plan, step: Step, known: dict[str, Step], out: _Collector) -> None:
+def _dependencies(plan: Plan, step: Step, known: dict[str, Step], out: _Collector) -> None:  # noqa: C901, PLR0912 (one rule table: the dependency checks)
     path = f"{step.json_path}.depends_on"
     direct: set[str] = set()
     edges_seen: set[str] = set()

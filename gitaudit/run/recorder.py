@@ -123,7 +123,7 @@ def _trusted(repo: Repo, commit: str, runners: list[PublicKey]) -> bool:
     return True
 
 
-def run_plan(
+def run_plan(  # noqa: C901, PLR0912, PLR0915 (to split: refusals, carried evidence, the record)
     repo: Repo,
     name: str,
     signer: Signer,

@@ -142,7 +142,7 @@ def test_outside_a_repository(tmp_path: Path) -> None:
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
-    result = audit(tmp_path, "--debug", "plan", "validate")
+    result = audit(tmp_path, "--debug", "plan", "validate", process=True)
     assert result.code != 0 and "Traceback" in result.err
 
 
