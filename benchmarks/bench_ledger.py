@@ -96,16 +96,16 @@ def main() -> int:
 
         rng = random.Random(1)
         sample = rng.sample(ids, min(args.lookups, len(ids)))
-        index.latest_for_tree(repo.git, repo.gitdir, PLAN, head_tree)  # warm-up
+        index.lookup(repo.git, repo.gitdir, PLAN, head_tree, "").any_contract  # warm-up
         times: list[float] = []
         for tree in [head_tree, *sample]:
             start = time.perf_counter()
-            found = index.latest_for_tree(repo.git, repo.gitdir, PLAN, tree)
+            found = index.lookup(repo.git, repo.gitdir, PLAN, tree, "").any_contract
             times.append(time.perf_counter() - start)
             if found is None or found.tree != tree:
                 raise RuntimeError(f"no run found for tree {tree}")
         start = time.perf_counter()
-        missing = index.latest_for_tree(repo.git, repo.gitdir, PLAN, "f" * 40)
+        missing = index.lookup(repo.git, repo.gitdir, PLAN, "f" * 40, "").any_contract
         miss_time = time.perf_counter() - start
         assert missing is None
         lookup = statistics.median(times)

@@ -71,9 +71,9 @@ def judge_evidence(j: Judging) -> Evidence:
     assert seal is not None
     git = j.repo.git
     try:
-        watermark.check_forward(
-            git, j.repo.gitdir, runs_ref(j.name), j.pushed or read_ref(git, runs_ref(j.name))
-        )
+        with watermark.view(j.repo.gitdir) as marks:
+            current = j.pushed or read_ref(git, runs_ref(j.name))
+        watermark.check_forward(git, j.repo.gitdir, runs_ref(j.name), current, marks)
         found = lookup.find_run(
             git, j.repo.gitdir, j.name, j.tree, seal.contract_digest, pushed=j.pushed
         )
@@ -84,7 +84,7 @@ def judge_evidence(j: Judging) -> Evidence:
         return Evidence((reason,))
     record, tip = found.record, found.tip
     if record is None:
-        return Evidence((_no_evidence(j, tip),))
+        return Evidence((_no_evidence(j, found.other_contract),))
     untrusted = _untrusted(j, (("run", pygit2.Oid(hex=record.commit)), ("ledger tip", tip)))
     if untrusted is not None:
         return Evidence((untrusted,), record, record.commit)
@@ -125,13 +125,12 @@ def _untrusted(j: Judging, commits: tuple[tuple[str, pygit2.Oid | None], ...]) -
     return None
 
 
-def _no_evidence(j: Judging, tip: pygit2.Oid | None) -> Reason:
-    """Why there is no run for this tree under the current contract."""
-    git, gitdir = j.repo.git, j.repo.gitdir
-    stale = index.latest_for_tree(git, gitdir, j.name, j.tree) if tip else None
+def _no_evidence(j: Judging, stale: str | None) -> Reason:
+    """Why there is no run for this tree under the current contract (*stale*: the newest run for
+    the tree under another contract)."""
     if stale is not None:
         try:
-            other_plan = read_run(git, stale.commit).plan != j.name
+            other_plan = read_run(j.repo.git, stale).plan != j.name
         except GitAuditError as exc:
             return Reason(
                 "evidence.malformed",
@@ -141,12 +140,12 @@ def _no_evidence(j: Judging, tip: pygit2.Oid | None) -> Reason:
         if other_plan:
             return Reason(
                 "evidence.replayed",
-                f"run {stale.commit[:12]} on the ledger of {j.name!r} is evidence for another plan",
+                f"run {stale[:12]} on the ledger of {j.name!r} is evidence for another plan",
                 f"the ledger was tampered with; restore refs/audit/runs/{j.name}",
             )
         return Reason(
             "evidence.stale-contract",
-            f"the evidence for this tree ({stale.commit[:12]}) was made under another contract",
+            f"the evidence for this tree ({stale[:12]}) was made under another contract",
             j.run_fix,
             verdict=Verdict.UNKNOWN,
         )

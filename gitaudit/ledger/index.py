@@ -96,54 +96,64 @@ def sync(repo: pygit2.Repository, gitdir: Path, plan: str) -> str | None:
     The ref is read inside the database's write lock, so a process holding an older view never
     "rebuilds" the index back to its older tip.
     """
+    with _synced(repo, gitdir, plan) as (_conn, tip, _count):
+        return tip
+
+
+@contextlib.contextmanager
+def _synced(
+    repo: pygit2.Repository, gitdir: Path, plan: str
+) -> Iterator[tuple[sqlite3.Connection, str | None, int]]:
+    """The index brought up to the ref's tip, held in one write transaction: (connection, tip,
+    number of runs indexed). Queries made on the connection see exactly that view."""
     with _db(gitdir) as conn:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            tip = read_ref(repo, runs_ref(plan))
-            row = conn.execute("SELECT tip, count FROM meta WHERE plan=?", (plan,)).fetchone()
-            if tip is None:
-                _clear(conn, plan)
-                conn.execute("COMMIT")
-                return None
-            if row is not None and row[0] == str(tip):
-                conn.execute("COMMIT")
-                return str(tip)
-            new: list[pygit2.Commit] = []
-            known = pygit2.Oid(hex=row[0]) if row else None
-            walked = chain.walk(repo, tip, stop=known, what=runs_ref(plan))
-            try:
-                new.extend(walked)
-                reached = known is not None and bool(new) and new[-1].parent_ids[:1] == [known]
-            except LedgerError:  # not a commit: index what came before it, from scratch
-                reached = False
-            base = 0
-            if row is not None and reached:
-                base = int(row[1])
-            else:
-                _clear(conn, plan)  # the ref was rewritten: rebuild this plan's rows
-            new.reverse()
-            run_rows: list[tuple[str, int, str, str, str, str, int]] = []
-            step_rows: list[tuple[str, int, str, str, str, str]] = []
-            for offset, commit in enumerate(new, start=1):
-                seq = base + offset
-                tree, contract, verdict, steps = _summary(repo, commit)
-                run_rows.append(
-                    (plan, seq, str(commit.id), tree, contract, verdict, commit.commit_time)
-                )
-                step_rows.extend(
-                    (plan, seq, sid, status, contract, digest)
-                    for sid, (status, digest) in steps.items()
-                )
-            conn.executemany("INSERT INTO runs VALUES (?,?,?,?,?,?,?)", run_rows)
-            conn.executemany("INSERT INTO steps VALUES (?,?,?,?,?,?)", step_rows)
-            conn.execute(
-                "INSERT OR REPLACE INTO meta VALUES (?,?,?)", (plan, str(tip), base + len(new))
-            )
+            tip, count = _sync_locked(conn, repo, plan)
+            yield conn, tip, count
             conn.execute("COMMIT")
-            return str(tip)
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+
+def _sync_locked(
+    conn: sqlite3.Connection, repo: pygit2.Repository, plan: str
+) -> tuple[str | None, int]:
+    tip = read_ref(repo, runs_ref(plan))
+    row = conn.execute("SELECT tip, count FROM meta WHERE plan=?", (plan,)).fetchone()
+    if tip is None:
+        _clear(conn, plan)
+        return None, 0
+    if row is not None and row[0] == str(tip):
+        return str(tip), int(row[1])
+    new: list[pygit2.Commit] = []
+    known = pygit2.Oid(hex=row[0]) if row else None
+    walked = chain.walk(repo, tip, stop=known, what=runs_ref(plan))
+    try:
+        new.extend(walked)
+        reached = known is not None and bool(new) and new[-1].parent_ids[:1] == [known]
+    except LedgerError:  # not a commit: index what came before it, from scratch
+        reached = False
+    base = 0
+    if row is not None and reached:
+        base = int(row[1])
+    else:
+        _clear(conn, plan)  # the ref was rewritten: rebuild this plan's rows
+    new.reverse()
+    run_rows: list[tuple[str, int, str, str, str, str, int]] = []
+    step_rows: list[tuple[str, int, str, str, str, str]] = []
+    for offset, commit in enumerate(new, start=1):
+        seq = base + offset
+        tree, contract, verdict, steps = _summary(repo, commit)
+        run_rows.append((plan, seq, str(commit.id), tree, contract, verdict, commit.commit_time))
+        step_rows.extend(
+            (plan, seq, sid, status, contract, digest) for sid, (status, digest) in steps.items()
+        )
+    conn.executemany("INSERT INTO runs VALUES (?,?,?,?,?,?,?)", run_rows)
+    conn.executemany("INSERT INTO steps VALUES (?,?,?,?,?,?)", step_rows)
+    conn.execute("INSERT OR REPLACE INTO meta VALUES (?,?,?)", (plan, str(tip), base + len(new)))
+    return str(tip), base + len(new)
 
 
 def _clear(conn: sqlite3.Connection, plan: str) -> None:
@@ -151,38 +161,37 @@ def _clear(conn: sqlite3.Connection, plan: str) -> None:
         conn.execute(f"DELETE FROM {table} WHERE plan=?", (plan,))  # noqa: S608 (fixed names)
 
 
-def lookup(
-    repo: pygit2.Repository, gitdir: Path, plan: str, tree: str, contract: str
-) -> tuple[IndexedRun | None, str | None]:
-    """The newest run of *plan* for *tree* under *contract*, and the tip the answer is for (the
-    answer and the tip come from one consistent view, even while runs are being appended)."""
-    tip = sync(repo, gitdir, plan)
-    with _db(gitdir) as conn:
-        row = conn.execute(
-            "SELECT plan, seq, commit_id, tree, contract, verdict, time FROM runs "
-            "WHERE plan=? AND tree=? AND contract=? AND seq <= "
-            "(SELECT count FROM meta WHERE plan=? AND tip=?) ORDER BY seq DESC LIMIT 1",
-            (plan, tree, contract, plan, tip),
+@dataclass(frozen=True)
+class Lookup:
+    """What the index says about one tree, from one consistent view of the ledger: the newest run
+    for the tree under the contract asked for, the newest run for the tree under any contract,
+    and the ledger tip both answers hold for."""
+
+    run: IndexedRun | None
+    any_contract: IndexedRun | None
+    tip: str | None
+
+
+_RUN_COLUMNS = "plan, seq, commit_id, tree, contract, verdict, time"
+
+
+def lookup(repo: pygit2.Repository, gitdir: Path, plan: str, tree: str, contract: str) -> Lookup:
+    """The newest runs of *plan* for *tree* (see :class:`Lookup`), even while runs are being
+    appended by other processes: the sync and the queries share one transaction."""
+    with _synced(repo, gitdir, plan) as (conn, tip, count):
+        newest = conn.execute(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE plan=? AND tree=? AND seq <= ? "  # noqa: S608
+            "ORDER BY seq DESC LIMIT 1",
+            (plan, tree, count),
         ).fetchone()
-    return (IndexedRun(*row) if row else None), tip
-
-
-def latest_for_tree(
-    repo: pygit2.Repository, gitdir: Path, plan: str, tree: str, contract: str | None = None
-) -> IndexedRun | None:
-    """The newest run of *plan* recorded for workspace *tree* (and *contract*, when given)."""
-    sync(repo, gitdir, plan)
-    query = (
-        "SELECT plan, seq, commit_id, tree, contract, verdict, time FROM runs "
-        "WHERE plan=? AND tree=?"
-    )
-    args: tuple[str, ...] = (plan, tree)
-    if contract is not None:
-        query += " AND contract=?"
-        args += (contract,)
-    with _db(gitdir) as conn:
-        row = conn.execute(query + " ORDER BY seq DESC LIMIT 1", args).fetchone()
-    return IndexedRun(*row) if row else None
+        row = newest
+        if newest is not None and newest[4] != contract:
+            row = conn.execute(
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE plan=? AND tree=? AND contract=? "  # noqa: S608
+                "AND seq <= ? ORDER BY seq DESC LIMIT 1",
+                (plan, tree, contract, count),
+            ).fetchone()
+    return Lookup(IndexedRun(*row) if row else None, IndexedRun(*newest) if newest else None, tip)
 
 
 def runs_for_tree(

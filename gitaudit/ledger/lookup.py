@@ -29,11 +29,13 @@ WALK_IN_PYTHON = 256
 
 @dataclass(frozen=True)
 class Found:
-    """The run found (None: no run of the plan for this tree under this contract) and the ledger
-    tip the answer holds for (None: the plan has no ledger)."""
+    """The run found (None: no run of the plan for this tree under this contract), the ledger
+    tip the answer holds for (None: the plan has no ledger) and, when no run was found, the
+    newest run for the tree under another contract, from the same view (None: there is none)."""
 
     record: RunRecord | None
     tip: pygit2.Oid | None
+    other_contract: str | None = None
 
 
 def find_run(
@@ -53,13 +55,14 @@ def find_run(
             record = read_run(repo, commit.id)
             if record.tree == tree and record.contract == contract:
                 return Found(record, pushed)
-    found, indexed_tip = index.lookup(repo, gitdir, plan, tree, contract)
-    if indexed_tip is None:
+    answer = index.lookup(repo, gitdir, plan, tree, contract)
+    if answer.tip is None:
         return Found(None, pushed)
-    tip = pygit2.Oid(hex=indexed_tip)  # the view the index answered from, not a later re-read
-    if found is None:
-        return Found(None, pushed or tip)
-    record = read_run(repo, found.commit)
+    tip = pygit2.Oid(hex=answer.tip)  # the view the index answered from, not a later re-read
+    if answer.run is None:
+        other = answer.any_contract.commit if answer.any_contract else None
+        return Found(None, pushed or tip, other)
+    record = read_run(repo, answer.run.commit)
     confirm(repo, gitdir, tip, record, plan, tree, contract)
     return Found(record, pushed or tip)
 

@@ -255,13 +255,14 @@ def read_state(repo: Repo, *, tip: pygit2.Oid | None = None, remember: bool = Tr
     is a rewind and fails. With *remember* the new tip becomes the verified mark.
     """
     git = repo.git
-    tip = tip if tip is not None else read_ref(git, PLANS_REF)
+    with watermark.view(repo.gitdir) as marks:
+        tip = tip if tip is not None else read_ref(git, PLANS_REF)
     if tip is not None:
         commit_of(git, tip, PLANS_REF)  # a ref at a non-commit is reported as such
-    watermark.check_forward(git, repo.gitdir, PLANS_REF, tip)
+    watermark.check_forward(git, repo.gitdir, PLANS_REF, tip, marks)
     if tip is None:
         return EMPTY
-    mark = watermark.load(repo.gitdir).get(PLANS_REF)
+    mark = marks["verified"].get(PLANS_REF)
     stop = pygit2.Oid(hex=mark) if mark and mark != str(tip) else None
     if mark == str(tip):
         # The chain up to the mark was verified, but the mark file is only a cache that a

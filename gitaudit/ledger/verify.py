@@ -79,34 +79,22 @@ def _check_run_tree(repo: pygit2.Repository, commit: pygit2.Commit) -> str | Non
     return None
 
 
-def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:  # noqa: C901, PLR0912, PLR0915 (to split: plans ref, then each runs ref)
+def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
     started = time.monotonic()
     report = VerifyReport()
     git = repo.git
-    marks = watermark.load(repo.gitdir)
-    new_marks: dict[str, str] = {}
-    refs = {PLANS_REF: read_ref(git, PLANS_REF), **list_refs(git, RUNS_PREFIX)}
-    for ref, mark in marks.items():
+    with watermark.view(repo.gitdir) as marks:
+        refs = {PLANS_REF: read_ref(git, PLANS_REF), **list_refs(git, RUNS_PREFIX)}
+    verified = marks["verified"]
+    for ref, mark in verified.items():
         if ref not in refs or refs[ref] is None:
             report.problems.append(f"{ref} was deleted; it was verified at {mark[:12]}")
+    new_marks: dict[str, str] = {}
     plans_tip = refs.get(PLANS_REF)
     if plans_tip is not None:
         try:
-            watermark.check_forward(git, repo.gitdir, PLANS_REF, plans_tip)
-            plans_mark = marks.get(PLANS_REF)
-            stop = (
-                pygit2.Oid(hex=plans_mark) if plans_mark != str(plans_tip) and plans_mark else None
-            )
-            if plans_mark != str(plans_tip):
-                state = verify_chain(
-                    git, plans_tip, stop_at=stop, pinned_root=repo.config("audit.rootKey")
-                )
-                report.verified[PLANS_REF] = chain.count(git, plans_tip, stop)
-            else:
-                state = state_at(git, commit_of(git, plans_tip, PLANS_REF))
-                report.verified[PLANS_REF] = 0
-            for name in state.active():
-                sealed_contract(state, name)
+            watermark.check_forward(git, repo.gitdir, PLANS_REF, plans_tip, marks)
+            report.verified[PLANS_REF] = _verify_plans(repo, plans_tip, verified.get(PLANS_REF))
             new_marks[PLANS_REF] = str(plans_tip)
         except GitAuditError as exc:
             report.problems.append(exc.message)
@@ -115,22 +103,11 @@ def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:  # noqa: C
         if ref == PLANS_REF or tip is None:
             continue
         try:
-            watermark.check_forward(git, repo.gitdir, ref, tip)
+            watermark.check_forward(git, repo.gitdir, ref, tip, marks)
         except GitAuditError as exc:
             report.problems.append(exc.message)
             continue
-        run_mark = marks.get(ref)
-        stop = pygit2.Oid(hex=run_mark) if run_mark else None
-        count, problem = 0, None
-        try:
-            for commit in chain.walk(git, tip, stop=stop, what=ref, linear=True):
-                verify_commit(git, commit.id, runners)
-                problem = _check_run_tree(git, commit)
-                if problem:
-                    break
-                count += 1
-        except GitAuditError as exc:
-            problem = exc.message if exc.message.startswith(ref) else f"{ref}: {exc.message}"
+        count, problem = _verify_runs(git, ref, tip, verified.get(ref), runners)
         report.verified[ref] = count
         if problem:
             report.problems.append(problem)
@@ -140,3 +117,41 @@ def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:  # noqa: C
         watermark.record(repo.gitdir, new_marks, "verified", git)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _verify_plans(repo: Repo, tip: pygit2.Oid, mark: str | None) -> int:
+    """Verify the plans chain from its verified mark to *tip*, and each active seal; the number
+    of commits verified now."""
+    git = repo.git
+    if mark == str(tip):
+        state = state_at(git, commit_of(git, tip, PLANS_REF))
+        count = 0
+    else:
+        stop = pygit2.Oid(hex=mark) if mark else None
+        state = verify_chain(git, tip, stop_at=stop, pinned_root=repo.config("audit.rootKey"))
+        count = chain.count(git, tip, stop)
+    for name in state.active():
+        sealed_contract(state, name)
+    return count
+
+
+def _verify_runs(
+    git: pygit2.Repository,
+    ref: str,
+    tip: pygit2.Oid,
+    mark: str | None,
+    runners: list[PublicKey],
+) -> tuple[int, str | None]:
+    """Verify a runs ref from its verified mark to *tip*: (commits verified, the first problem)."""
+    stop = pygit2.Oid(hex=mark) if mark else None
+    count = 0
+    try:
+        for commit in chain.walk(git, tip, stop=stop, what=ref, linear=True):
+            verify_commit(git, commit.id, runners)
+            problem = _check_run_tree(git, commit)
+            if problem:
+                return count, problem
+            count += 1
+    except GitAuditError as exc:
+        return count, exc.message if exc.message.startswith(ref) else f"{ref}: {exc.message}"
+    return count, None

@@ -57,9 +57,30 @@ def load(gitdir: Path, kind: Kind = "verified") -> dict[str, str]:
     return _read(gitdir)[kind]
 
 
-def check_forward(repo: pygit2.Repository, gitdir: Path, ref: str, tip: pygit2.Oid | None) -> None:
-    """LedgerError when *ref* is now behind (or beside) a tip verified or seen earlier."""
-    marks = _read(gitdir)
+Marks = dict[str, dict[str, str]]  # kind -> ref -> commit id
+
+
+@contextlib.contextmanager
+def view(gitdir: Path) -> Iterator[Marks]:
+    """The marks, read under a shared lock that the caller holds while it reads the refs they
+    guard. Marks only ever name a tip their ref had, and refs move forward, so a ref read after
+    its marks descends from them; a deliberate rewrite (:func:`rewrite`, which holds the lock
+    exclusively) is then seen either wholly or not at all. Without this, a run appended and
+    marked between reading a ref and reading its marks looked like a rewind."""
+    with _locked(gitdir, shared=True):
+        yield _read(gitdir)
+
+
+def check_forward(
+    repo: pygit2.Repository,
+    gitdir: Path,
+    ref: str,
+    tip: pygit2.Oid | None,
+    marks: Marks | None = None,
+) -> None:
+    """LedgerError when *ref* is now behind (or beside) a tip verified or seen earlier (in
+    *marks*, taken with :func:`view` before the ref was read; read now otherwise)."""
+    marks = marks if marks is not None else _read(gitdir)
     for mark in dict.fromkeys(m for m in (marks["verified"].get(ref), marks["seen"].get(ref)) if m):
         _forward_of(repo, gitdir, ref, tip, mark)
 
@@ -88,13 +109,14 @@ def _forward_of(
 
 
 @contextlib.contextmanager
-def _locked(gitdir: Path) -> Iterator[None]:
+def _locked(gitdir: Path, *, shared: bool = False) -> Iterator[None]:
     """Serialise read-modify-write of the marks between processes (a hook of one push and the
-    next command may both update them): without it an old view could be written back."""
+    next command may both update them): without it an old view could be written back. Readers
+    that must see marks and refs together take it shared (:func:`view`)."""
     path = _path(gitdir).with_suffix(".flock")  # an flock target, not a git-style lock file
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        fcntl.flock(handle.fileno(), fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         try:
             yield
         finally:

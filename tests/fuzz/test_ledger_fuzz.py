@@ -228,7 +228,7 @@ def test_index_survives_any_run_json(data: st.DataObject) -> None:
     gitdir = Path(repo.path)
     with tolerating_known_bugs(()):
         index.sync(repo, gitdir, plan)
-        index.latest_for_tree(repo, gitdir, plan, "t", "c")
+        index.lookup(repo, gitdir, plan, "t", "c")
         index.failed_attempts(repo, gitdir, plan, "c")
         index.unresolved(repo, gitdir, plan)
         index.carry_sources(repo, gitdir, plan, {"a": "d"})
