@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from gitaudit.plan import exposure
 from gitaudit.plan.digest import canonical
 
 ChangeKind = Literal["weakened", "strengthened", "neutral"]
@@ -160,6 +161,7 @@ def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> 
         out.append(Change(kind, where, f"inputs {old['inputs']} -> {new['inputs']}"))
     if old["cost"] != new["cost"]:
         out.append(Change("neutral", where, f"cost {old['cost']} -> {new['cost']}"))
+    out.extend(Change(k, where, m) for k, m in exposure.changes(old, new, step=True))
 
 
 def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:  # noqa: C901, PLR0912 (one rule table: what weakens a plan)
@@ -203,4 +205,6 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:  # no
     for sid in new_steps:
         if sid not in old_step_ids:
             out.append(Change("strengthened", f"step {sid}", "added"))
+    out.extend(Change(k, "plan", m) for k, m in exposure.changes(old, new, step=False))
+    out.extend(Change(k, w, m) for k, w, m in exposure.workspace_changes(old, new))
     return Comparison(tuple(out))

@@ -4,7 +4,9 @@ The contract is the plan's meaning with everything cosmetic or runtime removed (
 ``created``, ``description``, check ``name``, ``owner``) and every default made explicit, so that
 key order, whitespace, ``"cmd": "pytest -q"`` versus ``"argv": ["pytest", "-q"]`` or an explicit
 ``"expect_exit": 0`` never change it, while any change to what is checked does. The digest is
-sha256 over the RFC 8785 canonical JSON of the contract.
+sha256 over the RFC 8785 canonical JSON of the contract. Fields added after the first contract
+format (see :mod:`gitaudit.plan.exposure`) enter it only when they differ from their defaults, so
+a contract sealed before they existed keeps its digest.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import rfc8785
 
+from gitaudit.plan import exposure
 from gitaudit.plan.model import Check, Plan, Step
 
 CONTRACT_FORMAT = "gitaudit.contract/1"
@@ -35,6 +38,8 @@ def check_contract(check: Check) -> dict[str, Any]:
         body["argv"] = list(check.argv)
     elif check.type == "file_exists":
         body["path"] = check.path
+        if check.kind != "file":  # added in 0.2: only when not the default (stable digests)
+            body["kind"] = check.kind
     elif check.type == "regex":
         body["path"] = check.path
         body["pattern"] = check.pattern
@@ -73,6 +78,7 @@ def step_contract(step: Step) -> dict[str, Any]:
         "idempotent": step.idempotent,
         "inputs": sorted(set(step.inputs)),
         "max_attempts": step.max_attempts,
+        **exposure.step_fields(step),
     }
 
 
@@ -88,6 +94,7 @@ def contract(plan: Plan) -> dict[str, Any]:
         ],
         "required_tools": sorted(set(plan.required_tools)),
         "steps": [step_contract(s) for s in plan.steps],
+        **exposure.plan_fields(plan),
     }
 
 

@@ -27,12 +27,15 @@ from gitaudit.plan.model import (
     Check,
     CheckType,
     Clause,
+    Home,
     Output,
     OutputRef,
+    PathKind,
     Plan,
     Priority,
     Requirement,
     Step,
+    Workspace,
 )
 from gitaudit.plan.problems import Problem
 
@@ -314,6 +317,7 @@ def _build_check(
         max_output_bytes=int(raw.get("max_output_bytes", DEFAULT_MAX_OUTPUT)),
         env=dict(raw.get("env", {})),
         cwd=raw.get("cwd"),
+        kind=cast(PathKind, raw.get("kind", "file")),
     )
     return check, problems
 
@@ -407,6 +411,9 @@ def build_plan(value: Mapping[str, Any], *, name: str, source: str) -> tuple[Pla
                 inputs=tuple(raw.get("inputs", ())),
                 max_attempts=int(raw.get("max_attempts", DEFAULT_MAX_ATTEMPTS)),
                 implicit_dependencies=legacy and previous is not None,
+                workspace=cast(Workspace | None, raw.get("workspace")),
+                pass_env=tuple(raw.get("pass_env", ())),
+                ignored_paths=tuple(raw.get("ignored_paths", ())),
             )
         )
         previous = sid
@@ -423,6 +430,12 @@ def build_plan(value: Mapping[str, Any], *, name: str, source: str) -> tuple[Pla
         steps=tuple(steps),
         legacy=legacy,
         raw=value,
+        workspace=cast(Workspace, value.get("workspace", "checkout")),
+        pass_env=tuple(value.get("pass_env", ())),
+        home=cast(Home, value.get("home", "private")),
+        ignored_paths=tuple(value.get("ignored_paths", ())),
+        filters=tuple(value.get("filters", ())),
+        python=str(value.get("python", "python3")),
     )
     return plan, problems
 

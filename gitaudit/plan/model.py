@@ -16,6 +16,9 @@ from typing import Literal
 StepId = str
 Priority = Literal["must", "should", "may"]
 CheckType = Literal["run", "exec", "pytest", "file_exists", "regex"]
+Workspace = Literal["checkout", "live"]
+Home = Literal["private", "user"]
+PathKind = Literal["file", "dir"]
 
 BEHAVIOURAL_TYPES: frozenset[str] = frozenset({"run", "exec", "pytest"})
 DEFAULT_TIMEOUT = 300.0
@@ -62,6 +65,7 @@ class Check:
     max_output_bytes: int = DEFAULT_MAX_OUTPUT
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    kind: PathKind = "file"  # file_exists: what must exist
 
     @property
     def behavioural(self) -> bool:
@@ -78,7 +82,7 @@ class Check:
             return f"pytest: {' '.join(self.argv)}".rstrip()
         if self.type == "regex":
             return f"regex: {self.path} =~ /{self.pattern}/"
-        return f"file_exists: {self.path}"
+        return f"file_exists: {self.path}" + ("/ (dir)" if self.kind == "dir" else "")
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,9 @@ class Step:
     inputs: tuple[str, ...] = ()
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     implicit_dependencies: bool = False  # legacy sequential plan: depends on the previous step
+    workspace: Workspace | None = None  # None: the plan's
+    pass_env: tuple[str, ...] = ()
+    ignored_paths: tuple[str, ...] = ()
 
     @property
     def json_path(self) -> str:
@@ -160,6 +167,13 @@ class Plan:
     steps: tuple[Step, ...]
     legacy: bool  # no step declares depends_on: sequential semantics
     raw: Mapping[str, object] = field(repr=False, compare=False, default_factory=dict)
+    # what checks may read beyond the judged tree (see gitaudit.plan.exposure)
+    workspace: Workspace = "checkout"
+    pass_env: tuple[str, ...] = ()
+    home: Home = "private"
+    ignored_paths: tuple[str, ...] = ()
+    filters: tuple[str, ...] = ()
+    python: str = "python3"
 
     def step(self, step_id: StepId) -> Step | None:
         return self._index.get(step_id)
@@ -181,3 +195,17 @@ class Plan:
 
     def covering_steps(self, req_id: str) -> tuple[Step, ...]:
         return tuple(s for s in self.steps if req_id in s.covers)
+
+    def workspace_of(self, step: Step) -> Workspace:
+        """Where *step*'s checks run: its own ``workspace``, else the plan's."""
+        return step.workspace or self.workspace
+
+    def pass_env_of(self, step: Step) -> tuple[str, ...]:
+        """The variables *step*'s checks may see besides the allow-list: the plan's and its own."""
+        return tuple(dict.fromkeys((*self.pass_env, *step.pass_env)))
+
+    def all_ignored_paths(self) -> tuple[str, ...]:
+        """Every declared ignored path: the plan's and each step's."""
+        return tuple(
+            dict.fromkeys((*self.ignored_paths, *(p for s in self.steps for p in s.ignored_paths)))
+        )

@@ -9,6 +9,7 @@ import shutil
 from collections import Counter
 from collections.abc import Iterator
 
+from gitaudit.plan.exposure import forbidden
 from gitaudit.plan.graph import adjacency, find_cycles
 from gitaudit.plan.load import load_plan
 from gitaudit.plan.model import Check, Plan, Step
@@ -40,8 +41,42 @@ def semantic_problems(plan: Plan) -> list[Problem]:
     for step in plan.steps:
         _dependencies(plan, step, known, out)
         _checks(step, out)
+        _exposure(step.json_path, step.pass_env, step.ignored_paths, out)
+    _exposure("$", plan.pass_env, plan.ignored_paths, out)
     _cycles(plan, out)
     return out.problems
+
+
+def _exposure(
+    where: str, pass_env: tuple[str, ...], ignored_paths: tuple[str, ...], out: _Collector
+) -> None:
+    """What a plan lets checks read beyond the tree: never the signing material, and only paths
+    inside the repository."""
+    for i, name in enumerate(pass_env):
+        if forbidden(name):
+            out.add(
+                f"{where}.pass_env[{i}]",
+                "env.forbidden",
+                f"{name!r} would pass GITAUDIT_* or SSH_AUTH_SOCK to checks: a check could sign "
+                "evidence or read gitaudit's keys",
+                "name the variables the checks need, not these",
+            )
+    for i, path in enumerate(ignored_paths):
+        message = check_relative_spec(path)
+        if message:
+            out.add(
+                f"{where}.ignored_paths[{i}]",
+                "path.escapes-workspace",
+                f"ignored path {path!r}: {message}",
+                "use a path relative to the repository root, without '..'",
+            )
+        elif path.strip("/") in ("", ".", ".git") or path.startswith(".git/"):
+            out.add(
+                f"{where}.ignored_paths[{i}]",
+                "path.not-ignorable",
+                f"ignored path {path!r} is the repository itself or its git directory",
+                "declare the ignored folder the checks need (e.g. .venv)",
+            )
 
 
 def environment_problems(plan: Plan) -> list[Problem]:
