@@ -5,6 +5,11 @@
 * A repository's **state directory** (:func:`state_dir`, ``<gitdir>/gitaudit``): caches that can
   always be rebuilt (the fingerprint's private indexes, the lookup cache, the high-water marks,
   the verdict memo). git never reads it.
+* The user's **cache directory** (:func:`cache_dir`): the private checkouts the checks run in,
+  one folder per repository (:func:`checkouts_dir`). They live outside the project directory so
+  that nothing in it (an ignored ``conftest.py``, ``node_modules``, a ``.git``) is found by a
+  tool that looks upwards from a check's directory, and so that an agent confined to the project
+  cannot edit them.
 
 Standard library only, and light: the hooks' fast path imports it.
 """
@@ -36,6 +41,26 @@ def state_dir(gitdir: str | os.PathLike[str]) -> str:
     """``<gitdir>/gitaudit``: gitaudit's private caches for the repository at *gitdir* (for a
     linked worktree, its own git dir)."""
     return os.path.join(os.fspath(gitdir), STATE_DIRNAME)
+
+
+def cache_dir() -> str:
+    """``$GITAUDIT_CACHE``, else ``$XDG_CACHE_HOME/gitaudit``, else ``~/.cache/gitaudit``."""
+    explicit = os.environ.get("GITAUDIT_CACHE")
+    if explicit:
+        return os.path.expanduser(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return os.path.join(os.path.expanduser(xdg), "gitaudit")
+    return os.path.join(os.path.expanduser("~"), ".cache", "gitaudit")
+
+
+def checkouts_dir(gitdir: str | os.PathLike[str]) -> str:
+    """The private checkouts of the repository at *gitdir*: keyed by its real path."""
+    import hashlib  # not at module level: the hooks' fast path does without it
+
+    real = os.path.realpath(os.fspath(gitdir))
+    key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:20]
+    return os.path.join(cache_dir(), "checkouts", key)
 
 
 def gitaudit_home() -> Path:

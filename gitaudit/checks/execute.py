@@ -2,21 +2,23 @@
 
 Behavioural checks (``run``, ``exec``, ``pytest``) go through :func:`run_bounded`: no shell unless
 the plan says ``shell: true``, stdin closed, cwd confined to the workspace, a timeout that kills
-the whole process group, and bounded output. ``file_exists`` and ``regex`` read the workspace
-through :func:`confine`, so a symlink pointing outside it is rejected, never followed.
+the whole process group, and bounded output; they see the environment of
+:mod:`gitaudit.checks.environment` (an allow-list, private HOME and TMPDIR, what the plan
+declares), and the executable they ran is recorded. ``file_exists`` and ``regex`` read the
+workspace through :func:`confine`, so a symlink pointing outside it is rejected, never followed;
+``file_exists`` wants what it names (a file, or with ``kind: dir`` a directory).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from gitaudit.checks.environment import Sandbox, check_environment, resolve
 from gitaudit.checks.paths import confine
 from gitaudit.checks.process import ProcessResult, decode_output, run_bounded
 from gitaudit.errors import CheckError
@@ -24,22 +26,6 @@ from gitaudit.plan.model import Check
 
 Outcome = Literal["passed", "failed", "unknown", "interrupted"]
 REGEX_READ_LIMIT = 16 << 20
-
-# Variables that describe *gitaudit's* repository or signing identity: a check must not inherit
-# them (inside a hook they would point git at the user's index; signing variables would let a
-# check sign evidence).
-_SCRUBBED = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_PREFIX",
-    "GIT_COMMON_DIR",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_QUARANTINE_PATH",
-    "GITAUDIT_SIGNING_KEY",
-    "SSH_AUTH_SOCK",
-)
 
 
 @dataclass(frozen=True)
@@ -90,20 +76,7 @@ class CheckResult:
         }
 
 
-def check_python() -> str:
-    """The Python used for ``pytest`` checks: ``$GITAUDIT_PYTHON``, else ``python3`` on PATH,
-    else the interpreter running gitaudit."""
-    return os.environ.get("GITAUDIT_PYTHON") or shutil.which("python3") or sys.executable
-
-
-def check_env(extra: Mapping[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
-    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")  # keep __pycache__ out of the audited tree
-    env.update(extra)
-    return env
-
-
-def _argv(check: Check, workspace: Path) -> tuple[str, ...]:
+def _argv(check: Check, workspace: Path, python: str) -> tuple[str, ...]:
     if check.type == "run":
         if check.shell:
             return (check.cmd or "",)
@@ -113,11 +86,16 @@ def _argv(check: Check, workspace: Path) -> tuple[str, ...]:
         if not os.access(target, os.X_OK) or not target.is_file():
             raise CheckError(f"exec path {check.path!r} is not an executable file")
         return (str(target), *check.args)
-    return (check_python(), "-m", "pytest", *check.argv)
+    return (python, "-m", "pytest", *check.argv)
 
 
 def run_check(
-    check: Check, workspace: Path, *, on_start: Callable[[int], None] | None = None
+    check: Check,
+    workspace: Path,
+    sandbox: Sandbox,
+    *,
+    python: str = "python3",
+    on_start: Callable[[int], None] | None = None,
 ) -> CheckResult:
     """Execute *check* in *workspace*; never raises for a failing or misdeclared check."""
     base: dict[str, Any] = {
@@ -131,13 +109,42 @@ def run_check(
         if check.type == "regex":
             return _regex(check, workspace, base)
         cwd = confine(workspace, check.cwd, what="cwd", must_exist=True) if check.cwd else workspace
-        argv = _argv(check, workspace)
+        return _process(check, workspace, cwd, sandbox, python, on_start, base)
     except CheckError as exc:
         return CheckResult(**base, outcome="failed", message=exc.message)
+
+
+def _process(
+    check: Check,
+    workspace: Path,
+    cwd: Path,
+    sandbox: Sandbox,
+    python: str,
+    on_start: Callable[[int], None] | None,
+    base: dict[str, Any],
+) -> CheckResult:
+    """A behavioural check: its environment, its executable, the bounded process."""
+    environment = check_environment(sandbox, check.env)
+    base["extra"] = {"env": environment.record()}
+    if environment.missing:
+        names = ", ".join(environment.missing)
+        raise CheckError(
+            f"the plan passes {names} to checks (pass_env), but the caller has not set it"
+        )
+    interpreter = None
+    if check.type == "pytest":
+        interpreter = resolve(python, environment.variables, cwd)
+        if interpreter is None:
+            raise CheckError(
+                f"{python!r} (the plan's python for pytest checks) is not on the checks' PATH"
+            )
+    argv = _argv(check, workspace, interpreter or python)
+    if not check.shell:
+        base["extra"]["executable"] = interpreter or resolve(argv[0], environment.variables, cwd)
     result = run_bounded(
         argv,
         cwd=cwd,
-        env=check_env(check.env),
+        env=environment.variables,
         timeout=check.timeout,
         max_output_bytes=check.max_output_bytes,
         shell=check.shell,
@@ -165,6 +172,7 @@ def _judge(
     if outcome == "passed" and result.leftovers_killed:
         message += " (background processes it left were killed)"
     rel_cwd = os.path.relpath(cwd, workspace)
+    recorded = base.pop("extra", {})
     return CheckResult(
         **base,
         outcome=outcome,
@@ -181,14 +189,29 @@ def _judge(
         stdout_truncated=result.stdout_truncated,
         stderr_truncated=result.stderr_truncated,
         timed_out=result.timed_out,
-        extra={"signal": result.signal, "leftovers_killed": result.leftovers_killed},
+        extra={
+            **recorded,
+            "signal": result.signal,
+            "leftovers_killed": result.leftovers_killed,
+        },
     )
 
 
 def _file_exists(check: Check, workspace: Path, base: dict[str, Any]) -> CheckResult:
     target = confine(workspace, check.path or "", what="path")
-    if target.exists():
+    if check.kind == "dir":
+        if target.is_dir():
+            return CheckResult(**base, outcome="passed", message=f"{check.path} is a directory")
+        what = "is not a directory" if target.exists() else "does not exist"
+        return CheckResult(**base, outcome="failed", message=f"{check.path} {what}")
+    if target.is_file():
         return CheckResult(**base, outcome="passed", message=f"{check.path} exists")
+    if target.exists():
+        return CheckResult(
+            **base,
+            outcome="failed",
+            message=f"{check.path} is a directory, not a file (declare kind: dir for a directory)",
+        )
     return CheckResult(**base, outcome="failed", message=f"{check.path} does not exist")
 
 

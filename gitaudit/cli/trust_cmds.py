@@ -12,7 +12,7 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import UsageError
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.seals import set_policy, trust_add, trust_init, trust_remove
-from gitaudit.ledger.trust import COMMIT_MSG_MODES, Policy
+from gitaudit.ledger.trust import COMMIT_MSG_MODES, LIVE_EVIDENCE, Policy
 
 app = typer.Typer(
     help="Manage who may seal plans and record evidence.",
@@ -107,6 +107,13 @@ def policy_cmd(
         str | None,
         typer.Option("--commit-msg", help="Default commit-msg mode: off, claims or strict."),
     ] = None,
+    live_evidence: Annotated[
+        str | None,
+        typer.Option(
+            "--live-evidence",
+            help="allow or refuse evidence of checks that ran in the live work tree.",
+        ),
+    ] = None,
     allow_weaken: Annotated[
         bool, typer.Option("--allow-weaken", help="Accept a laxer policy (recorded).")
     ] = False,
@@ -117,7 +124,7 @@ def policy_cmd(
     repo = repo_here()
     state = read_state(repo)
     current = state.policy
-    if protect is None and weaken is None and commit_msg is None:
+    if protect is None and weaken is None and commit_msg is None and live_evidence is None:
         for k, v in current.to_json().items():
             say(f"{k}: {v}")
         return
@@ -125,10 +132,13 @@ def policy_cmd(
         raise UsageError("--weakening takes allowed or forbidden")
     if commit_msg is not None and commit_msg not in COMMIT_MSG_MODES:
         raise UsageError(f"--commit-msg takes one of {', '.join(COMMIT_MSG_MODES)}")
+    if live_evidence not in (None, *LIVE_EVIDENCE):
+        raise UsageError(f"--live-evidence takes one of {', '.join(LIVE_EVIDENCE)}")
     policy = Policy(
         protected_refs=tuple(protect) if protect else current.protected_refs,
         allow_weaken=current.allow_weaken if weaken is None else weaken == "allowed",
         commit_msg=commit_msg or current.commit_msg,
+        live_evidence=live_evidence or current.live_evidence,
     )
     commit, laxer = set_policy(
         repo, signer_for(repo, key), policy, allow_weaken=allow_weaken, reason=reason

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 import pygit2
 
@@ -78,6 +79,7 @@ def assess(
     *with_states* adds each step's state for mission control; *remember_plans* lets reading the
     plans ref record its verified tip (off on a server)."""
     now = time.time()
+    workdir = repo.workdir if rev is None and tree is None else None  # judging the work tree
     tree = tree or resolve_tree(repo, rev)
     try:
         state = state or read_state(repo, remember=remember_plans)
@@ -94,7 +96,16 @@ def assess(
     pushed = dict(pushed_runs or {})
     judged = [
         _assess_plan(
-            repo, state, n, files.get(n), tree, now, pushed.get(n), check_tools, with_states
+            repo,
+            state,
+            n,
+            files.get(n),
+            tree,
+            now,
+            pushed.get(n),
+            check_tools,
+            with_states,
+            workdir,
         )
         for n in names
     ]
@@ -128,6 +139,7 @@ def _assess_plan(
     pushed: pygit2.Oid | None,
     check_tools: bool,
     with_states: bool,
+    workdir: Path | None,
 ) -> tuple[PlanVerdict, Basis]:
     checked_plan = check_plan(state, name, file, environment=check_tools)
     if checked_plan.reasons:
@@ -146,6 +158,7 @@ def _assess_plan(
             now,
             pushed,
             functools.cache(lambda: input_digests(repo.git, model, tree)),
+            workdir,
         )
     )
     env = (
@@ -157,4 +170,5 @@ def _assess_plan(
     states = step_states(repo, state, name, model, evidence.record, reasons) if with_states else {}
     seen = {runs_ref(name): evidence.seen} if evidence.seen else {}
     basis = Basis(seen=seen, until=evidence.until, tools=tuple(model.required_tools))
-    return PlanVerdict(name, fold(reasons), reasons, evidence.run, states), basis
+    verdict = PlanVerdict(name, fold(reasons), reasons, evidence.run, states, evidence.notes)
+    return verdict, basis

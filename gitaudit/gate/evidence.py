@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import pygit2
 
@@ -46,6 +47,7 @@ class Evidence:
     run: str | None = None
     seen: str | None = None
     until: float | None = None
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class Judging:
     now: float
     pushed: pygit2.Oid | None  # the tip of a runs ref being pushed (pre-receive)
     digests: Callable[[], Mapping[str, str]]  # the steps' input digests for this tree
+    workdir: Path | None = None  # the work tree, when it is what is judged
 
     @property
     def run_fix(self) -> str:
@@ -92,7 +95,50 @@ def judge_evidence(j: Judging) -> Evidence:
     # rewind of this ledger is caught by the next status (a pushed tip is not ours to remember)
     seen = str(tip) if tip is not None and j.pushed is None else None
     reasons, until = _content_reasons(j, record)
-    return Evidence(tuple(reasons), record, record.commit, seen, until)
+    extra, notes = _beyond_the_tree(j, record)
+    return Evidence(tuple([*reasons, *extra]), record, record.commit, seen, until, notes)
+
+
+def _beyond_the_tree(j: Judging, record: RunRecord) -> tuple[list[Reason], tuple[str, ...]]:
+    """What the run relied on that the tree does not pin down: steps that ran in the live work
+    tree (refused when the policy says so) and declared ignored paths (which must be as they were
+    when the work tree itself is judged)."""
+    reasons: list[Reason] = []
+    notes: list[str] = []
+    live = sorted(
+        sid
+        for sid, entry in record.steps.items()
+        if entry.live and entry.status == StepStatus.PASSED
+    )
+    if live:
+        notes.append(f"step(s) {', '.join(live)} ran in the live work tree (workspace: live)")
+        if j.state.policy.live_evidence == "refuse":
+            reasons.append(
+                Reason(
+                    "evidence.live-refused",
+                    f"the policy refuses evidence from the live work tree, and step(s) "
+                    f"{', '.join(live)} of plan {j.name!r} ran there",
+                    "run those steps in the private checkout (remove `workspace: live` and "
+                    f"reseal), then `{j.run_fix}`",
+                )
+            )
+    if record.ignored_paths:
+        notes.append(f"relied on ignored path(s) {', '.join(sorted(record.ignored_paths))}")
+    if j.workdir is not None:
+        from gitaudit.run.checkout import listing_digest
+
+        for path, digest in sorted(record.ignored_paths.items()):
+            if listing_digest(j.workdir / path)[1] != digest:
+                reasons.append(
+                    Reason(
+                        "evidence.ignored-changed",
+                        f"the declared ignored path {path!r} changed since the run that proved "
+                        f"plan {j.name!r}",
+                        j.run_fix,
+                        verdict=Verdict.UNKNOWN,
+                    )
+                )
+    return reasons, tuple(notes)
 
 
 def _malformed(j: Judging, exc: MalformedRun) -> Evidence:

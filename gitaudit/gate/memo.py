@@ -15,9 +15,9 @@ miss, and the full gate runs (and explains). Only PASS is remembered: FAIL and U
 judged and explained afresh.
 
 Entries live in ``<gitdir>/gitaudit/memo.json``; each is authenticated with HMAC-SHA256 under a
-random key kept beside the signing keys (``$GITAUDIT_HOME/memo.key``, mode 0600, never inside a
-work tree), so the file is a cache that cannot be forged: whoever could forge an entry could as
-well read the signing keys and sign evidence.
+random key kept beside the signing keys (:mod:`gitaudit.secret`: ``$GITAUDIT_HOME/memo.key``,
+mode 0600, never inside a work tree), so the file is a cache that cannot be forged: whoever could
+forge an entry could as well read the signing keys and sign evidence.
 """
 
 from __future__ import annotations
@@ -31,13 +31,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
-from gitaudit import __version__
+from gitaudit import __version__, secret
 from gitaudit.git.call import start_git
-from gitaudit.places import home_dir, state_dir
+from gitaudit.places import state_dir
 
 FORMAT = 1
 FILENAME = "memo.json"
-KEY_FILENAME = "memo.key"
 MAX_ENTRIES = 64
 MAX_BYTES = 1 << 20
 
@@ -150,64 +149,6 @@ def snapshot(
     return Snapshot(found, workdir, tuple(sorted(refs)), outs[2], marks), lines[2:]
 
 
-# ------------------------------------------------------------------------------------- the key
-
-
-def _key_path() -> str:
-    return os.path.join(home_dir(), KEY_FILENAME)
-
-
-def _inside(path: str, root: str) -> bool:
-    path, root = os.path.realpath(path), os.path.realpath(root)
-    return os.path.commonpath([path, root]) == root
-
-
-def _load_key(workdir: str, *, create: bool) -> bytes | None:
-    """The memo key; None when there is none (and *create* is off) or it is not private: a key
-    inside the work tree, or readable or writable by others, authenticates nothing."""
-    path = _key_path()
-    if _inside(path, workdir):
-        return None
-    with contextlib.suppress(FileNotFoundError):
-        return _read_key(path)
-    if not create:
-        return None
-    try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return _read_key(path)  # another process made it first
-    except OSError:
-        return None
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(os.urandom(32))
-    return _read_key(path)
-
-
-def _read_key(path: str) -> bytes | None:
-    """FileNotFoundError when there is no key; None when the file is not a private key."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except FileNotFoundError:
-        raise
-    except OSError:
-        return None  # a symlink (O_NOFOLLOW), or unreadable
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not _private_file(info):
-            return None
-        key = handle.read(33)
-    return key if len(key) == 32 else None
-
-
-def _private_file(info: os.stat_result) -> bool:
-    """A regular file of this user that nobody else may read or write."""
-    import stat
-
-    owned = not hasattr(os, "getuid") or info.st_uid == os.getuid()
-    return stat.S_ISREG(info.st_mode) and not info.st_mode & 0o077 and owned
-
-
 def _mac(key: bytes, entry: Entry) -> str:
     return hmac.new(key, entry.payload(), hashlib.sha256).hexdigest()
 
@@ -256,7 +197,7 @@ def lookup(snap: Snapshot, tree: str, now: float | None = None) -> Entry | None:
     raw = [e for e in _entries(snap.gitdir) if e.get("tree") == tree]
     if not raw:
         return None
-    key = _load_key(snap.workdir, create=False)
+    key = secret.local_key(snap.workdir, create=False)
     if key is None:
         return None
     state = snap.digest
@@ -294,7 +235,7 @@ def remember(
     after = again[0]
     if after.refs != before.refs or not _marks_moved_to_tips(before, after):
         return False
-    key = _load_key(after.workdir, create=True)
+    key = secret.local_key(after.workdir, create=True)
     if key is None:
         return False
     entry = Entry(

@@ -19,4 +19,5 @@ def render_gate(result: GateResult) -> list[str]:
         lines.append(f"  {plan.verdict:<7} {plan.name}: {first}")
         lines.extend(f"          {reason.message}" for reason in plan.reasons[1:])
         lines.extend(f"          fix: {fix}" for fix in dict.fromkeys(r.hint for r in plan.reasons))
+        lines.extend(f"          note: {note}" for note in plan.notes)
     return lines

@@ -106,6 +106,8 @@ def markdown(doc: dict[str, Any]) -> str:
             )
         for reason in plan["reasons"]:
             out.append(f"- {reason['message']} — fix: `{reason['hint']}`")
+        for note in plan.get("notes", []):
+            out.append(f"- note: {note}")
         out.append("")
         if entry["requirements"]:
             out += [

@@ -33,6 +33,8 @@ class PlanVerdict:
     # each step's state for this tree, as the gate sees it: verified, failed, unknown,
     # exhausted, expired or pending (empty unless asked for, or when the plan is not in order)
     states: Mapping[str, str] = field(default_factory=dict)
+    # what the accepted evidence relied on beyond the tree (live steps, declared ignored paths)
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -40,6 +42,7 @@ class PlanVerdict:
             "verdict": self.verdict,
             "run": self.run,
             "reasons": [r.to_json() for r in self.reasons],
+            "notes": list(self.notes),
         }
 
 

@@ -12,7 +12,7 @@ document stays available as :attr:`RunRecord.doc` for display (``show --json``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gitaudit.errors import LedgerError
@@ -60,10 +60,16 @@ class StepEntry:
     upstream: tuple[UpstreamEntry, ...]
     input_digest: str | None
     reconciled: Mapping[str, str] | None
+    workspace: str | None = None  # checkout | live; None: recorded before 0.2 (the work tree)
 
     @property
     def proven(self) -> bool:
         return self.status.proven
+
+    @property
+    def live(self) -> bool:
+        """The step's checks ran in the live work tree (declared, or before private checkouts)."""
+        return self.workspace != "checkout"
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,7 @@ class RunRecord:
     runner: str | None
     steps: Mapping[str, StepEntry]
     doc: Mapping[str, Any]  # the document as stored, for display only
+    ignored_paths: Mapping[str, str] = field(default_factory=dict)  # path -> listing digest
 
     def passed_steps(self) -> list[str]:
         return [sid for sid, s in self.steps.items() if s.proven]
@@ -168,6 +175,10 @@ def _strings(value: object) -> object:
     return tuple(value)
 
 
+def _one_of(*values: str) -> Callable[[object], object]:
+    return lambda value: value if value in values else _BAD
+
+
 def _nullable(convert: Callable[[object], object]) -> Callable[[object], object]:
     return lambda value: None if value is None else convert(value)
 
@@ -247,6 +258,9 @@ def _step(r: _Reader, raw: object, path: str) -> StepEntry:
         ),
         input_digest=r.get(doc, "input_digest", path, _nullable(_str), "a string or null", None),
         reconciled=reconciled,
+        workspace=r.get(
+            doc, "workspace", path, _one_of("checkout", "live"), "checkout or live", None
+        ),
     )
 
 
@@ -259,6 +273,10 @@ def parse_run(commit: str, time: int, doc: object) -> RunRecord:
     seal: Mapping[str, Any] = r.get(doc, "seal", "", _dict, "an object", {})
     runner: Mapping[str, Any] = r.get(doc, "runner", "", _dict, "an object", {})
     steps: Mapping[str, Any] = r.get(doc, "steps", "", _dict, "an object")
+    workspace: Mapping[str, Any] = r.get(doc, "workspace", "", _dict, "an object", {})
+    ignored: Mapping[str, Any] = r.get(
+        workspace, "ignored_paths", "workspace", _dict, "an object", {}
+    )
     return RunRecord(
         commit=commit,
         time=time,
@@ -273,7 +291,17 @@ def parse_run(commit: str, time: int, doc: object) -> RunRecord:
         runner=r.get(runner, "name", "runner", _str, "a string", None),
         steps={str(sid): _step(r, entry, f"steps.{sid}") for sid, entry in steps.items()},
         doc=doc,
+        ignored_paths={
+            str(p): r.get(v, "digest", f"workspace.ignored_paths.{p}", _str, "a string")
+            if isinstance(v, dict)
+            else _bad_ignored(r, p, v)
+            for p, v in ignored.items()
+        },
     )
+
+
+def _bad_ignored(r: _Reader, path: object, value: object) -> str:
+    raise r.fail(f"workspace.ignored_paths.{path}", "an object", value)
 
 
 def lookup_keys(doc: object) -> tuple[str, str, str, dict[str, tuple[str, str]]] | None:

@@ -24,6 +24,8 @@ Role = Literal["sealer", "runner"]
 ROLES: tuple[Role, ...] = ("sealer", "runner")
 CommitMsgMode = Literal["off", "claims", "strict"]
 COMMIT_MSG_MODES: tuple[CommitMsgMode, ...] = ("off", "claims", "strict")
+LiveEvidence = Literal["allow", "refuse"]
+LIVE_EVIDENCE: tuple[LiveEvidence, ...] = ("allow", "refuse")
 
 ALLOWED_SIGNERS_PATH = "trust/allowed_signers"
 ROLES_PATH = "trust/roles.json"
@@ -158,14 +160,19 @@ class Policy:
     allow_weaken: bool = True
     commit_msg: CommitMsgMode = "claims"
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    # "refuse": evidence of checks that ran in the live work tree (workspace: live) does not count
+    live_evidence: LiveEvidence = "allow"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "format": POLICY_FORMAT,
             "protected_refs": list(self.protected_refs),
             "allow_weaken": self.allow_weaken,
             "commit_msg": self.commit_msg,
         }
+        if self.live_evidence != "allow":  # added in 0.2: only when set (stable digests)
+            doc["live_evidence"] = self.live_evidence
+        return doc
 
     def digest(self) -> str:
         return sha256(canonical(self.to_json()))
@@ -184,6 +191,8 @@ class Policy:
             out.append("weakening seals becomes allowed")
         if COMMIT_MSG_MODES.index(self.commit_msg) < COMMIT_MSG_MODES.index(old.commit_msg):
             out.append(f"commit-msg default {old.commit_msg} -> {self.commit_msg}")
+        if self.live_evidence == "allow" and old.live_evidence == "refuse":
+            out.append("evidence from the live work tree becomes acceptable")
         return out
 
     @classmethod
@@ -202,9 +211,12 @@ class Policy:
             mode = doc.get("commit_msg", "claims")
             if mode not in COMMIT_MSG_MODES:
                 raise ValueError(f"commit_msg must be one of {', '.join(COMMIT_MSG_MODES)}")
+            live = doc.get("live_evidence", "allow")
+            if live not in LIVE_EVIDENCE:
+                raise ValueError(f"live_evidence must be one of {', '.join(LIVE_EVIDENCE)}")
         except ValueError as exc:
             raise TrustError(f"{where}: {POLICY_PATH} is invalid: {exc}") from None
-        return cls(tuple(refs), allow, mode, doc)
+        return cls(tuple(refs), allow, mode, doc, live)
 
 
 def policy_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> Policy:

@@ -1,37 +1,46 @@
-"""`git audit run`: run a sealed plan against the work tree and record the signed evidence.
+"""`git audit run`: run a sealed plan on the work tree's fingerprint and record the evidence.
 
 Refuses before anything runs when the plan is not sealed, or its working copy differs from the
-seal ("reseal or revert"), or the signing key is not a trusted runner. The workspace fingerprint
-is taken before and after: a run during which the workspace changed is recorded as FAIL with the
-changed paths (audit purity).
+seal ("reseal or revert"), or the signing key is not a trusted runner. The work tree is
+fingerprinted (the tree the evidence names), a private checkout of exactly that tree is brought
+up to date (:mod:`gitaudit.run.checkout`) and the checks run there, so edits made to the work
+tree meanwhile cannot change what was checked. A run whose steps changed the checkout (or a
+declared ignored path, or the work tree for ``workspace: live`` steps) is recorded as FAIL with
+the changed paths (audit purity).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import pygit2
+
 from gitaudit import __version__
+from gitaudit.checks.environment import Sandbox, clean_path
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, RunError, UsageError
-from gitaudit.git.fingerprint import changed_paths, workspace_fingerprint
+from gitaudit.git.fingerprint import Fingerprint, changed_paths, workspace_fingerprint
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import index, watermark
-from gitaudit.ledger.plansref import read_state, sealed_contract
+from gitaudit.ledger.plansref import PlansState, SealRecord, read_state, sealed_contract
 from gitaudit.ledger.records import RUN_FORMAT
 from gitaudit.ledger.refs import runs_ref
 from gitaudit.ledger.runs import append_run, evidence_files, read_run
+from gitaudit.ledger.trust import TrustedKey
 from gitaudit.plan.catalog import CheckedPlan, check_worktree
 from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
 from gitaudit.plan.inputs import input_digests
-from gitaudit.plan.model import Plan, StepId
+from gitaudit.plan.model import Check, Output, Plan, StepId
+from gitaudit.run import checkout
 from gitaudit.run.runner import Event, RunOutcome, RunRequest, execute, step_json
 from gitaudit.verdict import PROVEN, StepStatus, Verdict, judge_run, output_broken
 
@@ -123,7 +132,18 @@ def _trusted(repo: Repo, commit: str, runners: list[PublicKey]) -> bool:
     return True
 
 
-def run_plan(  # noqa: C901, PLR0912, PLR0915 (to split: refusals, carried evidence, the record)
+@dataclass(frozen=True)
+class _Prepared:
+    """A run that may go ahead: the verified plans state, the runner, the plan and its seal."""
+
+    state: PlansState
+    runner: TrustedKey
+    plan: Plan
+    seal: SealRecord
+    targets: tuple[StepId, ...]
+
+
+def run_plan(
     repo: Repo,
     name: str,
     signer: Signer,
@@ -138,11 +158,91 @@ def run_plan(  # noqa: C901, PLR0912, PLR0915 (to split: refusals, carried evide
 ) -> RecordedRun:
     """Run plan *name* (all steps, or *targets*) and record the signed run commit.
 
-    Steps that declare ``inputs`` are carried forward instead of re-run when their input digest
-    (see :mod:`gitaudit.plan.inputs`) matches a passing run, unless *fresh* or explicitly targeted.
-    *reconcile* settles unknown outcomes of non-idempotent steps instead of running them.
+    The checks run in a private checkout of the work tree's fingerprint (:mod:`.checkout`),
+    unless the plan or a step declares ``workspace: live``. Steps that declare ``inputs`` are
+    carried forward instead of re-run when their input digest (see :mod:`gitaudit.plan.inputs`)
+    matches a passing run, unless *fresh* or explicitly targeted. *reconcile* settles unknown
+    outcomes of non-idempotent steps instead of running them.
     """
     workdir = repo.require_workdir()
+    prep = _prepare(repo, name, signer, checked, targets)
+    before = workspace_fingerprint(workdir)
+    _check_reconcile(repo, prep, before.tree, reconcile or {})
+    prior = _prior(repo, prep, before.tree, fresh)
+    plan = prep.plan
+    live_steps = {s.id for s in plan.steps if plan.workspace_of(s) == "live"}
+    whole_live = len(live_steps) == len(plan.steps)
+    carried, incremental, wanted = prior.carried, prior.incremental, list(prep.targets)
+    if not whole_live:
+        carried, incremental, wanted = _producers_run(
+            plan, carried, incremental, wanted, _in_tree(repo, before.tree)
+        )
+    with checkout.acquire(repo.gitdir, workdir) as slot:
+        placed = None
+        if not whole_live:
+            placed = checkout.materialise(
+                slot,
+                repo.gitdir,
+                workdir,
+                before.tree,
+                before.head,
+                declared_filters=plan.filters,
+                ignored_paths=plan.all_ignored_paths(),
+            )
+        sandbox = Sandbox(
+            home=slot.home if plan.home == "private" else None,
+            tmp=slot.tmp,
+            repository=(workdir, repo.gitdir),
+        )
+        outcome = execute(
+            RunRequest(
+                plan=plan,
+                workspace=workdir if whole_live else slot.tree,
+                sandbox=sandbox,
+                live_workspace=workdir if live_steps else None,
+                jobs=jobs or os.cpu_count() or 1,
+                targets=frozenset(wanted) if wanted else None,
+                carried=carried,
+                incremental=incremental,
+                attempts_used=prior.attempts,
+                unresolved=prior.unresolved,
+                reconcile=dict(reconcile or {}),
+                force=force,
+                on_event=on_event,
+            )
+        )
+        purity = _purity(workdir, before.tree, placed, bool(live_steps))
+        if placed is not None:
+            checkout.leave_clean(placed, workdir)
+    missing_tools = [
+        t
+        for t in plan.required_tools
+        if shutil.which(t, path=clean_path(os.environ.get("PATH", ""), sandbox.repository)) is None
+    ]
+    return _record(
+        repo,
+        prep,
+        signer,
+        before=before,
+        outcome=outcome,
+        purity=purity,
+        placed=placed,
+        live_steps=live_steps,
+        digests=prior.digests,
+        attempts=prior.attempts,
+        reconcile=reconcile or {},
+        wanted=list(prep.targets),
+        force=force,
+        jobs=jobs,
+        missing_tools=missing_tools,
+    )
+
+
+def _prepare(
+    repo: Repo, name: str, signer: Signer, checked: CheckedPlan | None, targets: Iterable[str]
+) -> _Prepared:
+    """Every refusal that comes before anything runs: no plans ref, a key that is no runner,
+    an invalid or unsealed plan, a working copy that differs from its seal, unknown steps."""
     state = read_state(repo)
     if not state.exists:
         raise RunError(
@@ -151,7 +251,7 @@ def run_plan(  # noqa: C901, PLR0912, PLR0915 (to split: refusals, carried evide
         )
     runner = state.trust.require(signer.public_key, "runner")
     if checked is None:
-        (checked,) = check_worktree(workdir, name)
+        (checked,) = check_worktree(repo.require_workdir(), name)
     plan = checked.require_valid()
     seal = state.seal(name)
     if seal is None or seal.retired:
@@ -167,32 +267,23 @@ def run_plan(  # noqa: C901, PLR0912, PLR0915 (to split: refusals, carried evide
             f"the working copy of plan {name!r} differs from its seal v{seal.version}{summary}",
             hint=f"reseal (`git audit plan seal --plan {name}`) or revert the plan file",
         )
-    wanted = [str(t) for t in targets]
+    wanted = tuple(str(t) for t in targets)
     unknown = [t for t in wanted if plan.step(t) is None]
     if unknown:
         raise UsageError(
             f"plan {name!r} has no step {', '.join(unknown)}",
             hint=f"steps: {', '.join(plan.step_ids)}",
         )
-    digest = seal.contract_digest
-    runners = state.trust.with_role("runner")
-    before = workspace_fingerprint(workdir)
-    carried: dict[StepId, str] = {}
-    if wanted:
-        # the newest trusted outcome of each step for this tree decides: a later failure
-        # outweighs an earlier pass, and a run without a runner's signature counts for nothing
-        decided: set[StepId] = set()
-        for prior in index.runs_for_tree(repo.git, repo.gitdir, name, before.tree, digest):
-            if not _trusted(repo, prior.commit, runners):
-                continue
-            record = read_run(repo.git, prior.commit)
-            for sid, entry in record.steps.items():
-                if sid in decided or entry.status in (StepStatus.NOT_RUN, StepStatus.BLOCKED):
-                    continue
-                decided.add(sid)
-                if entry.proven:
-                    carried[sid] = entry.carried_from or record.commit
-    for sid, (mode, _note) in (reconcile or {}).items():
+    return _Prepared(state, runner, plan, seal, wanted)
+
+
+def _check_reconcile(
+    repo: Repo, prep: _Prepared, tree: str, reconcile: Mapping[StepId, tuple[str, str]]
+) -> None:
+    """An unknown outcome may be settled only for a non-idempotent step that has one, on the
+    tree it was recorded for, and by readback only when the step declares readback checks."""
+    name, plan = prep.plan.name, prep.plan
+    for sid, (mode, _note) in reconcile.items():
         step = plan.step(sid)
         if step is None:
             raise UsageError(f"plan {name!r} has no step {sid}")
@@ -208,10 +299,10 @@ def run_plan(  # noqa: C901, PLR0912, PLR0915 (to split: refusals, carried evide
                 hint=f"`git audit run {sid} --plan {name}` runs it",
             )
         where = read_run(repo.git, pending[sid]).tree
-        if where != before.tree:
+        if where != tree:
             raise RunError(
                 f"the unknown outcome of step {sid} was recorded for tree {where[:12]}, not for "
-                f"this work tree ({before.tree[:12]})",
+                f"this work tree ({tree[:12]})",
                 hint="check out that tree to reconcile the outcome observed there",
             )
         if mode == "readback" and not step.readback:
@@ -219,36 +310,154 @@ def run_plan(  # noqa: C901, PLR0912, PLR0915 (to split: refusals, carried evide
                 f"step {sid} declares no readback checks",
                 hint="reconcile with --observed pass|fail, or add readback checks and reseal",
             )
-    digests = input_digests(repo.git, plan, before.tree)
+
+
+@dataclass(frozen=True)
+class _Prior:
+    """What the ledger already says for this run: evidence to carry for the targeted steps'
+    siblings (step -> run) and for unchanged inputs, attempts used, unknown outcomes, and the
+    steps' input digests for the tree."""
+
+    carried: dict[StepId, str]
+    incremental: dict[StepId, str]
+    attempts: dict[StepId, int]
+    unresolved: dict[StepId, str]
+    digests: dict[StepId, str]
+
+
+def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
+    name, plan, digest = prep.plan.name, prep.plan, prep.seal.contract_digest
+    runners = prep.state.trust.with_role("runner")
+    carried: dict[StepId, str] = {}
+    if prep.targets:
+        # the newest trusted outcome of each step for this tree decides: a later failure
+        # outweighs an earlier pass, and a run without a runner's signature counts for nothing
+        decided: set[StepId] = set()
+        for prior in index.runs_for_tree(repo.git, repo.gitdir, name, tree, digest):
+            if not _trusted(repo, prior.commit, runners):
+                continue
+            record = read_run(repo.git, prior.commit)
+            for sid, entry in record.steps.items():
+                if sid in decided or entry.status in (StepStatus.NOT_RUN, StepStatus.BLOCKED):
+                    continue
+                decided.add(sid)
+                if entry.proven:
+                    carried[sid] = entry.carried_from or record.commit
+    digests = input_digests(repo.git, plan, tree)
     incremental: dict[StepId, str] = {}
     if not fresh:
         wanted_digests = {
-            s.id: digests[s.id] for s in plan.steps if s.inputs and s.id not in wanted
+            s.id: digests[s.id] for s in plan.steps if s.inputs and s.id not in prep.targets
         }
         sources = index.carry_sources(repo.git, repo.gitdir, name, wanted_digests)
         incremental = {sid: c for sid, c in sources.items() if _trusted(repo, c, runners)}
-    attempts = index.failed_attempts(repo.git, repo.gitdir, name, digest)
-    unresolved = index.unresolved(repo.git, repo.gitdir, name)
-    missing_tools = [t for t in plan.required_tools if shutil.which(t) is None]
-    outcome = execute(
-        RunRequest(
-            plan=plan,
-            workspace=workdir,
-            jobs=jobs or os.cpu_count() or 1,
-            targets=frozenset(wanted) if wanted else None,
-            carried=carried,
-            incremental=incremental,
-            attempts_used=attempts,
-            unresolved=unresolved,
-            reconcile=dict(reconcile or {}),
-            force=force,
-            on_event=on_event,
-        )
+    return _Prior(
+        carried,
+        incremental,
+        index.failed_attempts(repo.git, repo.gitdir, name, digest),
+        index.unresolved(repo.git, repo.gitdir, name),
+        digests,
     )
-    after = workspace_fingerprint(workdir)
-    changed = (
-        tuple(changed_paths(workdir, before.tree, after.tree)) if after.tree != before.tree else ()
-    )
+
+
+def _in_tree(repo: Repo, tree: str) -> Callable[[Output], bool]:
+    """Whether an output holds from the tree alone: every check of it names a file (or, with
+    ``kind: dir``, a directory) that the tree records."""
+    root = repo.git[pygit2.Oid(hex=tree)]
+    assert isinstance(root, pygit2.Tree)
+
+    def recorded(check: Check) -> bool:
+        if check.type not in ("file_exists", "regex") or not check.path:
+            return False
+        try:
+            entry = root[check.path.strip("/")]
+        except (KeyError, ValueError):
+            return False
+        return (entry.type_str == "tree") == (check.type == "file_exists" and check.kind == "dir")
+
+    return lambda output: bool(output.checks) and all(recorded(c) for c in output.checks)
+
+
+def _producers_run(
+    plan: Plan,
+    carried: dict[StepId, str],
+    incremental: dict[StepId, str],
+    wanted: list[StepId],
+    in_tree: Callable[[Output], bool],
+) -> tuple[dict[StepId, str], dict[StepId, str], list[StepId]]:
+    """Every run starts from the tree alone, so an output a step relies on
+    (``requires_outputs``) exists only if the tree records it or its producer runs too: such a
+    producer of a step that executes is executed (and targeted), not carried, transitively."""
+    carried, incremental, wanted = dict(carried), dict(incremental), list(wanted)
+
+    def executes(sid: StepId) -> bool:
+        if sid in incremental:
+            return False
+        return sid in wanted if wanted else sid not in carried
+
+    changed = True
+    while changed:
+        changed = False
+        for step in plan.steps:
+            if not executes(step.id):
+                continue
+            for ref in step.requires_outputs:
+                producer = plan.step(ref.step)
+                output = producer.output(ref.name) if producer else None
+                if executes(ref.step) or output is None or in_tree(output):
+                    continue
+                carried.pop(ref.step, None)
+                incremental.pop(ref.step, None)
+                if wanted and ref.step not in wanted:
+                    wanted.append(ref.step)
+                changed = True
+    return carried, incremental, wanted
+
+
+@dataclass(frozen=True)
+class _Purity:
+    after: str
+    changed: tuple[str, ...]
+
+
+def _purity(workdir: Path, tree: str, placed: checkout.Materialised | None, live: bool) -> _Purity:
+    """What the steps changed: in the checkout (tracked files, and files that are not ignored),
+    in the declared ignored paths, and in the live work tree when a step ran there."""
+    after, changed = tree, []
+    if placed is not None:
+        after, in_checkout = checkout.changed(placed)
+        changed += in_checkout
+        for ignored in placed.ignored:
+            if checkout.listing_digest(workdir / ignored.path)[1] != ignored.digest:
+                changed.append(f"{ignored.path} (declared ignored path)")
+    if live:
+        live_after = workspace_fingerprint(workdir).tree
+        if live_after != tree:
+            changed += changed_paths(workdir, tree, live_after)
+            after = live_after if placed is None else after
+    return _Purity(after, tuple(dict.fromkeys(changed)))
+
+
+def _record(
+    repo: Repo,
+    prep: _Prepared,
+    signer: Signer,
+    *,
+    before: Fingerprint,
+    outcome: RunOutcome,
+    purity: _Purity,
+    placed: checkout.Materialised | None,
+    live_steps: set[StepId],
+    digests: Mapping[StepId, str],
+    attempts: Mapping[StepId, int],
+    reconcile: Mapping[StepId, tuple[str, str]],
+    wanted: list[StepId],
+    force: bool,
+    jobs: int | None,
+    missing_tools: list[str],
+) -> RecordedRun:
+    """Judge the run, write its evidence and sign it onto the ledger."""
+    plan, name, digest = prep.plan, prep.plan.name, prep.seal.contract_digest
     statuses = {sid: o.status for sid, o in outcome.steps.items()}
     broken = [
         sid
@@ -259,36 +468,49 @@ def run_plan(  # noqa: C901, PLR0912, PLR0915 (to split: refusals, carried evide
         plan,
         statuses,
         interrupted=outcome.interrupted,
-        impure=bool(changed),
+        impure=bool(purity.changed),
         missing_tools=missing_tools,
         broken_upstream=broken,
     )
     steps_doc = {sid: step_json(o, plan.step(sid)) for sid, o in outcome.steps.items()}  # type: ignore[arg-type]
     for sid, step_doc in steps_doc.items():
         step_doc["input_digest"] = digests[sid]
-        if reconcile and sid in reconcile:
+        if sid in reconcile:
             step_doc["reconciled"] = {"mode": reconcile[sid][0], "note": reconcile[sid][1]}
         failed = step_doc["status"] == StepStatus.FAILED
         step_doc["attempts_used"] = attempts.get(sid, 0) + (1 if failed else 0)
+        if placed is not None:
+            step_doc["workspace"] = "live" if sid in live_steps else "checkout"
+        else:
+            step_doc["workspace"] = "live"
     passed = outcome.count(*PROVEN)
+    workspace: dict[str, Any] = placed.to_json() if placed is not None else {"mode": "live"}
+    if placed is not None and live_steps:
+        workspace["live_steps"] = sorted(live_steps)
     doc: dict[str, Any] = {
         "format": RUN_FORMAT,
         "plan": name,
         "verdict": verdict,
         "reasons": reasons,
         "contract_digest": digest,
-        "seal": {"commit": str(state.tip), "version": seal.version},
+        "seal": {"commit": str(prep.state.tip), "version": prep.seal.version},
         "tree": before.tree,
         "head": before.head,
         "started_at": _iso(outcome.started),
         "finished_at": _iso(outcome.finished),
-        "runner": {"name": runner.name, "fingerprint": signer.public_key.fingerprint()},
+        "runner": {"name": prep.runner.name, "fingerprint": signer.public_key.fingerprint()},
         "tool": {"name": "gitaudit", "version": __version__},
         "targeted": wanted or None,
         "forced": force,
         "jobs": jobs or os.cpu_count() or 1,
         "missing_tools": missing_tools,
-        "purity": {"before": before.tree, "after": after.tree, "changed": list(changed)},
+        "purity": {"before": before.tree, "after": purity.after, "changed": list(purity.changed)},
+        "workspace": workspace,
+        "environment": {
+            "home": plan.home,
+            "pass_env": list(plan.pass_env),
+            "python": plan.python,
+        },
         "order": list(outcome.order),
         "route": route_receipt(plan, statuses),
         "steps": steps_doc,
@@ -312,5 +534,13 @@ def run_plan(  # noqa: C901, PLR0912, PLR0915 (to split: refusals, carried evide
     watermark.record(repo.gitdir, {runs_ref(name): str(commit)}, "seen", repo.git)
     index.sync(repo.git, repo.gitdir, name)
     return RecordedRun(
-        name, str(commit), verdict, before.tree, passed, len(plan.steps), outcome, changed, doc
+        name,
+        str(commit),
+        verdict,
+        before.tree,
+        passed,
+        len(plan.steps),
+        outcome,
+        purity.changed,
+        doc,
     )

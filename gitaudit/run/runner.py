@@ -16,10 +16,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gitaudit.checks.environment import Sandbox
 from gitaudit.checks.execute import CheckResult, run_check
 from gitaudit.plan.graph import topological_order
 from gitaudit.plan.model import Check, Plan, Step, StepId
@@ -65,10 +66,23 @@ class RunOutcome:
 Event = Callable[[str, StepId, StepOutcome | None], None]  # ("start"|"done", step, outcome)
 
 
+@dataclass(frozen=True)
+class Where:
+    """Where and how one step's checks run: the directory (the private checkout, or the live
+    work tree for a ``workspace: live`` step), their sandbox (environment, HOME, TMPDIR) and the
+    Python of pytest checks."""
+
+    workspace: Path
+    sandbox: Sandbox
+    python: str = "python3"
+
+
 @dataclass
 class RunRequest:
     plan: Plan
-    workspace: Path
+    workspace: Path  # where checks run: the private checkout (or the work tree, in a live run)
+    sandbox: Sandbox
+    live_workspace: Path | None = None  # the work tree, for steps declared workspace: live
     jobs: int = os.cpu_count() or 1
     targets: frozenset[StepId] | None = None  # None: every step
     carried: Mapping[StepId, str] = field(default_factory=dict)  # verified evidence: step -> run
@@ -81,6 +95,13 @@ class RunRequest:
     reconcile: Mapping[StepId, tuple[str, str]] = field(default_factory=dict)
     force: bool = False
     on_event: Event | None = None
+
+    def where(self, step: Step) -> Where:
+        """Where *step*'s checks run (see :class:`Where`)."""
+        live = self.plan.workspace_of(step) == "live" and self.live_workspace is not None
+        sandbox = replace(self.sandbox, pass_env=self.plan.pass_env_of(step))
+        workspace = self.live_workspace if live and self.live_workspace else self.workspace
+        return Where(workspace, sandbox, self.plan.python)
 
 
 class _Supervisor:
@@ -178,7 +199,7 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
                         status[sid] = "running"
                         emit("start", sid, None)
                         future = pool.submit(
-                            _reconcile_step, step, request.workspace, mode, note, supervisor
+                            _reconcile_step, step, request.where(step), mode, note, supervisor
                         )
                         running[future] = sid
                         progressed = True
@@ -209,7 +230,7 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
                     status[sid] = "running"
                     emit("start", sid, None)
                     future = pool.submit(
-                        _run_step, plan, step, request.workspace, used + 1, supervisor
+                        _run_step, plan, step, request.where(step), used + 1, supervisor
                     )
                     running[future] = sid
                     progressed = True
@@ -251,13 +272,21 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
 
 
 def _run_checks(
-    checks: tuple[Check, ...], workspace: Path, supervisor: _Supervisor
+    checks: tuple[Check, ...], where: Where, supervisor: _Supervisor
 ) -> tuple[CheckResult, ...]:
     results = []
     for check in checks:
         if supervisor.cancelled.is_set():
             break
-        results.append(run_check(check, workspace, on_start=supervisor.started))
+        results.append(
+            run_check(
+                check,
+                where.workspace,
+                where.sandbox,
+                python=where.python,
+                on_start=supervisor.started,
+            )
+        )
     return tuple(results)
 
 
@@ -267,7 +296,7 @@ def _summarise(results: tuple[CheckResult, ...]) -> str:
 
 
 def _run_step(
-    plan: Plan, step: Step, workspace: Path, attempt: int, supervisor: _Supervisor
+    plan: Plan, step: Step, where: Where, attempt: int, supervisor: _Supervisor
 ) -> StepOutcome:
     start = time.monotonic()
     upstream: list[UpstreamCheck] = []
@@ -277,7 +306,7 @@ def _run_step(
         if output is None:
             continue
         upstream.append(
-            UpstreamCheck(ref.step, ref.name, _run_checks(output.checks, workspace, supervisor))
+            UpstreamCheck(ref.step, ref.name, _run_checks(output.checks, where, supervisor))
         )
     failed_up = [u for u in upstream if not u.passed]
     if failed_up:
@@ -289,8 +318,8 @@ def _run_step(
             duration=time.monotonic() - start,
             upstream=tuple(upstream),
         )
-    checks = _run_checks(step.verify, workspace, supervisor)
-    outputs = {o.name: _run_checks(o.checks, workspace, supervisor) for o in step.outputs}
+    checks = _run_checks(step.verify, where, supervisor)
+    outputs = {o.name: _run_checks(o.checks, where, supervisor) for o in step.outputs}
     everything = checks + tuple(r for rs in outputs.values() for r in rs)
     if supervisor.cancelled.is_set():
         status: StepStatus = StepStatus.INTERRUPTED
@@ -316,7 +345,7 @@ def _run_step(
 
 
 def _reconcile_step(
-    step: Step, workspace: Path, mode: str, note: str, supervisor: _Supervisor
+    step: Step, where: Where, mode: str, note: str, supervisor: _Supervisor
 ) -> StepOutcome:
     """Settle an unknown outcome: by an observation someone reports, or by the step's readback
     checks (read-only checks that observe the effect)."""
@@ -325,7 +354,7 @@ def _reconcile_step(
     if mode in ("pass", "fail"):
         status: StepStatus = StepStatus.PASSED if mode == "pass" else StepStatus.FAILED
         return StepOutcome(step.id, status, f"reconciled: observed {mode}{suffix}", attempt=None)
-    checks = _run_checks(step.readback, workspace, supervisor)
+    checks = _run_checks(step.readback, where, supervisor)
     if any(r.outcome == "unknown" for r in checks):
         status, reason = StepStatus.UNKNOWN, f"readback inconclusive: {_summarise(checks)}"
     elif checks and all(r.passed for r in checks):

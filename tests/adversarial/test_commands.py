@@ -65,7 +65,7 @@ def test_attack_commands_gitaudit_environment_not_visible(
     assert recorded.verdict == "PASS"
     env = world.run_files(recorded.commit)["steps/unit/checks/0/stdout"].decode()
     names = {line.split("=", 1)[0] for line in env.splitlines()}
-    assert "ADVERSARIAL_CANARY" in names  # the environment is inherited otherwise
+    assert "ADVERSARIAL_CANARY" not in names  # an allow-list: undeclared variables are dropped
     assert not names & set(secrets), names & set(secrets)
 
 

@@ -106,16 +106,17 @@ def test_attack_workspace_case_variant_path(world: World) -> None:
 
 
 def test_attack_workspace_ignored_file_changes_the_result(world: World) -> None:
-    """KNOWN LIMIT (by design, not a bug): ignored files are outside the fingerprint. A check
-    that reads an ignored file (`config.local`) passed; the file then changes so that the check
-    would fail, yet the tree, hence the gate, is unchanged and still says PASS. Plans must not
-    depend on ignored files (or must cover them with their own checks)."""
+    """An ignored file (`config.local`) is outside the fingerprint, so a check must not be able
+    to read it: checks run in a checkout of exactly the tree, where it does not exist. (Before
+    hermetic runs this was a documented limit: the check passed, the file then changed, and the
+    gate still said PASS.)"""
     world.repo.write(".gitignore", "config.local\n")
     world.repo.write("config.local", "mode=ok\n")
     world.seal(plan(step("unit", check("grep", "-q", "mode=ok", "config.local"))))
-    assert world.run().verdict == "PASS"
-    world.repo.write("config.local", "mode=broken\n")
-    assert world.gate(None).verdict == "PASS"  # the current behaviour, documented above
+    recorded = world.run()
+    assert recorded.verdict == "FAIL"
+    assert recorded.doc["steps"]["unit"]["status"] == "failed"
+    assert_plan(world.gate(None), "step.failed", "FAIL")
 
 
 def test_attack_workspace_submodule_checkout_changed(world: World, tmp_path: Path) -> None:

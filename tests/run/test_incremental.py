@@ -16,7 +16,9 @@ def run_doc(repo: GitRepo, plan: str = "default") -> dict[str, Any]:
 
 
 def canary(*, idempotent: bool) -> dict:  # type: ignore[type-arg]
-    step = run_step("canary", "sleep", "30", idempotent=idempotent)
+    """A deployment: its effect (deployed.txt) lives outside the audited tree, in the live work
+    tree, so the step runs there (``workspace: live``) and its readback observes it there."""
+    step = run_step("canary", "sleep", "30", idempotent=idempotent, workspace="live")
     step["verify"][0]["timeout"] = 0.5
     step["readback"] = [{"type": "file_exists", "path": "deployed.txt"}]
     return step

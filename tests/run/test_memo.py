@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gitaudit import secret
 from gitaudit.gate import memo
 from gitaudit.gate.judge import judge
 from gitaudit.git.repo import open_repo
@@ -158,7 +159,7 @@ def test_a_key_that_is_not_private_authenticates_nothing(
     passing: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert pre_push(passing)[:2] == (0, "full")
-    key = Path(os.environ["GITAUDIT_HOME"]) / memo.KEY_FILENAME
+    key = Path(os.environ["GITAUDIT_HOME"]) / secret.KEY_FILENAME
     assert key.stat().st_mode & 0o777 == 0o600
     key.chmod(0o644)
     assert pre_push(passing)[:2] == (0, "full")
@@ -169,7 +170,7 @@ def test_a_key_that_is_not_private_authenticates_nothing(
     memo.forget(passing.path / ".git")
     assert pre_push(passing)[:2] == (0, "full")
     assert pre_push(passing)[:2] == (0, "full")
-    assert not (passing.path / "home" / memo.KEY_FILENAME).exists()
+    assert not (passing.path / "home" / secret.KEY_FILENAME).exists()
 
 
 def test_nothing_is_remembered_when_the_refs_moved_during_the_judgement(

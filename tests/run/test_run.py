@@ -209,12 +209,15 @@ def test_a_check_that_modifies_the_workspace_fails_the_run(repo: GitRepo, sealed
 
 
 def test_upstream_output_is_rechecked_before_the_dependant(repo: GitRepo, sealed: Sealer) -> None:
+    """In the live work tree (``workspace: live``), outputs persist between runs: the producer's
+    evidence is carried, and its output is checked again before the dependant runs."""
     repo.write(".gitignore", "out.txt\n")
     sealed(
         make_plan(
             run_step("make", "touch", "out.txt", outputs={"out": "out.txt"}),
             run_step("use", "true", deps=["make"], requires=[("make", "out")]),
         )
+        | {"workspace": "live"}
     )
     assert audit(repo.path, "run").code == 0
     (repo.path / "out.txt").unlink()  # the producer's evidence is carried, its output is gone
@@ -225,6 +228,29 @@ def test_upstream_output_is_rechecked_before_the_dependant(repo: GitRepo, sealed
     assert doc["steps"]["use"]["status"] == "blocked"
     assert "upstream output make/out no longer holds" in doc["steps"]["use"]["reason"]
     assert doc["steps"]["use"]["attempts_used"] == 0
+
+
+def test_in_the_checkout_a_producer_runs_again_for_its_dependant(
+    repo: GitRepo, sealed: Sealer
+) -> None:
+    """Every run starts from the tree alone: the output of the last run is gone, so the producer
+    of an output the targeted step requires is executed again (not carried) and the dependant
+    sees its output."""
+    repo.write(".gitignore", "out.txt\n")
+    sealed(
+        make_plan(
+            run_step("make", "touch", "out.txt", outputs={"out": "out.txt"}),
+            run_step("use", "test", "-f", "out.txt", deps=["make"], requires=[("make", "out")]),
+        )
+    )
+    assert audit(repo.path, "run").code == 0
+    assert not (repo.path / "out.txt").exists()  # produced in the checkout, not the work tree
+    result = audit(repo.path, "run", "use", "--plan", "default")
+    doc = run_json(repo)
+    assert result.code == 0, result.out + result.err
+    assert doc["steps"]["make"]["status"] == "passed"
+    assert doc["steps"]["use"]["status"] == "passed"
+    assert doc["targeted"] == ["use"]  # what was asked; the producer ran because it must
 
 
 def test_targeted_run_carries_verified_steps(repo: GitRepo, sealed: Sealer) -> None:

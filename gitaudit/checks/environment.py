@@ -1,0 +1,112 @@
+"""The environment a check sees: an allow-list, what the sealed plan declares, and nothing else.
+
+Whatever a check can read that the judged tree does not pin down is a way to make evidence say
+something the tree does not. So a check gets:
+
+* the allow-listed variables of the caller (:data:`ALLOWED`, and ``LC_*``), with ``PATH`` cleaned
+  of relative entries and of directories inside the repository (a tool planted there by whoever
+  edits the work tree would shadow the real one);
+* a private, empty ``HOME`` (unless the plan declares ``"home": "user"``) and a private
+  ``TMPDIR``, so tools read neither the user's dotfiles nor gitaudit's keys and configuration;
+* the variables the plan declares in ``pass_env`` (sealed, so part of the contract; a name, or a
+  prefix ending in ``*``), each of which must be set;
+* the check's own ``env`` values from the plan.
+
+Everything else is dropped: ``GITAUDIT_*``, ``GIT_*``, ``PYTHON*``, ``PYTEST_*``, ``SSH_AUTH_SOCK``
+and the rest. The run record lists the names each check saw, and the values of declared ones.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gitaudit.plan.exposure import forbidden
+
+ALLOWED = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME")
+ALLOWED_PREFIXES = ("LC_",)
+
+
+def declared(name: str, patterns: Iterable[str]) -> bool:
+    """Whether *name* matches one of the plan's ``pass_env`` entries."""
+    for pattern in patterns:
+        if pattern.endswith("*"):
+            if name.startswith(pattern[:-1]):
+                return True
+        elif name == pattern:
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """Where a run's checks keep their private state, and what the plan lets them see."""
+
+    home: Path | None  # None: the user's HOME (the plan declares "home": "user")
+    tmp: Path
+    pass_env: tuple[str, ...] = ()
+    repository: tuple[Path, ...] = ()  # the work tree and git dir: never on a check's PATH
+    caller: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+@dataclass(frozen=True)
+class Environment:
+    variables: dict[str, str]
+    missing: tuple[str, ...]  # declared names the caller does not have
+    declared: dict[str, str]  # the declared variables passed, with their values
+
+    def record(self) -> dict[str, object]:
+        """What the run record keeps: every name the check saw, values of declared ones."""
+        return {"names": sorted(self.variables), "declared": dict(sorted(self.declared.items()))}
+
+
+def clean_path(value: str, repository: Sequence[Path]) -> str:
+    """PATH without relative entries and without directories inside the repository."""
+    roots = [os.path.realpath(r) for r in repository]
+    kept = []
+    for entry in value.split(os.pathsep):
+        if not entry or not os.path.isabs(entry):
+            continue
+        real = os.path.realpath(entry)
+        if any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+            continue
+        kept.append(entry)
+    return os.pathsep.join(kept)
+
+
+def check_environment(sandbox: Sandbox, extra: Mapping[str, str]) -> Environment:
+    """The environment of one check (see the module docstring)."""
+    caller = sandbox.caller
+    env = {
+        k: v
+        for k, v in caller.items()
+        if (k in ALLOWED or k.startswith(ALLOWED_PREFIXES)) and not forbidden(k)
+    }
+    passed = {k: v for k, v in caller.items() if declared(k, sandbox.pass_env) and not forbidden(k)}
+    env.update(passed)
+    env["PATH"] = clean_path(env.get("PATH", os.defpath), sandbox.repository)
+    if sandbox.home is not None:
+        env["HOME"] = str(sandbox.home)
+    elif "HOME" in caller:
+        env["HOME"] = caller["HOME"]
+    for name in ("TMPDIR", "TMP", "TEMP"):
+        env[name] = str(sandbox.tmp)
+    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")  # keep __pycache__ out of the checked tree
+    env.update(extra)
+    missing = tuple(
+        p for p in sandbox.pass_env if not p.endswith("*") and p not in caller and p not in extra
+    )
+    return Environment(env, missing, passed)
+
+
+def resolve(program: str, env: Mapping[str, str], cwd: Path) -> str | None:
+    """The executable a check's ``argv[0]`` names, as the check's own PATH resolves it (a name
+    with a slash is relative to the check's directory)."""
+    if os.sep in program:
+        path = program if os.path.isabs(program) else os.path.join(cwd, program)
+        return os.path.realpath(path) if os.access(path, os.X_OK) else None
+    found = shutil.which(program, path=env.get("PATH", ""))
+    return os.path.realpath(found) if found else None

@@ -1,0 +1,787 @@
+"""The private checkout: the judged tree, materialised where the checks run.
+
+Evidence names a tree (the workspace fingerprint), so the checks must read exactly that tree:
+not the live work tree (which anyone may edit while a run is under way, and whose ignored files,
+filters and local settings the tree does not pin down). A run therefore brings a private checkout
+to the fingerprinted tree and runs its checks there, as they would run in a fresh clone:
+
+* **Outside the project.** Checkouts live in the user's cache directory
+  (:func:`gitaudit.places.checkouts_dir`), so a tool that looks upwards from a check's directory
+  (pytest's rootdir and conftest search, Node's ``node_modules``, git) never finds the live
+  project, and an agent confined to the project cannot edit them.
+* **Neutral git settings.** The checkout has its own git directory whose objects are the
+  repository's (``objects/info/alternates``); no repository, user or system configuration, no
+  ``info/attributes``, no ``core.attributesFile``, no hooks and no ``git -c`` from the caller
+  apply: only the tree's own ``.gitattributes``. A content filter the tree asks for is refused
+  unless the sealed plan declares it (``"filters"``), and then only the driver from the user's
+  global configuration is used.
+* **Verified objects.** git does not check an object's content against its name when it reads
+  it, and anything can write into ``.git/objects``; so every tree and blob written into the
+  checkout is hashed and compared with its id first (all of them for a fresh checkout, the changed
+  ones for an update).
+* **Submodules** are materialised at the commits the tree records, from the submodule's own
+  object store (``.git/modules/<name>``), each with its own index; uncommitted submodule state
+  never reaches a check.
+* **Ignored files do not exist** in the checkout. A path the plan declares in ``ignored_paths``
+  (a virtualenv, ``node_modules``) is linked in from the work tree; its listing is recorded and
+  must not change during the run, and an editable install pointing back into the work tree is
+  refused (it would make checks read the live sources).
+* **A clone-like repository.** The checkout's ``.git`` file points at its private git dir, whose
+  HEAD is the commit of the tree (or a commit made for it in the private object store), so a
+  check that runs git sees a clean clone.
+* **Kept between runs**, updated incrementally (only changed files are written), and left clean
+  after each run: what a run produced is removed when it ends, and the next run starts from the
+  tree alone. The slot's state (its tree and the digest of its index) is authenticated with the
+  local secret (:mod:`gitaudit.secret`); a slot whose state does not verify is rebuilt.
+
+Each slot ``<n>/`` serves one run at a time (an exclusive ``flock`` on ``<n>.lock``); concurrent
+runs take further slots. A slot also holds the checks' private ``home`` and ``tmp``, emptied for
+every run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gitaudit import secret
+from gitaudit.errors import RunError
+from gitaudit.git.call import GitResult, git_env, run_git
+from gitaudit.places import checkouts_dir
+
+META = "meta.json"
+META_FORMAT = 1
+SUBMODULE_DEPTH = 8  # nested submodules deeper than this are refused
+_FILTER = re.compile(r"(?:^|\s)filter=([^\s]+)")
+# a committer for the commit made when the judged tree is not a commit of the repository
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "gitaudit",
+    "GIT_AUTHOR_EMAIL": "gitaudit@localhost",
+    "GIT_COMMITTER_NAME": "gitaudit",
+    "GIT_COMMITTER_EMAIL": "gitaudit@localhost",
+    "GIT_AUTHOR_DATE": "1970-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "1970-01-01T00:00:00Z",
+}
+_PRIVATE_CONFIG = (
+    "[core]\n"
+    "\trepositoryformatversion = 0\n"
+    "\tbare = false\n"
+    "\tlogallrefupdates = false\n"
+    "\tattributesFile = /dev/null\n"
+    "\thooksPath = /dev/null\n"
+    "\tuntrackedCache = false\n"
+    "\tfsmonitor = false\n"
+)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One private checkout: ``tree`` is where checks run; ``git`` its private git dir."""
+
+    root: Path
+
+    @property
+    def tree(self) -> Path:
+        return self.root / "tree"
+
+    @property
+    def git(self) -> Path:
+        return self.root / "git"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
+    @property
+    def neutral(self) -> Path:
+        return self.root / "neutral"  # an empty HOME and XDG_CONFIG_HOME for our own git
+
+
+@dataclass(frozen=True)
+class IgnoredPath:
+    """A declared ignored path linked into the checkout, and the digest of its listing."""
+
+    path: str
+    files: int
+    digest: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"files": self.files, "digest": self.digest}
+
+
+@dataclass(frozen=True)
+class Materialised:
+    """What :func:`materialise` did: ``fresh`` (written from scratch) or an update, the objects
+    it verified, the content filters applied (name -> driver settings), the submodules (path ->
+    commit) and the declared ignored paths linked in."""
+
+    slot: Slot
+    tree: str
+    fresh: bool
+    verified: int
+    filters: Mapping[str, str] = field(default_factory=dict)
+    submodules: Mapping[str, str] = field(default_factory=dict)
+    ignored: tuple[IgnoredPath, ...] = ()
+    index_digest: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "mode": "checkout",
+            "fresh": self.fresh,
+            "objects_verified": self.verified,
+            "filters": dict(self.filters),
+            "submodules": dict(self.submodules),
+            "ignored_paths": {i.path: i.to_json() for i in self.ignored},
+        }
+
+
+# ------------------------------------------------------------------------------------- slots
+
+
+def _base(gitdir: Path, workdir: Path) -> Path:
+    base = Path(checkouts_dir(gitdir))
+    real = os.path.realpath(base)
+    for inside in (workdir, gitdir):
+        root = os.path.realpath(inside)
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            raise RunError(
+                f"the private checkouts would be inside the repository ({base})",
+                hint="unset GITAUDIT_CACHE / XDG_CACHE_HOME, or point it outside the repository",
+            )
+    return base
+
+
+@contextlib.contextmanager
+def acquire(gitdir: Path, workdir: Path) -> Iterator[Slot]:
+    """The first free slot (exclusively locked while in use), created when all are busy."""
+    base = _base(gitdir, workdir)
+    base.mkdir(parents=True, exist_ok=True, mode=0o700)
+    n = 0
+    while True:
+        handle = open(base / f"{n}.lock", "a+")  # noqa: SIM115 (held for the whole run)
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            n += 1
+            continue
+        try:
+            slot = Slot(base / str(n))
+            for folder in (slot.home, slot.tmp, slot.neutral):
+                if folder.exists() or folder.is_symlink():
+                    _remove_tree(folder)
+                folder.mkdir(parents=True)
+            yield slot
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            handle.close()
+        return
+
+
+def _remove_tree(path: Path) -> None:
+    """rm -rf that also removes what a check made read-only or unreadable."""
+
+    def retry(_func: object, name: str, _exc: object) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(name), stat.S_IRWXU)
+        with contextlib.suppress(OSError):
+            os.chmod(name, stat.S_IRWXU)
+        if os.path.isdir(name) and not os.path.islink(name):
+            shutil.rmtree(name, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path, onerror=retry)
+
+
+# --------------------------------------------------------------------------------- git there
+
+
+def _neutral_env(slot: Slot, git_dir: Path, work_tree: Path) -> dict[str, str]:
+    """git on a checkout: its private git dir, no configuration or attributes but the tree's."""
+    return {
+        "GIT_DIR": str(git_dir),
+        "GIT_WORK_TREE": str(work_tree),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_COUNT": "0",
+        "GIT_CONFIG_PARAMETERS": "",
+        "GIT_ATTR_NOSYSTEM": "1",
+        "HOME": str(slot.neutral),
+        "XDG_CONFIG_HOME": str(slot.neutral),
+        "GIT_TERMINAL_PROMPT": "0",
+        "LC_ALL": "C",
+        "LANGUAGE": "C",
+    }
+
+
+def _git(
+    slot: Slot,
+    git_dir: Path,
+    work_tree: Path,
+    args: Sequence[str],
+    *,
+    config: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    input: bytes | None = None,
+) -> GitResult:
+    options = [item for pair in (("-c", c) for c in config) for item in pair]
+    return run_git(
+        [*options, *args],
+        cwd=work_tree if work_tree.is_dir() else slot.root,
+        env={**_neutral_env(slot, git_dir, work_tree), **(env or {})},
+        check=check,
+        input=input,
+    )
+
+
+def _objects_dir(gitdir: Path) -> Path:
+    """The object store of the repository at *gitdir* (the common dir's, for a worktree)."""
+    found = run_git(
+        ["rev-parse", "--path-format=absolute", "--git-path", "objects"], git_dir=gitdir
+    )
+    return Path(found.out.strip())
+
+
+def _private_git_dir(git_dir: Path, objects: Path) -> None:
+    """A minimal git dir that borrows *objects* and has a neutral configuration of its own."""
+    (git_dir / "objects" / "info").mkdir(parents=True, exist_ok=True)
+    (git_dir / "refs").mkdir(exist_ok=True)
+    (git_dir / "info").mkdir(exist_ok=True)
+    (git_dir / "objects" / "info" / "alternates").write_text(f"{objects}\n")
+    (git_dir / "config").write_text(_PRIVATE_CONFIG)
+    with contextlib.suppress(FileNotFoundError):
+        (git_dir / "info" / "attributes").unlink()
+    if not (git_dir / "HEAD").exists():
+        (git_dir / "HEAD").write_text("ref: refs/heads/gitaudit\n")
+
+
+# ---------------------------------------------------------------------------- materialising
+
+
+def materialise(
+    slot: Slot,
+    gitdir: Path,
+    workdir: Path,
+    tree: str,
+    head: str | None,
+    *,
+    declared_filters: Sequence[str] = (),
+    ignored_paths: Sequence[str] = (),
+) -> Materialised:
+    """Bring *slot* to exactly *tree* (see the module docstring). RunError, naming the path,
+    the filter or the object, when the tree cannot be materialised as a fresh clone would."""
+    objects = _objects_dir(gitdir)
+    meta = _read_meta(slot, workdir)
+    fresh = meta.get("objects") != str(objects) or meta.get("index") != _index_digest(slot.git)
+    if fresh:
+        for folder in (slot.tree, slot.git):
+            if folder.exists() or folder.is_symlink():
+                _remove_tree(folder)
+        slot.tree.mkdir(parents=True)
+    _private_git_dir(slot.git, objects)
+    (slot.git / "info" / "exclude").write_text("".join(f"/{p.strip('/')}\n" for p in ignored_paths))
+    filters = _filters(slot, tree, declared_filters)
+    config = [f"{key}={value}" for key, value in filters.items()]
+    previous = None if fresh else str(meta.get("tree") or "") or None
+    if not fresh and not meta.get("clean"):
+        _sweep(slot, slot.git, slot.tree)  # leftovers the last run could not remove
+    verified = verify_objects(objects, _listing(slot, slot.git, slot.tree, previous, tree), gitdir)
+    reset = _git(
+        slot, slot.git, slot.tree, ["read-tree", "--reset", "-u", tree], config=config, check=False
+    )
+    if reset.code != 0:
+        if fresh:
+            raise reset.error("cannot write the private checkout")
+        _forget(slot)  # rebuild from scratch
+        return materialise(
+            slot,
+            gitdir,
+            workdir,
+            tree,
+            head,
+            declared_filters=declared_filters,
+            ignored_paths=ignored_paths,
+        )
+    (slot.tree / ".git").write_text(f"gitdir: {slot.git}\n")
+    _set_head(slot, slot.git, slot.tree, tree, head)
+    submodules = _submodules(slot, gitdir, slot.git, slot.tree, tree, depth=0)
+    ignored = tuple(_link_ignored(slot, workdir, ignored_paths))
+    drivers = {k.removeprefix("filter."): v for k, v in filters.items()}
+    index = _index_digest(slot.git)
+    _write_meta(slot, workdir, {"objects": str(objects), "tree": tree, "index": index})
+    return Materialised(slot, tree, fresh, verified, drivers, submodules, ignored, index)
+
+
+def _forget(slot: Slot) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        (slot.root / META).unlink()
+
+
+def _index_digest(git_dir: Path) -> str:
+    try:
+        return hashlib.sha256((git_dir / "index").read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def _set_head(slot: Slot, git_dir: Path, work_tree: Path, tree: str, head: str | None) -> None:
+    """HEAD of the private git dir: the commit of *tree*, or a commit made for it (in the private
+    object store, never the repository's)."""
+    commit = head
+    if head is not None:
+        head_tree = _git(slot, git_dir, work_tree, ["rev-parse", f"{head}^{{tree}}"], check=False)
+        if head_tree.code != 0 or head_tree.out.strip() != tree:
+            commit = None
+    if commit is None:
+        parents = ["-p", head] if head is not None else []
+        made = _git(
+            slot,
+            git_dir,
+            work_tree,
+            ["commit-tree", tree, *parents, "-m", "gitaudit: the tree being audited"],
+            env=_IDENTITY,
+        )
+        commit = made.out.strip()
+    (git_dir / "HEAD").write_text(f"{commit}\n")
+
+
+# ----------------------------------------------------------------------------------- objects
+
+
+def verify_objects(objects: Path, oids: Iterable[str], gitdir: Path) -> int:
+    """Hash every object in *oids* from the store and compare it with its id. RunError naming
+    the first object whose content does not match (a planted object) or that is missing."""
+    wanted = list(dict.fromkeys(oids))
+    if not wanted:
+        return 0
+    proc = subprocess.Popen(
+        ["git", f"--git-dir={gitdir}", "cat-file", "--batch"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=git_env(),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write("".join(f"{o}\n" for o in wanted).encode())
+        proc.stdin.close()
+        for oid in wanted:
+            header = proc.stdout.readline().split()
+            if len(header) != 3:
+                raise RunError(
+                    f"object {oid[:12]} of the judged tree is missing from the repository",
+                    hint="the repository is incomplete; fetch it again (`git fetch`), or run "
+                    "`git fsck`",
+                )
+            kind, size = header[1], int(header[2])
+            data = proc.stdout.read(size)
+            proc.stdout.read(1)
+            algorithm = "sha256" if len(oid) == 64 else "sha1"
+            digest = hashlib.new(algorithm, kind + b" %d\0" % size + data).hexdigest()
+            if digest != oid:
+                raise RunError(
+                    f"object {oid[:12]} in {objects} does not hold what its name says (its "
+                    f"content hashes to {digest[:12]}): someone wrote a forged object into the "
+                    "repository",
+                    hint="remove the forged object (`git fsck` lists it) and run again",
+                )
+    finally:
+        proc.stdout.close()
+        proc.wait()
+    return len(wanted)
+
+
+# ------------------------------------------------------------------------------------ filters
+
+
+def _filters(slot: Slot, tree: str, declared: Sequence[str]) -> dict[str, str]:
+    """The ``-c filter.NAME.*`` settings for the content filters *tree* asks for: each must be
+    declared by the plan and configured in the user's global git configuration."""
+    requested = _requested_filters(slot, tree)
+    undeclared = sorted(set(requested) - set(declared))
+    if undeclared:
+        name = undeclared[0]
+        raise RunError(
+            f"the tree asks for the content filter {name!r} ({requested[name]}): a fresh clone "
+            "without it would check out other bytes than the ones gitaudit fingerprints",
+            hint=f'declare it in the plan (`"filters": ["{name}"]`) and reseal, or remove the '
+            "filter attribute",
+        )
+    settings: dict[str, str] = {}
+    for name in sorted(requested):
+        found = run_git(
+            ["config", "--global", "--get-regexp", rf"^filter\.{re.escape(name)}\."], check=False
+        )
+        pairs = [line.split(" ", 1) for line in found.out.splitlines() if " " in line]
+        driver = {k: v for k, v in pairs if k.endswith((".smudge", ".process", ".required"))}
+        if not any(k.endswith((".smudge", ".process")) for k in driver):
+            raise RunError(
+                f"the plan declares the content filter {name!r}, but no driver for it is "
+                "configured in your global git configuration",
+                hint=f"configure it (e.g. `git config --global filter.{name}.process ...`; for "
+                "Git LFS: `git lfs install`)",
+            )
+        settings.update(driver)
+    return settings
+
+
+def _requested_filters(slot: Slot, tree: str) -> dict[str, str]:
+    """filter name -> the .gitattributes file that names it, over every .gitattributes of
+    *tree* (macros included: any ``filter=NAME`` counts)."""
+    listing = _git(slot, slot.git, slot.tree, ["ls-tree", "-r", "-z", tree])
+    blobs: list[tuple[str, str]] = []
+    for record in listing.stdout.split(b"\0"):
+        info, _, raw = record.partition(b"\t")
+        if raw == b".gitattributes" or raw.endswith(b"/.gitattributes"):
+            blobs.append((info.split()[2].decode(), os.fsdecode(raw)))
+    found: dict[str, str] = {}
+    for blob, path in blobs:
+        text = _git(slot, slot.git, slot.tree, ["cat-file", "blob", blob]).out
+        for line in text.splitlines():
+            if line.lstrip().startswith("#"):
+                continue
+            for name in _FILTER.findall(line):
+                found.setdefault(name, path)
+    return found
+
+
+# --------------------------------------------------------------------------------- submodules
+
+
+def _submodules(
+    slot: Slot, source_gitdir: Path, git_dir: Path, work_tree: Path, tree: str, depth: int
+) -> dict[str, str]:
+    """Materialise every submodule (gitlink) of *tree* at its recorded commit; path -> commit."""
+    staged = _git(slot, git_dir, work_tree, ["ls-files", "-s", "-z"])
+    links: list[tuple[str, str]] = []
+    for record in staged.stdout.split(b"\0"):
+        info, _, raw = record.partition(b"\t")
+        if info.startswith(b"160000 "):
+            links.append((os.fsdecode(raw), info.split()[1].decode()))
+    if not links:
+        return {}
+    if depth >= SUBMODULE_DEPTH:
+        raise RunError(f"submodules nest deeper than {SUBMODULE_DEPTH} levels")
+    names = _submodule_names(slot, git_dir, work_tree, tree)
+    found: dict[str, str] = {}
+    for path, commit in links:
+        name = names.get(path, path)
+        if ".." in name.split("/"):
+            raise RunError(f"submodule {path} has the unsafe name {name!r} in .gitmodules")
+        store = source_gitdir / "modules" / name
+        if not (store / "objects").is_dir() or not _has_commit(store, commit):
+            raise RunError(
+                f"submodule {path} is recorded at commit {commit[:12]}, which {store} does not "
+                "have",
+                hint="fetch it: `git submodule update --init --recursive`, then run again",
+            )
+        sub_tree_id = run_git(["rev-parse", f"{commit}^{{tree}}"], git_dir=store).out.strip()
+        key = hashlib.sha256(f"{depth}:{path}".encode()).hexdigest()[:20]
+        sub_git = slot.root / "modules" / key
+        sub_work = work_tree / path
+        sub_objects = _objects_dir(store)
+        _private_git_dir(sub_git, sub_objects)
+        sub_work.mkdir(parents=True, exist_ok=True)
+        previous = (sub_git / "TREE").read_text().strip() if (sub_git / "TREE").exists() else None
+        listed = _listing(slot, sub_git, sub_work, previous, sub_tree_id)
+        verify_objects(sub_objects, [commit, *listed], store)
+        _sweep(slot, sub_git, sub_work)
+        reset = _git(
+            slot, sub_git, sub_work, ["read-tree", "--reset", "-u", sub_tree_id], check=False
+        )
+        if reset.code != 0:
+            raise reset.error(f"cannot check out submodule {path}")
+        (sub_work / ".git").write_text(f"gitdir: {sub_git}\n")
+        (sub_git / "HEAD").write_text(f"{commit}\n")
+        (sub_git / "TREE").write_text(f"{sub_tree_id}\n")
+        found[path] = commit
+        for nested, nested_commit in _submodules(
+            slot, store, sub_git, sub_work, sub_tree_id, depth + 1
+        ).items():
+            found[f"{path}/{nested}"] = nested_commit
+    return found
+
+
+def _listing(
+    slot: Slot, git_dir: Path, work_tree: Path, previous: str | None, tree: str
+) -> list[str]:
+    """The trees and blobs of *tree* that a checkout from *previous* (None: from nothing) reads
+    from the object store: every one, or those that changed."""
+    if previous == tree:
+        return []
+    if previous is None:
+        out = _git(slot, git_dir, work_tree, ["ls-tree", "-r", "-t", "-z", tree]).stdout
+        oids = [tree]
+        for record in out.split(b"\0"):
+            info = record.split(b"\t", 1)[0].split()
+            if len(info) >= 3 and info[1] in (b"tree", b"blob"):
+                oids.append(info[2].decode())
+        return oids
+    out = _git(
+        slot,
+        git_dir,
+        work_tree,
+        ["diff-tree", "-r", "-t", "-z", "--no-renames", "--diff-filter=AMT", previous, tree],
+    ).stdout
+    oids = [tree]
+    for meta in out.split(b"\0")[::2]:
+        fields = meta.split()
+        if len(fields) >= 5 and fields[1] != b"160000":
+            oids.append(fields[3].decode())
+    return oids
+
+
+def _submodule_names(slot: Slot, git_dir: Path, work_tree: Path, tree: str) -> dict[str, str]:
+    """path -> name, from the tree's own .gitmodules."""
+    listed = _git(
+        slot,
+        git_dir,
+        work_tree,
+        ["config", "--blob", f"{tree}:.gitmodules", "--get-regexp", r"^submodule\..*\.path$"],
+        check=False,
+    )
+    names = {}
+    for line in listed.out.splitlines():
+        key, _, path = line.partition(" ")
+        names[path] = key.removeprefix("submodule.").removesuffix(".path")
+    return names
+
+
+def _has_commit(git_dir: Path, commit: str) -> bool:
+    found = run_git(["cat-file", "-e", f"{commit}^{{commit}}"], git_dir=git_dir, check=False)
+    return found.code == 0
+
+
+# ------------------------------------------------------------------------------ ignored paths
+
+
+def _link_ignored(slot: Slot, workdir: Path, paths: Sequence[str]) -> Iterator[IgnoredPath]:
+    """Link each declared ignored path of the work tree into the checkout; its listing digest."""
+    for rel in paths:
+        live = workdir / rel
+        inside = slot.tree / rel
+        if not (live.exists() or live.is_symlink()):
+            raise RunError(
+                f"the plan declares the ignored path {rel!r}, which does not exist in the work "
+                "tree",
+                hint=f"create it (e.g. the virtualenv), or remove {rel!r} from ignored_paths",
+            )
+        if inside.exists() or inside.is_symlink():
+            raise RunError(
+                f"the plan declares {rel!r} as an ignored path, but the tree has it",
+                hint="declare only paths git does not record (ignored files and folders)",
+            )
+        _refuse_editable(rel, live, workdir)
+        inside.parent.mkdir(parents=True, exist_ok=True)
+        inside.symlink_to(live)
+        files, digest = listing_digest(live)
+        yield IgnoredPath(rel, files, digest)
+
+
+def listing_digest(root: Path) -> tuple[int, str]:
+    """(entries, sha256 of every entry's path, mode, size and mtime) under *root*: cheap, and it
+    changes when anything under it is written."""
+    h = hashlib.sha256()
+    count = 0
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]):
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            rel = os.path.relpath(path, root)
+            h.update(f"{rel}\0{st.st_mode:o}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            count += 1
+    return count, "sha256:" + h.hexdigest()
+
+
+def _refuse_editable(rel: str, live: Path, workdir: Path) -> None:
+    """An editable install in a declared path would make checks import the live sources."""
+    real_work = os.path.realpath(workdir)
+    for pth in sorted(live.rglob("*.pth"))[:10_000]:
+        try:
+            text = pth.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            entry = line.strip()
+            if not entry.startswith("/"):
+                continue
+            real = os.path.realpath(entry)
+            if real == real_work or real.startswith(real_work + os.sep):
+                raise RunError(
+                    f"the declared ignored path {rel!r} holds an editable install pointing into "
+                    f"the work tree ({pth.relative_to(live)} -> {entry}): checks would read the "
+                    "live sources, not the judged tree",
+                    hint="install the project non-editable in it, or run that step with "
+                    '`"workspace": "live"`',
+                )
+
+
+# ------------------------------------------------------------------------------------- purity
+
+
+def changed(placed: Materialised) -> tuple[str, list[str]]:
+    """The checkout's tree after the steps, and what no longer equals the judged tree: tracked
+    files changed or deleted and untracked files that are not ignored (git, on a copy of the
+    index), the index itself rewritten, and what git does not see (``.git`` entries, FIFOs and
+    other special files, unreadable directories: a walk of the checkout)."""
+    slot, tree = placed.slot, placed.tree
+    found = _special_entries(slot, placed)
+    if _index_digest(slot.git) != placed.index_digest:
+        found.append(".git index of the checkout (rewritten during the run)")
+        return tree, found
+    probe = slot.root / "purity.index"
+    shutil.copy2(slot.git / "index", probe)
+    try:
+        env = {"GIT_INDEX_FILE": str(probe)}
+        added = _git(slot, slot.git, slot.tree, ["add", "-A"], env=env, check=False)
+        if added.code != 0:
+            return tree, [*found, f"(git cannot read the checkout: {added.err})"]
+        now = _git(slot, slot.git, slot.tree, ["write-tree"], env=env).out.strip()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            probe.unlink()
+    if now != tree:
+        args = ["diff-tree", "-r", "-z", "--name-only", "--no-renames", tree, now]
+        diff = _git(slot, slot.git, slot.tree, args)
+        found += sorted({os.fsdecode(p) for p in diff.stdout.split(b"\0") if p})
+    return now, found
+
+
+def _special_entries(slot: Slot, placed: Materialised) -> list[str]:
+    """Entries of the checkout git would not report: ``.git`` anywhere but where we put them,
+    anything that is neither a file, a symlink nor a directory, unreadable directories."""
+    skip = {slot.tree / p for p in placed.submodules} | {slot.tree / i.path for i in placed.ignored}
+    found: list[str] = []
+    todo = [slot.tree]
+    while todo:
+        folder = todo.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            found.append(f"{os.path.relpath(folder, slot.tree)}/ (unreadable)")
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            rel = os.path.relpath(path, slot.tree)
+            if entry.name == ".git" and (folder == slot.tree or folder in skip):
+                continue
+            if path in skip:
+                continue
+            if entry.name == ".git":
+                found.append(rel)
+            elif entry.is_dir(follow_symlinks=False):
+                todo.append(path)
+            elif not (entry.is_file(follow_symlinks=False) or entry.is_symlink()):
+                found.append(f"{rel} (not a file)")
+    for sub in placed.submodules:
+        todo.append(slot.tree / sub)
+    return sorted(found)
+
+
+def leave_clean(placed: Materialised, workdir: Path) -> None:
+    """Remove what the run left in the checkout (outputs, ignored files, debris), so the next run
+    starts from the tree alone without a scan; record the slot's state, authenticated."""
+    slot = placed.slot
+    for ignored in placed.ignored:
+        link = slot.tree / ignored.path
+        if link.is_symlink():
+            link.unlink()
+    clean = _sweep(slot, slot.git, slot.tree)
+    meta = _read_meta(slot, workdir)
+    if meta.get("index") == placed.index_digest:
+        meta["clean"] = clean
+        _write_meta(slot, workdir, meta)
+
+
+def _sweep(slot: Slot, git_dir: Path, work_tree: Path) -> bool:
+    """Remove everything in a checkout that its index does not hold (git clean, and what git
+    does not see); True when nothing is left."""
+    cleaned = _git(slot, git_dir, work_tree, ["clean", "-ffdxq"], check=False)
+    expected = {
+        os.fsdecode(p)
+        for p in _git(slot, git_dir, work_tree, ["ls-files", "-z"]).stdout.split(b"\0")
+        if p
+    }
+    dirs = {str(Path(p).parent) for p in expected}
+    closure = set(dirs)
+    for d in dirs:
+        parts = Path(d).parts
+        closure.update(str(Path(*parts[:i])) for i in range(1, len(parts)))
+    ok = cleaned.code == 0
+    for folder, subdirs, files in os.walk(work_tree):
+        rel_folder = os.path.relpath(folder, work_tree)
+        for name in [*files, *subdirs]:
+            rel = os.path.normpath(os.path.join(rel_folder, name))
+            full = Path(folder) / name
+            if rel == ".git" or rel in expected:
+                continue
+            if name in subdirs and rel in closure and not full.is_symlink():
+                continue
+            try:
+                _remove_tree(full)
+            except OSError:
+                ok = False
+        subdirs[:] = [d for d in subdirs if (Path(folder) / d).is_dir()]
+    return ok
+
+
+# --------------------------------------------------------------------------------------- meta
+
+
+def _meta_key(workdir: Path) -> bytes | None:
+    return secret.local_key(str(workdir), create=True)
+
+
+def _read_meta(slot: Slot, workdir: Path) -> dict[str, object]:
+    """The slot's recorded state, when its MAC verifies (else nothing: the slot is rebuilt)."""
+    try:
+        data = json.loads((slot.root / META).read_text())
+    except (OSError, ValueError):
+        return {}
+    key = _meta_key(workdir)
+    if not isinstance(data, dict) or key is None or data.get("format") != META_FORMAT:
+        return {}
+    body = {k: v for k, v in data.items() if k != "mac"}
+    payload = json.dumps(body, sort_keys=True).encode()
+    if not hmac.compare_digest(str(data.get("mac", "")), secret.mac(key, payload)):
+        return {}
+    return body
+
+
+def _write_meta(slot: Slot, workdir: Path, meta: Mapping[str, object]) -> None:
+    key = _meta_key(workdir)
+    if key is None:
+        _forget(slot)
+        return
+    body = {**meta, "format": META_FORMAT}
+    body.pop("mac", None)
+    payload = json.dumps(body, sort_keys=True).encode()
+    slot.root.mkdir(parents=True, exist_ok=True)
+    tmp = slot.root / (META + ".tmp")
+    tmp.write_text(json.dumps({**body, "mac": secret.mac(key, payload)}, sort_keys=True))
+    os.replace(tmp, slot.root / META)

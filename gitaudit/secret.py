@@ -1,0 +1,81 @@
+"""The local secret: a random key that authenticates gitaudit's own caches.
+
+Files under ``.git/`` (the verdict memo) or elsewhere on disk (the private checkouts' state) are
+caches a process of the user could rewrite; a MAC under this key makes a rewrite detectable.
+The key is 32 random bytes in ``$GITAUDIT_HOME/memo.key`` (mode 0600, owned by the user, opened
+without following links, never inside a work tree): whoever can read it can read the signing
+keys beside it as well.
+
+Standard library only, and light: the hooks' fast path imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import os
+
+from gitaudit.places import home_dir
+
+KEY_FILENAME = "memo.key"
+
+
+def _key_path() -> str:
+    return os.path.join(home_dir(), KEY_FILENAME)
+
+
+def _inside(path: str, root: str) -> bool:
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return os.path.commonpath([path, root]) == root
+
+
+def local_key(workdir: str | None, *, create: bool) -> bytes | None:
+    """The memo key; None when there is none (and *create* is off) or it is not private: a key
+    inside the work tree, or readable or writable by others, authenticates nothing."""
+    path = _key_path()
+    if workdir is not None and _inside(path, workdir):
+        return None
+    with contextlib.suppress(FileNotFoundError):
+        return _read_key(path)
+    if not create:
+        return None
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _read_key(path)  # another process made it first
+    except OSError:
+        return None
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(os.urandom(32))
+    return _read_key(path)
+
+
+def _read_key(path: str) -> bytes | None:
+    """FileNotFoundError when there is no key; None when the file is not a private key."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        raise
+    except OSError:
+        return None  # a symlink (O_NOFOLLOW), or unreadable
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not _private_file(info):
+            return None
+        key = handle.read(33)
+    return key if len(key) == 32 else None
+
+
+def _private_file(info: os.stat_result) -> bool:
+    """A regular file of this user that nobody else may read or write."""
+    import stat
+
+    owned = not hasattr(os, "getuid") or info.st_uid == os.getuid()
+    return stat.S_ISREG(info.st_mode) and not info.st_mode & 0o077 and owned
+
+
+def mac(key: bytes, payload: bytes) -> str:
+    """HMAC-SHA256 of *payload* under *key*, hex."""
+    return hmac.new(key, payload, hashlib.sha256).hexdigest()
