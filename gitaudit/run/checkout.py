@@ -139,6 +139,11 @@ class Materialised:
     ignored: tuple[IgnoredPath, ...] = ()
     index_digest: str = ""
 
+    @property
+    def config(self) -> list[str]:
+        """The ``-c`` settings of the declared filters' drivers (to read the checkout back)."""
+        return [f"filter.{k}={v}" for k, v in self.filters.items()]
+
     def to_json(self) -> dict[str, object]:
         return {
             "mode": "checkout",
@@ -434,7 +439,9 @@ def _filters(slot: Slot, tree: str, declared: Sequence[str]) -> dict[str, str]:
             ["config", "--global", "--get-regexp", rf"^filter\.{re.escape(name)}\."], check=False
         )
         pairs = [line.split(" ", 1) for line in found.out.splitlines() if " " in line]
-        driver = {k: v for k, v in pairs if k.endswith((".smudge", ".process", ".required"))}
+        driver = {
+            k: v for k, v in pairs if k.endswith((".clean", ".smudge", ".process", ".required"))
+        }
         if not any(k.endswith((".smudge", ".process")) for k in driver):
             raise RunError(
                 f"the plan declares the content filter {name!r}, but no driver for it is "
@@ -658,7 +665,9 @@ def changed(placed: Materialised) -> tuple[str, list[str]]:
     shutil.copy2(slot.git / "index", probe)
     try:
         env = {"GIT_INDEX_FILE": str(probe)}
-        added = _git(slot, slot.git, slot.tree, ["add", "-A"], env=env, check=False)
+        added = _git(
+            slot, slot.git, slot.tree, ["add", "-A"], config=placed.config, env=env, check=False
+        )
         if added.code != 0:
             return tree, [*found, f"(git cannot read the checkout: {added.err})"]
         now = _git(slot, slot.git, slot.tree, ["write-tree"], env=env).out.strip()

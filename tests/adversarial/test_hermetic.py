@@ -1,0 +1,473 @@
+"""Attacks on the gap between the fingerprinted tree and what the checks read.
+
+The agent being audited can edit every file of the work tree and of ``.git/``, set any variable
+for its own `git audit run`, and write anything the tree does not record. Each class below is
+tried in several variants; every one must end in a FAIL (or a refused run), never in a PASS of a
+tree the checks did not see. Checks run in a private checkout of the tree
+(gitaudit/run/checkout.py) with an allow-listed environment (gitaudit/checks/environment.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+from gitaudit.errors import RunError
+from tests.adversarial.conftest import World, assert_plan, check, plan, step
+from tests.gitrepo import GitRepo
+
+# a check that passes only when the file "verdict" of the checked tree says "ok"
+READS_VERDICT = check("grep", "-qx", "ok", "verdict")
+
+
+def honest_failure(world: World, extra: dict[str, object] | None = None) -> None:
+    """Seal a plan whose check fails on the committed tree (verdict says "broken")."""
+    world.repo.write("verdict", "broken\n")
+    world.seal(plan(step("unit", READS_VERDICT)) | (extra or {}))
+
+
+def assert_fails(world: World, **kw: object) -> None:
+    recorded = world.run(**kw)  # type: ignore[arg-type]
+    assert recorded.verdict == "FAIL", recorded.doc["reasons"]
+    assert world.gate(None).verdict != "PASS"
+
+
+# ---------------------------------------------------------- the live work tree is not the tree
+
+
+def test_attack_hermetic_ignored_file_shadows_nothing(world: World) -> None:
+    """An ignored copy of the file the check reads: not in the tree, not in the checkout."""
+    world.repo.write(".gitignore", "verdict.local\n")
+    world.repo.write("verdict.local", "ok\n")
+    world.seal(plan(step("unit", check("grep", "-qx", "ok", "verdict.local"))))
+    assert_fails(world)
+
+
+def test_attack_hermetic_info_exclude_hides_a_file_from_the_tree(world: World) -> None:
+    """A file excluded only by .git/info/exclude (no trace in the tree) is not in the checkout."""
+    world.seal(plan(step("unit", check("test", "-f", "secret-pass"))))
+    (world.path / ".git" / "info").mkdir(exist_ok=True)
+    (world.path / ".git" / "info" / "exclude").write_text("secret-pass\n")
+    world.repo.write("secret-pass", "")
+    assert_fails(world)
+
+
+def test_attack_hermetic_global_excludes_hide_a_file_from_the_tree(
+    world: World, tmp_path: Path
+) -> None:
+    excludes = tmp_path / "excludes"
+    excludes.write_text("secret-pass\n")
+    world.repo.git("config", "core.excludesFile", str(excludes))
+    world.seal(plan(step("unit", check("test", "-f", "secret-pass"))))
+    world.repo.write("secret-pass", "")
+    assert_fails(world)
+
+
+def test_attack_hermetic_empty_directory_is_not_in_the_tree(world: World) -> None:
+    world.seal(plan(step("unit", check("test", "-d", "build"))))
+    (world.path / "build").mkdir()
+    assert_fails(world)
+
+
+def test_attack_hermetic_live_edit_during_the_run_changes_nothing(world: World) -> None:
+    """The work tree is edited to the passing content while the check runs: the check reads
+    the checkout, which holds the fingerprinted (failing) content."""
+    world.repo.write("verdict", "broken\n")
+    flip = f"printf 'ok\\n' > {world.path}/verdict; sleep 0.2; grep -qx ok verdict"
+    world.seal(plan(step("unit", {"type": "run", "cmd": flip, "shell": True})))
+    recorded = world.run()
+    assert recorded.verdict == "FAIL"
+    assert (world.path / "verdict").read_text() == "ok\n"  # the live file was changed
+
+
+def test_attack_hermetic_check_writes_the_checkout_is_impure(world: World) -> None:
+    """A step rewrites a tracked file of the checkout for the next one: the run FAILs and names
+    the path (purity, now on the checkout)."""
+    world.repo.write("verdict", "broken\n")
+    output = [{"name": "v", "verify": [{"type": "file_exists", "path": "verdict"}]}]
+    world.seal(
+        plan(
+            step(
+                "fix",
+                {"type": "run", "cmd": "printf 'ok\\n' > verdict", "shell": True},
+                outputs=output,
+            ),
+            step(
+                "unit", READS_VERDICT, deps=["fix"], requires_outputs=[{"step": "fix", "name": "v"}]
+            ),
+        )
+    )
+    recorded = world.run()
+    assert recorded.verdict == "FAIL"
+    assert "verdict" in recorded.doc["purity"]["changed"]
+
+
+@pytest.mark.parametrize(
+    "debris",
+    [
+        "mkdir -p sub/.git && echo x > sub/.git/hidden",
+        "echo x > .gitattributes-untracked && mkdir d && echo gitdir: /nowhere > d/.git",
+        "mkfifo pipe",
+        "rm README.md",
+    ],
+    ids=["nested-dot-git", "gitfile", "fifo", "deleted-file"],
+)
+def test_attack_hermetic_debris_git_does_not_see_is_caught(world: World, debris: str) -> None:
+    world.seal(plan(step("unit", check("true"), {"type": "run", "cmd": debris, "shell": True})))
+    recorded = world.run()
+    assert recorded.verdict == "FAIL", recorded.doc
+    assert recorded.doc["purity"]["changed"]
+
+
+# ------------------------------------------------------------------------- git settings
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        ("core.autocrlf", "true"),
+        ("core.fileMode", "false"),
+        ("core.symlinks", "false"),
+        ("core.attributesFile", "ATTRS"),
+    ],
+)
+def test_attack_hermetic_local_git_settings_do_not_change_the_bytes(
+    world: World, tmp_path: Path, setting: tuple[str, str]
+) -> None:
+    """The checkout is written as a fresh clone with default settings would write it: bytes,
+    modes and symlinks are the tree's whatever the repository's configuration says."""
+    attrs = tmp_path / "attrs"
+    attrs.write_text("* text eol=crlf ident\n")
+    world.repo.write("script.sh", "#!/bin/sh\nexit 0\n", mode=0o755)
+    os.symlink("script.sh", world.path / "link")
+    world.repo.write("data.txt", "line\n")
+    probe = (
+        "test -x script.sh && test -L link && [ \"$(od -An -c data.txt | tr -d ' ')\" = 'line\\n' ]"
+    )
+    world.seal(plan(step("unit", {"type": "run", "cmd": probe, "shell": True})))
+    key, value = setting
+    world.repo.git("config", key, str(attrs) if value == "ATTRS" else value)
+    recorded = world.run()
+    assert recorded.verdict == "PASS", recorded.doc["steps"]["unit"]
+
+
+def test_attack_hermetic_info_attributes_filter_is_not_applied(world: World) -> None:
+    """A smudge filter wired through .git/info/attributes (and a driver in the global
+    configuration): a fresh clone would not apply it, nor does the checkout."""
+    honest_failure(world)
+    (world.path / ".git" / "info").mkdir(exist_ok=True)
+    (world.path / ".git" / "info" / "attributes").write_text("verdict filter=flip\n")
+    world.repo.git("config", "--global", "filter.flip.smudge", "sed s/broken/ok/")
+    assert_fails(world)
+
+
+def test_attack_hermetic_tree_filter_must_be_declared(world: World) -> None:
+    """The tree itself asks for a filter that a fresh clone without it would not apply."""
+    world.repo.write(".gitattributes", "verdict filter=flip\n")
+    world.repo.git("config", "--global", "filter.flip.smudge", "sed s/broken/ok/")
+    world.repo.git("config", "--global", "filter.flip.clean", "cat")
+    honest_failure(world)
+    with pytest.raises(RunError, match="content filter 'flip'"):
+        world.run()
+
+
+def test_a_declared_filter_is_applied_with_the_users_driver(world: World) -> None:
+    """A filter the plan declares is applied with the driver of the user's global configuration
+    (a round trip: clean undoes smudge, as Git LFS does)."""
+    world.repo.write(".gitattributes", "verdict filter=flip\n")
+    world.repo.git("config", "--global", "filter.flip.smudge", "sed s/bad/ok/")
+    world.repo.git("config", "--global", "filter.flip.clean", "sed s/ok/bad/")
+    world.repo.write("verdict", "ok\n")  # stored as "bad" by the clean filter
+    world.seal(plan(step("unit", READS_VERDICT)) | {"filters": ["flip"]})
+    assert world.repo.git("cat-file", "-p", "HEAD:verdict") == "bad\n"
+    recorded = world.run()
+    assert recorded.verdict == "PASS", (recorded.doc["reasons"], recorded.doc["purity"])
+    assert recorded.doc["workspace"]["filters"] == {
+        "flip.clean": "sed s/ok/bad/",
+        "flip.smudge": "sed s/bad/ok/",
+    }
+
+
+# ---------------------------------------------------------------------- forged objects
+
+
+def _plant(world: World, oid: str, content: bytes) -> None:
+    """Write a loose object named *oid* that holds *content* (a forgery git will not notice)."""
+    path = world.path / ".git" / "objects" / oid[:2] / oid[2:]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        path.chmod(0o644)
+    path.write_bytes(zlib.compress(b"blob %d\0" % len(content) + content))
+
+
+def test_attack_hermetic_forged_blob_is_refused(world: World) -> None:
+    """git add -A keeps an object that already exists, so a forged object named like the
+    failing file's blob would be what every checkout of the tree reads."""
+    world.seal(plan(step("unit", READS_VERDICT)))
+    blob = world.repo.git("hash-object", "--stdin", input=b"broken\n").strip()
+    _plant(world, blob, b"ok\n")
+    world.repo.write("verdict", "broken\n")
+    with pytest.raises(RunError, match=f"object {blob[:12]}"):
+        world.run()
+
+
+def test_attack_hermetic_forged_blob_of_a_changed_file_in_an_update(world: World) -> None:
+    """The same, for a file that changes between two runs (an incremental update)."""
+    world.repo.write("verdict", "ok\n")
+    world.seal(plan(step("unit", READS_VERDICT)))
+    assert world.run().verdict == "PASS"
+    blob = world.repo.git("hash-object", "--stdin", input=b"broken\n").strip()
+    _plant(world, blob, b"ok\n")
+    world.repo.write("verdict", "broken\n")
+    with pytest.raises(RunError, match="forged object"):
+        world.run()
+
+
+# --------------------------------------------------------------------------- environment
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("PYTHONPATH", "/tmp"),
+        ("PYTEST_ADDOPTS", "-p no:cacheprovider"),
+        ("GITAUDIT_PYTHON", "/bin/true"),
+        ("GIT_DIR", "/tmp"),
+        ("LD_PRELOAD", "/nonexistent.so"),
+        ("BASH_ENV", "/tmp/evil"),
+    ],
+)
+def test_attack_hermetic_undeclared_variables_do_not_reach_checks(
+    world: World, monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    world.seal(plan(step("unit", check("sh", "-c", f'test -z "${{{name}+set}}"'))))
+    monkeypatch.setenv(name, value)
+    recorded = world.run()
+    assert recorded.verdict == "PASS", recorded.doc["steps"]["unit"]
+    seen = recorded.doc["steps"]["unit"]["checks"][0]["env"]["names"]
+    assert name not in seen
+
+
+def test_attack_hermetic_fake_tool_on_path_inside_the_repository(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `grep` planted in the repository and put first on PATH is not what the check runs."""
+    honest_failure(world)
+    fake = world.path / ".git" / "bin"
+    fake.mkdir()
+    (fake / "grep").write_text("#!/bin/sh\nexit 0\n")
+    (fake / "grep").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    recorded = world.run()
+    assert recorded.verdict == "FAIL"
+    assert not recorded.doc["steps"]["unit"]["checks"][0]["executable"].startswith(str(fake))
+
+
+def test_attack_hermetic_dotfiles_of_the_user_are_not_seen(world: World) -> None:
+    home = Path(os.environ["HOME"])
+    (home / "verdict").write_text("ok\n")
+    world.seal(plan(step("unit", check("sh", "-c", 'grep -qx ok "$HOME/verdict"'))))
+    assert_fails(world)
+
+
+def test_declared_variables_are_passed_and_recorded(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.seal(
+        plan(step("unit", check("sh", "-c", 'test "$DEPLOY_ENV" = staging')))
+        | {"pass_env": ["DEPLOY_ENV"]}
+    )
+    monkeypatch.setenv("DEPLOY_ENV", "staging")
+    recorded = world.run()
+    assert recorded.verdict == "PASS"
+    assert recorded.doc["steps"]["unit"]["checks"][0]["env"]["declared"] == {
+        "DEPLOY_ENV": "staging"
+    }
+    monkeypatch.delenv("DEPLOY_ENV")
+    again = world.run()
+    assert again.verdict == "FAIL"
+    assert "DEPLOY_ENV" in again.doc["steps"]["unit"]["checks"][0]["message"]
+
+
+def test_pass_env_cannot_pass_the_signing_material(world: World) -> None:
+    world.write_plan(plan(step("unit")) | {"pass_env": ["GITAUDIT_*"]})
+    result = world.cli("plan", "validate")
+    assert result.code == 1 and "env.forbidden" in result.out
+
+
+def with_pytest_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks' python3 must have pytest: put this interpreter's bin first on PATH."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+
+
+def test_attack_hermetic_pytest_python_is_not_chosen_by_a_variable(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with_pytest_on_path(monkeypatch)
+    fake = tmp_path / "python3"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("GITAUDIT_PYTHON", str(fake))
+    world.repo.write("test_x.py", "def test_x():\n    assert False\n")
+    world.seal(plan(step("unit", {"type": "pytest", "args": "-q -p no:cacheprovider test_x.py"})))
+    recorded = world.run()
+    assert recorded.verdict == "FAIL"
+    result = recorded.doc["steps"]["unit"]["checks"][0]
+    assert result["executable"] != str(fake) and result["exit_code"] == 1  # the test failed
+
+
+# ----------------------------------------------------------------------- path checks
+
+
+def test_a_directory_does_not_satisfy_a_file_check(world: World) -> None:
+    world.repo.write("out/keep", "")
+    world.seal(plan(step("unit", check("true"), {"type": "file_exists", "path": "out"})))
+    recorded = world.run()
+    assert recorded.verdict == "FAIL"
+    assert "is a directory, not a file" in recorded.doc["steps"]["unit"]["checks"][1]["message"]
+    world.seal(
+        plan(step("unit", check("true"), {"type": "file_exists", "path": "out", "kind": "dir"})),
+        allow_weaken=True,
+        reason="it is a directory",
+    )
+    assert world.run().verdict == "PASS"
+
+
+# ----------------------------------------------------------------------- submodules
+
+
+def _submodule(world: World, tmp_path: Path) -> GitRepo:
+    lib = GitRepo.create(tmp_path / "lib")
+    lib.write("verdict", "broken\n")
+    lib.commit("v1")
+    world.repo.git(
+        "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib.path), "lib"
+    )
+    world.repo.commit("add lib")
+    return lib
+
+
+def test_attack_hermetic_uncommitted_submodule_state_is_not_checked(
+    world: World, tmp_path: Path
+) -> None:
+    _submodule(world, tmp_path)
+    world.seal(plan(step("unit", check("grep", "-qx", "ok", "lib/verdict"))))
+    (world.path / "lib" / "verdict").write_text("ok\n")  # dirty, not committed in lib
+    recorded = world.run()
+    assert recorded.verdict == "FAIL"
+    assert recorded.doc["workspace"]["submodules"]["lib"]
+
+
+def test_attack_hermetic_untracked_file_in_a_submodule_is_not_checked(
+    world: World, tmp_path: Path
+) -> None:
+    _submodule(world, tmp_path)
+    world.seal(plan(step("unit", check("test", "-f", "lib/extra"))))
+    (world.path / "lib" / "extra").write_text("x\n")
+    assert_fails(world)
+
+
+def test_a_submodule_commit_that_is_missing_is_a_clear_error(world: World, tmp_path: Path) -> None:
+    _submodule(world, tmp_path)
+    world.seal(plan(step("unit")))
+    missing = "1" * 40
+    world.repo.git("update-index", "--cacheinfo", f"160000,{missing},lib")
+    world.repo.git("commit", "-q", "-m", "point lib at a commit nobody has")
+    subprocess.run(["git", "checkout", "-q", "--detach"], cwd=world.path / "lib", check=True)
+    with pytest.raises(RunError, match="submodule lib is recorded at commit 111111111111"):
+        run_with_tree_of_head(world)
+
+
+def run_with_tree_of_head(world: World) -> object:
+    """Run against HEAD's tree: the work tree of lib still holds its own checkout."""
+    from gitaudit.run import checkout
+
+    handle = world.handle()
+    assert handle.workdir is not None
+    tree = world.repo.head_tree()
+    with checkout.acquire(handle.gitdir, handle.workdir) as slot:
+        return checkout.materialise(slot, handle.gitdir, handle.workdir, tree, None)
+
+
+# ------------------------------------------------------------------------ ignored paths
+
+
+def test_declared_ignored_path_is_linked_recorded_and_guarded(world: World) -> None:
+    world.repo.write(".gitignore", "tools/\n")
+    world.repo.write("tools/verdict", "ok\n")
+    world.seal(
+        plan(step("unit", check("grep", "-qx", "ok", "tools/verdict")))
+        | {"ignored_paths": ["tools"]}
+    )
+    recorded = world.run()
+    assert recorded.verdict == "PASS"
+    assert recorded.doc["workspace"]["ignored_paths"]["tools"]["files"] == 1
+    judged = world.gate(None)
+    assert judged.verdict == "PASS" and "relied on ignored path(s) tools" in judged.plans[0].notes
+    world.repo.write("tools/verdict", "changed\n")
+    assert_plan(world.gate(None), "evidence.ignored-changed", "UNKNOWN")
+
+
+def test_attack_hermetic_declared_ignored_path_written_by_a_check(world: World) -> None:
+    world.repo.write(".gitignore", "tools/\n")
+    world.repo.write("tools/verdict", "ok\n")
+    writes = {"type": "run", "cmd": "echo more > tools/extra", "shell": True}
+    world.seal(plan(step("unit", check("true"), writes)) | {"ignored_paths": ["tools"]})
+    recorded = world.run()
+    assert recorded.verdict == "FAIL"
+    assert "tools (declared ignored path)" in recorded.doc["purity"]["changed"]
+
+
+def test_attack_hermetic_editable_install_in_a_declared_path_is_refused(world: World) -> None:
+    world.repo.write(".gitignore", ".venv/\n")
+    world.repo.write(".venv/lib/site.pth", f"{world.path}/src\n")
+    world.seal(plan(step("unit")) | {"ignored_paths": [".venv"]})
+    with pytest.raises(RunError, match="editable install pointing into the work tree"):
+        world.run()
+
+
+def test_a_declared_ignored_path_that_does_not_exist_is_refused(world: World) -> None:
+    world.seal(plan(step("unit")) | {"ignored_paths": [".venv"]})
+    with pytest.raises(RunError, match=r"'\.venv', which does not exist"):
+        world.run()
+
+
+# ----------------------------------------------------------------------------- live
+
+
+def test_live_steps_are_recorded_noted_and_refusable(world: World) -> None:
+    world.seal(plan(step("unit", check("true"), workspace="live")))
+    recorded = world.run()
+    assert recorded.verdict == "PASS"
+    assert recorded.doc["steps"]["unit"]["workspace"] == "live"
+    judged = world.gate(None)
+    assert judged.verdict == "PASS"
+    assert any("live work tree" in n for n in judged.plans[0].notes)
+    result = world.cli(
+        "trust", "policy", "--live-evidence", "refuse", "--key", str(world.keys["alice"])
+    )
+    assert result.code == 0, result.err
+    assert_plan(world.gate(None), "evidence.live-refused", "FAIL")
+
+
+def test_the_checkout_is_outside_the_project(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tools that look upwards (pytest's rootdir and conftest search, node_modules) never reach
+    the live project: an ignored conftest.py at its root is not loaded."""
+    with_pytest_on_path(monkeypatch)
+    world.repo.write(".gitignore", "conftest.py\n")
+    world.repo.write(
+        "conftest.py", "import pytest\n@pytest.fixture\ndef planted():\n    return 1\n"
+    )
+    world.repo.write("tests/test_x.py", "def test_x(planted):\n    assert planted\n")
+    world.seal(
+        plan(step("unit", {"type": "pytest", "args": "-q -p no:cacheprovider tests/test_x.py"}))
+    )
+    recorded = world.run()
+    assert recorded.verdict == "FAIL"
+    stdout = world.run_files(recorded.commit)["steps/unit/checks/0/stdout"].decode()
+    assert "fixture 'planted' not found" in stdout
