@@ -3,8 +3,8 @@
 Evidence is recorded on each machine as a linear chain per plan, and servers accept audit refs
 only as fast-forwards. When another machine pushed runs first, `git audit push` fetches the
 remote's audit refs into a private namespace and replays this machine's new run commits on top
-(same trees, same messages, signed again by the local runner key), so nothing is lost and the
-push stays a fast-forward. A diverged plans ref is never merged automatically: seals are judged
+(same trees, messages and times, signed again by the local runner key), so nothing is lost and
+the push stays a fast-forward. A diverged plans ref is never merged automatically: seals are judged
 against their predecessor, so the sealer must fetch and reseal.
 
 Re-signing is vouching, so nothing is re-signed unverified: each local-only run commit must be a
@@ -122,8 +122,15 @@ def _replay(
     parent = theirs
     for n, commit in enumerate(replayed):
         _replayable(git, state, ref, commit, root_ok=base is None and n == 0)
+        # the signed times are kept: evidence expires from when it was recorded, not pushed
         parent = create_signed_commit(
-            git, tree=commit.tree_id, parents=[parent], message=commit.message, signer=signer
+            git,
+            tree=commit.tree_id,
+            parents=[parent],
+            message=commit.message,
+            signer=signer,
+            author=commit.author,
+            committer=commit.committer,
         )
     return parent, len(replayed)
 

@@ -9,6 +9,7 @@ neither the remote nor any local ref moves.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -197,3 +198,16 @@ def test_attack_push_adopts_no_unverified_plans(served: Served) -> None:
     assert pushed.code == 1, pushed.out + pushed.err
     assert "not signed by a trusted sealer" in pushed.err.splitlines()[0], pushed.err
     assert served.local_refs() == local_before
+
+
+def test_attack_push_replay_keeps_the_signed_time(served: Served) -> None:
+    """A day-old ci run, replayed at push time: signed again with today's date, its evidence
+    would restart its `valid_for` on the server. The replay keeps the recorded times."""
+    world = served.world
+    day_old = int(time.time()) - 86400
+    old = world.forge_run(served.shared, signer=world.ci, when=day_old)
+    pushed = world.cli("push")
+    assert pushed.code == 0, pushed.out + pushed.err
+    tip = git(served.server, "rev-parse", RUNS).strip()
+    assert tip != str(old)  # signed again onto the server's ledger...
+    assert git(served.server, "log", "-1", "--format=%ct %at", tip).split() == [str(day_old)] * 2
