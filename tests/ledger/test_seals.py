@@ -247,6 +247,28 @@ def test_trust_add_remove_and_roles(
     assert read_state(trusted).trust.named("ci") is None
 
 
+def test_reconciler_role_and_sealers_reconcile_too(
+    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo
+) -> None:
+    roles = json.loads(repo.git("show", f"{PLANS_REF}:trust/roles.json"))
+    assert "reconcilers" not in roles  # absent until someone holds the role
+    runner, rita = Ed25519Signer.generate("ci"), Ed25519Signer.generate("rita")
+    trust_add(trusted, sealer, runner.public_key, "runner", "ci")
+    assert trust_add(trusted, sealer, rita.public_key, "reconciler", "rita") is not None
+    roles = json.loads(repo.git("show", f"{PLANS_REF}:trust/roles.json"))
+    assert roles["reconcilers"] == ["rita"] and roles["runners"] == ["alice", "ci"]
+    trust = read_state(trusted).trust
+    assert trust.require(rita.public_key, "reconciler").name == "rita"
+    assert trust.require(sealer.public_key, "reconciler").name == "alice"  # implied by sealer
+    assert set(trust.with_role("reconciler")) == {rita.public_key, sealer.public_key}
+    with pytest.raises(TrustError, match="is not a reconciler"):
+        trust.require(runner.public_key, "reconciler")
+    with pytest.raises(TrustError, match="is not a runner"):
+        trust.require(rita.public_key, "runner")
+    with pytest.raises(TrustError, match="is not a sealer"):  # a reconciler cannot change trust
+        trust_add(trusted, rita, rita.public_key, "runner", "rita")
+
+
 def test_retire_is_a_signed_change_and_deleting_the_file_is_not(
     trusted: Repo, sealer: Ed25519Signer, repo: GitRepo
 ) -> None:
