@@ -32,6 +32,7 @@ from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
 from gitaudit.plan.inputs import input_digests
 from gitaudit.plan.model import Plan, StepId
+from gitaudit.run.authority import require_reconciler
 from gitaudit.run.runner import Event, RunOutcome, RunRequest, execute, step_json
 from gitaudit.verdict import PROVEN, StepStatus, Verdict, judge_run, output_broken
 
@@ -150,6 +151,7 @@ def run_plan(  # noqa: C901, PLR0912, PLR0915 (to split: refusals, carried evide
             hint="run `git audit trust init` and `git audit plan seal`",
         )
     runner = state.trust.require(signer.public_key, "runner")
+    require_reconciler(state.trust, signer.public_key, reconcile or {})
     if checked is None:
         (checked,) = check_worktree(workdir, name)
     plan = checked.require_valid()
