@@ -142,6 +142,11 @@ def test_strengthening_is_allowed_and_recorded(
         ),
         (lambda p: p["requirements"][0].update(priority="may"), "priority must -> may"),
         (lambda p: p["steps"][1].update(max_attempts=9), "max_attempts 3 -> 9"),
+        (lambda p: p["steps"][1].update(idempotent=False), "idempotent True -> False"),
+        (
+            lambda p: p["steps"][1].update(readback=[{"type": "file_exists", "path": "x"}]),
+            "readback check added: file_exists x",
+        ),
         (lambda p: p["steps"].pop(), "removed"),
     ],
 )
