@@ -54,14 +54,7 @@ class Served:
 
 @pytest.fixture
 def served(proven: World, tmp_path: Path) -> Served:
-    server = tmp_path / "server.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(server))
-    git(server, "config", "audit.rootKey", proven.repo.git("config", "audit.rootKey").strip())
-    installed = audit(server, "hooks", "install", "--server")
-    assert installed.code == 0, installed.err
-    proven.repo.git("remote", "add", "origin", str(server))
-    proven.repo.git("config", "audit.signingKey", str(proven.keys["ci"]))
-    proven.repo.git("push", "-q", "origin", f"{PLANS_REF}:{PLANS_REF}")
+    server = proven.serve(tmp_path / "server.git")
     first = proven.cli("push")
     assert first.code == 0, first.out + first.err
     shared = proven.ref(RUNS)
