@@ -18,8 +18,11 @@ from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger.objects import write_tree
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, read_ref
+from gitaudit.ledger.resets import AttemptReset, resets_file, resets_path
 from gitaudit.ledger.seals import (
     history,
+    reset_attempts,
+    reset_history,
     retire_plan,
     seal_plan,
     set_policy,
@@ -450,3 +453,63 @@ def test_concurrent_seals_never_lose_a_version(repo: GitRepo, tmp_path: Path) ->
     assert state.active() == [f"p{i}" for i in range(6)]
     count = repo.git("rev-list", "--count", PLANS_REF).strip()
     assert count == "7"  # root + six seals, one linear chain
+
+
+def test_a_reset_of_attempts_is_kept_by_later_changes_and_checked_by_the_chain(
+    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo
+) -> None:
+    seal(trusted, sealer)
+    with pytest.raises(SealError, match="needs --reason"):
+        reset_attempts(trusted, sealer, "default", "use", "")
+    nothing = reset_attempts(trusted, sealer, "default", "use", "no failures yet")
+    assert nothing.commit is None and nothing.count == 0
+    state = read_state(trusted)
+    seal_record = state.seal("default")
+    assert seal_record is not None
+    record = AttemptReset(
+        "default",
+        "use",
+        seal_record.contract_digest,
+        4,
+        None,
+        "why",
+        "2026-11-01T12:00:00Z",
+        "alice",
+        sealer.public_key.fingerprint(),
+    )
+    files = dict(state.files)
+    files[resets_path("default")] = resets_file("default", {"use": record})
+    tip = read_ref(trusted.git, PLANS_REF)
+    assert tip is not None
+    oid = create_signed_commit(
+        trusted.git,
+        tree=write_tree(trusted.git, files),
+        parents=[tip],
+        message="reset\n",
+        signer=sealer,
+    )
+    trusted.git.references.create(PLANS_REF, oid, force=True)
+    assert read_state(trusted).attempts_reset("default", seal_record.contract_digest) == {"use": 4}
+    # later changes of the plans ref carry the reset over
+    set_policy(trusted, sealer, Policy(commit_msg="strict"), allow_weaken=False, reason=None)
+    trust_add(trusted, sealer, Ed25519Signer.generate("ci").public_key, "runner", "ci")
+    assert read_state(trusted).attempts_reset("default", seal_record.contract_digest) == {"use": 4}
+    (entry,) = reset_history(trusted, "default")
+    assert (entry.commit, entry.count, entry.reset.reason) == (str(oid), 4, "why")
+    # a malformed reset makes the chain untrustworthy
+    bad = dict(read_state(trusted).files)
+    bad[resets_path("default")] = bad[resets_path("default")].replace(
+        b'"failed": 4', b'"failed": -4'
+    )
+    tip = read_ref(trusted.git, PLANS_REF)
+    assert tip is not None
+    forged = create_signed_commit(
+        trusted.git,
+        tree=write_tree(trusted.git, bad),
+        parents=[tip],
+        message="bad\n",
+        signer=sealer,
+    )
+    trusted.git.references.create(PLANS_REF, forged, force=True)
+    with pytest.raises(TrustError, match=r"resets/default\.json is malformed"):
+        read_state(trusted)
