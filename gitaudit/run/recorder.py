@@ -229,7 +229,9 @@ def run_plan(  # noqa: C901, PLR0912, PLR0915 (to split: refusals, carried evide
         }
         sources = index.carry_sources(repo.git, repo.gitdir, name, wanted_digests)
         incremental = {sid: c for sid, c in sources.items() if _trusted(repo, c, runners)}
-    attempts = index.failed_attempts(repo.git, repo.gitdir, name, digest)
+    attempts = index.failed_attempts(
+        repo.git, repo.gitdir, name, digest, state.attempts_reset(name, digest)
+    )
     unresolved = index.unresolved(repo.git, repo.gitdir, name)
     missing_tools = [t for t in plan.required_tools if shutil.which(t) is None]
     outcome = execute(
