@@ -5,7 +5,11 @@ claim more than that, and count only when the signer held the authority for the 
 
 * a step settled by someone's word (``reconciled.mode`` other than ``readback``: ``git audit
   reconcile --observed``) counts only when the run commit is signed by a **reconciler** or a
-  sealer of the current trust set (``evidence.unauthorised-reconcile``).
+  sealer of the current trust set (``evidence.unauthorised-reconcile``);
+* a step that passed in a forced run (``git audit run --force``) while its failed attempts under
+  the run's contract, on the ledger before that run and since a sealer last reset them
+  (:mod:`gitaudit.ledger.resets`), had reached ``max_attempts``: the contract said to stop
+  trying, and only a sealer may say otherwise (``evidence.forced-past-exhaustion``).
 
 Each rule is applied to the run judged and to the run a carried step came from.
 """
@@ -17,8 +21,13 @@ import pygit2
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.errors import GitAuditError
 from gitaudit.gate.result import Reason
+from gitaudit.ledger.objects import commit_of
+from gitaudit.ledger.plansref import PlansState
 from gitaudit.ledger.records import RunRecord, StepEntry
+from gitaudit.ledger.resets import failures_on_chain
 from gitaudit.ledger.trust import TrustSet
+from gitaudit.plan.model import Plan
+from gitaudit.verdict import StepStatus
 
 
 def unauthorised_reconcile(
@@ -44,3 +53,37 @@ def unauthorised_reconcile(
             step=step,
         )
     return None
+
+
+def forced_past_exhaustion(
+    git: pygit2.Repository, state: PlansState, name: str, plan: Plan, record: RunRecord, step: str
+) -> Reason | None:
+    """A FAIL reason when *step* passed in *record*, a forced run, although its failed attempts
+    before that run (under the run's contract, since the last reset) had reached max_attempts.
+    The failures are counted on the signed chain below the run, never in the lookup cache."""
+    entry = record.steps.get(step)
+    model = plan.step(step)
+    if not record.forced or entry is None or entry.status != StepStatus.PASSED or model is None:
+        return None
+    if entry.reconciled is not None:  # settled, not executed: the reconcile rule judges it
+        return None
+    parents = commit_of(git, pygit2.Oid(hex=record.commit), "run").parent_ids
+    reset = state.attempts_reset(name, record.contract).get(step, 0)
+    before = failures_on_chain(
+        git,
+        parents[0] if parents else None,
+        name,
+        step,
+        record.contract,
+        enough=reset + model.max_attempts,
+    )
+    if before - reset < model.max_attempts:
+        return None
+    return Reason(
+        "evidence.forced-past-exhaustion",
+        f"step {step} passed in run {record.commit[:12]} only because it was forced (--force) "
+        f"past its {model.max_attempts} failed attempts",
+        "a forced run's evidence counts once a sealer lets the step be tried again: "
+        f"`git audit plan reset-attempts {step} --plan {name} --reason ...` (or reseal the plan)",
+        step=step,
+    )

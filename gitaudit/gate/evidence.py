@@ -19,7 +19,7 @@ import pygit2
 
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.errors import GitAuditError
-from gitaudit.gate.authority import unauthorised_reconcile
+from gitaudit.gate.authority import forced_past_exhaustion, unauthorised_reconcile
 from gitaudit.gate.result import Reason
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import index, lookup, watermark
@@ -246,7 +246,10 @@ def _executed_by(j: Judging, record: RunRecord, step: str, entry: StepEntry) -> 
 
 
 def _authority(j: Judging, record: RunRecord, step: str) -> Reason | None:
-    return unauthorised_reconcile(j.repo.git, j.state.trust, j.name, record, step)
+    git = j.repo.git
+    return unauthorised_reconcile(
+        git, j.state.trust, j.name, record, step
+    ) or forced_past_exhaustion(git, j.state, j.name, j.plan, record, step)
 
 
 def _unproven(j: Judging, record: RunRecord, step: str, entry: StepEntry) -> Reason:

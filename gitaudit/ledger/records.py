@@ -83,6 +83,7 @@ class RunRecord:
     runner: str | None
     steps: Mapping[str, StepEntry]
     doc: Mapping[str, Any]  # the document as stored, for display only
+    forced: bool = False  # `--force`: steps exhausted under the contract were run again
 
     def passed_steps(self) -> list[str]:
         return [sid for sid, s in self.steps.items() if s.proven]
@@ -273,6 +274,7 @@ def parse_run(commit: str, time: int, doc: object) -> RunRecord:
         runner=r.get(runner, "name", "runner", _str, "a string", None),
         steps={str(sid): _step(r, entry, f"steps.{sid}") for sid, entry in steps.items()},
         doc=doc,
+        forced=r.get(doc, "forced", "", _bool, "a boolean", False),
     )
 
 
