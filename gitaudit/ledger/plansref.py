@@ -35,6 +35,7 @@ from gitaudit.ledger.trust import (
 from gitaudit.plan.catalog import CheckedPlan, check_file
 from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
+from gitaudit.plan.model import Plan
 from gitaudit.plan.store import PlanFile
 
 SEAL_FORMAT = "gitaudit.seal/1"
@@ -416,9 +417,7 @@ def transition_problem(before: PlansState, after: PlansState, where: str) -> str
             return f"{where}: {exc.message}"
         weakened = new.retired
         if old_sealed and old_sealed.plan and new_sealed and new_sealed.plan:
-            weakened = (
-                weakened or compare(contract(old_sealed.plan), contract(new_sealed.plan)).weakened
-            )
+            weakened = weakened or _weakens(old_sealed.plan, new_sealed.plan, new)
         if weakened and not new.weakened:
             return (
                 f"{where}: seal v{new.version} of {name!r} weakens the contract "
@@ -429,6 +428,18 @@ def transition_problem(before: PlansState, after: PlansState, where: str) -> str
                 f"{where}: seal v{new.version} of {name!r} weakens the contract; policy forbids it"
             )
     return None
+
+
+def _weakens(old: Plan, new: Plan, record: SealRecord) -> bool:
+    """Whether sealing *new* over *old* weakens the contract. Ways to reconcile (a step made
+    non-idempotent, a readback check added) were classified as strengthenings before they
+    counted as weakenings: a seal that lists such a change among its strengthenings was made
+    under the earlier rule, and stays valid for it."""
+    earlier = set(record.strengthenings)
+    return any(
+        not (change.reconciliation and change.render() in earlier)
+        for change in compare(contract(old), contract(new)).weakenings
+    )
 
 
 def _policy_problem(before: PlansState, after: PlansState, where: str) -> str | None:

@@ -32,6 +32,9 @@ class Change:
     kind: ChangeKind
     where: str  # e.g. "step 3 verify" or "requirement REQ-1"
     message: str
+    # a change of a way to reconcile (idempotent, readback): earlier versions of gitaudit
+    # classified these the other way round (see gitaudit.ledger.plansref._weakens)
+    reconciliation: bool = False
 
     def render(self) -> str:
         return f"{self.where}: {self.message}"
@@ -92,10 +95,12 @@ def _checks(
     added: ChangeKind = "strengthened" if obligations else "weakened"
     old_c, new_c = Counter(_key(c) for c in old), Counter(_key(c) for c in new)
     by_key = {_key(c): c for c in (*old, *new)}
+    flag = not obligations
     for key in old_c - new_c:
-        out.append(Change(removed, where, f"{noun} removed or changed: {_describe(by_key[key])}"))
+        message = f"{noun} removed or changed: {_describe(by_key[key])}"
+        out.append(Change(removed, where, message, flag))
     for key in new_c - old_c:
-        out.append(Change(added, where, f"{noun} added: {_describe(by_key[key])}"))
+        out.append(Change(added, where, f"{noun} added: {_describe(by_key[key])}", flag))
 
 
 def _describe(check: Mapping[str, Any]) -> str:
@@ -170,7 +175,8 @@ def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> 
     if old["idempotent"] != new["idempotent"]:
         # a non-idempotent step may be reconciled instead of run again: a way around its checks
         kind: ChangeKind = "strengthened" if new["idempotent"] else "weakened"
-        out.append(Change(kind, where, f"idempotent {old['idempotent']} -> {new['idempotent']}"))
+        message = f"idempotent {old['idempotent']} -> {new['idempotent']}"
+        out.append(Change(kind, where, message, reconciliation=True))
     if old["inputs"] != new["inputs"]:
         # no inputs = the whole tree (broadest); more patterns = more reasons to re-run
         broader = not new["inputs"] or (

@@ -513,3 +513,46 @@ def test_a_reset_of_attempts_is_kept_by_later_changes_and_checked_by_the_chain(
     trusted.git.references.create(PLANS_REF, forged, force=True)
     with pytest.raises(TrustError, match=r"resets/default\.json is malformed"):
         read_state(trusted)
+
+
+def test_a_reconciliation_seal_recorded_under_the_earlier_rule_still_verifies(
+    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo
+) -> None:
+    """Making a step non-idempotent was a strengthening before it was a weakening: a seal that
+    listed it among its strengthenings (as gitaudit then wrote it) keeps the chain valid, one
+    that lists it nowhere does not."""
+    seal(trusted, sealer)
+    base = read_state(trusted)
+    v1, tip = base.seal("default"), base.tip
+    assert v1 is not None and tip is not None
+    plan = two_step_plan()
+    plan["steps"][1]["idempotent"] = False
+    repo.write_plan(plan)
+    (checked,) = check_worktree(repo.path, "default")
+
+    def reseal(strengthenings: list[str]) -> pygit2.Oid:
+        record = {
+            **v1.to_json(),
+            "version": 2,
+            "contract_digest": checked.digest,
+            "previous_digest": v1.contract_digest,
+            "change": "strengthened",
+            "strengthenings": strengthenings,
+        }
+        files = {
+            **base.files,
+            "plans/default.json": checked.file.data,
+            "seals/default.json": json.dumps(record, indent=2, sort_keys=True).encode() + b"\n",
+        }
+        tree = write_tree(trusted.git, files)
+        oid = create_signed_commit(
+            trusted.git, tree=tree, parents=[tip], message="seal\n", signer=sealer
+        )
+        trusted.git.references.create(PLANS_REF, oid, force=True)
+        return oid
+
+    reseal(["step use: idempotent True -> False"])
+    assert read_state(trusted, remember=False).seal("default").version == 2  # type: ignore[union-attr]
+    reseal([])
+    with pytest.raises(TrustError, match="weakens the contract without recording it"):
+        read_state(trusted, remember=False)
