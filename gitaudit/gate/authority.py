@@ -61,23 +61,12 @@ def forced_past_exhaustion(
     """A FAIL reason when *step* passed in *record*, a forced run, although its failed attempts
     before that run (under the run's contract, since the last reset) had reached max_attempts.
     The failures are counted on the signed chain below the run, never in the lookup cache."""
-    entry = record.steps.get(step)
     model = plan.step(step)
-    if not record.forced or entry is None or entry.status != StepStatus.PASSED or model is None:
+    if model is None or step not in _executed_passes(record):
         return None
-    if entry.reconciled is not None:  # settled, not executed: the reconcile rule judges it
-        return None
-    parents = commit_of(git, pygit2.Oid(hex=record.commit), "run").parent_ids
-    reset = state.attempts_reset(name, record.contract).get(step, 0)
-    before = failures_on_chain(
-        git,
-        parents[0] if parents else None,
-        name,
-        step,
-        record.contract,
-        enough=reset + model.max_attempts,
-    )
-    if before - reset < model.max_attempts:
+    reset = state.attempts_reset(name, record.contract)
+    before = _failures_before(git, state, name, plan, record)
+    if before.get(step, 0) - reset.get(step, 0) < model.max_attempts:
         return None
     return Reason(
         "evidence.forced-past-exhaustion",
@@ -87,3 +76,39 @@ def forced_past_exhaustion(
         f"`git audit plan reset-attempts {step} --plan {name} --reason ...` (or reseal the plan)",
         step=step,
     )
+
+
+def _executed_passes(record: RunRecord) -> list[str]:
+    """The steps a forced run executed and passed (settled ones are the reconcile rule's)."""
+    if not record.forced:
+        return []
+    return [
+        sid
+        for sid, entry in record.steps.items()
+        if entry.status == StepStatus.PASSED and entry.reconciled is None
+    ]
+
+
+# (repository, run, contract, how many are enough per step) -> counts
+_COUNTED: dict[tuple[str, str, str, tuple[tuple[str, int], ...]], dict[str, int]] = {}
+
+
+def _failures_before(
+    git: pygit2.Repository, state: PlansState, name: str, plan: Plan, record: RunRecord
+) -> dict[str, int]:
+    """Failed attempts before *record* of each step it executed and passed, counted in one walk
+    (far enough to decide each step) and remembered: the chain below a commit never changes."""
+    reset = state.attempts_reset(name, record.contract)
+    enough = {
+        sid: reset.get(sid, 0) + model.max_attempts
+        for sid in _executed_passes(record)
+        if (model := plan.step(sid)) is not None
+    }
+    key = (str(git.path), record.commit, record.contract, tuple(sorted(enough.items())))
+    if key not in _COUNTED:
+        parents = commit_of(git, pygit2.Oid(hex=record.commit), "run").parent_ids
+        start = parents[0] if parents else None
+        if len(_COUNTED) > 64:
+            _COUNTED.clear()
+        _COUNTED[key] = failures_on_chain(git, start, name, record.contract, enough)
+    return _COUNTED[key]

@@ -142,23 +142,29 @@ def failures_on_chain(
     git: pygit2.Repository,
     start: pygit2.Oid | None,
     plan: str,
-    step: str,
     contract: str,
-    *,
-    enough: int | None = None,
-) -> int:
-    """Failed attempts of *step* under *contract* recorded on the first-parent chain from
-    *start* (inclusive) back to the root, counted as the lookup cache counts them (every run
-    commit on the chain, its run.json read leniently); the walk stops early once *enough* are
-    found."""
-    found = 0
+    enough: Mapping[str, int],
+) -> dict[str, int]:
+    """Failed attempts under *contract* of each step of *enough* recorded on the first-parent
+    chain from *start* (inclusive) back to the root, counted as the lookup cache counts them
+    (every run commit on the chain, its run.json read leniently). The walk stops early once
+    every step has *enough* (step -> how many are enough; None: count them all)."""
+    found = dict.fromkeys(enough, 0)
+    if not found:
+        return found
     for commit in chain.walk(git, start, what=runs_ref(plan)):
         try:
             keys = lookup_keys(loads(blob_at(git, commit.tree, "run.json") or b"{}"))
         except ValueError:
             keys = None
-        if keys is not None and keys[1] == contract and keys[3].get(step, ("",))[0] == "failed":
-            found += 1
-            if enough is not None and found >= enough:
-                break
+        if keys is None or keys[1] != contract:
+            continue
+        for step in found:
+            if keys[3].get(step, ("",))[0] == "failed":
+                found[step] += 1
+        if all(found[step] >= n for step, n in enough.items()):
+            break
     return found
+
+
+ALL = 1 << 62  # as *enough*: count every failure on the chain

@@ -31,6 +31,7 @@ from gitaudit.ledger.plansref import (
 )
 from gitaudit.ledger.refs import PLANS_REF, read_ref, runs_ref
 from gitaudit.ledger.resets import (
+    ALL,
     AttemptReset,
     already_reset,
     failures_on_chain,
@@ -355,7 +356,7 @@ def reset_attempts(repo: Repo, signer: Signer, plan: str, step: str, reason: str
             raise UsageError(f"plan {plan!r} has no step {step}", hint=f"steps: {steps}")
         contract_digest = seal.contract_digest
         tip = read_ref(repo.git, runs_ref(plan))
-        failed = failures_on_chain(repo.git, tip, plan, step, contract_digest)
+        failed = failures_on_chain(repo.git, tip, plan, contract_digest, {step: ALL})[step]
         resets = dict(state.resets.get(plan, {}))
         count = failed - already_reset(resets, step, contract_digest)
         outcome.update(count=max(count, 0))

@@ -102,3 +102,23 @@ def test_reset_is_refused_without_reason_step_or_sealer_key(
     assert runner.code == 1 and "is not a sealer" in runner.err, runner.err
     assert len(runner.err.splitlines()) == 2 and "Traceback" not in runner.err
     assert repo.git("rev-parse", "refs/audit/plans").strip() == tip
+
+
+def test_only_the_exhausted_steps_of_a_forced_run_do_not_count(
+    repo: GitRepo, sealed: Sealer, tmp_path: Path
+) -> None:
+    flag = tmp_path / "flag"
+    flag.write_text("failing\n")
+    sealed(
+        make_plan(
+            run_step("a", "test", "!", "-e", str(flag), max_attempts=1),
+            run_step("b", "true", max_attempts=1),
+            run_step("c", "test", "!", "-e", str(flag), max_attempts=2),
+        )
+    )
+    assert audit(repo.path, "run").code == 1  # a and c fail once: a is exhausted, c is not
+    flag.unlink()
+    assert audit(repo.path, "run", "--force").code == 1
+    status = audit(repo.path, "status", "--json")
+    reasons = status.json()["plans"][0]["reasons"]
+    assert [(r["code"], r["step"]) for r in reasons] == [("evidence.forced-past-exhaustion", "a")]
