@@ -129,7 +129,13 @@ RUN = Grammar(
             int,
             minimum=1,
         ),
-        Param("force", "Run exhausted steps again (recorded in the evidence).", ("--force",), None),
+        Param(
+            "force",
+            "Run exhausted steps again (recorded in the evidence, which counts only once a "
+            "sealer resets their attempts: `git audit plan reset-attempts`).",
+            ("--force",),
+            None,
+        ),
         Param(
             "fresh",
             "Re-run steps whose inputs are unchanged instead of carrying.",

@@ -1,4 +1,4 @@
-"""`git audit plan ...`: validate, show and draw plans."""
+"""`git audit plan ...`: validate, show and draw plans; seal, retire, reset attempts, history."""
 
 from __future__ import annotations
 
@@ -22,7 +22,16 @@ from gitaudit.cli.common import (
 from gitaudit.errors import ExitCode, UsageError
 from gitaudit.git.repo import Repo
 from gitaudit.ledger.plansref import read_state, sealed_contract
-from gitaudit.ledger.seals import history, migration, retire_plan, seal_plan
+from gitaudit.ledger.seals import (
+    HistoryEntry,
+    ResetEntry,
+    history,
+    migration,
+    reset_attempts,
+    reset_history,
+    retire_plan,
+    seal_plan,
+)
 from gitaudit.plan.catalog import CheckedPlan, check_file, check_worktree
 from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
@@ -260,41 +269,108 @@ def retire_cmd(
     say(f"retired plan {name!r} in {str(commit)[:12]}")
 
 
+@app.command("reset-attempts")
+def reset_attempts_cmd(
+    step: Annotated[str, typer.Argument(help="The step whose failed attempts count afresh.")],
+    plan: PlanOpt = None,
+    reason: Annotated[
+        str | None, typer.Option("--reason", "-m", help="Why the step may be tried again.")
+    ] = None,
+    key: KeyOpt = None,
+) -> None:
+    """Let an exhausted step be tried again: a signed change by a sealer recording that its
+    failed attempts so far (under the current contract) no longer count. Evidence from a run
+    forced past them (`git audit run --force`) counts from then on."""
+    repo = repo_here()
+    if plan is None:
+        active = read_state(repo).active()
+        if len(active) != 1:
+            raise UsageError("name the plan with --plan", hint=f"plans: {', '.join(active)}")
+        plan = active[0]
+    outcome = reset_attempts(repo, signer_for(repo, key), plan, step, reason or "")
+    if outcome.commit is None:
+        say(f"step {step} of plan {plan!r} has no failed attempts to reset; nothing to do")
+        return
+    say(
+        f"reset {outcome.count} failed attempt(s) of step {step} of plan {plan!r} "
+        f"in {str(outcome.commit)[:12]}"
+    )
+
+
 @app.command("history")
 def history_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
-    """Every seal version: time, signer, reason, strengthened/weakened and digest."""
-    entries = history(repo_here(), plan)
+    """Every seal version (time, signer, reason, strengthened/weakened, digest) and every reset of
+    a step's failed attempts."""
+    repo = repo_here()
+    entries = history(repo, plan)
+    resets = reset_history(repo, plan)
     moves: dict[int, tuple[list[str], list[str]]] = {}
     for i, e in enumerate(entries):
         before = next((p for p in entries[i + 1 :] if p.record.plan == e.record.plan), None)
         moves[i] = migration(e.record.plan, before.plan_data if before else None, e.plan_data)
+    # newest first, as both lists are: merged by position on the plans ref
+    events: list[tuple[int, int, int]] = [(e.position, 1, i) for i, e in enumerate(entries)]
+    events += [(r.position, 0, i) for i, r in enumerate(resets)]
+    events.sort(key=lambda ev: (-ev[0], ev[1]))
     if as_json:
         emit_json(
             [
-                {
-                    "commit": e.commit,
-                    "time": e.time,
-                    **e.record.to_json(),
-                    "migration": {"kept": moves[i][0], "reopened": moves[i][1]},
-                }
-                for i, e in enumerate(entries)
+                _seal_json(entries[i], moves[i]) if kind else _reset_json(resets[i])
+                for _pos, kind, i in events
             ]
         )
         return
     if not entries:
         say("no seals yet (run `git audit plan seal`)")
-    for i, e in enumerate(entries):
-        r = e.record
-        when = datetime.fromtimestamp(e.time, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-        flag = " WEAKENED" if r.weakened else ""
-        say(f"{e.commit[:12]} {when} {r.plan} v{r.version} {r.change}{flag} by {r.sealer}")
-        say(f"    {r.contract_digest}" + (f"  reason: {r.reason}" if r.reason else ""))
-        for w in r.weakenings:
-            say(f"    weakened: {w}")
-        kept, reopened = moves[i]
-        if r.version > 1 and (kept or reopened):
-            kept_text = ", ".join(kept) or "nothing"
-            say(f"    evidence kept for: {kept_text}; reopened: {', '.join(reopened) or 'nothing'}")
+    for _pos, kind, i in events:
+        if kind:
+            _print_seal(entries[i], moves[i])
+        else:
+            _print_reset(resets[i])
+
+
+def _when(time: int) -> str:
+    return datetime.fromtimestamp(time, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _seal_json(e: HistoryEntry, move: tuple[list[str], list[str]]) -> dict[str, Any]:
+    return {
+        "commit": e.commit,
+        "time": e.time,
+        **e.record.to_json(),
+        "migration": {"kept": move[0], "reopened": move[1]},
+    }
+
+
+def _reset_json(e: ResetEntry) -> dict[str, Any]:
+    return {
+        "commit": e.commit,
+        "time": e.time,
+        "change": "reset-attempts",
+        "plan": e.reset.plan,
+        "step": e.reset.step,
+        "count": e.count,
+        **e.reset.to_json(),
+    }
+
+
+def _print_seal(e: HistoryEntry, move: tuple[list[str], list[str]]) -> None:
+    r = e.record
+    flag = " WEAKENED" if r.weakened else ""
+    say(f"{e.commit[:12]} {_when(e.time)} {r.plan} v{r.version} {r.change}{flag} by {r.sealer}")
+    say(f"    {r.contract_digest}" + (f"  reason: {r.reason}" if r.reason else ""))
+    for w in r.weakenings:
+        say(f"    weakened: {w}")
+    kept, reopened = move
+    if r.version > 1 and (kept or reopened):
+        kept_text = ", ".join(kept) or "nothing"
+        say(f"    evidence kept for: {kept_text}; reopened: {', '.join(reopened) or 'nothing'}")
+
+
+def _print_reset(e: ResetEntry) -> None:
+    r = e.reset
+    say(f"{e.commit[:12]} {_when(e.time)} {r.plan} reset-attempts {r.step} by {r.sealer}")
+    say(f"    {e.count} failed attempt(s) no longer count  reason: {r.reason}")
 
 
 def _contract_at(repo: Repo, name: str, version: str) -> tuple[str, dict[str, Any]]:

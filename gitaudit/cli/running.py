@@ -18,6 +18,7 @@ from gitaudit.errors import ExitCode, UsageError
 from gitaudit.git.repo import open_repo
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.plan.store import discover_worktree
+from gitaudit.run.authority import forced_past_exhaustion
 from gitaudit.run.recorder import RecordedRun, run_plan
 from gitaudit.run.runner import StepOutcome
 
@@ -173,7 +174,9 @@ def run(
                 checked=checked,
             )
         results.append(recorded)
-        code = VERDICT_EXIT[recorded.verdict]
+        # evidence of a step forced past its attempts counts only after a sealer's reset
+        forced = forced_past_exhaustion(checked.plan, recorded.doc) if checked.plan else []
+        code = ExitCode.FAIL if forced else VERDICT_EXIT[recorded.verdict]
         worst = max(worst, code, key=lambda c: (c == ExitCode.FAIL, c == ExitCode.UNKNOWN))
         if not as_json:
             say(
@@ -182,6 +185,11 @@ def run(
             )
             for reason in recorded.doc["reasons"]:
                 say(f"  {reason}")
+            for sid in forced:
+                say(
+                    f"  step {sid} was forced past its max_attempts: its evidence counts once a "
+                    f"sealer resets them (`git audit plan reset-attempts {sid} --plan {name}`)"
+                )
             if recorded.changed_paths:
                 say("  changed during the run: " + ", ".join(recorded.changed_paths[:10]))
     if as_json:

@@ -12,7 +12,7 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import UsageError
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.seals import set_policy, trust_add, trust_init, trust_remove
-from gitaudit.ledger.trust import COMMIT_MSG_MODES, LIVE_EVIDENCE, Policy
+from gitaudit.ledger.trust import COMMIT_MSG_MODES, LIVE_EVIDENCE, ROLES, Policy
 
 app = typer.Typer(
     help="Manage who may seal plans and record evidence.",
@@ -49,17 +49,27 @@ def add_cmd(
     pubkey: Annotated[
         str, typer.Argument(help="An OpenSSH public key line, or a path to a .pub file.")
     ],
-    role: Annotated[str, typer.Option("--role", "-r", help="sealer or runner.")],
+    role: Annotated[
+        str,
+        typer.Option(
+            "--role",
+            "-r",
+            help="sealer, runner or reconciler (may settle an unknown outcome by its word; "
+            "sealers may too).",
+        ),
+    ],
     name: Annotated[str, typer.Option("--name", "-n", help="Principal name for the key.")],
     key: KeyOpt = None,
 ) -> None:
     """Trust a public key in a role (a plans-ref commit signed by a current sealer)."""
-    if role not in ("sealer", "runner"):
-        raise UsageError(f"unknown role {role!r}", hint="use --role sealer or --role runner")
+    if role not in ROLES:
+        raise UsageError(
+            f"unknown role {role!r}", hint="use --role sealer, --role runner or --role reconciler"
+        )
     text = Path(pubkey).read_text() if Path(pubkey).is_file() else pubkey
     public = PublicKey.from_openssh(text)
     repo = repo_here()
-    commit = trust_add(repo, signer_for(repo, key), public, role, name)  # type: ignore[arg-type]
+    commit = trust_add(repo, signer_for(repo, key), public, role, name)
     if commit is None:
         say(f"{name} is already trusted as {role}; nothing to do")
     else:

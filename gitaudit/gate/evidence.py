@@ -4,7 +4,8 @@ exactly this tree?
 The newest run of the plan for the tree under the current seal's contract is found (the lookup
 cache's answer confirmed by the signed chain, :mod:`gitaudit.ledger.lookup`); the run and the
 ledger tip must be signed by a trusted runner on a ledger that was not rewound; then every
-required step must be proven by it (carried steps traced to the run they came from), fresh, and
+required step must be proven by it (carried steps traced to the run they came from), by a signer
+with the authority for what the step entry claims (:mod:`gitaudit.gate.authority`), fresh, and
 every mandatory requirement covered. Nothing is executed.
 """
 
@@ -19,6 +20,7 @@ import pygit2
 
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.errors import GitAuditError
+from gitaudit.gate.authority import forced_past_exhaustion, unauthorised_reconcile
 from gitaudit.gate.result import Reason
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import index, lookup, watermark
@@ -229,24 +231,17 @@ def _content_reasons(j: Judging, record: RunRecord) -> tuple[list[Reason], float
             )
             continue
         if not entry.proven:
-            if step.id not in optional:  # an OR alternative: its dependant is judged instead
-                reasons.append(_unproven(j, record, step.id, entry))
+            problem = _authority(j, record, step.id)
+            if problem is None and step.id not in optional:  # else an OR alternative: its
+                problem = _unproven(j, record, step.id, entry)  # dependant is judged instead
+            if problem is not None:
+                reasons.append(problem)
             continue
-        when = record.time
-        if entry.status == StepStatus.CARRIED:
-            source = _trace_carried(j, record, step.id, entry.carried_from or "")
-            if source is None:
-                reasons.append(
-                    Reason(
-                        "evidence.carried-invalid",
-                        f"step {step.id} claims evidence carried from "
-                        f"{(entry.carried_from or '')[:12]}, which does not hold for this tree",
-                        j.run_fix,
-                        step=step.id,
-                    )
-                )
-                continue
-            when = source.time
+        source = _executed_by(j, record, step.id, entry)
+        if isinstance(source, Reason):
+            reasons.append(source)
+            continue
+        when = source.time
         expiry, expires = _expiry(j, step.id, step.valid_for, when)
         if expiry is not None:
             reasons.append(expiry)
@@ -275,6 +270,32 @@ def _content_reasons(j: Judging, record: RunRecord) -> tuple[list[Reason], float
             for req in uncovered(j.plan, verified)
         )
     return reasons, until
+
+
+def _executed_by(j: Judging, record: RunRecord, step: str, entry: StepEntry) -> RunRecord | Reason:
+    """The run whose evidence proves *step* (*record*, or the run a carried step came from),
+    or why it does not: the carried source does not trace, or its signer lacked the authority
+    for what its step entry claims."""
+    source = record
+    if entry.status == StepStatus.CARRIED:
+        traced = _trace_carried(j, record, step, entry.carried_from or "")
+        if traced is None:
+            return Reason(
+                "evidence.carried-invalid",
+                f"step {step} claims evidence carried from "
+                f"{(entry.carried_from or '')[:12]}, which does not hold for this tree",
+                j.run_fix,
+                step=step,
+            )
+        source = traced
+    return _authority(j, source, step) or source
+
+
+def _authority(j: Judging, record: RunRecord, step: str) -> Reason | None:
+    git = j.repo.git
+    return unauthorised_reconcile(
+        git, j.state.trust, j.name, record, step
+    ) or forced_past_exhaustion(git, j.state, j.name, j.plan, record, step)
 
 
 def _unproven(j: Judging, record: RunRecord, step: str, entry: StepEntry) -> Reason:

@@ -2,8 +2,9 @@
 
 A step is ``verified`` only when the evidence the gate accepted proves it for this tree and it
 has not expired; ``expired``, ``unknown`` (a non-idempotent step whose last outcome is unknown),
-``exhausted`` (max_attempts failures under this contract) and ``failed`` come from the ledger;
-anything else is ``pending``. The vocabulary is :mod:`gitaudit.mission`'s.
+``exhausted`` (max_attempts failures under this contract since a sealer last reset them) and
+``failed`` come from the ledger; anything else is ``pending``. The vocabulary is
+:mod:`gitaudit.mission`'s.
 """
 
 from __future__ import annotations
@@ -39,7 +40,15 @@ def step_states(
     by_step = {r.step: r for r in reasons if r.step}
     seal = state.seal(name)
     attempts = (
-        index.failed_attempts(repo.git, repo.gitdir, name, seal.contract_digest) if seal else {}
+        index.failed_attempts(
+            repo.git,
+            repo.gitdir,
+            name,
+            seal.contract_digest,
+            state.attempts_reset(name, seal.contract_digest),
+        )
+        if seal
+        else {}
     )
     unresolved = index.unresolved(repo.git, repo.gitdir, name)
     states: dict[str, str] = {}
@@ -54,6 +63,8 @@ def step_states(
             states[step.id] = "unknown"
         elif attempts.get(step.id, 0) >= step.max_attempts:
             states[step.id] = "exhausted"
+        elif entry is not None and entry.status == StepStatus.EXHAUSTED:
+            states[step.id] = "failed"  # exhausted when run, but a sealer reset its attempts
         else:
             states[step.id] = _STATE_OF.get(entry.status, "pending") if entry else "pending"
     return states

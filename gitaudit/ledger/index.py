@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -209,9 +209,15 @@ def runs_for_tree(
 
 
 def failed_attempts(
-    repo: pygit2.Repository, gitdir: Path, plan: str, contract: str
+    repo: pygit2.Repository,
+    gitdir: Path,
+    plan: str,
+    contract: str,
+    reset: Mapping[str, int] | None = None,
 ) -> dict[str, int]:
-    """Failed attempts per step across the whole ledger of *plan*, for one contract digest."""
+    """Failed attempts per step across the whole ledger of *plan*, for one contract digest, less
+    those a sealer *reset* (step -> failed attempts that no longer count,
+    :meth:`gitaudit.ledger.plansref.PlansState.attempts_reset`)."""
     sync(repo, gitdir, plan)
     with _db(gitdir) as conn:
         rows = conn.execute(
@@ -219,7 +225,8 @@ def failed_attempts(
             "GROUP BY step",
             (plan, contract),
         ).fetchall()
-    return {str(step): int(n) for step, n in rows}
+    counts = {str(step): int(n) - (reset or {}).get(str(step), 0) for step, n in rows}
+    return {step: n for step, n in counts.items() if n > 0}
 
 
 def recent(repo: pygit2.Repository, gitdir: Path, plan: str, limit: int) -> list[IndexedRun]:

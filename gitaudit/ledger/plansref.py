@@ -24,6 +24,7 @@ from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.objects import commit_of, loads, read_files, write_tree
 from gitaudit.ledger.refs import PLANS_REF, RefConflict, cas_update, read_ref
+from gitaudit.ledger.resets import PlanResets, already_reset, parse_resets
 from gitaudit.ledger.trust import (
     Policy,
     TrustSet,
@@ -34,6 +35,7 @@ from gitaudit.ledger.trust import (
 from gitaudit.plan.catalog import CheckedPlan, check_file
 from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
+from gitaudit.plan.model import Plan
 from gitaudit.plan.store import PlanFile
 
 SEAL_FORMAT = "gitaudit.seal/1"
@@ -136,10 +138,16 @@ class PlansState:
     policy: Policy
     seals: Mapping[str, SealRecord]
     files: Mapping[str, bytes] = field(repr=False)
+    resets: Mapping[str, PlanResets] = field(default_factory=dict)  # plan -> step -> reset
 
     @property
     def exists(self) -> bool:
         return self.tip is not None
+
+    def attempts_reset(self, name: str, contract: str) -> dict[str, int]:
+        """step -> failed attempts under *contract* that a sealer reset (they do not count)."""
+        resets = self.resets.get(name, {})
+        return {step: already_reset(resets, step, contract) for step in resets}
 
     def active(self) -> list[str]:
         """Names of plans sealed as active (not retired)."""
@@ -178,6 +186,7 @@ def state_at(repo: pygit2.Repository, commit: pygit2.Commit) -> PlansState:
         policy_from_tree(repo, tree, where),
         seals,
         files,
+        parse_resets(files, where),
     )
 
 
@@ -376,10 +385,12 @@ def sealed_contract(state: PlansState, name: str) -> tuple[CheckedPlan | None, S
 def transition_problem(before: PlansState, after: PlansState, where: str) -> str | None:  # noqa: C901, PLR0911 (one rule set: the sealing rules)
     """Why the step from *before* to *after* (one plans commit) breaks the sealing rules, if it
     does: a seal record changed without a new version, deleted, or moved backwards; a weakening
-    not recorded as one; a weakening or a laxer policy where the policy forbids weakening."""
-    laxer = after.policy.laxer_than(before.policy)
-    if laxer and not before.policy.allow_weaken:
-        return f"{where} relaxes a policy that forbids weakening ({'; '.join(laxer)})"
+    not recorded as one; a weakening or a laxer policy where the policy forbids weakening; a
+    reset of failed attempts for a step not in a plan sealed as active, or under another
+    contract."""
+    problem = _policy_problem(before, after, where) or _resets_problem(before, after, where)
+    if problem:
+        return problem
     for name in sorted(set(before.seals) | set(after.seals)):
         old, new = before.seals.get(name), after.seals.get(name)
         if new is None:
@@ -406,9 +417,7 @@ def transition_problem(before: PlansState, after: PlansState, where: str) -> str
             return f"{where}: {exc.message}"
         weakened = new.retired
         if old_sealed and old_sealed.plan and new_sealed and new_sealed.plan:
-            weakened = (
-                weakened or compare(contract(old_sealed.plan), contract(new_sealed.plan)).weakened
-            )
+            weakened = weakened or _weakens(old_sealed.plan, new_sealed.plan, new)
         if weakened and not new.weakened:
             return (
                 f"{where}: seal v{new.version} of {name!r} weakens the contract "
@@ -418,4 +427,48 @@ def transition_problem(before: PlansState, after: PlansState, where: str) -> str
             return (
                 f"{where}: seal v{new.version} of {name!r} weakens the contract; policy forbids it"
             )
+    return None
+
+
+def _weakens(old: Plan, new: Plan, record: SealRecord) -> bool:
+    """Whether sealing *new* over *old* weakens the contract. Ways to reconcile (a step made
+    non-idempotent, a readback check added) were classified as strengthenings before they
+    counted as weakenings: a seal that lists such a change among its strengthenings was made
+    under the earlier rule, and stays valid for it."""
+    earlier = set(record.strengthenings)
+    return any(
+        not (change.reconciliation and change.render() in earlier)
+        for change in compare(contract(old), contract(new)).weakenings
+    )
+
+
+def _policy_problem(before: PlansState, after: PlansState, where: str) -> str | None:
+    laxer = after.policy.laxer_than(before.policy)
+    if laxer and not before.policy.allow_weaken:
+        return f"{where} relaxes a policy that forbids weakening ({'; '.join(laxer)})"
+    return None
+
+
+def _resets_problem(before: PlansState, after: PlansState, where: str) -> str | None:
+    """A reset of failed attempts written or changed by this commit must be for a step of a plan
+    sealed as active, under its current contract (dropping a reset only makes failures count
+    again, so it is allowed)."""
+    for name, resets in sorted(after.resets.items()):
+        for step, reset in sorted(resets.items()):
+            if before.resets.get(name, {}).get(step) == reset:
+                continue
+            seal = after.seal(name)
+            if seal is None or seal.retired:
+                return f"{where} resets attempts of step {step} of {name!r}, not sealed as active"
+            if reset.contract_digest != seal.contract_digest:
+                return (
+                    f"{where} resets the attempts of step {step} of {name!r} under a contract "
+                    f"that is not its seal v{seal.version}"
+                )
+            try:
+                sealed, _ = sealed_contract(after, name)
+            except GitAuditError as exc:
+                return f"{where}: {exc.message}"
+            if sealed is None or sealed.plan is None or sealed.plan.step(step) is None:
+                return f"{where} resets the attempts of step {step}, which plan {name!r} lacks"
     return None

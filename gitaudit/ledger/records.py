@@ -90,6 +90,7 @@ class RunRecord:
     steps: Mapping[str, StepEntry]
     doc: Mapping[str, Any]  # the document as stored, for display only
     ignored_paths: Mapping[str, str] = field(default_factory=dict)  # path -> listing digest
+    forced: bool = False  # `--force`: steps exhausted under the contract were run again
 
     def passed_steps(self) -> list[str]:
         return [sid for sid, s in self.steps.items() if s.proven]
@@ -297,6 +298,7 @@ def parse_run(commit: str, time: int, doc: object) -> RunRecord:
             else _bad_ignored(r, p, v)
             for p, v in ignored.items()
         },
+        forced=r.get(doc, "forced", "", _bool, "a boolean", False),
     )
 
 

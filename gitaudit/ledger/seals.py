@@ -1,4 +1,5 @@
-"""Changing the plans ref: trust, policy, seals and retirement. Every change is one signed commit.
+"""Changing the plans ref: trust, policy, seals, retirement and resets of failed attempts. Every
+change is one signed commit.
 
 Each operation reads the verified current state, computes the complete new tree, and appends it
 through :func:`gitaudit.ledger.plansref.append` (compare-and-swap, re-read and retry on races: a
@@ -14,7 +15,7 @@ import pygit2
 
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
-from gitaudit.errors import PlanError, SealError, TrustError
+from gitaudit.errors import PlanError, SealError, TrustError, UsageError
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain
 from gitaudit.ledger.objects import dumps
@@ -28,7 +29,15 @@ from gitaudit.ledger.plansref import (
     signer_name,
     state_at,
 )
-from gitaudit.ledger.refs import PLANS_REF, read_ref
+from gitaudit.ledger.refs import PLANS_REF, read_ref, runs_ref
+from gitaudit.ledger.resets import (
+    ALL,
+    AttemptReset,
+    already_reset,
+    failures_on_chain,
+    resets_file,
+    resets_path,
+)
 from gitaudit.ledger.trust import POLICY_PATH, Policy, Role, TrustSet
 from gitaudit.plan.catalog import CheckedPlan, check_file
 from gitaudit.plan.compare import Comparison, compare
@@ -315,6 +324,73 @@ def retire_plan(repo: Repo, signer: Signer, name: str, reason: str) -> pygit2.Oi
     return commit
 
 
+# --------------------------------------------------------------------------- attempt resets
+
+
+@dataclass(frozen=True)
+class ResetOutcome:
+    commit: pygit2.Oid | None  # None: nothing to reset
+    reset: AttemptReset | None
+    count: int  # the failed attempts that stop counting
+
+
+def reset_attempts(repo: Repo, signer: Signer, plan: str, step: str, reason: str) -> ResetOutcome:
+    """Let the failed attempts of *step* under the current contract count afresh: a signed
+    commit recording how many the runs ledger holds now (see :mod:`gitaudit.ledger.resets`)."""
+    if not reason:
+        raise SealError(
+            "resetting failed attempts needs --reason", hint="say why the step may be tried again"
+        )
+    outcome: dict[str, Any] = {}
+
+    def build(state: PlansState) -> tuple[dict[str, bytes], str] | None:
+        _require_initialised(state)
+        seal = state.seal(plan)
+        if seal is None or seal.retired:
+            raise PlanError(
+                f"plan {plan!r} is not sealed as active", hint="see `git audit plan history`"
+            )
+        sealed, _ = sealed_contract(state, plan)
+        if sealed is None or sealed.plan is None or sealed.plan.step(step) is None:
+            steps = ", ".join(sealed.plan.step_ids) if sealed and sealed.plan else "none"
+            raise UsageError(f"plan {plan!r} has no step {step}", hint=f"steps: {steps}")
+        contract_digest = seal.contract_digest
+        tip = read_ref(repo.git, runs_ref(plan))
+        failed = failures_on_chain(repo.git, tip, plan, contract_digest, {step: ALL})[step]
+        resets = dict(state.resets.get(plan, {}))
+        count = failed - already_reset(resets, step, contract_digest)
+        outcome.update(count=max(count, 0))
+        if count <= 0:
+            return None
+        resets[step] = AttemptReset(
+            plan=plan,
+            step=step,
+            contract_digest=contract_digest,
+            failed=failed,
+            run=str(tip) if tip is not None else None,
+            reason=reason,
+            reset_at=now_iso(),
+            sealer=signer_name(state, signer.public_key),
+            sealer_fingerprint=signer.public_key.fingerprint(),
+        )
+        outcome.update(reset=resets[step])
+        files = _base_files(state)
+        files[resets_path(plan)] = resets_file(plan, resets)
+        message = (
+            f"reset-attempts({plan}): step {step} — {reason}\n\n"
+            f"{count} failed attempt(s) under seal v{seal.version} no longer count.\n\n"
+            + _trailers(
+                Audit_Plan=plan,
+                Audit_Contract=contract_digest,
+                Audit_Reset_Attempts=f"{step} {failed}",
+            )
+        )
+        return files, message
+
+    commit, _ = append(repo, signer, build)
+    return ResetOutcome(commit, outcome.get("reset"), int(outcome.get("count", 0)))
+
+
 # --------------------------------------------------------------------------------- history
 
 
@@ -325,6 +401,7 @@ class HistoryEntry:
     signer: str
     record: SealRecord
     plan_data: bytes | None
+    position: int = 0  # of the commit on the plans ref, 0 for the root
 
 
 def history(repo: Repo, name: str | None = None) -> list[HistoryEntry]:
@@ -336,7 +413,7 @@ def history(repo: Repo, name: str | None = None) -> list[HistoryEntry]:
     commits = list(chain.walk(repo.git, state.tip, what=PLANS_REF))
     seen: set[tuple[str, int]] = set()
     out: list[HistoryEntry] = []
-    for commit in reversed(commits):
+    for position, commit in enumerate(reversed(commits)):
         at = state_at(repo.git, commit)
         for plan, record in sorted(at.seals.items()):
             key = (plan, record.version)
@@ -345,7 +422,12 @@ def history(repo: Repo, name: str | None = None) -> list[HistoryEntry]:
             seen.add(key)
             out.append(
                 HistoryEntry(
-                    str(commit.id), commit.commit_time, record.sealer, record, at.sealed_plan(plan)
+                    str(commit.id),
+                    commit.commit_time,
+                    record.sealer,
+                    record,
+                    at.sealed_plan(plan),
+                    position,
                 )
             )
     out.reverse()
@@ -374,3 +456,40 @@ def migration(
             kept.add(sid)
     order = topological_order(new)
     return [s for s in order if s in kept], [s for s in order if s not in kept]
+
+
+@dataclass(frozen=True)
+class ResetEntry:
+    commit: str
+    time: int
+    reset: AttemptReset
+    count: int  # the failed attempts it stopped counting
+    position: int  # of the commit on the plans ref, 0 for the root
+
+
+def reset_history(repo: Repo, name: str | None = None) -> list[ResetEntry]:
+    """Every reset of failed attempts (of one plan or all), newest first, from the verified
+    chain, each attributed to the commit that recorded it."""
+    state = read_state(repo)
+    commits = list(chain.walk(repo.git, state.tip, what=PLANS_REF))
+    out: list[ResetEntry] = []
+    previous: dict[tuple[str, str], AttemptReset] = {}
+    for position, commit in enumerate(reversed(commits)):
+        for plan, resets in sorted(state_at(repo.git, commit).resets.items()):
+            for step, reset in sorted(resets.items()):
+                before = previous.get((plan, step))
+                previous[(plan, step)] = reset
+                if reset == before or (name is not None and plan != name):
+                    continue
+                earlier = (
+                    before.failed
+                    if before and before.contract_digest == reset.contract_digest
+                    else 0
+                )
+                out.append(
+                    ResetEntry(
+                        str(commit.id), commit.commit_time, reset, reset.failed - earlier, position
+                    )
+                )
+    out.reverse()
+    return out

@@ -2,7 +2,9 @@
 
 ``trust/allowed_signers`` (OpenSSH format, so plain git can verify with it) names each principal's
 key; ``trust/roles.json`` says which principals are **sealers** (may change plans, seals, trust
-and policy) and which are **runners** (may append evidence). ``policy.json`` holds the gate policy.
+and policy), which are **runners** (may append evidence) and which are **reconcilers** (may
+settle an unknown outcome by their word: ``git audit reconcile --observed``). A sealer is a
+reconciler too. ``policy.json`` holds the gate policy.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ from gitaudit.errors import GitAuditError, TrustError
 from gitaudit.ledger.objects import blob_at, dumps, loads
 from gitaudit.plan.digest import canonical, sha256
 
-Role = Literal["sealer", "runner"]
-ROLES: tuple[Role, ...] = ("sealer", "runner")
+Role = Literal["sealer", "runner", "reconciler"]
+ROLES: tuple[Role, ...] = ("sealer", "runner", "reconciler")
+# the roles another role implies: a sealer, who may change the contract itself, may also say
+# what was observed
+IMPLIED_BY: Mapping[Role, tuple[Role, ...]] = {"reconciler": ("sealer",)}
 CommitMsgMode = Literal["off", "claims", "strict"]
 COMMIT_MSG_MODES: tuple[CommitMsgMode, ...] = ("off", "claims", "strict")
 LiveEvidence = Literal["allow", "refuse"]
@@ -45,13 +50,18 @@ class TrustedKey:
             f"{self.name} ({', '.join(sorted(self.roles)) or 'no role'}) {self.key.fingerprint()}"
         )
 
+    def may(self, role: Role) -> bool:
+        """Whether this key may act in *role*: it holds it, or a role that implies it."""
+        return role in self.roles or any(r in self.roles for r in IMPLIED_BY.get(role, ()))
+
 
 @dataclass(frozen=True)
 class TrustSet:
     keys: tuple[TrustedKey, ...] = ()
 
     def with_role(self, role: Role) -> list[PublicKey]:
-        return [k.key for k in self.keys if role in k.roles]
+        """The keys that may act in *role* (held, or implied by another role they hold)."""
+        return [k.key for k in self.keys if k.may(role)]
 
     def find(self, key: PublicKey) -> TrustedKey | None:
         return next((k for k in self.keys if k.key == key), None)
@@ -68,7 +78,7 @@ class TrustSet:
                 hint=f"a sealer must run `git audit trust add '{key.openssh()}' --role {role} "
                 "--name NAME`",
             )
-        if role not in entry.roles:
+        if not entry.may(role):
             raise TrustError(
                 f"key {entry.name} ({key.fingerprint()}) is not a {role}",
                 hint=f"use a {role} key, or have a sealer run "
@@ -106,11 +116,14 @@ class TrustSet:
         signers = format_allowed_signers(
             (k.name, k.key.with_comment("")) for k in sorted(self.keys, key=lambda k: k.name)
         )
-        roles = {
+        roles: dict[str, Any] = {
             "format": ROLES_FORMAT,
             "sealers": sorted(k.name for k in self.keys if "sealer" in k.roles),
             "runners": sorted(k.name for k in self.keys if "runner" in k.roles),
         }
+        reconcilers = sorted(k.name for k in self.keys if "reconciler" in k.roles)
+        if reconcilers:  # absent when empty: trust sets without reconcilers keep their bytes
+            roles["reconcilers"] = reconcilers
         return {ALLOWED_SIGNERS_PATH: signers.encode(), ROLES_PATH: dumps(roles)}
 
     def allowed_signers(self) -> str:
@@ -131,16 +144,13 @@ def trust_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> T
         roles = loads(roles_raw)
         if not isinstance(roles, dict) or roles.get("format") != ROLES_FORMAT:
             raise ValueError("unknown roles format (expected gitaudit.roles/1)")
-        sealers = set(_names(roles, "sealers"))
-        runners = set(_names(roles, "runners"))
+        held = {role: set(_names(roles, f"{role}s")) for role in ROLES}
     except (GitAuditError, ValueError, UnicodeDecodeError) as exc:
         raise TrustError(f"{where}: malformed trust files: {exc}") from None
     keys = []
     for principals, key, _options in entries:
         for name in principals.split(","):
-            granted = {
-                r for r, names in (("sealer", sealers), ("runner", runners)) if name in names
-            }
+            granted = {r for r, names in held.items() if name in names}
             keys.append(TrustedKey(name, key, frozenset(granted)))
     return TrustSet(tuple(keys))
 

@@ -2,12 +2,16 @@
 
 A new contract *strengthens* (or keeps) the sealed one when it is a structural superset: every
 sealed requirement (at the same or a higher priority), coverage link, dependency clause (or a
-stricter one: a clause whose alternatives are a subset), required output, output check, step
-check and readback check is still there unchanged; evidence does not live longer
-(``valid_for``); retries are not more generous (``max_attempts``); a non-idempotent step stays so;
-a step's ``inputs`` are not narrowed; no required tool is dropped. Anything else sealed that is
-removed or changed is a *weakening*. Cosmetic changes (title, task, cost) are reported as
-neutral. See docs/sealing.md.
+stricter one: a clause whose alternatives are a subset), required output, output check and step
+check is still there unchanged; evidence does not live longer (``valid_for``); retries are not
+more generous (``max_attempts``); a step's ``inputs`` are not narrowed; no required tool is
+dropped. Anything else sealed that is removed or changed is a *weakening*.
+
+Reconciliation is a way to PASS without a step's verify checks (an unknown outcome of a
+non-idempotent step settled by an observation or by its readback checks), so it runs the other
+way: making a step non-idempotent, or adding or changing a readback check, opens that way and is
+a weakening; making a step idempotent or removing a readback check closes it and strengthens.
+Cosmetic changes (title, task, cost) are reported as neutral. See docs/sealing.md.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ class Change:
     kind: ChangeKind
     where: str  # e.g. "step 3 verify" or "requirement REQ-1"
     message: str
+    # a change of a way to reconcile (idempotent, readback): earlier versions of gitaudit
+    # classified these the other way round (see gitaudit.ledger.plansref._weakens)
+    reconciliation: bool = False
 
     def render(self) -> str:
         return f"{self.where}: {self.message}"
@@ -74,17 +81,27 @@ def _fmt_clause(alts: frozenset[str]) -> str:
 
 
 def _checks(
-    out: list[Change], where: str, old: Sequence[Any], new: Sequence[Any], noun: str
+    out: list[Change],
+    where: str,
+    old: Sequence[Any],
+    new: Sequence[Any],
+    noun: str,
+    *,
+    obligations: bool = True,
 ) -> None:
+    """Checks compared as multisets. For *obligations* (verify and output checks) a removed
+    check weakens and an added one strengthens; for alternatives to them (readback checks,
+    ``obligations=False``) it is the other way round."""
+    removed: ChangeKind = "weakened" if obligations else "strengthened"
+    added: ChangeKind = "strengthened" if obligations else "weakened"
     old_c, new_c = Counter(_key(c) for c in old), Counter(_key(c) for c in new)
     by_key = {_key(c): c for c in (*old, *new)}
-    for key, n in (old_c - new_c).items():
-        out.append(
-            Change("weakened", where, f"{noun} removed or changed: {_describe(by_key[key])}")
-        )
-        del n
+    flag = not obligations
+    for key in old_c - new_c:
+        message = f"{noun} removed or changed: {_describe(by_key[key])}"
+        out.append(Change(removed, where, message, flag))
     for key in new_c - old_c:
-        out.append(Change("strengthened", where, f"{noun} added: {_describe(by_key[key])}"))
+        out.append(Change(added, where, f"{noun} added: {_describe(by_key[key])}", flag))
 
 
 def _describe(check: Mapping[str, Any]) -> str:
@@ -119,7 +136,14 @@ def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> 
     for s, n in sorted(new_req - old_req, key=str):
         out.append(Change("strengthened", where, f"now requires output {s}/{n}"))
     _checks(out, f"{where} verify", old["verify"], new["verify"], "check")
-    _checks(out, f"{where} readback", old["readback"], new["readback"], "readback check")
+    _checks(
+        out,
+        f"{where} readback",
+        old["readback"],
+        new["readback"],
+        "readback check",
+        obligations=False,
+    )
     new_outputs = {o["name"]: o for o in new["outputs"]}
     for output in old["outputs"]:
         if output["name"] not in new_outputs:
@@ -150,8 +174,10 @@ def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> 
             )
         )
     if old["idempotent"] != new["idempotent"]:
-        kind: ChangeKind = "weakened" if new["idempotent"] else "strengthened"
-        out.append(Change(kind, where, f"idempotent {old['idempotent']} -> {new['idempotent']}"))
+        # a non-idempotent step may be reconciled instead of run again: a way around its checks
+        kind: ChangeKind = "strengthened" if new["idempotent"] else "weakened"
+        message = f"idempotent {old['idempotent']} -> {new['idempotent']}"
+        out.append(Change(kind, where, message, reconciliation=True))
     if old["inputs"] != new["inputs"]:
         # no inputs = the whole tree (broadest); more patterns = more reasons to re-run
         broader = not new["inputs"] or (

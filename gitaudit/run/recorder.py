@@ -41,6 +41,7 @@ from gitaudit.plan.digest import contract
 from gitaudit.plan.inputs import input_digests
 from gitaudit.plan.model import Check, Output, Plan, StepId
 from gitaudit.run import checkout
+from gitaudit.run.authority import require_reconciler
 from gitaudit.run.runner import Event, RunOutcome, RunRequest, execute, step_json
 from gitaudit.verdict import PROVEN, StepStatus, Verdict, judge_run, output_broken
 
@@ -165,7 +166,7 @@ def run_plan(
     outcomes of non-idempotent steps instead of running them.
     """
     workdir = repo.require_workdir()
-    prep = _prepare(repo, name, signer, checked, targets)
+    prep = _prepare(repo, name, signer, checked, targets, reconcile or {})
     before = workspace_fingerprint(workdir)
     _check_reconcile(repo, prep, before.tree, reconcile or {})
     prior = _prior(repo, prep, before.tree, fresh)
@@ -239,7 +240,12 @@ def run_plan(
 
 
 def _prepare(
-    repo: Repo, name: str, signer: Signer, checked: CheckedPlan | None, targets: Iterable[str]
+    repo: Repo,
+    name: str,
+    signer: Signer,
+    checked: CheckedPlan | None,
+    targets: Iterable[str],
+    reconcile: Mapping[StepId, tuple[str, str]],
 ) -> _Prepared:
     """Every refusal that comes before anything runs: no plans ref, a key that is no runner,
     an invalid or unsealed plan, a working copy that differs from its seal, unknown steps."""
@@ -250,6 +256,7 @@ def _prepare(
             hint="run `git audit trust init` and `git audit plan seal`",
         )
     runner = state.trust.require(signer.public_key, "runner")
+    require_reconciler(state.trust, signer.public_key, reconcile)
     if checked is None:
         (checked,) = check_worktree(repo.require_workdir(), name)
     plan = checked.require_valid()
@@ -354,7 +361,13 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
     return _Prior(
         carried,
         incremental,
-        index.failed_attempts(repo.git, repo.gitdir, name, digest),
+        index.failed_attempts(
+            repo.git,
+            repo.gitdir,
+            name,
+            digest,
+            prep.state.attempts_reset(name, digest),
+        ),
         index.unresolved(repo.git, repo.gitdir, name),
         digests,
     )

@@ -220,8 +220,8 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
                         outcomes[sid] = StepOutcome(
                             sid,
                             StepStatus.EXHAUSTED,
-                            f"{used} failed attempts (max_attempts {step.max_attempts}); "
-                            "reseal or run with --force",
+                            f"{used} failed attempts (max_attempts {step.max_attempts}); a "
+                            f"sealer may reset them (`git audit plan reset-attempts {sid}`)",
                         )
                         status[sid] = StepStatus.EXHAUSTED
                         emit("done", sid, outcomes[sid])

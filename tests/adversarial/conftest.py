@@ -36,7 +36,7 @@ from gitaudit.ledger.refs import PLANS_REF, runs_ref
 from gitaudit.ledger.seals import SealOutcome, seal_plan, trust_add, trust_init
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.run.recorder import RecordedRun, run_plan
-from tests.gitrepo import GitRepo, audit
+from tests.gitrepo import GitRepo, audit, git
 
 # ------------------------------------------------------------------------------------ plans
 
@@ -218,6 +218,21 @@ class World:
 
     def cli(self, *args: str, process: bool = False) -> Any:
         return audit(self.path, *args, process=process)
+
+    # -- a server --------------------------------------------------------------------------
+
+    def serve(self, server: Path) -> Path:
+        """A bare repository at *server* with the server's pre-receive hook, the root key
+        pinned and this world's plans ref pushed; the remote ``origin`` of this world, which
+        signs (``git audit push``) with ci's key."""
+        git(server.parent, "init", "-q", "--bare", "-b", "main", str(server))
+        git(server, "config", "audit.rootKey", self.repo.git("config", "audit.rootKey").strip())
+        installed = audit(server, "hooks", "install", "--server")
+        assert installed.code == 0, installed.err
+        self.repo.git("remote", "add", "origin", str(server))
+        self.repo.git("config", "audit.signingKey", str(self.keys["ci"]))
+        self.repo.git("push", "-q", "origin", f"{PLANS_REF}:{PLANS_REF}")
+        return server
 
 
 def only(result: GateResult, name: str = "default") -> PlanVerdict:

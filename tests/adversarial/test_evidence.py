@@ -16,7 +16,7 @@ from gitaudit.ledger import watermark
 from gitaudit.ledger.objects import dumps, write_tree
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
-from gitaudit.ledger.seals import seal_plan, trust_init, trust_remove
+from gitaudit.ledger.seals import seal_plan, trust_add, trust_init, trust_remove
 from gitaudit.ledger.verify import verify_all
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.run.recorder import run_plan
@@ -508,6 +508,10 @@ def test_attack_evidence_timeout_reconciled_as_observed_pass(world: World) -> No
     assert world.run().verdict == "UNKNOWN"
     world.repo.write("src.py", "broken = True\n")
     world.repo.commit("never tested")
+    with pytest.raises(TrustError, match="needs a reconciler"):  # ci is a runner only
+        world.run(targets=["unit"], reconcile={"unit": ("pass", "looked fine to me")})
+    # and even a key that may reconcile cannot settle an idempotent step by its word
+    trust_add(world.handle(), world.alice, world.ci.public_key, "reconciler", "ci")
     with pytest.raises(RunError, match="idempotent"):
         world.run(targets=["unit"], reconcile={"unit": ("pass", "looked fine to me")})
     assert_plan(world.gate(), "evidence.missing", "UNKNOWN")

@@ -122,6 +122,14 @@ def test_trust_add_and_policy_commands(repo: GitRepo, tmp_path: Path) -> None:
         k["name"]: k["roles"] for k in audit(repo.path, "keys", "list", "--json").json()["trusted"]
     }
     assert listed["ci"] == ["runner"]
+    reconciler = audit(
+        repo.path, "trust", "add", str(tmp_path / "ci.pub"), "--role", "reconciler", "--name", "ci"
+    )
+    assert reconciler.code == 0 and "trusted ci as reconciler" in reconciler.out, reconciler.err
+    listed = {
+        k["name"]: k["roles"] for k in audit(repo.path, "keys", "list", "--json").json()["trusted"]
+    }
+    assert listed["ci"] == ["reconciler", "runner"]
     as_runner = audit(repo.path, "trust", "remove", "default", "--key", str(tmp_path / "ci"))
     assert as_runner.code == 1 and "is not a sealer" in as_runner.err
     bad_role = audit(

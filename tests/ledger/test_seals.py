@@ -18,8 +18,11 @@ from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger.objects import write_tree
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, read_ref
+from gitaudit.ledger.resets import AttemptReset, resets_file, resets_path
 from gitaudit.ledger.seals import (
     history,
+    reset_attempts,
+    reset_history,
     retire_plan,
     seal_plan,
     set_policy,
@@ -142,6 +145,11 @@ def test_strengthening_is_allowed_and_recorded(
         ),
         (lambda p: p["requirements"][0].update(priority="may"), "priority must -> may"),
         (lambda p: p["steps"][1].update(max_attempts=9), "max_attempts 3 -> 9"),
+        (lambda p: p["steps"][1].update(idempotent=False), "idempotent True -> False"),
+        (
+            lambda p: p["steps"][1].update(readback=[{"type": "file_exists", "path": "x"}]),
+            "readback check added: file_exists x",
+        ),
         (lambda p: p["steps"].pop(), "removed"),
     ],
 )
@@ -245,6 +253,28 @@ def test_trust_add_remove_and_roles(
         trust_remove(trusted, sealer, "alice")
     trust_remove(trusted, sealer, "ci")
     assert read_state(trusted).trust.named("ci") is None
+
+
+def test_reconciler_role_and_sealers_reconcile_too(
+    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo
+) -> None:
+    roles = json.loads(repo.git("show", f"{PLANS_REF}:trust/roles.json"))
+    assert "reconcilers" not in roles  # absent until someone holds the role
+    runner, rita = Ed25519Signer.generate("ci"), Ed25519Signer.generate("rita")
+    trust_add(trusted, sealer, runner.public_key, "runner", "ci")
+    assert trust_add(trusted, sealer, rita.public_key, "reconciler", "rita") is not None
+    roles = json.loads(repo.git("show", f"{PLANS_REF}:trust/roles.json"))
+    assert roles["reconcilers"] == ["rita"] and roles["runners"] == ["alice", "ci"]
+    trust = read_state(trusted).trust
+    assert trust.require(rita.public_key, "reconciler").name == "rita"
+    assert trust.require(sealer.public_key, "reconciler").name == "alice"  # implied by sealer
+    assert set(trust.with_role("reconciler")) == {rita.public_key, sealer.public_key}
+    with pytest.raises(TrustError, match="is not a reconciler"):
+        trust.require(runner.public_key, "reconciler")
+    with pytest.raises(TrustError, match="is not a runner"):
+        trust.require(rita.public_key, "runner")
+    with pytest.raises(TrustError, match="is not a sealer"):  # a reconciler cannot change trust
+        trust_add(trusted, rita, rita.public_key, "runner", "rita")
 
 
 def test_retire_is_a_signed_change_and_deleting_the_file_is_not(
@@ -423,3 +453,106 @@ def test_concurrent_seals_never_lose_a_version(repo: GitRepo, tmp_path: Path) ->
     assert state.active() == [f"p{i}" for i in range(6)]
     count = repo.git("rev-list", "--count", PLANS_REF).strip()
     assert count == "7"  # root + six seals, one linear chain
+
+
+def test_a_reset_of_attempts_is_kept_by_later_changes_and_checked_by_the_chain(
+    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo
+) -> None:
+    seal(trusted, sealer)
+    with pytest.raises(SealError, match="needs --reason"):
+        reset_attempts(trusted, sealer, "default", "use", "")
+    nothing = reset_attempts(trusted, sealer, "default", "use", "no failures yet")
+    assert nothing.commit is None and nothing.count == 0
+    state = read_state(trusted)
+    seal_record = state.seal("default")
+    assert seal_record is not None
+    record = AttemptReset(
+        "default",
+        "use",
+        seal_record.contract_digest,
+        4,
+        None,
+        "why",
+        "2026-11-01T12:00:00Z",
+        "alice",
+        sealer.public_key.fingerprint(),
+    )
+    files = dict(state.files)
+    files[resets_path("default")] = resets_file("default", {"use": record})
+    tip = read_ref(trusted.git, PLANS_REF)
+    assert tip is not None
+    oid = create_signed_commit(
+        trusted.git,
+        tree=write_tree(trusted.git, files),
+        parents=[tip],
+        message="reset\n",
+        signer=sealer,
+    )
+    trusted.git.references.create(PLANS_REF, oid, force=True)
+    assert read_state(trusted).attempts_reset("default", seal_record.contract_digest) == {"use": 4}
+    # later changes of the plans ref carry the reset over
+    set_policy(trusted, sealer, Policy(commit_msg="strict"), allow_weaken=False, reason=None)
+    trust_add(trusted, sealer, Ed25519Signer.generate("ci").public_key, "runner", "ci")
+    assert read_state(trusted).attempts_reset("default", seal_record.contract_digest) == {"use": 4}
+    (entry,) = reset_history(trusted, "default")
+    assert (entry.commit, entry.count, entry.reset.reason) == (str(oid), 4, "why")
+    # a malformed reset makes the chain untrustworthy
+    bad = dict(read_state(trusted).files)
+    bad[resets_path("default")] = bad[resets_path("default")].replace(
+        b'"failed": 4', b'"failed": -4'
+    )
+    tip = read_ref(trusted.git, PLANS_REF)
+    assert tip is not None
+    forged = create_signed_commit(
+        trusted.git,
+        tree=write_tree(trusted.git, bad),
+        parents=[tip],
+        message="bad\n",
+        signer=sealer,
+    )
+    trusted.git.references.create(PLANS_REF, forged, force=True)
+    with pytest.raises(TrustError, match=r"resets/default\.json is malformed"):
+        read_state(trusted)
+
+
+def test_a_reconciliation_seal_recorded_under_the_earlier_rule_still_verifies(
+    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo
+) -> None:
+    """Making a step non-idempotent was a strengthening before it was a weakening: a seal that
+    listed it among its strengthenings (as gitaudit then wrote it) keeps the chain valid, one
+    that lists it nowhere does not."""
+    seal(trusted, sealer)
+    base = read_state(trusted)
+    v1, tip = base.seal("default"), base.tip
+    assert v1 is not None and tip is not None
+    plan = two_step_plan()
+    plan["steps"][1]["idempotent"] = False
+    repo.write_plan(plan)
+    (checked,) = check_worktree(repo.path, "default")
+
+    def reseal(strengthenings: list[str]) -> pygit2.Oid:
+        record = {
+            **v1.to_json(),
+            "version": 2,
+            "contract_digest": checked.digest,
+            "previous_digest": v1.contract_digest,
+            "change": "strengthened",
+            "strengthenings": strengthenings,
+        }
+        files = {
+            **base.files,
+            "plans/default.json": checked.file.data,
+            "seals/default.json": json.dumps(record, indent=2, sort_keys=True).encode() + b"\n",
+        }
+        tree = write_tree(trusted.git, files)
+        oid = create_signed_commit(
+            trusted.git, tree=tree, parents=[tip], message="seal\n", signer=sealer
+        )
+        trusted.git.references.create(PLANS_REF, oid, force=True)
+        return oid
+
+    reseal(["step use: idempotent True -> False"])
+    assert read_state(trusted, remember=False).seal("default").version == 2  # type: ignore[union-attr]
+    reseal([])
+    with pytest.raises(TrustError, match="weakens the contract without recording it"):
+        read_state(trusted, remember=False)

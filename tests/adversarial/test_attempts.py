@@ -1,0 +1,212 @@
+"""Attacks on exhausted steps: a forced run does not reopen what the contract closed.
+
+`unit` may fail twice (`max_attempts: 2`) under the sealed contract. After two failures it is
+exhausted: `git audit run` does not run it again, and evidence from running it anyway (`--force`)
+does not count until alice, the sealer, records a signed reset of its attempts on
+refs/audit/plans. ci holds only a runner key, so it can force runs but not reset anything.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.refs import runs_ref
+from gitaudit.ledger.resets import AttemptReset, resets_file, resets_path
+from gitaudit.ledger.seals import reset_attempts
+from gitaudit.run.recorder import RecordedRun
+from tests.adversarial.conftest import World, assert_plan, assert_plans_level, check, plan, step
+from tests.gitrepo import audit, git
+
+RUNS = runs_ref("default")
+
+
+def flaky(flag: Path) -> dict[str, Any]:
+    """`unit` fails while *flag* (outside the repository) exists, at most twice; `lint` passes."""
+    return plan(step("unit", check("test", "!", "-e", str(flag)), max_attempts=2), step("lint"))
+
+
+@pytest.fixture
+def exhausted(world: World, tmp_path: Path) -> World:
+    """`flaky` sealed; unit failed twice and is exhausted; then the flag is gone, so unit would
+    pass if run again (on the very same tree)."""
+    flag = tmp_path / "flag"
+    flag.write_text("unit fails\n")
+    world.seal(flaky(flag))
+    for _ in range(2):
+        assert world.run().doc["steps"]["unit"]["status"] == "failed"
+    third = world.run()
+    assert third.doc["steps"]["unit"]["status"] == "exhausted"
+    assert_plan(world.gate(), "step.exhausted", "FAIL")
+    flag.unlink()
+    return world
+
+
+def forced(world: World, **kw: Any) -> RecordedRun:
+    recorded = world.run(force=True, **kw)
+    assert recorded.doc["forced"] is True
+    return recorded
+
+
+def reset_for(world: World, step_id: str, *, failed: int, contract: str | None = None) -> bytes:
+    state = read_state(world.handle())
+    seal = state.seal("default")
+    assert seal is not None
+    reset = AttemptReset(
+        plan="default",
+        step=step_id,
+        contract_digest=contract or seal.contract_digest,
+        failed=failed,
+        run=world.ref(RUNS),
+        reason="by hand",
+        reset_at="2026-11-01T12:00:00Z",
+        sealer="alice",
+        sealer_fingerprint=world.alice.public_key.fingerprint(),
+    )
+    return resets_file("default", {step_id: reset})
+
+
+def test_attack_attempts_forced_past_exhaustion(exhausted: World) -> None:
+    """ci runs the exhausted step with `--force`; it passes this time."""
+    recorded = forced(exhausted)
+    assert recorded.verdict == "PASS" and recorded.doc["steps"]["unit"]["status"] == "passed"
+    judged = assert_plan(exhausted.gate(), "evidence.forced-past-exhaustion", "FAIL")
+    assert judged.reasons[0].step == "unit"
+    assert "git audit plan reset-attempts unit --plan default" in judged.reasons[0].hint
+
+
+def test_attack_attempts_forced_evidence_carried_by_a_targeted_run(exhausted: World) -> None:
+    """After the forced run, an honest `git audit run lint` carries unit from it: the carried
+    step is judged where it executed."""
+    source = forced(exhausted)
+    honest = exhausted.run(targets=["lint"])
+    assert honest.doc["forced"] is False
+    assert honest.doc["steps"]["unit"]["carried_from"] == source.commit
+    judged = assert_plan(exhausted.gate(), "evidence.forced-past-exhaustion", "FAIL")
+    assert judged.run == honest.commit
+
+
+def test_attack_attempts_reset_signed_by_a_runner_key(exhausted: World) -> None:
+    """ci asks for a reset (refused: not a sealer), then signs a plans commit holding one by
+    hand: the plans ref no longer verifies, so nothing passes."""
+    forced(exhausted)
+    refused = exhausted.cli(
+        "plan", "reset-attempts", "unit", "--reason", "please", "--key", str(exhausted.keys["ci"])
+    )
+    assert refused.code == 1 and "is not a sealer" in refused.err.splitlines()[0], refused.err
+    files = exhausted.plans_files()
+    files[resets_path("default")] = reset_for(exhausted, "unit", failed=2)
+    exhausted.forge_plans(files, exhausted.ci)
+    assert_plans_level(exhausted.gate(), "plans.untrusted")
+
+
+def test_attack_attempts_reset_for_another_step(exhausted: World) -> None:
+    """alice's (genuine, hand-made) reset names `lint`, not `unit`: unit's forced evidence still
+    does not count."""
+    forced(exhausted)
+    files = exhausted.plans_files()
+    files[resets_path("default")] = reset_for(exhausted, "lint", failed=5)
+    exhausted.forge_plans(files, exhausted.alice)
+    assert read_state(exhausted.handle()).attempts_reset("default", _contract(exhausted)) == {
+        "lint": 5
+    }
+    assert_plan(exhausted.gate(), "evidence.forced-past-exhaustion", "FAIL")
+
+
+def test_attack_attempts_reset_under_another_contract(exhausted: World) -> None:
+    """A sealer-signed reset of unit's attempts under a contract that is not the sealed one: the
+    chain check refuses the commit (and such a reset would not apply anyway)."""
+    forced(exhausted)
+    files = exhausted.plans_files()
+    files[resets_path("default")] = reset_for(exhausted, "unit", failed=2, contract="sha256:0")
+    exhausted.forge_plans(files, exhausted.alice)
+    assert_plans_level(exhausted.gate(), "plans.untrusted")
+    message = exhausted.gate().reasons[0].message
+    assert "under a contract that is not its seal v1" in message, message
+
+
+def test_attack_attempts_reset_in_the_file_of_another_plan(exhausted: World) -> None:
+    """The reset is written to resets/other.json, naming plan 'default' inside."""
+    forced(exhausted)
+    files = exhausted.plans_files()
+    files[resets_path("other")] = reset_for(exhausted, "unit", failed=2)
+    exhausted.forge_plans(files, exhausted.alice)
+    assert_plans_level(exhausted.gate(), "plans.untrusted")
+    assert "resets/other.json is malformed" in exhausted.gate().reasons[0].message
+
+
+def test_attack_attempts_reset_count_inflated_by_hand(exhausted: World) -> None:
+    """A reset can only be recorded for failures on the ledger: a `failed` count edited into
+    the reset by a plain (unsigned) plans commit does not verify."""
+    forced(exhausted)
+    files = exhausted.plans_files()
+    files[resets_path("default")] = reset_for(exhausted, "unit", failed=1000)
+    exhausted.forge_plans(files, None)
+    assert_plans_level(exhausted.gate(), "plans.untrusted")
+
+
+def test_attack_attempts_forced_evidence_pushed_to_the_server(
+    exhausted: World, tmp_path: Path
+) -> None:
+    """The forced run is pushed with the branch, skipping the client's hooks: the server judges
+    it with the same gate and declines."""
+    server = exhausted.serve(tmp_path / "server.git")
+    forced(exhausted)
+    pushed = subprocess.run(
+        ["git", "push", "--no-verify", "--atomic", "origin", "main", f"{RUNS}:{RUNS}"],
+        cwd=exhausted.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pushed.returncode != 0 and "pre-receive hook declined" in pushed.stderr
+    assert "only because it was forced (--force)" in pushed.stderr, pushed.stderr
+    assert git(server, "rev-parse", "--verify", "-q", "main", check=False) == ""
+
+
+def test_attack_attempts_reset_by_a_runner_pushed_to_the_server(
+    exhausted: World, tmp_path: Path
+) -> None:
+    """ci's hand-signed reset is pushed to the server: pre-receive verifies every plans commit
+    against the sealers of its parent and refuses it."""
+    server = exhausted.serve(tmp_path / "server.git")
+    before = git(server, "rev-parse", "refs/audit/plans").strip()
+    files = exhausted.plans_files()
+    files[resets_path("default")] = reset_for(exhausted, "unit", failed=2)
+    exhausted.forge_plans(files, exhausted.ci)
+    pushed = subprocess.run(
+        ["git", "push", "origin", "refs/audit/plans:refs/audit/plans"],
+        cwd=exhausted.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pushed.returncode != 0 and "not signed by a trusted sealer" in pushed.stderr
+    assert git(server, "rev-parse", "refs/audit/plans").strip() == before
+
+
+def test_attack_attempts_control_a_sealer_resets(exhausted: World, tmp_path: Path) -> None:
+    """Control: alice resets unit's attempts after reviewing the forced run; its evidence
+    counts, on the client and on the server."""
+    server = exhausted.serve(tmp_path / "server.git")
+    forced(exhausted)
+    outcome = reset_attempts(exhausted.handle(), exhausted.alice, "default", "unit", "flaky infra")
+    assert outcome.commit is not None and outcome.count == 2
+    assert read_state(exhausted.handle()).attempts_reset("default", _contract(exhausted)) == {
+        "unit": 2
+    }
+    assert exhausted.gate().verdict == "PASS"
+    assert exhausted.repo.git("push", "-q", "origin", "refs/audit/plans") == ""
+    pushed = exhausted.cli("push")
+    assert pushed.code == 0, pushed.out + pushed.err
+    assert audit(server, "status", "main").code == 0
+
+
+def _contract(world: World) -> str:
+    seal = read_state(world.handle()).seal("default")
+    assert seal is not None
+    return seal.contract_digest

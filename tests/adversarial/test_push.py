@@ -1,0 +1,206 @@
+"""Attacks on `git audit push`: local run commits it would sign again when replaying them.
+
+When another machine pushed runs first, `git audit push` replays the local-only runs on top of
+the remote's ledger, signed again by the local runner key. A forgery slipped into the local
+ledger (a commit by an untrusted key, unsigned, malformed, for another plan, a merge) must not be
+laundered into genuine runner signatures: the push stops with one error naming the commit, and
+neither the remote nor any local ref moves.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pygit2
+import pytest
+
+from gitaudit.crypto.commits import create_signed_commit
+from gitaudit.ledger.refs import PLANS_REF, runs_ref
+from tests.adversarial.conftest import World
+from tests.gitrepo import audit, git
+
+RUNS = runs_ref("default")
+
+
+def make_pass_doc(doc: dict[str, Any]) -> None:
+    """What a forger writes: every step passed, verdict PASS."""
+    doc["verdict"], doc["reasons"] = "PASS", []
+    for entry in doc["steps"].values():
+        entry["status"], entry["reason"] = "passed", ""
+
+
+@dataclass
+class Served:
+    """The proven world with a bare server (pre-receive installed, root key pinned) that holds
+    its plans, branch and first run, plus a second run another machine pushed since."""
+
+    world: World
+    server: Path
+    shared: str  # the run both sides have
+    theirs: str  # the run only the server has
+
+    def server_refs(self) -> str:
+        return git(self.server, "for-each-ref", "--format=%(refname) %(objectname)")
+
+    def local_refs(self) -> str:
+        return self.world.repo.git(
+            "for-each-ref", "--format=%(refname) %(objectname)", "refs/audit"
+        )
+
+
+@pytest.fixture
+def served(proven: World, tmp_path: Path) -> Served:
+    server = proven.serve(tmp_path / "server.git")
+    first = proven.cli("push")
+    assert first.code == 0, first.out + first.err
+    shared = proven.ref(RUNS)
+    assert shared is not None and git(server, "rev-parse", RUNS).strip() == shared
+    # another machine (ci's key too) records a run and pushes it first
+    bare = pygit2.Repository(str(server))
+    tip = bare.get(pygit2.Oid(hex=shared))
+    assert isinstance(tip, pygit2.Commit)
+    theirs = create_signed_commit(
+        bare, tree=tip.tree_id, parents=[tip.id], message=tip.message, signer=proven.ci
+    )
+    git(server, "update-ref", RUNS, str(theirs), shared)
+    return Served(proven, server, shared, str(theirs))
+
+
+def assert_refused(served: Served, forged: str, why: str) -> None:
+    """`git audit push` fails with one error line naming *forged* and *why*; nothing moved."""
+    server_before, local_before = served.server_refs(), served.local_refs()
+    pushed = served.world.cli("push")
+    assert pushed.code == 1, pushed.out + pushed.err
+    lines = pushed.err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: ")
+    assert f"local run {forged[:12]}" in lines[0] and why in lines[0], lines[0]
+    assert "Traceback" not in pushed.err
+    assert served.server_refs() == server_before  # the remote is unchanged
+    assert served.local_refs() == local_before  # and no local ref moved either
+    assert served.world.ref(RUNS) == forged
+
+
+def forge(served: Served, *, signer: Any, edit: Callable[[dict[str, Any]], None]) -> str:
+    world = served.world
+    return str(world.forge_run(served.shared, edit=edit, signer=signer))
+
+
+def test_attack_push_replay_of_a_run_signed_by_an_untrusted_key(served: Served) -> None:
+    """mallory's 'all passed' run sits on the local ledger; ci's push would sign it again."""
+    forged = forge(served, signer=served.world.mallory, edit=make_pass_doc)
+    assert_refused(served, forged, "is not signed by a trusted runner")
+
+
+def test_attack_push_replay_of_an_unsigned_run(served: Served) -> None:
+    """A plain unsigned commit claiming PASS on the local ledger."""
+    forged = forge(served, signer=None, edit=make_pass_doc)
+    assert_refused(served, forged, "is not signed by a trusted runner (it is not signed)")
+
+
+def test_attack_push_replay_of_a_run_signed_by_a_sealer_only_key(served: Served) -> None:
+    """alice may seal but is not a runner: a run she signs is not a runner's to vouch for."""
+    forged = forge(served, signer=served.world.alice, edit=make_pass_doc)
+    assert_refused(served, forged, "is not signed by a trusted runner")
+
+
+def test_attack_push_replay_of_a_malformed_run(served: Served) -> None:
+    """ci's key signed a run.json whose verdict is not a verdict (the gate would call it
+    malformed; re-signed, it would travel as a genuine record)."""
+
+    def malformed(doc: dict[str, Any]) -> None:
+        doc["verdict"] = 42
+
+    forged = forge(served, signer=served.world.ci, edit=malformed)
+    assert_refused(served, forged, "run.json verdict: expected a verdict, found int")
+
+
+def test_attack_push_replay_of_a_run_of_another_plan(served: Served) -> None:
+    """A ci-signed run of plan 'other' placed on the ledger of 'default'."""
+
+    def relabel(doc: dict[str, Any]) -> None:
+        doc["plan"] = "other"
+
+    forged = forge(served, signer=served.world.ci, edit=relabel)
+    assert_refused(served, forged, "is evidence for plan 'other', not 'default'")
+
+
+def test_attack_push_replay_of_a_merge(served: Served) -> None:
+    """A ci-signed merge whose second parent carries an unsigned forgery: replaying follows
+    first parents only, so the second parent's history would be signed without being read."""
+    world = served.world
+    hidden = world.forge_run(served.shared, edit=make_pass_doc, signer=None, move=False)
+    git_ = world.handle().git
+    tree = git_.get(pygit2.Oid(hex=served.shared)).peel(pygit2.Commit).tree_id  # type: ignore[union-attr]
+    merge = World.commit_object(
+        git_, tree, [pygit2.Oid(hex=served.shared), hidden], "audit: merge\n", world.ci
+    )
+    world.set_ref(RUNS, merge)
+    assert_refused(served, str(merge), "has 2 parents (a run has one)")
+
+
+def test_attack_push_replay_of_a_forgery_under_an_honest_run(served: Served) -> None:
+    """mallory's forgery, then an honest ci run on top of it: the honest tip does not vouch for
+    what lies beneath."""
+    world = served.world
+    forged = forge(served, signer=world.mallory, edit=make_pass_doc)
+    world.repo.write("more.txt", "more\n")
+    world.repo.commit("more")
+    honest = world.run()
+    assert honest.verdict == "PASS"
+    server_before = served.server_refs()
+    pushed = world.cli("push")
+    assert pushed.code == 1 and f"local run {forged[:12]}" in pushed.err, pushed.err
+    assert served.server_refs() == server_before
+    assert world.ref(RUNS) == honest.commit
+
+
+def test_attack_push_control_an_honest_diverged_ledger_still_replays(served: Served) -> None:
+    """Control: ci's own new run, diverged from the server's, is replayed and pushed; the server
+    judges the branch PASS with it."""
+    world = served.world
+    world.repo.write("more.txt", "more\n")
+    world.repo.commit("more")
+    honest = world.run()
+    assert honest.verdict == "PASS"
+    pushed = world.cli("push")
+    assert pushed.code == 0, pushed.out + pushed.err
+    assert f"{RUNS}: rebased 1" in pushed.out
+    tip = git(served.server, "rev-parse", RUNS).strip()
+    assert git(served.server, "rev-parse", f"{tip}^").strip() == served.theirs
+    assert world.ref(RUNS) == tip  # the local ledger now descends from the server's
+    assert audit(served.server, "status", "main").code == 0
+
+
+def test_attack_push_adopts_no_unverified_plans(served: Served) -> None:
+    """The server's refs/audit/plans gains a commit mallory signed (its administrator wrote it
+    past the hook): push verifies the remote's plans before fast-forwarding to them."""
+    world = served.world
+    bare = pygit2.Repository(str(served.server))
+    tip = bare.get(bare.references[PLANS_REF].target)
+    assert isinstance(tip, pygit2.Commit)
+    forged = create_signed_commit(
+        bare, tree=tip.tree_id, parents=[tip.id], message="plans: forged\n", signer=world.mallory
+    )
+    git(served.server, "update-ref", PLANS_REF, str(forged), str(tip.id))
+    local_before = served.local_refs()
+    pushed = world.cli("push")
+    assert pushed.code == 1, pushed.out + pushed.err
+    assert "not signed by a trusted sealer" in pushed.err.splitlines()[0], pushed.err
+    assert served.local_refs() == local_before
+
+
+def test_attack_push_replay_keeps_the_signed_time(served: Served) -> None:
+    """A day-old ci run, replayed at push time: signed again with today's date, its evidence
+    would restart its `valid_for` on the server. The replay keeps the recorded times."""
+    world = served.world
+    day_old = int(time.time()) - 86400
+    old = world.forge_run(served.shared, signer=world.ci, when=day_old)
+    pushed = world.cli("push")
+    assert pushed.code == 0, pushed.out + pushed.err
+    tip = git(served.server, "rev-parse", RUNS).strip()
+    assert tip != str(old)  # signed again onto the server's ledger...
+    assert git(served.server, "log", "-1", "--format=%ct %at", tip).split() == [str(day_old)] * 2

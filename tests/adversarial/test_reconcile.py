@@ -1,0 +1,189 @@
+"""Attacks on reconciliation: settling an unknown outcome by someone's word is authority.
+
+`deploy` is non-idempotent: it timed out, so its outcome is unknown and it may not simply run
+again. `git audit reconcile deploy --observed pass` would settle it by the caller's word, a way
+to PASS without its verify checks. ci holds only a runner key: it may reconcile with
+`--readback` (the step's readback checks run like any other check), never by observation; the
+gate refuses an observation in a run commit not signed by a reconciler or a sealer, however the
+commit was written; and a plan change that opens the way (a step made non-idempotent, readback
+checks added or changed) is a weakening.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitaudit.crypto.keystore import generate_key, load_signer
+from gitaudit.errors import SealError
+from gitaudit.ledger.objects import dumps
+from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.refs import runs_ref
+from gitaudit.ledger.seals import set_policy, trust_add
+from gitaudit.ledger.trust import Policy
+from gitaudit.plan.catalog import check_worktree
+from tests.adversarial.conftest import World, assert_plan, assert_plans_level, check, plan, step
+from tests.gitrepo import git
+
+RUNS = runs_ref("default")
+READBACK = {"type": "file_exists", "path": "deployed.txt"}
+
+
+def deploy_plan(**deploy: Any) -> dict[str, Any]:
+    """deploy's effect lives outside the tree, in the work tree: it runs there (workspace: live)
+    so its readback can observe it."""
+    fields: dict[str, Any] = {
+        "idempotent": False,
+        "readback": [READBACK],
+        "workspace": "live",
+        **deploy,
+    }
+    return plan(step("deploy", check("sleep", "30", timeout=0.5), **fields), step("lint"))
+
+
+@pytest.fixture
+def pending(world: World) -> World:
+    """`deploy_plan` sealed; ci's run timed out on deploy (its effect, deployed.txt, would live
+    outside the audited tree), so its outcome is unknown and awaits reconciliation."""
+    world.repo.write(".gitignore", "deployed.txt\n")
+    world.seal(deploy_plan())
+    recorded = world.run()
+    assert recorded.verdict == "UNKNOWN" and recorded.doc["steps"]["deploy"]["status"] == "unknown"
+    assert_plan(world.gate(), "step.unknown", "UNKNOWN")
+    return world
+
+
+def observed_pass(doc: dict[str, Any], mode: str = "pass") -> None:
+    """What `reconcile --observed pass` writes: deploy passed by the caller's word."""
+    doc["verdict"], doc["reasons"] = "PASS", []
+    entry = doc["steps"]["deploy"]
+    entry.update(status="passed", reason="reconciled: observed pass", attempt=None, checks=[])
+    entry["reconciled"] = {"mode": mode, "note": "looked fine to me"}
+
+
+def assert_refused_by_role(world: World, *args: str) -> None:
+    tip = world.ref(RUNS)
+    result = world.cli("reconcile", "deploy", *args, "--key", str(world.keys["ci"]))
+    assert result.code == 1, result.out + result.err
+    lines = result.err.splitlines()
+    assert len(lines) == 2, result.err
+    assert lines[0].startswith("error: key ci (") and "may not settle step deploy" in lines[0]
+    assert "needs a reconciler or a sealer key" in lines[0]
+    assert lines[1].startswith("hint: ") and "--readback" in lines[1] and "reconciler" in lines[1]
+    assert world.ref(RUNS) == tip  # refused before anything ran: nothing recorded
+    assert_plan(world.gate(), "step.unknown", "UNKNOWN")
+
+
+def test_attack_reconcile_runner_observes_pass(pending: World) -> None:
+    """ci, a runner, calls `git audit reconcile deploy --observed pass`."""
+    assert_refused_by_role(pending, "--observed", "pass", "--note", "it is live, trust me")
+
+
+def test_attack_reconcile_runner_observes_fail(pending: World) -> None:
+    """ci calls `--observed fail`: settling the outcome frees the non-idempotent step to run
+    again, which is the reconciler's call too."""
+    assert_refused_by_role(pending, "--observed", "fail")
+
+
+def test_attack_reconcile_written_by_hand_with_the_runner_key(pending: World) -> None:
+    """ci's key signs, by hand, exactly the run commit `reconcile --observed pass` would write."""
+    forged = pending.forge_run(str(pending.ref(RUNS)), edit=observed_pass, signer=pending.ci)
+    judged = assert_plan(pending.gate(), "evidence.unauthorised-reconcile", "FAIL")
+    assert judged.run == str(forged) and judged.reasons[0].step == "deploy"
+    assert "neither a reconciler nor a sealer" in judged.reasons[0].message
+
+
+def test_attack_reconcile_written_by_hand_with_another_mode(pending: World) -> None:
+    """The same forgery with a reconciled mode no command writes ('trust-me'): only `readback`
+    counts without a reconciler's signature."""
+    pending.forge_run(
+        str(pending.ref(RUNS)), edit=lambda d: observed_pass(d, "trust-me"), signer=pending.ci
+    )
+    assert_plan(pending.gate(), "evidence.unauthorised-reconcile", "FAIL")
+
+
+def test_attack_reconcile_laundered_by_an_honest_targeted_run(pending: World) -> None:
+    """After ci's hand-written observation, an honest `git audit run lint` carries deploy from
+    it: the carried step is only as good as the run it came from."""
+    forged = pending.forge_run(str(pending.ref(RUNS)), edit=observed_pass, signer=pending.ci)
+    honest = pending.run(targets=["lint"])
+    assert honest.doc["steps"]["deploy"]["carried_from"] == str(forged)
+    judged = assert_plan(pending.gate(), "evidence.unauthorised-reconcile", "FAIL")
+    assert judged.run == honest.commit
+
+
+def test_attack_reconcile_pushed_to_the_server(pending: World, tmp_path: Path) -> None:
+    """The hand-written observation is pushed with the branch, skipping the client's hooks: the
+    server's pre-receive judges with the same gate and declines the whole atomic push."""
+    server = pending.serve(tmp_path / "server.git")
+    pending.forge_run(str(pending.ref(RUNS)), edit=observed_pass, signer=pending.ci)
+    result = subprocess.run(
+        ["git", "push", "--no-verify", "--atomic", "origin", "main", f"{RUNS}:{RUNS}"],
+        cwd=pending.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "pre-receive hook declined" in result.stderr
+    assert "is blocked: the gate says FAIL" in result.stderr
+    assert "neither a reconciler nor a sealer" in result.stderr, result.stderr
+    for ref in ("refs/heads/main", RUNS):
+        assert git(server, "rev-parse", "--verify", "-q", ref, check=False) == ""
+
+
+def test_attack_reconcile_step_made_non_idempotent_in_a_hand_made_seal(pending: World) -> None:
+    """alice signs a hand-made plans commit (v2) that makes `lint` non-idempotent without
+    recording a weakening: the chain check classifies it as one and refuses the commit."""
+    files = pending.plans_files()
+    weaker = deploy_plan()
+    weaker["steps"][1]["idempotent"] = False
+    pending.write_plan(weaker)
+    (checked,) = check_worktree(pending.path, "default")
+    record = json.loads(files["seals/default.json"])
+    record.update(contract_digest=checked.digest, version=2, change="strengthened")
+    record["previous_digest"] = json.loads(files["seals/default.json"])["contract_digest"]
+    files["seals/default.json"] = dumps(record)
+    files["plans/default.json"] = checked.file.data
+    pending.forge_plans(files, pending.alice)
+    assert_plans_level(pending.gate(), "plans.untrusted")
+    message = pending.gate().reasons[0].message
+    assert "weakens the contract without recording it" in message, message
+
+
+def test_attack_reconcile_readback_added_where_weakening_is_forbidden(world: World) -> None:
+    """With `allow_weaken: false`, a reseal adding a readback check to a non-idempotent step (a
+    way to settle it without its verify checks) is refused like any weakening."""
+    world.seal(deploy_plan(readback=[]))
+    set_policy(
+        world.handle(), world.alice, Policy(allow_weaken=False), allow_weaken=False, reason=None
+    )
+    tip = read_state(world.handle()).tip
+    with pytest.raises(SealError, match=r"readback check added: file_exists deployed\.txt"):
+        world.seal(deploy_plan(), reason="observe the deployment", allow_weaken=True)
+    assert read_state(world.handle()).tip == tip
+
+
+def test_attack_reconcile_control_the_runner_reads_back(pending: World) -> None:
+    """Control: ci may reconcile with `--readback`; the readback check ran and found the
+    deployment, so the evidence counts."""
+    (pending.path / "deployed.txt").write_text("v1\n")
+    result = pending.cli("reconcile", "deploy", "--readback", "--key", str(pending.keys["ci"]))
+    assert result.code == 0, result.out + result.err
+    assert pending.gate().verdict == "PASS"
+
+
+def test_attack_reconcile_control_a_reconciler_observes(pending: World) -> None:
+    """Control: rita, trusted by alice as runner and reconciler, settles deploy by observation;
+    the evidence counts."""
+    rita = generate_key("rita").private_path
+    public = load_signer(rita).public_key
+    trust_add(pending.handle(), pending.alice, public, "runner", "rita")
+    trust_add(pending.handle(), pending.alice, public, "reconciler", "rita")
+    result = pending.cli("reconcile", "deploy", "--observed", "pass", "--key", str(rita))
+    assert result.code == 0, result.out + result.err
+    assert pending.gate().verdict == "PASS"
