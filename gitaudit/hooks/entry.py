@@ -114,24 +114,12 @@ def pre_push(args: Sequence[str], stdin: str) -> int:
 
 # --------------------------------------------------------------------------------- commit-msg
 
-_CLAIM = r"^Audit-Claim:\s*done\s*$"
-_CLOSES = (
-    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?|complete[sd]?|done|implement(?:s|ed)?)"
-    r"\s*:?\s+([A-Za-z0-9][A-Za-z0-9._-]*)"
-)
-
 
 def claims_completion(message: str, requirement_ids: set[str]) -> str | None:
-    """The completion claim a commit message makes, if any."""
-    import re  # not at module level: the hooks' fast path does without it
+    """The completion claim a commit message makes, if any (:mod:`gitaudit.hooks.message`)."""
+    from gitaudit.hooks import message as messages
 
-    body = "\n".join(line for line in message.splitlines() if not line.startswith("#"))
-    if re.search(_CLAIM, body, re.IGNORECASE | re.MULTILINE):
-        return "Audit-Claim: done"
-    for match in re.finditer(_CLOSES, body, re.IGNORECASE):
-        if match.group(1) in requirement_ids:
-            return f"{match.group(0)}"
-    return None
+    return messages.claims_completion(message, requirement_ids)
 
 
 def _staged_tree() -> str:
