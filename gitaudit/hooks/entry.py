@@ -134,14 +134,27 @@ def _staged_tree() -> str:
     return proc.out.strip()
 
 
-def _add_trailers(path: str, verdict: str, runs: Sequence[str]) -> None:
+def _own_trailers(path: str, verdict: str | None, runs: Sequence[str]) -> None:
+    """Make the message's ``Audit-*`` trailers the hook's own: every hand-written one is removed
+    (:func:`gitaudit.hooks.message.without_owned_trailers`); then, with a *verdict*,
+    ``Audit-Verdict`` and one ``Audit-Run`` per run are added."""
     from gitaudit.git.call import run_git
+    from gitaudit.hooks.message import without_owned_trailers
 
-    trailers = [f"Audit-Verdict: {verdict}", *(f"Audit-Run: {r}" for r in runs)]
-    cmd = ["interpret-trailers", "--in-place", "--if-exists", "replace"]
-    for t in trailers:
-        cmd += ["--trailer", t]
-    run_git([*cmd, path], check=False)
+    with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
+        text = fh.read()
+    cleaned = without_owned_trailers(text)
+    if cleaned != text:
+        with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
+            fh.write(cleaned)
+    if verdict is None:
+        return
+    cmd = ["interpret-trailers", "--in-place", "--if-exists", "add", "--if-missing", "add"]
+    for trailer in [f"Audit-Verdict: {verdict}", *(f"Audit-Run: {r}" for r in runs)]:
+        cmd += ["--trailer", trailer]
+    # outside any repository: the repository's trailer.* settings (where, ifExists, commands)
+    # have no say in what the hook writes
+    run_git([*cmd, os.path.abspath(path)], cwd=os.path.abspath(os.sep), check=False)
 
 
 def _configured_mode(config: str) -> str | None:
@@ -154,11 +167,11 @@ def _configured_mode(config: str) -> str | None:
     return mode.strip().lower() if mode is not None else None
 
 
-def commit_msg(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0911, PLR0912 (to split: memo, mode, judgement, claims)
+def commit_msg(args: Sequence[str], stdin: str) -> int:
     if not args:
         _err("gitaudit: commit-msg needs the message file")
         return 1
-    path = args[0]
+    path = os.path.abspath(args[0])
     try:
         tree: str | None = _staged_tree()
     except RuntimeError:
@@ -169,11 +182,14 @@ def commit_msg(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0911, 
         mode = _configured_mode(snap.config)
         if mode == "off":
             return 0
-        if entry is not None:
+        if entry is not None:  # the staged tree was judged PASS in exactly this state
             if (mode or entry.commit_msg).strip().lower() != "off":
-                _add_trailers(path, "PASS", [run for _, run in entry.runs])
-            return 0  # the staged tree was judged PASS in exactly this state
+                _own_trailers(path, "PASS", [run for _, run in entry.runs])
+            return 0
+    return _judge_commit(path, tree, remembered[0] if remembered is not None else None)
 
+
+def _judge_commit(path: str, tree: str | None, before: memo.Snapshot | None) -> int:
     from gitaudit.gate.judge import judge
     from gitaudit.git.repo import open_repo
     from gitaudit.ledger.plansref import read_state
@@ -190,29 +206,33 @@ def commit_msg(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0911, 
     with open(path, encoding="utf-8", errors="replace") as fh:
         message = fh.read()
     tree = tree or _staged_tree()
-    before = remembered[0] if remembered is not None else None
     result = judge(repo, None, state=state, tree=tree, before=before)
-    if result.verdict == "PASS" or any(p.run for p in result.plans):
-        _add_trailers(path, result.verdict, [p.run for p in result.plans if p.run])
+    runs = [p.run for p in result.plans if p.run]
+    _own_trailers(path, result.verdict if result.verdict == "PASS" or runs else None, runs)
     if result.verdict == "PASS":
         return 0
     if mode == "strict":
         _explain(result, "this commit (audit.commitMsg=strict)")
         return 1
-    requirement_ids: set[str] = set()
-    from gitaudit.gate.assess import plan_files
-    from gitaudit.plan.catalog import check_file
-
-    for file in plan_files(repo, tree, None):
-        checked = check_file(file, environment=False)
-        if checked.plan is not None:
-            requirement_ids |= {r.id for r in checked.plan.requirements}
-    claim = claims_completion(message, requirement_ids)
+    claim = claims_completion(message, _requirement_ids(repo, tree))
     if claim is not None:
         _explain(result, f"this commit claims completion ({claim!r})")
         _err("gitaudit:   run `git audit run`, or drop the claim from the message")
         return 1
     return 0
+
+
+def _requirement_ids(repo: Repo, tree: str) -> set[str]:
+    """The requirement ids of every plan in *tree*."""
+    from gitaudit.gate.assess import plan_files
+    from gitaudit.plan.catalog import check_file
+
+    ids: set[str] = set()
+    for file in plan_files(repo, tree, None):
+        checked = check_file(file, environment=False)
+        if checked.plan is not None:
+            ids |= {r.id for r in checked.plan.requirements}
+    return ids
 
 
 # -------------------------------------------------------------------------------- pre-receive

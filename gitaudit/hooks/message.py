@@ -1,4 +1,5 @@
-"""Commit messages, for the commit-msg hook: completion claims.
+"""Commit messages, for the commit-msg hook: completion claims, and the ``Audit-*`` trailers the
+hook owns.
 
 Standard library only, and light: the hooks' fast path imports it.
 
@@ -20,6 +21,11 @@ qualified as partial (``doesn't fix REQ-1 yet``, ``does not close REQ-1``, ``par
 REQ-1``, ``REQ-1 is not done``) is no claim: blocking such a message would only teach people to
 word around the detector. It is a pattern match, not an understanding of the message; strict
 mode blocks every commit without PASS instead.
+
+**Trailers.** The hook writes ``Audit-Verdict`` and one ``Audit-Run`` per plan with evidence. Any
+line of the message that looks like an ``Audit-*`` trailer other than ``Audit-Claim`` (what the
+hook writes, and the ledger's own ``Audit-Plan``, ``Audit-Tree``, ... which have no business in a
+branch commit) is removed first, wherever it stands: only the hook says what the gate said.
 """
 
 from __future__ import annotations
@@ -72,6 +78,34 @@ def _trailer_key(line: str) -> str | None:
     if not colon or not key or not all(c.isalnum() or c == "-" for c in key):
         return None
     return key.lower()
+
+
+def owned(line: str) -> bool:
+    """Whether *line* is an ``Audit-*`` trailer the hook owns (all but ``Audit-Claim``)."""
+    key = _trailer_key(line)
+    return key is not None and key.startswith("audit-") and key != CLAIM_KEY
+
+
+def without_owned_trailers(message: str) -> str:
+    """*message* without the ``Audit-*`` trailer lines the hook owns (and their continuation
+    lines), above the scissors line; blank lines left at the end by the removal go too."""
+    lines = message.splitlines(keepends=True)
+    cut = next((n for n, line in enumerate(lines) if line.rstrip("\r\n") == SCISSORS), len(lines))
+    kept: list[str] = []
+    dropping = False
+    for line in lines[:cut]:
+        if dropping and line[:1] in (" ", "\t") and line.strip():
+            continue  # a folded continuation of the trailer being dropped
+        dropping = owned(line)
+        if not dropping:
+            kept.append(line)
+    if len(kept) == cut:
+        return message
+    last = max((n for n, line in enumerate(kept) if line.strip() and line[0] != "#"), default=-1)
+    kept = kept[: last + 1] + [line for line in kept[last + 1 :] if line.strip()]
+    if last >= 0 and not kept[last].endswith("\n"):
+        kept[last] += "\n"
+    return "".join(kept + lines[cut:])
 
 
 def _known(token: str, ids: set[str]) -> str | None:
