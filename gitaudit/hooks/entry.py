@@ -114,12 +114,30 @@ def pre_push(args: Sequence[str], stdin: str) -> int:
 
 # --------------------------------------------------------------------------------- commit-msg
 
+MODES = ("off", "claims", "strict")  # as gitaudit.ledger.trust.COMMIT_MSG_MODES, least strict first
+
 
 def claims_completion(message: str, requirement_ids: set[str]) -> str | None:
     """The completion claim a commit message makes, if any (:mod:`gitaudit.hooks.message`)."""
     from gitaudit.hooks import message as messages
 
     return messages.claims_completion(message, requirement_ids)
+
+
+def commit_mode(policy: str, configured: str | None) -> str:
+    """The commit-msg mode: the sealed policy's ``commit_msg`` is a floor, and ``git config
+    audit.commitMsg`` (which anyone who can write ``.git/config`` sets) may only make it
+    stricter (strict > claims > off). An unknown configured value is ignored, with a warning."""
+    mode = policy.strip().lower()
+    mode = mode if mode in MODES else "claims"
+    if configured is None:
+        return mode
+    wanted = configured.strip().lower()
+    if wanted not in MODES:
+        _err(f"gitaudit: audit.commitMsg={configured!r} is not off, claims or strict; ignored")
+    elif MODES.index(wanted) > MODES.index(mode):
+        return wanted
+    return mode
 
 
 def _staged_tree() -> str:
@@ -179,11 +197,8 @@ def commit_msg(args: Sequence[str], stdin: str) -> int:
     remembered = _remembered([tree]) if tree else None
     if remembered is not None:
         snap, (entry,) = remembered
-        mode = _configured_mode(snap.config)
-        if mode == "off":
-            return 0
         if entry is not None:  # the staged tree was judged PASS in exactly this state
-            if (mode or entry.commit_msg).strip().lower() != "off":
+            if commit_mode(entry.commit_msg, _configured_mode(snap.config)) != "off":
                 _own_trailers(path, "PASS", [run for _, run in entry.runs])
             return 0
     return _judge_commit(path, tree, remembered[0] if remembered is not None else None)
@@ -200,7 +215,7 @@ def _judge_commit(path: str, tree: str | None, before: memo.Snapshot | None) -> 
     except Exception as exc:
         _err(f"gitaudit: commit-msg: {exc}")
         return 1
-    mode = (repo.config("audit.commitMsg") or state.policy.commit_msg).strip().lower()
+    mode = commit_mode(state.policy.commit_msg, repo.config("audit.commitMsg"))
     if mode == "off":
         return 0
     with open(path, encoding="utf-8", errors="replace") as fh:

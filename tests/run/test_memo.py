@@ -212,10 +212,11 @@ def test_commit_msg_is_served_from_the_memo_with_its_trailers(passing: GitRepo) 
     text = message.read_text()
     run = passing.git("rev-parse", "refs/audit/runs/default").strip()
     assert "Audit-Verdict: PASS" in text and f"Audit-Run: {run}" in text
-    passing.git("config", "audit.commitMsg", "off")
-    message.write_text("plain\n")
-    assert hook(passing, "commit-msg", str(message))[:2] == (0, "memo")
-    assert message.read_text() == "plain\n"  # off: no trailers, and no judgement at all
+    passing.git("config", "audit.commitMsg", "off")  # below the policy's claims: no effect
+    for served in ("full", "memo"):  # the configuration is part of the state: judged again
+        message.write_text("plain\n\nAudit-Verdict: FAIL\nAudit-Run: forged\n")
+        assert hook(passing, "commit-msg", str(message))[:2] == (0, served)
+        assert message.read_text() == f"plain\n\nAudit-Verdict: PASS\nAudit-Run: {run}\n"
 
 
 def test_the_gate_itself_never_reads_the_memo(passing: GitRepo) -> None:
