@@ -105,7 +105,10 @@ def policy_cmd(
     weaken: Annotated[str | None, typer.Option("--weakening", help="allowed or forbidden.")] = None,
     commit_msg: Annotated[
         str | None,
-        typer.Option("--commit-msg", help="Default commit-msg mode: off, claims or strict."),
+        typer.Option(
+            "--commit-msg",
+            help="commit-msg mode: off, claims or strict (git config may only raise it).",
+        ),
     ] = None,
     allow_weaken: Annotated[
         bool, typer.Option("--allow-weaken", help="Accept a laxer policy (recorded).")
