@@ -264,14 +264,19 @@ def read_state(repo: Repo, *, tip: pygit2.Oid | None = None, remember: bool = Tr
         return EMPTY
     mark = marks["verified"].get(PLANS_REF)
     stop = pygit2.Oid(hex=mark) if mark and mark != str(tip) else None
+    pinned = repo.config("audit.rootKey")
     if mark == str(tip):
         # The chain up to the mark was verified, but the mark file is only a cache that a
         # process in the work tree could write: the tip's own signature is always checked.
         tip_commit = commit_of(git, tip, PLANS_REF)
         state = state_at(git, tip_commit)
-        _verify_tip_signature(git, tip_commit, state, repo.config("audit.rootKey"))
+        _verify_tip_signature(git, tip_commit, state, pinned)
     else:
-        state = verify_chain(git, tip, stop_at=stop, pinned_root=repo.config("audit.rootKey"))
+        state = verify_chain(git, tip, stop_at=stop, pinned_root=pinned)
+    if pinned and mark:
+        # ... and so it cannot vouch for the root either: a written mark on a history of
+        # someone else's would skip the pinned key altogether
+        verify_root(git, tip, pinned)
     if remember and mark != str(tip):
         watermark.record(repo.gitdir, {PLANS_REF: str(tip)}, "verified", git)
     return state
@@ -294,6 +299,21 @@ def _verify_tip_signature(
         ) from None
     if not commit.parent_ids and pinned_root and not pinned_matches(pinned_root, signer):
         raise TrustError(f"{where}: the root of trust is not signed by the pinned audit.rootKey")
+
+
+def verify_root(git: pygit2.Repository, tip: pygit2.Oid, pinned: str) -> None:
+    """TrustError unless the root of the plans chain ending at *tip* is signed by a sealer of
+    its own trust set whose key is *pinned*."""
+    try:
+        *_, root = chain.walk(git, tip, what=PLANS_REF, linear=True)
+    except LedgerError as exc:
+        raise TrustError(exc.message, hint=exc.hint) from None
+    where = f"plans commit {str(root.id)[:12]}"
+    try:
+        state = state_at(git, root)
+    except GitAuditError as exc:
+        raise TrustError(exc.message, hint=exc.hint) from None
+    _check_signed(git, root, state.trust, where, pinned)
 
 
 def now_iso() -> str:
