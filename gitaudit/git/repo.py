@@ -19,7 +19,7 @@ from pathlib import Path
 import pygit2
 
 from gitaudit.errors import RepositoryError
-from gitaudit.places import state_dir
+from gitaudit.places import entered_worktree, state_dir
 
 
 class StoredHistory(pygit2.Repository):
@@ -65,6 +65,7 @@ class Repo:
     git: pygit2.Repository
     gitdir: Path
     workdir: Path | None
+    entered: Path | None = None  # the folder whose .git led here (places.entered_worktree)
 
     @property
     def state_dir(self) -> Path:
@@ -104,8 +105,11 @@ def open_repo(path: Path | str | None = None, *, from_env: bool = False) -> Repo
             raise RepositoryError(
                 f"cannot open the repository from git's environment: {exc}"
             ) from exc
+        entered = None
     else:
         origin = Path(path) if path is not None else Path.cwd()
+        found_in = entered_worktree(origin)
+        entered = Path(found_in) if found_in is not None else None
         found = pygit2.discover_repository(str(origin))
         if found is None:
             raise RepositoryError(
@@ -114,4 +118,5 @@ def open_repo(path: Path | str | None = None, *, from_env: bool = False) -> Repo
             )
         git = pygit2.Repository(found)
     workdir = Path(git.workdir).resolve() if git.workdir and not git.is_bare else None
-    return Repo(git=StoredHistory(git), gitdir=Path(os.path.abspath(git.path)), workdir=workdir)
+    gitdir = Path(os.path.abspath(git.path))
+    return Repo(git=StoredHistory(git), gitdir=gitdir, workdir=workdir, entered=entered)

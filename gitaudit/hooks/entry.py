@@ -42,6 +42,14 @@ def _explain(result: GateResult, what: str) -> None:
         _err(f"gitaudit:   {line}")
 
 
+def _why(exc: Exception) -> str:
+    """One line for a plans ref that cannot be read: the reason code when it has one, the fix
+    when there is one."""
+    code = getattr(exc, "code", None)
+    hint = getattr(exc, "hint", None)
+    return f"{code + ': ' if code else ''}{exc}{f' (fix: {hint})' if hint else ''}"
+
+
 # ----------------------------------------------------------------------------------- pre-push
 
 
@@ -92,7 +100,7 @@ def pre_push(args: Sequence[str], stdin: str) -> int:
         policy = state.policy
     except Exception as exc:  # a broken plans ref blocks protected pushes below
         state, policy = None, None
-        broken = str(exc)
+        broken = _why(exc)
     failed = False
     for local_ref, local_sha, remote_ref in updates:
         protected = policy.protects(remote_ref) if policy else remote_ref.startswith("refs/heads/")
@@ -213,7 +221,7 @@ def _judge_commit(path: str, tree: str | None, before: memo.Snapshot | None) -> 
     try:
         state = read_state(repo)
     except Exception as exc:
-        _err(f"gitaudit: commit-msg: {exc}")
+        _err(f"gitaudit: commit-msg: {_why(exc)}")
         return 1
     mode = commit_mode(state.policy.commit_msg, repo.config("audit.commitMsg"))
     if mode == "off":
@@ -277,6 +285,7 @@ def _check_plans_update(repo: Repo, old: str, new: str) -> str | None:
     import pygit2
 
     from gitaudit.errors import GitAuditError
+    from gitaudit.ledger.anchor import pinned_root
     from gitaudit.ledger.plansref import verify_chain
 
     added = _ff_commits(repo.git, old, new)
@@ -287,7 +296,7 @@ def _check_plans_update(repo: Repo, old: str, new: str) -> str | None:
             repo.git,
             pygit2.Oid(hex=new),
             stop_at=None if old == ZERO else pygit2.Oid(hex=old),
-            pinned_root=repo.config("audit.rootKey"),
+            pinned_root=pinned_root(repo),  # the server's audit.rootKey (or its own anchor)
         )
     except GitAuditError as exc:
         return exc.message

@@ -22,6 +22,7 @@ from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, SealError, TrustError
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
+from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of, loads, read_files, write_tree
 from gitaudit.ledger.refs import PLANS_REF, RefConflict, cas_update, read_ref
 from gitaudit.ledger.trust import (
@@ -262,9 +263,9 @@ def read_state(repo: Repo, *, tip: pygit2.Oid | None = None, remember: bool = Tr
     watermark.check_forward(git, repo.gitdir, PLANS_REF, tip, marks)
     if tip is None:
         return EMPTY
+    pinned = pinned_root(repo)  # the trust anchor's, or audit.rootKey
     mark = marks["verified"].get(PLANS_REF)
     stop = pygit2.Oid(hex=mark) if mark and mark != str(tip) else None
-    pinned = repo.config("audit.rootKey")
     if mark == str(tip):
         # The chain up to the mark was verified, but the mark file is only a cache that a
         # process in the work tree could write: the tip's own signature is always checked.

@@ -22,6 +22,7 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
+from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.plansref import sealed_contract, state_at, verify_chain, verify_root
 from gitaudit.ledger.refs import PLANS_REF, RUNS_PREFIX, list_refs, read_ref
@@ -123,7 +124,7 @@ def _verify_plans(repo: Repo, tip: pygit2.Oid, mark: str | None) -> int:
     """Verify the plans chain from its verified mark to *tip*, and each active seal; the number
     of commits verified now."""
     git = repo.git
-    pinned = repo.config("audit.rootKey")
+    pinned = pinned_root(repo)
     if mark == str(tip):
         state = state_at(git, commit_of(git, tip, PLANS_REF))
         count = 0
