@@ -233,3 +233,22 @@ def test_a_memo_file_that_is_not_ours_is_ignored_and_replaced(passing: GitRepo) 
         memo_file(passing).write_bytes(junk)
         assert pre_push(passing)[:2] == (0, "full")
         assert pre_push(passing)[:2] == (0, "memo")  # the full gate wrote a fresh file
+
+
+def test_a_changed_trust_anchor_invalidates(passing: GitRepo) -> None:
+    """The anchor is part of the state: re-pinning it (even to the same key) is judged again."""
+    from gitaudit.ledger import anchor
+
+    handle = open_repo(passing.path)
+    found = anchor.find(handle)
+    assert found is not None
+    snap = memo.snapshot(passing.path)
+    assert snap is not None
+    stored = b"\0".join(Path(f).read_bytes() for f in anchor.files(handle))
+    assert snap[0].anchors == stored  # the fast path reads what the gate reads
+    assert pre_push(passing)[:2] == (0, "full")
+    assert pre_push(passing)[:2] == (0, "memo")
+    doc = json.loads(Path(found.file).read_text())
+    Path(found.file).write_text(json.dumps(doc))  # same pin, other bytes
+    assert pre_push(passing)[:2] == (0, "full")
+    assert pre_push(passing)[:2] == (0, "memo")
