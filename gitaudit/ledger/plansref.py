@@ -317,6 +317,25 @@ def verify_root(git: pygit2.Repository, tip: pygit2.Oid, pinned: str) -> None:
     _check_signed(git, root, state.trust, where, pinned)
 
 
+def root_of_trust(repo: Repo) -> tuple[pygit2.Oid, PublicKey, str]:
+    """The root commit of ``refs/audit/plans``, the key that signed it and that key's principal,
+    after verifying the whole chain from that root (whatever is pinned): what ``git audit trust
+    anchor`` shows before pinning it."""
+    git = repo.git
+    tip = read_ref(git, PLANS_REF)
+    if tip is None:
+        raise TrustError(
+            f"{PLANS_REF} does not exist: there is no root of trust to pin",
+            hint="create it (`git audit init`) or fetch it first: "
+            "`git fetch origin 'refs/audit/*:refs/audit/*'`",
+        )
+    verify_chain(git, tip)
+    *_, root = chain.walk(git, tip, what=PLANS_REF, linear=True)
+    state = state_at(git, root)
+    signer = verify_commit(git, root.id, state.trust.with_role("sealer"))
+    return root.id, signer, signer_name(state, signer)
+
+
 def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
