@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import platform
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ from gitaudit.cli.common import (
 from gitaudit.crypto.keystore import generate_key, list_local_keys
 from gitaudit.errors import ExitCode, GitAuditError, UsageError
 from gitaudit.gate.judge import judge
+from gitaudit.git.repo import Repo
 from gitaudit.hooks.install import (
     configure_fetch,
     fetch_states,
@@ -36,6 +38,7 @@ from gitaudit.hooks.install import (
     install_hooks,
     uninstall_hooks,
 )
+from gitaudit.ledger import anchor
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, read_ref
 from gitaudit.ledger.seals import trust_init
@@ -95,6 +98,17 @@ def init_cmd(plan: PlanOpt = None, key: KeyOpt = None) -> None:
         say(f"trust: initialised refs/audit/plans; {principal} is sealer and runner")
     else:
         say("trust: refs/audit/plans exists (skipped)")
+    try:
+        found = anchor.find(repo)
+    except anchor.AnchorError as exc:
+        found, problem = None, exc.message
+    else:
+        problem = _anchor_state(repo)[1]
+    if found is not None:
+        folder = os.path.dirname(found.file)
+        say(f"anchor: {found.root_key} pinned outside the repository ({folder})")
+    else:
+        say(f"anchor: {problem}")
     for action in configure_fetch(repo):
         say(f"refspec: {action.what}: {action.done}")
     for action in install_hooks(repo):
@@ -154,6 +168,25 @@ def _version(cmd: list[str]) -> str:
     return "not found"
 
 
+def _anchor_state(repo: Repo) -> tuple[bool, str, str]:
+    """Whether the repository's root of trust is anchored outside it, how, and the fix."""
+    try:
+        found = anchor.find(repo)
+        anchor.pinned_root(repo)
+    except anchor.AnchorError as exc:
+        return False, exc.message, exc.hint or "git audit trust anchor"
+    if found is not None:
+        return True, f"{found.root_key} ({found.file})", ""
+    if repo.workdir is None:
+        return True, "none: a server is pinned by its own audit.rootKey", ""
+    return (
+        False,
+        "none: the root of trust is pinned only by audit.rootKey in .git/config, which anything "
+        "that writes .git/ can re-pin; check the root key, then `git audit trust anchor`",
+        "git audit trust anchor",
+    )
+
+
 def doctor_cmd(as_json: JsonOpt = False) -> None:
     """Set-up and environment: versions, keys and roles, hooks, refspecs, tools, plans, and the
     status verdict. Exits non-zero unless everything is in order and the verdict is PASS."""
@@ -191,6 +224,7 @@ def doctor_cmd(as_json: JsonOpt = False) -> None:
     except GitAuditError as exc:
         state = None
         item("plans ref", False, exc.message, exc.hint or "")
+    item("trust anchor", *_anchor_state(repo))
     try:
         signer = signer_for(repo, None)
         entry = state.trust.find(signer.public_key) if state else None

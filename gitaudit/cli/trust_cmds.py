@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -9,8 +10,9 @@ import typer
 
 from gitaudit.cli.common import CONTEXT, KeyOpt, repo_here, say, signer_for
 from gitaudit.crypto.pubkey import PublicKey
-from gitaudit.errors import UsageError
-from gitaudit.ledger.plansref import read_state
+from gitaudit.errors import TrustError, UsageError
+from gitaudit.ledger import anchor
+from gitaudit.ledger.plansref import read_state, root_of_trust
 from gitaudit.ledger.seals import set_policy, trust_add, trust_init, trust_remove
 from gitaudit.ledger.trust import COMMIT_MSG_MODES, LIVE_EVIDENCE, ROLES, Policy
 
@@ -42,6 +44,55 @@ def init_cmd(
     roles = "sealer" if no_runner else "sealer and runner"
     say(f"initialised refs/audit/plans at {str(commit)[:12]}: {principal} is {roles}")
     say(f"pinned audit.rootKey = {signer.public_key.fingerprint()}")
+    say(f"trust anchor: {anchor.files(repo)[0]}")
+
+
+@app.command("anchor")
+def anchor_cmd(
+    expect: Annotated[
+        str | None,
+        typer.Option(
+            "--expect", help="The root key you were told to expect (SHA256:...); refuse another."
+        ),
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Pin without asking (after checking the key).")
+    ] = False,
+) -> None:
+    """Pin the verified root of trust of refs/audit/plans in this repository's trust anchor,
+    outside the repository ($GITAUDIT_HOME/anchors), and in audit.rootKey."""
+    repo = repo_here()
+    root, key, principal = root_of_trust(repo)
+    fingerprint = key.fingerprint()
+    say(f"refs/audit/plans: root {str(root)[:12]} is signed by {principal} ({fingerprint})")
+    if expect is not None and not anchor.same_key(expect, fingerprint):
+        raise TrustError(
+            f"the root of trust is signed by {fingerprint}, not by {expect.strip()}",
+            hint="fetch the genuine refs/audit/plans; nothing was pinned",
+        )
+    try:
+        current = anchor.find(repo)
+    except anchor.AnchorError as exc:
+        current = None
+        say(f"the current anchor cannot be used: {exc.message}")
+    pinned = anchor.same_key(repo.config("audit.rootKey") or "", fingerprint)
+    if current is not None and current.root_key == fingerprint and pinned:
+        say(f"already anchored to {fingerprint} ({current.file})")
+        return
+    if current is not None and current.root_key != fingerprint:
+        say(f"this replaces the anchor {current.root_key}")
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError(
+                "pinning a root of trust needs a confirmation",
+                hint="run it in a terminal, or pass --yes once you have checked the key",
+            )
+        if not typer.confirm(f"Pin {fingerprint} as the root of trust of this repository?"):
+            raise typer.Exit(1)
+    written = anchor.write(repo, fingerprint)
+    repo.git.config["audit.rootKey"] = fingerprint
+    say(f"anchored {written.repository} to {fingerprint} in {written.file}")
+    say(f"pinned audit.rootKey = {fingerprint}")
 
 
 @app.command("add")
@@ -115,7 +166,10 @@ def policy_cmd(
     weaken: Annotated[str | None, typer.Option("--weakening", help="allowed or forbidden.")] = None,
     commit_msg: Annotated[
         str | None,
-        typer.Option("--commit-msg", help="Default commit-msg mode: off, claims or strict."),
+        typer.Option(
+            "--commit-msg",
+            help="commit-msg mode: off, claims or strict (git config may only raise it).",
+        ),
     ] = None,
     live_evidence: Annotated[
         str | None,

@@ -29,6 +29,7 @@ from gitaudit.gate.plans import check_plan
 from gitaudit.gate.result import Basis, GateResult, PlanVerdict, Reason, fold
 from gitaudit.gate.states import step_states
 from gitaudit.git.repo import Repo
+from gitaudit.ledger.anchor import AnchorError
 from gitaudit.ledger.plansref import PlansState, read_state
 from gitaudit.ledger.refs import runs_ref
 from gitaudit.plan.inputs import input_digests
@@ -83,6 +84,9 @@ def assess(
     tree = tree or resolve_tree(repo, rev)
     try:
         state = state or read_state(repo, remember=remember_plans)
+    except AnchorError as exc:
+        reason = Reason("plans.anchor-mismatch", exc.message, exc.hint or "git audit trust anchor")
+        return GateResult(Verdict.FAIL, tree, (), (reason,))
     except GitAuditError as exc:
         reason = Reason("plans.untrusted", exc.message, exc.hint or "restore refs/audit/plans")
         return GateResult(Verdict.FAIL, tree, (), (reason,))

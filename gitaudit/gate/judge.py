@@ -34,7 +34,8 @@ def judge(
     repository's state taken by a caller that looked at the memo first (taken here otherwise)."""
     whole = plan is None
     if whole and before is None:
-        found = memo.snapshot(gitdir=repo.gitdir)
+        entered = str(repo.entered) if repo.entered is not None else None
+        found = memo.snapshot(gitdir=repo.gitdir, entered=entered)
         before = found[0] if found is not None else None
     result = assess(repo, rev, plan=plan, state=state, tree=tree, with_states=with_states)
     if result.basis.seen:

@@ -7,7 +7,8 @@ imports this module alone.
 A verdict of the gate is a deterministic function of its inputs: the judged tree (content
 addressed), every ref under ``refs/audit/`` (the seals and the ledgers, immutable objects by id),
 the high-water marks file, the ``audit.*`` configuration (the pinned root key, the commit-msg
-mode), the gitaudit version, the clock (evidence expiry) and the required tools on PATH. An entry
+mode), the repository's trust anchor (:mod:`gitaudit.ledger.anchor`), the gitaudit version, the
+clock (evidence expiry) and the required tools on PATH. An entry
 records one PASS under a digest of all of them but the clock and the tools, with the earliest
 expiry of the evidence it relied on and the tools it needed. A lookup recomputes the digest from
 the repository as it is now, checks the clock and resolves the tools again; anything else is a
@@ -33,7 +34,7 @@ from typing import NamedTuple
 
 from gitaudit import __version__, secret
 from gitaudit.git.call import start_git
-from gitaudit.places import state_dir
+from gitaudit.places import anchor_path, entered_worktree, state_dir
 
 FORMAT = 1
 FILENAME = "memo.json"
@@ -49,6 +50,8 @@ class Snapshot(NamedTuple):
     refs: tuple[tuple[str, str], ...]  # (refname, object id) under refs/audit/, sorted
     config: str  # the audit.* configuration, as git prints it
     marks: bytes  # the high-water marks file, as stored
+    anchors: bytes = b""  # the trust anchor files (by common dir, by work tree), as stored
+    entered: str | None = None  # the work tree the anchor is looked up by
 
     @property
     def digest(self) -> str:
@@ -58,6 +61,7 @@ class Snapshot(NamedTuple):
             "refs": [list(r) for r in self.refs],
             "config": self.config,
             "marks": hashlib.sha256(self.marks).hexdigest(),
+            "anchors": hashlib.sha256(self.anchors).hexdigest(),
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
@@ -104,17 +108,24 @@ def snapshot(
     *,
     gitdir: str | os.PathLike[str] | None = None,
     revs: Sequence[str] = (),
+    entered: str | None = None,
 ) -> tuple[Snapshot, list[str]] | None:
     """The repository's current :class:`Snapshot` (discovered from *cwd*, as the gate does, or
     at *gitdir*) and the tree ids of *revs*; None when git cannot answer or the repository has
-    no work tree. Three git processes, run side by side."""
+    no work tree. Three git processes, run side by side. The trust anchor is looked up as the
+    gate does (:func:`gitaudit.ledger.anchor.files`): by the common dir, and by the work tree
+    *entered* (default: the one entered from *cwd*)."""
     cwd = os.fspath(cwd) if cwd is not None else None
+    if entered is None and gitdir is None:
+        entered = entered_worktree(cwd or os.getcwd())
     procs = [
         start_git(
             [
                 "rev-parse",
                 "--absolute-git-dir",
                 "--show-toplevel",  # fails in a bare repository: no memo there
+                "--path-format=absolute",
+                "--git-common-dir",
                 *(f"{r}^{{tree}}" for r in revs),
             ],
             cwd=cwd,
@@ -132,21 +143,30 @@ def snapshot(
     if codes[0] != 0 or codes[1] != 0 or codes[2] not in (0, 1):
         return None
     lines = outs[0].splitlines()
-    if len(lines) != 2 + len(revs):
+    if len(lines) != 3 + len(revs):
         return None
     refs = []
     for line in outs[1].splitlines():
         name, _, oid = line.rpartition(" ")
         refs.append((name, oid))
-    found, workdir = lines[0], lines[1]
+    found, workdir, common = lines[0], lines[1], lines[2]
     try:
-        with open(os.path.join(state_dir(found), "watermarks.json"), "rb") as handle:
-            marks = handle.read()
-    except FileNotFoundError:
-        marks = b""
+        marks = _contents(os.path.join(state_dir(found), "watermarks.json"))
+        keyed = (common, entered) if entered is not None else (common,)
+        anchors = b"\0".join(_contents(anchor_path(where)) for where in keyed)
     except OSError:
         return None
-    return Snapshot(found, workdir, tuple(sorted(refs)), outs[2], marks), lines[2:]
+    snap = Snapshot(found, workdir, tuple(sorted(refs)), outs[2], marks, anchors, entered)
+    return snap, lines[3:]
+
+
+def _contents(path: str) -> bytes:
+    """The bytes of the file at *path*; empty when there is none."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return b""
 
 
 def _mac(key: bytes, entry: Entry) -> str:
@@ -229,7 +249,7 @@ def remember(
     gate's own "seen" records), which leaves the verdict unchanged; the entry is keyed by the
     state as it is now, which is what the next lookup will see. Best effort: False when nothing
     was recorded."""
-    again = snapshot(gitdir=before.gitdir)
+    again = snapshot(gitdir=before.gitdir, entered=before.entered)
     if again is None:
         return False
     after = again[0]

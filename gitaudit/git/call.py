@@ -9,7 +9,9 @@ starts goes through :func:`run_git` or :func:`start_git`, so they all see the sa
   the quarantined objects of a push through pygit2 (:func:`gitaudit.git.repo.open_repo` with
   ``from_env``); no git process of gitaudit needs them.
 * ``GIT_NO_REPLACE_OBJECTS=1`` and an empty graft file: ``refs/replace/*`` and grafts never change
-  what gitaudit reads.
+  what gitaudit reads. ``-c core.commitGraph=false``: git takes a commit's parents and root tree
+  from ``objects/info/commit-graph`` when there is one, and a hand-made graph (its checksum is
+  no secret) would lie to ``rev-list`` and ``log`` while ``cat-file`` shows the real commit.
 * ``GIT_OPTIONAL_LOCKS=0``: a read-only command never rewrites (refreshes) an index.
 
 A failure names the command line: :class:`GitCommandError`.
@@ -90,9 +92,18 @@ class GitResult(NamedTuple):
         return GitCommandError(f"{what or command}: {self.err}", hint=hint)
 
 
+# before every command: the objects as stored, never a commit-graph's summary of them
+CONFIG = ("-c", "core.commitGraph=false")
+
+
 def _argv(args: Sequence[str], git_dir: str | os.PathLike[str] | None) -> list[str]:
+    """The command as messages name it (:data:`CONFIG` is added when it is started)."""
     where = [f"--git-dir={os.fspath(git_dir)}"] if git_dir is not None else []
     return ["git", *where, *args]
+
+
+def _started(argv: Sequence[str]) -> list[str]:
+    return [argv[0], *CONFIG, *argv[1:]]
 
 
 def run_git(
@@ -109,7 +120,7 @@ def run_git(
     argv = _argv(args, git_dir)
     try:
         proc = subprocess.run(
-            argv,
+            _started(argv),
             cwd=cwd,
             env=git_env(env),
             input=input,
@@ -135,7 +146,7 @@ def start_git(
 ) -> subprocess.Popen[bytes]:
     """Start ``git ARGS`` (stdout piped, stderr discarded) to run beside others."""
     return subprocess.Popen(
-        _argv(args, git_dir),
+        _started(_argv(args, git_dir)),
         cwd=cwd,
         env=git_env(),
         stdin=subprocess.DEVNULL,

@@ -1,4 +1,14 @@
-"""Opening the repository gitaudit works on."""
+"""Opening the repository gitaudit works on, so that it reads the objects as they are stored.
+
+libgit2 applies ``info/grafts`` and the ``shallow`` file to every commit it parses (measured with
+libgit2 1.9: ``parent_ids``, ``walk``, ``descendant_of``, ``merge_base`` and ``revparse_single``
+all see the grafted parents), and has no switch to turn that off; it never honours
+``refs/replace/*``. A process that can write ``.git/`` could otherwise reparent a ledger commit
+for the gate alone: hide a newer FAIL run from the lookup cache's confirmation walk, or make a
+rewound plans ref descend from its high-water mark. So the repository gitaudit reads is
+:class:`StoredHistory`: an in-memory repository (which has no grafts and no shallow file) over the
+real object and ref databases, taking its configuration, paths and remotes from the real one.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +19,53 @@ from pathlib import Path
 import pygit2
 
 from gitaudit.errors import RepositoryError
-from gitaudit.places import state_dir
+from gitaudit.places import entered_worktree, state_dir
+
+
+class StoredHistory(pygit2.Repository):
+    """*opened*'s objects and refs, read as stored: no grafts, no shallow cut (see the module
+    docstring). Everything else (configuration, paths, identity, remotes) is *opened*'s."""
+
+    def __init__(self, opened: pygit2.Repository) -> None:
+        super().__init__()  # in memory: libgit2 loads no grafts and no shallow file for it
+        self.set_odb(opened.odb)
+        self.set_refdb(pygit2.Refdb.open(opened))
+        if opened.workdir and not opened.is_bare:
+            self.workdir = opened.workdir
+        self._opened = opened  # owns the ref database's backend: kept alive with this one
+        self.remotes = opened.remotes
+        self.submodules = opened.submodules
+
+    @property
+    def config(self) -> pygit2.RepositoryConfig:
+        return self._opened.config
+
+    @property
+    def path(self) -> str:
+        return str(self._opened.path)
+
+    @path.setter
+    def path(self, value: str) -> None:
+        raise AttributeError("path is read-only")
+
+    @property
+    def default_signature(self) -> pygit2.Signature:
+        return self._opened.default_signature
+
+    @default_signature.setter
+    def default_signature(self, value: pygit2.Signature) -> None:
+        raise AttributeError("default_signature is read-only")
 
 
 @dataclass(frozen=True)
 class Repo:
-    """A pygit2 repository plus the paths gitaudit needs. ``workdir`` is None for a bare repo."""
+    """A pygit2 repository (:class:`StoredHistory`) plus the paths gitaudit needs. ``workdir`` is
+    None for a bare repo."""
 
     git: pygit2.Repository
     gitdir: Path
     workdir: Path | None
+    entered: Path | None = None  # the folder whose .git led here (places.entered_worktree)
 
     @property
     def state_dir(self) -> Path:
@@ -58,8 +105,11 @@ def open_repo(path: Path | str | None = None, *, from_env: bool = False) -> Repo
             raise RepositoryError(
                 f"cannot open the repository from git's environment: {exc}"
             ) from exc
+        entered = None
     else:
         origin = Path(path) if path is not None else Path.cwd()
+        found_in = entered_worktree(origin)
+        entered = Path(found_in) if found_in is not None else None
         found = pygit2.discover_repository(str(origin))
         if found is None:
             raise RepositoryError(
@@ -68,4 +118,5 @@ def open_repo(path: Path | str | None = None, *, from_env: bool = False) -> Repo
             )
         git = pygit2.Repository(found)
     workdir = Path(git.workdir).resolve() if git.workdir and not git.is_bare else None
-    return Repo(git=git, gitdir=Path(os.path.abspath(git.path)), workdir=workdir)
+    gitdir = Path(os.path.abspath(git.path))
+    return Repo(git=StoredHistory(git), gitdir=gitdir, workdir=workdir, entered=entered)

@@ -42,6 +42,14 @@ def _explain(result: GateResult, what: str) -> None:
         _err(f"gitaudit:   {line}")
 
 
+def _why(exc: Exception) -> str:
+    """One line for a plans ref that cannot be read: the reason code when it has one, the fix
+    when there is one."""
+    code = getattr(exc, "code", None)
+    hint = getattr(exc, "hint", None)
+    return f"{code + ': ' if code else ''}{exc}{f' (fix: {hint})' if hint else ''}"
+
+
 # ----------------------------------------------------------------------------------- pre-push
 
 
@@ -92,7 +100,7 @@ def pre_push(args: Sequence[str], stdin: str) -> int:
         policy = state.policy
     except Exception as exc:  # a broken plans ref blocks protected pushes below
         state, policy = None, None
-        broken = str(exc)
+        broken = _why(exc)
     failed = False
     for local_ref, local_sha, remote_ref in updates:
         protected = policy.protects(remote_ref) if policy else remote_ref.startswith("refs/heads/")
@@ -114,24 +122,30 @@ def pre_push(args: Sequence[str], stdin: str) -> int:
 
 # --------------------------------------------------------------------------------- commit-msg
 
-_CLAIM = r"^Audit-Claim:\s*done\s*$"
-_CLOSES = (
-    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?|complete[sd]?|done|implement(?:s|ed)?)"
-    r"\s*:?\s+([A-Za-z0-9][A-Za-z0-9._-]*)"
-)
+MODES = ("off", "claims", "strict")  # as gitaudit.ledger.trust.COMMIT_MSG_MODES, least strict first
 
 
 def claims_completion(message: str, requirement_ids: set[str]) -> str | None:
-    """The completion claim a commit message makes, if any."""
-    import re  # not at module level: the hooks' fast path does without it
+    """The completion claim a commit message makes, if any (:mod:`gitaudit.hooks.message`)."""
+    from gitaudit.hooks import message as messages
 
-    body = "\n".join(line for line in message.splitlines() if not line.startswith("#"))
-    if re.search(_CLAIM, body, re.IGNORECASE | re.MULTILINE):
-        return "Audit-Claim: done"
-    for match in re.finditer(_CLOSES, body, re.IGNORECASE):
-        if match.group(1) in requirement_ids:
-            return f"{match.group(0)}"
-    return None
+    return messages.claims_completion(message, requirement_ids)
+
+
+def commit_mode(policy: str, configured: str | None) -> str:
+    """The commit-msg mode: the sealed policy's ``commit_msg`` is a floor, and ``git config
+    audit.commitMsg`` (which anyone who can write ``.git/config`` sets) may only make it
+    stricter (strict > claims > off). An unknown configured value is ignored, with a warning."""
+    mode = policy.strip().lower()
+    mode = mode if mode in MODES else "claims"
+    if configured is None:
+        return mode
+    wanted = configured.strip().lower()
+    if wanted not in MODES:
+        _err(f"gitaudit: audit.commitMsg={configured!r} is not off, claims or strict; ignored")
+    elif MODES.index(wanted) > MODES.index(mode):
+        return wanted
+    return mode
 
 
 def _staged_tree() -> str:
@@ -146,14 +160,27 @@ def _staged_tree() -> str:
     return proc.out.strip()
 
 
-def _add_trailers(path: str, verdict: str, runs: Sequence[str]) -> None:
+def _own_trailers(path: str, verdict: str | None, runs: Sequence[str]) -> None:
+    """Make the message's ``Audit-*`` trailers the hook's own: every hand-written one is removed
+    (:func:`gitaudit.hooks.message.without_owned_trailers`); then, with a *verdict*,
+    ``Audit-Verdict`` and one ``Audit-Run`` per run are added."""
     from gitaudit.git.call import run_git
+    from gitaudit.hooks.message import without_owned_trailers
 
-    trailers = [f"Audit-Verdict: {verdict}", *(f"Audit-Run: {r}" for r in runs)]
-    cmd = ["interpret-trailers", "--in-place", "--if-exists", "replace"]
-    for t in trailers:
-        cmd += ["--trailer", t]
-    run_git([*cmd, path], check=False)
+    with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
+        text = fh.read()
+    cleaned = without_owned_trailers(text)
+    if cleaned != text:
+        with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
+            fh.write(cleaned)
+    if verdict is None:
+        return
+    cmd = ["interpret-trailers", "--in-place", "--if-exists", "add", "--if-missing", "add"]
+    for trailer in [f"Audit-Verdict: {verdict}", *(f"Audit-Run: {r}" for r in runs)]:
+        cmd += ["--trailer", trailer]
+    # outside any repository: the repository's trailer.* settings (where, ifExists, commands)
+    # have no say in what the hook writes
+    run_git([*cmd, os.path.abspath(path)], cwd=os.path.abspath(os.sep), check=False)
 
 
 def _configured_mode(config: str) -> str | None:
@@ -166,11 +193,11 @@ def _configured_mode(config: str) -> str | None:
     return mode.strip().lower() if mode is not None else None
 
 
-def commit_msg(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0911, PLR0912 (to split: memo, mode, judgement, claims)
+def commit_msg(args: Sequence[str], stdin: str) -> int:
     if not args:
         _err("gitaudit: commit-msg needs the message file")
         return 1
-    path = args[0]
+    path = os.path.abspath(args[0])
     try:
         tree: str | None = _staged_tree()
     except RuntimeError:
@@ -178,14 +205,14 @@ def commit_msg(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0911, 
     remembered = _remembered([tree]) if tree else None
     if remembered is not None:
         snap, (entry,) = remembered
-        mode = _configured_mode(snap.config)
-        if mode == "off":
+        if entry is not None:  # the staged tree was judged PASS in exactly this state
+            if commit_mode(entry.commit_msg, _configured_mode(snap.config)) != "off":
+                _own_trailers(path, "PASS", [run for _, run in entry.runs])
             return 0
-        if entry is not None:
-            if (mode or entry.commit_msg).strip().lower() != "off":
-                _add_trailers(path, "PASS", [run for _, run in entry.runs])
-            return 0  # the staged tree was judged PASS in exactly this state
+    return _judge_commit(path, tree, remembered[0] if remembered is not None else None)
 
+
+def _judge_commit(path: str, tree: str | None, before: memo.Snapshot | None) -> int:
     from gitaudit.gate.judge import judge
     from gitaudit.git.repo import open_repo
     from gitaudit.ledger.plansref import read_state
@@ -194,37 +221,41 @@ def commit_msg(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0911, 
     try:
         state = read_state(repo)
     except Exception as exc:
-        _err(f"gitaudit: commit-msg: {exc}")
+        _err(f"gitaudit: commit-msg: {_why(exc)}")
         return 1
-    mode = (repo.config("audit.commitMsg") or state.policy.commit_msg).strip().lower()
+    mode = commit_mode(state.policy.commit_msg, repo.config("audit.commitMsg"))
     if mode == "off":
         return 0
     with open(path, encoding="utf-8", errors="replace") as fh:
         message = fh.read()
     tree = tree or _staged_tree()
-    before = remembered[0] if remembered is not None else None
     result = judge(repo, None, state=state, tree=tree, before=before)
-    if result.verdict == "PASS" or any(p.run for p in result.plans):
-        _add_trailers(path, result.verdict, [p.run for p in result.plans if p.run])
+    runs = [p.run for p in result.plans if p.run]
+    _own_trailers(path, result.verdict if result.verdict == "PASS" or runs else None, runs)
     if result.verdict == "PASS":
         return 0
     if mode == "strict":
         _explain(result, "this commit (audit.commitMsg=strict)")
         return 1
-    requirement_ids: set[str] = set()
-    from gitaudit.gate.assess import plan_files
-    from gitaudit.plan.catalog import check_file
-
-    for file in plan_files(repo, tree, None):
-        checked = check_file(file, environment=False)
-        if checked.plan is not None:
-            requirement_ids |= {r.id for r in checked.plan.requirements}
-    claim = claims_completion(message, requirement_ids)
+    claim = claims_completion(message, _requirement_ids(repo, tree))
     if claim is not None:
         _explain(result, f"this commit claims completion ({claim!r})")
         _err("gitaudit:   run `git audit run`, or drop the claim from the message")
         return 1
     return 0
+
+
+def _requirement_ids(repo: Repo, tree: str) -> set[str]:
+    """The requirement ids of every plan in *tree*."""
+    from gitaudit.gate.assess import plan_files
+    from gitaudit.plan.catalog import check_file
+
+    ids: set[str] = set()
+    for file in plan_files(repo, tree, None):
+        checked = check_file(file, environment=False)
+        if checked.plan is not None:
+            ids |= {r.id for r in checked.plan.requirements}
+    return ids
 
 
 # -------------------------------------------------------------------------------- pre-receive
@@ -254,6 +285,7 @@ def _check_plans_update(repo: Repo, old: str, new: str) -> str | None:
     import pygit2
 
     from gitaudit.errors import GitAuditError
+    from gitaudit.ledger.anchor import pinned_root
     from gitaudit.ledger.plansref import verify_chain
 
     added = _ff_commits(repo.git, old, new)
@@ -264,7 +296,7 @@ def _check_plans_update(repo: Repo, old: str, new: str) -> str | None:
             repo.git,
             pygit2.Oid(hex=new),
             stop_at=None if old == ZERO else pygit2.Oid(hex=old),
-            pinned_root=repo.config("audit.rootKey"),
+            pinned_root=pinned_root(repo),  # the server's audit.rootKey (or its own anchor)
         )
     except GitAuditError as exc:
         return exc.message

@@ -23,10 +23,19 @@ def walk(
     linear: bool = False,
 ) -> Iterator[pygit2.Commit]:
     """The commits from *tip* back along first parents, newest first, ending before *stop* (or
-    at the root). LedgerError for an object that is not a commit, or (``linear``) a merge."""
+    at the root). LedgerError for a missing object or one that is not a commit, or (``linear``)
+    a merge. The parents are the ones stored when *repo* is a
+    :class:`~gitaudit.git.repo.StoredHistory` (every ``Repo.git`` is), which no graft or shallow
+    file can change."""
     current = tip
     while current is not None and current != stop:
         obj = repo.get(current)
+        if obj is None:
+            raise LedgerError(
+                f"{what}: commit {str(current)[:12]} is missing from the repository",
+                hint="fetch the whole ledger (a shallow fetch of refs/audit/* cuts it): "
+                "`git fetch --unshallow`, or `git fsck` when nothing was fetched shallow",
+            )
         if not isinstance(obj, pygit2.Commit):
             raise LedgerError(f"{what}: {str(current)[:12]} is not a commit")
         if linear and len(obj.parent_ids) > 1:

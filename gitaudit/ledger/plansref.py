@@ -22,6 +22,7 @@ from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, SealError, TrustError
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
+from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of, loads, read_files, write_tree
 from gitaudit.ledger.refs import PLANS_REF, RefConflict, cas_update, read_ref
 from gitaudit.ledger.resets import PlanResets, already_reset, parse_resets
@@ -271,6 +272,7 @@ def read_state(repo: Repo, *, tip: pygit2.Oid | None = None, remember: bool = Tr
     watermark.check_forward(git, repo.gitdir, PLANS_REF, tip, marks)
     if tip is None:
         return EMPTY
+    pinned = pinned_root(repo)  # the trust anchor's, or audit.rootKey
     mark = marks["verified"].get(PLANS_REF)
     stop = pygit2.Oid(hex=mark) if mark and mark != str(tip) else None
     if mark == str(tip):
@@ -278,9 +280,13 @@ def read_state(repo: Repo, *, tip: pygit2.Oid | None = None, remember: bool = Tr
         # process in the work tree could write: the tip's own signature is always checked.
         tip_commit = commit_of(git, tip, PLANS_REF)
         state = state_at(git, tip_commit)
-        _verify_tip_signature(git, tip_commit, state, repo.config("audit.rootKey"))
+        _verify_tip_signature(git, tip_commit, state, pinned)
     else:
-        state = verify_chain(git, tip, stop_at=stop, pinned_root=repo.config("audit.rootKey"))
+        state = verify_chain(git, tip, stop_at=stop, pinned_root=pinned)
+    if pinned and mark:
+        # ... and so it cannot vouch for the root either: a written mark on a history of
+        # someone else's would skip the pinned key altogether
+        verify_root(git, tip, pinned)
     if remember and mark != str(tip):
         watermark.record(repo.gitdir, {PLANS_REF: str(tip)}, "verified", git)
     return state
@@ -303,6 +309,40 @@ def _verify_tip_signature(
         ) from None
     if not commit.parent_ids and pinned_root and not pinned_matches(pinned_root, signer):
         raise TrustError(f"{where}: the root of trust is not signed by the pinned audit.rootKey")
+
+
+def verify_root(git: pygit2.Repository, tip: pygit2.Oid, pinned: str) -> None:
+    """TrustError unless the root of the plans chain ending at *tip* is signed by a sealer of
+    its own trust set whose key is *pinned*."""
+    try:
+        *_, root = chain.walk(git, tip, what=PLANS_REF, linear=True)
+    except LedgerError as exc:
+        raise TrustError(exc.message, hint=exc.hint) from None
+    where = f"plans commit {str(root.id)[:12]}"
+    try:
+        state = state_at(git, root)
+    except GitAuditError as exc:
+        raise TrustError(exc.message, hint=exc.hint) from None
+    _check_signed(git, root, state.trust, where, pinned)
+
+
+def root_of_trust(repo: Repo) -> tuple[pygit2.Oid, PublicKey, str]:
+    """The root commit of ``refs/audit/plans``, the key that signed it and that key's principal,
+    after verifying the whole chain from that root (whatever is pinned): what ``git audit trust
+    anchor`` shows before pinning it."""
+    git = repo.git
+    tip = read_ref(git, PLANS_REF)
+    if tip is None:
+        raise TrustError(
+            f"{PLANS_REF} does not exist: there is no root of trust to pin",
+            hint="create it (`git audit init`) or fetch it first: "
+            "`git fetch origin 'refs/audit/*:refs/audit/*'`",
+        )
+    verify_chain(git, tip)
+    *_, root = chain.walk(git, tip, what=PLANS_REF, linear=True)
+    state = state_at(git, root)
+    signer = verify_commit(git, root.id, state.trust.with_role("sealer"))
+    return root.id, signer, signer_name(state, signer)
 
 
 def now_iso() -> str:

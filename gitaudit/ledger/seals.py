@@ -17,7 +17,7 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import PlanError, SealError, TrustError, UsageError
 from gitaudit.git.repo import Repo
-from gitaudit.ledger import chain
+from gitaudit.ledger import anchor, chain
 from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.plansref import (
     PlansState,
@@ -63,12 +63,25 @@ def _trailers(**pairs: str) -> str:
 
 
 def trust_init(repo: Repo, signer: Signer, name: str, *, runner: bool = True) -> pygit2.Oid:
-    """Create ``refs/audit/plans`` with its root commit, signed by *signer* (the first sealer)."""
+    """Create ``refs/audit/plans`` with its root commit, signed by *signer* (the first sealer),
+    and pin that key: in the repository's trust anchor (written first: nothing is created when
+    it cannot be) and in ``audit.rootKey``. A repository anchored to another key is refused."""
     if read_ref(repo.git, PLANS_REF) is not None:
         raise TrustError(
             f"{PLANS_REF} already exists; trust is initialised",
             hint="use `git audit trust add` to trust more keys",
         )
+    fingerprint = signer.public_key.fingerprint()
+    existing = anchor.find(repo)
+    if existing is not None and existing.root_key != fingerprint:
+        raise anchor.AnchorError(
+            f"this repository is anchored to the root key {existing.root_key} "
+            f"({existing.file}); a root of trust signed by {fingerprint} would fail the gate",
+            hint="sign with the anchored key, or remove the anchor files "
+            f"({', '.join(anchor.files(repo))}) to start a new root of trust",
+        )
+    if existing is None:
+        anchor.write(repo, fingerprint)
     trust = TrustSet().added(name, signer.public_key, "sealer")
     if runner:
         trust = trust.added(name, signer.public_key, "runner")
@@ -85,7 +98,7 @@ def trust_init(repo: Repo, signer: Signer, name: str, *, runner: bool = True) ->
 
     commit, _ = append(repo, signer, build)
     assert commit is not None
-    repo.git.config["audit.rootKey"] = signer.public_key.fingerprint()
+    repo.git.config["audit.rootKey"] = fingerprint
     return commit
 
 

@@ -22,8 +22,9 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
+from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of
-from gitaudit.ledger.plansref import sealed_contract, state_at, verify_chain
+from gitaudit.ledger.plansref import sealed_contract, state_at, verify_chain, verify_root
 from gitaudit.ledger.refs import PLANS_REF, RUNS_PREFIX, list_refs, read_ref
 from gitaudit.ledger.runs import read_run
 
@@ -123,13 +124,16 @@ def _verify_plans(repo: Repo, tip: pygit2.Oid, mark: str | None) -> int:
     """Verify the plans chain from its verified mark to *tip*, and each active seal; the number
     of commits verified now."""
     git = repo.git
+    pinned = pinned_root(repo)
     if mark == str(tip):
         state = state_at(git, commit_of(git, tip, PLANS_REF))
         count = 0
     else:
         stop = pygit2.Oid(hex=mark) if mark else None
-        state = verify_chain(git, tip, stop_at=stop, pinned_root=repo.config("audit.rootKey"))
+        state = verify_chain(git, tip, stop_at=stop, pinned_root=pinned)
         count = chain.count(git, tip, stop)
+    if pinned and mark:
+        verify_root(git, tip, pinned)  # the mark is a file: it vouches for no root
     for name in state.active():
         sealed_contract(state, name)
     return count

@@ -31,6 +31,7 @@ from gitaudit.ledger.seals import (
     trust_remove,
 )
 from gitaudit.ledger.trust import Policy
+from gitaudit.ledger.verify import verify_all
 from gitaudit.plan.catalog import check_worktree
 from tests.gitrepo import GitRepo
 from tests.plan.builders import two_step_plan
@@ -345,6 +346,31 @@ def test_rewritten_root_is_rejected_by_the_pinned_key(
     (trusted.gitdir / "gitaudit" / "watermarks.json").unlink()  # even without the high-water mark
     with pytest.raises(TrustError, match=r"not by the pinned audit\.rootKey"):
         read_state(trusted)
+
+
+def test_a_written_mark_does_not_vouch_for_another_root(
+    trusted: Repo, stranger: Ed25519Signer
+) -> None:
+    """watermarks.json is a file anything in .git/ can write: marking a history of someone
+    else's as verified skips its commits' checks, but not the pinned root."""
+    from gitaudit.ledger.trust import TrustSet
+
+    trust = TrustSet().added("mallory", stranger.public_key, "sealer")
+    tree = write_tree(
+        trusted.git, {**trust.files(), "policy.json": json.dumps(Policy().to_json()).encode()}
+    )
+    root = create_signed_commit(
+        trusted.git, tree=tree, parents=[], message="root\n", signer=stranger
+    )
+    tip = create_signed_commit(
+        trusted.git, tree=tree, parents=[root], message="more\n", signer=stranger
+    )
+    trusted.git.references.create(PLANS_REF, tip, force=True)
+    marks = {"verified": {PLANS_REF: str(tip)}, "seen": {PLANS_REF: str(tip)}}
+    (trusted.gitdir / "gitaudit" / "watermarks.json").write_text(json.dumps(marks))
+    with pytest.raises(TrustError, match=r"not by the pinned audit\.rootKey"):
+        read_state(trusted)
+    assert not verify_all(trusted).ok
 
 
 def test_reset_to_an_older_seal_is_detected(

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
+
+import pytest
 
 from tests.gitrepo import GitRepo, audit
 from tests.run.conftest import Sealer, make_plan, run_step
@@ -172,3 +175,39 @@ def test_reconcile_is_refused_for_idempotent_steps_and_on_another_tree(
     repo.write("elsewhere.txt", "another tree\n")
     other = audit(repo.path, "reconcile", "canary", "--observed", "pass")
     assert other.code == 1 and "was recorded for tree" in other.err
+
+
+# links -> (symlinks to create, the path the check reads, the step's inputs)
+LINKED: dict[str, tuple[dict[str, str], str, list[str]]] = {
+    "file": ({"pkg/data.txt": "../real/data.txt"}, "pkg/data.txt", ["pkg/**"]),
+    "folder": ({"pkg/lib": "../real"}, "pkg/lib/data.txt", ["pkg/**"]),
+    "chain": (
+        {"pkg/data.txt": "../mid/data.txt", "mid/data.txt": "../real/data.txt"},
+        "pkg/data.txt",
+        ["pkg/**"],
+    ),
+    "subfolder": ({"pkg/a/b/data.txt": "../../../real/data.txt"}, "pkg/a/b/data.txt", ["pkg/**"]),
+    "through a linked folder": ({"pkg/lib": "../real"}, "pkg/lib/data.txt", ["pkg/lib/data.txt"]),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(LINKED))
+def test_a_change_behind_a_symlink_runs_the_step_again(
+    repo: GitRepo, sealed: Sealer, variant: str
+) -> None:
+    links, read, patterns = LINKED[variant]
+    repo.write("real/data.txt", "good\n")
+    for path, target in links.items():
+        (repo.path / path).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, repo.path / path)
+    sealed(make_plan(run_step("s", "grep", "-q", "good", read, inputs=patterns)))
+    assert audit(repo.path, "run").code == 0
+    repo.write("elsewhere.txt", "not an input\n")
+    repo.commit("unrelated")
+    assert audit(repo.path, "run").code == 0
+    assert run_doc(repo)["steps"]["s"]["status"] == "carried"
+    repo.write("real/data.txt", "good, and changed\n")  # the link itself is untouched
+    repo.commit("change behind the link")
+    assert audit(repo.path, "run").code == 0
+    assert run_doc(repo)["steps"]["s"]["status"] == "passed", variant
+    assert audit(repo.path, "status").code == 0

@@ -213,10 +213,11 @@ def test_commit_msg_is_served_from_the_memo_with_its_trailers(passing: GitRepo) 
     text = message.read_text()
     run = passing.git("rev-parse", "refs/audit/runs/default").strip()
     assert "Audit-Verdict: PASS" in text and f"Audit-Run: {run}" in text
-    passing.git("config", "audit.commitMsg", "off")
-    message.write_text("plain\n")
-    assert hook(passing, "commit-msg", str(message))[:2] == (0, "memo")
-    assert message.read_text() == "plain\n"  # off: no trailers, and no judgement at all
+    passing.git("config", "audit.commitMsg", "off")  # below the policy's claims: no effect
+    for served in ("full", "memo"):  # the configuration is part of the state: judged again
+        message.write_text("plain\n\nAudit-Verdict: FAIL\nAudit-Run: forged\n")
+        assert hook(passing, "commit-msg", str(message))[:2] == (0, served)
+        assert message.read_text() == f"plain\n\nAudit-Verdict: PASS\nAudit-Run: {run}\n"
 
 
 def test_the_gate_itself_never_reads_the_memo(passing: GitRepo) -> None:
@@ -233,3 +234,22 @@ def test_a_memo_file_that_is_not_ours_is_ignored_and_replaced(passing: GitRepo) 
         memo_file(passing).write_bytes(junk)
         assert pre_push(passing)[:2] == (0, "full")
         assert pre_push(passing)[:2] == (0, "memo")  # the full gate wrote a fresh file
+
+
+def test_a_changed_trust_anchor_invalidates(passing: GitRepo) -> None:
+    """The anchor is part of the state: re-pinning it (even to the same key) is judged again."""
+    from gitaudit.ledger import anchor
+
+    handle = open_repo(passing.path)
+    found = anchor.find(handle)
+    assert found is not None
+    snap = memo.snapshot(passing.path)
+    assert snap is not None
+    stored = b"\0".join(Path(f).read_bytes() for f in anchor.files(handle))
+    assert snap[0].anchors == stored  # the fast path reads what the gate reads
+    assert pre_push(passing)[:2] == (0, "full")
+    assert pre_push(passing)[:2] == (0, "memo")
+    doc = json.loads(Path(found.file).read_text())
+    Path(found.file).write_text(json.dumps(doc))  # same pin, other bytes
+    assert pre_push(passing)[:2] == (0, "full")
+    assert pre_push(passing)[:2] == (0, "memo")

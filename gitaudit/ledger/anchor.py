@@ -1,0 +1,241 @@
+"""Trust anchors: the pin of the root of trust, kept outside the repository.
+
+``git config audit.rootKey`` lives in ``.git/config``, which whatever can write the work tree's
+``.git/`` (an agent confined to the project directory) can rewrite: re-pin the root of trust to
+its own key and fabricate a whole new ``refs/audit/plans``. A **trust anchor** is that pin kept in
+the user's gitaudit home, keyed by repository:
+``$GITAUDIT_HOME/anchors/<sha256 of the real path of the git common dir>.json``, and the same
+document keyed by the main work tree (so a ``.git`` swapped for, or redirected to, another
+repository is noticed too). Each names the repository (for people reading it) and the root key's
+fingerprint.
+
+``git audit init`` and ``git audit trust init`` write it (the human's set-up); ``git audit trust
+anchor`` pins the current verified root after confirmation. When a repository has an anchor, the
+gate pins the root of trust to it, and ``audit.rootKey`` must agree: missing or different is
+``plans.anchor-mismatch`` (FAIL), whatever the plans ref says. Without one, ``audit.rootKey`` alone
+is the pin, as before; that is also how a server works, whose configuration is its
+administrator's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.errors import GitAuditError, TrustError
+from gitaudit.git.repo import Repo
+from gitaudit.places import anchor_path
+
+FORMAT = "gitaudit.anchor/1"
+CODE = "plans.anchor-mismatch"
+
+
+class AnchorError(TrustError):
+    """The repository's trust anchor and ``audit.rootKey`` disagree, or the anchor cannot be
+    trusted: the gate's reason is ``plans.anchor-mismatch``."""
+
+    code = CODE
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """One repository's anchor, as read from *file*."""
+
+    file: str
+    repository: str  # the real path of the git common dir
+    worktree: str | None  # the real path of the main work tree, None for a bare repository
+    root_key: str  # SHA256:... of the key that signs the root of refs/audit/plans
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "format": FORMAT,
+            "repository": self.repository,
+            "worktree": self.worktree,
+            "root_key": self.root_key,
+        }
+
+
+def common_dir(gitdir: Path) -> str:
+    """The real path of the git common directory of the repository at *gitdir* (for a linked
+    worktree, the main repository's; git's own rule: ``<gitdir>/commondir``)."""
+    try:
+        text = (gitdir / "commondir").read_text(encoding="utf-8").strip()
+    except (FileNotFoundError, NotADirectoryError):
+        text = ""
+    except OSError as exc:
+        raise AnchorError(f"cannot read {gitdir / 'commondir'}: {exc.strerror}") from None
+    return os.path.realpath(gitdir / text if text else gitdir)
+
+
+def files(repo: Repo) -> list[str]:
+    """Where *repo*'s anchor is kept: by its common dir, and by the work tree whose ``.git`` led
+    to it (``Repo.entered``: where the user is, not where that ``.git`` or ``core.worktree``
+    says the work tree is)."""
+    keys = [anchor_path(common_dir(repo.gitdir))]
+    if repo.entered is not None:
+        keys.append(anchor_path(repo.entered))
+    return keys
+
+
+def find(repo: Repo) -> Anchor | None:
+    """*repo*'s anchor, or None when it has none. AnchorError when an anchor exists but cannot
+    be trusted, or names another repository (the ``.git`` of an anchored work tree now leads
+    elsewhere)."""
+    here = common_dir(repo.gitdir)
+    by_repo, *by_tree = (_read(path, repo) for path in files(repo))
+    if by_repo is not None and by_repo.repository != here:
+        raise AnchorError(
+            f"the trust anchor {by_repo.file} names the repository {by_repo.repository}, "
+            f"not {here}",
+            hint="remove it, then pin the root again: `git audit trust anchor`",
+        )
+    tree = by_tree[0] if by_tree else None
+    if tree is not None and tree.repository != here:
+        raise AnchorError(
+            f"the work tree {repo.entered} is anchored to the repository {tree.repository}, but "
+            f"git now reads {here}: its .git was replaced or redirected ({tree.file})",
+            hint="restore the work tree's .git; if you moved the repository on purpose, pin its "
+            "root again: `git audit trust anchor`",
+        )
+    return by_repo or tree
+
+
+def _read(path: str, repo: Repo) -> Anchor | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise AnchorError(
+            f"cannot read the trust anchor {path}: {exc.strerror or exc}",
+            hint="it must be a regular file; pin the root again: `git audit trust anchor`",
+        ) from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        raw = handle.read(1 << 16)
+    if repo.workdir is not None and _inside(path, repo.workdir):
+        raise AnchorError(
+            f"the trust anchor {path} is inside the work tree, where anything that edits the "
+            "work tree can rewrite it",
+            hint="set GITAUDIT_HOME outside the repository, then `git audit trust anchor`",
+        )
+    owned = not hasattr(os, "getuid") or info.st_uid == os.getuid()
+    if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o022 or not owned:
+        raise AnchorError(
+            f"the trust anchor {path} is writable by others",
+            hint=f"chmod 600 {path}, after checking its root_key",
+        )
+    try:
+        doc = json.loads(raw)
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise ValueError(f"not a {FORMAT} document")
+        worktree = doc["worktree"]
+        anchor = Anchor(
+            file=path,
+            repository=_text(doc["repository"]),
+            worktree=None if worktree is None else _text(worktree),
+            root_key=_text(doc["root_key"]),
+        )
+        if not anchor.root_key.startswith("SHA256:"):
+            raise ValueError("root_key is not a SHA256: fingerprint")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AnchorError(
+            f"the trust anchor {path} is malformed ({exc})",
+            hint="remove it, then pin the root again: `git audit trust anchor`",
+        ) from None
+    return anchor
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise TypeError("expected a non-empty string")
+    return value
+
+
+def _inside(path: str, root: Path) -> bool:
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return os.path.commonpath([real, top]) == top
+
+
+def same_key(configured: str, fingerprint: str) -> bool:
+    """Whether ``audit.rootKey`` (a ``SHA256:`` fingerprint or an OpenSSH public key line) names
+    the key with *fingerprint*."""
+    configured = configured.strip()
+    if configured.startswith("SHA256:"):
+        return configured == fingerprint
+    try:
+        return PublicKey.from_openssh(configured).fingerprint() == fingerprint
+    except GitAuditError:
+        return False
+
+
+def pinned_root(repo: Repo) -> str | None:
+    """The pin of the root of trust: the anchor's key when *repo* has an anchor (and then
+    ``audit.rootKey`` must name the same key), else ``audit.rootKey`` (None: trust on first
+    use). AnchorError when they disagree."""
+    configured = repo.config("audit.rootKey")
+    anchor = find(repo)
+    if anchor is None:
+        return configured
+    if configured is None:
+        raise AnchorError(
+            f"audit.rootKey is not set, but this repository is anchored to {anchor.root_key} "
+            f"({anchor.file}): .git/config was changed",
+            hint=f"restore the pin: `git config audit.rootKey {anchor.root_key}`",
+        )
+    if not same_key(configured, anchor.root_key):
+        raise AnchorError(
+            f"audit.rootKey ({configured.strip()[:60]}) disagrees with this repository's trust "
+            f"anchor {anchor.root_key} ({anchor.file}): .git/config was changed",
+            hint=f"restore the pin: `git config audit.rootKey {anchor.root_key}` (if you re-pinned "
+            "on purpose, pin the new root: `git audit trust anchor`)",
+        )
+    return anchor.root_key
+
+
+def write(repo: Repo, root_key: str) -> Anchor:
+    """Pin *repo*'s root of trust to *root_key* (a ``SHA256:`` fingerprint) in its anchor files.
+    AnchorError when they cannot be written (the files stay as they were)."""
+    here = common_dir(repo.gitdir)
+    worktree = os.path.realpath(repo.entered) if repo.entered is not None else None
+    paths = files(repo)
+    anchor = Anchor(paths[0], here, worktree, root_key)
+    for path in paths:
+        if repo.workdir is not None and _inside(path, repo.workdir):
+            raise AnchorError(
+                f"the trust anchor would be inside the work tree ({path})",
+                hint="set GITAUDIT_HOME outside the repository",
+            )
+    data = (json.dumps(anchor.to_json(), indent=2, sort_keys=True) + "\n").encode()
+    try:
+        for path in paths:
+            _write_file(path, data)
+    except OSError as exc:
+        raise AnchorError(
+            f"cannot write the trust anchor {exc.filename or paths[0]}: {exc.strerror or exc}",
+            hint="make $GITAUDIT_HOME writable (or point GITAUDIT_HOME elsewhere) and retry",
+        ) from None
+    return anchor
+
+
+def _write_file(path: str, data: bytes) -> None:
+    folder = os.path.dirname(path)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".anchor.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,205 @@
+"""Attacks on the local pin of the root of trust: ``audit.rootKey`` in ``.git/config``.
+
+The agent can write the work tree and ``.git/``, so it can re-pin ``audit.rootKey`` to a key of
+its own and fabricate a whole ``refs/audit/plans`` (and evidence) signed by it; it cannot write
+the user's gitaudit home, where ``trust init`` keeps the repository's trust anchor
+(:mod:`gitaudit.ledger.anchor`). Every attack here starts from mallory's fabricated ledger: a clone
+whose plans ref has mallory as its root, sealer and runner, with a genuine PASS run of the same
+plan for the same tree, fetched over the repository's audit refs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gitaudit.git.repo import open_repo
+from gitaudit.ledger import anchor
+from gitaudit.ledger.refs import PLANS_REF, runs_ref
+from gitaudit.ledger.seals import seal_plan, trust_init
+from gitaudit.places import anchor_path
+from gitaudit.plan.catalog import check_worktree
+from gitaudit.run.recorder import run_plan
+from tests.adversarial.conftest import World, assert_plans_level
+from tests.gitrepo import GitRepo, audit
+from tests.run.test_memo import hook, pre_push
+
+RUNS = runs_ref("default")
+
+
+def _fabricate(world: World, tmp_path: Path) -> str:
+    """mallory's ledger in a clone, fetched over the audit refs; her key's fingerprint."""
+    other = GitRepo(tmp_path / "fabricated")
+    subprocess.run(
+        ["git", "clone", "-q", str(world.path), str(other.path)], check=True, capture_output=True
+    )
+    handle = open_repo(other.path)
+    trust_init(handle, world.mallory, "mallory")
+    (checked,) = check_worktree(other.path, "default")
+    seal_plan(handle, world.mallory, checked)
+    assert run_plan(open_repo(other.path), "default", world.mallory).verdict == "PASS"
+    world.repo.git("fetch", "-q", str(other.path), "+refs/audit/*:refs/audit/*")
+    return world.mallory.public_key.fingerprint()
+
+
+def _forget_marks(world: World) -> None:
+    shutil.rmtree(world.handle().state_dir)
+
+
+def _forge_marks(world: World) -> None:
+    """Write watermarks.json as if every current audit tip had been verified."""
+    tips = {ref: world.ref(ref) for ref in (PLANS_REF, RUNS)}
+    marks = {"verified": tips, "seen": tips}
+    state = world.handle().state_dir
+    state.mkdir(exist_ok=True)
+    (state / "watermarks.json").write_text(json.dumps(marks))
+
+
+@pytest.mark.parametrize("marks", ["deleted", "forged"])
+def test_attack_anchors_config_repinned_to_a_fabricated_root(
+    proven: World, tmp_path: Path, marks: str
+) -> None:
+    """mallory's ledger, and `git config audit.rootKey` re-pinned to her key; the high-water
+    marks deleted (a fresh start) or forged to vouch for her tips."""
+    fingerprint = _fabricate(proven, tmp_path)
+    proven.repo.git("config", "audit.rootKey", fingerprint)
+    _forget_marks(proven) if marks == "deleted" else _forge_marks(proven)
+    result = proven.gate()
+    assert_plans_level(result, "plans.anchor-mismatch")
+    assert "disagrees with this repository's trust anchor" in result.reasons[0].message
+    status = proven.cli("status", "--json")
+    assert status.code == 1 and status.json()["reasons"][0]["code"] == "plans.anchor-mismatch"
+    code, _path, err = pre_push(proven.repo)
+    assert code == 1 and "plans.anchor-mismatch" in err
+    message = proven.path / ".git" / "MSG"
+    message.write_text("finish\n\nAudit-Claim: done\n")
+    code, _path, err = hook(proven.repo, "commit-msg", str(message))
+    assert code == 1 and "plans.anchor-mismatch" in err
+    verified = proven.cli("verify")
+    assert verified.code == 1 and "disagrees with this repository's trust anchor" in verified.out
+
+
+def test_attack_anchors_config_pin_deleted(proven: World, tmp_path: Path) -> None:
+    """mallory's ledger, and the pin simply removed from .git/config (trust on first use)."""
+    _fabricate(proven, tmp_path)
+    proven.repo.git("config", "--unset", "audit.rootKey")
+    _forget_marks(proven)
+    result = proven.gate()
+    assert_plans_level(result, "plans.anchor-mismatch")
+    assert "audit.rootKey is not set" in result.reasons[0].message
+    assert "git config audit.rootKey" in result.reasons[0].hint
+
+
+@pytest.mark.parametrize("anchored", [True, False])
+def test_attack_anchors_forged_marks_skip_the_pinned_root(
+    proven: World, tmp_path: Path, anchored: bool
+) -> None:
+    """The pin is left alone; mallory's ledger goes in with marks written to say it was
+    verified, so only the tip's signature (by mallory, a sealer of her own chain) is checked.
+    The root is checked against the pin all the same, anchored or not."""
+    _fabricate(proven, tmp_path)
+    if not anchored:
+        for path in anchor.files(proven.handle()):
+            os.unlink(path)
+    _forge_marks(proven)
+    result = proven.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "not by the pinned audit.rootKey" in result.reasons[0].message
+
+
+def test_attack_anchors_the_anchor_of_another_repository(proven: World, tmp_path: Path) -> None:
+    """Anchors are per repository: the fabricating clone has its own (mallory's), which decides
+    nothing here; and a copy of it put where this repository's anchor is does not apply."""
+    fingerprint = _fabricate(proven, tmp_path)
+    fabricated = open_repo(tmp_path / "fabricated")
+    assert fabricated.config("audit.rootKey") == fingerprint
+    assert open_repo(tmp_path / "fabricated").git.references.get(PLANS_REF) is not None
+    theirs = anchor.find(fabricated)
+    assert theirs is not None and theirs.root_key == fingerprint
+    proven.repo.git("config", "audit.rootKey", fingerprint)
+    _forget_marks(proven)
+    assert_plans_level(proven.gate(), "plans.anchor-mismatch")
+    for mine in anchor.files(proven.handle()):
+        shutil.copyfile(theirs.file, mine)  # (the agent cannot write here; a mistake could)
+    result = proven.gate()
+    assert_plans_level(result, "plans.anchor-mismatch")
+    assert "names the repository" in result.reasons[0].message
+
+
+@pytest.mark.parametrize("how", ["gitfile", "commondir"])
+def test_attack_anchors_git_dir_swapped_for_a_fabricated_one(
+    proven: World, tmp_path: Path, how: str
+) -> None:
+    """A copy of .git, inside the work tree, with mallory's ledger and pin, and the work tree's
+    `.git` made a `gitdir:` file pointing at it (or `.git/commondir` pointing at its copy):
+    git now reads another repository, which has no anchor of its own."""
+    fingerprint = _fabricate(proven, tmp_path)
+    dot_git = proven.path / ".git"
+    fake = proven.path / ".cache" / "git"
+    shutil.copytree(dot_git, fake)
+    subprocess.run(["git", "config", "audit.rootKey", fingerprint], cwd=fake, check=True)
+    shutil.rmtree(fake / "gitaudit")
+    if how == "gitfile":
+        shutil.rmtree(dot_git)
+        dot_git.write_text(f"gitdir: {fake}\n")
+    else:
+        (dot_git / "commondir").write_text(f"{fake}\n")
+        _forget_marks(proven)  # they live in .git/gitaudit, which stays: they would say rewind
+    assert proven.repo.git("config", "audit.rootKey").strip() == fingerprint
+    result = proven.gate()
+    assert_plans_level(result, "plans.anchor-mismatch")
+    assert "was replaced or redirected" in result.reasons[0].message
+
+
+def test_attack_anchors_a_private_gitaudit_home_fools_only_its_owner(
+    proven: World, tmp_path: Path
+) -> None:
+    """KNOWN LIMIT (by design): the agent runs its own `git audit status` with GITAUDIT_HOME
+    pointing at an empty folder, so it sees no anchor and its re-pinned ledger PASSes for it.
+    That fools nobody else: the user's own status (their home) says anchor-mismatch, and so
+    do the hooks when the user commits or pushes; a server judges with its own pin."""
+    fingerprint = _fabricate(proven, tmp_path)
+    proven.repo.git("config", "audit.rootKey", fingerprint)
+    _forget_marks(proven)
+    own = {"GITAUDIT_HOME": str(tmp_path / "agent-home")}
+    assert audit(proven.path, "status", "HEAD", env=own).code == 0  # the agent's own view
+    assert audit(proven.path, "status", "HEAD").code == 1
+    assert pre_push(proven.repo)[0] == 1
+
+
+def test_trust_init_refuses_a_root_other_than_the_anchored_one(proven: World) -> None:
+    """An agent that deletes the plans ref and runs `git audit trust init` with its own key
+    would create a root of trust the anchor refuses: init says so and creates nothing."""
+    tip = proven.ref(PLANS_REF)
+    proven.repo.git("update-ref", "-d", PLANS_REF)
+    with pytest.raises(anchor.AnchorError, match="is anchored to the root key"):
+        trust_init(proven.handle(), proven.mallory, "mallory")
+    assert proven.ref(PLANS_REF) is None
+    proven.set_ref(PLANS_REF, str(tip))
+
+
+def test_trust_anchor_pins_the_verified_root(proven: World, tmp_path: Path) -> None:
+    """`git audit trust anchor` shows the root's key, asks, and pins it outside the repository;
+    `--expect` refuses another key."""
+    handle = proven.handle()
+    for path in anchor.files(handle):
+        os.unlink(path)
+    alice = proven.alice.public_key.fingerprint()
+    refused = audit(proven.path, "trust", "anchor")  # no terminal to confirm in
+    assert refused.code == 2 and "--yes" in refused.err
+    wrong = audit(proven.path, "trust", "anchor", "--yes", "--expect", "SHA256:" + "A" * 43)
+    assert wrong.code == 1 and f"signed by {alice}" in wrong.err
+    assert anchor.find(handle) is None
+    pinned = audit(proven.path, "trust", "anchor", "--yes", "--expect", alice)
+    assert pinned.code == 0, pinned.err
+    found = anchor.find(handle)
+    assert found is not None and found.root_key == alice
+    assert found.file == anchor_path(handle.gitdir)
+    assert "already anchored" in audit(proven.path, "trust", "anchor", "--yes").out
+    doctor = audit(proven.path, "doctor")
+    assert f"ok  trust anchor: {alice}" in doctor.out

@@ -1,0 +1,238 @@
+"""Attacks on what the gate reads as history: replace refs, grafts, the shallow file and the
+commit-graph, all of which an agent can write into ``.git/``.
+
+What was measured (pygit2 1.21 on libgit2 1.9, git 2.39): libgit2 never honours
+``refs/replace/*``, but applies ``info/grafts`` and ``shallow`` to every commit it parses
+(``parent_ids``, ``walk``, ``descendant_of``, ``merge_base``, ``revparse_single``); git honours all
+four unless told not to, and a hand-made ``objects/info/commit-graph`` lies to ``rev-list`` about
+parents. gitaudit reads objects through :class:`gitaudit.git.repo.StoredHistory` (an in-memory
+libgit2 repository over the real object and ref databases: no grafts, no shallow file) and runs
+git with ``GIT_NO_REPLACE_OBJECTS=1``, an empty graft file and ``core.commitGraph=false``. Each
+test below asserts the verdict the real objects give, through ``status``, the hooks (with the
+verdict memo) and the deep-ledger confirmation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import struct
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from gitaudit.ledger.objects import write_tree
+from gitaudit.ledger.refs import PLANS_REF, runs_ref
+from gitaudit.ledger.runs import append_run
+from gitaudit.ledger.seals import trust_remove
+from tests.adversarial.conftest import World, assert_plan, assert_plans_level
+from tests.adversarial.test_evidence import failing as failing  # noqa: PLC0414 (fixture)
+from tests.adversarial.test_seals import _forge_weak_seal
+from tests.run.test_memo import pre_push
+
+RUNS = runs_ref("default")
+
+
+def _graft(world: World, *lines: tuple[str, ...]) -> None:
+    """Write ``.git/info/grafts``: each line a commit and the parents git and libgit2 should
+    pretend it has."""
+    info = world.path / ".git" / "info"
+    info.mkdir(exist_ok=True)
+    (info / "grafts").write_text("".join(" ".join(line) + "\n" for line in lines))
+
+
+def _forget_index(world: World) -> None:
+    """The lookup cache is rebuildable: an agent may delete it so it is rebuilt under its graft."""
+    for leftover in (world.handle().state_dir).glob("index.sqlite*"):
+        leftover.unlink()
+
+
+def _run_on_another_tree(world: World) -> str:
+    """A genuine run for another tree on top of the ledger (the tip a graft can reparent)."""
+    world.repo.write("other.txt", "another tree\n")
+    world.repo.commit("another tree")
+    return world.run().commit
+
+
+def _pad(world: World, count: int) -> list[str]:
+    """*count* runner-signed run commits for made-up trees on top of the ledger."""
+    handle = world.handle()
+    doc = json.loads(world.files_at(RUNS)["run.json"])
+    out = []
+    for i in range(count):
+        doc["tree"] = f"{i:040x}"
+        message = (
+            f"audit(default): PASS\n\nAudit-Tree: {doc['tree']}\n"
+            f"Audit-Contract: {doc['contract_digest']}\n"
+        )
+        files = {"run.json": json.dumps(doc).encode()}
+        out.append(str(append_run(handle.git, "default", files, message, world.ci)))
+    return out
+
+
+def _poison_index(world: World, hide: str) -> None:
+    """The cache forgets the FAIL run (what test_deep_ledger shows the confirmation catches)."""
+    db = sqlite3.connect(world.handle().state_dir / "index.sqlite")
+    db.execute("UPDATE runs SET tree='x' WHERE commit_id=?", (hide,))
+    db.commit()
+    db.close()
+
+
+def _forge_commit_graph(world: World, child: str, parent: str) -> None:
+    """Write a commit-graph in which *child*'s first parent is *parent*, with a valid checksum."""
+    world.repo.git("commit-graph", "write", "--reachable")
+    path = world.path / ".git" / "objects" / "info" / "commit-graph"
+    data = bytearray(path.read_bytes())
+    chunks = {}
+    for i in range(data[6] + 1):
+        cid, off = struct.unpack(">4sQ", data[8 + 12 * i : 20 + 12 * i])
+        chunks[cid] = off
+    lookup, commits = chunks[b"OIDL"], chunks[b"CDAT"]
+    oids = [
+        bytes(data[lookup + 20 * i : lookup + 20 * i + 20]) for i in range((commits - lookup) // 20)
+    ]
+    row = oids.index(bytes.fromhex(child))
+    struct.pack_into(">I", data, commits + 36 * row + 20, oids.index(bytes.fromhex(parent)))
+    data[-20:] = hashlib.sha1(bytes(data[:-20])).digest()
+    path.chmod(0o644)
+    path.write_bytes(bytes(data))
+
+
+# ---------------------------------------------------------------------------- replace refs
+
+
+def test_attack_history_replace_ref_swaps_the_failing_run_for_the_passing_one(
+    failing: tuple[World, str, Path],
+) -> None:
+    """`git replace FAIL PASS`: plain git now shows the PASS run wherever the FAIL run is."""
+    world, passed, _ = failing
+    failed = world.ref(RUNS)
+    assert failed is not None
+    world.repo.git("replace", failed, passed)
+    assert json.loads(world.repo.git("show", f"{RUNS}:run.json"))["verdict"] == "PASS"
+    _forget_index(world)
+    assert_plan(world.gate(), "step.failed", "FAIL")
+    assert world.cli("status", "HEAD").code == 1
+    assert pre_push(world.repo)[0] == 1
+
+
+def test_attack_history_replace_ref_swaps_the_judged_commit(proven: World) -> None:
+    """An unproven commit B is replaced by the proven A: git now says B's tree is A's."""
+    proven_commit = proven.repo.git("rev-parse", "HEAD").strip()
+    assert pre_push(proven.repo)[:2] == (0, "memo")  # A's PASS is remembered
+    proven.repo.write("src.py", "x = 1\n")
+    unproven = proven.repo.commit("unproven")
+    proven.repo.git("replace", unproven, proven_commit)
+    assert proven.repo.git("rev-parse", f"{unproven}^{{tree}}") == proven.repo.git(
+        "rev-parse", f"{proven_commit}^{{tree}}"
+    )
+    assert_plan(proven.gate(unproven), "evidence.missing", "UNKNOWN")
+    for _ in range(2):  # neither the memo nor the full gate serve A's PASS for B
+        code, path, err = pre_push(proven.repo, unproven)
+        assert (code, path) == (1, "full") and "UNKNOWN" in err
+    assert proven.cli("status", unproven).code == 3
+
+
+def test_attack_history_replace_ref_swaps_the_plans_tip(proven: World) -> None:
+    """mallory's weak seal replaces the plans tip for plain git; the weak plan is committed."""
+    tip = proven.ref(PLANS_REF)
+    assert tip is not None
+    git = proven.handle().git
+    weak = proven.commit_object(
+        git,
+        write_tree(git, _forge_weak_seal(proven)),
+        [pygit2.Oid(hex=tip)],
+        "plans: weak\n",
+        proven.mallory,
+    )
+    proven.repo.git("replace", tip, str(weak))
+    proven.repo.commit("weak plan")
+    assert_plan(proven.gate(), "plan.differs-from-seal", "FAIL")
+
+
+# ---------------------------------------------------------------------------------- grafts
+
+
+def test_attack_history_graft_hides_a_newer_failing_run(failing: tuple[World, str, Path]) -> None:
+    """PASS, then FAIL for the same tree, then a run for another tree X. A graft makes X's parent
+    the PASS run, and the lookup cache is rebuilt under it: the FAIL run is out of every walk."""
+    world, passed, _ = failing
+    failed = world.ref(RUNS)
+    assert failed is not None
+    top = _run_on_another_tree(world)
+    _graft(world, (top, passed))
+    _forget_index(world)
+    assert_plan(world.gate("HEAD~1"), "step.failed", "FAIL")
+    assert world.cli("status", "HEAD~1").code == 1
+    for _ in range(2):  # nothing is remembered, so the hook judges in full both times
+        code, path, _err = pre_push(world.repo, "HEAD~1")
+        assert (code, path) == (1, "full")
+
+
+def test_attack_history_graft_hides_a_failing_run_deep_in_the_ledger(
+    failing: tuple[World, str, Path],
+) -> None:
+    """300 runs on top of the FAIL run, the cache told to forget it, and a graft close to the
+    tip pointing at the PASS run: the confirmation walk must not reach the PASS run early."""
+    world, passed, _ = failing
+    failed = world.ref(RUNS)
+    assert failed is not None
+    pads = _pad(world, 300)
+    world.gate()  # index the pads
+    _poison_index(world, failed)
+    _graft(world, (pads[-10], passed))
+    judged = assert_plan(world.gate(), "evidence.ledger", "FAIL")
+    assert f"the newest is {failed[:12]}" in judged.reasons[0].message
+    assert pre_push(world.repo)[0] == 1
+
+
+def test_attack_history_commit_graph_hides_a_failing_run_deep_in_the_ledger(
+    failing: tuple[World, str, Path],
+) -> None:
+    """The same, past the 256 commits walked in Python: git's own search confirms, and a
+    hand-made commit-graph makes the oldest pad's parent the PASS run for git."""
+    world, passed, _ = failing
+    failed = world.ref(RUNS)
+    assert failed is not None
+    pads = _pad(world, 300)
+    world.gate()
+    _poison_index(world, failed)
+    _forge_commit_graph(world, pads[0], passed)
+    fooled = world.repo.git("rev-list", "--first-parent", pads[0]).split()
+    assert fooled[1] == passed  # plain git believes the graph
+    judged = assert_plan(world.gate(), "evidence.ledger", "FAIL")
+    assert f"the newest is {failed[:12]}" in judged.reasons[0].message
+
+
+def test_attack_history_graft_makes_a_rewound_plans_ref_look_forward(proven: World) -> None:
+    """ci's key is removed (it leaked); the plans ref is set back to the commit before the
+    removal, and a graft makes that commit a child of the removal, so the rewind looks like a
+    fast-forward whose change (ci trusted again) only a sealer could have signed."""
+    removal = str(trust_remove(proven.handle(), proven.alice, "ci"))
+    assert_plan(proven.gate(), "evidence.untrusted", "FAIL")
+    before = proven.repo.git("rev-parse", f"{removal}~1").strip()
+    proven.set_ref(PLANS_REF, before)
+    _graft(proven, (before, removal), (removal,))  # and no cycle: the removal has no parent
+    result = proven.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "moved backwards or was rewritten" in result.reasons[0].message
+
+
+# --------------------------------------------------------------------------------- shallow
+
+
+@pytest.mark.parametrize("cut", ["top", "failed"])
+def test_attack_history_shallow_file_cuts_the_runs_ledger(
+    failing: tuple[World, str, Path], cut: str
+) -> None:
+    """`.git/shallow` makes a ledger commit look parentless (for git and for libgit2): the runs
+    below it vanish from every walk. The gate reads the stored parents all the same."""
+    world, _passed, _ = failing
+    failed = world.ref(RUNS)
+    assert failed is not None
+    top = _run_on_another_tree(world)
+    (world.path / ".git" / "shallow").write_text(f"{top if cut == 'top' else failed}\n")
+    _forget_index(world)
+    assert_plan(world.gate("HEAD~1"), "step.failed", "FAIL")

@@ -1,0 +1,132 @@
+"""What a step's ``inputs`` cover in a tree: symlinks are followed inside the tree."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gitaudit.git.repo import open_repo
+from gitaudit.plan import inputs
+from gitaudit.plan.inputs import covered_files, matches_input
+from tests.gitrepo import GitRepo
+
+FILES = {
+    "real/a.txt": "a\n",
+    "real/b.txt": "b\n",
+    "real/deep/c.txt": "c\n",
+    "other/z.txt": "z\n",
+}
+
+# (links to create: path -> target, the inputs patterns, the paths they must cover)
+CASES: dict[str, tuple[dict[str, str], list[str], set[str]]] = {
+    "no links: the matching files, as always": ({}, ["real/**"], set(FILES) - {"other/z.txt"}),
+    "a link to a file covers the file": (
+        {"pkg/a.txt": "../real/a.txt"},
+        ["pkg/**"],
+        {"pkg/a.txt", "real/a.txt"},
+    ),
+    "a link to a folder covers every file below it": (
+        {"pkg/lib": "../real"},
+        ["pkg/**"],
+        {"pkg/lib", "real/a.txt", "real/b.txt", "real/deep/c.txt"},
+    ),
+    "a chain of links covers each link and the end": (
+        {"pkg/a.txt": "../mid/a.txt", "mid/a.txt": "../real/a.txt"},
+        ["pkg/**"],
+        {"pkg/a.txt", "mid/a.txt", "real/a.txt"},
+    ),
+    "a link deep in a subfolder, with ../ up to the root": (
+        {"pkg/s/d/a.txt": "../../../real/a.txt"},
+        ["pkg/**"],
+        {"pkg/s/d/a.txt", "real/a.txt"},
+    ),
+    "a linked folder on the way to the target": (
+        {"pkg/a.txt": "../via/deep/c.txt", "via": "real"},
+        ["pkg/**"],
+        {"pkg/a.txt", "via", "real/deep/c.txt"},
+    ),
+    "a glob through a linked folder covers the file it reaches": (
+        {"pkg/lib": "../real"},
+        ["pkg/lib/a.txt"],
+        {"pkg/lib", "real/a.txt"},
+    ),
+    "a wildcard through a linked folder": (
+        {"pkg/lib": "../real"},
+        ["pkg/lib/deep/*.txt"],
+        {"pkg/lib", "real/deep/c.txt"},
+    ),
+    "a linked folder inside a linked folder": (
+        {"pkg/lib": "../real", "real/more": "../other"},
+        ["pkg/lib/more/z.txt"],
+        {"pkg/lib", "real/more", "other/z.txt"},
+    ),
+    "links below a linked folder are followed too": (
+        {"pkg/lib": "../real", "real/more": "../other"},
+        ["pkg/**"],
+        {"pkg/lib", "real/a.txt", "real/b.txt", "real/deep/c.txt", "real/more", "other/z.txt"},
+    ),
+    "a link to its own folder's parent covers what is there": (
+        {"pkg/up": ".."},
+        ["pkg/**"],
+        {*FILES, "README.md", "pkg/up"},
+    ),
+    "a loop through a glob is covered whole": (
+        {"loop": "."},
+        ["loop/loop/real/a.txt"],
+        {*FILES, "README.md", "loop"},
+    ),
+    "outside the tree: the link's own text only": (
+        {"pkg/up": "../../outside.txt", "pkg/abs": "/etc/passwd"},
+        ["pkg/**"],
+        {"pkg/up", "pkg/abs"},
+    ),
+    "dangling: the link's own text only": (
+        {"pkg/gone": "../real/nothing.txt", "pkg/nodir": "../real/a.txt/x"},
+        ["pkg/**"],
+        {"pkg/gone", "pkg/nodir"},
+    ),
+    "a loop of links: the links' own text only": (
+        {"pkg/x": "y", "pkg/y": "x"},
+        ["pkg/**"],
+        {"pkg/x", "pkg/y"},
+    ),
+    "an unmatched link covers nothing": (
+        {"pkg/a.txt": "../real/a.txt"},
+        ["other/**"],
+        {"other/z.txt"},
+    ),
+}
+
+
+def _tree(repo: GitRepo, links: dict[str, str]) -> str:
+    for path, text in FILES.items():
+        repo.write(path, text)
+    for path, target in links.items():
+        (repo.path / path).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, repo.path / path)
+    repo.commit("tree")
+    return repo.head_tree()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_inputs_cover_what_links_lead_to(repo: GitRepo, case: str) -> None:
+    links, patterns, expected = CASES[case]
+    tree = _tree(repo, links)
+    covered = covered_files(open_repo(repo.path).git, tree, patterns)
+    assert covered is not None
+    assert {path for path, _, _ in covered} == expected, case
+
+
+def test_without_links_the_digest_lines_are_the_matching_files(repo: GitRepo) -> None:
+    tree = _tree(repo, {})
+    git = open_repo(repo.path).git
+    direct = sorted(f for f in inputs.tree_files(git, tree) if matches_input("real/**", f[0]))
+    assert covered_files(git, tree, ["real/**"]) == direct
+
+
+def test_following_links_is_bounded(repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_VISITS entries the step depends on the whole tree (None), never on less."""
+    tree = _tree(repo, {"pkg/lib": "../real"})
+    monkeypatch.setattr(inputs, "MAX_VISITS", 2)
+    assert covered_files(open_repo(repo.path).git, tree, ["pkg/**"]) is None
