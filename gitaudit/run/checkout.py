@@ -51,7 +51,8 @@ import re
 import shutil
 import stat
 import subprocess
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -304,20 +305,32 @@ def materialise(
             if folder.exists() or folder.is_symlink():
                 _remove_tree(folder)
         slot.tree.mkdir(parents=True)
+        meta = {}
     _private_git_dir(slot.git, objects)
     (slot.git / "info" / "exclude").write_text("".join(f"/{p.strip('/')}\n" for p in ignored_paths))
-    filters = _filters(slot, tree, declared_filters)
+    previous = str(meta["tree"]) if isinstance(meta.get("tree"), str) else None
+    listing = _listing(slot, slot.git, slot.tree, previous, tree)
+    requested = _requested(slot, listing, previous is None, tree, meta.get("requested"))
+    filters = _filters(requested, declared_filters)
     config = [f"{key}={value}" for key, value in filters.items()]
-    previous = None if fresh else str(meta.get("tree") or "") or None
-    if not fresh and not meta.get("clean"):
-        _sweep(slot, slot.git, slot.tree)  # leftovers the last run could not remove
-    verified = verify_objects(objects, _listing(slot, slot.git, slot.tree, previous, tree), gitdir)
-    reset = _git(
-        slot, slot.git, slot.tree, ["read-tree", "--reset", "-u", tree], config=config, check=False
-    )
-    if reset.code != 0:
+    for gone in _stale_submodules(meta, tree, slot):
+        _remove_tree(slot.tree / gone)
+    # the objects are verified while git writes them: nothing in the checkout is used before
+    # the verification has passed, and a forgery wipes it
+    verification = _Background(lambda: verify_objects(objects, listing.oids, gitdir))
+    moved = _move(slot, previous, tree, config, clean=bool(meta.get("clean")))
+    try:
+        verified = verification.result()
+    except RunError:
+        _forget(slot)
+        _remove_tree(slot.tree)
+        raise
+    if not moved:
         if fresh:
-            raise reset.error("cannot write the private checkout")
+            raise RunError(
+                f"cannot write the private checkout of tree {tree[:12]} in {slot.tree}",
+                hint="check the disk space and permissions of the cache directory",
+            )
         _forget(slot)  # rebuild from scratch
         return materialise(
             slot,
@@ -334,8 +347,70 @@ def materialise(
     ignored = tuple(_link_ignored(slot, workdir, ignored_paths))
     drivers = {k.removeprefix("filter."): v for k, v in filters.items()}
     index = _index_digest(slot.git)
-    _write_meta(slot, workdir, {"objects": str(objects), "tree": tree, "index": index})
+    _write_meta(
+        slot,
+        workdir,
+        {
+            "objects": str(objects),
+            "tree": tree,
+            "index": index,
+            "requested": requested,
+            "submodules": sorted(submodules),
+        },
+    )
     return Materialised(slot, tree, fresh, verified, drivers, submodules, ignored, index)
+
+
+class _Background:
+    """A function run in a thread; :meth:`result` waits for it and returns or raises."""
+
+    def __init__(self, fn: Callable[[], int]) -> None:
+        self.value: int = 0
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self.thread.start()
+
+    def _run(self, fn: Callable[[], int]) -> None:
+        try:
+            self.value = fn()
+        except BaseException as exc:  # handed to the caller by result()
+            self.error = exc
+
+    def result(self) -> int:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def _move(
+    slot: Slot, previous: str | None, tree: str, config: Sequence[str], *, clean: bool
+) -> bool:
+    """Bring the checkout from *previous* to *tree*. After a run that left it clean (verified
+    equal to *previous* by the purity check, leftovers removed), a two-way merge writes only
+    what changed; otherwise leftovers are swept and the checkout reset to the tree, which also
+    restores what a check changed. False when git could not."""
+    if previous is not None and clean:
+        args = ["read-tree", "-m", "-u", previous, tree]
+        if _git(slot, slot.git, slot.tree, args, config=config, check=False).code == 0:
+            return True
+    if previous is not None:
+        _sweep(slot, slot.git, slot.tree)  # leftovers the last run could not remove
+    args = ["read-tree", "--reset", "-u", tree]
+    return _git(slot, slot.git, slot.tree, args, config=config, check=False).code == 0
+
+
+def _stale_submodules(meta: Mapping[str, object], tree: str, slot: Slot) -> list[str]:
+    """Submodule paths of the last checkout that *tree* no longer has as submodules (their
+    materialised contents would stand in the way)."""
+    paths = [p for p in meta.get("submodules") or () if isinstance(p, str)]  # type: ignore[attr-defined]
+    if not paths:
+        return []
+    listed = _git(slot, slot.git, slot.tree, ["ls-tree", "-z", tree, "--", *paths]).stdout
+    kept = {
+        os.fsdecode(r.partition(b"\t")[2]) for r in listed.split(b"\0") if r.startswith(b"160000 ")
+    }
+    return [p for p in paths if p not in kept]
 
 
 def _forget(slot: Slot) -> None:
@@ -388,9 +463,18 @@ def verify_objects(objects: Path, oids: Iterable[str], gitdir: Path) -> int:
         env=git_env(),
     )
     assert proc.stdin is not None and proc.stdout is not None
+    stdin = proc.stdin
+
+    def feed() -> None:  # a thread: git blocks on a full stdout pipe while we would still write
+        with contextlib.suppress(BrokenPipeError):
+            for start in range(0, len(wanted), 1024):
+                stdin.write("".join(f"{o}\n" for o in wanted[start : start + 1024]).encode())
+        with contextlib.suppress(BrokenPipeError):
+            stdin.close()
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
     try:
-        proc.stdin.write("".join(f"{o}\n" for o in wanted).encode())
-        proc.stdin.close()
         for oid in wanted:
             header = proc.stdout.readline().split()
             if len(header) != 3:
@@ -413,17 +497,31 @@ def verify_objects(objects: Path, oids: Iterable[str], gitdir: Path) -> int:
                 )
     finally:
         proc.stdout.close()
+        proc.kill()
         proc.wait()
+        feeder.join()
     return len(wanted)
 
 
 # ------------------------------------------------------------------------------------ filters
 
 
-def _filters(slot: Slot, tree: str, declared: Sequence[str]) -> dict[str, str]:
-    """The ``-c filter.NAME.*`` settings for the content filters *tree* asks for: each must be
+def _requested(
+    slot: Slot, listing: _Listing, fresh: bool, tree: str, known: object
+) -> dict[str, str]:
+    """The content filters *tree*'s attributes ask for (name -> the file naming it): from the
+    listing of a fresh checkout; for an update, the last answer (*known*) unless a
+    .gitattributes changed."""
+    if fresh:
+        return _filters_named(slot, listing.attributes)
+    if isinstance(known, dict) and not listing.attributes:
+        return {str(k): str(v) for k, v in known.items()}
+    return _requested_filters(slot, tree)
+
+
+def _filters(requested: Mapping[str, str], declared: Sequence[str]) -> dict[str, str]:
+    """The ``-c filter.NAME.*`` settings for the content filters the tree asks for: each must be
     declared by the plan and configured in the user's global git configuration."""
-    requested = _requested_filters(slot, tree)
     undeclared = sorted(set(requested) - set(declared))
     if undeclared:
         name = undeclared[0]
@@ -457,13 +555,18 @@ def _requested_filters(slot: Slot, tree: str) -> dict[str, str]:
     """filter name -> the .gitattributes file that names it, over every .gitattributes of
     *tree* (macros included: any ``filter=NAME`` counts)."""
     listing = _git(slot, slot.git, slot.tree, ["ls-tree", "-r", "-z", tree])
-    blobs: list[tuple[str, str]] = []
+    attributes: dict[str, str] = {}
     for record in listing.stdout.split(b"\0"):
         info, _, raw = record.partition(b"\t")
         if raw == b".gitattributes" or raw.endswith(b"/.gitattributes"):
-            blobs.append((info.split()[2].decode(), os.fsdecode(raw)))
+            attributes[os.fsdecode(raw)] = info.split()[2].decode()
+    return _filters_named(slot, attributes)
+
+
+def _filters_named(slot: Slot, attributes: Mapping[str, str]) -> dict[str, str]:
+    """filter name -> the first of *attributes* (path -> blob) that names it."""
     found: dict[str, str] = {}
-    for blob, path in blobs:
+    for path, blob in sorted(attributes.items()):
         text = _git(slot, slot.git, slot.tree, ["cat-file", "blob", blob]).out
         for line in text.splitlines():
             if line.lstrip().startswith("#"):
@@ -480,12 +583,7 @@ def _submodules(
     slot: Slot, source_gitdir: Path, git_dir: Path, work_tree: Path, tree: str, depth: int
 ) -> dict[str, str]:
     """Materialise every submodule (gitlink) of *tree* at its recorded commit; path -> commit."""
-    staged = _git(slot, git_dir, work_tree, ["ls-files", "-s", "-z"])
-    links: list[tuple[str, str]] = []
-    for record in staged.stdout.split(b"\0"):
-        info, _, raw = record.partition(b"\t")
-        if info.startswith(b"160000 "):
-            links.append((os.fsdecode(raw), info.split()[1].decode()))
+    links = list(_gitlinks(slot, git_dir, work_tree).items())
     if not links:
         return {}
     if depth >= SUBMODULE_DEPTH:
@@ -512,7 +610,7 @@ def _submodules(
         sub_work.mkdir(parents=True, exist_ok=True)
         previous = (sub_git / "TREE").read_text().strip() if (sub_git / "TREE").exists() else None
         listed = _listing(slot, sub_git, sub_work, previous, sub_tree_id)
-        verify_objects(sub_objects, [commit, *listed], store)
+        verify_objects(sub_objects, [commit, *listed.oids], store)
         _sweep(slot, sub_git, sub_work)
         reset = _git(
             slot, sub_git, sub_work, ["read-tree", "--reset", "-u", sub_tree_id], check=False
@@ -530,33 +628,58 @@ def _submodules(
     return found
 
 
+@dataclass(frozen=True)
+class _Listing:
+    """What a checkout from *previous* (None: from nothing) to a tree reads from the object
+    store (its trees and blobs: every one, or those that changed), and the tree's
+    ``.gitattributes`` among them (path -> blob)."""
+
+    oids: tuple[str, ...]
+    attributes: Mapping[str, str]
+
+
 def _listing(
     slot: Slot, git_dir: Path, work_tree: Path, previous: str | None, tree: str
-) -> list[str]:
-    """The trees and blobs of *tree* that a checkout from *previous* (None: from nothing) reads
-    from the object store: every one, or those that changed."""
+) -> _Listing:
     if previous == tree:
-        return []
+        return _Listing((), {})
+    oids = [tree]
+    attributes: dict[str, str] = {}
     if previous is None:
         out = _git(slot, git_dir, work_tree, ["ls-tree", "-r", "-t", "-z", tree]).stdout
-        oids = [tree]
         for record in out.split(b"\0"):
-            info = record.split(b"\t", 1)[0].split()
-            if len(info) >= 3 and info[1] in (b"tree", b"blob"):
-                oids.append(info[2].decode())
-        return oids
-    out = _git(
-        slot,
-        git_dir,
-        work_tree,
-        ["diff-tree", "-r", "-t", "-z", "--no-renames", "--diff-filter=AMT", previous, tree],
-    ).stdout
-    oids = [tree]
-    for meta in out.split(b"\0")[::2]:
+            info, _, raw = record.partition(b"\t")
+            fields = info.split()
+            if len(fields) >= 3 and fields[1] in (b"tree", b"blob"):
+                oids.append(fields[2].decode())
+                if raw == b".gitattributes" or raw.endswith(b"/.gitattributes"):
+                    attributes[os.fsdecode(raw)] = fields[2].decode()
+        return _Listing(tuple(oids), attributes)
+    args = ["diff-tree", "-r", "-t", "-z", "--no-renames", previous, tree]
+    parts = _git(slot, git_dir, work_tree, args).stdout.split(b"\0")
+    for meta, raw in zip(parts[::2], parts[1::2], strict=False):
         fields = meta.split()
-        if len(fields) >= 5 and fields[1] != b"160000":
+        if len(fields) < 5 or fields[1] == b"160000":
+            continue
+        if fields[4] != b"D":
             oids.append(fields[3].decode())
-    return oids
+        if raw == b".gitattributes" or raw.endswith(b"/.gitattributes"):
+            attributes[os.fsdecode(raw)] = fields[3].decode()  # changed (a deletion counts)
+    return _Listing(tuple(oids), attributes)
+
+
+def _gitlinks(slot: Slot, git_dir: Path, work_tree: Path) -> dict[str, str]:
+    """path -> commit of every gitlink in the checkout's index. Only a tree with a .gitmodules
+    has submodules a clone would check out, so without one nothing is listed (cheap)."""
+    if not (work_tree / ".gitmodules").is_file():
+        return {}
+    staged = _git(slot, git_dir, work_tree, ["ls-files", "-s", "-z"])
+    links: dict[str, str] = {}
+    for record in staged.stdout.split(b"\0"):
+        info, _, raw = record.partition(b"\t")
+        if info.startswith(b"160000 "):
+            links[os.fsdecode(raw)] = info.split()[1].decode()
+    return links
 
 
 def _submodule_names(slot: Slot, git_dir: Path, work_tree: Path, tree: str) -> dict[str, str]:
@@ -651,16 +774,28 @@ def _refuse_editable(rel: str, live: Path, workdir: Path) -> None:
 # ------------------------------------------------------------------------------------- purity
 
 
-def changed(placed: Materialised) -> tuple[str, list[str]]:
-    """The checkout's tree after the steps, and what no longer equals the judged tree: tracked
-    files changed or deleted and untracked files that are not ignored (git, on a copy of the
-    index), the index itself rewritten, and what git does not see (``.git`` entries, FIFOs and
-    other special files, unreadable directories: a walk of the checkout)."""
+@dataclass(frozen=True)
+class Purity:
+    """What the steps left: the checkout's tree now, the paths in which it no longer equals the
+    judged tree, and the entries git does not see (to remove)."""
+
+    after: str
+    changed: tuple[str, ...]
+    specials: tuple[Path, ...] = ()
+
+
+def changed(placed: Materialised) -> Purity:
+    """Whether the checkout still equals the judged tree: tracked files changed or deleted and
+    untracked files that are not ignored (git, on a copy of the index), the index itself
+    rewritten, and what git does not see (``.git`` entries, FIFOs and other special files,
+    unreadable directories: a walk of the checkout)."""
     slot, tree = placed.slot, placed.tree
-    found = _special_entries(slot, placed)
+    specials = _special_entries(slot, placed)
+    found = [str(p.relative_to(slot.tree)) + why for p, why in specials]
+    paths = tuple(p for p, _ in specials)
     if _index_digest(slot.git) != placed.index_digest:
         found.append(".git index of the checkout (rewritten during the run)")
-        return tree, found
+        return Purity(tree, tuple(found), paths)
     probe = slot.root / "purity.index"
     shutil.copy2(slot.git / "index", probe)
     try:
@@ -669,7 +804,7 @@ def changed(placed: Materialised) -> tuple[str, list[str]]:
             slot, slot.git, slot.tree, ["add", "-A"], config=placed.config, env=env, check=False
         )
         if added.code != 0:
-            return tree, [*found, f"(git cannot read the checkout: {added.err})"]
+            return Purity(tree, (*found, f"(git cannot read the checkout: {added.err})"), paths)
         now = _git(slot, slot.git, slot.tree, ["write-tree"], env=env).out.strip()
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -678,53 +813,72 @@ def changed(placed: Materialised) -> tuple[str, list[str]]:
         args = ["diff-tree", "-r", "-z", "--name-only", "--no-renames", tree, now]
         diff = _git(slot, slot.git, slot.tree, args)
         found += sorted({os.fsdecode(p) for p in diff.stdout.split(b"\0") if p})
-    return now, found
+    return Purity(now, tuple(found), paths)
 
 
-def _special_entries(slot: Slot, placed: Materialised) -> list[str]:
-    """Entries of the checkout git would not report: ``.git`` anywhere but where we put them,
-    anything that is neither a file, a symlink nor a directory, unreadable directories."""
+def _special_entries(slot: Slot, placed: Materialised) -> list[tuple[Path, str]]:
+    """Entries of the checkout git would not report, with why: ``.git`` anywhere but where we
+    put them, anything that is neither a file, a symlink nor a directory, unreadable
+    directories."""
     skip = {slot.tree / p for p in placed.submodules} | {slot.tree / i.path for i in placed.ignored}
-    found: list[str] = []
-    todo = [slot.tree]
+    found: list[tuple[Path, str]] = []
+    todo = [slot.tree, *(slot.tree / sub for sub in placed.submodules)]
+    roots = set(todo)
     while todo:
         folder = todo.pop()
         try:
             entries = list(os.scandir(folder))
         except OSError:
-            found.append(f"{os.path.relpath(folder, slot.tree)}/ (unreadable)")
+            found.append((folder, "/ (unreadable)"))
             continue
         for entry in entries:
             path = Path(entry.path)
-            rel = os.path.relpath(path, slot.tree)
-            if entry.name == ".git" and (folder == slot.tree or folder in skip):
+            if entry.name == ".git" and folder in roots:
                 continue
             if path in skip:
                 continue
             if entry.name == ".git":
-                found.append(rel)
+                found.append((path, ""))
             elif entry.is_dir(follow_symlinks=False):
                 todo.append(path)
             elif not (entry.is_file(follow_symlinks=False) or entry.is_symlink()):
-                found.append(f"{rel} (not a file)")
-    for sub in placed.submodules:
-        todo.append(slot.tree / sub)
+                found.append((path, " (not a file)"))
     return sorted(found)
 
 
-def leave_clean(placed: Materialised, workdir: Path) -> None:
+def leave_clean(placed: Materialised, workdir: Path, purity: Purity) -> None:
     """Remove what the run left in the checkout (outputs, ignored files, debris), so the next run
-    starts from the tree alone without a scan; record the slot's state, authenticated."""
+    starts from the tree alone without a scan; record the slot's state, authenticated. The
+    checkout counts as clean only when the purity check found it equal to the tree."""
     slot = placed.slot
     for ignored in placed.ignored:
         link = slot.tree / ignored.path
         if link.is_symlink():
             link.unlink()
-    clean = _sweep(slot, slot.git, slot.tree)
+    removed = True
+    for special in purity.specials:
+        try:
+            _remove_tree(special)
+        except OSError:
+            removed = False
+    cleaned = _git(slot, slot.git, slot.tree, ["clean", "-ffdxq"], check=False).code == 0
+    for sub in placed.submodules:
+        work = slot.tree / sub
+        git_dir = _read_gitfile(work)
+        if git_dir is not None:
+            cleaned &= _git(slot, git_dir, work, ["clean", "-ffdxq"], check=False).code == 0
     meta = _read_meta(slot, workdir)
     if meta.get("index") == placed.index_digest:
-        meta["clean"] = clean
+        meta["clean"] = removed and cleaned and not purity.changed
         _write_meta(slot, workdir, meta)
+
+
+def _read_gitfile(work: Path) -> Path | None:
+    try:
+        text = (work / ".git").read_text()
+    except OSError:
+        return None
+    return Path(text.removeprefix("gitdir:").strip()) if text.startswith("gitdir:") else None
 
 
 def _sweep(slot: Slot, git_dir: Path, work_tree: Path) -> bool:

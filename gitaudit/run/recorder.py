@@ -212,9 +212,9 @@ def run_plan(
                 on_event=on_event,
             )
         )
-        purity = _purity(workdir, before.tree, placed, bool(live_steps))
-        if placed is not None:
-            checkout.leave_clean(placed, workdir)
+        purity, left = _purity(workdir, before.tree, placed, bool(live_steps))
+        if placed is not None and left is not None:
+            checkout.leave_clean(placed, workdir, left)
     missing_tools = [
         t
         for t in plan.required_tools
@@ -433,13 +433,18 @@ class _Purity:
     changed: tuple[str, ...]
 
 
-def _purity(workdir: Path, tree: str, placed: checkout.Materialised | None, live: bool) -> _Purity:
+def _purity(
+    workdir: Path, tree: str, placed: checkout.Materialised | None, live: bool
+) -> tuple[_Purity, checkout.Purity | None]:
     """What the steps changed: in the checkout (tracked files, and files that are not ignored),
     in the declared ignored paths, and in the live work tree when a step ran there."""
-    after, changed = tree, []
+    after = tree
+    changed: list[str] = []
+    left = None
     if placed is not None:
-        after, in_checkout = checkout.changed(placed)
-        changed += in_checkout
+        left = checkout.changed(placed)
+        after = left.after
+        changed += left.changed
         for ignored in placed.ignored:
             if checkout.listing_digest(workdir / ignored.path)[1] != ignored.digest:
                 changed.append(f"{ignored.path} (declared ignored path)")
@@ -448,7 +453,7 @@ def _purity(workdir: Path, tree: str, placed: checkout.Materialised | None, live
         if live_after != tree:
             changed += changed_paths(workdir, tree, live_after)
             after = live_after if placed is None else after
-    return _Purity(after, tuple(dict.fromkeys(changed)))
+    return _Purity(after, tuple(dict.fromkeys(changed))), left
 
 
 def _record(

@@ -1,0 +1,149 @@
+"""The private checkout (gitaudit/run/checkout.py) against real repositories: fresh and
+incremental materialisation, object verification, leftovers, the authenticated slot state and
+concurrent slots."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from gitaudit.errors import RunError
+from gitaudit.git.repo import open_repo
+from gitaudit.run import checkout
+from tests.gitrepo import GitRepo
+
+
+def place(repo: GitRepo, tree: str | None = None) -> checkout.Materialised:
+    handle = open_repo(repo.path)
+    assert handle.workdir is not None
+    with checkout.acquire(handle.gitdir, handle.workdir) as slot:
+        placed = checkout.materialise(
+            slot, handle.gitdir, handle.workdir, tree or repo.head_tree(), None
+        )
+        checkout.leave_clean(placed, handle.workdir, checkout.changed(placed))
+        return placed
+
+
+def test_a_fresh_checkout_equals_the_tree_and_is_a_clean_clone(repo: GitRepo) -> None:
+    repo.write("src/a.py", "a = 1\n")
+    repo.write("bin/tool", "#!/bin/sh\n", mode=0o755)
+    os.symlink("src/a.py", repo.path / "link")
+    repo.commit("files")
+    placed = place(repo)
+    tree = placed.slot.tree
+    assert placed.fresh and placed.verified >= 5
+    assert (tree / "src/a.py").read_text() == "a = 1\n"
+    assert os.access(tree / "bin/tool", os.X_OK) and (tree / "link").is_symlink()
+    assert (tree / ".git").read_text().startswith("gitdir: ")
+    status = GitRepo(tree).git("status", "--porcelain")
+    assert status == ""  # a check that runs git sees a clean clone
+    assert not str(tree).startswith(str(repo.path))  # outside the project
+
+
+def test_many_objects_are_verified_without_a_pipe_deadlock(repo: GitRepo) -> None:
+    """git cat-file --batch blocks on a full stdout pipe: thousands of objects once hung."""
+    for i in range(3000):
+        repo.write(f"d{i % 30}/f{i}.txt", f"file {i}\n" * 10)
+    repo.commit("many")
+    placed = place(repo)
+    assert placed.verified > 3000
+
+
+def test_an_update_writes_only_what_changed(repo: GitRepo) -> None:
+    for i in range(20):
+        repo.write(f"f{i}.txt", f"{i}\n")
+    repo.commit("twenty")
+    first = place(repo)
+    untouched = first.slot.tree / "f0.txt"
+    inode = untouched.stat().st_ino, untouched.stat().st_mtime_ns
+    repo.write("f1.txt", "changed\n")
+    (repo.path / "f2.txt").unlink()
+    repo.commit("change")
+    second = place(repo)
+    assert not second.fresh and second.slot == first.slot
+    assert (second.slot.tree / "f1.txt").read_text() == "changed\n"
+    assert not (second.slot.tree / "f2.txt").exists()
+    assert (untouched.stat().st_ino, untouched.stat().st_mtime_ns) == inode
+    assert second.verified <= 3  # the root tree and the changed blob
+
+
+def test_leftovers_of_a_run_are_removed(repo: GitRepo) -> None:
+    repo.write(".gitignore", "build/\n")
+    repo.commit("ignore")
+    placed = place(repo)
+    (placed.slot.tree / "build").mkdir()
+    (placed.slot.tree / "build" / "out.o").write_text("x")
+    (placed.slot.tree / "stray.txt").write_text("x")
+    os.mkfifo(placed.slot.tree / "pipe")
+    purity = checkout.changed(placed)
+    assert "stray.txt" in purity.changed and "pipe (not a file)" in purity.changed
+    handle = open_repo(repo.path)
+    assert handle.workdir is not None
+    checkout.leave_clean(placed, handle.workdir, purity)
+    assert not (placed.slot.tree / "build").exists()
+    assert not (placed.slot.tree / "stray.txt").exists()
+    assert not (placed.slot.tree / "pipe").exists()
+    again = place(repo)
+    assert not again.fresh and checkout.changed(again).changed == ()
+
+
+def test_a_tampered_slot_state_is_rebuilt_from_scratch(repo: GitRepo) -> None:
+    placed = place(repo)
+    meta = placed.slot.root / checkout.META
+    doc = json.loads(meta.read_text())
+    doc["tree"] = "0" * 40  # without the local key, the MAC cannot be redone
+    meta.write_text(json.dumps(doc))
+    assert place(repo).fresh
+
+
+def test_a_file_changed_in_the_checkout_between_runs_is_noticed(repo: GitRepo) -> None:
+    """Something edits the kept checkout between runs (it is outside the project, but any
+    process of the user can reach it): the update writes only what the trees change, so the
+    edit survives it, and the purity check at the end of the run names it (the run FAILs)."""
+    repo.write("a.txt", "tree content\n")
+    repo.commit("a")
+    placed = place(repo)
+    (placed.slot.tree / "a.txt").write_text("tampered\n")
+    repo.write("b.txt", "new\n")  # another tree: an update, not a fresh checkout
+    repo.commit("b")
+    handle = open_repo(repo.path)
+    assert handle.workdir is not None
+    with checkout.acquire(handle.gitdir, handle.workdir) as slot:
+        again = checkout.materialise(slot, handle.gitdir, handle.workdir, repo.head_tree(), None)
+        assert "a.txt" in checkout.changed(again).changed
+
+
+def test_concurrent_runs_take_separate_slots(repo: GitRepo) -> None:
+    handle = open_repo(repo.path)
+    assert handle.workdir is not None
+    with (
+        checkout.acquire(handle.gitdir, handle.workdir) as one,
+        checkout.acquire(handle.gitdir, handle.workdir) as two,
+    ):
+        assert one.root != two.root
+        assert one.home.is_dir() and not any(one.home.iterdir())
+
+
+def test_the_checkouts_may_not_live_inside_the_repository(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITAUDIT_CACHE", str(repo.path / ".cache"))
+    handle = open_repo(repo.path)
+    assert handle.workdir is not None
+    with (
+        pytest.raises(RunError, match="would be inside the repository"),
+        checkout.acquire(handle.gitdir, handle.workdir),
+    ):
+        pass
+
+
+def test_a_missing_object_is_a_clear_error(repo: GitRepo) -> None:
+    blob = repo.git("hash-object", "-w", "--stdin", input=b"gone\n").strip()
+    tree = repo.git("mktree", input=f"100644 blob {blob}\tgone.txt\n".encode()).strip()
+    path = repo.path / ".git" / "objects" / blob[:2] / blob[2:]
+    path.chmod(0o644)
+    path.unlink()
+    with pytest.raises(RunError, match=f"object {blob[:12]} of the judged tree is missing"):
+        place(repo, tree)
