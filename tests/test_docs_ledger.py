@@ -344,6 +344,20 @@ def test_threat_model_cites_existing_tests() -> None:
         )
 
 
+def test_every_attack_of_the_catalogue_is_in_the_threat_model() -> None:
+    """A test added to tests/adversarial/ is an attack: the catalogue must name it."""
+    text = THREAT_DOC.read_text(encoding="utf-8")
+    cited = set(re.findall(r"tests/adversarial/[\w/]+\.py::(test_\w+)", text))
+    missing = []
+    for path in sorted((ROOT / "tests" / "adversarial").glob("test_*.py")):
+        for name in re.findall(r"^def (test_\w+)\(", path.read_text(encoding="utf-8"), re.M):
+            if name not in cited:
+                missing.append(f"{path.name}::{name}")
+    assert not missing, f"attacks missing from docs/threat-model.md: {missing}"
+    count = re.search(r"`tests/adversarial/` tries (\d+) attacks", text)
+    assert count is not None and int(count.group(1)) == len(cited), (count, len(cited))
+
+
 # ------------------------------------------------------------------------------ cross-links
 
 
