@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -312,12 +311,11 @@ def test_pre_commit_manifest_declares_both_hooks() -> None:
     assert push["stages"] == "[pre-push]" and msg["stages"] == "[commit-msg]"
     assert push["language"] == msg["language"] == "python"
     assert push["pass_filenames"] == "false" and push["always_run"] == "true"
-    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert "git-audit status" in push["entry"] and "git-audit" in scripts
+    assert push["entry"] == "python -m gitaudit.hooks pre-commit-push"
     assert msg["entry"] == "python -m gitaudit.hooks commit-msg"
     from gitaudit.hooks.entry import HANDLERS
 
-    assert "commit-msg" in HANDLERS
+    assert "commit-msg" in HANDLERS and "pre-commit-push" in HANDLERS
     try:
         import yaml
     except ImportError:

@@ -18,6 +18,7 @@ from gitaudit.cli import (
     plan_cmds,
     run_cmds,
     setup_cmds,
+    sync_cmds,
     trust_cmds,
 )
 from gitaudit.cli.common import CONTEXT, say
@@ -45,6 +46,7 @@ app.command("verify")(gate_cmds.verify_cmd)
 app.command("report")(gate_cmds.report_cmd)
 app.command("doctor")(setup_cmds.doctor_cmd)
 app.command("push")(setup_cmds.push_cmd)
+app.command("sync")(sync_cmds.sync_cmd)
 app.command("init")(setup_cmds.init_cmd)
 app.add_typer(setup_cmds.hooks_app, name="hooks")
 

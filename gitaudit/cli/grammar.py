@@ -22,7 +22,7 @@ class Param:
     """One parameter: an option (``names`` given) or a positional argument (no ``names``).
 
     ``value`` is the type of the option's value (``None``: a flag, False unless given);
-    ``many``: a positional taking any number of values."""
+    ``many``: a positional taking any number of values, or an option that may be repeated."""
 
     dest: str
     help: str
@@ -78,21 +78,13 @@ class Grammar:
                     return None
                 given.append(item)
                 continue
-            if param.flag:
-                if eq:
-                    return None
-                values[param.dest] = True
-                continue
-            if eq:
-                raw = inline
-            elif items and not items[0].startswith("-"):
-                raw = items.pop(0)
-            else:
-                return None
-            converted = _convert(param, raw)
+            converted = _option_value(param, inline if eq else None, items)
             if converted is None:
                 return None
-            values[param.dest] = converted
+            if param.many:
+                values[param.dest] = [*(values[param.dest] or ()), converted]
+            else:
+                values[param.dest] = converted
         for param in positionals:
             if param.many:
                 values[param.dest] = given or None
@@ -100,6 +92,18 @@ class Grammar:
             elif given:
                 values[param.dest] = given.pop(0)
         return None if given else values
+
+
+def _option_value(param: Param, inline: str | None, items: list[str]) -> Any:
+    """The value of option *param* given ``--name=inline`` or followed by *items* (consumed),
+    True for a flag; None when this parser does not handle it."""
+    if param.flag:
+        return True if inline is None else None
+    if inline is not None:
+        return _convert(param, inline)
+    if items and not items[0].startswith("-"):
+        return _convert(param, items.pop(0))
+    return None
 
 
 def _convert(param: Param, raw: str) -> Any:
@@ -119,6 +123,19 @@ RUN = Grammar(
         Param(
             "steps",
             "Run only these steps (others carry verified evidence for this tree).",
+            many=True,
+        ),
+        Param(
+            "step",
+            "Run only this step (repeatable; the same as naming it).",
+            ("--step", "-s"),
+            many=True,
+        ),
+        Param(
+            "labels",
+            "Act as a runner with this label (repeatable; the key must carry it in the trust "
+            "set): steps whose `runs_on` names none of the labels are left to other runners.",
+            ("--label", "-l"),
             many=True,
         ),
         PLAN,

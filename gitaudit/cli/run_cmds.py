@@ -31,6 +31,8 @@ RUN = grammar.RUN
 
 def run_cmd(
     steps: Annotated[list[str] | None, typer_param(RUN.param("steps"))] = None,
+    step: Annotated[list[str] | None, typer_param(RUN.param("step"))] = None,
+    labels: Annotated[list[str] | None, typer_param(RUN.param("labels"))] = None,
     plan: PlanOpt = None,
     jobs: Annotated[int | None, typer_param(RUN.param("jobs"))] = None,
     force: Annotated[bool, typer_param(RUN.param("force"))] = False,
@@ -40,7 +42,7 @@ def run_cmd(
 ) -> None:
     """Run sealed plans against the work tree and record each run as a signed commit on
     refs/audit/runs/<plan>. Exit 0 PASS, 1 FAIL, 3 UNKNOWN or interrupted."""
-    exit_with(running.run(steps, plan, jobs, force, fresh, as_json, key))
+    exit_with(running.run(steps, plan, jobs, force, fresh, as_json, key, step, labels))
 
 
 def log_cmd(

@@ -146,8 +146,11 @@ def run(
     fresh: bool,
     as_json: bool,
     key: Path | None,
+    step: list[str] | None = None,
+    labels: list[str] | None = None,
 ) -> int:
     """Run sealed plans and record each run; the exit code of the worst verdict."""
+    steps = [*(steps or ()), *(step or ())]
     repo = open_repo()
     workdir = repo.require_workdir()
     names = [f.name for f in discover_worktree(workdir)] if plan is None else [plan]
@@ -166,7 +169,8 @@ def run(
                 repo,
                 name,
                 signer,
-                targets=steps or (),
+                targets=steps,
+                labels=labels or (),
                 jobs=jobs,
                 force=force,
                 fresh=fresh,

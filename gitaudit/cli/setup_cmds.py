@@ -123,18 +123,28 @@ def push_cmd(
     refspecs: Annotated[
         list[str] | None, typer.Argument(help="What to push (default: the current branch).")
     ] = None,
+    evidence_only: Annotated[
+        bool,
+        typer.Option(
+            "--evidence-only",
+            help="Push refs/audit/* alone, no branch: a CI runner that recorded its part of a "
+            "plan (`git audit run --label L`) before the branch can pass.",
+        ),
+    ] = False,
 ) -> None:
     """Push the branch together with refs/audit/* in one atomic push, so the server's
-    pre-receive hook sees the evidence with the commits it proves."""
+    pre-receive hook sees the evidence with the commits it proves (a reseal goes first)."""
     repo = repo_here()
-    if repo.git.head_is_detached and not refspecs:
+    if evidence_only and refspecs:
+        raise UsageError("--evidence-only pushes no branch; leave out the refspecs")
+    if repo.git.head_is_detached and not refspecs and not evidence_only:
         raise UsageError(
             "HEAD is detached; name what to push", hint="git audit push origin HEAD:refs/heads/main"
         )
     branch = None if repo.git.head_is_detached else repo.git.head.shorthand
     if remote is None:
         remote = (repo.config(f"branch.{branch}.remote") if branch else None) or "origin"
-    specs = list(refspecs or [f"refs/heads/{branch}:refs/heads/{branch}"])
+    specs = [] if evidence_only else list(refspecs or [f"refs/heads/{branch}:refs/heads/{branch}"])
     from gitaudit.ledger.sync import PushResult, push
 
     signer = None

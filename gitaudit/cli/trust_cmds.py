@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -110,6 +111,15 @@ def add_cmd(
         ),
     ],
     name: Annotated[str, typer.Option("--name", "-n", help="Principal name for the key.")],
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--label",
+            "-l",
+            help="A label the principal carries (repeatable), e.g. linux or ci: steps with "
+            "`runs_on` and the policy's per-ref evidence rules name runners by label.",
+        ),
+    ] = None,
     key: KeyOpt = None,
 ) -> None:
     """Trust a public key in a role (a plans-ref commit signed by a current sealer)."""
@@ -120,11 +130,22 @@ def add_cmd(
     text = Path(pubkey).read_text() if Path(pubkey).is_file() else pubkey
     public = PublicKey.from_openssh(text)
     repo = repo_here()
-    commit = trust_add(repo, signer_for(repo, key), public, role, name)
+    labels = frozenset(_label(v) for v in label or ())
+    commit = trust_add(repo, signer_for(repo, key), public, role, name, labels)
     if commit is None:
         say(f"{name} is already trusted as {role}; nothing to do")
     else:
-        say(f"trusted {name} as {role} ({public.fingerprint()}) in {str(commit)[:12]}")
+        labelled = f" labelled {', '.join(sorted(labels))}" if labels else ""
+        say(f"trusted {name} as {role}{labelled} ({public.fingerprint()}) in {str(commit)[:12]}")
+
+
+def _label(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", value):
+        raise UsageError(
+            f"--label {value!r} is not a label",
+            hint="use letters, digits, '.', '_' and '-' (e.g. linux, macos-14, ci)",
+        )
+    return value
 
 
 @app.command("remove")

@@ -31,7 +31,6 @@ from gitaudit.gate.states import step_states
 from gitaudit.git.repo import Repo
 from gitaudit.ledger.anchor import AnchorError
 from gitaudit.ledger.plansref import PlansState, read_state
-from gitaudit.ledger.refs import runs_ref
 from gitaudit.plan.inputs import input_digests
 from gitaudit.plan.model import Plan
 from gitaudit.plan.store import PlanFile, discover_tree
@@ -172,7 +171,7 @@ def _assess_plan(
     )
     reasons = (*env, *evidence.reasons)
     states = step_states(repo, state, name, model, evidence.record, reasons) if with_states else {}
-    seen = {runs_ref(name): evidence.seen} if evidence.seen else {}
+    seen = dict(evidence.seen)
     basis = Basis(seen=seen, until=evidence.until, tools=tuple(model.required_tools))
     verdict = PlanVerdict(name, fold(reasons), reasons, evidence.run, states, evidence.notes)
     return verdict, basis

@@ -34,6 +34,29 @@ def runs_ref(plan: str) -> str:
     return f"{RUNS_PREFIX}{plan}"
 
 
+def ledger_ref(key: str) -> str:
+    """The runs ref a ledger key names: a plan name (its own ``refs/audit/runs/<plan>``) or a full
+    ref name (a remote-tracking copy, :func:`mirrored_runs`)."""
+    return key if key.startswith("refs/") else runs_ref(key)
+
+
+def mirror_ref(remote: str, ref: str) -> str:
+    """Where the remote-tracking copy of the remote's audit *ref* lives."""
+    return f"{MIRROR}/{remote}/{ref.removeprefix('refs/')}"
+
+
+def mirrored_runs(repo: pygit2.Repository, plan: str) -> dict[str, str]:
+    """remote -> the remote-tracking copy of its ledger of *plan*, for every remote fetched."""
+    suffix = f"/audit/runs/{plan}"
+    out = {}
+    for name in repo.references:
+        if name.startswith(MIRROR + "/") and name.endswith(suffix):
+            remote = name[len(MIRROR) + 1 : -len(suffix)]
+            if remote:
+                out[remote] = name
+    return dict(sorted(out.items()))
+
+
 class RefConflict(LedgerError):
     """The ref moved between reading it and updating it; re-read and retry."""
 

@@ -44,10 +44,13 @@ class TrustedKey:
     name: str
     key: PublicKey
     roles: frozenset[str]
+    labels: frozenset[str] = frozenset()  # what a runner is (linux, macos, ci): `runs_on`
 
     def describe(self) -> str:
+        labels = f" [{', '.join(sorted(self.labels))}]" if self.labels else ""
         return (
-            f"{self.name} ({', '.join(sorted(self.roles)) or 'no role'}) {self.key.fingerprint()}"
+            f"{self.name} ({', '.join(sorted(self.roles)) or 'no role'}){labels} "
+            f"{self.key.fingerprint()}"
         )
 
     def may(self, role: Role) -> bool:
@@ -86,7 +89,9 @@ class TrustSet:
             )
         return entry
 
-    def added(self, name: str, key: PublicKey, role: Role) -> TrustSet:
+    def added(
+        self, name: str, key: PublicKey, role: Role, labels: frozenset[str] = frozenset()
+    ) -> TrustSet:
         current = self.named(name)
         if current is not None and current.key != key:
             raise TrustError(
@@ -97,8 +102,8 @@ class TrustSet:
         if other is not None and other.name != name:
             raise TrustError(f"this key is already trusted as {other.name!r}")
         if current is None:
-            return TrustSet((*self.keys, TrustedKey(name, key, frozenset({role}))))
-        updated = replace(current, roles=current.roles | {role})
+            return TrustSet((*self.keys, TrustedKey(name, key, frozenset({role}), labels)))
+        updated = replace(current, roles=current.roles | {role}, labels=current.labels | labels)
         return TrustSet(tuple(updated if k.name == name else k for k in self.keys))
 
     def removed(self, name: str) -> TrustSet:
@@ -124,6 +129,9 @@ class TrustSet:
         reconcilers = sorted(k.name for k in self.keys if "reconciler" in k.roles)
         if reconcilers:  # absent when empty: trust sets without reconcilers keep their bytes
             roles["reconcilers"] = reconcilers
+        labels = {k.name: sorted(k.labels) for k in self.keys if k.labels}
+        if labels:  # likewise
+            roles["labels"] = dict(sorted(labels.items()))
         return {ALLOWED_SIGNERS_PATH: signers.encode(), ROLES_PATH: dumps(roles)}
 
     def allowed_signers(self) -> str:
@@ -145,14 +153,24 @@ def trust_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> T
         if not isinstance(roles, dict) or roles.get("format") != ROLES_FORMAT:
             raise ValueError("unknown roles format (expected gitaudit.roles/1)")
         held = {role: set(_names(roles, f"{role}s")) for role in ROLES}
+        labels = _labels(roles)
     except (GitAuditError, ValueError, UnicodeDecodeError) as exc:
         raise TrustError(f"{where}: malformed trust files: {exc}") from None
     keys = []
     for principals, key, _options in entries:
         for name in principals.split(","):
             granted = {r for r, names in held.items() if name in names}
-            keys.append(TrustedKey(name, key, frozenset(granted)))
+            keys.append(TrustedKey(name, key, frozenset(granted), labels.get(name, frozenset())))
     return TrustSet(tuple(keys))
+
+
+def _labels(doc: Mapping[str, Any]) -> dict[str, frozenset[str]]:
+    value = doc.get("labels", {})
+    if not isinstance(value, dict) or not all(
+        isinstance(v, list) and all(isinstance(x, str) and x for x in v) for v in value.values()
+    ):
+        raise ValueError("labels must map principal names to lists of labels")
+    return {str(k): frozenset(v) for k, v in value.items()}
 
 
 def _names(doc: Mapping[str, Any], field_name: str) -> list[str]:

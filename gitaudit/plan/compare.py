@@ -187,6 +187,11 @@ def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> 
         out.append(Change(kind, where, f"inputs {old['inputs']} -> {new['inputs']}"))
     if old["cost"] != new["cost"]:
         out.append(Change("neutral", where, f"cost {old['cost']} -> {new['cost']}"))
+    old_on, new_on = set(old.get("runs_on", ())), set(new.get("runs_on", ()))
+    for label in sorted(old_on - new_on):
+        out.append(Change("weakened", where, f"no longer needs evidence from a {label} runner"))
+    for label in sorted(new_on - old_on):
+        out.append(Change("strengthened", where, f"now needs evidence from a {label} runner"))
     out.extend(Change(k, where, m) for k, m in exposure.changes(old, new, step=True))
 
 

@@ -78,6 +78,8 @@ def step_contract(step: Step) -> dict[str, Any]:
         "idempotent": step.idempotent,
         "inputs": sorted(set(step.inputs)),
         "max_attempts": step.max_attempts,
+        # added in 0.3: only when set (stable digests)
+        **({"runs_on": sorted(set(step.runs_on))} if step.runs_on else {}),
         **exposure.step_fields(step),
     }
 

@@ -414,6 +414,7 @@ def build_plan(value: Mapping[str, Any], *, name: str, source: str) -> tuple[Pla
                 workspace=cast(Workspace | None, raw.get("workspace")),
                 pass_env=tuple(raw.get("pass_env", ())),
                 ignored_paths=tuple(raw.get("ignored_paths", ())),
+                runs_on=tuple(dict.fromkeys(raw.get("runs_on", ()))),
             )
         )
         previous = sid

@@ -136,6 +136,7 @@ class Step:
     workspace: Workspace | None = None  # None: the plan's
     pass_env: tuple[str, ...] = ()
     ignored_paths: tuple[str, ...] = ()
+    runs_on: tuple[str, ...] = ()  # runner labels: evidence from a runner with each is needed
 
     @property
     def json_path(self) -> str:

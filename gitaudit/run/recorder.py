@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -142,6 +142,8 @@ class _Prepared:
     plan: Plan
     seal: SealRecord
     targets: tuple[StepId, ...]
+    labels: tuple[str, ...] = ()
+    elsewhere: Mapping[StepId, str] = field(default_factory=dict)  # runs_on other labels
 
 
 def run_plan(
@@ -150,6 +152,7 @@ def run_plan(
     signer: Signer,
     *,
     targets: Iterable[str] = (),
+    labels: Iterable[str] = (),
     jobs: int | None = None,
     force: bool = False,
     fresh: bool = False,
@@ -163,10 +166,11 @@ def run_plan(
     unless the plan or a step declares ``workspace: live``. Steps that declare ``inputs`` are
     carried forward instead of re-run when their input digest (see :mod:`gitaudit.plan.inputs`)
     matches a passing run, unless *fresh* or explicitly targeted. *reconcile* settles unknown
-    outcomes of non-idempotent steps instead of running them.
+    outcomes of non-idempotent steps instead of running them. With *labels* (which the runner
+    key must carry), steps whose ``runs_on`` names none of them are left to other runners.
     """
     workdir = repo.require_workdir()
-    prep = _prepare(repo, name, signer, checked, targets, reconcile or {})
+    prep = _prepare(repo, name, signer, checked, targets, reconcile or {}, tuple(labels))
     before = workspace_fingerprint(workdir)
     _check_reconcile(repo, prep, before.tree, reconcile or {})
     prior = _prior(repo, prep, before.tree, fresh)
@@ -203,6 +207,7 @@ def run_plan(
                 live_workspace=workdir if live_steps else None,
                 jobs=jobs or os.cpu_count() or 1,
                 targets=frozenset(wanted) if wanted else None,
+                elsewhere=prep.elsewhere,
                 carried=carried,
                 incremental=incremental,
                 attempts_used=prior.attempts,
@@ -246,9 +251,11 @@ def _prepare(
     checked: CheckedPlan | None,
     targets: Iterable[str],
     reconcile: Mapping[StepId, tuple[str, str]],
+    labels: tuple[str, ...] = (),
 ) -> _Prepared:
-    """Every refusal that comes before anything runs: no plans ref, a key that is no runner,
-    an invalid or unsealed plan, a working copy that differs from its seal, unknown steps."""
+    """Every refusal that comes before anything runs: no plans ref, a key that is no runner
+    (or lacks a label it would act as), an invalid or unsealed plan, a working copy that
+    differs from its seal, unknown steps."""
     state = read_state(repo)
     if not state.exists:
         raise RunError(
@@ -256,6 +263,14 @@ def _prepare(
             hint="run `git audit trust init` and `git audit plan seal`",
         )
     runner = state.trust.require(signer.public_key, "runner")
+    missing = [label for label in labels if label not in runner.labels]
+    if missing:
+        raise RunError(
+            f"runner {runner.name} does not carry the label(s) {', '.join(missing)} in the "
+            "trust set",
+            hint=f"a sealer labels the key: `git audit trust add KEY --role runner --name "
+            f"{runner.name} --label {missing[0]}`",
+        )
     require_reconciler(state.trust, signer.public_key, reconcile)
     if checked is None:
         (checked,) = check_worktree(repo.require_workdir(), name)
@@ -281,7 +296,12 @@ def _prepare(
             f"plan {name!r} has no step {', '.join(unknown)}",
             hint=f"steps: {', '.join(plan.step_ids)}",
         )
-    return _Prepared(state, runner, plan, seal, wanted)
+    elsewhere = {
+        s.id: f"runs on {' or '.join(s.runs_on)} runners"
+        for s in plan.steps
+        if labels and s.runs_on and not set(s.runs_on) & set(labels) and s.id not in wanted
+    }
+    return _Prepared(state, runner, plan, seal, wanted, labels, elsewhere)
 
 
 def _check_reconcile(
@@ -336,7 +356,7 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
     name, plan, digest = prep.plan.name, prep.plan, prep.seal.contract_digest
     runners = prep.state.trust.with_role("runner")
     carried: dict[StepId, str] = {}
-    if prep.targets:
+    if prep.targets or prep.elsewhere:
         # the newest trusted outcome of each step for this tree decides: a later failure
         # outweighs an earlier pass, and a run without a runner's signature counts for nothing
         decided: set[StepId] = set()
@@ -516,7 +536,11 @@ def _record(
         "head": before.head,
         "started_at": _iso(outcome.started),
         "finished_at": _iso(outcome.finished),
-        "runner": {"name": prep.runner.name, "fingerprint": signer.public_key.fingerprint()},
+        "runner": {
+            "name": prep.runner.name,
+            "fingerprint": signer.public_key.fingerprint(),
+            **({"labels": list(prep.labels)} if prep.labels else {}),
+        },
         "tool": {"name": "gitaudit", "version": __version__},
         "targeted": wanted or None,
         "forced": force,
