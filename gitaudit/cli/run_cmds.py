@@ -19,11 +19,13 @@ from gitaudit.cli.common import (
     signer_for,
     typer_param,
 )
+from gitaudit.cli.names import require_known
 from gitaudit.errors import UsageError
 from gitaudit.ledger import index
 from gitaudit.ledger.objects import blob_at, commit_of
 from gitaudit.ledger.runs import read_run, resolve_run
 from gitaudit.plan.store import discover_worktree
+from gitaudit.run import interrupts
 from gitaudit.run.recorder import run_plan
 
 RUN = grammar.RUN
@@ -52,6 +54,7 @@ def log_cmd(
 ) -> None:
     """Runs, newest first: verdict, tree, HEAD, time, signer, steps passed."""
     repo = repo_here()
+    require_known(repo, plan)
     names = (
         [plan]
         if plan
@@ -103,6 +106,7 @@ def show_cmd(
 ) -> None:
     """A run as a reviewer sees it: the summary, then each step's checks and outputs."""
     repo = repo_here()
+    require_known(repo, plan)
     names = sorted(
         {
             r.removeprefix("refs/audit/runs/")
@@ -176,7 +180,7 @@ def reconcile_cmd(
     if name is None:
         raise UsageError("several plans: name one with --plan")
     mode = observed or "readback"
-    with running.Progress(name, [step], enabled=True) as progress:
+    with interrupts.session(), running.Progress(name, [step], enabled=True) as progress:
         recorded = run_plan(
             repo,
             name,

@@ -40,7 +40,7 @@ from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
 from gitaudit.plan.inputs import input_digests
 from gitaudit.plan.model import Check, Output, Plan, StepId
-from gitaudit.run import checkout
+from gitaudit.run import checkout, interrupts
 from gitaudit.run.authority import require_reconciler
 from gitaudit.run.runner import Event, RunOutcome, RunRequest, execute, step_json
 from gitaudit.verdict import PROVEN, StepStatus, Verdict, judge_run, output_broken
@@ -107,15 +107,16 @@ def _summary_md(doc: Mapping[str, Any], plan: Plan) -> str:
     ]
     for step in plan.steps:
         entry = doc["steps"][step.id]
+        label = step.label.replace("|", "\\|")
         rows = [*entry["checks"], *(c for cs in entry["outputs"].values() for c in cs)]
         status = entry["status"] + (
             f" (from {entry['carried_from'][:12]})" if entry.get("carried_from") else ""
         )
         if not rows:
-            lines.append(f"| {step.id} | {status} | {entry['reason'] or '—'} | | | |")
+            lines.append(f"| {label} | {status} | {entry['reason'] or '—'} | | | |")
         for i, c in enumerate(rows):
             cell = c["check"].replace("|", "\\|")
-            first = f"{step.id} | {status}" if i == 0 else " | "
+            first = f"{label} | {status}" if i == 0 else " | "
             exit_code = "" if c["exit_code"] is None else c["exit_code"]
             expected = "" if c["expect_exit"] is None else c["expect_exit"]
             lines.append(
@@ -212,6 +213,7 @@ def run_plan(
                 on_event=on_event,
             )
         )
+        interrupts.hold()  # the checks are done: a Ctrl-C from here on waits for the record
         purity, left = _purity(workdir, before.tree, placed, bool(live_steps))
         if placed is not None and left is not None:
             checkout.leave_clean(placed, workdir, left)
@@ -220,23 +222,24 @@ def run_plan(
         for t in plan.required_tools
         if shutil.which(t, path=clean_path(os.environ.get("PATH", ""), sandbox.repository)) is None
     ]
-    return _record(
-        repo,
-        prep,
-        signer,
-        before=before,
-        outcome=outcome,
-        purity=purity,
-        placed=placed,
-        live_steps=live_steps,
-        digests=prior.digests,
-        attempts=prior.attempts,
-        reconcile=reconcile or {},
-        wanted=list(prep.targets),
-        force=force,
-        jobs=jobs,
-        missing_tools=missing_tools,
-    )
+    with interrupts.held():
+        return _record(
+            repo,
+            prep,
+            signer,
+            before=before,
+            outcome=outcome,
+            purity=purity,
+            placed=placed,
+            live_steps=live_steps,
+            digests=prior.digests,
+            attempts=prior.attempts,
+            reconcile=reconcile or {},
+            wanted=list(prep.targets),
+            force=force,
+            jobs=jobs,
+            missing_tools=missing_tools,
+        )
 
 
 def _prepare(
