@@ -12,6 +12,7 @@ import typer
 
 from gitaudit import __version__
 from gitaudit.cli import (
+    attest_cmds,
     gate_cmds,
     keys_cmds,
     mission_cmds,
@@ -43,6 +44,7 @@ app.command("route")(mission_cmds.route_cmd)
 app.command("impact")(mission_cmds.impact_cmd)
 app.command("verify")(gate_cmds.verify_cmd)
 app.command("report")(gate_cmds.report_cmd)
+app.command("attest")(attest_cmds.attest_cmd)
 app.command("doctor")(setup_cmds.doctor_cmd)
 app.command("push")(setup_cmds.push_cmd)
 app.command("init")(setup_cmds.init_cmd)
