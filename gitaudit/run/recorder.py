@@ -40,7 +40,7 @@ from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
 from gitaudit.plan.inputs import input_digests
 from gitaudit.plan.model import Check, Output, Plan, StepId
-from gitaudit.run import checkout, interrupts
+from gitaudit.run import artifacts, checkout, interrupts
 from gitaudit.run.authority import require_reconciler
 from gitaudit.run.runner import Event, RunOutcome, RunRequest, execute, step_json
 from gitaudit.verdict import PROVEN, StepStatus, Verdict, judge_run, output_broken
@@ -214,6 +214,12 @@ def run_plan(
             )
         )
         interrupts.hold()  # the checks are done: a Ctrl-C from here on waits for the record
+        collected = artifacts.collect(
+            plan,
+            lambda sid: outcome.steps[sid].attempt is not None,
+            lambda step: workdir if whole_live or step.id in live_steps else slot.tree,
+            prep.state.policy.max_artifact_bytes,
+        )
         purity, left = _purity(workdir, before.tree, placed, bool(live_steps))
         if placed is not None and left is not None:
             checkout.leave_clean(placed, workdir, left)
@@ -239,6 +245,7 @@ def run_plan(
             force=force,
             jobs=jobs,
             missing_tools=missing_tools,
+            collected=collected,
         )
 
 
@@ -476,6 +483,7 @@ def _record(
     force: bool,
     jobs: int | None,
     missing_tools: list[str],
+    collected: Mapping[StepId, tuple[artifacts.Artifact, ...]],
 ) -> RecordedRun:
     """Judge the run, write its evidence and sign it onto the ledger."""
     plan, name, digest = prep.plan, prep.plan.name, prep.seal.contract_digest
@@ -498,6 +506,8 @@ def _record(
         step_doc["input_digest"] = digests[sid]
         if sid in reconcile:
             step_doc["reconciled"] = {"mode": reconcile[sid][0], "note": reconcile[sid][1]}
+        if sid in collected:
+            step_doc["artifacts"] = [a.to_json() for a in collected[sid]]
         failed = step_doc["status"] == StepStatus.FAILED
         step_doc["attempts_used"] = attempts.get(sid, 0) + (1 if failed else 0)
         if placed is not None:
@@ -544,6 +554,7 @@ def _record(
             for sid, o in outcome.steps.items()
         },
     )
+    files.update(artifacts.tree_files(collected))
     message = (
         f"audit({name}): {verdict} {before.tree[:12]} — {passed}/{len(plan.steps)} steps\n\n"
         + ("\n".join(f"- {r}" for r in reasons) + "\n\n" if reasons else "")
