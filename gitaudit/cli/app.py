@@ -13,6 +13,7 @@ import typer
 from gitaudit import __version__
 from gitaudit.cli import (
     attest_cmds,
+    completion,
     gate_cmds,
     keys_cmds,
     mission_cmds,
@@ -49,6 +50,7 @@ app.command("doctor")(setup_cmds.doctor_cmd)
 app.command("push")(setup_cmds.push_cmd)
 app.command("init")(setup_cmds.init_cmd)
 app.add_typer(setup_cmds.hooks_app, name="hooks")
+app.command("completion")(completion.completion_cmd)
 
 
 def _version(value: bool) -> None:
