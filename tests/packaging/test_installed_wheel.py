@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,8 +47,18 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("installed")
     cache = Path(sys.prefix) / "pip-cache"  # reused between runs: packages download once
     env = {**os.environ, "PIP_CACHE_DIR": str(cache), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    # build from a copy: building writes gitaudit/_version.py, and the version of the tree under
+    # test must not change under the other tests (the verdict memo is keyed by it)
+    source = where / "src"
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".venv", "dist", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"
+        ),
+    )
     dist = where / "dist"
-    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)], ROOT, env)
+    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(source)], where, env)
     (wheel,) = dist.glob("gitaudit-*.whl")
     venv = where / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], where, env)
