@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 BASE   := $(VENV)/.installed
 
-.PHONY: test quick demo lint typecheck pytest pytest-quick venv manpage bench clean fuzz
+.PHONY: test quick demo lint typecheck pytest pytest-quick venv manpage bench clean fuzz dist
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,3 +65,8 @@ fuzz: $(STAMP)
 	@rc=0; for h in plan signature; do \
 		$(BIN)/python fuzz/run.py $$h $(FUZZ_SECONDS) || rc=1; \
 	done; exit $$rc
+
+# The source distribution and the wheel, versioned from git tags (hatch-vcs), into dist/.
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .

@@ -63,6 +63,7 @@ PLAN = {
             "depends_on": ["build"],
             "requires_outputs": [{"step": "build", "name": "greeting"}],
             "covers": ["REQ-2"],
+            "artifacts": ["README.md"],
             "verify": [
                 {"type": "run", "argv": ["cat", "README.md"]},
                 {"type": "regex", "path": "README.md", "pattern": "sample"},
@@ -200,6 +201,9 @@ def test_every_run_field_and_path_is_documented(repo: GitRepo) -> None:
     step_keys = {k for entry in doc["steps"].values() for k in entry}
     missing = sorted(step_keys - table_spans(steps))
     assert not missing, f"step-entry fields missing: {missing}"
+    artifacts = doc["steps"]["read"]["artifacts"]
+    assert artifacts and artifacts[0]["stored"], artifacts
+    assert all(f"`{k}`" in steps for k in artifacts[0]), sorted(artifacts[0])
     upstream = doc["steps"]["read"]["upstream"]
     assert upstream, "the plan's upstream re-check did not run"
     assert all(f"`{k}`" in steps for k in upstream[0]), sorted(upstream[0])
@@ -225,6 +229,7 @@ def test_every_run_field_and_path_is_documented(repo: GitRepo) -> None:
         r"(result\.json|stdout|stderr)",
         "steps/<id>/upstream/<step>/<output>/<n>/": r"steps/[^/]+/upstream/[^/]+/[^/]+/\d+/"
         r"(result\.json|stdout|stderr)",
+        "steps/<id>/artifacts/<path>": r"steps/[^/]+/artifacts/.+",
         "run.json": r"run\.json",
         "summary.md": r"summary\.md",
     }
@@ -235,6 +240,7 @@ def test_every_run_field_and_path_is_documented(repo: GitRepo) -> None:
     for path in paths:
         assert any(re.fullmatch(p, path) for p in layouts.values()), f"undocumented path {path}"
     assert any("/upstream/" in p for p in paths) and any("/outputs/" in p for p in paths)
+    assert "steps/read/artifacts/README.md" in paths
 
     message = repo.git("log", "-1", "--format=%B", "refs/audit/runs/default")
     trailers = re.findall(r"^(Audit-[A-Za-z-]+):", message, re.MULTILINE)

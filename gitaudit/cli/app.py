@@ -12,6 +12,8 @@ import typer
 
 from gitaudit import __version__
 from gitaudit.cli import (
+    attest_cmds,
+    completion,
     gate_cmds,
     keys_cmds,
     mission_cmds,
@@ -44,11 +46,13 @@ app.command("route")(mission_cmds.route_cmd)
 app.command("impact")(mission_cmds.impact_cmd)
 app.command("verify")(gate_cmds.verify_cmd)
 app.command("report")(gate_cmds.report_cmd)
+app.command("attest")(attest_cmds.attest_cmd)
 app.command("doctor")(setup_cmds.doctor_cmd)
 app.command("push")(setup_cmds.push_cmd)
 app.command("sync")(sync_cmds.sync_cmd)
 app.command("init")(setup_cmds.init_cmd)
 app.add_typer(setup_cmds.hooks_app, name="hooks")
+app.command("completion")(completion.completion_cmd)
 
 
 def _version(value: bool) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import typer
@@ -69,14 +70,20 @@ def next_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
             step = model.step(sid)
             say(f"  ready     {sid}" + (f": {step.title}" if step and step.title else ""))
         for sid in f.retryable:
-            say(f"  retry     {sid} (failed before; attempts remain)")
+            say(
+                f"  retry     {sid} (failed; attempts remain): fix the cause, then "
+                f"`git audit run {sid} --plan {model.name}`"
+            )
         for sid in f.needs_reconcile:
             say(
                 f"  reconcile {sid}: `git audit reconcile {sid} --plan {model.name} "
                 "--observed pass|fail` or `--readback`"
             )
         for sid in f.exhausted:
-            say(f"  exhausted {sid}: reseal or `git audit run {sid} --plan {model.name} --force`")
+            say(
+                f"  exhausted {sid} (no attempts remain): a sealer's `git audit plan "
+                f"reset-attempts {sid} --plan {model.name}`, or a reseal"
+            )
         for b in f.blocked:
             say(f"  blocked   {b.step}: " + "; ".join(str(n) for n in b.needs))
     if as_json:
@@ -109,6 +116,7 @@ def route_cmd(
         search = route_search(model, verdict.states, goal, limit if show_all else 1)
         ratio = completion_ratio(model, verdict.states)
         routes = [{"cost": r.cost, "steps": list(r.steps)} for r in search.routes]
+        retry = [] if routes else _retry_route(model, verdict.states, goal)
         docs.append(
             {
                 "plan": model.name,
@@ -118,15 +126,15 @@ def route_cmd(
                 "exact": search.exact,
                 "complete": search.complete,
                 "routes": routes,
+                "viable_after_retry": bool(retry),
+                "retry": retry,
             }
         )
         if as_json:
             continue
         target = f"step {goal}" if goal else "the requirements"
         if not routes:
-            say(
-                f"{model.name}: {target} cannot be reached any more ({ratio:.0%} of steps verified)"
-            )
+            say(_no_route(model, verdict.states, target, ratio, retry))
             continue
         best = search.routes[0]
         say(
@@ -139,6 +147,48 @@ def route_cmd(
             say(f"  or cost {r.cost:g} over {{{', '.join(r.steps)}}}")
     if as_json:
         emit_json({"plans": docs})
+
+
+def _retry_route(model: Plan, states: Mapping[str, str], goal: str | None) -> list[str]:
+    """When no route exists from the steps as they stand: the failed steps (attempts remain)
+    that a route needs once they are retried, or [] when retrying them does not help either."""
+    f = frontier(model, states)
+    if not f.failed:
+        return []
+    relaxed = {sid: ("pending" if sid in f.failed else st) for sid, st in states.items()}
+    again = route_search(model, relaxed, goal, 1)
+    if not again.routes:
+        return []
+    return [sid for sid in again.routes[0].steps if sid in f.failed]
+
+
+def _no_route(
+    model: Plan, states: Mapping[str, str], target: str, ratio: float, retry: list[str]
+) -> str:
+    """Why no route exists, in the words `next` uses for the same states."""
+    name = model.name
+    if retry:
+        return (
+            f"{name}: no route from the steps as they stand: {target} "
+            f"{'need' if target == 'the requirements' else 'needs'} a retry of "
+            f"{', '.join(retry)} (failed; attempts remain) — fix the cause, then "
+            f"`git audit run {' '.join(retry)} --plan {name}` ({ratio:.0%} of steps verified)"
+        )
+    f = frontier(model, states)
+    why = []
+    if f.exhausted:
+        why.append(
+            f"exhausted: {', '.join(f.exhausted)} (no attempts remain: a sealer's "
+            f"`git audit plan reset-attempts STEP --plan {name}`, or a reseal)"
+        )
+    if f.needs_reconcile:
+        why.append(
+            f"unknown outcome: {', '.join(f.needs_reconcile)} (`git audit reconcile STEP "
+            f"--plan {name}`)"
+        )
+    return f"{name}: {target} cannot be reached any more ({ratio:.0%} of steps verified)" + (
+        ": " + "; ".join(why) if why else ""
+    )
 
 
 def impact_cmd(

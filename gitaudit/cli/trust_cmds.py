@@ -199,6 +199,12 @@ def policy_cmd(
             help="allow or refuse evidence of checks that ran in the live work tree.",
         ),
     ] = None,
+    max_artifact_bytes: Annotated[
+        int | None,
+        typer.Option(
+            "--max-artifact-bytes", help="The largest artifact a run stores, in bytes.", min=0
+        ),
+    ] = None,
     allow_weaken: Annotated[
         bool, typer.Option("--allow-weaken", help="Accept a laxer policy (recorded).")
     ] = False,
@@ -209,7 +215,7 @@ def policy_cmd(
     repo = repo_here()
     state = read_state(repo)
     current = state.policy
-    if protect is None and weaken is None and commit_msg is None and live_evidence is None:
+    if (protect, weaken, commit_msg, live_evidence, max_artifact_bytes) == (None,) * 5:
         for k, v in current.to_json().items():
             say(f"{k}: {v}")
         return
@@ -224,6 +230,9 @@ def policy_cmd(
         allow_weaken=current.allow_weaken if weaken is None else weaken == "allowed",
         commit_msg=commit_msg or current.commit_msg,
         live_evidence=live_evidence or current.live_evidence,
+        max_artifact_bytes=current.max_artifact_bytes
+        if max_artifact_bytes is None
+        else max_artifact_bytes,
     )
     commit, laxer = set_policy(
         repo, signer_for(repo, key), policy, allow_weaken=allow_weaken, reason=reason

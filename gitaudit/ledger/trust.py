@@ -180,6 +180,9 @@ def _names(doc: Mapping[str, Any], field_name: str) -> list[str]:
     return value
 
 
+DEFAULT_MAX_ARTIFACT_BYTES = 4 << 20
+
+
 @dataclass(frozen=True)
 class Policy:
     """The gate policy. A server judges a push with the policy it already holds."""
@@ -190,6 +193,8 @@ class Policy:
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
     # "refuse": evidence of checks that ran in the live work tree (workspace: live) does not count
     live_evidence: LiveEvidence = "allow"
+    # the largest artifact a run stores (a step's junit.xml, coverage.xml), in bytes
+    max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -200,6 +205,8 @@ class Policy:
         }
         if self.live_evidence != "allow":  # added in 0.2: only when set (stable digests)
             doc["live_evidence"] = self.live_evidence
+        if self.max_artifact_bytes != DEFAULT_MAX_ARTIFACT_BYTES:  # added in 0.2: only when set
+            doc["max_artifact_bytes"] = self.max_artifact_bytes
         return doc
 
     def digest(self) -> str:
@@ -242,9 +249,12 @@ class Policy:
             live = doc.get("live_evidence", "allow")
             if live not in LIVE_EVIDENCE:
                 raise ValueError(f"live_evidence must be one of {', '.join(LIVE_EVIDENCE)}")
+            limit = doc.get("max_artifact_bytes", DEFAULT_MAX_ARTIFACT_BYTES)
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+                raise ValueError("max_artifact_bytes must be a number of bytes (0 or more)")
         except ValueError as exc:
             raise TrustError(f"{where}: {POLICY_PATH} is invalid: {exc}") from None
-        return cls(tuple(refs), allow, mode, doc, live)
+        return cls(tuple(refs), allow, mode, doc, live, limit)
 
 
 def policy_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> Policy:
