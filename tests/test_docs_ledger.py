@@ -372,7 +372,7 @@ def _catalogue_kinds(text: str) -> dict[str, set[str]]:
 
 
 def test_the_catalogue_counts_attacks_limits_and_controls_apart() -> None:
-    """"All caught" is said of the attacks only: a known limit is stated as a limit, and a
+    """ "All caught" is said of the attacks only: a known limit is stated as a limit, and a
     control (an honest use that must keep working) is not an attack."""
     text = THREAT_DOC.read_text(encoding="utf-8")
     kinds = _catalogue_kinds(text)
