@@ -86,7 +86,6 @@ GROUPS = {
             "tests/adversarial/test_hooks.py",
             "tests/adversarial/test_commit_msg.py",
             "tests/e2e/test_hooks.py",
-            "tests/fuzz/test_hook_input_fuzz.py",
         ),
     ),
     "fingerprint": Group(("gitaudit/git/fingerprint.py",), ("tests/test_fingerprint.py",)),
