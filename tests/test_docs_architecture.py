@@ -16,6 +16,7 @@ LAYERS = [
     "errors",
     "places",
     "secret",
+    "checkpoint",
     "plan",
     "verdict",
     "checks",

@@ -358,8 +358,39 @@ def test_every_attack_of_the_catalogue_is_in_the_threat_model() -> None:
             if name not in cited:
                 missing.append(f"{path.name}::{name}")
     assert not missing, f"attacks missing from docs/threat-model.md: {missing}"
-    count = re.search(r"`tests/adversarial/` tries (\d+) attacks", text)
+    count = re.search(r"`tests/adversarial/` tries (\d+) tests", text)
     assert count is not None and int(count.group(1)) == len(cited), (count, len(cited))
+
+
+def _catalogue_kinds(text: str) -> dict[str, set[str]]:
+    """The adversarial tests the threat model cites, by kind: a **limit** is stated as one (its
+    catalogue row starts with KNOWN LIMIT: the test shows how far the attack gets), a
+    **control** shows what must keep working (its row starts with Control:, or the test is not
+    named test_attack_*), every other test is an **attack** that is caught."""
+    cited = set(re.findall(r"tests/adversarial/[\w/]+\.py::(test_\w+)", text))
+    rows = re.findall(r"^\| (.+?) \| `tests/adversarial/[\w/]+\.py::(test_\w+)` \|$", text, re.M)
+    limits = {name for first, name in rows if first.startswith("KNOWN LIMIT")}
+    controls = {name for first, name in rows if first.startswith("Control")}
+    controls |= {name for name in cited if not name.startswith("test_attack_")}
+    return {"limit": limits, "control": controls - limits, "attack": cited - limits - controls}
+
+
+def test_the_catalogue_counts_attacks_limits_and_controls_apart() -> None:
+    """ "All caught" is said of the attacks only: a known limit is stated as a limit, and a
+    control (an honest use that must keep working) is not an attack."""
+    text = THREAT_DOC.read_text(encoding="utf-8")
+    kinds = _catalogue_kinds(text)
+    stated = re.search(
+        r"(\d+) attacks,\s+all\s+caught;\s+(\d+)\s+known\s+limits?,\s+stated\s+as\s+such;\s+"
+        r"(\d+)\s+controls",
+        text,
+    )
+    assert stated is not None, "the catalogue states its attacks, limits and controls apart"
+    got = tuple(int(n) for n in stated.groups())
+    want = (len(kinds["attack"]), len(kinds["limit"]), len(kinds["control"]))
+    assert got == want, (got, want)
+    status = re.search(r"\*\*Status: .*?\((\d+) attacks, all caught", text, re.S)
+    assert status is not None and int(status.group(1)) == want[0]
 
 
 # ------------------------------------------------------------------------------ cross-links
