@@ -12,6 +12,7 @@ import typer
 
 from gitaudit import __version__
 from gitaudit.cli import (
+    export_cmds,
     gate_cmds,
     keys_cmds,
     mission_cmds,
@@ -31,6 +32,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(plan_cmds.app, name="plan")
+plan_cmds.app.command("export")(export_cmds.export_cmd)
 app.add_typer(keys_cmds.app, name="keys")
 app.add_typer(trust_cmds.app, name="trust")
 app.command("run")(run_cmds.run_cmd)
