@@ -12,6 +12,7 @@ import typer
 
 from gitaudit import __version__
 from gitaudit.cli import (
+    agents_cmds,
     export_cmds,
     gate_cmds,
     keys_cmds,
@@ -19,6 +20,7 @@ from gitaudit.cli import (
     plan_cmds,
     run_cmds,
     setup_cmds,
+    snapshot_cmds,
     trust_cmds,
 )
 from gitaudit.cli.common import CONTEXT, say
@@ -49,6 +51,10 @@ app.command("doctor")(setup_cmds.doctor_cmd)
 app.command("push")(setup_cmds.push_cmd)
 app.command("init")(setup_cmds.init_cmd)
 app.add_typer(setup_cmds.hooks_app, name="hooks")
+app.add_typer(agents_cmds.app, name="agents")
+app.command("snapshot")(snapshot_cmds.snapshot_cmd)
+app.command("snapshots")(snapshot_cmds.snapshots_cmd)
+app.command("rollback")(snapshot_cmds.rollback_cmd)
 
 
 def _version(value: bool) -> None:

@@ -6,6 +6,7 @@ not pay for typer's start-up).
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from gitaudit.cli.context import signer_for
 from gitaudit.cli.output import emit_json, say
 from gitaudit.errors import ExitCode, UsageError
-from gitaudit.git.repo import open_repo
+from gitaudit.git.repo import Repo, open_repo
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.plan.store import discover_worktree
 from gitaudit.run.authority import forced_past_exhaustion
@@ -138,6 +139,13 @@ def result_json(r: RecordedRun) -> dict[str, Any]:
     }
 
 
+def _stamp(repo: Repo, agent: str, plan: str) -> dict[str, Any]:
+    from gitaudit.ledger.agent_ops import run_stamp
+    from gitaudit.ledger.plansref import read_state
+
+    return run_stamp(repo, read_state(repo), agent, plan)
+
+
 def run(
     steps: list[str] | None,
     plan: str | None,
@@ -146,8 +154,11 @@ def run(
     fresh: bool,
     as_json: bool,
     key: Path | None,
+    snapshot: bool = False,
 ) -> int:
-    """Run sealed plans and record each run; the exit code of the worst verdict."""
+    """Run sealed plans and record each run; the exit code of the worst verdict. With
+    *snapshot*, the work tree is snapshot first; with ``$GITAUDIT_AGENT`` set, each run records
+    that agent and its claim (docs/agents.md)."""
     repo = open_repo()
     workdir = repo.require_workdir()
     names = [f.name for f in discover_worktree(workdir)] if plan is None else [plan]
@@ -156,6 +167,13 @@ def run(
     if steps and len(names) > 1:
         raise UsageError("naming steps needs --plan", hint="e.g. `git audit run 3 --plan backend`")
     signer = signer_for(repo, key)
+    if snapshot:
+        from gitaudit.ledger.snapshots import take
+
+        taken = take(repo, signer, "pre-run", "before `git audit run`")
+        if not as_json:
+            say(f"snapshot pre-run: {taken.commit[:12]} (tree {taken.tree[:12]})")
+    agent = os.environ.get("GITAUDIT_AGENT") or None
     results = []
     worst = ExitCode.OK
     for name in names:
@@ -172,6 +190,7 @@ def run(
                 fresh=fresh,
                 on_event=progress.event,
                 checked=checked,
+                agent=_stamp(repo, agent, name) if agent else None,
             )
         results.append(recorded)
         # evidence of a step forced past its attempts counts only after a sealer's reset

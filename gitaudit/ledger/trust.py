@@ -31,6 +31,9 @@ CommitMsgMode = Literal["off", "claims", "strict"]
 COMMIT_MSG_MODES: tuple[CommitMsgMode, ...] = ("off", "claims", "strict")
 LiveEvidence = Literal["allow", "refuse"]
 LIVE_EVIDENCE: tuple[LiveEvidence, ...] = ("allow", "refuse")
+AgentsMode = Literal["parallel-warn", "parallel-strict", "serial"]
+# laxest first: a policy moving left is a weakening
+AGENTS_MODES: tuple[AgentsMode, ...] = ("parallel-warn", "parallel-strict", "serial")
 
 ALLOWED_SIGNERS_PATH = "trust/allowed_signers"
 ROLES_PATH = "trust/roles.json"
@@ -172,6 +175,8 @@ class Policy:
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
     # "refuse": evidence of checks that ran in the live work tree (workspace: live) does not count
     live_evidence: LiveEvidence = "allow"
+    # how claims of agents side by side may coexist, and what the gate makes of conflicts
+    agents: AgentsMode = "parallel-warn"
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -182,6 +187,8 @@ class Policy:
         }
         if self.live_evidence != "allow":  # added in 0.2: only when set (stable digests)
             doc["live_evidence"] = self.live_evidence
+        if self.agents != "parallel-warn":  # added in 0.2: only when set (stable digests)
+            doc["agents"] = self.agents
         return doc
 
     def digest(self) -> str:
@@ -203,6 +210,8 @@ class Policy:
             out.append(f"commit-msg default {old.commit_msg} -> {self.commit_msg}")
         if self.live_evidence == "allow" and old.live_evidence == "refuse":
             out.append("evidence from the live work tree becomes acceptable")
+        if AGENTS_MODES.index(self.agents) < AGENTS_MODES.index(old.agents):
+            out.append(f"agents mode {old.agents} -> {self.agents}")
         return out
 
     @classmethod
@@ -224,9 +233,12 @@ class Policy:
             live = doc.get("live_evidence", "allow")
             if live not in LIVE_EVIDENCE:
                 raise ValueError(f"live_evidence must be one of {', '.join(LIVE_EVIDENCE)}")
+            agents = doc.get("agents", "parallel-warn")
+            if agents not in AGENTS_MODES:
+                raise ValueError(f"agents must be one of {', '.join(AGENTS_MODES)}")
         except ValueError as exc:
             raise TrustError(f"{where}: {POLICY_PATH} is invalid: {exc}") from None
-        return cls(tuple(refs), allow, mode, doc, live)
+        return cls(tuple(refs), allow, mode, doc, live, agents)
 
 
 def policy_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> Policy:

@@ -156,6 +156,7 @@ def run_plan(
     reconcile: Mapping[StepId, tuple[str, str]] | None = None,
     on_event: Event | None = None,
     checked: CheckedPlan | None = None,
+    agent: Mapping[str, Any] | None = None,
 ) -> RecordedRun:
     """Run plan *name* (all steps, or *targets*) and record the signed run commit.
 
@@ -163,7 +164,8 @@ def run_plan(
     unless the plan or a step declares ``workspace: live``. Steps that declare ``inputs`` are
     carried forward instead of re-run when their input digest (see :mod:`gitaudit.plan.inputs`)
     matches a passing run, unless *fresh* or explicitly targeted. *reconcile* settles unknown
-    outcomes of non-idempotent steps instead of running them.
+    outcomes of non-idempotent steps instead of running them. *agent* (the agent making the
+    run and its claim, :func:`gitaudit.ledger.agent_ops.run_stamp`) is recorded as is.
     """
     workdir = repo.require_workdir()
     prep = _prepare(repo, name, signer, checked, targets, reconcile or {})
@@ -236,6 +238,7 @@ def run_plan(
         force=force,
         jobs=jobs,
         missing_tools=missing_tools,
+        agent=agent,
     )
 
 
@@ -473,6 +476,7 @@ def _record(
     force: bool,
     jobs: int | None,
     missing_tools: list[str],
+    agent: Mapping[str, Any] | None = None,
 ) -> RecordedRun:
     """Judge the run, write its evidence and sign it onto the ledger."""
     plan, name, digest = prep.plan, prep.plan.name, prep.seal.contract_digest
@@ -533,6 +537,8 @@ def _record(
         "route": route_receipt(plan, statuses),
         "steps": steps_doc,
     }
+    if agent is not None:  # added in 0.2 (agents side by side, docs/agents.md)
+        doc["agent"] = dict(agent)
     files = evidence_files(
         doc,
         _summary_md(doc, plan),

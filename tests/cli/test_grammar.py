@@ -40,12 +40,14 @@ def test_each_typer_command_has_exactly_the_declared_parameters(spec: grammar.Gr
 
 def test_every_option_of_the_fast_commands_is_parsed_fast() -> None:
     parse = grammar.RUN.parse
-    assert parse(["a", "b", "--plan", "x", "-j", "2", "--force", "--fresh", "--json"]) == {
+    argv = ["a", "b", "--plan", "x", "-j", "2", "--force", "--fresh", "--snapshot", "--json"]
+    assert parse(argv) == {
         "steps": ["a", "b"],
         "plan": "x",
         "jobs": 2,
         "force": True,
         "fresh": True,
+        "snapshot": True,
         "as_json": True,
         "key": None,
     }
@@ -55,6 +57,7 @@ def test_every_option_of_the_fast_commands_is_parsed_fast() -> None:
         "jobs": None,
         "force": False,
         "fresh": False,
+        "snapshot": False,
         "as_json": False,
         "key": Path("k.pub"),
     }
