@@ -18,6 +18,7 @@ from typing import Any
 
 import pygit2
 
+from gitaudit.crypto.commits import verify_commit
 from gitaudit.errors import GitAuditError
 from gitaudit.gate.result import Reason
 from gitaudit.git.repo import Repo
@@ -78,6 +79,26 @@ def _tree(git: pygit2.Repository, rev: str | None) -> pygit2.Tree | None:
         return None
 
 
+def _impersonation(
+    repo: Repo, state: PlansState, registry: Registry, record: RunRecord, name: str
+) -> Reason | None:
+    """A run may only name an agent registered to the key that signed it."""
+    agent = registry.agents.get(name)
+    try:
+        signer = verify_commit(repo.git, record.commit, state.trust.with_role("runner"))
+    except GitAuditError:
+        return None  # the evidence check reports an untrusted run
+    if agent is not None and agent.key == signer.fingerprint():
+        return None
+    whose = f"is registered to {agent.key}" if agent is not None else "is not registered"
+    return Reason(
+        "agents.impersonation",
+        f"run {record.commit[:12]} names agent {name}, which {whose}, but the run is signed by "
+        f"{signer.fingerprint()}",
+        "run as an agent registered to your own key: `git audit agents register NAME`",
+    )
+
+
 def changes(git: pygit2.Repository, base: str | None, tree: str) -> list[str] | None:
     """The paths that differ between *base* (a tree or commit) and *tree*; None when either is
     not in the repository (then every claimed path counts as touched)."""
@@ -117,6 +138,10 @@ def judge(
             )
         ], []
     name, own = stamp
+    if name is not None:
+        false = _impersonation(repo, state, registry, record, name)
+        if false is not None:
+            return [false], []
     others = [c for c in registry.live_claims(now, state.trust) if c.agent != name and c.paths]
     if not others:
         return [], []

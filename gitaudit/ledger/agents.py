@@ -43,6 +43,7 @@ from gitaudit.ledger.objects import blob_at, commit_of, dumps, loads, write_tree
 from gitaudit.ledger.plansref import PlansState, state_at
 from gitaudit.ledger.refs import AGENTS_REF, RefConflict, cas_update, read_ref
 from gitaudit.ledger.trust import TrustSet
+from gitaudit.plan.globs import GlobError, canonical
 
 RECORD_FORMAT = "gitaudit.agent-record/1"
 STATE_FORMAT = "gitaudit.agents/1"
@@ -344,6 +345,15 @@ def _apply_claim(
     assert record.plan is not None and record.step is not None and record.base is not None
     if current.claim is not None:
         raise _bad(where, f"agent {record.agent} claims while holding {current.claim.describe()}")
+    for path in record.paths:
+        try:
+            spelled = canonical(path)
+        except GlobError as exc:
+            raise _bad(
+                where, f"record #{record.seq} claims a path that is not one: {exc}"
+            ) from None
+        if spelled != path:
+            raise _bad(where, f"record #{record.seq} spells {spelled!r} as {path!r}")
     holder = reg.holder(record.plan, record.step)
     if holder is not None:
         previous = agents[holder.agent]

@@ -165,18 +165,6 @@ def _complement(ranges: _Ranges) -> _Ranges:
     return tuple(out)
 
 
-def _meet(a: _Ranges, b: _Ranges) -> bool:
-    i = j = 0
-    while i < len(a) and j < len(b):
-        if a[i][1] < b[j][0]:
-            i += 1
-        elif b[j][1] < a[i][0]:
-            j += 1
-        else:
-            return True
-    return False
-
-
 def _compile(pattern: str) -> _Nfa:
     nfa = _Nfa()
     if not any(ch in pattern for ch in _WILD):
@@ -194,9 +182,11 @@ def _compile(pattern: str) -> _Nfa:
     while i < len(pattern):
         if pattern.startswith("**/", i):
             before = nfa.last
+            folders = nfa.new()  # any folders ...
+            nfa.states[before].eps.append(folders)
             nfa.star()
             nfa.literal("/")
-            nfa.states[before].eps.append(nfa.last)  # zero folders
+            nfa.states[before].eps.append(nfa.last)  # ... or none
             i += 3
             continue
         ch = pattern[i]
@@ -229,24 +219,86 @@ def _closure(nfa: _Nfa, states: Iterable[int]) -> frozenset[int]:
     return frozenset(seen)
 
 
+# The shape of a path in a tree: components that are not empty, "." or "..", joined by "/".
+# States: at the start of a component, after ".", after "..", inside a component (accepting).
+_START, _DOT, _DOTDOT, _NAME = 0, 1, 2, 3
+_SLASH, _PERIOD = ord("/"), ord(".")
+
+
+def _path_step(state: int, kind: str) -> int | None:
+    if kind == "/":
+        return _START if state == _NAME else None
+    if kind == ".":
+        return {_START: _DOT, _DOT: _DOTDOT}.get(state, _NAME)
+    return _NAME
+
+
+def _inter(a: _Ranges, b: _Ranges) -> _Ranges:
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo <= hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return tuple(out)
+
+
+def _kinds(ranges: _Ranges) -> list[tuple[str, str]]:
+    """(kind, a character of that kind) for each kind of path character in *ranges*: the
+    separator, a period, any other character (not NUL)."""
+    out = []
+
+    def inside(c: int) -> bool:
+        return any(lo <= c <= hi for lo, hi in ranges)
+
+    if inside(_SLASH):
+        out.append(("/", "/"))
+    if inside(_PERIOD):
+        out.append((".", "."))
+    if inside(ord("x")):
+        out.append(("x", "x"))
+    else:
+        for lo, hi in ranges:
+            c = next((c for c in range(max(lo, 1), hi + 1) if c not in (_SLASH, _PERIOD)), None)
+            if c is not None:
+                out.append(("x", chr(c)))
+                break
+    return out
+
+
+def witness(a: str, b: str, ignore_case: bool = False) -> str | None:
+    """A shortest path (non-empty components, none ``.`` or ``..``) that both canonical globs
+    match, or None when there is none: the product of their automata and of the shape of a
+    path, searched breadth first."""
+    left, right = _compile(fold(a, ignore_case)), _compile(fold(b, ignore_case))
+    start = (_closure(left, [0]), _closure(right, [0]), _START)
+    seen = {start: ""}
+    queue = [start]
+    while queue:
+        nxt_queue = []
+        for xs, ys, shape in queue:
+            word = seen[(xs, ys, shape)]
+            if left.last in xs and right.last in ys and shape == _NAME:
+                return word
+            for x in xs:
+                for xr, xt in left.states[x].edges:
+                    for y in ys:
+                        for yr, yt in right.states[y].edges:
+                            for kind, ch in _kinds(_inter(xr, yr)):
+                                after = _path_step(shape, kind)
+                                if after is None:
+                                    continue
+                                key = (_closure(left, [xt]), _closure(right, [yt]), after)
+                                if key not in seen:
+                                    seen[key] = word + ch
+                                    nxt_queue.append(key)
+        queue = nxt_queue
+    return None
+
+
 def overlap(a: str, b: str, ignore_case: bool = False) -> bool:
     """Whether some path matches both canonical globs *a* and *b* (decided exactly)."""
-    left, right = _compile(fold(a, ignore_case)), _compile(fold(b, ignore_case))
-    start = (_closure(left, [0]), _closure(right, [0]))
-    seen = {start}
-    todo = [start]
-    while todo:
-        xs, ys = todo.pop()
-        if left.last in xs and right.last in ys:
-            return True
-        for x in xs:
-            for xr, xt in left.states[x].edges:
-                for y in ys:
-                    for yr, yt in right.states[y].edges:
-                        if not _meet(xr, yr):
-                            continue
-                        pair = (_closure(left, [xt]), _closure(right, [yt]))
-                        if pair not in seen:
-                            seen.add(pair)
-                            todo.append(pair)
-    return False
+    return witness(a, b, ignore_case) is not None
