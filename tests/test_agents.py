@@ -73,8 +73,12 @@ def test_one_line_errors_for_bad_input(team: GitRepo) -> None:
     assert "escapes the workspace" in fails(
         team, "agents", "claim", "unit", "--paths", "src/../../x", "-a", "ann", code=2
     )
-    assert "absolute" in fails(team, "agents", "claim", "unit", "--paths", "/etc", "-a", "ann", code=2)
-    assert "no plan has a step 'nope'" in fails(team, "agents", "claim", "nope", "-a", "ann", code=2)
+    assert "absolute" in fails(
+        team, "agents", "claim", "unit", "--paths", "/etc", "-a", "ann", code=2
+    )
+    assert "no plan has a step 'nope'" in fails(
+        team, "agents", "claim", "nope", "-a", "ann", code=2
+    )
     ok(team, "agents", "claim", "unit", "-a", "ann")
     err = fails(team, "agents", "claim", "unit", "-a", "bob")
     assert "claim #3 of agent ann on step unit (default) is live" in err
@@ -228,7 +232,9 @@ def test_overlap_is_exact(left: list[str], right: list[str]) -> None:
         assert found is not None, (a, b)
 
 
-def test_snapshot_and_agents_refs_do_not_touch_the_users_index(team: GitRepo, tmp_path: Path) -> None:
+def test_snapshot_and_agents_refs_do_not_touch_the_users_index(
+    team: GitRepo, tmp_path: Path
+) -> None:
     before = (team.path / ".git" / "index").read_bytes()
     ok(team, "agents", "claim", "unit", "-a", "ann")
     ok(team, "snapshot", "here")

@@ -175,7 +175,7 @@ def _assess_plan(
         else []
     )
     conflicts, warnings = claims.judge(repo, state, agents, name, evidence.record, now)
-    reasons = (*env, *evidence.reasons, *conflicts)
+    reasons = (*env, *conflicts, *evidence.reasons)
     states = step_states(repo, state, name, model, evidence.record, reasons) if with_states else {}
     seen = {runs_ref(name): evidence.seen} if evidence.seen else {}
     basis = Basis(seen=seen, until=evidence.until, tools=tuple(model.required_tools))

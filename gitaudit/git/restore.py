@@ -104,15 +104,20 @@ def changes(
     return out
 
 
+def unsafe(path: str) -> bool:
+    """Whether a tree path is one a rollback never writes (``.git`` in any case, ``.``,
+    ``..`` or an empty component)."""
+    return any(p in ("", ".", "..") or p.lower() == ".git" for p in path.split("/"))
+
+
 class _Blocked(Exception):
     """A path cannot be reached without following a link or crossing a non-folder."""
 
 
 def _safe(path: str) -> list[str]:
-    parts = path.split("/")
-    if any(p in ("", ".", "..") or p.lower() == ".git" for p in parts):
+    if unsafe(path):
         raise _Blocked("not a plain path inside the work tree")
-    return parts
+    return path.split("/")
 
 
 @contextlib.contextmanager

@@ -264,6 +264,12 @@ def rollback(
     todo = restore.changes(repo.git, current, target.tree, scope, _ignore_case(repo))
     if not todo:
         return Rollback(target, tuple(scope), None, restore.Applied((), (), ()), ())
+    bad = [c.path for c in todo if restore.unsafe(c.path)]
+    if bad:
+        raise SnapshotError(
+            f"snapshot {name!r} holds {bad[0]!r}, a path a rollback never writes",
+            hint="nothing was changed; this snapshot was not taken by `git audit snapshot`",
+        )
     lost = unsaved(repo, todo)
     if lost and not force:
         more = f" and {len(lost) - SHOWN} more" if len(lost) > SHOWN else ""
