@@ -22,6 +22,7 @@ from gitaudit.cli import (
     setup_cmds,
     snapshot_cmds,
     trust_cmds,
+    watch_cmds,
 )
 from gitaudit.cli.common import CONTEXT, say
 
@@ -55,6 +56,7 @@ app.add_typer(agents_cmds.app, name="agents")
 app.command("snapshot")(snapshot_cmds.snapshot_cmd)
 app.command("snapshots")(snapshot_cmds.snapshots_cmd)
 app.command("rollback")(snapshot_cmds.rollback_cmd)
+app.command("watch")(watch_cmds.watch_cmd)
 
 
 def _version(value: bool) -> None:
