@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pygit2
@@ -245,3 +247,31 @@ def test_attack_agents_control_own_paths_count(crew: World) -> None:
     crew.repo.commit("bob's change")
     assert _cli(crew, "run", env={"GITAUDIT_AGENT": "bob"}).code == 0
     assert crew.gate().verdict == "PASS"
+
+
+def test_attack_agents_server_refuses_forged_records_and_snapshots(
+    crew: World, tmp_path: Path
+) -> None:
+    """The server's pre-receive accepts the genuine registry (verified record by record), then
+    refuses a record mallory signed on top, and any snapshot (they hold untracked files)."""
+    crew.serve(tmp_path / "server.git")
+    pushed = crew.repo.git("push", "origin", f"{AGENTS_REF}:{AGENTS_REF}", check=False)
+    assert crew.repo.git("ls-remote", "origin", AGENTS_REF).strip(), pushed
+    _append(crew, crew.mallory)
+    proc = subprocess.run(
+        ["git", "push", "origin", f"{AGENTS_REF}:{AGENTS_REF}"],
+        cwd=crew.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode != 0 and "not signed by a trusted runner or sealer" in proc.stderr
+    assert _cli(crew, "snapshot", "mine").code == 0
+    proc = subprocess.run(
+        ["git", "push", "origin", "refs/audit/snapshots/mine:refs/audit/snapshots/mine"],
+        cwd=crew.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode != 0 and "snapshots hold untracked files" in proc.stderr
