@@ -160,6 +160,13 @@ RUN = Grammar(
             ("--fresh",),
             None,
         ),
+        Param(
+            "snapshot",
+            "Snapshot the work tree first (refs/audit/snapshots/pre-run; "
+            "`git audit rollback pre-run` restores it).",
+            ("--snapshot",),
+            None,
+        ),
         JSON,
         KEY,
     ),

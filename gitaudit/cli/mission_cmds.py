@@ -7,10 +7,12 @@ from typing import Annotated, Any
 
 import typer
 
+from gitaudit.cli.agents_cmds import holders
 from gitaudit.cli.common import JsonOpt, PlanOpt, emit_json, repo_here, say
 from gitaudit.errors import UsageError
 from gitaudit.gate.judge import judge
 from gitaudit.gate.result import PlanVerdict
+from gitaudit.ledger.plansref import read_state
 from gitaudit.mission import (
     completion_ratio,
     frontier,
@@ -47,8 +49,11 @@ def next_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
     """The verified frontier: steps that may start now (every AND clause has a verified
     alternative), then the blocked steps with exactly which clause blocks each."""
     docs = []
+    repo = repo_here()
+    plans = read_state(repo)
     for model, verdict in plans_with_states(plan):
         f = frontier(model, verdict.states)
+        held = holders(repo, plans, model.name)
         doc: dict[str, Any] = {
             "plan": model.name,
             "ready": list(f.ready),
@@ -61,6 +66,7 @@ def next_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
                 for b in f.blocked
             ],
             "verified": list(f.verified),
+            "claims": {s: {"agent": a, "live": live} for s, (a, live) in sorted(held.items())},
         }
         docs.append(doc)
         if as_json:
@@ -68,7 +74,11 @@ def next_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
         say(f"{model.name}: {len(f.verified)}/{len(model.steps)} verified")
         for sid in f.ready:
             step = model.step(sid)
-            say(f"  ready     {sid}" + (f": {step.title}" if step and step.title else ""))
+            say(
+                f"  ready     {sid}"
+                + (f": {step.title}" if step and step.title else "")
+                + _held(held, sid)
+            )
         for sid in f.retryable:
             say(
                 f"  retry     {sid} (failed; attempts remain): fix the cause, then "
@@ -85,9 +95,18 @@ def next_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
                 f"reset-attempts {sid} --plan {model.name}`, or a reseal"
             )
         for b in f.blocked:
-            say(f"  blocked   {b.step}: " + "; ".join(str(n) for n in b.needs))
+            needs = "; ".join(str(n) for n in b.needs)
+            say(f"  blocked   {b.step}: {needs}{_held(held, b.step)}")
     if as_json:
         emit_json({"plans": docs})
+
+
+def _held(held: dict[str, tuple[str, bool]], step: str) -> str:
+    """`  [claimed by AGENT]` (or `[stale claim of AGENT]`) for a claimed step."""
+    if step not in held:
+        return ""
+    agent, live = held[step]
+    return f"  [claimed by {agent}]" if live else f"  [stale claim of {agent}: may be taken over]"
 
 
 def route_cmd(

@@ -41,12 +41,13 @@ def run_cmd(
     jobs: Annotated[int | None, typer_param(RUN.param("jobs"))] = None,
     force: Annotated[bool, typer_param(RUN.param("force"))] = False,
     fresh: Annotated[bool, typer_param(RUN.param("fresh"))] = False,
+    snapshot: Annotated[bool, typer_param(RUN.param("snapshot"))] = False,
     as_json: JsonOpt = False,
     key: KeyOpt = None,
 ) -> None:
     """Run sealed plans against the work tree and record each run as a signed commit on
     refs/audit/runs/<plan>. Exit 0 PASS, 1 FAIL, 3 UNKNOWN or interrupted."""
-    exit_with(running.run(steps, plan, jobs, force, fresh, as_json, key, step, labels))
+    exit_with(running.run(steps, plan, jobs, force, fresh, as_json, key, step, labels, snapshot))
 
 
 def log_cmd(

@@ -10,6 +10,7 @@ import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -189,36 +190,48 @@ def _not_started(rest: list[str]) -> None:
         warn(f"interrupted: not started: {', '.join(rest)}")
 
 
+def _stamp(repo: Repo, agent: str, plan: str) -> dict[str, Any]:
+    from gitaudit.ledger.agent_ops import run_stamp
+    from gitaudit.ledger.plansref import read_state
+
+    return run_stamp(repo, read_state(repo), agent, plan)
+
+
+@dataclass(frozen=True)
+class _Options:
+    """What the command line asks of every plan's run."""
+
+    steps: list[str]
+    labels: list[str]
+    jobs: int | None
+    force: bool
+    fresh: bool
+    as_json: bool
+    agent: str | None
+
+
 def _run_one(
-    repo: Repo,
-    workdir: Path,
-    name: str,
-    steps: list[str] | None,
-    jobs: int | None,
-    force: bool,
-    fresh: bool,
-    as_json: bool,
-    signer: Signer,
-    labels: list[str],
+    repo: Repo, workdir: Path, name: str, signer: Signer, o: _Options
 ) -> tuple[RecordedRun, list[str]]:
-    """Run and record plan *name*; print its result unless *as_json*."""
+    """Run and record plan *name*; print its result unless ``o.as_json``."""
     (checked,) = check_worktree(workdir, name)
     step_ids = list(checked.plan.step_ids) if checked.plan else []
-    with Progress(name, step_ids, enabled=not as_json) as progress:
+    with Progress(name, step_ids, enabled=not o.as_json) as progress:
         recorded = run_plan(
             repo,
             name,
             signer,
-            targets=steps or (),
-            labels=labels,
-            jobs=jobs,
-            force=force,
-            fresh=fresh,
+            targets=o.steps,
+            labels=o.labels,
+            jobs=o.jobs,
+            force=o.force,
+            fresh=o.fresh,
             on_event=progress.event,
             checked=checked,
+            agent=_stamp(repo, o.agent, name) if o.agent else None,
         )
     forced = forced_past_exhaustion(checked.plan, recorded.doc) if checked.plan else []
-    if not as_json:
+    if not o.as_json:
         say(
             f"{name}: {recorded.verdict} — {recorded.passed}/{recorded.total} steps verified, "
             f"evidence {recorded.commit[:12]} on refs/audit/runs/{name}"
@@ -245,8 +258,11 @@ def run(
     key: Path | None,
     step: list[str] | None = None,
     labels: list[str] | None = None,
+    snapshot: bool = False,
 ) -> int:
-    """Run sealed plans and record each run; the exit code of the worst verdict."""
+    """Run sealed plans and record each run; the exit code of the worst verdict. With
+    *snapshot*, the work tree is snapshot first; with ``$GITAUDIT_AGENT`` set, each run records
+    that agent and its claim (docs/agents.md)."""
     steps = [*(steps or ()), *(step or ())]
     repo = open_repo()
     workdir = repo.require_workdir()
@@ -256,14 +272,21 @@ def run(
     if steps and len(names) > 1:
         raise UsageError("naming steps needs --plan", hint="e.g. `git audit run 3 --plan backend`")
     signer = signer_for(repo, key)
+    if snapshot:
+        from gitaudit.ledger.snapshots import take
+
+        taken = take(repo, signer, "pre-run", "before `git audit run`")
+        if not as_json:
+            say(f"snapshot pre-run: {taken.commit[:12]} (tree {taken.tree[:12]})")
+    options = _Options(
+        steps, labels or [], jobs, force, fresh, as_json, os.environ.get("GITAUDIT_AGENT") or None
+    )
     results = []
     worst: int = ExitCode.OK
     with interrupts.session():
         for i, name in enumerate(names):
             try:
-                recorded, forced = _run_one(
-                    repo, workdir, name, steps, jobs, force, fresh, as_json, signer, labels or []
-                )
+                recorded, forced = _run_one(repo, workdir, name, signer, options)
             except KeyboardInterrupt:
                 warn(f"{name}: interrupted (Ctrl-C) before its checks ran: nothing recorded for it")
                 _not_started(names[i + 1 :])

@@ -31,6 +31,9 @@ CommitMsgMode = Literal["off", "claims", "strict"]
 COMMIT_MSG_MODES: tuple[CommitMsgMode, ...] = ("off", "claims", "strict")
 LiveEvidence = Literal["allow", "refuse"]
 LIVE_EVIDENCE: tuple[LiveEvidence, ...] = ("allow", "refuse")
+AgentsMode = Literal["parallel-warn", "parallel-strict", "serial"]
+# laxest first: a policy moving left is a weakening
+AGENTS_MODES: tuple[AgentsMode, ...] = ("parallel-warn", "parallel-strict", "serial")
 
 ALLOWED_SIGNERS_PATH = "trust/allowed_signers"
 ROLES_PATH = "trust/roles.json"
@@ -195,6 +198,8 @@ class Policy:
     live_evidence: LiveEvidence = "allow"
     # the largest artifact a run stores (a step's junit.xml, coverage.xml), in bytes
     max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES
+    # how claims of agents side by side may coexist, and what the gate makes of conflicts
+    agents: AgentsMode = "parallel-warn"
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -207,6 +212,8 @@ class Policy:
             doc["live_evidence"] = self.live_evidence
         if self.max_artifact_bytes != DEFAULT_MAX_ARTIFACT_BYTES:  # added in 0.2: only when set
             doc["max_artifact_bytes"] = self.max_artifact_bytes
+        if self.agents != "parallel-warn":  # added in 0.2: only when set (stable digests)
+            doc["agents"] = self.agents
         return doc
 
     def digest(self) -> str:
@@ -228,6 +235,8 @@ class Policy:
             out.append(f"commit-msg default {old.commit_msg} -> {self.commit_msg}")
         if self.live_evidence == "allow" and old.live_evidence == "refuse":
             out.append("evidence from the live work tree becomes acceptable")
+        if AGENTS_MODES.index(self.agents) < AGENTS_MODES.index(old.agents):
+            out.append(f"agents mode {old.agents} -> {self.agents}")
         return out
 
     @classmethod
@@ -252,9 +261,12 @@ class Policy:
             limit = doc.get("max_artifact_bytes", DEFAULT_MAX_ARTIFACT_BYTES)
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
                 raise ValueError("max_artifact_bytes must be a number of bytes (0 or more)")
+            agents = doc.get("agents", "parallel-warn")
+            if agents not in AGENTS_MODES:
+                raise ValueError(f"agents must be one of {', '.join(AGENTS_MODES)}")
         except ValueError as exc:
             raise TrustError(f"{where}: {POLICY_PATH} is invalid: {exc}") from None
-        return cls(tuple(refs), allow, mode, doc, live, limit)
+        return cls(tuple(refs), allow, mode, doc, live, limit, agents)
 
 
 def policy_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> Policy:

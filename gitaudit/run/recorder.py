@@ -160,6 +160,7 @@ def run_plan(
     reconcile: Mapping[StepId, tuple[str, str]] | None = None,
     on_event: Event | None = None,
     checked: CheckedPlan | None = None,
+    agent: Mapping[str, Any] | None = None,
 ) -> RecordedRun:
     """Run plan *name* (all steps, or *targets*) and record the signed run commit.
 
@@ -169,6 +170,8 @@ def run_plan(
     matches a passing run, unless *fresh* or explicitly targeted. *reconcile* settles unknown
     outcomes of non-idempotent steps instead of running them. With *labels* (which the runner
     key must carry), steps whose ``runs_on`` names none of them are left to other runners.
+    *agent* (the agent making the run and its claim, :func:`gitaudit.ledger.agent_ops.run_stamp`)
+    is recorded as is.
     """
     workdir = repo.require_workdir()
     prep = _prepare(repo, name, signer, checked, targets, reconcile or {}, tuple(labels))
@@ -251,6 +254,7 @@ def run_plan(
             jobs=jobs,
             missing_tools=missing_tools,
             collected=collected,
+            agent=agent,
         )
 
 
@@ -504,6 +508,7 @@ def _record(
     jobs: int | None,
     missing_tools: list[str],
     collected: Mapping[StepId, tuple[artifacts.Artifact, ...]],
+    agent: Mapping[str, Any] | None = None,
 ) -> RecordedRun:
     """Judge the run, write its evidence and sign it onto the ledger."""
     plan, name, digest = prep.plan, prep.plan.name, prep.seal.contract_digest
@@ -570,6 +575,8 @@ def _record(
         "route": route_receipt(plan, statuses),
         "steps": steps_doc,
     }
+    if agent is not None:  # added in 0.2 (agents side by side, docs/agents.md)
+        doc["agent"] = dict(agent)
     files = evidence_files(
         doc,
         _summary_md(doc, plan),
