@@ -60,6 +60,7 @@ GROUPS = {
             "gitaudit/verdict.py",
         ),
         (
+            "tests/gate",
             "tests/adversarial/test_evidence.py",
             "tests/adversarial/test_plans.py",
             "tests/adversarial/test_reconcile.py",
@@ -93,6 +94,7 @@ GROUPS = {
     "hooks": Group(
         ("gitaudit/hooks/entry.py", "gitaudit/hooks/message.py"),
         (
+            "tests/hooks",
             "tests/adversarial/test_hooks.py",
             "tests/adversarial/test_commit_msg.py",
             "tests/e2e/test_hooks.py",
@@ -133,14 +135,15 @@ def prepare(name: str, group: Group) -> Path:
     work = BUILD / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    for folder in ("gitaudit", "tests", "hooks"):
+    for folder in ("gitaudit", "tests", "hooks", "docs"):
         shutil.copytree(ROOT / folder, work / folder, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(SHIM, work / "shim", ignore=shutil.ignore_patterns("__pycache__"))
     config = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     config += (
         "\n[tool.mutmut]\n"
         'source_paths = ["gitaudit"]\n'
-        'also_copy = ["hooks"]\n'  # the hook shim `git audit hooks install` installs
+        # the hook shim `git audit hooks install` installs; the docs some tests check against
+        'also_copy = ["hooks", "docs"]\n'
         f"only_mutate = {_toml_list(group.modules)}\n"
         'pytest_add_cli_args = ["-p", "no:randomly", "-p", "mutate_plugin", "-q"]\n'
         f"pytest_add_cli_args_test_selection = {_toml_list(group.tests)}\n"
@@ -178,8 +181,43 @@ def phase(work: Path, label: str, argv: list[str], limit: float) -> str:
     return proc.stdout
 
 
+def module_of(mutant: str) -> str:
+    """``gitaudit/ledger/lookup.py`` for ``gitaudit.ledger.lookup.x_confirm__mutmut_3`` (and for
+    a method's mutant, ``gitaudit.ledger.lookup.xǁCacheǁget__mutmut_1``)."""
+    return mutant.rsplit(".", 1)[0].replace(".", "/") + ".py"
+
+
+def pick(every: list[str], sample: int, seed: int) -> list[str]:
+    """A seeded sample of *sample* mutants of each module (all of them when *sample* <= 0)."""
+    if sample <= 0:
+        return every
+    rng = random.Random(seed)  # noqa: S311 (a reproducible sample, not a secret)
+    chosen: list[str] = []
+    for module in sorted({module_of(m) for m in every}):
+        mutants = [m for m in every if module_of(m) == module]
+        chosen += rng.sample(mutants, min(sample, len(mutants)))
+    return sorted(chosen)
+
+
+def per_module(picked: dict[str, str], every: list[str]) -> dict[str, dict[str, int]]:
+    modules: dict[str, dict[str, int]] = {}
+    for mutant in every:
+        counts = modules.setdefault(module_of(mutant), {"mutants": 0, "sampled": 0, "killed": 0})
+        counts["mutants"] += 1
+    for mutant, status in picked.items():
+        counts = modules[module_of(mutant)]
+        counts["sampled"] += 1
+        counts["killed"] += status in KILLED
+    return modules
+
+
 def run_group(
-    name: str, group: Group, sample: int, seed: int, jobs: int, limit: float
+    name: str,
+    group: Group,
+    sample: int,
+    seed: int,
+    jobs: int,
+    limit: float,
 ) -> dict[str, object]:
     started = time.monotonic()
     work = prepare(name, group)
@@ -192,8 +230,7 @@ def run_group(
     every = sorted(reached)
     if not every:
         raise PhaseFailed(f"{name}: mutmut generated no mutants (see {work})")
-    rng = random.Random(seed)  # noqa: S311 (a reproducible sample, not a secret)
-    chosen = every if sample <= 0 else sorted(rng.sample(every, min(sample, len(every))))
+    chosen = pick(every, sample, seed)
     run = ["-m", "mutmut", "run", "--max-children", str(jobs), *chosen]
     phase(work, "mutants", run, limit)
     out = phase(work, "results", ["-m", "mutmut", "results", "--all", "true"], limit)
@@ -215,6 +252,7 @@ def run_group(
         "timeouts": sum(1 for s in picked.values() if s == "timeout"),
         "score": round(score, 3),
         "seconds": seconds,
+        "modules_scored": per_module(picked, every),
         "survivors": survivors,
     }
     (work / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -231,22 +269,25 @@ def run_group(
 
 
 def table(summaries: list[dict[str, object]]) -> str:
-    rows = ["| group | mutants | sampled | killed | survivors | score | wall time |"]
-    rows.append("|---|---|---|---|---|---|---|")
+    """One row per module: its mutants, how many were sampled and killed."""
+    rows = ["| group | module | mutants | sampled | killed | score |", "|---|---|---|---|---|---|"]
     for s in summaries:
-        survivors = s["survivors"]
-        assert isinstance(survivors, dict)
-        rows.append(
-            f"| {s['group']} | {s['mutants']} | {s['sampled']} | {s['killed']} "
-            f"| {len(survivors)} | {float(s['score']):.0%} | {s['seconds']} s |"  # type: ignore[arg-type]
-        )
+        modules = s["modules_scored"]
+        assert isinstance(modules, dict)
+        for module, n in sorted(modules.items()):
+            score = f"{n['killed'] / n['sampled']:.0%}" if n["sampled"] else "-"
+            rows.append(
+                f"| {s['group']} | `{module}` | {n['mutants']} | {n['sampled']} | {n['killed']} "
+                f"| {score} |"
+            )
     return "\n".join(rows)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--groups", default=",".join(GROUPS))
-    parser.add_argument("--sample", type=int, default=40, help="mutants per group; 0: all")
+    parser.add_argument("--sample", type=int, default=40, help="mutants per module; 0: all")
+    parser.add_argument("--modules", default="", help="only these of the groups' modules (paths)")
     parser.add_argument("--seed", type=int, default=18)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--target", type=float, default=0.9)
@@ -260,13 +301,20 @@ def main() -> int:
         import mutmut  # noqa: F401
     except ImportError:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", MUTMUT], check=True)
+    only = {m for m in args.modules.split(",") if m}
+    every_module = {m for g in GROUPS.values() for m in g.modules}
+    if only - every_module:
+        parser.error(f"not a module of any group: {', '.join(sorted(only - every_module))}")
     summaries = []
     broken = []
     for name in names:
+        group = GROUPS[name]
+        if only:
+            group = Group(tuple(m for m in group.modules if m in only), group.tests)
+            if not group.modules:
+                continue
         try:
-            summaries.append(
-                run_group(name, GROUPS[name], args.sample, args.seed, args.jobs, args.limit)
-            )
+            summaries.append(run_group(name, group, args.sample, args.seed, args.jobs, args.limit))
         except PhaseFailed as failed:
             print(f"!! mutate {name}: {failed}", file=sys.stderr, flush=True)
             broken.append(name)
