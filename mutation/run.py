@@ -98,6 +98,8 @@ GROUPS = {
             "tests/adversarial/test_hooks.py",
             "tests/adversarial/test_commit_msg.py",
             "tests/e2e/test_hooks.py",
+            "tests/e2e/test_team.py",  # the pre-commit framework's entry
+            "tests/run/test_memo.py",  # the hooks' fast path
         ),
     ),
     "fingerprint": Group(("gitaudit/git/fingerprint.py",), ("tests/test_fingerprint.py",)),
