@@ -76,4 +76,7 @@ def test_a_missing_commit_or_a_non_commit_is_named(git: pygit2.Repository) -> No
     missing = pygit2.Oid(hex="1" * 40)
     with pytest.raises(LedgerError, match=r"^ledger: commit 111111111111 is missing") as caught:
         list(chain.walk(git, missing))
-    assert "git fetch --unshallow" in str(caught.value.hint)
+    assert caught.value.hint == (
+        "fetch the whole ledger (a shallow fetch of refs/audit/* cuts it): `git fetch "
+        "--unshallow`, or `git fsck` when nothing was fetched shallow"
+    )

@@ -16,7 +16,9 @@ import pytest
 from gitaudit.errors import LedgerError
 from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger import lookup
+from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.records import RUN_FORMAT, RunRecord, parse_run
+from gitaudit.ledger.refs import ledger_ref
 from tests.gitrepo import GitRepo
 
 TREE = "a" * 40
@@ -47,6 +49,11 @@ def _record(commit: pygit2.Oid, tree: str = TREE, contract: str = CONTRACT) -> R
 @pytest.fixture
 def handle(repo: GitRepo) -> Repo:
     return open_repo(repo.path)
+
+
+def _edited_hint(handle: Repo) -> str:
+    cache = handle.gitdir / "gitaudit" / "index.sqlite"
+    return f"the cache was edited; delete {cache} (it is rebuilt)"
 
 
 def _confirm(handle: Repo, tip: pygit2.Oid, record: RunRecord) -> None:
@@ -93,6 +100,7 @@ def test_a_run_for_another_tree_or_contract_is_refused(
         f"the lookup cache names run {str(run)[:12]}, which is not evidence for tree "
         f"{TREE[:12]} under this contract"
     )
+    assert caught.value.hint == _edited_hint(handle)
 
 
 def test_a_run_off_the_ledger_is_refused(handle: Repo) -> None:
@@ -133,3 +141,92 @@ def test_deep_in_the_ledger_git_confirms(handle: Repo, monkeypatch: pytest.Monke
     with pytest.raises(LedgerError) as caught:
         _confirm(handle, on_top, _record(passed))
     assert caught.value.message.endswith("(it is not on the ledger's first-parent chain)")
+
+
+# ------------------------------------------------------------------ find_run and every_run
+
+
+def _recorded(git: pygit2.Repository, parent: pygit2.Oid | None, tree: str) -> pygit2.Oid:
+    """A run commit as the recorder writes one: run.json in its tree, the trailers in its
+    message (lookup reads both; signatures are the gate's business)."""
+    doc = {
+        "format": RUN_FORMAT,
+        "plan": "default",
+        "verdict": "PASS",
+        "contract_digest": CONTRACT,
+        "tree": tree,
+        "steps": {},
+    }
+    builder = git.TreeBuilder()
+    builder.insert("run.json", git.create_blob(dumps(doc)), pygit2.GIT_FILEMODE_BLOB)
+    who = pygit2.Signature("runner", "runner@example.test", 1_700_000_000, 0)
+    message = f"run\n\nAudit-Tree: {tree}\nAudit-Contract: {CONTRACT}\n"
+    return git.create_commit(None, who, who, message, builder.write(), [parent] if parent else [])
+
+
+@pytest.fixture
+def ledger(handle: Repo) -> tuple[Repo, list[pygit2.Oid]]:
+    """refs/audit/runs/default: a run for TREE, one for another tree, one for TREE again."""
+    git = handle.git
+    first = _recorded(git, None, TREE)
+    other = _recorded(git, first, OTHER_TREE)
+    last = _recorded(git, other, TREE)
+    git.references.create(ledger_ref("default"), last)
+    return handle, [first, other, last]
+
+
+def _every(handle: Repo, tip: pygit2.Oid) -> list[str]:
+    found = lookup.every_run(handle.git, handle.gitdir, "default", TREE, CONTRACT, tip)
+    return [r.commit for r in found]
+
+
+def test_every_run_for_the_tree_newest_first(ledger: tuple[Repo, list[pygit2.Oid]]) -> None:
+    handle, (first, _, last) = ledger
+    assert _every(handle, last) == [str(last), str(first)]
+    git, gitdir = handle.git, handle.gitdir
+    assert lookup.every_run(git, gitdir, "default", OTHER_TREE, "sha256:x", last) == []
+
+
+def test_every_run_of_a_pushed_segment_then_of_the_ledger(
+    ledger: tuple[Repo, list[pygit2.Oid]],
+) -> None:
+    """A push being received: its runs (not yet on the ref) first, then the ledger's own."""
+    handle, (first, _, last) = ledger
+    pushed = _recorded(handle.git, last, TREE)
+    tip = _recorded(handle.git, pushed, OTHER_TREE)
+    assert _every(handle, tip) == [str(pushed), str(last), str(first)]
+
+
+def test_every_run_of_a_whole_pushed_ledger(handle: Repo) -> None:
+    git = handle.git
+    first = _recorded(git, None, TREE)
+    tip = _recorded(git, first, OTHER_TREE)
+    assert _every(handle, tip) == [str(first)]  # no ref yet: the pushed chain is all there is
+
+
+def _find(handle: Repo, pushed: pygit2.Oid | None = None) -> tuple[str | None, str | None]:
+    found = lookup.find_run(handle.git, handle.gitdir, "default", TREE, CONTRACT, pushed=pushed)
+    record = found.record.commit if found.record is not None else None
+    return record, str(found.tip) if found.tip is not None else None
+
+
+def test_find_run_through_the_cache_confirmed(ledger: tuple[Repo, list[pygit2.Oid]]) -> None:
+    handle, (_, _, last) = ledger
+    assert _find(handle) == (str(last), str(last))
+
+
+def test_find_run_in_a_pushed_segment_first(ledger: tuple[Repo, list[pygit2.Oid]]) -> None:
+    """The newest run of a push being received is found in the push (its objects are not on
+    any ref yet); a push without one is answered from the ledger, for the pushed tip."""
+    handle, (_, _, last) = ledger
+    pushed = _recorded(handle.git, last, TREE)
+    tip = _recorded(handle.git, pushed, OTHER_TREE)
+    assert _find(handle, tip) == (str(pushed), str(tip))
+    elsewhere = _recorded(handle.git, last, OTHER_TREE)
+    assert _find(handle, elsewhere) == (str(last), str(elsewhere))
+
+
+def test_find_run_without_a_ledger(handle: Repo) -> None:
+    assert _find(handle) == (None, None)
+    first = _recorded(handle.git, None, TREE)
+    assert _find(handle, first) == (str(first), str(first))  # the first push of a ledger
