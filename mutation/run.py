@@ -80,6 +80,7 @@ GROUPS = {
             "tests/adversarial/test_seals.py",
             "tests/adversarial/test_history.py",
             "tests/adversarial/test_evidence.py",
+            "tests/faults/test_disk.py",  # a full disk while a seal is written
         ),
     ),
     "crypto": Group(
