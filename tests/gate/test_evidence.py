@@ -9,11 +9,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from gitaudit.gate.evidence import Evidence, Judging, judge_evidence
 from gitaudit.gate.result import Reason
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import runs_ref
 from gitaudit.plan.catalog import check_worktree
+from gitaudit.verdict import Verdict
 from tests.adversarial.conftest import World, check, step
 
 RUNS = runs_ref("default")
@@ -79,3 +82,79 @@ def test_a_passing_run_that_covers_everything_has_no_reasons(proven: World) -> N
     assert judged.reasons == ()
     assert judged.run == proven.ref(RUNS)
     assert judged.record is not None and judged.record.commit == judged.run
+
+
+def _step(doc: dict[str, Any], sid: str, **entry: Any) -> None:
+    doc["verdict"], doc["reasons"] = "UNKNOWN", ["forged"]
+    doc["steps"][sid].update(entry)
+
+
+def test_a_failed_step_points_at_its_output(sealed: World) -> None:
+    """A required step that failed: FAIL, and the fix starts with the command that shows the
+    failing output of that very run."""
+    sealed.run()
+    tip = sealed.ref(RUNS)
+    assert tip is not None
+    failed = sealed.forge_run(
+        tip, edit=lambda d: _step(d, "lint", status="failed"), signer=sealed.ci
+    )
+    judged = _evidence(sealed)
+    assert judged.reasons == (
+        Reason(
+            "step.failed",
+            "step lint failed",
+            f"`git audit show {str(failed)[:12]} --step lint` shows the output; fix it, then "
+            "`git audit run --plan default`",
+            "lint",
+            Verdict.FAIL,
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("passed", "outcome", "broken"),
+    [(False, "failed", True), (False, "unknown", False), (True, "passed", False)],
+    ids=["upstream output broken", "upstream output timed out", "upstream output held"],
+)
+def test_a_blocked_step_decides_only_when_an_upstream_output_broke(
+    sealed: World, passed: bool, outcome: str, broken: bool
+) -> None:
+    """The newest run has lint blocked. Because the output it needs, re-executed right before
+    it, no longer held: FAIL, the work is wrong, whatever older runs proved. Blocked for any
+    other reason (a timeout says nothing about the output): it proves nothing either way, and
+    the older PASS run of the same tree still proves lint."""
+    sealed.run()
+    tip = sealed.ref(RUNS)
+    assert tip is not None
+    check_entry = {"check": "exists", "outcome": outcome, "message": "re-executed"}
+    upstream = [{"step": "unit", "output": "o", "passed": passed, "checks": [check_entry]}]
+    blocked = sealed.forge_run(
+        tip,
+        edit=lambda d: _step(d, "lint", status="blocked", reason="upstream", upstream=upstream),
+        signer=sealed.ci,
+    )
+    judged = _evidence(sealed)
+    if not broken:
+        assert judged.reasons == ()
+        return
+    assert judged.reasons == (
+        Reason(
+            "step.blocked",
+            "step lint blocked: upstream",
+            f"`git audit show {str(blocked)[:12]} --step lint` shows the output; fix it, then "
+            "`git audit run --plan default`",
+            "lint",
+            Verdict.FAIL,
+        ),
+    )
+
+
+def test_a_run_no_trusted_runner_signed_is_named(sealed: World) -> None:
+    """mallory's run on the plan's own ledger: tampering, and the run judged is named."""
+    sealed.run()
+    tip = sealed.ref(RUNS)
+    assert tip is not None
+    forged = sealed.forge_run(tip, signer=sealed.mallory)
+    judged = _evidence(sealed)
+    assert [r.code for r in judged.reasons] == ["evidence.untrusted"]
+    assert judged.run == str(forged)
