@@ -6,6 +6,7 @@ End to end (the same situations through ``git audit status``): ``tests/adversari
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -158,3 +159,66 @@ def test_a_run_no_trusted_runner_signed_is_named(sealed: World) -> None:
     judged = _evidence(sealed)
     assert [r.code for r in judged.reasons] == ["evidence.untrusted"]
     assert judged.run == str(forged)
+
+
+@pytest.mark.parametrize("signer", ["ci", "mallory"])
+def test_a_run_record_of_the_wrong_shape_is_named(sealed: World, signer: str) -> None:
+    """A run.json the reader refuses: malformed when a trusted runner signed it, untrusted when
+    not; either way the run judged is named, for `git audit show`."""
+    sealed.run()
+    tip = sealed.ref(RUNS)
+    assert tip is not None
+
+    def misshape(doc: dict[str, Any]) -> None:
+        doc["steps"]["lint"]["status"] = 3
+
+    forged = sealed.forge_run(tip, edit=misshape, signer=getattr(sealed, signer))
+    judged = _evidence(sealed)
+    want = "evidence.malformed" if signer == "ci" else "evidence.untrusted"
+    assert [r.code for r in judged.reasons] == [want]
+    assert judged.run == str(forged)
+    if signer == "ci":
+        (reason,) = judged.reasons
+        assert reason.message.startswith(
+            "the evidence of plan 'default' for this tree cannot be read: "
+        )
+        assert reason.hint == "git audit verify; then `git audit run --plan default`"
+
+
+MIRROR = "refs/gitaudit/remotes/origin/audit/runs/default"
+
+
+def test_evidence_fetched_from_another_clone_is_noted(sealed: World) -> None:
+    """The run is on origin's copy of the ledger only (another clone recorded it): it proves
+    the plan, and the answer says where it came from."""
+    sealed.run()
+    tip = sealed.ref(RUNS)
+    assert tip is not None
+    sealed.set_ref(MIRROR, tip)
+    # as in a clone that never recorded a run itself: no ledger of its own, none seen
+    sealed.repo.git("update-ref", "-d", RUNS)
+    marks = sealed.handle().state_dir / "watermarks.json"
+    marks.write_text(json.dumps({**json.loads(marks.read_text()), "seen": {}}))
+    judged = _evidence(sealed)
+    assert judged.reasons == () and judged.run == tip
+    assert "the evidence was recorded elsewhere and fetched from origin" in judged.notes
+
+
+def test_a_copy_from_another_clone_that_cannot_be_read_is_ignored_with_a_note(
+    proven: World,
+) -> None:
+    """origin's copy holds a newer run for the tree that the reader refuses: on a copy of
+    someone else's ledger that is not tampering with ours, only noted; our own PASS stands."""
+    tip = proven.ref(RUNS)
+    assert tip is not None
+
+    def misshape(doc: dict[str, Any]) -> None:
+        doc["steps"]["lint"]["status"] = 3
+
+    bad = proven.forge_run(tip, edit=misshape, signer=proven.ci, move=False)
+    proven.set_ref(MIRROR, bad)
+    judged = _evidence(proven)
+    assert judged.reasons == () and judged.run == tip
+    assert not any("fetched from" in note for note in judged.notes)
+    (note,) = [n for n in judged.notes if "is ignored" in n]
+    assert note.startswith(f"origin's copy of {MIRROR} is ignored: "), note
