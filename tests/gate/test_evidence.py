@@ -10,15 +10,17 @@ import json
 import time
 from typing import Any
 
+import pygit2
 import pytest
 
 from gitaudit.gate.evidence import Evidence, Judging, judge_evidence
 from gitaudit.gate.result import Reason
+from gitaudit.ledger.objects import write_tree
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import runs_ref
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.verdict import Verdict
-from tests.adversarial.conftest import World, check, step
+from tests.adversarial.conftest import World, check, plan, step
 
 RUNS = runs_ref("default")
 
@@ -222,3 +224,45 @@ def test_a_copy_from_another_clone_that_cannot_be_read_is_ignored_with_a_note(
     assert not any("fetched from" in note for note in judged.notes)
     (note,) = [n for n in judged.notes if "is ignored" in n]
     assert note.startswith(f"origin's copy of {MIRROR} is ignored: "), note
+
+
+def test_a_step_that_runs_on_a_label_needs_a_runner_carrying_it(world: World) -> None:
+    """ci carries no label: its full run proves `unit`, not `lint`, which must run on linux."""
+    lint = step("lint", check("true"))
+    lint["runs_on"] = ["linux"]
+    world.seal(plan(step("unit", check("true")), lint))
+    world.run()
+    assert _evidence(world).reasons == (
+        Reason(
+            "evidence.runner-label",
+            "step lint has no evidence from a runner labelled linux",
+            "`git audit run --step lint --label linux --plan default` on such a runner, then "
+            "push its evidence",
+            "lint",
+            Verdict.UNKNOWN,
+        ),
+    )
+
+
+def test_an_older_run_that_cannot_be_read_stops_the_composition(world: World) -> None:
+    """lint must run on a linux runner, so the gate composes the runs of the tree. One older
+    run, signed by ci and carrying the tree's trailers, has no run.json: on the plan's own
+    ledger that is damage, named, with the way out."""
+    lint = step("lint", check("true"))
+    lint["runs_on"] = ["linux"]
+    world.seal(plan(step("unit", check("true")), lint))
+    world.run()
+    tip = world.ref(RUNS)
+    assert tip is not None
+    git = world.handle().git
+    honest = git[pygit2.Oid(hex=tip)].peel(pygit2.Commit)
+    files = {k: v for k, v in world.run_files(tip).items() if k != "run.json"}
+    damaged = world.commit_object(
+        git, write_tree(git, files), [honest.id], honest.message, world.ci
+    )
+    newer = world.commit_object(git, honest.tree_id, [damaged], honest.message, world.ci)
+    world.set_ref(RUNS, newer)
+    (reason,) = _evidence(world).reasons
+    assert reason == Reason(
+        "evidence.ledger", f"run {str(damaged)[:12]} has no run.json", "restore the runs ref"
+    )
