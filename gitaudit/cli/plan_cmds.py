@@ -241,18 +241,32 @@ def seal_cmd(
             "--allow-weaken", help="Record a weakening instead of refusing it (needs --reason)."
         ),
     ] = False,
+    amend: Annotated[
+        bool,
+        typer.Option(
+            "--amend",
+            help="Accept changed protected files (the check files the seal binds) as they are "
+            "in the work tree: a recorded amendment (needs --reason).",
+        ),
+    ] = False,
     key: KeyOpt = None,
 ) -> None:
-    """Validate and seal plans on refs/audit/plans (signed). Strengthening is free; weakening is
-    refused unless --allow-weaken --reason is given (and the policy allows it)."""
+    """Validate and seal plans on refs/audit/plans (signed), with the content of the files they
+    protect. Strengthening is free; weakening is refused unless --allow-weaken --reason is given
+    (and the policy allows it); changed protected files need --amend --reason."""
     repo = repo_here()
     checked = check_worktree(repo.require_workdir(), plan)
     for c in checked:
         c.require_valid()
     signer = signer_for(repo, key)
     for c in checked:
-        outcome = seal_plan(repo, signer, c, reason=reason, allow_weaken=allow_weaken)
+        outcome = seal_plan(repo, signer, c, reason=reason, allow_weaken=allow_weaken, amend=amend)
         say(outcome.message)
+        record = outcome.record
+        if outcome.commit is not None and record is not None and record.amended:
+            for kind, paths in record.amended.items():
+                for path in paths:
+                    say(f"  {kind:<12} {path} (protected)")
         if outcome.commit is not None and outcome.comparison is not None:
             for change in outcome.comparison.changes:
                 say(f"  {change.kind:<12} {change.render()}")
@@ -363,6 +377,9 @@ def _print_seal(e: HistoryEntry, move: tuple[list[str], list[str]]) -> None:
     say(f"    {r.contract_digest}" + (f"  reason: {r.reason}" if r.reason else ""))
     for w in r.weakenings:
         say(f"    weakened: {w}")
+    for kind, paths in (r.amended or {}).items():
+        if paths:
+            say(f"    protected files {kind}: {', '.join(paths)}")
     kept, reopened = move
     if r.version > 1 and (kept or reopened):
         kept_text = ", ".join(kept) or "nothing"
@@ -427,6 +444,25 @@ def diff_cmd(
         say(f"{name}: {label_a} -> {label_b}: {comparison.summary()}")
         for change in comparison.changes:
             say(f"  {change.kind:<12} {change.render()}")
+        if (a, b) == ("sealed", "working"):
+            _protected_diff(repo, name)
+
+
+def _protected_diff(repo: Repo, name: str) -> None:
+    """The protected files of *name* that differ between its seal and the work tree."""
+    from gitaudit.git.fingerprint import workspace_fingerprint
+    from gitaudit.ledger.protected import differences, protected_files
+
+    state = read_state(repo)
+    sealed = state.protected(name)
+    (c,) = check_worktree(repo.require_workdir(), name)
+    if sealed is None or c.plan is None:
+        return
+    tree = workspace_fingerprint(repo.require_workdir()).tree
+    changes = differences(sealed, protected_files(repo.git, tree, c.plan))
+    for kind, paths in changes.paths().items():
+        for path in paths:
+            say(f"  {'protected':<12} {path} {kind} (needs `plan seal --amend`)")
 
 
 @app.command("inspect")

@@ -27,6 +27,7 @@ from gitaudit.errors import GitAuditError, RepositoryError
 from gitaudit.gate import claims
 from gitaudit.gate.evidence import Judging, judge_evidence
 from gitaudit.gate.plans import check_plan
+from gitaudit.gate.protected import protected_reason
 from gitaudit.gate.result import Basis, GateResult, PlanVerdict, Reason, fold
 from gitaudit.gate.states import step_states
 from gitaudit.git.repo import Repo
@@ -174,7 +175,8 @@ def _assess_plan(
         else []
     )
     conflicts, warnings = claims.judge(repo, state, agents, name, evidence.record, now)
-    reasons = (*env, *conflicts, *evidence.reasons)
+    protected = protected_reason(repo, state, name, model, tree)
+    reasons = (*env, *([protected] if protected else []), *conflicts, *evidence.reasons)
     states = step_states(repo, state, name, model, evidence.record, reasons) if with_states else {}
     seen = dict(evidence.seen)
     basis = Basis(seen=seen, until=evidence.until, tools=tuple(model.required_tools))

@@ -25,6 +25,7 @@ from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of, loads, read_files, write_tree
+from gitaudit.ledger.protected import manifest_path, parse_manifest
 from gitaudit.ledger.refs import PLANS_REF, RefConflict, cas_update, read_ref
 from gitaudit.ledger.resets import PlanResets, already_reset, parse_resets
 from gitaudit.ledger.trust import (
@@ -36,7 +37,7 @@ from gitaudit.ledger.trust import (
 )
 from gitaudit.plan.catalog import CheckedPlan, check_file
 from gitaudit.plan.compare import compare
-from gitaudit.plan.digest import contract
+from gitaudit.plan.digest import contract, sha256
 from gitaudit.plan.model import Plan
 from gitaudit.plan.store import PlanFile
 
@@ -62,8 +63,20 @@ class SealRecord:
     weakenings: tuple[str, ...] = ()
     strengthenings: tuple[str, ...] = ()
     retired: bool = False
+    # added in 0.3, written only when set: the digest of the protected-files manifest
+    # (gitaudit.ledger.protected), and what an amendment changed in it
+    protected_digest: str | None = None
+    amended: Mapping[str, tuple[str, ...]] | None = None
 
     def to_json(self) -> dict[str, Any]:
+        doc = self._core()
+        if self.protected_digest is not None:
+            doc["protected_digest"] = self.protected_digest
+        if self.amended is not None:
+            doc["amended"] = {k: list(v) for k, v in self.amended.items()}
+        return doc
+
+    def _core(self) -> dict[str, Any]:
         return {
             "format": SEAL_FORMAT,
             "plan": self.plan,
@@ -104,6 +117,10 @@ class SealRecord:
                 weakenings=tuple(_str(x) for x in doc["weakenings"]),
                 strengthenings=tuple(_str(x) for x in doc["strengthenings"]),
                 retired=_bool(doc["retired"]),
+                protected_digest=None
+                if doc.get("protected_digest") is None
+                else _str(doc["protected_digest"]),
+                amended=None if doc.get("amended") is None else _amended(doc["amended"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SealError(
@@ -111,6 +128,12 @@ class SealRecord:
                 hint="seal records are written by `git audit plan seal`; restore the plans ref",
             ) from None
         return record
+
+
+def _amended(v: Any) -> dict[str, tuple[str, ...]]:
+    if not isinstance(v, dict) or set(v) - {"changed", "added", "deleted"}:
+        raise TypeError("amended must hold changed, added and deleted lists")
+    return {str(k): tuple(_str(x) for x in paths) for k, paths in v.items()}
 
 
 def _str(v: Any) -> str:
@@ -161,6 +184,15 @@ class PlansState:
     def seal(self, name: str) -> SealRecord | None:
         return self.seals.get(name)
 
+    def protected(self, name: str) -> dict[str, str] | None:
+        """The protected files the seal of *name* recorded (None: it recorded none), checked
+        against the digest in its seal record when the state was read."""
+        data = self.files.get(manifest_path(name))
+        record = self.seals.get(name)
+        if data is None or record is None or record.protected_digest is None:
+            return None
+        return parse_manifest(data, f"{PLANS_REF}: {manifest_path(name)}")
+
 
 EMPTY = PlansState(None, TrustSet(), Policy(), {}, {})
 
@@ -182,6 +214,7 @@ def state_at(repo: pygit2.Repository, commit: pygit2.Commit) -> PlansState:
             if record.plan != name:
                 raise SealError(f"{where}: {path} is a seal for plan {record.plan!r}, not {name!r}")
             seals[name] = record
+            _check_manifest(files, record, where)
     return PlansState(
         commit.id,
         trust_from_tree(repo, tree, where),
@@ -190,6 +223,19 @@ def state_at(repo: pygit2.Repository, commit: pygit2.Commit) -> PlansState:
         files,
         parse_resets(files, where),
     )
+
+
+def _check_manifest(files: Mapping[str, bytes], record: SealRecord, where: str) -> None:
+    """The protected-files manifest must be the one the seal record binds."""
+    if record.protected_digest is None:
+        return
+    data = files.get(manifest_path(record.plan))
+    if data is None or sha256(data) != record.protected_digest:
+        raise SealError(
+            f"{where}: {manifest_path(record.plan)} is not the manifest seal v{record.version} "
+            f"of plan {record.plan!r} binds",
+            hint="restore refs/audit/plans from a good copy",
+        )
 
 
 def _check_signed(

@@ -29,6 +29,14 @@ from gitaudit.ledger.plansref import (
     signer_name,
     state_at,
 )
+from gitaudit.ledger.protected import (
+    Changes,
+    differences,
+    manifest,
+    manifest_digest,
+    manifest_path,
+    protected_files,
+)
 from gitaudit.ledger.refs import PLANS_REF, read_ref, runs_ref
 from gitaudit.ledger.resets import (
     ALL,
@@ -43,6 +51,7 @@ from gitaudit.plan.catalog import CheckedPlan, check_file
 from gitaudit.plan.compare import Comparison, compare
 from gitaudit.plan.digest import contract, step_digest
 from gitaudit.plan.graph import topological_order
+from gitaudit.plan.model import Plan
 from gitaudit.plan.store import PlanFile
 
 
@@ -212,26 +221,41 @@ def seal_plan(
     *,
     reason: str | None = None,
     allow_weaken: bool = False,
+    tree: str | None = None,
+    amend: bool = False,
 ) -> SealOutcome:
-    """Seal the working copy of one plan (refusing an invalid plan and unrecorded weakening)."""
+    """Seal the working copy of one plan (refusing an invalid plan and unrecorded weakening).
+
+    The plan's protected set (:mod:`gitaudit.ledger.protected`) in *tree* (default: the work
+    tree's fingerprint) is recorded with the seal. When the files the current seal protects
+    differ from what it recorded (what the gate would call ``plan.protected-changed``), sealing
+    is an **amendment**: refused unless *amend* (with a *reason*), and recorded with the files
+    that changed. Files that enter or leave the set because the contract changes are the
+    contract's business (protecting fewer is a weakening)."""
     plan = checked.require_valid()
+    tree = tree or _work_tree(repo)
+    protected = protected_files(repo.git, tree, plan) if tree else None
     digest = checked.digest
     assert digest is not None
     new_contract = contract(plan)
     outcome: dict[str, Any] = {}
+    if amend and not reason:
+        raise SealError("--amend needs --reason", hint="say why the protected files may change")
 
     def build(state: PlansState) -> tuple[dict[str, bytes], str] | None:
         _require_initialised(state)
         old_checked, old_record = sealed_contract(state, plan.name)
-        if (
-            old_record is not None
-            and not old_record.retired
-            and old_record.contract_digest == digest
-        ):
+        live = old_record is not None and not old_record.retired
+        changes = _protected_changes(state, plan.name, old_checked, tree, amend, repo)
+        new_protection = protected is not None and (
+            not live or old_record is None or old_record.protected_digest is None
+        )
+        unchanged = live and old_record is not None and old_record.contract_digest == digest
+        if unchanged and not changes and not (new_protection and amend):
             outcome.update(record=old_record, comparison=None)
             return None
         comparison = None
-        change = "initial"
+        change = "amended" if changes or (new_protection and amend) else "initial"
         weakenings: list[str] = []
         if old_checked is not None and old_checked.plan is not None:
             comparison = compare(contract(old_checked.plan), new_contract)
@@ -241,7 +265,7 @@ def seal_plan(
                     state, f"plan {plan.name!r}", weakenings, allow_weaken, reason
                 )
                 change = "weakened"
-            else:
+            elif comparison.changes or change != "amended":
                 change = "strengthened" if comparison.strengthenings else "neutral"
         record = SealRecord(
             plan=plan.name,
@@ -261,31 +285,17 @@ def seal_plan(
             strengthenings=tuple(c.render() for c in comparison.strengthenings)
             if comparison
             else (),
+            protected_digest=manifest_digest(protected) if protected is not None else None,
+            amended=changes.paths() if changes else None,
         )
         files = _base_files(state)
         files[f"plans/{plan.name}.json"] = checked.file.data
         files[f"seals/{plan.name}.json"] = dumps(record.to_json())
-        lines = (
-            [c.render() for c in comparison.changes]
-            if comparison
-            else [f"{len(plan.steps)} steps, {len(plan.requirements)} requirements"]
-        )
-        title = f"seal({plan.name}): v{record.version} {change}" + (
-            f" — {reason}" if reason else ""
-        )
-        message = (
-            f"{title}\n\n"
-            + "\n".join(f"- {line}" for line in lines)
-            + "\n\n"
-            + _trailers(
-                Audit_Plan=plan.name,
-                Audit_Contract=digest,
-                Audit_Seal_Version=str(record.version),
-                Audit_Weakened="true" if weakenings else "false",
-            )
-        )
+        if protected is not None:
+            files[manifest_path(plan.name)] = manifest(protected)
+        recorded = len(protected) if protected is not None and new_protection else None
         outcome.update(record=record, comparison=comparison)
-        return files, message
+        return files, _seal_message(record, _seal_lines(plan, comparison, changes, recorded))
 
     commit, _ = append(repo, signer, build)
     record = outcome.get("record")
@@ -297,6 +307,75 @@ def seal_plan(
         assert record is not None
         msg = f"sealed plan {plan.name!r} v{record.version} ({record.change}) as {str(commit)[:12]}"
     return SealOutcome(plan.name, commit, record, comparison, msg)
+
+
+def _work_tree(repo: Repo) -> str | None:
+    """The work tree's fingerprint (None without a work tree)."""
+    if repo.workdir is None:
+        return None
+    from gitaudit.git.fingerprint import workspace_fingerprint
+
+    return workspace_fingerprint(repo.workdir).tree
+
+
+def _seal_lines(
+    plan: Plan, comparison: Comparison | None, changes: Changes | None, recorded: int | None
+) -> list[str]:
+    """The body of a seal commit's message: what changed."""
+    lines = (
+        [c.render() for c in comparison.changes]
+        if comparison
+        else [f"{len(plan.steps)} steps, {len(plan.requirements)} requirements"]
+    )
+    if changes:
+        lines.append(f"protected files amended: {changes.summary()}")
+    elif recorded is not None:
+        lines.append(f"{recorded} protected file(s) recorded")
+    return lines
+
+
+def _seal_message(record: SealRecord, lines: list[str]) -> str:
+    title = f"seal({record.plan}): v{record.version} {record.change}" + (
+        f" — {record.reason}" if record.reason else ""
+    )
+    return (
+        f"{title}\n\n"
+        + "\n".join(f"- {line}" for line in lines)
+        + "\n\n"
+        + _trailers(
+            Audit_Plan=record.plan,
+            Audit_Contract=record.contract_digest,
+            Audit_Seal_Version=str(record.version),
+            Audit_Weakened="true" if record.weakened else "false",
+        )
+    )
+
+
+def _protected_changes(
+    state: PlansState,
+    name: str,
+    current: CheckedPlan | None,
+    tree: str | None,
+    amend: bool,
+    repo: Repo,
+) -> Changes | None:
+    """How the files the current seal of *name* (its plan: *current*) protects differ in *tree*
+    from what it recorded (None: nothing recorded, or no tree); a difference without *amend* is
+    refused."""
+    sealed = state.protected(name)
+    if sealed is None or tree is None or current is None or current.plan is None:
+        return None
+    changes = differences(sealed, protected_files(repo.git, tree, current.plan))
+    if changes and not amend:
+        record = state.seal(name)
+        version = f" v{record.version}" if record else ""
+        raise SealError(
+            f"protected files of plan {name!r} changed since its seal{version} "
+            f"({changes.summary()})",
+            hint="revert them, or, as a sealer who reviewed them, amend the seal: "
+            f"`git audit plan seal --amend --plan {name} --reason TEXT`",
+        )
+    return changes
 
 
 def retire_plan(repo: Repo, signer: Signer, name: str, reason: str) -> pygit2.Oid:

@@ -205,6 +205,19 @@ def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> 
     out.extend(Change(k, where, m) for k, m in exposure.changes(old, new, step=True))
 
 
+def _protect_changes(old: Any, new: Any) -> list[Change]:
+    """Protecting more files is a strengthening, protecting fewer a weakening (an exemption,
+    ``!glob``, protects fewer)."""
+    out = []
+    for entry in sorted(set(old) - set(new)):
+        kind: ChangeKind = "strengthened" if entry.startswith("!") else "weakened"
+        out.append(Change(kind, "protect", f"{entry!r} removed"))
+    for entry in sorted(set(new) - set(old)):
+        kind = "weakened" if entry.startswith("!") else "strengthened"
+        out.append(Change(kind, "protect", f"{entry!r} added"))
+    return out
+
+
 def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:  # noqa: C901, PLR0912 (one rule table: what weakens a plan)
     """Every difference between two contracts (from :func:`gitaudit.plan.digest.contract`)."""
     out: list[Change] = []
@@ -246,6 +259,7 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:  # no
     for sid in new_steps:
         if sid not in old_step_ids:
             out.append(Change("strengthened", f"step {sid}", "added"))
+    out.extend(_protect_changes(old.get("protect", ()), new.get("protect", ())))
     out.extend(Change(k, "plan", m) for k, m in exposure.changes(old, new, step=False))
     out.extend(Change(k, w, m) for k, w, m in exposure.workspace_changes(old, new))
     return Comparison(tuple(out))
