@@ -25,6 +25,7 @@ LAYERS = [
     "mission",
     "run",
     "gate",
+    "agent",
     "hooks",
     "demo",
     "cli",

@@ -12,6 +12,7 @@ import typer
 
 from gitaudit import __version__
 from gitaudit.cli import (
+    agent_cmds,
     gate_cmds,
     keys_cmds,
     mission_cmds,
@@ -49,6 +50,7 @@ app.command("push")(setup_cmds.push_cmd)
 app.command("sync")(sync_cmds.sync_cmd)
 app.command("init")(setup_cmds.init_cmd)
 app.add_typer(setup_cmds.hooks_app, name="hooks")
+app.add_typer(agent_cmds.app, name="agent")
 
 
 def _version(value: bool) -> None:
