@@ -72,7 +72,8 @@ def _regex(pattern: str) -> re.Pattern[str]:
             i += 1
         elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
             end = pattern.index("]", i + 2)
-            out.append("[" + pattern[i + 1 : end].replace("\\", "\\\\") + "]")
+            chars = pattern[i + 1 : end]
+            out.append("[" + "".join(c if c == "-" else re.escape(c) for c in chars) + "]")
             i = end + 1
         else:
             out.append(re.escape(pattern[i]))
