@@ -18,6 +18,8 @@ worded so the agent can act on it, or None. The kinds refused:
   files the checks run) with a redirection or a command that writes its arguments (``rm``,
   ``mv``, ``cp``/``ln``/``install`` destinations, ``tee``, ``sed -i``, ``chmod``, ``dd of=``,
   ``git rm/mv/checkout/restore``, ...);
+* ``xargs git ...`` for those subcommands (the arguments come from input the guard cannot
+  see);
 * a command the guard cannot read, and any other program whose arguments name the git
   directory's internals (``.git/hooks``, ``.git/config``, ``refs/audit``, ...), since the guard
   cannot tell whether it writes there.
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from gitaudit.agent.shell import Simple, Unreadable, commands
+from gitaudit.agent.shell import Simple, Unreadable, commands, wrapped
 
 WriteCheck = Callable[[str], "str | None"]
 """Why writing the path a word names is refused (None: it is not)."""
@@ -145,6 +147,20 @@ def _writes_in_place(name: str, args: list[str], guarded: WriteCheck) -> str | N
     return None
 
 
+def _xargs(name: str, args: list[str], guarded: WriteCheck) -> str | None:
+    """``xargs git SUB``: the arguments xargs adds come from its input, which the guard cannot
+    see (``echo --no-verify | xargs git commit``)."""
+    for inner in wrapped(Simple((), (name, *args), ())):
+        sub = _git_subcommand(list(inner.words[1:])) if inner.name == "git" else None
+        if sub in _SEES_ARGUMENTS:
+            return (
+                f"`xargs git {sub}` adds arguments from its input, which gitaudit's guard cannot "
+                f"see (they could be --no-verify, refs/audit/* or hook settings): run `git {sub}` "
+                "with its arguments written out" + AFTER
+            )
+    return None
+
+
 def _writes_dd(name: str, args: list[str], guarded: WriteCheck) -> str | None:
     return _targets(name, [a[3:] for a in args if a.startswith("of=")], guarded)
 
@@ -208,6 +224,17 @@ _GLOBAL_WITH_VALUE = frozenset(
 )  # fmt: skip
 _NO_VERIFY_COMMANDS = frozenset({"commit", "push", "merge", "pull", "am", "rebase"})
 _PATH_WRITERS = frozenset({"rm", "mv", "checkout", "restore"})
+_SEES_ARGUMENTS = _NO_VERIFY_COMMANDS | {
+    "update-ref", "symbolic-ref", "reflog", "config", "fetch", "audit", *_PATH_WRITERS,
+}  # fmt: skip
+
+
+def _git_subcommand(args: list[str]) -> str | None:
+    """The git subcommand of ``git ARGS`` (after the global options)."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in _GLOBAL_WITH_VALUE else 1
+    return args[i] if i < len(args) else None
 
 
 def _git(name: str, args: list[str], guarded: WriteCheck) -> str | None:
@@ -415,6 +442,7 @@ _PROGRAMS: dict[str, Rule] = {
     "git-audit": _audit,
     "gitaudit": _audit,
     "dd": _writes_dd,
+    "xargs": _xargs,
     **dict.fromkeys(_WRITERS, _writes_operands),
     **dict.fromkeys(_DEST_WRITERS, _writes_destination),
     **dict.fromkeys(_IN_PLACE, _writes_in_place),

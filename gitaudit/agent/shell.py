@@ -1,15 +1,18 @@
 """Reading a shell command the way the guard needs to: the simple commands it runs.
 
 Not a shell: a conservative reader of what an agent's ``Bash`` tool call will run. It splits
-the command into simple commands at ``;``, ``&&``, ``||``, ``|``, ``&``, newlines and
-parentheses; takes each command's leading ``NAME=value`` assignments and its write-redirection
-targets (``>``, ``>>``, ``&>``, ...); unwraps the commands that run another command (``env``,
-``sudo``, ``nice``, ``timeout``, ``xargs``, ``command``, ``exec``, ...); and reads the scripts
-given to ``sh -c``/``bash -c``, ``eval``, ``alias`` and command substitutions (``$(...)``,
-backticks) as commands too. Here-document bodies are data, not commands, and are dropped.
+the command into words and operators as a POSIX shell does (quotes, backslashes, comments;
+``$(...)``, backticks and ``<(...)`` kept whole inside their word), then into simple commands at
+``;``, ``&&``, ``||``, ``|``, ``&``, newlines and parentheses; takes each command's leading
+``NAME=value`` assignments and its write-redirection targets (``>``, ``>>``, ``&>``, ...);
+unwraps the commands that run another command (``env``, ``sudo``, ``nice``, ``timeout``,
+``xargs``, ``find -exec``, ``command``, ``exec``, ...); and reads the scripts given to
+``sh -c``/``bash -c``, ``eval``, ``alias`` and command substitutions as commands too.
+Here-document bodies are read as well, marked as such (``bash <<EOF`` runs its body; ``cat
+<<EOF`` only prints it).
 
-What it cannot see (a script file it runs, a variable set elsewhere, an alias defined in a
-previous call) it does not guess at: the rules in :mod:`gitaudit.agent.bypass` refuse what they
+What it cannot see (a script file it runs, a variable set elsewhere, an alias defined in an
+earlier call) it does not guess at: the rules in :mod:`gitaudit.agent.bypass` refuse what they
 cannot read where it matters. Standard library only.
 """
 
@@ -29,16 +32,23 @@ OPERATORS = (
 )  # fmt: skip
 WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 READ_REDIRECTS = frozenset({"<", "<<", "<<<", "<&"})
+_FD_REDIRECTS = WRITE_REDIRECTS | READ_REDIRECTS | {">&"}
 KEYWORDS = frozenset(
     {"!", "{", "}", "then", "do", "else", "elif", "if", "while", "until", "time", "coproc", "fi"}
 )
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "busybox"})
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\+?=(.*)$", re.S)
 _HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z0-9_.\-]+)\2")
+_BLANKS = " \t\r"
 
 
 class Unreadable(Exception):
     """The command cannot be read (unbalanced quotes, nesting too deep)."""
+
+
+class Token(NamedTuple):
+    text: str
+    operator: bool
 
 
 class Simple(NamedTuple):
@@ -56,21 +66,17 @@ class Simple(NamedTuple):
 
 
 def commands(script: str, depth: int = 0) -> Iterator[Simple]:
-    """Every simple command *script* runs, nested ones included (see the module docstring).
-
-    Here-document bodies are read as commands too, line by line where they do not read as a
-    whole (``bash <<EOF`` runs its body; and a ``<<`` that was not a here-document must not
-    hide the lines after it); command substitutions are found anywhere in the text, quoted or
-    not (reading a literal ``$(...)`` as a command is safe, missing a real one is not)."""
+    """Every simple command *script* runs, nested ones included (see the module docstring)."""
     if depth > MAX_DEPTH:
         raise Unreadable("the command nests shells, eval or $(...) too deeply to read")
     text, bodies = split_heredocs(script)
-    for inner in substitutions(text):
-        yield from commands(inner, depth + 1)
     for body in bodies:
         for simple in _lenient(body, depth + 1):
             yield simple._replace(heredoc=True)
-    for simple in _simple_commands(_tokens(text)):
+    for simple in _simple_commands(tokens(text)):
+        for word in (*simple.words, *(v for _, v in simple.assignments), *simple.writes):
+            for inner in substitutions(word):
+                yield from commands(inner, depth + 1)
         yield from _unwrapped(simple, depth)
 
 
@@ -113,88 +119,175 @@ def split_heredocs(script: str) -> tuple[str, list[str]]:
 
 
 def substitutions(word: str) -> list[str]:
-    """The scripts of the command substitutions in *word*: ``$(...)`` (balanced), ``<(...)``,
-    ``>(...)`` and backticks."""
+    """The scripts of the command substitutions in *word*: ``$(...)``, ``<(...)``, ``>(...)``
+    and backticks (a literal one in single quotes too: reading it is safe, missing one is
+    not)."""
     found = []
     i = 0
-    while True:
-        found_at = [p for p in (word.find(m, i) for m in ("$(", "<(", ">(")) if p >= 0]
-        if not found_at:
-            break
-        start = min(found_at)
-        depth, j = 1, start + 2
-        while j < len(word) and depth:
-            depth += {"(": 1, ")": -1}.get(word[j], 0)
-            j += 1
-        found.append(word[start + 2 : j - 1 if depth == 0 else j])
-        i = j
-    parts = word.split("`")
-    found += parts[1:-1:2] if len(parts) > 2 else []
+    while i < len(word):
+        if word.startswith(("$(", "<(", ">("), i):
+            end = _closing(word, i + 2)
+            found.append(word[i + 2 : end - 1])
+            i = end
+        elif word[i] == "`":
+            end = word.find("`", i + 1)
+            if end < 0:
+                raise Unreadable("the command cannot be read (a backtick is not closed)")
+            found.append(word[i + 1 : end])
+            i = end + 1
+        else:
+            i += 1
     return found
 
 
-def _tokens(script: str) -> list[str]:
-    lexer = shlex.shlex(script, posix=True, punctuation_chars="();<>|&\n")
-    lexer.whitespace = " \t\r"
-    lexer.commenters = ""  # a '#' is kept: reading too much is safe, too little is not
-    lexer.whitespace_split = True  # words split at blanks and operators only
-    try:
-        raw = list(lexer)
-    except ValueError as exc:
-        raise Unreadable(f"the command cannot be read ({exc})") from None
-    tokens: list[str] = []
-    for token in raw:
-        if token and set(token) <= set("();<>|&\n"):
-            tokens += _operators(token)
+# ---------------------------------------------------------------------------------- words
+
+
+def tokens(script: str) -> list[Token]:
+    """*script* as words and operators, the way a POSIX shell splits it (quotes removed)."""
+    out: list[Token] = []
+    word: list[str] = []
+    in_word = False
+    i, n = 0, len(script)
+    while i < n:
+        c = script[i]
+        substitution = script.startswith(("<(", ">("), i) and not in_word
+        if c in _BLANKS or (c in "();<>|&\n" and not substitution):
+            if in_word:
+                out.append(Token("".join(word), False))
+                word, in_word = [], False
+            if c in _BLANKS:
+                i += 1
+            else:
+                op = next(o for o in OPERATORS if script.startswith(o, i))
+                out.append(Token(op, True))
+                i += len(op)
+        elif c == "#" and not in_word:
+            end = script.find("\n", i)
+            i = n if end < 0 else end  # a comment, up to the newline
+        elif script.startswith("\\\n", i):
+            i += 2  # a continued line
         else:
-            tokens.append(token)
-    return tokens
-
-
-def _operators(run: str) -> list[str]:
-    """A run of operator characters as the operators it is made of, longest first."""
-    out = []
-    while run:
-        op = next((o for o in OPERATORS if run.startswith(o)), run[0])
-        out.append(op)
-        run = run[len(op) :]
+            text, i = _piece(script, i)
+            word.append(text)
+            in_word = True
+    if in_word:
+        out.append(Token("".join(word), False))
     return out
 
 
-def _simple_commands(tokens: list[str]) -> Iterator[Simple]:
+def _piece(script: str, i: int) -> tuple[str, int]:
+    """The next piece of a word at *i* (a quoted string without its quotes, an escaped
+    character, a whole substitution, or one plain character) and where it ends."""
+    c = script[i]
+    if c == "\\":
+        return script[i + 1 : i + 2], i + 2
+    if c == "'":
+        end = script.find("'", i + 1)
+        if end < 0:
+            raise Unreadable("the command cannot be read (a ' is not closed)")
+        return script[i + 1 : end], end + 1
+    if c == '"':
+        return _double_quoted(script, i + 1)
+    if script.startswith(("$(", "<(", ">("), i):
+        end = _closing(script, i + 2)
+        return script[i:end], end
+    if c == "`":
+        end = script.find("`", i + 1)
+        if end < 0:
+            raise Unreadable("the command cannot be read (a backtick is not closed)")
+        return script[i : end + 1], end + 1
+    return c, i + 1
+
+
+def _double_quoted(script: str, i: int) -> tuple[str, int]:
+    """The text of a double-quoted string starting after its quote, and where it ends."""
+    text: list[str] = []
+    while i < len(script):
+        c = script[i]
+        if c == '"':
+            return "".join(text), i + 1
+        if c == "\\" and script[i + 1 : i + 2] in ('"', "\\", "$", "`", "\n"):
+            text.append(script[i + 1] if script[i + 1] != "\n" else "")
+            i += 2
+        elif script.startswith("$(", i):
+            end = _closing(script, i + 2)
+            text.append(script[i:end])
+            i = end
+        elif c == "`":
+            end = script.find("`", i + 1)
+            if end < 0:
+                break
+            text.append(script[i : end + 1])
+            i = end + 1
+        else:
+            text.append(c)
+            i += 1
+    raise Unreadable('the command cannot be read (a " is not closed)')
+
+
+def _closing(script: str, i: int) -> int:
+    """Where the ``(`` opened just before *i* is closed (the index after its ``)``), skipping
+    quoted text; the end of *script* when it never is."""
+    depth = 1
+    while i < len(script):
+        c = script[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "'":
+            end = script.find("'", i + 1)
+            i = len(script) if end < 0 else end + 1
+            continue
+        if c == '"':
+            try:
+                _, i = _double_quoted(script, i + 1)
+            except Unreadable:
+                return len(script)
+            continue
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        i += 1
+        if depth == 0:
+            return i
+    return len(script)
+
+
+def _simple_commands(tokens: list[Token]) -> Iterator[Simple]:
     assignments: list[tuple[str, str]] = []
     words: list[str] = []
     writes: list[str] = []
+    end = Token(";", True)
     i = 0
     while i <= len(tokens):
-        tok = tokens[i] if i < len(tokens) else ";"
-        following = tokens[i + 1] if i + 1 < len(tokens) else ""
-        if tok.isdigit() and (
-            following in WRITE_REDIRECTS or following in READ_REDIRECTS or following == ">&"
+        tok = tokens[i] if i < len(tokens) else end
+        following = tokens[i + 1] if i + 1 < len(tokens) else Token("", False)
+        if (
+            not tok.operator
+            and tok.text.isdigit()
+            and following.operator
+            and following.text in _FD_REDIRECTS
         ):
             i += 1  # a file descriptor: 2>&1, 2>err.txt
             continue
-        if tok in WRITE_REDIRECTS or tok == ">&":
-            target = following
-            if not (tok == ">&" and (target.isdigit() or target == "-")):
+        if tok.operator and (tok.text in WRITE_REDIRECTS or tok.text == ">&"):
+            target = following.text
+            if not (tok.text == ">&" and (target.isdigit() or target == "-")):
                 writes.append(target)
             i += 2
-            continue
-        if tok in READ_REDIRECTS:
+        elif tok.operator and tok.text in READ_REDIRECTS:
             i += 2
-            continue
-        if tok in OPERATORS:
+        elif tok.operator:
             if words or assignments or writes:
                 yield Simple(tuple(assignments), tuple(words), tuple(writes))
             assignments, words, writes = [], [], []
             i += 1
-            continue
-        match = _ASSIGNMENT.match(tok)
-        if not words and match:
-            assignments.append((match.group(1), match.group(2)))
-        elif words or tok not in KEYWORDS:
-            words.append(tok)
-        i += 1
+        else:
+            match = _ASSIGNMENT.match(tok.text)
+            if not words and match:
+                assignments.append((match.group(1), match.group(2)))
+            elif words or tok.text not in KEYWORDS:
+                words.append(tok.text)
+            i += 1
 
 
 # ----------------------------------------------------------------------- commands in commands
@@ -223,16 +316,16 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "setsid": (frozenset(), 0),
     "unbuffer": (frozenset(), 0),
 }
+_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 
 
 def _unwrapped(simple: Simple, depth: int) -> Iterator[Simple]:
-    """*simple*, and what it runs when it is a wrapper, a shell with ``-c``, ``eval`` or
-    ``alias``."""
+    """*simple*, and what it runs when it is a wrapper, ``find -exec``, a shell with ``-c``,
+    ``eval`` or ``alias``."""
     yield simple
     name, args = simple.name, list(simple.words[1:])
-    if name in _WRAPPERS:
-        inner = _wrapped(simple, name, args)
-        if inner is not None:
+    if name in _WRAPPERS or name == "find":
+        for inner in wrapped(simple):
             yield from _unwrapped(inner, depth)
     elif name in SHELLS:
         script = _dash_c(args)
@@ -247,8 +340,14 @@ def _unwrapped(simple: Simple, depth: int) -> Iterator[Simple]:
                 yield from commands(value, depth + 1)
 
 
-def _wrapped(simple: Simple, name: str, args: list[str]) -> Simple | None:
-    """The command the wrapper *name* runs (with the variables ``env`` sets), if any."""
+def wrapped(simple: Simple) -> list[Simple]:
+    """The commands a wrapper runs (with the variables ``env`` sets), or ``find``'s ``-exec``
+    commands; none for other commands."""
+    name, args = simple.name, list(simple.words[1:])
+    if name == "find":
+        return _find_exec(simple)
+    if name not in _WRAPPERS:
+        return []
     takes, positional = _WRAPPERS[name]
     assignments = list(simple.assignments)
     while args and (args[0].startswith("-") or (name == "env" and "=" in args[0])):
@@ -264,8 +363,24 @@ def _wrapped(simple: Simple, name: str, args: list[str]) -> Simple | None:
             args.pop(0)
     args = args[positional:]
     if not args:
-        return None
-    return Simple(tuple(assignments), tuple(args), simple.writes, simple.heredoc)
+        return []
+    return [Simple(tuple(assignments), tuple(args), simple.writes, simple.heredoc)]
+
+
+def _find_exec(simple: Simple) -> list[Simple]:
+    """The commands of ``find``'s ``-exec``/``-execdir``/``-ok``/``-okdir``."""
+    found: list[list[str]] = []
+    current: list[str] | None = None
+    for arg in simple.words[1:]:
+        if current is None and arg in _FIND_EXEC:
+            current = []
+        elif current is not None and arg in (";", "+"):
+            found.append(current)
+            current = None
+        elif current is not None:
+            current.append(arg)
+    found += [current] if current else []
+    return [Simple(simple.assignments, tuple(w), (), simple.heredoc) for w in found if w]
 
 
 def _dash_c(args: list[str]) -> str | None:

@@ -2,9 +2,10 @@
 
 The answer comes, fastest first, from:
 
-1. the verdict memo (:mod:`gitaudit.gate.memo`): the work tree's fingerprint (three git
-   processes) and the memo's state (three more, run beside them) find a PASS remembered for
-   exactly this tree and state, without importing pygit2;
+1. the verdict memo (:mod:`gitaudit.gate.memo`): the work tree's tree id
+   (:mod:`gitaudit.agent.worktree`: ``HEAD^{tree}`` when git shows the work tree clean, else the
+   fingerprint) and the memo's state, from git processes run side by side, find a PASS
+   remembered for exactly this tree and state, without importing pygit2;
 2. on a repeated stop (``stop_hook_active``: the host is continuing because this hook blocked),
    the block it gave last time, when neither the tree nor the state has moved since (an agent
    that stops again without doing anything gets the same answer, cheaply); a block is never
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,9 @@ def decide(raw: bytes) -> Answer:
     doc = payloads.load(raw)
     repeated = payloads.field(doc, "stop_hook_active", bool) is True
     root = payloads.project_dir()
-    tree, snap = fast_state(root)
+    from gitaudit.agent import worktree
+
+    tree, snap = worktree.state(root)
     if snap is not None:
         from gitaudit.gate import memo
 
@@ -51,30 +53,6 @@ def decide(raw: bytes) -> Answer:
             if again is not None:
                 return Answer(False, again)
     return judged(root, snap)
-
-
-def fast_state(root: str) -> tuple[str, memo.Snapshot | None]:
-    """The work tree's fingerprint and the memo's snapshot of the repository, taken side by
-    side (the snapshot's git processes run while the fingerprint's do)."""
-    from gitaudit.gate import memo
-    from gitaudit.git.fingerprint import workspace_fingerprint
-
-    found: list[memo.Snapshot | None] = [None]
-
-    def take() -> None:
-        try:
-            snap = memo.snapshot(root)
-        except Exception:  # no memo: the gate answers
-            snap = None
-        found[0] = snap[0] if snap is not None else None
-
-    worker = threading.Thread(target=take, daemon=True)
-    worker.start()
-    try:
-        tree = workspace_fingerprint(root).tree
-    finally:
-        worker.join()
-    return tree, found[0]
 
 
 def judged(root: str, before: memo.Snapshot | None) -> Answer:

@@ -69,8 +69,21 @@ def test_claude_codes_commit_message_pattern_reads() -> None:
     assert ("git", "commit", "-m", "$(cat <<'EOF'\n)") in words(script)
 
 
-def test_a_hash_does_not_hide_the_rest() -> None:
-    assert words("git commit # --no-verify") == [("git", "commit", "#", "--no-verify")]
+def test_comments_end_at_the_line_and_only_start_words() -> None:
+    assert words("git commit # --no-verify") == [("git", "commit")]
+    assert words("echo a#b") == [("echo", "a#b")]
+    assert words("# what's next\ngit commit --no-verify") == [("git", "commit", "--no-verify")]
+
+
+def test_quoted_and_escaped_operators_are_words() -> None:
+    assert words("git commit -m ';' --no-verify") == [("git", "commit", "-m", ";", "--no-verify")]
+    assert words("git commit -m \\; -n") == [("git", "commit", "-m", ";", "-n")]
+    assert words('git commit -m "a && b" -n') == [("git", "commit", "-m", "a && b", "-n")]
+    assert words("find . -exec git commit -n \\;")[-1] == ("git", "commit", "-n")
+
+
+def test_line_continuations_join_words() -> None:
+    assert words("git commit \\\n  --no-verify") == [("git", "commit", "--no-verify")]
 
 
 @pytest.mark.parametrize("script", ["echo 'unbalanced", 'echo "open', "eval " * 3 + "'x"])
