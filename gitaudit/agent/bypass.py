@@ -27,6 +27,7 @@ worded so the agent can act on it, or None. The kinds refused:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 
 from gitaudit.agent.shell import Simple, Unreadable, commands, wrapped
@@ -34,11 +35,18 @@ from gitaudit.agent.shell import Simple, Unreadable, commands, wrapped
 WriteCheck = Callable[[str], "str | None"]
 """Why writing the path a word names is refused (None: it is not)."""
 
+PathCheck = Callable[[str, str], "str | None"]
+"""Why writing the path a word names, from a directory, is refused (None: it is not)."""
+
 AFTER = "; `git audit status` says what the gate wants instead."
 
 
-def refusal(command: str, guarded: WriteCheck) -> str | None:
-    """Why the shell *command* is refused, or None when the guard lets it run."""
+def refusal(command: str, guarded: PathCheck, cwd: str) -> str | None:
+    """Why the shell *command*, run in *cwd*, is refused, or None when the guard lets it run.
+
+    Paths are checked from every directory the command may be in when it writes: *cwd*, and
+    each one a ``cd``/``pushd`` before it moves to (subshells are not tracked, so all of them
+    count: refusing too much is safe, too little is not)."""
     try:
         simples = list(commands(command))
     except Unreadable as exc:
@@ -46,11 +54,27 @@ def refusal(command: str, guarded: WriteCheck) -> str | None:
             f"gitaudit's guard cannot read this command ({exc}), so it is refused: write it "
             "in plain form (balanced quotes, no deeply nested shells)."
         )
+    bases = [cwd]
+
+    def check(word: str) -> str | None:
+        return next((why for base in bases if (why := guarded(word, base))), None)
+
     for simple in simples:
-        why = _environment(simple) or _program(simple, guarded) or _redirects(simple, guarded)
+        why = _environment(simple) or _program(simple, check) or _redirects(simple, check)
         if why:
             return why
+        if simple.name in ("cd", "pushd"):
+            bases += _moved(bases, simple.words[1:])
     return None
+
+
+def _moved(bases: list[str], args: Sequence[str]) -> list[str]:
+    """Where ``cd ARGS`` may lead from each of *bases* (``cd`` and ``cd ~``: home)."""
+    target = next((a for a in args if not a.startswith("-") or a == "-"), "~")
+    if target == "-":
+        return []  # the previous directory: one of the bases already
+    target = os.path.expanduser(os.path.expandvars(target))
+    return [os.path.join(base, target) for base in bases][:16]
 
 
 # ------------------------------------------------------------------------------ environment
@@ -256,6 +280,14 @@ def _git(name: str, args: list[str], guarded: WriteCheck) -> str | None:
     sub, rest = args[i], args[i + 1 :]
     why = _no_verify(sub, rest) if sub in _NO_VERIFY_COMMANDS else None
     rule = _GIT_COMMANDS.get(sub)
+    moves = [args[j + 1] for j in range(i - 1) if args[j] == "-C"]
+    if moves:  # `git -C DIR`: paths are DIR's
+        folder = os.path.join(*moves)
+        inner = guarded
+
+        def guarded(word: str) -> str | None:
+            return inner(os.path.join(folder, word)) or inner(word)
+
     return why or (rule(sub, rest, guarded) if rule is not None else None)
 
 
@@ -313,8 +345,8 @@ def _no_verify_reason(sub: str, arg: str) -> str:
     hook = {"commit": "commit-msg", "push": "pre-push"}.get(sub, "client")
     return (
         f"`git {sub} {arg}` skips gitaudit's {hook} hook, which checks the gate. Run it "
-        "without --no-verify: if the hook refuses, the work is not done yet — run `git audit "
-        "status` and do what it says"
+        f"without {'-n/' if sub == 'commit' else ''}--no-verify: if the hook refuses, the work "
+        "is not done yet; run `git audit status` and do what it says"
     )
 
 

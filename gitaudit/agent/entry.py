@@ -89,10 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         decision = answer(hook, raw)
     out = reply(host, hook, decision)
-    if out.stdout:
-        sys.stdout.write(out.stdout)
-        sys.stdout.flush()
-    if out.stderr:
-        sys.stderr.write(out.stderr)
-        sys.stderr.flush()
+    for stream, text in ((sys.stdout, out.stdout), (sys.stderr, out.stderr)):
+        buffer = getattr(stream, "buffer", None)
+        if text and buffer is not None:  # UTF-8 whatever the locale says, as hosts read it
+            stream.flush()
+            buffer.write(text.encode("utf-8", "replace"))
+            buffer.flush()
+        elif text:
+            stream.write(text)
     return out.code

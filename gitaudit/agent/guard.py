@@ -48,7 +48,9 @@ def decide(raw: bytes) -> Answer:
         from gitaudit.agent.bypass import refusal
 
         command = payloads.field(tool_input, "command", str, required=True)
-        why = refusal(command, lambda word: places.write_refusal(word, cwd, expand=True))
+        why = refusal(
+            command, lambda word, base: places.write_refusal(word, base, expand=True), cwd
+        )
     else:
         path = payloads.field(tool_input, EDIT_TOOLS[tool], str, required=True)
         why = places.write_refusal(path, cwd)

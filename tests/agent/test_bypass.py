@@ -3,18 +3,21 @@ attack tests run the real command)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from gitaudit.agent.bypass import refusal
 
 
-def guarded(word: str) -> str | None:
+def guarded(word: str, base: str) -> str | None:
     """A stand-in for the guard's path check: `.git/...` and `tests/check.py` are guarded."""
-    return "guarded" if word.startswith((".git", "tests/check.py")) else None
+    path = os.path.normpath(os.path.join(base, word))
+    return "guarded" if path.startswith(("/p/.git", "/p/tests/check.py")) else None
 
 
 def refused(command: str) -> str | None:
-    return refusal(command, guarded)
+    return refusal(command, guarded, "/p")
 
 
 @pytest.mark.parametrize(
@@ -88,6 +91,10 @@ def test_ordinary_commands_pass(command: str) -> None:
         ("sed -i s/a/b/ tests/check.py", "`sed` would write"),
         ("git checkout HEAD~3 -- tests/check.py", "`git checkout` would write"),
         ("python3 -c \"open('.git/hooks/pre-push','w')\"", "names .git/hooks"),
+        ("cd tests && echo pass > check.py", "would write `check.py`"),
+        ("cd .git; rm hooks/pre-push", "`rm` would write `hooks/pre-push`"),
+        ("(cd tests) && echo pass > check.py", "would write `check.py`"),
+        ("git -C tests checkout HEAD~1 -- check.py", "`git checkout` would write"),
         ("echo 'unbalanced", "cannot read this command"),
     ],
 )
