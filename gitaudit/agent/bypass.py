@@ -28,6 +28,7 @@ worded so the agent can act on it, or None. The kinds refused:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 
 from gitaudit.agent.shell import Simple, Unreadable, commands, wrapped
@@ -55,17 +56,39 @@ def refusal(command: str, guarded: PathCheck, cwd: str) -> str | None:
             "in plain form (balanced quotes, no deeply nested shells)."
         )
     bases = [cwd]
+    variables: dict[str, str] = {}
 
     def check(word: str) -> str | None:
         return next((why for base in bases if (why := guarded(word, base))), None)
 
-    for simple in simples:
+    for found in simples:
+        simple = _substituted(found, variables)
         why = _environment(simple) or _program(simple, check) or _redirects(simple, check)
         if why:
             return why
         if simple.name in ("cd", "pushd"):
             bases += _moved(bases, simple.words[1:])
+        if not simple.words:
+            variables.update(simple.assignments)  # NAME=value on its own: a shell variable
     return None
+
+
+_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def _substituted(simple: Simple, variables: dict[str, str]) -> Simple:
+    """*simple* with the shell variables set earlier in the same command put in."""
+    if not variables:
+        return simple
+
+    def put(word: str) -> str:
+        return _VARIABLE.sub(lambda m: variables.get(m[1] or m[2], m[0]), word)
+
+    return simple._replace(
+        words=tuple(map(put, simple.words)),
+        writes=tuple(map(put, simple.writes)),
+        assignments=tuple((k, put(v)) for k, v in simple.assignments),
+    )
 
 
 def _moved(bases: list[str], args: Sequence[str]) -> list[str]:
@@ -324,6 +347,11 @@ def _no_verify(sub: str, rest: list[str]) -> str | None:
             continue
         if arg == "--":
             break
+        if arg.startswith("$") and sub in ("commit", "push"):
+            return (
+                f"`git {sub} {arg}`: gitaudit's guard cannot see what {arg} holds (it could be "
+                "--no-verify): write the options out"
+            )
         if arg.startswith("--"):
             name = arg.split("=", 1)[0]
             if len(name) > 5 and "--no-verify".startswith(name):

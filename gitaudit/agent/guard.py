@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from functools import cached_property
 
 from gitaudit.agent import payload as payloads
@@ -101,11 +102,15 @@ class Places:
     def write_refusal(self, word: str, cwd: str, *, expand: bool = False) -> str | None:
         """Why writing the path *word* (from *cwd*) is refused, or None. With *expand* (a shell
         word), it is expanded as a shell would (``~``, ``$VAR``, globs)."""
-        path = os.path.expanduser(os.path.expandvars(word) if expand else word)
-        path = os.path.join(cwd, path)
-        candidates = [path]
-        if expand and glob.has_magic(path):
-            candidates += glob.glob(path, include_hidden=True)
+        words = _braces(word) if expand else [word]
+        candidates = []
+        for each in words:
+            path = os.path.join(
+                cwd, os.path.expanduser(os.path.expandvars(each) if expand else each)
+            )
+            candidates.append(path)
+            if expand and glob.has_magic(path):
+                candidates += glob.glob(path, include_hidden=True)
         for candidate in candidates:
             why = self._refusal(candidate)
             if why:
@@ -170,6 +175,19 @@ class Places:
             "test instead; if the check itself is wrong, ask the user to change it and reseal "
             "the plan." + AFTER
         )
+
+
+def _braces(word: str, limit: int = 64) -> list[str]:
+    """*word* with its ``{a,b}`` alternatives expanded as a shell does (at most *limit*)."""
+    match = re.search(r"\{([^{}]*,[^{}]*)\}", word)
+    if match is None:
+        return [word]
+    out: list[str] = []
+    for alternative in match[1].split(","):
+        out += _braces(word[: match.start()] + alternative + word[match.end() :], limit)
+        if len(out) >= limit:
+            break
+    return out[:limit]
 
 
 def _within(path: str, folder: str) -> bool:

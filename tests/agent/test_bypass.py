@@ -95,6 +95,9 @@ def test_ordinary_commands_pass(command: str) -> None:
         ("cd .git; rm hooks/pre-push", "`rm` would write `hooks/pre-push`"),
         ("(cd tests) && echo pass > check.py", "would write `check.py`"),
         ("git -C tests checkout HEAD~1 -- check.py", "`git checkout` would write"),
+        ("F=tests/check.py; echo pass > $F", "would write `tests/check.py`"),
+        ("N=--no-verify; git commit $N -m x", "skips gitaudit's commit-msg hook"),
+        ("git commit $GIT_FLAGS -m x", "cannot see what $GIT_FLAGS holds"),
         ("echo 'unbalanced", "cannot read this command"),
     ],
 )
