@@ -145,7 +145,7 @@ def generic_instructions() -> str:
             "  other    cannot happen with `|| exit 2`; treat any other outcome as a block",
             "",
             "The stop hook blocks until `git audit status` says PASS for the work tree; it fails",
-            "closed (bad JSON, no repository, any error: exit 2). See docs/agents.md.",
+            "closed (bad JSON, no repository, any error: exit 2). See docs/agent-hooks.md.",
         ]
     )
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gitaudit.cli import grammar
+
 
 def try_fast(argv: Sequence[str]) -> int | None:
     """The exit code when *argv* is a fast command, else None (let typer handle it)."""
     rest = [a for a in argv if a != "--debug"]
     if rest == ["--version"] or rest[:1] == ["agent"]:
-        return _before_grammar(rest)
-    from gitaudit.cli import grammar  # not before: the agent hooks do without it
-
+        return _version_or_agent(rest)
     if not rest or rest[0] not in grammar.FAST:
         return None
     values = grammar.FAST[rest[0]].parse(rest[1:])
@@ -35,9 +35,9 @@ def try_fast(argv: Sequence[str]) -> int | None:
     return reading.verify(**values)
 
 
-def _before_grammar(rest: Sequence[str]) -> int | None:
+def _version_or_agent(rest: Sequence[str]) -> int | None:
     """``--version``, and the agent hooks (``agent stop|guard``: every stop and every tool call
-    of an agent runs one), answered before the grammar is imported."""
+    of an agent runs one; ``agent install`` and help are typer's)."""
     if rest[:1] == ["agent"]:
         from gitaudit.agent.entry import main, parse_args
 

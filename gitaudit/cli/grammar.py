@@ -11,6 +11,7 @@ recognise (``-h``, a typo, an unknown option) is left to typer, which owns help 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +160,13 @@ RUN = Grammar(
             ("--fresh",),
             None,
         ),
+        Param(
+            "snapshot",
+            "Snapshot the work tree first (refs/audit/snapshots/pre-run; "
+            "`git audit rollback pre-run` restores it).",
+            ("--snapshot",),
+            None,
+        ),
         JSON,
         KEY,
     ),
@@ -167,3 +175,15 @@ STATUS = Grammar("status", (REV, PLAN, JSON))
 VERIFY = Grammar("verify", (JSON,))
 
 FAST: dict[str, Grammar] = {g.name: g for g in (RUN, STATUS, VERIFY)}
+
+FLAGS = frozenset(n for g in FAST.values() for p in g.params if p.flag for n in p.names)
+_BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0"})
+
+
+def misused_flag(argv: Sequence[str]) -> tuple[str, str] | None:
+    """``(flag, word)`` when a flag such as ``--json`` is followed by a boolean word
+    (``--json true``): the word would otherwise be read as a positional argument (a revision)."""
+    for flag, word in itertools.pairwise(argv):
+        if flag in FLAGS and word.lower() in _BOOLEAN_WORDS:
+            return flag, word
+    return None

@@ -14,7 +14,12 @@ def status(rev: str | None, plan: str | None, as_json: bool) -> int:
     from gitaudit.gate.judge import judge
     from gitaudit.gate.render import render_gate
 
-    result = judge(open_repo(), rev, plan=plan)
+    repo = open_repo()
+    if plan is not None:
+        from gitaudit.cli.names import require_known
+
+        require_known(repo, plan)
+    result = judge(repo, rev, plan=plan)
     if as_json:
         emit_json(result.to_json())
     else:

@@ -15,7 +15,7 @@ from gitaudit.errors import TrustError, UsageError
 from gitaudit.ledger import anchor
 from gitaudit.ledger.plansref import read_state, root_of_trust
 from gitaudit.ledger.seals import set_policy, trust_add, trust_init, trust_remove
-from gitaudit.ledger.trust import COMMIT_MSG_MODES, LIVE_EVIDENCE, ROLES, Policy
+from gitaudit.ledger.trust import AGENTS_MODES, COMMIT_MSG_MODES, LIVE_EVIDENCE, ROLES, Policy
 
 app = typer.Typer(
     help="Manage who may seal plans and record evidence.",
@@ -199,6 +199,20 @@ def policy_cmd(
             help="allow or refuse evidence of checks that ran in the live work tree.",
         ),
     ] = None,
+    max_artifact_bytes: Annotated[
+        int | None,
+        typer.Option(
+            "--max-artifact-bytes", help="The largest artifact a run stores, in bytes.", min=0
+        ),
+    ] = None,
+    agents: Annotated[
+        str | None,
+        typer.Option(
+            "--agents",
+            help="How agents' claims coexist: parallel-warn, parallel-strict or serial "
+            "(see docs/agents.md).",
+        ),
+    ] = None,
     allow_weaken: Annotated[
         bool, typer.Option("--allow-weaken", help="Accept a laxer policy (recorded).")
     ] = False,
@@ -209,7 +223,7 @@ def policy_cmd(
     repo = repo_here()
     state = read_state(repo)
     current = state.policy
-    if protect is None and weaken is None and commit_msg is None and live_evidence is None:
+    if (protect, weaken, commit_msg, live_evidence, max_artifact_bytes, agents) == (None,) * 6:
         for k, v in current.to_json().items():
             say(f"{k}: {v}")
         return
@@ -219,11 +233,17 @@ def policy_cmd(
         raise UsageError(f"--commit-msg takes one of {', '.join(COMMIT_MSG_MODES)}")
     if live_evidence not in (None, *LIVE_EVIDENCE):
         raise UsageError(f"--live-evidence takes one of {', '.join(LIVE_EVIDENCE)}")
+    if agents not in (None, *AGENTS_MODES):
+        raise UsageError(f"--agents takes one of {', '.join(AGENTS_MODES)}")
     policy = Policy(
         protected_refs=tuple(protect) if protect else current.protected_refs,
         allow_weaken=current.allow_weaken if weaken is None else weaken == "allowed",
         commit_msg=commit_msg or current.commit_msg,
         live_evidence=live_evidence or current.live_evidence,
+        max_artifact_bytes=current.max_artifact_bytes
+        if max_artifact_bytes is None
+        else max_artifact_bytes,
+        agents=agents or current.agents,
     )
     commit, laxer = set_policy(
         repo, signer_for(repo, key), policy, allow_weaken=allow_weaken, reason=reason

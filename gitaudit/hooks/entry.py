@@ -319,6 +319,40 @@ def _check_runs_update(repo: Repo, state: PlansState, old: str, new: str) -> str
     return None
 
 
+def _check_agents_update(repo: Repo, state: PlansState, old: str, new: str) -> str | None:
+    """Fast-forward only; every new record verified from the server's accepted tip: signed by
+    a runner or sealer of a plans commit the server holds, numbered and chained, a legal
+    change of the registry (ledger/agents.py)."""
+    import pygit2
+
+    from gitaudit.errors import GitAuditError
+    from gitaudit.ledger.agents import verify_segment
+
+    added = _ff_commits(repo.git, old, new)
+    if isinstance(added, str):
+        return added
+    try:
+        verify_segment(
+            repo.git, state, pygit2.Oid(hex=new), None if old == ZERO else pygit2.Oid(hex=old)
+        )
+    except GitAuditError as exc:
+        return exc.message
+    return None
+
+
+def _check_audit_update(repo: Repo, state: PlansState, ref: str, old: str, new: str) -> str | None:
+    """Why an update of an audit ref other than a runs ref is refused, or None."""
+    if ref == "refs/audit/plans":
+        return _check_plans_update(repo, old, new)
+    if ref == "refs/audit/agents":
+        if not state.exists:
+            return "the server has no refs/audit/plans yet: push it first"
+        return _check_agents_update(repo, state, old, new)
+    if ref.startswith("refs/audit/snapshots/"):
+        return "snapshots hold untracked files: they stay in the repository they were taken in"
+    return "unknown audit ref"
+
+
 def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 (to split: audit refs, then protected refs)
     import pygit2
 
@@ -348,9 +382,8 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 
         if new == ZERO:
             reject(ref, "audit refs cannot be deleted")
             continue
-        if ref == "refs/audit/plans":
-            why = _check_plans_update(repo, old, new)
-        elif ref.startswith("refs/audit/runs/"):
+        why: str | None
+        if ref.startswith("refs/audit/runs/"):
             if not state.exists:
                 why = "the server has no refs/audit/plans yet: push it first"
             else:
@@ -358,7 +391,7 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 
                 if why is None:
                     pushed_runs[ref.removeprefix("refs/audit/runs/")] = pygit2.Oid(hex=new)
         else:
-            why = "unknown audit ref"
+            why = _check_audit_update(repo, state, ref, old, new)
         if why:
             reject(ref, why)
     for _old, new, ref in updates:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import pygit2
 
+from gitaudit import checkpoint
 from gitaudit.crypto.commits import create_signed_commit, verify_commit
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError
@@ -226,6 +227,7 @@ def reconcile_with(repo: Repo, remote: str, signer: Signer | None) -> list[SyncA
             )
             moves.append((SyncAction(ref, "remote-only"), move))
     # everything is verified and signed: only now does any ref move
+    checkpoint.reached("push.replayed", ",".join(a.ref for a, move in moves if move))
     for _action, apply in moves:
         if apply is not None:
             apply()
@@ -438,6 +440,8 @@ def push(
         )
         messages = proc.stderr.decode("utf-8", "replace")
         result = PushResult(proc.code, attempt, _porcelain(proc.out), tuple(actions), messages)
+        if proc.code == 0:
+            checkpoint.reached("push.pushed", remote)
         if proc.code == 0 or not result.lost_race or attempt == attempts:
             return result
         if on_retry is not None:

@@ -31,6 +31,9 @@ CommitMsgMode = Literal["off", "claims", "strict"]
 COMMIT_MSG_MODES: tuple[CommitMsgMode, ...] = ("off", "claims", "strict")
 LiveEvidence = Literal["allow", "refuse"]
 LIVE_EVIDENCE: tuple[LiveEvidence, ...] = ("allow", "refuse")
+AgentsMode = Literal["parallel-warn", "parallel-strict", "serial"]
+# laxest first: a policy moving left is a weakening
+AGENTS_MODES: tuple[AgentsMode, ...] = ("parallel-warn", "parallel-strict", "serial")
 
 ALLOWED_SIGNERS_PATH = "trust/allowed_signers"
 ROLES_PATH = "trust/roles.json"
@@ -180,6 +183,9 @@ def _names(doc: Mapping[str, Any], field_name: str) -> list[str]:
     return value
 
 
+DEFAULT_MAX_ARTIFACT_BYTES = 4 << 20
+
+
 @dataclass(frozen=True)
 class Policy:
     """The gate policy. A server judges a push with the policy it already holds."""
@@ -190,6 +196,10 @@ class Policy:
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
     # "refuse": evidence of checks that ran in the live work tree (workspace: live) does not count
     live_evidence: LiveEvidence = "allow"
+    # the largest artifact a run stores (a step's junit.xml, coverage.xml), in bytes
+    max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES
+    # how claims of agents side by side may coexist, and what the gate makes of conflicts
+    agents: AgentsMode = "parallel-warn"
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -200,6 +210,10 @@ class Policy:
         }
         if self.live_evidence != "allow":  # added in 0.2: only when set (stable digests)
             doc["live_evidence"] = self.live_evidence
+        if self.max_artifact_bytes != DEFAULT_MAX_ARTIFACT_BYTES:  # added in 0.2: only when set
+            doc["max_artifact_bytes"] = self.max_artifact_bytes
+        if self.agents != "parallel-warn":  # added in 0.2: only when set (stable digests)
+            doc["agents"] = self.agents
         return doc
 
     def digest(self) -> str:
@@ -221,6 +235,8 @@ class Policy:
             out.append(f"commit-msg default {old.commit_msg} -> {self.commit_msg}")
         if self.live_evidence == "allow" and old.live_evidence == "refuse":
             out.append("evidence from the live work tree becomes acceptable")
+        if AGENTS_MODES.index(self.agents) < AGENTS_MODES.index(old.agents):
+            out.append(f"agents mode {old.agents} -> {self.agents}")
         return out
 
     @classmethod
@@ -242,9 +258,15 @@ class Policy:
             live = doc.get("live_evidence", "allow")
             if live not in LIVE_EVIDENCE:
                 raise ValueError(f"live_evidence must be one of {', '.join(LIVE_EVIDENCE)}")
+            limit = doc.get("max_artifact_bytes", DEFAULT_MAX_ARTIFACT_BYTES)
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+                raise ValueError("max_artifact_bytes must be a number of bytes (0 or more)")
+            agents = doc.get("agents", "parallel-warn")
+            if agents not in AGENTS_MODES:
+                raise ValueError(f"agents must be one of {', '.join(AGENTS_MODES)}")
         except ValueError as exc:
             raise TrustError(f"{where}: {POLICY_PATH} is invalid: {exc}") from None
-        return cls(tuple(refs), allow, mode, doc, live)
+        return cls(tuple(refs), allow, mode, doc, live, limit, agents)
 
 
 def policy_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> Policy:

@@ -40,7 +40,7 @@ from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
 from gitaudit.plan.inputs import input_digests
 from gitaudit.plan.model import Check, Output, Plan, StepId
-from gitaudit.run import checkout
+from gitaudit.run import artifacts, checkout, interrupts
 from gitaudit.run.authority import require_reconciler
 from gitaudit.run.runner import Event, RunOutcome, RunRequest, execute, step_json
 from gitaudit.verdict import PROVEN, StepStatus, Verdict, judge_run, output_broken
@@ -107,15 +107,16 @@ def _summary_md(doc: Mapping[str, Any], plan: Plan) -> str:
     ]
     for step in plan.steps:
         entry = doc["steps"][step.id]
+        label = step.label.replace("|", "\\|")
         rows = [*entry["checks"], *(c for cs in entry["outputs"].values() for c in cs)]
         status = entry["status"] + (
             f" (from {entry['carried_from'][:12]})" if entry.get("carried_from") else ""
         )
         if not rows:
-            lines.append(f"| {step.id} | {status} | {entry['reason'] or '—'} | | | |")
+            lines.append(f"| {label} | {status} | {entry['reason'] or '—'} | | | |")
         for i, c in enumerate(rows):
             cell = c["check"].replace("|", "\\|")
-            first = f"{step.id} | {status}" if i == 0 else " | "
+            first = f"{label} | {status}" if i == 0 else " | "
             exit_code = "" if c["exit_code"] is None else c["exit_code"]
             expected = "" if c["expect_exit"] is None else c["expect_exit"]
             lines.append(
@@ -159,6 +160,7 @@ def run_plan(
     reconcile: Mapping[StepId, tuple[str, str]] | None = None,
     on_event: Event | None = None,
     checked: CheckedPlan | None = None,
+    agent: Mapping[str, Any] | None = None,
 ) -> RecordedRun:
     """Run plan *name* (all steps, or *targets*) and record the signed run commit.
 
@@ -168,6 +170,8 @@ def run_plan(
     matches a passing run, unless *fresh* or explicitly targeted. *reconcile* settles unknown
     outcomes of non-idempotent steps instead of running them. With *labels* (which the runner
     key must carry), steps whose ``runs_on`` names none of them are left to other runners.
+    *agent* (the agent making the run and its claim, :func:`gitaudit.ledger.agent_ops.run_stamp`)
+    is recorded as is.
     """
     workdir = repo.require_workdir()
     prep = _prepare(repo, name, signer, checked, targets, reconcile or {}, tuple(labels))
@@ -217,6 +221,13 @@ def run_plan(
                 on_event=on_event,
             )
         )
+        interrupts.hold()  # the checks are done: a Ctrl-C from here on waits for the record
+        collected = artifacts.collect(
+            plan,
+            lambda sid: outcome.steps[sid].attempt is not None,
+            lambda step: workdir if whole_live or step.id in live_steps else slot.tree,
+            prep.state.policy.max_artifact_bytes,
+        )
         purity, left = _purity(workdir, before.tree, placed, bool(live_steps))
         if placed is not None and left is not None:
             checkout.leave_clean(placed, workdir, left)
@@ -225,23 +236,26 @@ def run_plan(
         for t in plan.required_tools
         if shutil.which(t, path=clean_path(os.environ.get("PATH", ""), sandbox.repository)) is None
     ]
-    return _record(
-        repo,
-        prep,
-        signer,
-        before=before,
-        outcome=outcome,
-        purity=purity,
-        placed=placed,
-        live_steps=live_steps,
-        digests=prior.digests,
-        attempts=prior.attempts,
-        reconcile=reconcile or {},
-        wanted=list(prep.targets),
-        force=force,
-        jobs=jobs,
-        missing_tools=missing_tools,
-    )
+    with interrupts.held():
+        return _record(
+            repo,
+            prep,
+            signer,
+            before=before,
+            outcome=outcome,
+            purity=purity,
+            placed=placed,
+            live_steps=live_steps,
+            digests=prior.digests,
+            attempts=prior.attempts,
+            reconcile=reconcile or {},
+            wanted=list(prep.targets),
+            force=force,
+            jobs=jobs,
+            missing_tools=missing_tools,
+            collected=collected,
+            agent=agent,
+        )
 
 
 def _prepare(
@@ -493,6 +507,8 @@ def _record(
     force: bool,
     jobs: int | None,
     missing_tools: list[str],
+    collected: Mapping[StepId, tuple[artifacts.Artifact, ...]],
+    agent: Mapping[str, Any] | None = None,
 ) -> RecordedRun:
     """Judge the run, write its evidence and sign it onto the ledger."""
     plan, name, digest = prep.plan, prep.plan.name, prep.seal.contract_digest
@@ -515,6 +531,8 @@ def _record(
         step_doc["input_digest"] = digests[sid]
         if sid in reconcile:
             step_doc["reconciled"] = {"mode": reconcile[sid][0], "note": reconcile[sid][1]}
+        if sid in collected:
+            step_doc["artifacts"] = [a.to_json() for a in collected[sid]]
         failed = step_doc["status"] == StepStatus.FAILED
         step_doc["attempts_used"] = attempts.get(sid, 0) + (1 if failed else 0)
         if placed is not None:
@@ -557,6 +575,8 @@ def _record(
         "route": route_receipt(plan, statuses),
         "steps": steps_doc,
     }
+    if agent is not None:  # added in 0.2 (agents side by side, docs/agents.md)
+        doc["agent"] = dict(agent)
     files = evidence_files(
         doc,
         _summary_md(doc, plan),
@@ -565,6 +585,7 @@ def _record(
             for sid, o in outcome.steps.items()
         },
     )
+    files.update(artifacts.tree_files(collected))
     message = (
         f"audit({name}): {verdict} {before.tree[:12]} — {passed}/{len(plan.steps)} steps\n\n"
         + ("\n".join(f"- {r}" for r in reasons) + "\n\n" if reasons else "")

@@ -266,6 +266,7 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
                     outputs=outcome.outputs,
                     upstream=outcome.upstream,
                 )
+                emit("done", sid, outcomes[sid])
             for sid in order:
                 if sid not in outcomes:
                     outcomes[sid] = StepOutcome(

@@ -40,8 +40,8 @@ def test_each_typer_command_has_exactly_the_declared_parameters(spec: grammar.Gr
 
 def test_every_option_of_the_fast_commands_is_parsed_fast() -> None:
     parse = grammar.RUN.parse
-    argv = ["a", "b", "--plan", "x", "-j", "2", "--force", "--fresh", "--json", "--step", "c"]
-    assert parse([*argv, "-s", "d", "--label", "linux", "--label=ci"]) == {
+    argv = ["a", "b", "--plan", "x", "-j", "2", "--force", "--fresh", "--snapshot", "--json"]
+    assert parse([*argv, "--step", "c", "-s", "d", "--label", "linux", "--label=ci"]) == {
         "steps": ["a", "b"],
         "step": ["c", "d"],
         "labels": ["linux", "ci"],
@@ -49,6 +49,7 @@ def test_every_option_of_the_fast_commands_is_parsed_fast() -> None:
         "jobs": 2,
         "force": True,
         "fresh": True,
+        "snapshot": True,
         "as_json": True,
         "key": None,
     }
@@ -60,6 +61,7 @@ def test_every_option_of_the_fast_commands_is_parsed_fast() -> None:
         "jobs": None,
         "force": False,
         "fresh": False,
+        "snapshot": False,
         "as_json": False,
         "key": Path("k.pub"),
     }
