@@ -18,6 +18,8 @@ worded so the agent can act on it, or None. The kinds refused:
   files the checks run) with a redirection or a command that writes its arguments (``rm``,
   ``mv``, ``cp``/``ln``/``install`` destinations, ``tee``, ``sed -i``, ``chmod``, ``dd of=``,
   ``git rm/mv/checkout/restore``, ...);
+* a patch in the command (a here-document for ``git apply`` or ``patch``, Codex's
+  ``apply_patch`` envelope) that writes a guarded path (:mod:`gitaudit.agent.patches`);
 * ``xargs git ...`` for those subcommands (the arguments come from input the guard cannot
   see);
 * a command the guard cannot read, and any other program whose arguments name the git
@@ -70,6 +72,18 @@ def refusal(command: str, guarded: PathCheck, cwd: str) -> str | None:
             bases += _moved(bases, simple.words[1:])
         if not simple.words:
             variables.update(simple.assignments)  # NAME=value on its own: a shell variable
+    return _patched(command, check)
+
+
+def _patched(command: str, check: WriteCheck) -> str | None:
+    """A patch in the command's text (a here-document for ``git apply`` or ``patch``, Codex's
+    ``apply_patch`` envelope) that writes a guarded path."""
+    from gitaudit.agent.patches import patch_paths
+
+    for path in patch_paths(command):
+        why = check(path)
+        if why:
+            return f"the patch in this command would write `{path}`: {why}"
     return None
 
 
@@ -163,6 +177,8 @@ _INTERNALS = (
     "refs/audit",
     "hookspath",
     ".claude/settings",
+    ".codex/hooks",
+    ".codex/config",
 )
 
 

@@ -1,11 +1,12 @@
 """The PreToolUse guard: refuses the tool calls that edit what the gate stands on.
 
 * File edits (``Write``, ``Edit``, ``MultiEdit``: ``file_path``; ``NotebookEdit``:
-  ``notebook_path``) of a guarded path: anything in a git directory (this repository's, found
-  with git, or any path with a ``.git`` component), the plans (``.gitaudit/``), the agent hook
-  settings (``.claude/settings.json``, ``.claude/settings.local.json``), gitaudit's home (keys,
-  trust anchors, the memo key) and the files the checks run
-  (:func:`gitaudit.agent.protected.protected_paths`).
+  ``notebook_path``; Codex's ``apply_patch``: each file its patch body names) of a guarded
+  path: anything in a git directory (this repository's, found with git, or any path with a
+  ``.git`` component), the plans (``.gitaudit/``), the hosts' hook settings (``.claude/
+  settings.json``, ``.claude/settings.local.json``, ``.codex/hooks.json``, ``.codex/config.
+  toml``, in the project or the user's home), gitaudit's home (keys, trust anchors, the memo
+  key) and the files the checks run (:func:`gitaudit.agent.protected.protected_paths`).
 * ``Bash`` commands that bypass the gate or write a guarded path
   (:mod:`gitaudit.agent.bypass`).
 
@@ -32,7 +33,13 @@ EDIT_TOOLS = {
     "MultiEdit": "file_path",
     "NotebookEdit": "notebook_path",
 }
-SETTINGS_FILES = (".claude/settings.json", ".claude/settings.local.json")
+PATCH_TOOLS = {"apply_patch"}  # Codex: tool_input.command is the patch body
+SETTINGS_FILES = (
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+    ".codex/hooks.json",
+    ".codex/config.toml",
+)  # the hosts' hook settings: in the project, and the same names in the user's home
 AFTER = " `git audit status` says what the gate wants instead."
 
 
@@ -40,7 +47,7 @@ def decide(raw: bytes) -> Answer:
     """The guard's decision for the host payload *raw* (a ``PreToolUse`` call)."""
     doc = payloads.load(raw)
     tool = payloads.field(doc, "tool_name", str, required=True)
-    if tool not in EDIT_TOOLS and tool != "Bash":
+    if tool not in EDIT_TOOLS and tool not in PATCH_TOOLS and tool != "Bash":
         return ALLOW
     tool_input = payloads.field(doc, "tool_input", dict, required=True)
     places = Places(payloads.project_dir())
@@ -51,6 +58,18 @@ def decide(raw: bytes) -> Answer:
         command = payloads.field(tool_input, "command", str, required=True)
         why = refusal(
             command, lambda word, base: places.write_refusal(word, base, expand=True), cwd
+        )
+    elif tool in PATCH_TOOLS:
+        from gitaudit.agent.patches import patch_paths
+
+        body = payloads.field(tool_input, "command", str, required=True)
+        why = next(
+            (
+                f"{tool} writing `{path}` is refused: {why}"
+                for path in patch_paths(body)
+                if (why := places.write_refusal(path, cwd))
+            ),
+            None,
         )
     else:
         path = payloads.field(tool_input, EDIT_TOOLS[tool], str, required=True)
@@ -121,7 +140,12 @@ class Places:
         lexical = os.path.normpath(path)
         real = os.path.realpath(path)
         for where in dict.fromkeys((lexical, real)):
-            why = self._git_dir(where) or self._home(where) or self._in_tree(where)
+            why = (
+                self._git_dir(where)
+                or self._home(where)
+                or self._host_settings(where)
+                or self._in_tree(where)
+            )
             if why:
                 return why
         return None
@@ -145,6 +169,21 @@ class Places:
             f"it is in gitaudit's home ({self.home}): the signing keys, the trust anchors and the "
             "verdict memo's key, which only the user manages." + AFTER
         )
+
+    def _host_settings(self, path: str) -> str | None:
+        """The hosts' user-level settings (``~/.claude/settings.json``, ``~/.codex/hooks.json``,
+        ``~/.codex/config.toml``, ...), which can switch the project's hooks off too."""
+        home = os.path.expanduser("~")
+        for name in SETTINGS_FILES:
+            if any(
+                path == os.path.join(user, *name.split("/"))
+                for user in {os.path.normpath(home), os.path.realpath(home)}
+            ):
+                return (
+                    f"`~/{name}` holds the host's hook settings, which can switch this agent's "
+                    "hooks (gitaudit's stop hook and this guard) off; only the user changes them."
+                )
+        return None
 
     def _in_tree(self, path: str) -> str | None:
         root = self.repository[0] or os.path.realpath(self.project)

@@ -7,6 +7,10 @@ Standard library only: every hook call imports this module.
   stdout and exiting 0; a ``PreToolUse`` hook refuses a tool call with ``hookSpecificOutput``
   ``permissionDecision: "deny"`` and a ``permissionDecisionReason``. Claude Code shows both
   reasons to the model. Allowing is exit 0 with no output.
+* ``codex`` (OpenAI Codex CLI, developers.openai.com/codex/hooks): the same decisions, which
+  Codex reads as Claude Code does (``decision: "block"`` with a non-empty ``reason`` on
+  ``Stop``/``SubagentStop``, ``permissionDecision: "deny"`` on ``PreToolUse``); any exit code
+  but 0 and 2 is a failed hook, which does not block either.
 * ``generic``: exit 2 with the reason on stderr blocks or refuses; exit 0 with no output allows.
   Claude Code honours this contract too (exit 2 blocks a stop and a tool call), so a host that
   follows it needs nothing else.
@@ -21,7 +25,8 @@ from __future__ import annotations
 import json
 from typing import Literal, NamedTuple
 
-HOSTS = ("claude-code", "generic")
+HOSTS = ("claude-code", "codex", "generic")
+JSON_HOSTS = ("claude-code", "codex")  # answered with the JSON decisions
 DEFAULT_HOST = "generic"
 BLOCK_EXIT = 2  # the exit-code contract: block (a stop) or deny (a tool call)
 
@@ -50,7 +55,7 @@ def reply(host: str, hook: Hook, answer: Answer) -> Reply:
     """The process-level reply to *host* for *answer* of *hook*."""
     if answer.allow:
         return Reply(0, "", "")
-    if host == "claude-code":
+    if host in JSON_HOSTS:
         if hook == "stop":
             doc: dict[str, object] = {"decision": "block", "reason": answer.reason}
         else:

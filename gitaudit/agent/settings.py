@@ -1,16 +1,20 @@
-"""Installing the agent hooks into a host: Claude Code's project settings, or instructions.
+"""Installing the agent hooks into a host: the project's hook settings, or instructions.
+
+Each host gets three entries, each one matcher group holding one ``command`` handler:
+
+* ``Stop`` and ``SubagentStop``: ``git-audit agent stop --host HOST || exit 2``;
+* ``PreToolUse`` for the tools that write (``git-audit agent guard --host HOST || exit 2``).
 
 ``claude-code``: ``.claude/settings.json`` in the work tree (``.claude/settings.local.json``
-with *local*: Claude Code's personal, git-ignored project settings) gets three entries, each one
-matcher group holding one ``command`` handler:
-
-* ``Stop`` and ``SubagentStop``: ``git-audit agent stop --host claude-code || exit 2``;
-* ``PreToolUse`` for ``Write|Edit|MultiEdit|NotebookEdit|Bash``: ``git-audit agent guard --host
-  claude-code || exit 2``.
+with *local*: Claude Code's personal, git-ignored project settings); the guard's matcher is
+``Write|Edit|MultiEdit|NotebookEdit|Bash``. ``codex``: ``.codex/hooks.json`` in the work tree
+(Codex reads it, in the same shape, in a trusted project); the guard's matcher is
+``Bash|apply_patch`` (Codex's shell tools report as ``Bash``, its file edits as
+``apply_patch``).
 
 The ``|| exit 2`` keeps the hook closed when the command cannot answer at all (``git-audit``
-not on PATH, an interpreter that fails to start, a crash): Claude Code treats exit codes other
-than 0 and 2 as non-blocking errors, so without it those would let the agent stop.
+not on PATH, an interpreter that fails to start, a crash): both hosts treat exit codes other
+than 0 and 2 as failed hooks that do not block, so without it those would let the agent stop.
 
 The merge keeps everything else in the file (other keys, the user's own hooks and matcher
 groups, their order), recognises gitaudit's handlers by their command and replaces them in
@@ -31,11 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gitaudit.errors import HookError
+from gitaudit.errors import HookError, UsageError
 
 SETTINGS = Path(".claude") / "settings.json"
 LOCAL_SETTINGS = Path(".claude") / "settings.local.json"
+CODEX_HOOKS = Path(".codex") / "hooks.json"
 GUARDED_TOOLS = "Write|Edit|MultiEdit|NotebookEdit|Bash"
+CODEX_GUARDED_TOOLS = "Bash|apply_patch"
+INSTALLABLE = ("claude-code", "codex")
 _OURS = re.compile(r"(?:^|[\s/\"'])(?:git-audit|gitaudit|git audit) agent (?:stop|guard)\b")
 
 
@@ -45,13 +52,26 @@ def hook_command(hook: str, host: str = "claude-code") -> str:
 
 
 def wanted(host: str = "claude-code") -> list[tuple[str, str | None, str]]:
-    """(event, matcher, command) of every entry gitaudit installs for Claude Code."""
+    """(event, matcher, command) of every entry gitaudit installs for *host*."""
     stop, guard = hook_command("stop", host), hook_command("guard", host)
+    tools = CODEX_GUARDED_TOOLS if host == "codex" else GUARDED_TOOLS
     return [
         ("Stop", None, stop),
         ("SubagentStop", None, stop),
-        ("PreToolUse", GUARDED_TOOLS, guard),
+        ("PreToolUse", tools, guard),
     ]
+
+
+def settings_path(workdir: Path, host: str = "claude-code", *, local: bool = False) -> Path:
+    """The file :func:`install` writes for *host* in the work tree *workdir*."""
+    if host == "codex":
+        if local:
+            raise UsageError(
+                "--local is for Claude Code's personal settings; Codex has none per project",
+                hint="run `git audit agent install --host codex` without --local",
+            )
+        return workdir / CODEX_HOOKS
+    return workdir / (LOCAL_SETTINGS if local else SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -72,14 +92,14 @@ def is_ours(handler: object) -> bool:
     )
 
 
-def install_claude_code(workdir: Path, *, local: bool = False) -> SettingsChange:
-    """Merge gitaudit's hooks into the project's Claude Code settings (see the module
+def install(workdir: Path, host: str = "claude-code", *, local: bool = False) -> SettingsChange:
+    """Merge gitaudit's hooks into the project's hook settings of *host* (see the module
     docstring)."""
-    path = workdir / (LOCAL_SETTINGS if local else SETTINGS)
+    path = settings_path(workdir, host, local=local)
     settings = _read(path)
     hooks = _hooks(settings, path, create=True)
     done = []
-    for event, matcher, command in wanted():
+    for event, matcher, command in wanted(host):
         groups = _groups(hooks, event, path)
         handler = {"type": "command", "command": command}
         group: dict[str, Any] = {"hooks": [handler]}
@@ -97,9 +117,9 @@ def install_claude_code(workdir: Path, *, local: bool = False) -> SettingsChange
     return SettingsChange(path, tuple(done), written)
 
 
-def uninstall_claude_code(workdir: Path, *, local: bool = False) -> SettingsChange:
-    """Remove gitaudit's hooks (only those) from the project's Claude Code settings."""
-    path = workdir / (LOCAL_SETTINGS if local else SETTINGS)
+def uninstall(workdir: Path, host: str = "claude-code", *, local: bool = False) -> SettingsChange:
+    """Remove gitaudit's hooks (only those) from the project's hook settings of *host*."""
+    path = settings_path(workdir, host, local=local)
     if not path.exists():
         return SettingsChange(path, (), False)
     settings = _read(path)
@@ -127,7 +147,7 @@ def uninstall_claude_code(workdir: Path, *, local: bool = False) -> SettingsChan
 
 
 def generic_instructions() -> str:
-    """The exit-code-2 contract, for hosts other than Claude Code."""
+    """The exit-code-2 contract, for hosts other than Claude Code and Codex."""
     return "\n".join(
         [
             "gitaudit's agent hooks, for a host that runs a command with the hook's JSON on stdin:",
@@ -138,7 +158,8 @@ def generic_instructions() -> str:
             "Run them in the project's work tree. The contract:",
             "  stdin    a JSON object. stop reads `stop_hook_active` (optional); guard reads",
             "           `tool_name`, `tool_input` (`file_path`, `notebook_path` or `command`) and",
-            "           `cwd`, as Claude Code names them.",
+            "           `cwd`, as Claude Code names them (Codex's `apply_patch`: the patch in",
+            "           `tool_input.command`).",
             "  exit 0   allow (nothing is printed)",
             "  exit 2   block the stop / refuse the tool call; the reason is on stderr: give it",
             "           to the agent",
@@ -203,7 +224,7 @@ def _read(path: Path) -> dict[str, Any]:
     except ValueError as exc:
         raise HookError(
             f"{path}: not valid JSON ({exc})",
-            hint="fix the file (Claude Code cannot read it either), then install again",
+            hint="fix the file (the host cannot read it either), then install again",
         ) from None
     if not isinstance(doc, dict):
         raise HookError(f"{path}: the settings are not a JSON object", hint="fix the file")

@@ -11,11 +11,7 @@ from typing import Annotated
 import typer
 
 from gitaudit.agent.hosts import DEFAULT_HOST, HOSTS
-from gitaudit.agent.settings import (
-    generic_instructions,
-    install_claude_code,
-    uninstall_claude_code,
-)
+from gitaudit.agent.settings import generic_instructions, install, uninstall
 from gitaudit.cli.common import CONTEXT, repo_here, say
 
 app = typer.Typer(
@@ -26,7 +22,10 @@ app = typer.Typer(
 
 HostOpt = Annotated[
     str,
-    typer.Option("--host", help=f"The host: {' or '.join(HOSTS)} (the exit-code-2 contract)."),
+    typer.Option(
+        "--host",
+        help=f"The host: {', '.join(HOSTS[:-1])} or {HOSTS[-1]} (the exit-code-2 contract).",
+    ),
 ]
 LocalOpt = Annotated[
     bool,
@@ -40,7 +39,8 @@ LocalOpt = Annotated[
 def _host(host: str) -> str:
     if host not in HOSTS:
         raise typer.BadParameter(
-            f"unknown host {host!r}; use {' or '.join(HOSTS)}", param_hint="--host"
+            f"unknown host {host!r}; use {', '.join(HOSTS[:-1])} or {HOSTS[-1]}",
+            param_hint="--host",
         )
     return host
 
@@ -50,16 +50,23 @@ def install_cmd(host: HostOpt = "claude-code", local: LocalOpt = False) -> None:
     """Install the stop hook and the guard for an AI coding host.
 
     The stop hook runs on Stop and SubagentStop, the guard on PreToolUse. claude-code: merged
-    into .claude/settings.json, keeping every other key and hook; running it again changes
-    nothing. generic: prints the commands and the exit-code-2 contract."""
+    into .claude/settings.json; codex: into .codex/hooks.json; every other key and hook is
+    kept, and running it again changes nothing. generic: prints the commands and the
+    exit-code-2 contract."""
     if _host(host) == "generic":
         say(generic_instructions())
         return
-    change = install_claude_code(repo_here().require_workdir(), local=local)
+    change = install(repo_here().require_workdir(), host, local=local)
     for event, state in change.events:
         say(f"{event}: {state}")
     say(f"settings: {change.path}{'' if change.written else ' (unchanged)'}")
-    say("Claude Code reads hooks at start-up: restart the session (or review them in /hooks)")
+    if host == "codex":
+        say(
+            "Codex reads .codex/ only in a trusted project, and asks you to review new hooks "
+            "before they run: start a session and approve them"
+        )
+    else:
+        say("Claude Code reads hooks at start-up: restart the session (or review them in /hooks)")
 
 
 @app.command("uninstall")
@@ -68,7 +75,7 @@ def uninstall_cmd(host: HostOpt = "claude-code", local: LocalOpt = False) -> Non
     if _host(host) == "generic":
         say("nothing is installed for generic hosts: remove the two commands from its settings")
         return
-    change = uninstall_claude_code(repo_here().require_workdir(), local=local)
+    change = uninstall(repo_here().require_workdir(), host, local=local)
     for event, state in change.events:
         say(f"{event}: {state}")
     if not change.events:

@@ -1,6 +1,6 @@
 """Attacks by the coding agent on the agent hooks: escaping the stop hook, and getting past the
-gate with the tools the host gives it (file edits and shell commands), each through the real
-installed command with real Claude Code payloads (tests/agent/host.py).
+gate with the tools the host gives it (file edits, patches and shell commands), each through
+the real installed command with real Claude Code and Codex payloads (tests/agent/host.py).
 
 The guard is advice enforced on the host, not a sandbox: what it refuses here, it refuses
 before the tool runs; the binding gate stays the server's pre-receive hook and CI. The last
@@ -17,7 +17,17 @@ from typing import Any
 
 import pytest
 
-from tests.agent.host import PLAN, bash, run_hook, run_passing, sealed_project, stop, tool
+from tests.agent.host import (
+    PLAN,
+    apply_patch,
+    bash,
+    codex_patch,
+    run_hook,
+    run_passing,
+    sealed_project,
+    stop,
+    tool,
+)
 from tests.gitrepo import GitRepo
 
 
@@ -27,9 +37,11 @@ def project(tmp_path: Path) -> GitRepo:
 
 
 def refused(repo: GitRepo, attempts: list[dict[str, Any]], words: str) -> None:
-    """Every payload of *attempts* is denied by the guard, with *words* in the reason."""
+    """Every payload of *attempts* is denied by the guard, with *words* in the reason (Codex's
+    payloads, which carry a ``turn_id``, through Codex's command line)."""
     for attempt in attempts:
-        run = run_hook(repo.path, "guard", attempt)
+        host = "codex" if "turn_id" in attempt else "claude-code"
+        run = run_hook(repo.path, "guard", attempt, host=host)
         what = attempt["tool_input"]
         assert run.blocked, f"not refused: {what}"
         assert words in run.reason, f"{what}: {run.reason}"
@@ -300,6 +312,57 @@ def test_attack_agent_edits_the_check_it_should_make_pass(project: GitRepo) -> N
     )
 
 
+def test_attack_agent_applies_a_patch_to_the_check(project: GitRepo) -> None:
+    """A patch makes the edit instead of an edit tool: a diff in a here-document for `git
+    apply`, `patch` or `git am` (after a `cd` too), Codex's apply_patch updating, deleting,
+    moving onto or adding a guarded file (by a relative or an absolute path), and its envelope
+    fed to a shell. All but Codex's tool got through before the fix."""
+    check = "tests/check_greeting.py"
+    diff = f"--- a/{check}\n+++ b/{check}\n@@ -1 +1 @@\n-x\n+pass\n"
+    refused(
+        project,
+        [
+            *commands(
+                project,
+                f"git apply <<'EOF'\n{diff}EOF",
+                f"patch -p1 <<'EOF'\n{diff}EOF",
+                f"git am <<'EOF'\nFrom: a <a@b>\nSubject: fix\n\n---\n{diff}EOF",
+                "cd tests && patch <<'EOF'\n--- check_greeting.py\n+++ check_greeting.py\n"
+                "@@ -1 +1 @@\n-x\n+pass\nEOF",
+                f"apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: {check}\n@@\n-x\n+y\n"
+                "*** End Patch\nEOF",
+            ),
+            apply_patch(project.path, codex_patch(("Update File", check))),
+            apply_patch(project.path, codex_patch(("Delete File", check))),
+            apply_patch(project.path, codex_patch(("Update File", str(project.path / check)))),
+            apply_patch(
+                project.path,
+                "*** Begin Patch\n*** Update File: greeter.py\n"
+                f"*** Move to: {check}\n@@\n-x\n+y\n*** End Patch\n",
+            ),
+        ],
+        "run by the plan's checks",
+    )
+    refused(
+        project,
+        [
+            *commands(
+                project,
+                "git apply <<'EOF'\ndiff --git a/.git/hooks/pre-push b/.git/hooks/pre-push\n"
+                "--- a/.git/hooks/pre-push\n+++ b/.git/hooks/pre-push\n@@ -1 +1 @@\n-x\n+exit 0\n"
+                "EOF",
+            ),
+            apply_patch(project.path, codex_patch(("Add File", ".git/hooks/commit-msg"))),
+        ],
+        "git directory",
+    )
+    refused(
+        project,
+        [apply_patch(project.path, codex_patch(("Add File", ".gitaudit/plans/easy.json")))],
+        "gitaudit plan file",
+    )
+
+
 def test_attack_agent_edits_the_files_that_steer_pytest(project: GitRepo) -> None:
     """A pytest check protects conftest.py at any depth, pytest.ini, pyproject.toml, setup.cfg,
     tox.ini and the tests it names: a conftest that skips every test, a config that deselects
@@ -350,7 +413,11 @@ def test_attack_agent_edits_the_plan(project: GitRepo) -> None:
 
 
 def test_attack_agent_edits_its_own_hook_settings(project: GitRepo) -> None:
+    """The agent switches its hooks off where the hosts read them: the project's Claude Code
+    settings and Codex hooks and config, and the same files in the user's home (which can
+    disable project hooks too; those and Codex's got through before the fix)."""
     settings = project.path / ".claude" / "settings.json"
+    home = Path(os.path.expanduser("~"))
     refused(
         project,
         [
@@ -365,8 +432,26 @@ def test_attack_agent_edits_its_own_hook_settings(project: GitRepo) -> None:
                 new_string="{}",
             ),
             *commands(project, "echo '{}' > .claude/settings.json", "rm .claude/settings.json"),
+            tool(
+                project.path,
+                "Write",
+                file_path=str(project.path / ".codex" / "config.toml"),
+                content="[features]\nhooks = false\n",
+            ),
+            apply_patch(project.path, codex_patch(("Delete File", ".codex/hooks.json"))),
+            *commands(project, "echo '{}' > .codex/hooks.json"),
+            tool(
+                project.path,
+                "Write",
+                file_path=str(home / ".claude" / "settings.json"),
+                content='{"disableAllHooks": true}',
+            ),
+            apply_patch(
+                project.path, codex_patch(("Add File", str(home / ".codex" / "config.toml")))
+            ),
+            *commands(project, "printf '[features]\\nhooks = false\\n' >> ~/.codex/config.toml"),
         ],
-        "holds this agent's hooks",
+        "this agent's hooks",
     )
     refused(
         project,
@@ -374,6 +459,11 @@ def test_attack_agent_edits_its_own_hook_settings(project: GitRepo) -> None:
             project, "python3 -c \"import json; json.dump({}, open('.claude/settings.json', 'w'))\""
         ),
         "names .claude/settings",
+    )
+    refused(
+        project,
+        commands(project, "python3 -c \"open('.codex/hooks.json', 'w').write('{}')\""),
+        "names .codex/hooks",
     )
     refused(project, commands(project, "git audit agent uninstall"), "the user's decision")
 

@@ -1,7 +1,9 @@
-"""Playing the AI coding host: real Claude Code payloads, fed to the installed hook command.
+"""Playing the AI coding host: real Claude Code (and Codex) payloads, fed to the installed hook
+command.
 
 A test builds a sealed project (:func:`sealed_project`), takes a payload from
-``tests/fixtures/claude-code/`` (the host's documented hook input), and runs the command line
+``tests/fixtures/claude-code/`` or ``tests/fixtures/codex/`` (the host's documented hook
+input), and runs the command line
 ``git audit agent install`` writes (``git-audit agent stop --host claude-code || exit 2``)
 through ``sh -c`` in the project, with ``CLAUDE_PROJECT_DIR`` set and the payload on stdin, as
 Claude Code does. :class:`HookRun` reads the answer as the host would.
@@ -20,7 +22,7 @@ from typing import Any
 from gitaudit.agent.settings import hook_command
 from tests.gitrepo import GitRepo, audit
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude-code"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"  # one folder per host
 
 GREETER = "def greeting():\n    return 'Hello, world!'\n"
 CHECK = (
@@ -67,22 +69,26 @@ def run_passing(repo: GitRepo) -> None:
 # ---------------------------------------------------------------------------------- payloads
 
 
-def payload(name: str, project: Path, **fields: Any) -> dict[str, Any]:
-    """The fixture ``<name>.json`` for *project*, with *fields* set."""
-    text = (FIXTURES / f"{name}.json").read_text(encoding="utf-8")
+def payload(name: str, project: Path, host: str = "claude-code", **fields: Any) -> dict[str, Any]:
+    """The fixture ``<host>/<name>.json`` for *project*, with *fields* set."""
+    text = (FIXTURES / host / f"{name}.json").read_text(encoding="utf-8")
     doc: dict[str, Any] = json.loads(text.replace("${PROJECT}", str(project)))
     doc.update(fields)
     return doc
 
 
-def stop(project: Path, *, active: bool = False, event: str = "Stop") -> dict[str, Any]:
+def stop(
+    project: Path, *, active: bool = False, event: str = "Stop", host: str = "claude-code"
+) -> dict[str, Any]:
     name = "stop" if event == "Stop" else "subagent-stop"
-    return payload(name, project, stop_hook_active=active)
+    return payload(name, project, host, stop_hook_active=active)
 
 
-def tool(project: Path, name: str, cwd: Path | None = None, **tool_input: Any) -> dict[str, Any]:
-    """A PreToolUse payload for the tool *name* with exactly *tool_input*."""
-    doc = payload(f"pretooluse-{name.lower()}", project, tool_input=tool_input)
+def tool(
+    project: Path, name: str, cwd: Path | None = None, host: str = "claude-code", **tool_input: Any
+) -> dict[str, Any]:
+    """A PreToolUse payload of *host* for the tool *name* with exactly *tool_input*."""
+    doc = payload(f"pretooluse-{name.lower()}", project, host, tool_input=tool_input)
     if cwd is not None:
         doc["cwd"] = str(cwd)
     return doc
@@ -90,6 +96,24 @@ def tool(project: Path, name: str, cwd: Path | None = None, **tool_input: Any) -
 
 def bash(project: Path, command: str, cwd: Path | None = None) -> dict[str, Any]:
     return tool(project, "Bash", cwd, command=command, description="a command")
+
+
+def apply_patch(project: Path, patch: str, cwd: Path | None = None) -> dict[str, Any]:
+    """Codex's file edit: the patch body in ``tool_input.command``."""
+    return tool(project, "apply_patch", cwd, "codex", command=patch)
+
+
+def codex_patch(*operations: tuple[str, str]) -> str:
+    """A Codex patch envelope: (``Add File``/``Update File``/``Delete File``, path) each with a
+    one-line change."""
+    lines = ["*** Begin Patch"]
+    for verb, path in operations:
+        lines.append(f"*** {verb}: {path}")
+        if verb == "Add File":
+            lines.append("+print('ok')")
+        elif verb == "Update File":
+            lines += ["@@", "-x", "+y"]
+    return "\n".join([*lines, "*** End Patch", ""])
 
 
 # ------------------------------------------------------------------------------- the host
@@ -135,10 +159,16 @@ class HookRun:
         return str(doc.get("reason") or specific.get("permissionDecisionReason") or "")
 
 
-def host_env(project: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+def host_env(
+    project: Path, extra: dict[str, str] | None = None, host: str = "claude-code"
+) -> dict[str, str]:
+    """The hook's environment: Claude Code sets ``CLAUDE_PROJECT_DIR``; Codex sets nothing and
+    starts the hook in the session's directory."""
     bindir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
-    env["CLAUDE_PROJECT_DIR"] = str(project)
+    env.pop("CLAUDE_PROJECT_DIR", None)
+    if host == "claude-code":
+        env["CLAUDE_PROJECT_DIR"] = str(project)
     env.update(extra or {})
     return env
 
@@ -165,7 +195,7 @@ def run_hook(
         cwd=cwd or project,
         input=raw,
         capture_output=True,
-        env=host_env(project, env),
+        env=host_env(project, env, host),
         check=False,
     )
     return HookRun(proc.returncode, proc.stdout.decode(), proc.stderr.decode(), host)
