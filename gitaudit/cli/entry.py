@@ -18,9 +18,11 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args or bool(os.environ.get("GITAUDIT_DEBUG"))
     try:
-        from gitaudit.cli.grammar import misused_flag
+        misuse = None
+        if args[:1] != ["agent"]:  # the agent hooks (every stop, every tool call) skip this
+            from gitaudit.cli.grammar import misused_flag
 
-        misuse = misused_flag(args)
+            misuse = misused_flag(args)
         if misuse:
             flag, word = misuse
             raise UsageError(

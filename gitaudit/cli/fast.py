@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gitaudit.cli import grammar
-
 
 def try_fast(argv: Sequence[str]) -> int | None:
     """The exit code when *argv* is a fast command, else None (let typer handle it)."""
     rest = [a for a in argv if a != "--debug"]
     if rest == ["--version"] or rest[:1] == ["agent"]:
         return _version_or_agent(rest)
+    from gitaudit.cli import grammar  # not before: the agent hooks do without it
+
     if not rest or rest[0] not in grammar.FAST:
         return None
     values = grammar.FAST[rest[0]].parse(rest[1:])
