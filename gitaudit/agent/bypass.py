@@ -14,6 +14,9 @@ worded so the agent can act on it, or None. The kinds refused:
   COUNT``/``KEY_n``/``VALUE_n``, ``GIT_CONFIG_PARAMETERS``, ``GIT_CONFIG_GLOBAL``, ...),
   ``GITAUDIT_HOME``, and ``HOME``/``XDG_CONFIG_HOME`` for git (another global config);
 * removing the hooks: ``git audit hooks uninstall``, ``git audit agent uninstall``;
+* the sealer's decisions, taken with the user's key: ``git audit plan seal --allow-weaken``
+  (or ``--amend``), ``plan retire``, ``plan reset-attempts``, ``trust add/remove/init/anchor/
+  policy``, ``reconcile --observed`` (a plain ``plan seal``, which only strengthens, passes);
 * writing a guarded path (``.git/``, ``.gitaudit/``, the agent settings, gitaudit's home, the
   files the checks run) with a redirection or a command that writes its arguments (``rm``,
   ``mv``, ``cp``/``ln``/``install`` destinations, ``tee``, ``sed -i``, ``chmod``, ``dd of=``,
@@ -491,12 +494,37 @@ def _guarded_key(key: str, what: str) -> str | None:
 # ------------------------------------------------------------------------------- git audit
 
 
+_SEALER_DECISIONS = {
+    ("plan", "retire"): "retires a plan, so its requirements stop counting",
+    ("plan", "reset-attempts"): "gives a step the attempts the plan allowed it back",
+    ("trust", "add"): "changes whose keys count (seals, evidence, approvals)",
+    ("trust", "remove"): "changes whose keys count (seals, evidence, approvals)",
+    ("trust", "init"): "changes whose keys count (seals, evidence, approvals)",
+    ("trust", "anchor"): "changes the pin every verification starts from",
+    ("trust", "policy"): "changes the policy the gate judges with",
+}
+
+
 def _audit(name: str, args: list[str], guarded: WriteCheck) -> str | None:
     words = [a for a in args if not a.startswith("-")]
+    flags = {a.split("=", 1)[0] for a in args if a.startswith("--")}
     if words[:2] in (["hooks", "uninstall"], ["agent", "uninstall"]):
         return (
             f"`git audit {' '.join(words[:2])}` removes the hooks that hold the work to the "
             "gate; that is the user's decision, not the agent's: ask the user" + AFTER
+        )
+    what = _SEALER_DECISIONS.get((words[0], words[1])) if len(words) >= 2 else None
+    if words[:2] == ["trust", "policy"] and not flags - {"--json", "--help"}:
+        what = None  # shows the policy
+    if words[:2] == ["plan", "seal"] and flags & {"--allow-weaken", "--amend"}:
+        what = "records a weakening or an amendment of the sealed definition of done"
+    if words[:1] == ["reconcile"] and "--observed" in flags:
+        what = "records an outcome by assertion instead of by a check (`--readback` runs one)"
+    if what:
+        return (
+            f"`git audit {' '.join(words[:2])}` {what}: that is the user's decision, taken "
+            "with the user's key, not the agent's. Ask the user; meanwhile make the work pass "
+            "the plan as it is" + AFTER
         )
     return None
 

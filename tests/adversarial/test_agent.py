@@ -468,6 +468,30 @@ def test_attack_agent_edits_its_own_hook_settings(project: GitRepo) -> None:
     refused(project, commands(project, "git audit agent uninstall"), "the user's decision")
 
 
+def test_attack_agent_takes_the_sealers_decisions(project: GitRepo) -> None:
+    """With the user's key at hand, the agent changes the definition of done or who counts
+    instead of doing the work: a weakening reseal, a retired plan, attempts given back, keys
+    trusted or removed, the anchor moved, a laxer policy, an outcome asserted by hand (each got
+    through before the fix)."""
+    refused(
+        project,
+        commands(
+            project,
+            "git audit plan seal --allow-weaken -m 'the check was too strict'",
+            "git audit plan retire default -m obsolete",
+            "git audit plan reset-attempts greeting",
+            "git audit trust add ~/.ssh/agent.pub --role sealer --name agent",
+            "git audit trust remove alice",
+            "git audit trust anchor --yes",
+            "git audit trust policy --weakening allowed --allow-weaken --reason x",
+            "git audit reconcile greeting --observed pass",
+            "python3 -m gitaudit plan retire default -m x",
+            "git-audit trust policy --commit-msg off --allow-weaken --reason x",
+        ),
+        "the user's decision",
+    )
+
+
 def test_attack_agent_writes_through_a_symbolic_link(project: GitRepo) -> None:
     """A link the agent made earlier (or found) points into .git or at the check; the guard
     follows it."""

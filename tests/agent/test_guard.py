@@ -65,6 +65,9 @@ def test_ordinary_tool_calls_pass_silently(
         "git audit run && git audit status",
         "cat .git/config; git log --oneline -3",
         "python3 tests/check_greeting.py",
+        "git audit plan seal -m 'a stronger check'",
+        "git audit reconcile greeting --readback && git audit trust policy",
+        "git apply <<'EOF'\n--- a/greeter.py\n+++ b/greeter.py\n@@ -1 +1 @@\n-x\n+y\nEOF",
     ],
 )
 def test_ordinary_commands_pass_silently(work: GitRepo, command: str) -> None:
