@@ -209,8 +209,9 @@ class Places:
         if pattern is None:
             return None
         return (
-            f"`{rel}` is run by the plan's checks (protected as `{pattern}`): editing it would "
-            "change what the checks prove, not make the work pass them. Change the code under "
+            f"`{rel}` is protected by the plan (as `{pattern}`: its checks run it, or its "
+            "`protect` globs name it): editing it would change what the checks prove, not make "
+            "the work pass them. Change the code under "
             "test instead; if the check itself is wrong, ask the user to change it and reseal "
             "the plan." + AFTER
         )

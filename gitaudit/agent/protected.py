@@ -11,8 +11,9 @@ are read both from the work tree and as sealed on ``refs/audit/plans`` (one ``gi
 signatures are the gate's business, the guard only advises): protecting too much is harmless,
 too little is not.
 
-When plans carry sealed ``protect`` globs and the seal records the protected set, point
-:func:`protected_paths` at that set; the guard needs nothing else.
+A plan's own ``protect`` globs are protected too (as written, and with ``*`` crossing folders).
+When the seal records the protected set, point :func:`protected_paths` at that set; the guard
+needs nothing else.
 
 Standard library only: the guard runs before every edit.
 """
@@ -41,9 +42,24 @@ def protected_paths(root: str) -> list[str]:
     agent must not edit because the plans' checks run them."""
     patterns: set[str] = set()
     for doc in _plan_docs(root):
+        patterns.update(_declared(doc))
         for check in _checks(doc):
             patterns.update(_named_by(check, root))
     return sorted(patterns)
+
+
+def _declared(doc: dict[str, Any]) -> set[str]:
+    """The ``protect`` globs a plan declares, each as written and with every ``*`` also
+    crossing folders (globs elsewhere in a plan, such as ``inputs``, let ``*`` match ``/``),
+    and everything under what they name (a folder): protecting at least what the plan means."""
+    found = doc.get("protect")
+    globs = (
+        [g.strip("/") for g in found if isinstance(g, str) and g.strip("/")]
+        if isinstance(found, list)
+        else []
+    )
+    widened = [(glob, re.sub(r"\*+", "**", glob)) for glob in globs]
+    return {g for pair in widened for each in pair for g in (each, f"{each}/**")}
 
 
 def matches(rel: str, patterns: list[str]) -> str | None:

@@ -308,7 +308,7 @@ def test_attack_agent_edits_the_check_it_should_make_pass(project: GitRepo) -> N
                 "echo pass | tee tests/{check_greeting,unrelated}.py",
             ),
         ],
-        "run by the plan's checks",
+        "protected by the plan",
     )
 
 
@@ -341,7 +341,7 @@ def test_attack_agent_applies_a_patch_to_the_check(project: GitRepo) -> None:
                 f"*** Move to: {check}\n@@\n-x\n+y\n*** End Patch\n",
             ),
         ],
-        "run by the plan's checks",
+        "protected by the plan",
     )
     refused(
         project,
@@ -382,7 +382,7 @@ def test_attack_agent_edits_the_files_that_steer_pytest(project: GitRepo) -> Non
         project,
         [tool(project.path, "Write", file_path=str(project.path / p), content="x") for p in paths]
         + commands(project, "echo 'collect_ignore_glob = [\"*\"]' >> tests/conftest.py"),
-        "run by the plan's checks",
+        "protected by the plan",
     )
 
 
@@ -518,7 +518,7 @@ def test_attack_agent_writes_through_a_symbolic_link(project: GitRepo) -> None:
             ),
             *commands(project, "echo pass > innocent.py"),
         ],
-        "run by the plan's checks",
+        "protected by the plan",
     )
 
 

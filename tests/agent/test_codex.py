@@ -90,7 +90,7 @@ def test_the_guard_reads_codex_patches(project: GitRepo) -> None:
     doc = json.loads(run.stdout)["hookSpecificOutput"]
     assert doc["hookEventName"] == "PreToolUse" and doc["permissionDecision"] == "deny"
     assert run.reason.startswith("apply_patch writing `tests/check_greeting.py` is refused")
-    assert "run by the plan's checks" in run.reason
+    assert "protected by the plan" in run.reason
 
 
 def test_codex_shell_commands_are_read_as_bash(project: GitRepo) -> None:

@@ -96,7 +96,7 @@ def test_a_refused_edit_says_why_in_claude_codes_deny_decision(work: GitRepo) ->
             "permissionDecisionReason": run.reason,
         }
     }
-    assert "is run by the plan's checks" in run.reason and "reseal" in run.reason
+    assert "is protected by the plan" in run.reason and "reseal" in run.reason
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_a_refused_edit_says_why_in_claude_codes_deny_decision(work: GitRepo) ->
         (".git/hooks/pre-push", "inside a git directory"),
         (".gitaudit/plans/default.json", "gitaudit plan file"),
         (".claude/settings.json", "holds this agent's hooks"),
-        ("tests/check_greeting.py", "run by the plan's checks"),
+        ("tests/check_greeting.py", "protected by the plan"),
     ],
 )
 def test_each_guarded_place_is_refused(work: GitRepo, target: str, words: str) -> None:

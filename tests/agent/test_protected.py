@@ -81,3 +81,14 @@ def test_glob_characters_in_file_names_are_literal(repo: GitRepo) -> None:
     repo.write_plan(plan_with({"type": "run", "argv": ["python3", "odd[1]*.py"]}))
     found = protected_paths(str(repo.path))
     assert matches("odd[1]*.py", found) and not matches("odd1x.py", found)
+
+
+def test_a_plans_protect_globs_are_protected(repo: GitRepo) -> None:
+    """A plan's own ``protect`` globs (the sealed check surfaces of issue 13), read as written
+    and with ``*`` also crossing folders; entries that are not globs are ignored."""
+    repo.write_plan({**PLAN, "protect": ["fixtures/*.json", "/golden/", 7, ""]})
+    found = protected_paths(str(repo.path))
+    assert {"fixtures/*.json", "fixtures/**.json", "golden"} <= set(found)
+    assert matches("fixtures/a.json", found) and matches("fixtures/deep/b.json", found)
+    assert matches("golden", found) and matches("golden/deep/x.txt", found)
+    assert not matches("src/a.json", found)
