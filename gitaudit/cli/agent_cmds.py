@@ -15,7 +15,10 @@ from gitaudit.agent.settings import generic_instructions, install, uninstall
 from gitaudit.cli.common import CONTEXT, repo_here, say
 
 app = typer.Typer(
-    help="Agent hooks for AI coding hosts: a stop hook held to the gate, and a guard.",
+    help=(
+        "Agent hooks for AI coding hosts (Claude Code, Codex): a stop hook held to the gate, "
+        "and a guard. Agents side by side are `git audit agents`."
+    ),
     context_settings=CONTEXT,
     no_args_is_help=True,
 )
