@@ -12,6 +12,7 @@ import typer
 
 from gitaudit import __version__
 from gitaudit.cli import (
+    agent_cmds,
     agents_cmds,
     attest_cmds,
     completion,
@@ -58,6 +59,7 @@ app.command("sync")(sync_cmds.sync_cmd)
 app.command("init")(setup_cmds.init_cmd)
 app.add_typer(setup_cmds.hooks_app, name="hooks")
 app.command("completion")(completion.completion_cmd)
+app.add_typer(agent_cmds.app, name="agent")
 app.add_typer(agents_cmds.app, name="agents")
 app.command("snapshot")(snapshot_cmds.snapshot_cmd)
 app.command("snapshots")(snapshot_cmds.snapshots_cmd)

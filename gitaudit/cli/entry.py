@@ -8,7 +8,6 @@ every expected error to its exit code (0 success/PASS, 1 FAIL/error, 2 usage, 3 
 from __future__ import annotations
 
 import os
-import sqlite3
 import sys
 
 from gitaudit.errors import GitAuditError, UsageError
@@ -19,9 +18,11 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args or bool(os.environ.get("GITAUDIT_DEBUG"))
     try:
-        from gitaudit.cli.grammar import misused_flag
+        misuse = None
+        if args[:1] != ["agent"]:  # the agent hooks (every stop, every tool call) skip this
+            from gitaudit.cli.grammar import misused_flag
 
-        misuse = misused_flag(args)
+            misuse = misused_flag(args)
         if misuse:
             flag, word = misuse
             raise UsageError(
@@ -55,10 +56,15 @@ def main(argv: list[str] | None = None) -> None:
             file=sys.stderr,
         )
         sys.exit(130)
-    except (OSError, sqlite3.Error) as exc:
+    except Exception as exc:
         # a full disk, a read-only file system, a broken cache: one line, never a traceback
-        # (objects are written before refs move, so nothing half-recorded is left behind)
-        if debug:
+        # (objects are written before refs move, so nothing half-recorded is left behind).
+        # sqlite3 is looked up, not imported: the agent hooks and `--version` never load it
+        sqlite3 = sys.modules.get("sqlite3")
+        environmental = isinstance(exc, OSError) or (
+            sqlite3 is not None and isinstance(exc, sqlite3.Error)
+        )
+        if debug or not environmental:
             raise
         print(f"error: {exc}", file=sys.stderr)
         print(
