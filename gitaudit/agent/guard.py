@@ -23,9 +23,13 @@ import glob
 import os
 import re
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from gitaudit.agent import payload as payloads
 from gitaudit.agent.hosts import ALLOW, Answer
+
+if TYPE_CHECKING:
+    from gitaudit.agent.protected import Protection
 
 EDIT_TOOLS = {
     "Write": "file_path",
@@ -106,11 +110,11 @@ class Places:
         return os.path.realpath(lines[0]), tuple(os.path.realpath(p) for p in lines[1:])
 
     @cached_property
-    def protected(self) -> list[str]:
-        from gitaudit.agent.protected import protected_paths
+    def protected(self) -> Protection:
+        from gitaudit.agent.protected import Protection, protection
 
         root = self.repository[0]
-        return protected_paths(root) if root is not None else []
+        return protection(root) if root is not None else Protection(())
 
     @cached_property
     def home(self) -> str:
@@ -203,14 +207,12 @@ class Places:
                 f"`{rel}` holds this agent's hooks (gitaudit's stop hook and this guard); only "
                 "the user changes them."
             )
-        from gitaudit.agent.protected import matches
-
-        pattern = matches(rel, self.protected) if self.repository[0] else None
-        if pattern is None:
+        why = self.protected.why(rel) if self.repository[0] else None
+        if why is None:
             return None
         return (
-            f"`{rel}` is protected by the plan (as `{pattern}`: its checks run it, or its "
-            "`protect` globs name it): editing it would change what the checks prove, not make "
+            f"`{rel}` is protected by the plan ({why}): editing it would change what the "
+            "checks prove, not make "
             "the work pass them. Change the code under "
             "test instead; if the check itself is wrong, ask the user to change it and reseal "
             "the plan." + AFTER

@@ -33,12 +33,13 @@ protection, so sealing one is a weakening). Everything here is pure: the caller 
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
+import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib.resources import files
 
 from gitaudit.plan.model import Check, Plan
 
@@ -60,7 +61,9 @@ PYTHON = re.compile(r"python(?:\d+(?:\.\d+)*)?")
 
 
 def _shadowed() -> frozenset[str]:
-    text = files("gitaudit.plan").joinpath("shadowed_modules.txt").read_text(encoding="utf-8")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shadowed_modules.txt")
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
     return frozenset(
         line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
     )
@@ -99,6 +102,19 @@ class Patterns:
             or any(matches(p, path) for p in self.globs)
             or self.shadows(path)
         )
+
+    def why(self, path: str) -> str | None:
+        """Why *path* is protected (None: it is not), in words for a refusal message."""
+        if any(matches(p, path) for p in self.exempt):
+            return None
+        if path in self.candidates:
+            return "a check runs or reads it as its own file"
+        for glob in self.globs:
+            if matches(glob, path):
+                return f"it matches `{glob}`"
+        if self.shadows(path):
+            return "it would shadow a module the checks' Python imports"
+        return None
 
     @property
     def empty(self) -> bool:
@@ -175,7 +191,9 @@ def _argv_paths(check: Check) -> Iterable[str]:
     pattern file). Other operands are what the check inspects, usually the work itself; a plan
     protects them with ``protect`` when they are fixtures."""
     words: list[str] = []
-    if check.type == "run":
+    if check.type == "run" and check.shell and check.cmd:
+        words = _shell_words(check.cmd)
+    elif check.type == "run":
         words = list(check.argv)
     elif check.type == "exec":
         words = [check.path or "", *check.args]
@@ -202,6 +220,23 @@ def _argv_paths(check: Check) -> Iterable[str]:
         if not operand_seen:
             operand_seen = True
             yield word
+
+
+def _shell_words(cmd: str) -> list[str]:
+    """The words of a shell command line, as far as they can be read without a shell (the
+    first simple command: what runs before any ``;``, ``&&``, ``|``...)."""
+    try:
+        lexer = shlex.shlex(cmd, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:
+        words = cmd.split()
+    first: list[str] = []
+    for word in words:
+        if word and all(ch in "();<>|&" for ch in word):
+            break
+        first.append(word)
+    return first
 
 
 def _under(cwd: str | None, path: str) -> str | None:
@@ -270,32 +305,40 @@ def _python_run(check: Check) -> tuple[str | None, tuple[str, ...] | None]:
 
 def patterns(plan: Plan) -> Patterns:
     """What *plan* protects (see the module docstring)."""
+    checks = [
+        check
+        for step in plan.steps
+        for check in (*step.verify, *step.readback, *(c for o in step.outputs for c in o.checks))
+    ]
+    return patterns_of(plan.protect, checks)
+
+
+def patterns_of(protect: Iterable[str], checks: Iterable[Check]) -> Patterns:
+    """What a plan with these ``protect`` entries and *checks* protects."""
     globs: list[str] = []
     candidates: list[str] = []
     exempt: list[str] = []
     roots: list[str] = []
-    for entry in plan.protect:
+    for entry in protect:
         (exempt if entry.startswith("!") else globs).append(entry.removeprefix("!"))
-    for step in plan.steps:
-        checks = [*step.verify, *step.readback, *(c for o in step.outputs for c in o.checks)]
-        for check in checks:
-            if check.type == "pytest":
-                more_globs, more = _pytest(check.cwd, check.argv)
-                globs += more_globs
-                candidates += more
-                roots.append(_clean(check.cwd or ".") or "")
-                continue
-            candidates += [p for w in _argv_paths(check) if (p := _under(check.cwd, w))]
-            candidates += [
-                p for name in TOOL_FILES.get(_program(check), ()) if (p := _under(check.cwd, name))
-            ]
-            root, pytest_args = _python_run(check)
-            if root is not None:
-                roots.append(root)
-            if pytest_args is not None:
-                more_globs, more = _pytest(check.cwd, pytest_args)
-                globs += more_globs
-                candidates += more
+    for check in checks:
+        if check.type == "pytest":
+            more_globs, more = _pytest(check.cwd, check.argv)
+            globs += more_globs
+            candidates += more
+            roots.append(_clean(check.cwd or ".") or "")
+            continue
+        candidates += [p for w in _argv_paths(check) if (p := _under(check.cwd, w))]
+        candidates += [
+            p for name in TOOL_FILES.get(_program(check), ()) if (p := _under(check.cwd, name))
+        ]
+        root, pytest_args = _python_run(check)
+        if root is not None:
+            roots.append(root)
+        if pytest_args is not None:
+            more_globs, more = _pytest(check.cwd, pytest_args)
+            globs += more_globs
+            candidates += more
     return Patterns(
         tuple(dict.fromkeys(globs)),
         tuple(dict.fromkeys(candidates)),
