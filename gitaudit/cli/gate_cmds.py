@@ -8,15 +8,25 @@ from typing import Annotated
 import typer
 
 from gitaudit.cli import grammar, reading
-from gitaudit.cli.common import JsonOpt, PlanOpt, emit_json, exit_with, repo_here, typer_param
+from gitaudit.cli.common import (
+    ForRefOpt,
+    JsonOpt,
+    PlanOpt,
+    emit_json,
+    exit_with,
+    repo_here,
+    typer_param,
+)
 
 RevArg = Annotated[str | None, typer_param(grammar.REV)]
 
 
-def status_cmd(rev: RevArg = None, plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
+def status_cmd(
+    rev: RevArg = None, plan: PlanOpt = None, for_ref: ForRefOpt = None, as_json: JsonOpt = False
+) -> None:
     """The gate: PASS only if every active plan is sealed, unweakened, covered and proven by
     fresh signed evidence for exactly this tree. Exit 0 PASS, 1 FAIL, 3 UNKNOWN. Runs no check."""
-    exit_with(reading.status(rev, plan, as_json))
+    exit_with(reading.status(rev, plan, as_json, for_ref))
 
 
 def verify_cmd(as_json: JsonOpt = False) -> None:

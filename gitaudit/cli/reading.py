@@ -10,7 +10,7 @@ from gitaudit.cli.output import emit_json, say
 from gitaudit.git.repo import open_repo
 
 
-def status(rev: str | None, plan: str | None, as_json: bool) -> int:
+def status(rev: str | None, plan: str | None, as_json: bool, for_ref: str | None = None) -> int:
     from gitaudit.gate.judge import judge
     from gitaudit.gate.render import render_gate
 
@@ -19,7 +19,13 @@ def status(rev: str | None, plan: str | None, as_json: bool) -> int:
         from gitaudit.cli.names import require_known
 
         require_known(repo, plan)
-    result = judge(repo, rev, plan=plan)
+    if for_ref is not None and not for_ref.startswith("refs/"):
+        from gitaudit.errors import UsageError
+
+        raise UsageError(
+            f"--for takes a full ref name, not {for_ref!r}", hint=f"e.g. --for refs/heads/{for_ref}"
+        )
+    result = judge(repo, rev, plan=plan, for_ref=for_ref)
     if as_json:
         emit_json(result.to_json())
     else:

@@ -15,7 +15,14 @@ from gitaudit.errors import TrustError, UsageError
 from gitaudit.ledger import anchor
 from gitaudit.ledger.plansref import read_state, root_of_trust
 from gitaudit.ledger.seals import set_policy, trust_add, trust_init, trust_remove
-from gitaudit.ledger.trust import AGENTS_MODES, COMMIT_MSG_MODES, LIVE_EVIDENCE, ROLES, Policy
+from gitaudit.ledger.trust import (
+    AGENTS_MODES,
+    COMMIT_MSG_MODES,
+    LIVE_EVIDENCE,
+    ROLES,
+    EvidenceRule,
+    Policy,
+)
 
 app = typer.Typer(
     help="Manage who may seal plans and record evidence.",
@@ -213,6 +220,15 @@ def policy_cmd(
             "(see docs/agents.md).",
         ),
     ] = None,
+    evidence: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--evidence",
+            help="Whose evidence proves a tree for a ref: REF_PATTERN=RUNNER[,RUNNER...][:MIN] "
+            "(runner names or labels; MIN distinct runners, default 1). Repeatable; replaces "
+            "the rules; 'none' removes them.",
+        ),
+    ] = None,
     allow_weaken: Annotated[
         bool, typer.Option("--allow-weaken", help="Accept a laxer policy (recorded).")
     ] = False,
@@ -223,7 +239,8 @@ def policy_cmd(
     repo = repo_here()
     state = read_state(repo)
     current = state.policy
-    if (protect, weaken, commit_msg, live_evidence, max_artifact_bytes, agents) == (None,) * 6:
+    given = (protect, weaken, commit_msg, live_evidence, max_artifact_bytes, agents, evidence)
+    if given == (None,) * 7:
         for k, v in current.to_json().items():
             say(f"{k}: {v}")
         return
@@ -244,6 +261,7 @@ def policy_cmd(
         if max_artifact_bytes is None
         else max_artifact_bytes,
         agents=agents or current.agents,
+        evidence=current.evidence if evidence is None else _evidence_rules(evidence),
     )
     commit, laxer = set_policy(
         repo, signer_for(repo, key), policy, allow_weaken=allow_weaken, reason=reason
@@ -255,3 +273,26 @@ def policy_cmd(
             f"policy updated in {str(commit)[:12]}"
             + (f" (weakened: {'; '.join(laxer)})" if laxer else "")
         )
+
+
+def _evidence_rules(specs: list[str]) -> tuple[EvidenceRule, ...]:
+    """``REF_PATTERN=RUNNER[,RUNNER...][:MIN]`` specs (or ``none``) as evidence rules."""
+    if specs == ["none"]:
+        return ()
+    rules: dict[str, EvidenceRule] = {}
+    for spec in specs:
+        pattern, eq, rest = spec.partition("=")
+        who, _, least = rest.partition(":")
+        runners = tuple(sorted({r.strip() for r in who.split(",") if r.strip()}))
+        if not eq or not pattern.startswith("refs/") or not runners:
+            raise UsageError(
+                f"--evidence {spec!r}: expected REF_PATTERN=RUNNER[,RUNNER...][:MIN]",
+                hint="e.g. --evidence refs/heads/main=ci, "
+                "or --evidence 'refs/heads/release/*=ci,mac:2'",
+            )
+        if least and not (least.isdigit() and int(least) >= 1):
+            raise UsageError(f"--evidence {spec!r}: MIN must be a whole number, 1 or more")
+        if pattern in rules:
+            raise UsageError(f"--evidence: {pattern} is given twice")
+        rules[pattern] = EvidenceRule(pattern, runners, int(least) if least else 1)
+    return tuple(rules[p] for p in sorted(rules))

@@ -73,13 +73,15 @@ def assess(
     tree: str | None = None,
     with_states: bool = False,
     remember_plans: bool = True,
+    for_ref: str | None = None,
 ) -> GateResult:
     """Judge REV (or the work tree, or *tree*). Expected errors become FAIL reasons, never
     exceptions.
 
     *pushed_runs* (plan -> pushed tip) are the runs refs of a push being received (pre-receive);
     *with_states* adds each step's state for mission control; *remember_plans* lets reading the
-    plans ref record its verified tip (off on a server)."""
+    plans ref record its verified tip (off on a server); *for_ref* judges as the policy's
+    evidence rule for that ref does (:mod:`gitaudit.gate.runners`)."""
     now = time.time()
     workdir = repo.workdir if rev is None and tree is None else None  # judging the work tree
     tree = tree or resolve_tree(repo, rev)
@@ -113,6 +115,7 @@ def assess(
             with_states,
             workdir,
             agents,
+            for_ref,
         )
         for n in names
     ]
@@ -148,6 +151,7 @@ def _assess_plan(
     with_states: bool,
     workdir: Path | None,
     agents: claims.Agents,
+    for_ref: str | None = None,
 ) -> tuple[PlanVerdict, Basis]:
     checked_plan = check_plan(state, name, file, environment=check_tools)
     if checked_plan.reasons:
@@ -167,6 +171,8 @@ def _assess_plan(
             pushed,
             functools.cache(lambda: input_digests(repo.git, model, tree)),
             workdir,
+            for_ref,
+            state.policy.evidence_rule(for_ref),
         )
     )
     env = (

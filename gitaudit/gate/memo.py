@@ -77,6 +77,8 @@ class Entry(NamedTuple):
     protect: tuple[str, ...]  # the policy's protected ref patterns (hooks need them)
     commit_msg: str  # the policy's default commit-msg mode
     runs: tuple[tuple[str, str], ...]  # (plan, run commit) judged, for commit trailers
+    ref: str = ""  # the ref judged for, when an evidence rule applied to it; "" otherwise
+    rules: tuple[str, ...] = ()  # the policy's evidence rule patterns (refs judged apart)
 
     def payload(self) -> bytes:
         doc = {
@@ -88,6 +90,8 @@ class Entry(NamedTuple):
             "protect": list(self.protect),
             "commit_msg": self.commit_msg,
             "runs": [list(r) for r in self.runs],
+            "ref": self.ref,
+            "rules": list(self.rules),
         }
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
@@ -207,14 +211,18 @@ def _parse(raw: Mapping[str, object]) -> Entry | None:
             protect=tuple(str(p) for p in raw["protect"]),  # type: ignore[attr-defined]
             commit_msg=str(raw["commit_msg"]),
             runs=tuple((str(p), str(r)) for p, r in raw["runs"]),  # type: ignore[attr-defined]
+            ref=str(raw["ref"]),
+            rules=tuple(str(p) for p in raw["rules"]),  # type: ignore[attr-defined]
         )
     except (KeyError, TypeError, ValueError):
         return None
 
 
-def lookup(snap: Snapshot, tree: str, now: float | None = None) -> Entry | None:
-    """The remembered PASS of *tree* in the state *snap*, if it holds now; None otherwise."""
-    raw = [e for e in _entries(snap.gitdir) if e.get("tree") == tree]
+def lookup(snap: Snapshot, tree: str, now: float | None = None, ref: str = "") -> Entry | None:
+    """The remembered PASS of *tree* for *ref* ("" for no ref) in the state *snap*, if it holds
+    now; None otherwise. A PASS judged for no ref answers for a ref only when no evidence rule
+    of the policy matches it (the same state: the same policy)."""
+    raw = [e for e in _entries(snap.gitdir) if e.get("tree") == tree and e.get("ref") in (ref, "")]
     if not raw:
         return None
     key = secret.local_key(snap.workdir, create=False)
@@ -224,13 +232,21 @@ def lookup(snap: Snapshot, tree: str, now: float | None = None) -> Entry | None:
     now = time.time() if now is None else now
     for item in raw:
         entry = _parse(item)
-        if entry is None or entry.state != state:
+        if entry is None or entry.state != state or not _answers(entry, ref):
             continue
         if not hmac.compare_digest(str(item.get("mac", "")), _mac(key, entry)):
             continue
         if entry.holds(now):
             return entry
     return None
+
+
+def _answers(entry: Entry, ref: str) -> bool:
+    if entry.ref == ref:
+        return True
+    import fnmatch
+
+    return entry.ref == "" and not any(fnmatch.fnmatchcase(ref, p) for p in entry.rules)
 
 
 def remember(
@@ -243,6 +259,8 @@ def remember(
     protect: Iterable[str],
     commit_msg: str,
     runs: Iterable[tuple[str, str]],
+    ref: str = "",
+    rules: Iterable[str] = (),
 ) -> bool:
     """Record a PASS judged in the state *before*. The state is taken again now: the refs must
     not have moved meanwhile, and the marks may only have moved to the refs' current tips (the
@@ -267,11 +285,15 @@ def remember(
         protect=tuple(protect),
         commit_msg=commit_msg,
         runs=tuple(sorted(runs)),
+        ref=ref,
+        rules=tuple(sorted(rules)),
     )
     doc = json.loads(entry.payload())
     doc["mac"] = _mac(key, entry)
     others = [
-        e for e in _entries(after.gitdir) if e.get("state") == entry.state and e.get("tree") != tree
+        e
+        for e in _entries(after.gitdir)
+        if e.get("state") == entry.state and (e.get("tree"), e.get("ref")) != (tree, ref)
     ]
     kept = [*others[-(MAX_ENTRIES - 1) :], doc]
     try:

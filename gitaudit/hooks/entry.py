@@ -53,8 +53,11 @@ def _why(exc: Exception) -> str:
 # ----------------------------------------------------------------------------------- pre-push
 
 
-def _remembered(revs: Sequence[str]) -> tuple[memo.Snapshot, list[memo.Entry | None]] | None:
-    """The memo's PASS entries for *revs* (None each where there is none), with the state."""
+def _remembered(
+    revs: Sequence[str], refs: Sequence[str] | None = None
+) -> tuple[memo.Snapshot, list[memo.Entry | None]] | None:
+    """The memo's PASS entries for *revs*, each judged for the matching ref of *refs* (none
+    given: for no ref), None each where there is none; with the state."""
     from gitaudit.gate import memo
 
     found = memo.snapshot(revs=revs)
@@ -62,7 +65,9 @@ def _remembered(revs: Sequence[str]) -> tuple[memo.Snapshot, list[memo.Entry | N
         return None
     snap, trees = found
     now = time.time()
-    return snap, [memo.lookup(snap, tree, now) for tree in trees]
+    for_refs = list(refs) if refs is not None else [""] * len(trees)
+    pairs = zip(trees, for_refs, strict=True)
+    return snap, [memo.lookup(snap, tree, now, ref) for tree, ref in pairs]
 
 
 def _pushed_updates(stdin: str) -> list[tuple[str, str, str]]:
@@ -85,7 +90,7 @@ def pre_push(args: Sequence[str], stdin: str) -> int:
     updates = _pushed_updates(stdin)
     if not updates:
         return 0
-    remembered = _remembered([sha for _, sha, _ in updates])
+    remembered = _remembered([sha for _, sha, _ in updates], [ref for _, _, ref in updates])
     if remembered is not None and all(remembered[1]):
         return 0  # every pushed tree was judged PASS in exactly this state (gitaudit.gate.memo)
     before = remembered[0] if remembered is not None else None
@@ -110,7 +115,7 @@ def pre_push(args: Sequence[str], stdin: str) -> int:
             _err(f"gitaudit: push of {remote_ref} is blocked: {broken}")
             failed = True
             continue
-        result = judge(repo, local_sha, state=state, before=before)
+        result = judge(repo, local_sha, state=state, before=before, for_ref=remote_ref)
         if result.verdict != "PASS":
             _explain(result, f"push of {local_ref} to {remote_ref} ({local_sha[:12]})")
             _err(
@@ -402,7 +407,9 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 
         if not state.exists:
             reject(ref, "the server has no refs/audit/plans: nothing can PASS")
             continue
-        result = assess(repo, new, state=state, pushed_runs=pushed_runs, check_tools=False)
+        result = assess(
+            repo, new, state=state, pushed_runs=pushed_runs, check_tools=False, for_ref=ref
+        )
         if result.verdict != "PASS":
             rejected = True
             _explain(_as_server(result, pushed_runs), f"update of {ref} to {new[:12]}")

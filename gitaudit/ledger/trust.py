@@ -43,6 +43,51 @@ POLICY_FORMAT = "gitaudit.policy/1"
 
 
 @dataclass(frozen=True)
+class EvidenceRule:
+    """Whose evidence proves a tree for the refs matching *pattern*: runners named (a principal
+    name, or a label a principal carries), and how many distinct ones must each have recorded
+    a passing run of the plan for the same tree and contract."""
+
+    pattern: str
+    runners: tuple[str, ...]
+    min: int = 1
+
+    def admits(self, key: TrustedKey) -> bool:
+        return key.name in self.runners or bool(key.labels & set(self.runners))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runners": sorted(self.runners), "min": self.min}
+
+    def describe(self) -> str:
+        who = ", ".join(sorted(self.runners))
+        return f"{self.pattern}: {self.min} of [{who}]"
+
+
+def _rules_from_json(doc: Any) -> tuple[EvidenceRule, ...]:
+    if not isinstance(doc, dict):
+        raise ValueError("evidence must map ref patterns to {runners, min}")
+    rules = []
+    for pattern, rule in sorted(doc.items()):
+        where = f"evidence[{pattern!r}]"
+        if not isinstance(pattern, str) or not pattern.startswith("refs/"):
+            raise ValueError(f"{where}: a ref pattern starts with refs/")
+        if not isinstance(rule, dict) or set(rule) - {"runners", "min"}:
+            raise ValueError(f'{where} must be {{"runners": [...], "min": N}}')
+        runners = rule.get("runners")
+        if (
+            not isinstance(runners, list)
+            or not runners
+            or not all(isinstance(r, str) and r for r in runners)
+        ):
+            raise ValueError(f"{where}.runners must list runner names or labels")
+        least = rule.get("min", 1)
+        if isinstance(least, bool) or not isinstance(least, int) or least < 1:
+            raise ValueError(f"{where}.min must be a whole number, 1 or more")
+        rules.append(EvidenceRule(pattern, tuple(sorted(set(runners))), least))
+    return tuple(rules)
+
+
+@dataclass(frozen=True)
 class TrustedKey:
     name: str
     key: PublicKey
@@ -200,6 +245,8 @@ class Policy:
     max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES
     # how claims of agents side by side may coexist, and what the gate makes of conflicts
     agents: AgentsMode = "parallel-warn"
+    # per ref pattern, whose evidence proves a tree for that ref (trusted runners, k of them)
+    evidence: tuple[EvidenceRule, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -214,7 +261,20 @@ class Policy:
             doc["max_artifact_bytes"] = self.max_artifact_bytes
         if self.agents != "parallel-warn":  # added in 0.2: only when set (stable digests)
             doc["agents"] = self.agents
+        if self.evidence:  # added in 0.3: only when set (stable digests)
+            doc["evidence"] = {r.pattern: r.to_json() for r in self.evidence}
         return doc
+
+    def evidence_rule(self, refname: str | None) -> EvidenceRule | None:
+        """The evidence rule for *refname*: the rule of its exact name, else of the longest
+        pattern it matches; None when no rule applies (any trusted runner's evidence counts)."""
+        if not refname:
+            return None
+        exact = [r for r in self.evidence if r.pattern == refname]
+        if exact:
+            return exact[0]
+        matching = [r for r in self.evidence if fnmatch.fnmatchcase(refname, r.pattern)]
+        return max(matching, key=lambda r: (len(r.pattern), r.pattern), default=None)
 
     def digest(self) -> str:
         return sha256(canonical(self.to_json()))
@@ -237,6 +297,17 @@ class Policy:
             out.append("evidence from the live work tree becomes acceptable")
         if AGENTS_MODES.index(self.agents) < AGENTS_MODES.index(old.agents):
             out.append(f"agents mode {old.agents} -> {self.agents}")
+        mine = {r.pattern: r for r in self.evidence}
+        for rule in old.evidence:
+            now = mine.get(rule.pattern)
+            if now is None:
+                out.append(f"evidence rule for {rule.pattern} removed")
+                continue
+            if now.min < rule.min:
+                out.append(f"evidence for {rule.pattern} needs {now.min} runners, not {rule.min}")
+            added = sorted(set(now.runners) - set(rule.runners))
+            if added:
+                out.append(f"evidence for {rule.pattern} also from {', '.join(added)}")
         return out
 
     @classmethod
@@ -264,9 +335,10 @@ class Policy:
             agents = doc.get("agents", "parallel-warn")
             if agents not in AGENTS_MODES:
                 raise ValueError(f"agents must be one of {', '.join(AGENTS_MODES)}")
+            rules = _rules_from_json(doc.get("evidence", {}))
         except ValueError as exc:
             raise TrustError(f"{where}: {POLICY_PATH} is invalid: {exc}") from None
-        return cls(tuple(refs), allow, mode, doc, live, limit, agents)
+        return cls(tuple(refs), allow, mode, doc, live, limit, agents, rules)
 
 
 def policy_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> Policy:

@@ -130,7 +130,9 @@ def test_the_clock_and_expiry_bound_an_entry(repo: GitRepo, sealed: Sealer) -> N
     found = memo.snapshot(repo.path, revs=["HEAD"])
     assert found is not None
     snap, (tree,) = found
+    assert entry["ref"] == ""  # no evidence rule for the pushed ref: as judged for no ref
     assert memo.lookup(snap, tree, entry["made"]) is not None
+    assert memo.lookup(snap, tree, entry["made"], "refs/heads/main") is not None
     assert memo.lookup(snap, tree, entry["until"]) is None  # expired
     assert memo.lookup(snap, tree, entry["made"] - 1) is None  # the clock went back
 
