@@ -145,12 +145,21 @@ def _plan_json(c: CheckedPlan, plan: Plan) -> dict[str, Any]:
 @app.command("show")
 def show_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:  # noqa: C901, PLR0912 (to split: one printer per plan section)
     """Show requirements and their covering steps, steps in dependency order, and the digest."""
-    checked = check_worktree(repo_here().require_workdir(), plan)
+    repo = repo_here()
+    checked = check_worktree(repo.require_workdir(), plan)
     docs = []
+    tree: str | None = None
     for c in checked:
         model = c.require_valid()
+        from gitaudit.ledger.protected import protected_files
+
+        if tree is None:
+            from gitaudit.git.fingerprint import workspace_fingerprint
+
+            tree = workspace_fingerprint(repo.require_workdir()).tree
+        protected = sorted(protected_files(repo.git, tree, model))
         if as_json:
-            docs.append(_plan_json(c, model))
+            docs.append({**_plan_json(c, model), "protected": protected})
             continue
         say(f"plan {model.name}: {model.task or '(no task)'}")
         say(f"  contract {c.digest}" + ("  (legacy sequential plan)" if model.legacy else ""))
@@ -179,6 +188,9 @@ def show_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:  # noqa: C
                 say(f"      output {o.name}:")
                 for ch in o.checks:
                     say(f"        check  {ch.describe()}")
+        more = f" (+{len(protected) - 10})" if len(protected) > 10 else ""
+        shown = ", ".join(protected[:10]) + more
+        say(f"  protected files ({len(protected)}): {shown or 'none'}")
         for p in c.report.warnings:
             warn(f"warning: {p.render()}")
     if as_json:
