@@ -46,6 +46,7 @@ def report_cmd(
             "$GITHUB_STEP_SUMMARY when set) and an annotation per reason.",
         ),
     ] = "markdown",
+    for_ref: ForRefOpt = None,
 ) -> None:
     """A review-ready report for a pull-request comment: verdict, commit and tree, why each step
     failed (failing tests from JUnit artifacts, else the output's tail), fixes worded for a pull
@@ -55,7 +56,8 @@ def report_cmd(
 
     if fmt not in ("markdown", "json", "github"):
         raise typer.BadParameter("use markdown, json or github", param_hint="--format")
-    result, doc = report.build(repo_here(), rev)
+    reading.check_for_ref(for_ref)
+    result, doc = report.build(repo_here(), rev, for_ref)
     if fmt == "json":
         emit_json(doc)
     elif fmt == "github":

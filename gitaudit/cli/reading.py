@@ -19,12 +19,7 @@ def status(rev: str | None, plan: str | None, as_json: bool, for_ref: str | None
         from gitaudit.cli.names import require_known
 
         require_known(repo, plan)
-    if for_ref is not None and not for_ref.startswith("refs/"):
-        from gitaudit.errors import UsageError
-
-        raise UsageError(
-            f"--for takes a full ref name, not {for_ref!r}", hint=f"e.g. --for refs/heads/{for_ref}"
-        )
+    check_for_ref(for_ref)
     result = judge(repo, rev, plan=plan, for_ref=for_ref)
     if as_json:
         emit_json(result.to_json())
@@ -32,6 +27,16 @@ def status(rev: str | None, plan: str | None, as_json: bool, for_ref: str | None
         for line in render_gate(result):
             say(line)
     return result.exit_code
+
+
+def check_for_ref(for_ref: str | None) -> None:
+    """``--for`` takes a full ref name: ``main`` is refused, not judged as an unruled ref."""
+    if for_ref is not None and not for_ref.startswith("refs/"):
+        from gitaudit.errors import UsageError
+
+        raise UsageError(
+            f"--for takes a full ref name, not {for_ref!r}", hint=f"e.g. --for refs/heads/{for_ref}"
+        )
 
 
 def verify(as_json: bool) -> int:
