@@ -246,6 +246,13 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
         "kills": dict(sorted(kills.items())),
         "pushed": sum(p["code"] == 0 for p in pushes),
         "failed": sum(p["code"] not in (0, -signal.SIGKILL) for p in pushes),
+        # why an unkilled push failed (a lock a killed git left, a race lost five times): its
+        # one-line error
+        "failures": [
+            ([ln for ln in p["err"].splitlines() if ln.startswith("error:")] or [p["err"]])[-1]
+            for p in pushes
+            if p["code"] not in (0, -signal.SIGKILL)
+        ],
         "runs_recorded": sum(len(r["recorded"]) for r in results),
         "run_retries": sum(len(s["run"]["tries"]) - 1 for s in steps),
         "status_not_pass": sum(s["status"]["code"] != 0 for s in steps),
