@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-SEED = 20261114
+SEED = int(os.environ.get("GITAUDIT_STRESS_SEED", "20261114"))  # another seed, other kills
 POINTS = ("push.replayed", "push.pushed")
 REWIND = "moved backwards or was rewritten"
 HANG_GUARD = 120.0  # seconds, per command: only against a hang, never a measurement

@@ -5,7 +5,7 @@ tests/faults/kill_stress.py). No command in any clone or on the server ever repo
 from each clone every ledger is linear, fsck-clean and verifies.
 
 The numbers are printed (``pytest -s``); ``GITAUDIT_STRESS_CLONES`` and ``GITAUDIT_STRESS_PUSHES``
-make it longer (defaults 4 x 10)."""
+make it longer (defaults 4 x 10), ``GITAUDIT_STRESS_SEED`` kills elsewhere."""
 
 from __future__ import annotations
 
