@@ -298,7 +298,7 @@ def doctor_cmd(as_json: JsonOpt = False) -> None:
         "remotes without the audit fetch refspec: " + ", ".join(missing)
         if missing
         else (f"{len(fetching)} remote(s) fetch refs/audit/*" if fetching else "no remotes"),
-        "git audit init",
+        "git audit sync (sets the refspec of every remote, also one added after init)",
     )
     if repo.workdir is not None:
         try:
