@@ -315,7 +315,7 @@ def _sync_runs(
 
 # ------------------------------------------------------------------------------------ pushing
 
-ATTEMPTS = 5
+ATTEMPTS = 10  # with 32 writers on one runs ref, five were often not enough
 # git's words for "the remote moved between our fetch and our push" (client side, or the
 # server's compare-and-swap of the ref)
 _RACE_REASONS = (
@@ -447,5 +447,5 @@ def push(
         if on_retry is not None:
             on_retry(attempt, result)
         # let the winner get out of the way (jitter, not cryptography)
-        time.sleep(random.uniform(0.05, 0.25 * attempt))  # noqa: S311
+        time.sleep(random.uniform(0.05, min(2.0, 0.25 * attempt)))  # noqa: S311
     return result
