@@ -130,3 +130,37 @@ def test_following_links_is_bounded(repo: GitRepo, monkeypatch: pytest.MonkeyPat
     tree = _tree(repo, {"pkg/lib": "../real"})
     monkeypatch.setattr(inputs, "MAX_VISITS", 2)
     assert covered_files(open_repo(repo.path).git, tree, ["pkg/**"]) is None
+
+
+GLOBS = [
+    "real",
+    "real/",
+    "./real/deep",
+    "real/**",
+    "**/c.txt",
+    "**/*.txt",
+    "r*/*.txt",
+    "*/b.txt",
+    "*.txt",
+    "real/**/c.txt",
+    "real/d*/**",
+    "[or]*/?.txt",
+    "other/z.txt",
+    "re[a",
+    "**",
+    "nothing/**",
+    "real/a.txt/x",
+]
+
+
+@pytest.mark.parametrize("glob", GLOBS)
+def test_one_pass_matching_is_the_per_file_definition(repo: GitRepo, glob: str) -> None:
+    """The tree is read lazily and the globs of all steps are matched together (by literal
+    prefix and suffix); what each covers is exactly the files :func:`matches_input` accepts."""
+    tree = _tree(repo, {})
+    git = open_repo(repo.path).git
+    direct = sorted(f for f in inputs.tree_files(git, tree) if matches_input(glob, f[0]))
+    assert covered_files(git, tree, [glob]) == direct
+    reading = inputs._Tree(git, tree)
+    reading.match_all(GLOBS)  # every step's globs at once, as input_digests does
+    assert reading.matching(glob) == [path for path, _, _ in direct]
