@@ -48,6 +48,7 @@ demo: $(BASE)
 
 manpage: $(STAMP)
 	$(BIN)/python -m gitaudit.cli.manpage > man/git-audit.1
+	$(BIN)/python -m gitaudit.cli.manpage --help-text > gitaudit/cli/helptext.py
 
 # Every benchmark runs and prints all its rows; the target fails at the end when any missed.
 # GITAUDIT_BENCH_QUICK=1 makes the fixtures smaller (a quick look, not the judged sizes).

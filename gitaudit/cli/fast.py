@@ -31,6 +31,11 @@ def try_fast(argv: Sequence[str]) -> int | None:
         from gitaudit.cli import running
 
         return running.run(**values)
+    if rest[0] == "status" and values["rev"] is None:
+        # judging the work tree: git hashes it while the rest of gitaudit is imported
+        from gitaudit.git.fingerprint import prefetch
+
+        prefetch(".")
     from gitaudit.cli import reading
 
     if rest[0] == "status":
