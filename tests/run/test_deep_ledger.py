@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pygit2
 import pytest
 
 from gitaudit.cli.context import signer_for
+from gitaudit.crypto.signers import Signer
 from gitaudit.gate.judge import judge
 from gitaudit.git.repo import open_repo
 from gitaudit.ledger import lookup
@@ -108,3 +110,57 @@ def test_a_remembered_confirmation_never_hides_a_newer_run(repo: GitRepo, sealed
     path.write_text(json.dumps(doc))
     result = judge(open_repo(repo.path), "HEAD")
     assert result.verdict == "FAIL" and newer[:12] in result.plans[0].reasons[0].message
+
+
+def _copies(
+    repo: GitRepo,
+    count: int,
+    signer: Signer | None = None,
+    extra_check: bool = False,
+    template: str = "refs/audit/runs/default",
+) -> None:
+    """*count* valid run commits: *template*'s whole evidence tree, for other trees."""
+    from gitaudit.ledger.objects import read_files
+
+    handle = open_repo(repo.path)
+    files = read_files(handle.git, handle.git.revparse_single(template).peel(pygit2.Tree))
+    doc = json.loads(files["run.json"])
+    if extra_check:  # run.json records a second check whose files the tree lacks
+        doc["steps"]["a"]["checks"].append(doc["steps"]["a"]["checks"][0])
+    for i in range(count):
+        doc["tree"] = f"{i + 1:040x}"
+        files["run.json"] = json.dumps(doc).encode()
+        message = f"audit(default): PASS\n\nAudit-Tree: {doc['tree']}\n"
+        append_run(handle.git, "default", files, message, signer or signer_for(handle, None))
+
+
+@pytest.mark.parametrize("bad", ["signature", "missing"])
+def test_verification_split_among_processes_reports_as_one_process(
+    repo: GitRepo, sealed: Sealer, monkeypatch: pytest.MonkeyPatch, bad: str
+) -> None:
+    """Many commits are verified by worker processes; the count and the first problem in chain
+    order are what a single process reports, for a forged signature or a tree that lacks what
+    its run.json records."""
+    from gitaudit.crypto.signers import Ed25519Signer
+    from gitaudit.ledger import verify
+
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    _copies(repo, 6)
+    if bad == "signature":
+        _copies(repo, 1, signer=Ed25519Signer.generate())
+    else:
+        _copies(repo, 1, extra_check=True)
+    _copies(repo, 5, template="refs/audit/runs/default~1")
+    handle = open_repo(repo.path)
+
+    def report() -> tuple[dict[str, int], list[str]]:
+        (handle.gitdir / "gitaudit" / "watermarks.json").unlink(missing_ok=True)
+        got = verify.verify_all(open_repo(repo.path), remember=False)
+        return got.verified, got.problems
+
+    serial = report()
+    assert len(serial[1]) == 1 and serial[0]["refs/audit/runs/default"] == 5, serial
+    monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(verify, "_jobs", lambda count: 3)
+    assert report() == serial
