@@ -6,6 +6,7 @@ not pay for typer's start-up).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -14,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from gitaudit.cli.context import signer_for
 from gitaudit.cli.output import emit_json, say
-from gitaudit.errors import ExitCode, UsageError
-from gitaudit.git.repo import open_repo
+from gitaudit.errors import ExitCode, GitAuditError, UsageError
+from gitaudit.git.repo import Repo, open_repo
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.plan.store import discover_worktree
 from gitaudit.run.authority import forced_past_exhaustion
@@ -192,6 +193,20 @@ def run(
                 )
             if recorded.changed_paths:
                 say("  changed during the run: " + ", ".join(recorded.changed_paths[:10]))
+    if plan is None and not steps and worst == ExitCode.OK:
+        _refresh_memo(repo, {r.tree for r in results})
     if as_json:
         emit_json({"runs": [result_json(r) for r in results]})
     return int(worst)
+
+
+def _refresh_memo(repo: Repo, trees: set[str]) -> None:
+    """Every plan ran and passed on one tree: judge it as the pre-push hook would (that tree, as
+    a commit of it), so the verdict memo holds the answer and a push right after the run costs
+    the memo's three git calls. The full gate decides; only its PASS is remembered."""
+    if len(trees) != 1:
+        return
+    from gitaudit.gate.judge import judge
+
+    with contextlib.suppress(GitAuditError):
+        judge(repo, tree=trees.pop())

@@ -61,6 +61,7 @@ def entries(repo: GitRepo) -> list[dict[str, Any]]:
 def passing(repo: GitRepo, sealed: Sealer) -> GitRepo:
     sealed(make_plan(run_step("a", "true")))
     assert audit(repo.path, "run").code == 0
+    memo.forget(repo.path / ".git")  # the run refreshed it (see below): start without it
     return repo
 
 
@@ -115,7 +116,7 @@ def test_a_rewound_ledger_is_judged_not_remembered(passing: GitRepo) -> None:
     passing.write("new.txt", "more\n")
     passing.commit("more")
     assert audit(passing.path, "run").code == 0
-    assert pre_push(passing)[:2] == (0, "full")  # sees the new tip: it becomes a mark
+    assert pre_push(passing)[:2] == (0, "memo")  # the run judged (and marked) the new tip
     passing.git("update-ref", "refs/audit/runs/default", first)
     code, path, err = pre_push(passing, "HEAD~1")
     assert (code, path) == (1, "full") and "moved backwards or was rewritten" in err
@@ -124,7 +125,7 @@ def test_a_rewound_ledger_is_judged_not_remembered(passing: GitRepo) -> None:
 def test_the_clock_and_expiry_bound_an_entry(repo: GitRepo, sealed: Sealer) -> None:
     sealed(make_plan(run_step("a", "true", valid_for="1h")))
     assert audit(repo.path, "run").code == 0
-    assert pre_push(repo)[:2] == (0, "full")
+    assert pre_push(repo)[:2] == (0, "memo")  # the run refreshed it
     (entry,) = entries(repo)
     assert entry["until"] is not None and 3500 < entry["until"] - entry["made"] <= 3600 + 300
     found = memo.snapshot(repo.path, revs=["HEAD"])
@@ -148,8 +149,7 @@ def test_a_required_tool_that_left_path_is_judged_again(
     plan["required_tools"] = ["frobnicate"]
     sealed(plan)
     assert audit(repo.path, "run").code == 0
-    assert pre_push(repo)[:2] == (0, "full")
-    assert pre_push(repo)[:2] == (0, "memo")
+    assert pre_push(repo)[:2] == (0, "memo")  # the run refreshed it
     tool.unlink()
     code, path, err = pre_push(repo)
     assert (code, path) == (1, "full") and "frobnicate" in err
@@ -253,3 +253,32 @@ def test_a_changed_trust_anchor_invalidates(passing: GitRepo) -> None:
     Path(found.file).write_text(json.dumps(doc))  # same pin, other bytes
     assert pre_push(passing)[:2] == (0, "full")
     assert pre_push(passing)[:2] == (0, "memo")
+
+
+def test_a_passing_run_refreshes_the_memo_for_the_push_after_it(
+    repo: GitRepo, sealed: Sealer
+) -> None:
+    """`git audit run` judges the tree it recorded (as a commit of it, as pre-push will) and
+    the memo keeps the PASS: a push right after the run needs no full gate."""
+    sealed(make_plan(run_step("a", "true")))
+    assert not memo_file(repo).exists()
+    assert audit(repo.path, "run").code == 0
+    assert [e["tree"] for e in entries(repo)] == [repo.head_tree()]
+    assert pre_push(repo)[:2] == (0, "memo")
+
+
+def test_a_refreshed_memo_is_invalidated_by_a_moved_ref(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    tip = repo.git("rev-parse", "refs/audit/runs/default").strip()
+    repo.git("update-ref", "refs/audit/runs/elsewhere", tip)  # any audit ref moving
+    assert pre_push(repo)[:2] == (0, "full")
+    assert pre_push(repo)[:2] == (0, "memo")  # judged afresh in the new state, remembered
+
+
+def test_a_run_that_does_not_pass_remembers_nothing(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(run_step("a", "false")))
+    assert audit(repo.path, "run").code == 1
+    assert not memo_file(repo).exists()
+    code, path, err = pre_push(repo)
+    assert (code, path) == (1, "full") and "FAIL" in err
