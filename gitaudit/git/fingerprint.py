@@ -340,7 +340,9 @@ def _compact(layout: _Layout, env: Mapping[str, str], index: Path) -> bool:
 
     Every later call that starts from it and changes anything has git hash and write the whole
     file twice (``add``, then ``write-tree``); measured 10-20% faster on 50,000 files.  Converting
-    costs one extra write, once per kept index.  False if git refused.
+    costs one extra write, once per kept index, paid by the first call that replaces a kept index
+    (the very first fingerprint, in a fresh clone say, keeps its result as git wrote it).  False
+    if git refused.
     """
     if index_files.header(index)[0] == 4:
         return True
@@ -390,7 +392,7 @@ def _private_tree(layout: _Layout) -> str:
             and _file_state(temp) != before  # git rewrote it: otherwise nothing is gained
             and index_files.header(temp)[1]
             == seed.entries  # nothing added either: the user's paths
-            and _compact(layout, env, temp)
+            and (not seed.from_warm or _compact(layout, env, temp))
         ):
             os.replace(temp, seed.warm)
             index_files.sweep(private_dir, keep=seed.warm)
