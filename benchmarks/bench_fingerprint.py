@@ -29,6 +29,7 @@ Run: ``.venv/bin/python benchmarks/bench_fingerprint.py [--files N] [--rounds R]
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import statistics
@@ -84,14 +85,11 @@ def fresh_clones(pristine: Path, scratch: Path, rounds: int) -> tuple[Stat, Stat
         a, b = scratch / f"clone-{n}-a", scratch / f"clone-{n}-b"
         for where in (a, b):
             subprocess.run(["git", "clone", "-q", str(pristine), str(where)], check=True)
-        statuses.append(
-            time_once(
-                lambda a=a: subprocess.run(
-                    ["git", "status", "--porcelain"], cwd=a, capture_output=True, check=True
-                )
-            )
+        status = functools.partial(
+            subprocess.run, ["git", "status", "--porcelain"], cwd=a, capture_output=True, check=True
         )
-        prints.append(time_once(lambda b=b: workspace_fingerprint(b)))
+        statuses.append(time_once(status))
+        prints.append(time_once(functools.partial(workspace_fingerprint, b)))
         shutil.rmtree(a)
         shutil.rmtree(b)
     return Stat(statuses), Stat(prints)

@@ -29,6 +29,7 @@ Run: ``.venv/bin/python benchmarks/bench_hooks.py [--rounds R] [--profile]``
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import subprocess
@@ -146,7 +147,7 @@ def main() -> int:
             "after-run-0": lambda: after_run("deep-0"),
             f"after-run-{depths[-1]}": lambda: after_run(f"deep-{depths[-1]}"),
             "after-run-inputs": lambda: after_run("inputs"),
-            **{f"uncached-{d}": (lambda d=d: uncached(f"deep-{d}")) for d in depths},
+            **{f"uncached-{d}": functools.partial(uncached, f"deep-{d}") for d in depths},
             "uncached-inputs": lambda: uncached("inputs"),
         }
         medians = interleaved(commands, args.rounds)
