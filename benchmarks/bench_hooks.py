@@ -35,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -140,7 +141,7 @@ def main() -> int:
                 raise RuntimeError(f"{name}: the push after a run was not served from the memo")
 
         shim = ["./.git/hooks/pre-push", "origin", "x"]
-        commands = {
+        commands: dict[str, Callable[[], object]] = {
             "git-status": lambda: timed_run(["git", "status", "--porcelain"], shallow, env=env0),
             "python": lambda: timed_run([PYTHON, "-c", "pass"], shallow, env=env0),
             "shim": lambda: timed_run(shim, shallow, stdin=lines["deep-0"], env=env0),

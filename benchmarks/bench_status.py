@@ -27,12 +27,14 @@ Run: ``.venv/bin/python benchmarks/bench_status.py [--rounds R] [--profile]``
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -98,14 +100,14 @@ def main() -> int:
             repos[depth] = (repo, env)
 
         shallow, env0 = repos[0]
-        commands = {
+        commands: dict[str, Callable[[], object]] = {
             "git-status": lambda: timed_run(["git", "status", "--porcelain"], shallow, env=env0),
             "fingerprint": lambda: timed_run([PYTHON, "-c", FINGERPRINT], shallow, env=env0),
             "status": lambda: timed_run([GIT_AUDIT, "status"], shallow, env=env0),
         }
         for depth, (repo, env) in repos.items():
-            commands[f"head-{depth}"] = lambda repo=repo, env=env: timed_run(
-                [GIT_AUDIT, "status", "HEAD"], repo, env=env
+            commands[f"head-{depth}"] = functools.partial(
+                timed_run, [GIT_AUDIT, "status", "HEAD"], repo, env=env
             )
         medians = interleaved(commands, args.rounds)
         base = medians["git-status"]
