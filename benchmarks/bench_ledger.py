@@ -1,11 +1,12 @@
-"""Benchmark: finding the run for a tree in a ledger of 20,000 run commits.
+"""Benchmark: finding the run for a tree in ledgers of 20,000 and 100,000 run commits.
 
 The gate, ``run`` (carried evidence) and the hooks look up "the newest run of plan P for tree T"
 through the SQLite index (``gitaudit.ledger.index``), never by walking the ledger (design §3).
 
-Fixture (cached, see ``_ledger_util.ledger_fixture``): a sealed one-step plan, one real passing
-``git audit run`` for HEAD's tree, then 20,000 generated signed run commits over 4,000 distinct
-workspace tree ids on ``refs/audit/runs/default``.
+Fixtures (cached, see ``_ledger_util.ledger_fixture``): a sealed one-step plan, one real passing
+``git audit run`` for HEAD's tree, then 20,000 (and 100,000) generated signed run commits over
+4,000 distinct workspace tree ids on ``refs/audit/runs/default``: HEAD's run is the deepest.
+Everything below is measured for both; the lookup must stay flat.
 
 Measured in one run:
 
@@ -48,6 +49,7 @@ from _ledger_util import (
     info_line,
     interleaved,
     ledger_fixture,
+    quick,
     timed_run,
     verdict_line,
 )
@@ -69,11 +71,18 @@ def main() -> int:
     parser.add_argument("--lookups", type=int, default=200, help="random tree ids looked up")
     parser.add_argument("--rounds", type=int, default=9, help="rounds of the process timings")
     args = parser.parse_args()
+    results: list[bool] = []
+    for runs in (2_000, 10_000) if quick() else (RUNS, 100_000):
+        print(f"\n===== {runs:,} runs")
+        results += one(runs, args)
+    return finish(results)
 
+
+def one(runs: int, args: argparse.Namespace) -> list[bool]:
     scratch = Path(tempfile.mkdtemp(prefix="gitaudit-bench-ledger-"))
     try:
         bench_env(scratch)
-        fixture = ledger_fixture()
+        fixture = ledger_fixture(runs)
         repo_path = checkout_fixture(fixture, scratch)
         ids: list[str] = json.loads((fixture / "tree_ids.json").read_text())
         head_tree = (fixture / "head_tree").read_text().strip()
@@ -82,16 +91,16 @@ def main() -> int:
         from gitaudit.ledger import index
 
         repo = open_repo(repo_path)
-        print(f"ledger: {RUNS + 1} run commits on {REF}, {len(ids) + 1} distinct tree ids")
+        print(f"ledger: {runs + 1} run commits on {REF}, {len(ids) + 1} distinct tree ids")
         print("\nindex build and lookups (in-process):")
         for name in ("index.sqlite", "index.sqlite-wal", "index.sqlite-shm"):
             (repo.gitdir / "gitaudit" / name).unlink(missing_ok=True)
         start = time.perf_counter()
         index.sync(repo.git, repo.gitdir, PLAN)
         first_build = time.perf_counter() - start
-        indexed = len(index.recent(repo.git, repo.gitdir, PLAN, RUNS + 10))
-        if indexed != RUNS + 1:
-            raise RuntimeError(f"the index holds {indexed} runs, expected {RUNS + 1}")
+        indexed = len(index.recent(repo.git, repo.gitdir, PLAN, runs + 10))
+        if indexed != runs + 1:
+            raise RuntimeError(f"the index holds {indexed} runs, expected {runs + 1}")
         info_line("first index build (index.sync, no index file)", first_build)
 
         rng = random.Random(1)
@@ -157,7 +166,7 @@ def main() -> int:
         info_line("warm lookup, p95 over the sample", p95, rev_parse)
         info_line("warm lookup of an unknown tree", miss_time, rev_parse)
         info_line(
-            "gate.assess(HEAD) in-process, run 20,000 commits deep",
+            f"gate.assess(HEAD) in-process, run {runs:,} commits deep",
             gate_head,
             rev_parse,
             "(lookup + signature + ancestry checks)",
@@ -174,7 +183,7 @@ def main() -> int:
             )
         ]
         print("  (ratios against git rev-parse refs/audit/runs/default)")
-        return finish(results)
+        return results
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
