@@ -61,4 +61,5 @@ def _remember(repo: Repo, before: memo.Snapshot, result: GateResult) -> None:
         protect=basis.policy.protected_refs,
         commit_msg=basis.policy.commit_msg,
         runs=[(p.name, p.run) for p in result.plans if p.run],
+        notes=[(p.name, note) for p in result.plans for note in p.notes],
     )

@@ -36,7 +36,7 @@ from gitaudit import __version__, secret
 from gitaudit.git.call import start_git
 from gitaudit.places import anchor_path, entered_worktree, state_dir
 
-FORMAT = 1
+FORMAT = 2  # 2: entries carry the notes of the PASS
 FILENAME = "memo.json"
 MAX_ENTRIES = 64
 MAX_BYTES = 1 << 20
@@ -77,6 +77,9 @@ class Entry(NamedTuple):
     protect: tuple[str, ...]  # the policy's protected ref patterns (hooks need them)
     commit_msg: str  # the policy's default commit-msg mode
     runs: tuple[tuple[str, str], ...]  # (plan, run commit) judged, for commit trailers
+    # (plan, note) the PASS came with: evidence from the live work tree, or relying on ignored
+    # paths, which a judgement of the work tree (`status`) checks beyond the tree
+    notes: tuple[tuple[str, str], ...] = ()
 
     def payload(self) -> bytes:
         doc = {
@@ -88,6 +91,7 @@ class Entry(NamedTuple):
             "protect": list(self.protect),
             "commit_msg": self.commit_msg,
             "runs": [list(r) for r in self.runs],
+            "notes": [list(n) for n in self.notes],
         }
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
@@ -207,6 +211,7 @@ def _parse(raw: Mapping[str, object]) -> Entry | None:
             protect=tuple(str(p) for p in raw["protect"]),  # type: ignore[attr-defined]
             commit_msg=str(raw["commit_msg"]),
             runs=tuple((str(p), str(r)) for p, r in raw["runs"]),  # type: ignore[attr-defined]
+            notes=tuple((str(p), str(n)) for p, n in raw["notes"]),  # type: ignore[attr-defined]
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -243,6 +248,7 @@ def remember(
     protect: Iterable[str],
     commit_msg: str,
     runs: Iterable[tuple[str, str]],
+    notes: Iterable[tuple[str, str]] = (),
 ) -> bool:
     """Record a PASS judged in the state *before*. The state is taken again now: the refs must
     not have moved meanwhile, and the marks may only have moved to the refs' current tips (the
@@ -267,6 +273,7 @@ def remember(
         protect=tuple(protect),
         commit_msg=commit_msg,
         runs=tuple(sorted(runs)),
+        notes=tuple(notes),
     )
     doc = json.loads(entry.payload())
     doc["mac"] = _mac(key, entry)

@@ -94,7 +94,9 @@ def test_a_forged_entry_is_ignored(passing: GitRepo) -> None:
     assert parsed is not None
     rekeyed = {**forged, "mac": memo._mac(os.urandom(32), parsed)}  # a MAC under another key
     for entry in (forged, rekeyed):
-        memo_file(passing).write_text(json.dumps({"format": 1, "entries": [genuine, entry]}))
+        memo_file(passing).write_text(
+            json.dumps({"format": memo.FORMAT, "entries": [genuine, entry]})
+        )
         code, path, err = pre_push(passing)
         assert (code, path) == (1, "full") and "UNKNOWN" in err
 
@@ -282,3 +284,60 @@ def test_a_run_that_does_not_pass_remembers_nothing(repo: GitRepo, sealed: Seale
     assert not memo_file(repo).exists()
     code, path, err = pre_push(repo)
     assert (code, path) == (1, "full") and "FAIL" in err
+
+
+STATUS_PROBE = (
+    "import sys\n"
+    "from gitaudit.cli.entry import main\n"
+    "try:\n"
+    "    main(['status'])\n"
+    "except SystemExit as exc:\n"
+    "    code = exc.code\n"
+    "sys.stderr.write('full' if 'pygit2' in sys.modules else 'memo')\n"
+    "sys.exit(code)\n"
+)
+
+
+def status_probe(repo: GitRepo) -> tuple[int, str, str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", STATUS_PROBE],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.returncode, proc.stdout, proc.stderr.strip()
+
+
+def test_status_of_the_work_tree_is_served_from_the_memo_as_the_gate_prints_it(
+    passing: GitRepo,
+) -> None:
+    full = status_probe(passing)
+    assert full[0] == 0 and full[2] == "full"  # judged in full, remembered
+    served = status_probe(passing)
+    assert served == (0, full[1], "memo")  # the same lines, without pygit2
+    passing.write("new.txt", "untested\n")  # another tree: judged in full, and explained
+    code, out, path = status_probe(passing)
+    assert (code, path) == (3, "full") and "UNKNOWN" in out
+
+
+def test_status_is_not_served_from_an_entry_with_notes(
+    passing: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PASS that relied on ignored paths (or live steps) came with notes: judging the work
+    tree checks those files beyond the tree, so such an entry never answers `status`."""
+    from gitaudit.cli import reading
+
+    found = memo.snapshot(passing.path)
+    assert found is not None
+    kwargs: dict[str, Any] = dict(
+        tree=passing.head_tree(), made=0.0, until=None, tools=(), protect=(), commit_msg="claims"
+    )
+    monkeypatch.chdir(passing.path)
+    runs = (("default", "0" * 40),)
+    assert memo.remember(found[0], runs=runs, notes=(("default", "a note"),), **kwargs)
+    assert reading._remembered_status()[1] is False
+    found = memo.snapshot(passing.path)
+    assert found is not None
+    assert memo.remember(found[0], runs=runs, **kwargs)
+    assert reading._remembered_status()[1] is True
