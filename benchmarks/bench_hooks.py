@@ -134,11 +134,13 @@ def main() -> int:
             forget(repo)
             return timed_run(HOOK, repo, stdin=lines[name], env=env)
 
+        served = True  # the push right after a run takes the memo's path (no pygit2)
         for name in ("deep-0", f"deep-{depths[-1]}"):
             repo, env = repos[name]
-            after_run(name)
+            timed_run([GIT_AUDIT, "run"], repo, env=env)
             if any(n.strip() == "pygit2" for _, _, n in imports(repo, lines[name], env)):
-                raise RuntimeError(f"{name}: the push after a run was not served from the memo")
+                print(f"  {name}: the push right after a run was NOT served from the memo")
+                served = False
 
         shim = ["./.git/hooks/pre-push", "origin", "x"]
         commands: dict[str, Callable[[], object]] = {
@@ -193,6 +195,8 @@ def main() -> int:
                 base,
             )
         )
+        results.append(served)
+        print(f"  the push right after a run takes the memo's path: {'PASS' if served else 'FAIL'}")
         print(
             f"  (memo: target {CACHED_TARGET}x git status; no memo: git status + "
             f"{UNCACHED_MARGIN * 1000:.0f} ms)"
