@@ -32,6 +32,7 @@ from __future__ import annotations
 import bisect
 import fnmatch
 import hashlib
+import os
 import posixpath
 import re
 from collections.abc import Callable, Iterable
@@ -511,7 +512,35 @@ def _covered(tree: _Tree, patterns: tuple[str, ...]) -> list[tuple[str, int, str
     return out
 
 
+_DIGESTS: dict[tuple[object, ...], dict[StepId, str]] = {}  # the last few, by what they depend on
+_DIGESTS_KEPT = 8
+
+
 def input_digests(repo: pygit2.Repository, plan: Plan, tree_id: str) -> dict[StepId, str]:
+    """Every step's input digest for the tree *tree_id* (the module docstring). Remembered in this
+    process for the last few (repository, tree, steps' contracts, inputs and dependencies): a
+    tree id names its content forever, so ``run`` and the gate judging the same tree right after
+    share one reading of it."""
+    where = getattr(repo, "path", None)
+    key = (
+        os.path.realpath(where) if where else id(repo),
+        tree_id,
+        (MAX_VISITS, MAX_LINK_DEPTH, MAX_LINK_HOPS),
+        tuple(
+            (s.id, step_digest(plan, s), tuple(s.inputs), tuple(sorted(s.dependency_ids())))
+            for s in plan.steps
+        ),
+    )
+    found = _DIGESTS.get(key)
+    if found is None:
+        found = _input_digests(repo, plan, tree_id)
+        if len(_DIGESTS) >= _DIGESTS_KEPT:
+            del _DIGESTS[next(iter(_DIGESTS))]
+        _DIGESTS[key] = found
+    return dict(found)
+
+
+def _input_digests(repo: pygit2.Repository, plan: Plan, tree_id: str) -> dict[StepId, str]:
     tree: _Tree | None = None
     digests: dict[StepId, str] = {}
     lines: dict[tuple[str, ...], bytes] = {}  # the covered files' lines, by the steps' inputs

@@ -9,6 +9,7 @@ import pytest
 from gitaudit.git.repo import open_repo
 from gitaudit.plan import inputs
 from gitaudit.plan.inputs import covered_files, matches_input
+from gitaudit.plan.model import Plan
 from tests.gitrepo import GitRepo
 
 FILES = {
@@ -164,3 +165,40 @@ def test_one_pass_matching_is_the_per_file_definition(repo: GitRepo, glob: str) 
     reading = inputs._Tree(git, tree)
     reading.match_all(GLOBS)  # every step's globs at once, as input_digests does
     assert reading.matching(glob) == [path for path, _, _ in direct]
+
+
+def test_digests_are_shared_within_a_process_only_for_the_same_tree_and_steps(
+    repo: GitRepo,
+) -> None:
+    """A run and the gate judging the same tree right after read it once; another tree, or a
+    step whose inputs differ, is computed afresh."""
+    tree = _tree(repo, {})
+    git = open_repo(repo.path).git
+    plan = _plan(["real/**"])
+    first = inputs.input_digests(git, plan, tree)
+    assert inputs.input_digests(git, plan, tree) == first
+    assert inputs.input_digests(git, _plan(["other/**"]), tree) != first
+    repo.write("real/a.txt", "changed\n")
+    repo.commit("changed")
+    assert inputs.input_digests(git, plan, repo.head_tree()) != first
+
+
+def _plan(globs: list[str]) -> Plan:
+    from gitaudit.plan.load import build_plan
+
+    doc = {
+        "task": "inputs",
+        "requirements": [{"id": "REQ-001", "description": "it works"}],
+        "steps": [
+            {
+                "id": "a",
+                "depends_on": [],
+                "covers": ["REQ-001"],
+                "inputs": globs,
+                "verify": [{"type": "run", "argv": ["true"]}],
+            }
+        ],
+    }
+    plan, problems = build_plan(doc, name="default", source="test")
+    assert not problems
+    return plan
