@@ -3,7 +3,9 @@
 typer (and the pydantic it builds parameters with) costs a few hundred milliseconds at start-up;
 the gate is run by hooks and CI loops. The commands' grammar is declared once, in
 :mod:`gitaudit.cli.grammar`; anything it does not recognise (``-h``, a typo, an unknown option)
-falls through to the typer application, which owns help and usage errors.
+falls through to the typer application, which owns help and usage errors. (``--version`` and the
+top-level ``-h`` are answered even earlier, by :mod:`gitaudit.cli.entry`.) ``status`` of the work
+tree starts fingerprinting it at once, so git hashes while the rest of gitaudit is imported.
 """
 
 from __future__ import annotations
