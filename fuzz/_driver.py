@@ -46,6 +46,10 @@ def hermetic() -> None:
         GITAUDIT_HOME=str(home / "gitaudit"),
         GIT_CONFIG_NOSYSTEM="1",
         GIT_CONFIG_GLOBAL=str(home / ".gitconfig"),
+        GIT_AUTHOR_NAME="Fuzz",
+        GIT_AUTHOR_EMAIL="fuzz@example.test",
+        GIT_COMMITTER_NAME="Fuzz",
+        GIT_COMMITTER_EMAIL="fuzz@example.test",
     )
 
 

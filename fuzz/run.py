@@ -3,9 +3,10 @@
     fuzz/run.py NAME SECONDS [--fallback] [--strict] [-- LIBFUZZER_FLAGS...]
     fuzz/run.py seeds
 
-NAME is ``plan`` or ``signature`` (``fuzz/fuzz_NAME.py``). The harness runs in a subprocess under
-atheris/libFuzzer when atheris is importable (``--fallback`` forces the pure-Python driver), on a
-working corpus ``fuzz/corpus/NAME/`` (not versioned) that starts from ``fuzz/seeds/NAME/``. Crash
+NAME is ``plan``, ``signature``, ``gate``, ``ledger`` or ``hooks`` (``fuzz/fuzz_NAME.py``). The
+harness runs in a subprocess under atheris/libFuzzer when atheris is importable (``--fallback``
+forces the pure-Python driver), on a working corpus ``fuzz/corpus/NAME/`` (not versioned) that
+starts from ``fuzz/seeds/NAME/``. Crash
 and timeout inputs land in ``fuzz/artifacts/NAME/``. ``--strict`` sets ``GITAUDIT_FUZZ_STRICT=1``:
 known bugs (``tests/fuzz/known_bugs.py``) count as crashes too.
 
@@ -27,7 +28,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-HARNESSES = ("plan", "signature")
+HARNESSES = ("plan", "signature", "gate", "ledger", "hooks")
 PER_INPUT_TIMEOUT = 10  # seconds: longer is a hang
 
 

@@ -16,6 +16,7 @@ LAYERS = [
     "errors",
     "places",
     "secret",
+    "checkpoint",
     "plan",
     "verdict",
     "checks",
@@ -57,7 +58,8 @@ def modules() -> dict[str, Path]:
     found = {}
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE)
-        if rel.parts[0] == "sample":
+        # the sample repository is data; _version.py is written by the build (hatch-vcs)
+        if rel.parts[0] == "sample" or rel.as_posix() == "_version.py":
             continue
         found[rel.as_posix()] = path
     return found

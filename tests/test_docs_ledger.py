@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +63,7 @@ PLAN = {
             "depends_on": ["build"],
             "requires_outputs": [{"step": "build", "name": "greeting"}],
             "covers": ["REQ-2"],
+            "artifacts": ["README.md"],
             "verify": [
                 {"type": "run", "argv": ["cat", "README.md"]},
                 {"type": "regex", "path": "README.md", "pattern": "sample"},
@@ -201,6 +201,9 @@ def test_every_run_field_and_path_is_documented(repo: GitRepo) -> None:
     step_keys = {k for entry in doc["steps"].values() for k in entry}
     missing = sorted(step_keys - table_spans(steps))
     assert not missing, f"step-entry fields missing: {missing}"
+    artifacts = doc["steps"]["read"]["artifacts"]
+    assert artifacts and artifacts[0]["stored"], artifacts
+    assert all(f"`{k}`" in steps for k in artifacts[0]), sorted(artifacts[0])
     upstream = doc["steps"]["read"]["upstream"]
     assert upstream, "the plan's upstream re-check did not run"
     assert all(f"`{k}`" in steps for k in upstream[0]), sorted(upstream[0])
@@ -226,6 +229,7 @@ def test_every_run_field_and_path_is_documented(repo: GitRepo) -> None:
         r"(result\.json|stdout|stderr)",
         "steps/<id>/upstream/<step>/<output>/<n>/": r"steps/[^/]+/upstream/[^/]+/[^/]+/\d+/"
         r"(result\.json|stdout|stderr)",
+        "steps/<id>/artifacts/<path>": r"steps/[^/]+/artifacts/.+",
         "run.json": r"run\.json",
         "summary.md": r"summary\.md",
     }
@@ -236,6 +240,7 @@ def test_every_run_field_and_path_is_documented(repo: GitRepo) -> None:
     for path in paths:
         assert any(re.fullmatch(p, path) for p in layouts.values()), f"undocumented path {path}"
     assert any("/upstream/" in p for p in paths) and any("/outputs/" in p for p in paths)
+    assert "steps/read/artifacts/README.md" in paths
 
     message = repo.git("log", "-1", "--format=%B", "refs/audit/runs/default")
     trailers = re.findall(r"^(Audit-[A-Za-z-]+):", message, re.MULTILINE)
@@ -312,12 +317,11 @@ def test_pre_commit_manifest_declares_both_hooks() -> None:
     assert push["stages"] == "[pre-push]" and msg["stages"] == "[commit-msg]"
     assert push["language"] == msg["language"] == "python"
     assert push["pass_filenames"] == "false" and push["always_run"] == "true"
-    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert "git-audit status" in push["entry"] and "git-audit" in scripts
+    assert push["entry"] == "python -m gitaudit.hooks pre-commit-push"
     assert msg["entry"] == "python -m gitaudit.hooks commit-msg"
     from gitaudit.hooks.entry import HANDLERS
 
-    assert "commit-msg" in HANDLERS
+    assert "commit-msg" in HANDLERS and "pre-commit-push" in HANDLERS
     try:
         import yaml
     except ImportError:
@@ -354,8 +358,39 @@ def test_every_attack_of_the_catalogue_is_in_the_threat_model() -> None:
             if name not in cited:
                 missing.append(f"{path.name}::{name}")
     assert not missing, f"attacks missing from docs/threat-model.md: {missing}"
-    count = re.search(r"`tests/adversarial/` tries (\d+) attacks", text)
+    count = re.search(r"`tests/adversarial/` tries (\d+) tests", text)
     assert count is not None and int(count.group(1)) == len(cited), (count, len(cited))
+
+
+def _catalogue_kinds(text: str) -> dict[str, set[str]]:
+    """The adversarial tests the threat model cites, by kind: a **limit** is stated as one (its
+    catalogue row starts with KNOWN LIMIT: the test shows how far the attack gets), a
+    **control** shows what must keep working (its row starts with Control:, or the test is not
+    named test_attack_*), every other test is an **attack** that is caught."""
+    cited = set(re.findall(r"tests/adversarial/[\w/]+\.py::(test_\w+)", text))
+    rows = re.findall(r"^\| (.+?) \| `tests/adversarial/[\w/]+\.py::(test_\w+)` \|$", text, re.M)
+    limits = {name for first, name in rows if first.startswith("KNOWN LIMIT")}
+    controls = {name for first, name in rows if first.startswith("Control")}
+    controls |= {name for name in cited if not name.startswith("test_attack_")}
+    return {"limit": limits, "control": controls - limits, "attack": cited - limits - controls}
+
+
+def test_the_catalogue_counts_attacks_limits_and_controls_apart() -> None:
+    """ "All caught" is said of the attacks only: a known limit is stated as a limit, and a
+    control (an honest use that must keep working) is not an attack."""
+    text = THREAT_DOC.read_text(encoding="utf-8")
+    kinds = _catalogue_kinds(text)
+    stated = re.search(
+        r"(\d+) attacks,\s+all\s+caught;\s+(\d+)\s+known\s+limits?,\s+stated\s+as\s+such;\s+"
+        r"(\d+)\s+controls",
+        text,
+    )
+    assert stated is not None, "the catalogue states its attacks, limits and controls apart"
+    got = tuple(int(n) for n in stated.groups())
+    want = (len(kinds["attack"]), len(kinds["limit"]), len(kinds["control"]))
+    assert got == want, (got, want)
+    status = re.search(r"\*\*Status: .*?\((\d+) attacks, all caught", text, re.S)
+    assert status is not None and int(status.group(1)) == want[0]
 
 
 # ------------------------------------------------------------------------------ cross-links

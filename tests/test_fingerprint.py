@@ -872,3 +872,25 @@ def test_random_trees_match_git_add_all(
             assert fp.clean == (fp.tree == repo.head_tree())
             assert snapshot(repo) == before
             assert private_files(repo) <= {VERIFIED_MARKER}
+
+
+def test_kept_index_carries_no_untracked_cache_of_the_users_index(repo: GitRepo) -> None:
+    """The user's index (which anyone who can write `.git/` can write) holds an untracked cache:
+    listings of untracked files per directory, trusted while a directory's stat data matches.
+    The private index is seeded from a copy of it; git runs there with the cache forced off, so
+    it is dropped, never kept for reuse, and what `add -A` sees is always read from the disk.
+    (`add -A` in git 2.39 does not consult the cache itself; this pins that nothing of it is
+    carried into what gitaudit keeps, whatever a later git does with it.)"""
+    repo.git("config", "core.untrackedCache", "true")
+    repo.git("update-index", "--untracked-cache")
+    repo.write("notes.txt", "untracked\n")
+    repo.git("status", "--porcelain")  # writes the cache into the user's index
+    assert b"UNTR" in (repo.path / ".git" / "index").read_bytes()
+    (repo.path / "notes.txt").unlink()  # (a result with an untracked path is not kept anyway)
+    repo.write("README.md", "edited\n")
+    fp = workspace_fingerprint(repo.path)
+    assert fp.tree == truth_in_copy(repo.path)
+    kept = warm_files(repo)
+    assert kept, "the result was kept for reuse"
+    for warm in kept:
+        assert b"UNTR" not in warm.read_bytes(), warm

@@ -12,13 +12,20 @@ import typer
 
 from gitaudit import __version__
 from gitaudit.cli import (
+    agents_cmds,
+    attest_cmds,
+    completion,
+    export_cmds,
     gate_cmds,
     keys_cmds,
     mission_cmds,
     plan_cmds,
     run_cmds,
     setup_cmds,
+    snapshot_cmds,
+    sync_cmds,
     trust_cmds,
+    watch_cmds,
 )
 from gitaudit.cli.common import CONTEXT, say
 
@@ -31,6 +38,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(plan_cmds.app, name="plan")
+plan_cmds.app.command("export")(export_cmds.export_cmd)
 app.add_typer(keys_cmds.app, name="keys")
 app.add_typer(trust_cmds.app, name="trust")
 app.command("run")(run_cmds.run_cmd)
@@ -43,10 +51,18 @@ app.command("route")(mission_cmds.route_cmd)
 app.command("impact")(mission_cmds.impact_cmd)
 app.command("verify")(gate_cmds.verify_cmd)
 app.command("report")(gate_cmds.report_cmd)
+app.command("attest")(attest_cmds.attest_cmd)
 app.command("doctor")(setup_cmds.doctor_cmd)
 app.command("push")(setup_cmds.push_cmd)
+app.command("sync")(sync_cmds.sync_cmd)
 app.command("init")(setup_cmds.init_cmd)
 app.add_typer(setup_cmds.hooks_app, name="hooks")
+app.command("completion")(completion.completion_cmd)
+app.add_typer(agents_cmds.app, name="agents")
+app.command("snapshot")(snapshot_cmds.snapshot_cmd)
+app.command("snapshots")(snapshot_cmds.snapshots_cmd)
+app.command("rollback")(snapshot_cmds.rollback_cmd)
+app.command("watch")(watch_cmds.watch_cmd)
 
 
 def _version(value: bool) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from gitaudit.errors import GitAuditError
+from gitaudit.errors import GitAuditError, UsageError
 
 
 def _sqlite_error(exc: BaseException) -> bool:
@@ -43,6 +43,16 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     debug = "--debug" in args or bool(os.environ.get("GITAUDIT_DEBUG"))
     try:
+        from gitaudit.cli.grammar import misused_flag
+
+        misuse = misused_flag(args)
+        if misuse:
+            flag, word = misuse
+            raise UsageError(
+                f"{flag} is a flag and takes no value ({flag} {word!r} would read {word!r} as "
+                "an argument, such as a revision)",
+                hint=f"write {flag} alone; a revision named {word!r} goes before the options",
+            )
         from gitaudit.cli.fast import try_fast
 
         code = try_fast(args)
@@ -58,6 +68,17 @@ def main(argv: list[str] | None = None) -> None:
         if exc.hint:
             print(f"hint: {exc.hint}", file=sys.stderr)
         sys.exit(int(exc.exit_code))
+    except KeyboardInterrupt:
+        # `run` records an interrupted run itself (gitaudit.run.interrupts); anything else was
+        # stopped between atomic steps: refs move by compare-and-swap, after their objects
+        if debug:
+            raise
+        print(
+            "gitaudit: interrupted (Ctrl-C); what the command reported as done is kept, "
+            "nothing else was recorded",
+            file=sys.stderr,
+        )
+        sys.exit(130)
     except Exception as exc:
         # a full disk, a read-only file system, a broken cache: one line, never a traceback
         # (objects are written before refs move, so nothing half-recorded is left behind)

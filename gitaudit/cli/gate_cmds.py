@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -26,17 +27,36 @@ def verify_cmd(as_json: JsonOpt = False) -> None:
 
 def report_cmd(
     rev: RevArg = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="markdown or json.")] = "markdown",
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="markdown, json, or github: a GitHub Actions job summary (appended to "
+            "$GITHUB_STEP_SUMMARY when set) and an annotation per reason.",
+        ),
+    ] = "markdown",
 ) -> None:
-    """A review-ready report for a pull-request comment: verdict, requirement -> step -> evidence
-    tables, evidence commit ids, the plan graph (mermaid) and changes since the previous run."""
+    """A review-ready report for a pull-request comment: verdict, commit and tree, why each step
+    failed (failing tests from JUnit artifacts, else the output's tail), fixes worded for a pull
+    request, requirement -> step -> evidence tables, the plan graph and changes since the
+    previous run."""
     from gitaudit.gate import report
 
-    if fmt not in ("markdown", "json"):
-        raise typer.BadParameter("use markdown or json", param_hint="--format")
+    if fmt not in ("markdown", "json", "github"):
+        raise typer.BadParameter("use markdown, json or github", param_hint="--format")
     result, doc = report.build(repo_here(), rev)
     if fmt == "json":
         emit_json(doc)
+    elif fmt == "github":
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary:
+            with open(summary, "a", encoding="utf-8") as handle:
+                handle.write(report.markdown(doc) + "\n")
+        else:
+            typer.echo(report.markdown(doc))
+        for line in report.github_annotations(doc):
+            typer.echo(line)
     else:
         typer.echo(report.markdown(doc))
     exit_with(result.exit_code)

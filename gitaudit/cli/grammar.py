@@ -11,6 +11,7 @@ recognise (``-h``, a typo, an unknown option) is left to typer, which owns help 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ class Param:
     """One parameter: an option (``names`` given) or a positional argument (no ``names``).
 
     ``value`` is the type of the option's value (``None``: a flag, False unless given);
-    ``many``: a positional taking any number of values."""
+    ``many``: a positional taking any number of values, or an option that may be repeated."""
 
     dest: str
     help: str
@@ -78,21 +79,13 @@ class Grammar:
                     return None
                 given.append(item)
                 continue
-            if param.flag:
-                if eq:
-                    return None
-                values[param.dest] = True
-                continue
-            if eq:
-                raw = inline
-            elif items and not items[0].startswith("-"):
-                raw = items.pop(0)
-            else:
-                return None
-            converted = _convert(param, raw)
+            converted = _option_value(param, inline if eq else None, items)
             if converted is None:
                 return None
-            values[param.dest] = converted
+            if param.many:
+                values[param.dest] = [*(values[param.dest] or ()), converted]
+            else:
+                values[param.dest] = converted
         for param in positionals:
             if param.many:
                 values[param.dest] = given or None
@@ -100,6 +93,18 @@ class Grammar:
             elif given:
                 values[param.dest] = given.pop(0)
         return None if given else values
+
+
+def _option_value(param: Param, inline: str | None, items: list[str]) -> Any:
+    """The value of option *param* given ``--name=inline`` or followed by *items* (consumed),
+    True for a flag; None when this parser does not handle it."""
+    if param.flag:
+        return True if inline is None else None
+    if inline is not None:
+        return _convert(param, inline)
+    if items and not items[0].startswith("-"):
+        return _convert(param, items.pop(0))
+    return None
 
 
 def _convert(param: Param, raw: str) -> Any:
@@ -119,6 +124,19 @@ RUN = Grammar(
         Param(
             "steps",
             "Run only these steps (others carry verified evidence for this tree).",
+            many=True,
+        ),
+        Param(
+            "step",
+            "Run only this step (repeatable; the same as naming it).",
+            ("--step", "-s"),
+            many=True,
+        ),
+        Param(
+            "labels",
+            "Act as a runner with this label (repeatable; the key must carry it in the trust "
+            "set): steps whose `runs_on` names none of the labels are left to other runners.",
+            ("--label", "-l"),
             many=True,
         ),
         PLAN,
@@ -142,6 +160,13 @@ RUN = Grammar(
             ("--fresh",),
             None,
         ),
+        Param(
+            "snapshot",
+            "Snapshot the work tree first (refs/audit/snapshots/pre-run; "
+            "`git audit rollback pre-run` restores it).",
+            ("--snapshot",),
+            None,
+        ),
         JSON,
         KEY,
     ),
@@ -150,3 +175,15 @@ STATUS = Grammar("status", (REV, PLAN, JSON))
 VERIFY = Grammar("verify", (JSON,))
 
 FAST: dict[str, Grammar] = {g.name: g for g in (RUN, STATUS, VERIFY)}
+
+FLAGS = frozenset(n for g in FAST.values() for p in g.params if p.flag for n in p.names)
+_BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0"})
+
+
+def misused_flag(argv: Sequence[str]) -> tuple[str, str] | None:
+    """``(flag, word)`` when a flag such as ``--json`` is followed by a boolean word
+    (``--json true``): the word would otherwise be read as a positional argument (a revision)."""
+    for flag, word in itertools.pairwise(argv):
+        if flag in FLAGS and word.lower() in _BOOLEAN_WORDS:
+            return flag, word
+    return None

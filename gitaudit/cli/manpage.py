@@ -12,8 +12,6 @@ from typing import Any
 
 import typer
 
-from gitaudit import __version__
-
 
 def _escape(text: str) -> str:
     lines = []
@@ -37,7 +35,7 @@ def generate() -> str:
 
     root = typer.main.get_command(app)
     out = [
-        f'.TH GIT-AUDIT 1 "" "gitaudit {__version__}" "Git Manual"',
+        '.TH GIT-AUDIT 1 "" "gitaudit" "Git Manual"',  # no version: the page is committed
         ".SH NAME",
         "git\\-audit \\- sealed plans, signed evidence runs and a completion gate, all in git",
         ".SH SYNOPSIS",

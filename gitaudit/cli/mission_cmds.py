@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import typer
 
+from gitaudit.cli.agents_cmds import holders
 from gitaudit.cli.common import JsonOpt, PlanOpt, emit_json, repo_here, say
 from gitaudit.errors import UsageError
 from gitaudit.gate.judge import judge
 from gitaudit.gate.result import PlanVerdict
+from gitaudit.ledger.plansref import read_state
 from gitaudit.mission import (
     completion_ratio,
     frontier,
@@ -46,8 +49,11 @@ def next_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
     """The verified frontier: steps that may start now (every AND clause has a verified
     alternative), then the blocked steps with exactly which clause blocks each."""
     docs = []
+    repo = repo_here()
+    plans = read_state(repo)
     for model, verdict in plans_with_states(plan):
         f = frontier(model, verdict.states)
+        held = holders(repo, plans, model.name)
         doc: dict[str, Any] = {
             "plan": model.name,
             "ready": list(f.ready),
@@ -60,6 +66,7 @@ def next_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
                 for b in f.blocked
             ],
             "verified": list(f.verified),
+            "claims": {s: {"agent": a, "live": live} for s, (a, live) in sorted(held.items())},
         }
         docs.append(doc)
         if as_json:
@@ -67,20 +74,39 @@ def next_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
         say(f"{model.name}: {len(f.verified)}/{len(model.steps)} verified")
         for sid in f.ready:
             step = model.step(sid)
-            say(f"  ready     {sid}" + (f": {step.title}" if step and step.title else ""))
+            say(
+                f"  ready     {sid}"
+                + (f": {step.title}" if step and step.title else "")
+                + _held(held, sid)
+            )
         for sid in f.retryable:
-            say(f"  retry     {sid} (failed before; attempts remain)")
+            say(
+                f"  retry     {sid} (failed; attempts remain): fix the cause, then "
+                f"`git audit run {sid} --plan {model.name}`"
+            )
         for sid in f.needs_reconcile:
             say(
                 f"  reconcile {sid}: `git audit reconcile {sid} --plan {model.name} "
                 "--observed pass|fail` or `--readback`"
             )
         for sid in f.exhausted:
-            say(f"  exhausted {sid}: reseal or `git audit run {sid} --plan {model.name} --force`")
+            say(
+                f"  exhausted {sid} (no attempts remain): a sealer's `git audit plan "
+                f"reset-attempts {sid} --plan {model.name}`, or a reseal"
+            )
         for b in f.blocked:
-            say(f"  blocked   {b.step}: " + "; ".join(str(n) for n in b.needs))
+            needs = "; ".join(str(n) for n in b.needs)
+            say(f"  blocked   {b.step}: {needs}{_held(held, b.step)}")
     if as_json:
         emit_json({"plans": docs})
+
+
+def _held(held: dict[str, tuple[str, bool]], step: str) -> str:
+    """`  [claimed by AGENT]` (or `[stale claim of AGENT]`) for a claimed step."""
+    if step not in held:
+        return ""
+    agent, live = held[step]
+    return f"  [claimed by {agent}]" if live else f"  [stale claim of {agent}: may be taken over]"
 
 
 def route_cmd(
@@ -109,6 +135,7 @@ def route_cmd(
         search = route_search(model, verdict.states, goal, limit if show_all else 1)
         ratio = completion_ratio(model, verdict.states)
         routes = [{"cost": r.cost, "steps": list(r.steps)} for r in search.routes]
+        retry = [] if routes else _retry_route(model, verdict.states, goal)
         docs.append(
             {
                 "plan": model.name,
@@ -118,15 +145,15 @@ def route_cmd(
                 "exact": search.exact,
                 "complete": search.complete,
                 "routes": routes,
+                "viable_after_retry": bool(retry),
+                "retry": retry,
             }
         )
         if as_json:
             continue
         target = f"step {goal}" if goal else "the requirements"
         if not routes:
-            say(
-                f"{model.name}: {target} cannot be reached any more ({ratio:.0%} of steps verified)"
-            )
+            say(_no_route(model, verdict.states, target, ratio, retry))
             continue
         best = search.routes[0]
         say(
@@ -139,6 +166,48 @@ def route_cmd(
             say(f"  or cost {r.cost:g} over {{{', '.join(r.steps)}}}")
     if as_json:
         emit_json({"plans": docs})
+
+
+def _retry_route(model: Plan, states: Mapping[str, str], goal: str | None) -> list[str]:
+    """When no route exists from the steps as they stand: the failed steps (attempts remain)
+    that a route needs once they are retried, or [] when retrying them does not help either."""
+    f = frontier(model, states)
+    if not f.failed:
+        return []
+    relaxed = {sid: ("pending" if sid in f.failed else st) for sid, st in states.items()}
+    again = route_search(model, relaxed, goal, 1)
+    if not again.routes:
+        return []
+    return [sid for sid in again.routes[0].steps if sid in f.failed]
+
+
+def _no_route(
+    model: Plan, states: Mapping[str, str], target: str, ratio: float, retry: list[str]
+) -> str:
+    """Why no route exists, in the words `next` uses for the same states."""
+    name = model.name
+    if retry:
+        return (
+            f"{name}: no route from the steps as they stand: {target} "
+            f"{'need' if target == 'the requirements' else 'needs'} a retry of "
+            f"{', '.join(retry)} (failed; attempts remain) — fix the cause, then "
+            f"`git audit run {' '.join(retry)} --plan {name}` ({ratio:.0%} of steps verified)"
+        )
+    f = frontier(model, states)
+    why = []
+    if f.exhausted:
+        why.append(
+            f"exhausted: {', '.join(f.exhausted)} (no attempts remain: a sealer's "
+            f"`git audit plan reset-attempts STEP --plan {name}`, or a reseal)"
+        )
+    if f.needs_reconcile:
+        why.append(
+            f"unknown outcome: {', '.join(f.needs_reconcile)} (`git audit reconcile STEP "
+            f"--plan {name}`)"
+        )
+    return f"{name}: {target} cannot be reached any more ({ratio:.0%} of steps verified)" + (
+        ": " + "; ".join(why) if why else ""
+    )
 
 
 def impact_cmd(

@@ -19,6 +19,7 @@ from gitaudit.cli.common import (
     signer_for,
     warn,
 )
+from gitaudit.cli.names import require_known
 from gitaudit.errors import ExitCode, UsageError
 from gitaudit.git.repo import Repo
 from gitaudit.ledger.plansref import read_state, sealed_contract
@@ -37,7 +38,7 @@ from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
 from gitaudit.plan.graph import render, topological_order
 from gitaudit.plan.model import Check, Plan
-from gitaudit.plan.store import DEFAULT_PLAN, PlanFile
+from gitaudit.plan.store import PlanFile, discover_worktree
 
 app = typer.Typer(
     help="Validate, show, draw and seal plans.", context_settings=CONTEXT, no_args_is_help=True
@@ -302,6 +303,7 @@ def history_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
     """Every seal version (time, signer, reason, strengthened/weakened, digest) and every reset of
     a step's failed attempts."""
     repo = repo_here()
+    require_known(repo, plan)
     entries = history(repo, plan)
     resets = reset_history(repo, plan)
     moves: dict[int, tuple[list[str], list[str]]] = {}
@@ -382,7 +384,9 @@ def _contract_at(repo: Repo, name: str, version: str) -> tuple[str, dict[str, An
     if version == "sealed":
         sealed, record = sealed_contract(state, name)
         if sealed is None or sealed.plan is None:
-            raise UsageError(f"plan {name!r} is not sealed", hint="run `git audit plan seal`")
+            raise UsageError(
+                f"plan {name!r} is not sealed", hint=f"run `git audit plan seal --plan {name}`"
+            )
         return f"sealed v{record.version if record else '?'}", contract(sealed.plan)
     for e in history(repo, name):
         if str(e.record.version) == version.lstrip("v") and e.plan_data is not None:
@@ -403,15 +407,26 @@ def diff_cmd(
     b: Annotated[str, typer.Argument(help="A seal version, 'sealed' or 'working'.")] = "working",
     plan: PlanOpt = None,
 ) -> None:
-    """The contract difference between two seal versions, or the seal and the working copy."""
+    """The contract difference between two seal versions, or the seal and the working copy, of
+    one plan or of every plan (in the work tree or sealed as active)."""
     repo = repo_here()
-    name = plan or DEFAULT_PLAN
-    label_a, old = _contract_at(repo, name, a)
-    label_b, new = _contract_at(repo, name, b)
-    comparison = compare(old, new)
-    say(f"{name}: {label_a} -> {label_b}: {comparison.summary()}")
-    for change in comparison.changes:
-        say(f"  {change.kind:<12} {change.render()}")
+    require_known(repo, plan)
+    if plan is not None:
+        names = [plan]
+    else:
+        names = sorted(
+            {f.name for f in discover_worktree(repo.require_workdir())}
+            | set(read_state(repo).active())
+        )
+        if not names:
+            raise UsageError("there are no plans yet", hint="create one with `git audit init`")
+    for name in names:
+        label_a, old = _contract_at(repo, name, a)
+        label_b, new = _contract_at(repo, name, b)
+        comparison = compare(old, new)
+        say(f"{name}: {label_a} -> {label_b}: {comparison.summary()}")
+        for change in comparison.changes:
+            say(f"  {change.kind:<12} {change.render()}")
 
 
 @app.command("inspect")

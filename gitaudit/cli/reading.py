@@ -24,7 +24,12 @@ def status(rev: str | None, plan: str | None, as_json: bool) -> int:
     from gitaudit.gate.render import render_gate
     from gitaudit.git.repo import open_repo
 
-    result = judge(open_repo(), rev, plan=plan, before=before)
+    repo = open_repo()
+    if plan is not None:
+        from gitaudit.cli.names import require_known
+
+        require_known(repo, plan)
+    result = judge(repo, rev, plan=plan, before=before)
     if as_json:
         emit_json(result.to_json())
     else:

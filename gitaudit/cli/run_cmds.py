@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -19,11 +20,14 @@ from gitaudit.cli.common import (
     signer_for,
     typer_param,
 )
+from gitaudit.cli.names import require_known
 from gitaudit.errors import UsageError
 from gitaudit.ledger import index
 from gitaudit.ledger.objects import blob_at, commit_of
+from gitaudit.ledger.records import RunRecord
 from gitaudit.ledger.runs import read_run, resolve_run
 from gitaudit.plan.store import discover_worktree
+from gitaudit.run import interrupts
 from gitaudit.run.recorder import run_plan
 
 RUN = grammar.RUN
@@ -31,16 +35,19 @@ RUN = grammar.RUN
 
 def run_cmd(
     steps: Annotated[list[str] | None, typer_param(RUN.param("steps"))] = None,
+    step: Annotated[list[str] | None, typer_param(RUN.param("step"))] = None,
+    labels: Annotated[list[str] | None, typer_param(RUN.param("labels"))] = None,
     plan: PlanOpt = None,
     jobs: Annotated[int | None, typer_param(RUN.param("jobs"))] = None,
     force: Annotated[bool, typer_param(RUN.param("force"))] = False,
     fresh: Annotated[bool, typer_param(RUN.param("fresh"))] = False,
+    snapshot: Annotated[bool, typer_param(RUN.param("snapshot"))] = False,
     as_json: JsonOpt = False,
     key: KeyOpt = None,
 ) -> None:
     """Run sealed plans against the work tree and record each run as a signed commit on
     refs/audit/runs/<plan>. Exit 0 PASS, 1 FAIL, 3 UNKNOWN or interrupted."""
-    exit_with(running.run(steps, plan, jobs, force, fresh, as_json, key))
+    exit_with(running.run(steps, plan, jobs, force, fresh, as_json, key, step, labels, snapshot))
 
 
 def log_cmd(
@@ -52,6 +59,7 @@ def log_cmd(
 ) -> None:
     """Runs, newest first: verdict, tree, HEAD, time, signer, steps passed."""
     repo = repo_here()
+    require_known(repo, plan)
     names = (
         [plan]
         if plan
@@ -100,9 +108,21 @@ def show_cmd(
         str | None, typer.Option("--step", "-s", help="Show one step's checks and output.")
     ] = None,
     as_json: JsonOpt = False,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="text, or junit: JUnit XML (a suite per step, a test case per check).",
+        ),
+    ] = "text",
 ) -> None:
-    """A run as a reviewer sees it: the summary, then each step's checks and outputs."""
+    """A run as a reviewer sees it: the summary, then each step's checks, outputs and
+    artifacts. `--format junit` writes JUnit XML for CI systems."""
+    if fmt not in ("text", "junit"):
+        raise typer.BadParameter("use text or junit", param_hint="--format")
     repo = repo_here()
+    require_known(repo, plan)
     names = sorted(
         {
             r.removeprefix("refs/audit/runs/")
@@ -113,6 +133,11 @@ def show_cmd(
     oid = resolve_run(repo.git, plan, run, names)
     record = read_run(repo.git, oid)
     commit = commit_of(repo.git, oid, "run")
+    if fmt == "junit":
+        from gitaudit.gate import junit
+
+        sys.stdout.write(junit.build(repo.git, record, {}).decode("utf-8"))
+        return
     if as_json:
         doc = dict(record.doc)
         if step is not None:
@@ -123,6 +148,7 @@ def show_cmd(
         summary = blob_at(repo.git, commit.tree, "summary.md") or b""
         say(f"run {record.commit}")
         say(summary.decode(errors="replace").rstrip())
+        _say_artifacts(record, None)
         return
     entry = record.steps.get(step)
     if entry is None:
@@ -150,6 +176,28 @@ def show_cmd(
                     )
                     if truncated:
                         say(f"      … truncated ({total} bytes in all)")
+    _say_artifacts(record, step)
+
+
+def _say_artifacts(record: RunRecord, only: str | None) -> None:
+    """The artifacts stored with the run (or one step), with the git command that prints each."""
+    rows = [
+        (sid, art)
+        for sid, entry in record.doc["steps"].items()
+        if only in (None, sid)
+        for art in entry.get("artifacts", [])
+    ]
+    if not rows:
+        return
+    say("")
+    say("artifacts:")
+    for sid, art in rows:
+        where = f"steps/{sid}/artifacts/{str(art['path']).strip('/')}"
+        if art.get("stored"):
+            size = f"{art['bytes']} bytes"
+            say(f"  {sid}: {art['path']} ({size}): git show {record.commit[:12]}:{where}")
+        else:
+            say(f"  {sid}: {art['path']}: not stored ({art.get('problem')})")
 
 
 def reconcile_cmd(
@@ -176,7 +224,7 @@ def reconcile_cmd(
     if name is None:
         raise UsageError("several plans: name one with --plan")
     mode = observed or "readback"
-    with running.Progress(name, [step], enabled=True) as progress:
+    with interrupts.session(), running.Progress(name, [step], enabled=True) as progress:
         recorded = run_plan(
             repo,
             name,

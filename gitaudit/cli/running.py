@@ -7,18 +7,22 @@ not pay for typer's start-up).
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitaudit.cli.context import signer_for
-from gitaudit.cli.output import emit_json, say
+from gitaudit.cli.output import emit_json, say, warn
+from gitaudit.crypto.signers import Signer
 from gitaudit.errors import ExitCode, GitAuditError, UsageError
 from gitaudit.git.repo import Repo, open_repo
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.plan.store import discover_worktree
+from gitaudit.run import interrupts
 from gitaudit.run.authority import forced_past_exhaustion
 from gitaudit.run.recorder import RecordedRun, run_plan
 from gitaudit.run.runner import StepOutcome
@@ -45,6 +49,21 @@ _MARK = {
 }
 
 
+HEARTBEAT_ENV = "GITAUDIT_PROGRESS_SECONDS"
+HEARTBEAT_DEFAULT = 5.0
+
+
+def heartbeat_seconds() -> float | None:
+    """Seconds between "still running" lines without a terminal: $GITAUDIT_PROGRESS_SECONDS
+    (0 turns them off), else 5."""
+    raw = os.environ.get(HEARTBEAT_ENV, "").strip()
+    try:
+        value = float(raw) if raw else HEARTBEAT_DEFAULT
+    except ValueError:
+        value = HEARTBEAT_DEFAULT
+    return value if value > 0 else None
+
+
 class Progress:
     """Live table on a terminal, one plain line per event otherwise (stderr either way)."""
 
@@ -62,6 +81,11 @@ class Progress:
         self.elapsed: dict[str, float] = {}
         self.lock = threading.Lock()
         self.live: Live | None = None
+        # without a terminal: a line per running step every few seconds, so a long step is
+        # visibly alive in CI logs and agent transcripts
+        self.heartbeat = heartbeat_seconds() if enabled and not self.live_mode else None
+        self.stopped = threading.Event()
+        self.beats: threading.Thread | None = None
 
     def table(self) -> Table:
         from rich.table import Table
@@ -92,9 +116,28 @@ class Progress:
                 self.table(), console=self.console, refresh_per_second=8, transient=False
             )
             self.live.__enter__()
+        if self.heartbeat:
+            self.beats = threading.Thread(target=self._beat, name="gitaudit-heartbeat", daemon=True)
+            self.beats.start()
         return self
 
+    def _beat(self) -> None:
+        assert self.heartbeat
+        while not self.stopped.wait(self.heartbeat):
+            with self.lock:
+                now = time.monotonic()
+                for sid, st in self.state.items():
+                    if st == "running" and sid in self.started:
+                        print(
+                            f"  … {sid} running ({now - self.started[sid]:.0f}s)",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+
     def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        if self.beats is not None:
+            self.beats.join()
         if self.live is not None:
             self.live.update(self.table())
             self.live.__exit__(None, None, None)
@@ -139,6 +182,73 @@ def result_json(r: RecordedRun) -> dict[str, Any]:
     }
 
 
+INTERRUPTED_EXIT = 130
+"""Exit status when Ctrl-C stopped `run` before a run could be recorded (128 + SIGINT)."""
+
+
+def _not_started(rest: list[str]) -> None:
+    if rest:
+        warn(f"interrupted: not started: {', '.join(rest)}")
+
+
+def _stamp(repo: Repo, agent: str, plan: str) -> dict[str, Any]:
+    from gitaudit.ledger.agent_ops import run_stamp
+    from gitaudit.ledger.plansref import read_state
+
+    return run_stamp(repo, read_state(repo), agent, plan)
+
+
+@dataclass(frozen=True)
+class _Options:
+    """What the command line asks of every plan's run."""
+
+    steps: list[str]
+    labels: list[str]
+    jobs: int | None
+    force: bool
+    fresh: bool
+    as_json: bool
+    agent: str | None
+
+
+def _run_one(
+    repo: Repo, workdir: Path, name: str, signer: Signer, o: _Options
+) -> tuple[RecordedRun, list[str]]:
+    """Run and record plan *name*; print its result unless ``o.as_json``."""
+    (checked,) = check_worktree(workdir, name)
+    step_ids = list(checked.plan.step_ids) if checked.plan else []
+    with Progress(name, step_ids, enabled=not o.as_json) as progress:
+        recorded = run_plan(
+            repo,
+            name,
+            signer,
+            targets=o.steps,
+            labels=o.labels,
+            jobs=o.jobs,
+            force=o.force,
+            fresh=o.fresh,
+            on_event=progress.event,
+            checked=checked,
+            agent=_stamp(repo, o.agent, name) if o.agent else None,
+        )
+    forced = forced_past_exhaustion(checked.plan, recorded.doc) if checked.plan else []
+    if not o.as_json:
+        say(
+            f"{name}: {recorded.verdict} — {recorded.passed}/{recorded.total} steps verified, "
+            f"evidence {recorded.commit[:12]} on refs/audit/runs/{name}"
+        )
+        for reason in recorded.doc["reasons"]:
+            say(f"  {reason}")
+        for sid in forced:
+            say(
+                f"  step {sid} was forced past its max_attempts: its evidence counts once a "
+                f"sealer resets them (`git audit plan reset-attempts {sid} --plan {name}`)"
+            )
+        if recorded.changed_paths:
+            say("  changed during the run: " + ", ".join(recorded.changed_paths[:10]))
+    return recorded, forced
+
+
 def run(
     steps: list[str] | None,
     plan: str | None,
@@ -147,8 +257,14 @@ def run(
     fresh: bool,
     as_json: bool,
     key: Path | None,
+    step: list[str] | None = None,
+    labels: list[str] | None = None,
+    snapshot: bool = False,
 ) -> int:
-    """Run sealed plans and record each run; the exit code of the worst verdict."""
+    """Run sealed plans and record each run; the exit code of the worst verdict. With
+    *snapshot*, the work tree is snapshot first; with ``$GITAUDIT_AGENT`` set, each run records
+    that agent and its claim (docs/agents.md)."""
+    steps = [*(steps or ()), *(step or ())]
     repo = open_repo()
     workdir = repo.require_workdir()
     names = [f.name for f in discover_worktree(workdir)] if plan is None else [plan]
@@ -157,43 +273,35 @@ def run(
     if steps and len(names) > 1:
         raise UsageError("naming steps needs --plan", hint="e.g. `git audit run 3 --plan backend`")
     signer = signer_for(repo, key)
-    results = []
-    worst = ExitCode.OK
-    for name in names:
-        (checked,) = check_worktree(workdir, name)
-        step_ids = list(checked.plan.step_ids) if checked.plan else []
-        with Progress(name, step_ids, enabled=not as_json) as progress:
-            recorded = run_plan(
-                repo,
-                name,
-                signer,
-                targets=steps or (),
-                jobs=jobs,
-                force=force,
-                fresh=fresh,
-                on_event=progress.event,
-                checked=checked,
-            )
-        results.append(recorded)
-        # evidence of a step forced past its attempts counts only after a sealer's reset
-        forced = forced_past_exhaustion(checked.plan, recorded.doc) if checked.plan else []
-        code = ExitCode.FAIL if forced else VERDICT_EXIT[recorded.verdict]
-        worst = max(worst, code, key=lambda c: (c == ExitCode.FAIL, c == ExitCode.UNKNOWN))
+    if snapshot:
+        from gitaudit.ledger.snapshots import take
+
+        taken = take(repo, signer, "pre-run", "before `git audit run`")
         if not as_json:
-            say(
-                f"{name}: {recorded.verdict} — {recorded.passed}/{recorded.total} steps verified, "
-                f"evidence {recorded.commit[:12]} on refs/audit/runs/{name}"
-            )
-            for reason in recorded.doc["reasons"]:
-                say(f"  {reason}")
-            for sid in forced:
-                say(
-                    f"  step {sid} was forced past its max_attempts: its evidence counts once a "
-                    f"sealer resets them (`git audit plan reset-attempts {sid} --plan {name}`)"
-                )
-            if recorded.changed_paths:
-                say("  changed during the run: " + ", ".join(recorded.changed_paths[:10]))
-    if plan is None and not steps and worst == ExitCode.OK:
+            say(f"snapshot pre-run: {taken.commit[:12]} (tree {taken.tree[:12]})")
+    options = _Options(
+        steps, labels or [], jobs, force, fresh, as_json, os.environ.get("GITAUDIT_AGENT") or None
+    )
+    results = []
+    worst: int = ExitCode.OK
+    with interrupts.session():
+        for i, name in enumerate(names):
+            try:
+                recorded, forced = _run_one(repo, workdir, name, signer, options)
+            except KeyboardInterrupt:
+                warn(f"{name}: interrupted (Ctrl-C) before its checks ran: nothing recorded for it")
+                _not_started(names[i + 1 :])
+                worst = INTERRUPTED_EXIT
+                break
+            results.append(recorded)
+            # evidence of a step forced past its attempts counts only after a sealer's reset
+            code = ExitCode.FAIL if forced else VERDICT_EXIT[recorded.verdict]
+            worst = max(worst, code, key=lambda c: (c == ExitCode.FAIL, c == ExitCode.UNKNOWN))
+            if recorded.verdict == "INTERRUPTED" or interrupts.requested():
+                _not_started(names[i + 1 :])
+                break
+    everything = plan is None and not steps and not labels and len(results) == len(names)
+    if everything and worst == ExitCode.OK:
         _refresh_memo(repo, {r.tree for r in results})
     if as_json:
         emit_json({"runs": [result_json(r) for r in results]})

@@ -31,6 +31,8 @@ from gitaudit.errors import ExitCode, GitAuditError, UsageError
 from gitaudit.gate.judge import judge
 from gitaudit.git.repo import Repo
 from gitaudit.hooks.install import (
+    CLIENT_HOOKS,
+    SERVER_HOOKS,
     configure_fetch,
     fetch_states,
     hook_states,
@@ -39,7 +41,7 @@ from gitaudit.hooks.install import (
     uninstall_hooks,
 )
 from gitaudit.ledger import anchor
-from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.plansref import PlansState, read_state
 from gitaudit.ledger.refs import PLANS_REF, read_ref
 from gitaudit.ledger.seals import trust_init
 from gitaudit.plan.catalog import check_worktree, write_template
@@ -59,14 +61,39 @@ def hooks_install_cmd(
 ) -> None:
     """Install the hook shims (pre-push and commit-msg; pre-receive with --server), keeping any
     existing hook as <name>.legacy and still running it."""
-    for action in install_hooks(repo_here(), server=server):
+    repo = repo_here()
+    if repo.workdir is None and not server:
+        raise UsageError(
+            f"{repo.gitdir} is a bare repository (a server): the client hooks (pre-push, "
+            "commit-msg) never run there",
+            hint="install the server's hook: `git audit hooks install --server`",
+        )
+    for action in install_hooks(repo, server=server):
         say(f"{action.what}: {action.done} ({action.path})")
 
 
 @hooks_app.command("uninstall")
-def hooks_uninstall_cmd() -> None:
-    """Remove gitaudit's hooks and restore what was there before."""
-    actions = uninstall_hooks(repo_here())
+def hooks_uninstall_cmd(
+    server: Annotated[
+        bool,
+        typer.Option(
+            "--server", help="Remove the pre-receive hook too (switches a server's gate off)."
+        ),
+    ] = False,
+) -> None:
+    """Remove gitaudit's client hooks (and, with --server, pre-receive) and restore what was
+    there before."""
+    repo = repo_here()
+    names = (*CLIENT_HOOKS, *SERVER_HOOKS) if server else CLIENT_HOOKS
+    if not server and hook_states(repo)["pre-receive"] not in ("absent", "foreign"):
+        if repo.workdir is None:
+            raise UsageError(
+                f"{repo.gitdir} is a bare repository whose pre-receive hook is gitaudit's: "
+                "removing it switches the gate off for every push",
+                hint="if that is what you mean: `git audit hooks uninstall --server`",
+            )
+        warn("pre-receive: kept (remove it with `git audit hooks uninstall --server`)")
+    actions = uninstall_hooks(repo, names)
     for action in actions:
         say(f"{action.what}: {action.done}")
     if not actions:
@@ -123,18 +150,28 @@ def push_cmd(
     refspecs: Annotated[
         list[str] | None, typer.Argument(help="What to push (default: the current branch).")
     ] = None,
+    evidence_only: Annotated[
+        bool,
+        typer.Option(
+            "--evidence-only",
+            help="Push refs/audit/* alone, no branch: a CI runner that recorded its part of a "
+            "plan (`git audit run --label L`) before the branch can pass.",
+        ),
+    ] = False,
 ) -> None:
     """Push the branch together with refs/audit/* in one atomic push, so the server's
-    pre-receive hook sees the evidence with the commits it proves."""
+    pre-receive hook sees the evidence with the commits it proves (a reseal goes first)."""
     repo = repo_here()
-    if repo.git.head_is_detached and not refspecs:
+    if evidence_only and refspecs:
+        raise UsageError("--evidence-only pushes no branch; leave out the refspecs")
+    if repo.git.head_is_detached and not refspecs and not evidence_only:
         raise UsageError(
             "HEAD is detached; name what to push", hint="git audit push origin HEAD:refs/heads/main"
         )
     branch = None if repo.git.head_is_detached else repo.git.head.shorthand
     if remote is None:
         remote = (repo.config(f"branch.{branch}.remote") if branch else None) or "origin"
-    specs = list(refspecs or [f"refs/heads/{branch}:refs/heads/{branch}"])
+    specs = [] if evidence_only else list(refspecs or [f"refs/heads/{branch}:refs/heads/{branch}"])
     from gitaudit.ledger.sync import PushResult, push
 
     signer = None
@@ -187,6 +224,22 @@ def _anchor_state(repo: Repo) -> tuple[bool, str, str]:
     )
 
 
+def _signing_key(repo: Repo, state: PlansState | None) -> tuple[bool, str, str]:
+    try:
+        signer = signer_for(repo, None)
+    except GitAuditError as exc:
+        if repo.workdir is None:  # a server judges; it signs nothing
+            return True, "none (a server repository signs nothing)", ""
+        return False, exc.message, exc.hint or "git audit keys generate"
+    entry = state.trust.find(signer.public_key) if state else None
+    roles = sorted(entry.roles) if entry else []
+    return (
+        bool(roles),
+        f"{signer.public_key.fingerprint()} roles: {', '.join(roles) or 'none (untrusted)'}",
+        "git audit trust add <pubkey> --role runner --name NAME",
+    )
+
+
 def doctor_cmd(as_json: JsonOpt = False) -> None:
     """Set-up and environment: versions, keys and roles, hooks, refspecs, tools, plans, and the
     status verdict. Exits non-zero unless everything is in order and the verdict is PASS."""
@@ -225,26 +278,17 @@ def doctor_cmd(as_json: JsonOpt = False) -> None:
         state = None
         item("plans ref", False, exc.message, exc.hint or "")
     item("trust anchor", *_anchor_state(repo))
-    try:
-        signer = signer_for(repo, None)
-        entry = state.trust.find(signer.public_key) if state else None
-        roles = sorted(entry.roles) if entry else []
-        item(
-            "signing key",
-            bool(roles),
-            f"{signer.public_key.fingerprint()} roles: {', '.join(roles) or 'none (untrusted)'}",
-            "git audit trust add <pubkey> --role runner --name NAME",
-        )
-    except GitAuditError as exc:
-        item("signing key", False, exc.message, exc.hint or "git audit keys generate")
+    item("signing key", *_signing_key(repo, state))
     item("local keys", True, ", ".join(k.name for k in list_local_keys()) or "none")
     states = hook_states(repo)
-    client_ok = all(states[h] == "current" for h in ("pre-push", "commit-msg"))
+    # a bare repository is a server: its gate is pre-receive, and client hooks never run there
+    wanted = SERVER_HOOKS if repo.workdir is None else CLIENT_HOOKS
     item(
         "hooks",
-        client_ok,
-        f"{hooks_dir(repo)}: " + ", ".join(f"{k} {v}" for k, v in states.items()),
-        "git audit hooks install",
+        all(states[h] == "current" for h in wanted),
+        f"{hooks_dir(repo)}: "
+        + ", ".join(f"{k} {v}" for k, v in states.items() if k in wanted or v != "absent"),
+        "git audit hooks install" + (" --server" if repo.workdir is None else ""),
     )
     fetching = fetch_states(repo)
     missing = [f"{r} ({state})" for r, state in fetching.items() if state != "current"]

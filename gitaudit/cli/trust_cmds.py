@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -14,7 +15,7 @@ from gitaudit.errors import TrustError, UsageError
 from gitaudit.ledger import anchor
 from gitaudit.ledger.plansref import read_state, root_of_trust
 from gitaudit.ledger.seals import set_policy, trust_add, trust_init, trust_remove
-from gitaudit.ledger.trust import COMMIT_MSG_MODES, LIVE_EVIDENCE, ROLES, Policy
+from gitaudit.ledger.trust import AGENTS_MODES, COMMIT_MSG_MODES, LIVE_EVIDENCE, ROLES, Policy
 
 app = typer.Typer(
     help="Manage who may seal plans and record evidence.",
@@ -110,6 +111,15 @@ def add_cmd(
         ),
     ],
     name: Annotated[str, typer.Option("--name", "-n", help="Principal name for the key.")],
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--label",
+            "-l",
+            help="A label the principal carries (repeatable), e.g. linux or ci: steps with "
+            "`runs_on` and the policy's per-ref evidence rules name runners by label.",
+        ),
+    ] = None,
     key: KeyOpt = None,
 ) -> None:
     """Trust a public key in a role (a plans-ref commit signed by a current sealer)."""
@@ -120,11 +130,22 @@ def add_cmd(
     text = Path(pubkey).read_text() if Path(pubkey).is_file() else pubkey
     public = PublicKey.from_openssh(text)
     repo = repo_here()
-    commit = trust_add(repo, signer_for(repo, key), public, role, name)
+    labels = frozenset(_label(v) for v in label or ())
+    commit = trust_add(repo, signer_for(repo, key), public, role, name, labels)
     if commit is None:
         say(f"{name} is already trusted as {role}; nothing to do")
     else:
-        say(f"trusted {name} as {role} ({public.fingerprint()}) in {str(commit)[:12]}")
+        labelled = f" labelled {', '.join(sorted(labels))}" if labels else ""
+        say(f"trusted {name} as {role}{labelled} ({public.fingerprint()}) in {str(commit)[:12]}")
+
+
+def _label(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", value):
+        raise UsageError(
+            f"--label {value!r} is not a label",
+            hint="use letters, digits, '.', '_' and '-' (e.g. linux, macos-14, ci)",
+        )
+    return value
 
 
 @app.command("remove")
@@ -178,6 +199,20 @@ def policy_cmd(
             help="allow or refuse evidence of checks that ran in the live work tree.",
         ),
     ] = None,
+    max_artifact_bytes: Annotated[
+        int | None,
+        typer.Option(
+            "--max-artifact-bytes", help="The largest artifact a run stores, in bytes.", min=0
+        ),
+    ] = None,
+    agents: Annotated[
+        str | None,
+        typer.Option(
+            "--agents",
+            help="How agents' claims coexist: parallel-warn, parallel-strict or serial "
+            "(see docs/agents.md).",
+        ),
+    ] = None,
     allow_weaken: Annotated[
         bool, typer.Option("--allow-weaken", help="Accept a laxer policy (recorded).")
     ] = False,
@@ -188,7 +223,7 @@ def policy_cmd(
     repo = repo_here()
     state = read_state(repo)
     current = state.policy
-    if protect is None and weaken is None and commit_msg is None and live_evidence is None:
+    if (protect, weaken, commit_msg, live_evidence, max_artifact_bytes, agents) == (None,) * 6:
         for k, v in current.to_json().items():
             say(f"{k}: {v}")
         return
@@ -198,11 +233,17 @@ def policy_cmd(
         raise UsageError(f"--commit-msg takes one of {', '.join(COMMIT_MSG_MODES)}")
     if live_evidence not in (None, *LIVE_EVIDENCE):
         raise UsageError(f"--live-evidence takes one of {', '.join(LIVE_EVIDENCE)}")
+    if agents not in (None, *AGENTS_MODES):
+        raise UsageError(f"--agents takes one of {', '.join(AGENTS_MODES)}")
     policy = Policy(
         protected_refs=tuple(protect) if protect else current.protected_refs,
         allow_weaken=current.allow_weaken if weaken is None else weaken == "allowed",
         commit_msg=commit_msg or current.commit_msg,
         live_evidence=live_evidence or current.live_evidence,
+        max_artifact_bytes=current.max_artifact_bytes
+        if max_artifact_bytes is None
+        else max_artifact_bytes,
+        agents=agents or current.agents,
     )
     commit, laxer = set_policy(
         repo, signer_for(repo, key), policy, allow_weaken=allow_weaken, reason=reason

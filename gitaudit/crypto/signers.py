@@ -55,6 +55,10 @@ class Ed25519Signer:
         """Armoured SSHSIG over *data* (hash sha512)."""
         return sshsig.sign_raw(self._key, data, namespace)
 
+    def sign_raw(self, data: bytes) -> bytes:
+        """A plain 64-byte Ed25519 signature over *data* (DSSE envelopes)."""
+        return bytes(self._key.sign(data).signature)
+
     def __repr__(self) -> str:
         return f"Ed25519Signer({self._public.fingerprint()}, source={self.source})"
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import pygit2
 
 from gitaudit.errors import GitAuditError, RepositoryError
+from gitaudit.gate import claims
 from gitaudit.gate.evidence import Judging, judge_evidence
 from gitaudit.gate.plans import check_plan
 from gitaudit.gate.result import Basis, GateResult, PlanVerdict, Reason, fold
@@ -31,7 +32,6 @@ from gitaudit.gate.states import step_states
 from gitaudit.git.repo import Repo
 from gitaudit.ledger.anchor import AnchorError
 from gitaudit.ledger.plansref import PlansState, read_state
-from gitaudit.ledger.refs import runs_ref
 from gitaudit.plan.inputs import input_digests
 from gitaudit.plan.model import Plan
 from gitaudit.plan.store import PlanFile, discover_tree
@@ -98,6 +98,7 @@ def assess(
         reason = Reason("plans.none", "there are no active plans", "create one: `git audit init`")
         return GateResult(Verdict.FAIL, tree, (), (reason,))
     pushed = dict(pushed_runs or {})
+    agents = claims.load(repo, state, remember=remember_plans)
     judged = [
         _assess_plan(
             repo,
@@ -110,6 +111,7 @@ def assess(
             check_tools,
             with_states,
             workdir,
+            agents,
         )
         for n in names
     ]
@@ -144,6 +146,7 @@ def _assess_plan(
     check_tools: bool,
     with_states: bool,
     workdir: Path | None,
+    agents: claims.Agents,
 ) -> tuple[PlanVerdict, Basis]:
     checked_plan = check_plan(state, name, file, environment=check_tools)
     if checked_plan.reasons:
@@ -170,9 +173,11 @@ def _assess_plan(
         if check_tools
         else []
     )
-    reasons = (*env, *evidence.reasons)
+    conflicts, warnings = claims.judge(repo, state, agents, name, evidence.record, now)
+    reasons = (*env, *conflicts, *evidence.reasons)
     states = step_states(repo, state, name, model, evidence.record, reasons) if with_states else {}
-    seen = {runs_ref(name): evidence.seen} if evidence.seen else {}
+    seen = dict(evidence.seen)
     basis = Basis(seen=seen, until=evidence.until, tools=tuple(model.required_tools))
-    verdict = PlanVerdict(name, fold(reasons), reasons, evidence.run, states, evidence.notes)
+    notes = (*evidence.notes, *warnings)
+    verdict = PlanVerdict(name, fold(reasons), reasons, evidence.run, states, notes)
     return verdict, basis

@@ -1,19 +1,25 @@
 """The gate's second question for each plan in order: does signed, fresh evidence prove it for
 exactly this tree?
 
-The newest run of the plan for the tree under the current seal's contract is found (the lookup
-cache's answer confirmed by the signed chain, :mod:`gitaudit.ledger.lookup`); the run and the
-ledger tip must be signed by a trusted runner on a ledger that was not rewound; then every
-required step must be proven by it (carried steps traced to the run they came from), by a signer
-with the authority for what the step entry claims (:mod:`gitaudit.gate.authority`), fresh, and
-every mandatory requirement covered. Nothing is executed.
+The ledgers read are the plan's own (``refs/audit/runs/<plan>``) and the remote-tracking copies
+of other clones' ledgers that ``git fetch`` brought in (``refs/gitaudit/remotes/<remote>/...``),
+with the same checks: neither may have been rewound since it was last seen. On each, the newest
+run of the plan for the tree under the current seal's contract is found (the lookup cache's
+answer confirmed by the signed chain, :mod:`gitaudit.ledger.lookup`); the run and the ledger tip
+must be signed by a trusted runner (on the plan's own ledger anything else is tampering; a
+remote-tracking copy that does not verify is ignored, with a note). The newest of those runs is
+judged; when it cannot decide every step alone (a partial run, runner labels), older runs of the
+same tree and contract are composed in (:mod:`gitaudit.gate.compose`). Every required step must
+be proven (carried steps traced to the run they came from) by a signer with the authority for
+what the step entry claims (:mod:`gitaudit.gate.authority`), fresh, and every mandatory
+requirement covered. Nothing is executed.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pygit2
@@ -21,12 +27,20 @@ import pygit2
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.errors import GitAuditError
 from gitaudit.gate.authority import forced_past_exhaustion, unauthorised_reconcile
+from gitaudit.gate.compose import (
+    Proof,
+    Source,
+    effective_labels,
+    needs_more_runs,
+    newest_first,
+    prove,
+)
 from gitaudit.gate.result import Reason
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import index, lookup, watermark
 from gitaudit.ledger.plansref import PlansState
 from gitaudit.ledger.records import MalformedRun, RunRecord, StepEntry
-from gitaudit.ledger.refs import read_ref, runs_ref
+from gitaudit.ledger.refs import mirrored_runs, read_ref, runs_ref
 from gitaudit.ledger.runs import read_run
 from gitaudit.plan.graph import optional_steps
 from gitaudit.plan.model import Plan
@@ -39,17 +53,18 @@ CLOCK_SKEW = 300  # seconds of tolerated clock difference for signed times
 class Evidence:
     """The gate's judgement of one plan's evidence.
 
-    ``record``: the run judged (None when there is none, or it could not be read); ``run``: its
-    commit id; ``seen``: the ledger tip whose signature was verified (None for a pushed ledger,
-    whose tip is not ours to remember); ``until``: the earliest expiry among the evidence
-    accepted."""
+    ``record``: the newest run judged (None when there is none, or it could not be read);
+    ``run``: its commit id; ``seen``: ledger ref -> the tip whose signature was verified (never a
+    pushed ledger's tip, which is not ours to remember); ``until``: the earliest expiry among the
+    evidence accepted; ``sources``: every run whose entries were used, newest first."""
 
     reasons: tuple[Reason, ...]
     record: RunRecord | None = None
     run: str | None = None
-    seen: str | None = None
+    seen: Mapping[str, str] = field(default_factory=dict)
     until: float | None = None
     notes: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -71,37 +86,187 @@ class Judging:
         return f"git audit run --plan {self.name}"
 
 
+@dataclass(frozen=True)
+class _Ledger:
+    """One copy of the plan's ledger the gate reads: its ref, the key the lookup cache knows it
+    by, its tip as read, and the remote it came from (None: the plan's own)."""
+
+    ref: str
+    key: str
+    tip: pygit2.Oid | None
+    remote: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.remote}'s copy of {self.ref}" if self.remote else self.ref
+
+
+@dataclass
+class _Survey:
+    """What the ledgers read say about this tree: the newest trusted run on each (with its
+    ledger), the tips verified, notes on ignored copies, and the newest run for the tree under
+    another contract."""
+
+    found: list[tuple[_Ledger, RunRecord]] = field(default_factory=list)
+    seen: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    other: str | None = None
+
+
 def judge_evidence(j: Judging) -> Evidence:
-    seal = j.state.seal(j.name)
-    assert seal is not None
-    git = j.repo.git
+    git, gitdir = j.repo.git, j.repo.gitdir
+    own = runs_ref(j.name)
+    mirrors = {} if j.pushed is not None else mirrored_runs(git, j.name)
     try:
-        with watermark.view(j.repo.gitdir) as marks:
-            current = j.pushed or read_ref(git, runs_ref(j.name))
-        watermark.check_forward(git, j.repo.gitdir, runs_ref(j.name), current, marks)
-        found = lookup.find_run(
-            git, j.repo.gitdir, j.name, j.tree, seal.contract_digest, pushed=j.pushed
-        )
-    except MalformedRun as exc:
-        return _malformed(j, exc)
+        with watermark.view(gitdir) as marks:
+            ledgers = [_Ledger(own, j.name, j.pushed or read_ref(git, own))]
+            ledgers += [_Ledger(ref, ref, read_ref(git, ref), r) for r, ref in mirrors.items()]
+        for ledger in ledgers:
+            watermark.check_forward(git, gitdir, ledger.ref, ledger.tip, marks)
     except GitAuditError as exc:
         reason = Reason("evidence.ledger", exc.message, exc.hint or "restore the runs ref")
         return Evidence((reason,))
-    record, tip = found.record, found.tip
+    survey = _Survey()
+    for ledger in ledgers:
+        refused = _newest_on(j, ledger, survey)
+        if refused is not None:
+            return refused
+    seen, notes = survey.seen, survey.notes
+    if not survey.found:
+        return Evidence((_no_evidence(j, survey.other),), seen=seen, notes=tuple(notes))
+    # the newest run for this tree among the ledgers read (the plan's own first on a tie)
+    ledger, newest = min(survey.found, key=lambda f: -f[1].time)
+    if ledger.remote is not None:
+        notes.append(f"the evidence was recorded elsewhere and fetched from {ledger.remote}")
+    sources = [Source(newest, ledger.key, _labels(j, newest))]
+    if needs_more_runs(j.plan, newest):
+        composed = _every_run(j, [(lg, tip) for lg in ledgers if (tip := lg.tip) is not None])
+        if isinstance(composed, Reason):
+            return Evidence((composed,), newest, newest.commit, seen, notes=tuple(notes))
+        sources = composed or sources
+    reasons, until, used = _content_reasons(j, sources)
+    extra, beyond = _beyond_the_tree(j, used)
+    if len(used) > 1:
+        notes.append(
+            f"composed from {len(used)} runs: {', '.join(s.record.commit[:12] for s in used)}"
+        )
+    return Evidence(
+        tuple([*reasons, *extra]),
+        newest,
+        newest.commit,
+        seen,
+        until,
+        tuple([*notes, *beyond]),
+        tuple(s.record.commit for s in used),
+    )
+
+
+def _newest_on(j: Judging, ledger: _Ledger, survey: _Survey) -> Evidence | None:
+    """Add what *ledger* says about this tree to *survey*. A problem with the plan's own ledger
+    decides the evidence (returned); a remote-tracking copy with a problem is ignored, noted."""
+    seal = j.state.seal(j.name)
+    assert seal is not None
+    own = ledger.remote is None
+    try:
+        answer = lookup.find_run(
+            j.repo.git,
+            j.repo.gitdir,
+            j.name,
+            j.tree,
+            seal.contract_digest,
+            pushed=j.pushed if own else None,
+            ledger=None if own else ledger.key,
+        )
+    except GitAuditError as exc:
+        if isinstance(exc, MalformedRun):
+            decided = _malformed(j, exc)
+        else:
+            reason = Reason("evidence.ledger", exc.message, exc.hint or "restore the runs ref")
+            decided = Evidence((reason,))
+        return _decides(survey, ledger, decided, exc.message)
+    record, tip = answer.record, answer.tip
     if record is None:
-        return Evidence((_no_evidence(j, found.other_contract),))
+        survey.other = survey.other or answer.other_contract
+        return None
     untrusted = _untrusted(j, (("run", pygit2.Oid(hex=record.commit)), ("ledger tip", tip)))
     if untrusted is not None:
-        return Evidence((untrusted,), record, record.commit)
+        decided = Evidence((untrusted,), record, record.commit)
+        return _decides(survey, ledger, decided, untrusted.message)
     # the tip's signature was just verified: it may become the high-water mark, so a later
-    # rewind of this ledger is caught by the next status (a pushed tip is not ours to remember)
-    seen = str(tip) if tip is not None and j.pushed is None else None
-    reasons, until = _content_reasons(j, record)
-    extra, notes = _beyond_the_tree(j, record)
-    return Evidence(tuple([*reasons, *extra]), record, record.commit, seen, until, notes)
+    # rewind of this ledger is caught by the next status (a pushed tip is not ours)
+    if tip is not None and (j.pushed is None or not own):
+        survey.seen[ledger.ref] = str(tip)
+    survey.found.append((ledger, record))
+    return None
 
 
-def _beyond_the_tree(j: Judging, record: RunRecord) -> tuple[list[Reason], tuple[str, ...]]:
+def _decides(survey: _Survey, ledger: _Ledger, evidence: Evidence, why: str) -> Evidence | None:
+    """A problem found on *ledger*: on the plan's own it decides the evidence; a remote-tracking
+    copy is ignored instead (noted)."""
+    if ledger.remote is None:
+        return evidence
+    survey.notes.append(f"{ledger.name} is ignored: {why}")
+    return None
+
+
+def _labels(j: Judging, record: RunRecord) -> frozenset[str]:
+    """The runner labels *record* counts for (its signature was verified by the caller)."""
+    try:
+        key = verify_commit(j.repo.git, record.commit, j.state.trust.with_role("runner"))
+    except GitAuditError:
+        return frozenset()
+    signer = j.state.trust.find(key)
+    return effective_labels(record.labels, signer.labels if signer else frozenset())
+
+
+def _every_run(j: Judging, ledgers: list[tuple[_Ledger, pygit2.Oid]]) -> list[Source] | Reason:
+    """Every run of the plan for this tree and contract on the ledgers read, newest first, each
+    with the labels its signer holds. A run on the plan's own ledger that a trusted runner did
+    not sign is tampering (a reason); on a remote-tracking copy it is skipped."""
+    seal = j.state.seal(j.name)
+    assert seal is not None
+    runners = j.state.trust.with_role("runner")
+    per_ledger: list[list[Source]] = []
+    for ledger, tip in ledgers:
+        try:
+            records = lookup.every_run(
+                j.repo.git, j.repo.gitdir, ledger.key, j.tree, seal.contract_digest, tip
+            )
+        except GitAuditError as exc:
+            if ledger.remote is None:
+                return Reason("evidence.ledger", exc.message, exc.hint or "restore the runs ref")
+            continue
+        runs = []
+        for record in records:
+            try:
+                key = verify_commit(j.repo.git, record.commit, runners)
+            except GitAuditError as exc:
+                if ledger.remote is None:
+                    return Reason(
+                        "evidence.untrusted",
+                        f"run {record.commit[:12]} of plan {j.name!r}: {exc.message}",
+                        "evidence must be signed by a runner key trusted on refs/audit/plans; "
+                        f"re-run with a trusted key: `{j.run_fix}`",
+                    )
+                continue
+            signer = j.state.trust.find(key)
+            held = signer.labels if signer is not None else frozenset()
+            runs.append(Source(record, ledger.key, effective_labels(record.labels, held)))
+        per_ledger.append(runs)
+    return newest_first(per_ledger)
+
+
+def _beyond_the_tree(j: Judging, sources: Sequence[Source]) -> tuple[list[Reason], tuple[str, ...]]:
+    reasons: list[Reason] = []
+    notes: list[str] = []
+    for source in sources:
+        more, said = _beyond_one(j, source.record)
+        reasons += [r for r in more if r not in reasons]
+        notes += [n for n in said if n not in notes]
+    return reasons, tuple(notes)
+
+
+def _beyond_one(j: Judging, record: RunRecord) -> tuple[list[Reason], tuple[str, ...]]:
     """What the run relied on that the tree does not pin down: steps that ran in the live work
     tree (refused when the policy says so) and declared ignored paths (which must be as they were
     when the work tree itself is judged)."""
@@ -205,61 +370,45 @@ def _no_evidence(j: Judging, stale: str | None) -> Reason:
     )
 
 
-def _content_reasons(j: Judging, record: RunRecord) -> tuple[list[Reason], float | None]:
-    """Judge the steps of the run found for this tree: one reason per step not proven."""
-    if record.plan != j.name:
-        reason = Reason(
-            "evidence.replayed",
-            f"run {record.commit[:12]} is evidence for plan {record.plan!r}, not {j.name!r}",
-            j.run_fix,
-        )
-        return [reason], None
+def _content_reasons(
+    j: Judging, sources: Sequence[Source]
+) -> tuple[list[Reason], float | None, list[Source]]:
+    """Judge the steps of the plan from the runs found for this tree (newest first; usually the
+    newest alone decides): one reason per step not proven, the earliest expiry, and the runs
+    whose entries were used (the newest always among them)."""
+    newest = sources[0].record
+    for source in sources:
+        if source.record.plan != j.name:
+            reason = Reason(
+                "evidence.replayed",
+                f"run {source.record.commit[:12]} is evidence for plan {source.record.plan!r}, "
+                f"not {j.name!r}",
+                j.run_fix,
+            )
+            return [reason], None, [sources[0]]
     reasons: list[Reason] = []
     optional = optional_steps(j.plan)
     verified: set[str] = set()
     until: float | None = None
+    used: dict[str, Source] = {newest.commit: sources[0]}
+    proofs = prove(j.plan, sources)
     for step in j.plan.steps:
-        entry = record.steps.get(step.id)
-        if entry is None:
-            reasons.append(
-                Reason(
-                    "evidence.incomplete",
-                    f"run {record.commit[:12]} has no entry for step {step.id}",
-                    j.run_fix,
-                    step=step.id,
-                )
-            )
-            continue
-        if not entry.proven:
-            problem = _authority(j, record, step.id)
-            if problem is None and step.id not in optional:  # else an OR alternative: its
-                problem = _unproven(j, record, step.id, entry)  # dependant is judged instead
+        proven = True
+        for proof in proofs[step.id]:
+            problem, expires = _judge_proof(j, proof, step.valid_for, step.id in optional)
+            if proof.source is not None:
+                used.setdefault(proof.source.record.commit, proof.source)
             if problem is not None:
                 reasons.append(problem)
-            continue
-        source = _executed_by(j, record, step.id, entry)
-        if isinstance(source, Reason):
-            reasons.append(source)
-            continue
-        when = source.time
-        expiry, expires = _expiry(j, step.id, step.valid_for, when)
-        if expiry is not None:
-            reasons.append(expiry)
-            continue
-        if expires is not None:
-            until = expires if until is None else min(until, expires)
-        verified.add(step.id)
-    if record.verdict != Verdict.PASS and not reasons:
-        summary = "; ".join(record.reasons[:3])
-        kind = Verdict.FAIL if record.verdict == Verdict.FAIL else Verdict.UNKNOWN
-        reasons.append(
-            Reason(
-                f"evidence.{record.verdict.lower()}",
-                f"the run for this tree is {record.verdict}: {summary}",
-                j.run_fix,
-                verdict=kind,
-            )
-        )
+            if problem is not None or expires is False:
+                proven = False
+            elif isinstance(expires, float):
+                until = expires if until is None else min(until, expires)
+        if proven:
+            verified.add(step.id)
+    reasons += _run_level(
+        j, newest, list(used.values()), composed=len(sources) > 1, quiet=bool(reasons)
+    )
     if not reasons:
         reasons.extend(
             Reason(
@@ -269,16 +418,103 @@ def _content_reasons(j: Judging, record: RunRecord) -> tuple[list[Reason], float
             )
             for req in uncovered(j.plan, verified)
         )
-    return reasons, until
+    return reasons, until, list(used.values())
 
 
-def _executed_by(j: Judging, record: RunRecord, step: str, entry: StepEntry) -> RunRecord | Reason:
-    """The run whose evidence proves *step* (*record*, or the run a carried step came from),
-    or why it does not: the carried source does not trace, or its signer lacked the authority
-    for what its step entry claims."""
+def _judge_proof(
+    j: Judging, proof: Proof, valid_for: int | None, optional: bool
+) -> tuple[Reason | None, float | bool | None]:
+    """Why one step (for one label) is not proven, or None; and when its evidence expires
+    (a time, None: never, False: not proven but nothing to report, an unverified OR
+    alternative whose dependant is judged instead)."""
+    step, entry, source = proof.step, proof.entry, proof.source
+    if entry is None or source is None:
+        if proof.label is not None:
+            return Reason(
+                "evidence.runner-label",
+                f"step {step} has no evidence from a runner labelled {proof.label}",
+                f"`git audit run --step {step} --label {proof.label} --plan {j.name}` on such a "
+                "runner, then push its evidence",
+                step=step,
+                verdict=Verdict.UNKNOWN,
+            ), False
+        newest = source.record.commit if source else "the newest run"
+        return Reason(
+            "evidence.incomplete",
+            f"run {newest[:12]} has no entry for step {step}",
+            j.run_fix,
+            step=step,
+        ), False
+    record = source.record
+    if not entry.proven:
+        problem = _authority(j, record, step)
+        if problem is None and not optional:  # else an OR alternative: its dependant is judged
+            problem = _unproven(j, record, step, entry)
+        return problem, False
+    executed = _executed_by(j, record, step, entry, source.ledger)
+    if isinstance(executed, Reason):
+        return executed, False
+    expiry, expires = _expiry(j, step, valid_for, executed.time)
+    if expiry is not None:
+        return expiry, False
+    return None, expires
+
+
+def _run_level(
+    j: Judging, newest: RunRecord, used: list[Source], *, composed: bool, quiet: bool
+) -> list[Reason]:
+    """What the runs used say as a whole. The newest alone: its own verdict, when no step
+    explained it (*quiet*: a step did). Composed: each run used must be sound."""
+    if composed:
+        return [r for s in used if (r := _unsound(j, s.record)) is not None]
+    if newest.verdict == Verdict.PASS or quiet:
+        return []
+    summary = "; ".join(newest.reasons[:3])
+    kind = Verdict.FAIL if newest.verdict == Verdict.FAIL else Verdict.UNKNOWN
+    return [
+        Reason(
+            f"evidence.{newest.verdict.lower()}",
+            f"the run for this tree is {newest.verdict}: {summary}",
+            j.run_fix,
+            verdict=kind,
+        )
+    ]
+
+
+def _unsound(j: Judging, record: RunRecord) -> Reason | None:
+    """Why a run whose entries are composed into the evidence does not count as a whole: it was
+    interrupted, changed its workspace, or lacked a required tool."""
+    if record.verdict == Verdict.INTERRUPTED:
+        return Reason(
+            "evidence.interrupted",
+            f"run {record.commit[:12]} was interrupted",
+            j.run_fix,
+            verdict=Verdict.UNKNOWN,
+        )
+    if record.changed:
+        return Reason(
+            "evidence.fail",
+            f"run {record.commit[:12]} changed its workspace: {', '.join(record.changed[:5])}",
+            j.run_fix,
+        )
+    if record.missing_tools:
+        return Reason(
+            "evidence.fail",
+            f"run {record.commit[:12]} lacked required tools: {', '.join(record.missing_tools)}",
+            j.run_fix,
+        )
+    return None
+
+
+def _executed_by(
+    j: Judging, record: RunRecord, step: str, entry: StepEntry, ledger: str
+) -> RunRecord | Reason:
+    """The run whose evidence proves *step* (*record*, read from *ledger*, or the run a carried
+    step came from), or why it does not: the carried source does not trace, or its signer
+    lacked the authority for what its step entry claims."""
     source = record
     if entry.status == StepStatus.CARRIED:
-        traced = _trace_carried(j, record, step, entry.carried_from or "")
+        traced = _trace_carried(j, record, step, entry.carried_from or "", ledger)
         if traced is None:
             return Reason(
                 "evidence.carried-invalid",
@@ -348,14 +584,16 @@ def _expiry(
     )
 
 
-def _trace_carried(j: Judging, record: RunRecord, step: str, source: str) -> RunRecord | None:
+def _trace_carried(
+    j: Judging, record: RunRecord, step: str, source: str, ledger: str
+) -> RunRecord | None:
     """The run a carried step's evidence came from, if it is an earlier run on the same ledger in
     which that step itself passed, and it proves this tree: the same tree and contract, or the
     same input digest as this tree gives the step now (incremental evidence, versioned proofs)."""
     git, gitdir = j.repo.git, j.repo.gitdir
     try:
         oid = pygit2.Oid(hex=source)
-        earlier = index.is_earlier(git, gitdir, record.plan, source, record.commit)
+        earlier = index.is_earlier(git, gitdir, ledger, source, record.commit)
         if earlier is None:  # not both indexed (a pushed run): ask git
             earlier = git.descendant_of(pygit2.Oid(hex=record.commit), oid)
         if not earlier:

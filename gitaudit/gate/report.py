@@ -6,14 +6,17 @@ from typing import Any
 
 import pygit2
 
+from gitaudit.gate import junit
 from gitaudit.gate.assess import plan_files
 from gitaudit.gate.judge import judge
 from gitaudit.gate.result import GateResult
 from gitaudit.git.repo import Repo
+from gitaudit.ledger.objects import blob_at
 from gitaudit.ledger.records import RunRecord
 from gitaudit.ledger.runs import read_run
 from gitaudit.plan.catalog import check_file
 from gitaudit.plan.graph import render
+from gitaudit.plan.model import Plan
 
 
 def _previous(repo: Repo, record: RunRecord) -> RunRecord | None:
@@ -22,6 +25,88 @@ def _previous(repo: Repo, record: RunRecord) -> RunRecord | None:
     if not commit.parent_ids:
         return None
     return read_run(repo.git, commit.parent_ids[0])
+
+
+TAIL_LINES = 30
+
+# Fixes that make sense in a pull request, by reason code: what to do, then push.
+_PR_FIXES = {
+    "evidence.missing": "record evidence for this commit, then push it with the branch: "
+    "`git audit run --plan {plan}` and `git audit push` (or let a CI job with a runner key "
+    "run the plan: see docs/hooks-and-servers.md)",
+    "evidence.stale-contract": "the plan was resealed since the last run: run it again on this "
+    "commit (`git audit run --plan {plan}`) and push the evidence (`git audit push`)",
+    "step.failed": "fix step {step} (see why below), commit and push: the gate judges the new "
+    "commit, and its run records fresh evidence",
+    "step.exhausted": "step {step} used all its attempts: after the fix, a sealer resets them "
+    "(`git audit plan reset-attempts {step} --plan {plan}`) and the plan runs again",
+    "step.blocked": "step {step} waits for a prerequisite that is not verified: fix that one first",
+    "plan.differs-from-seal": "the branch changes the plan: a sealer reviews and seals it "
+    "(`git audit plan seal --plan {plan}`), pushing refs/audit/plans before the branch",
+    "plan.unsealed": "a sealer seals the new plan (`git audit plan seal --plan {plan}`) and "
+    "pushes refs/audit/plans before the branch",
+}
+
+
+def pr_fix(code: str, plan: str, step: str | None, hint: str) -> str:
+    """The fix for a reason, worded for a pull request (the local command otherwise)."""
+    template = _PR_FIXES.get(code)
+    if template is None:
+        return hint
+    return template.format(plan=plan, step=step or "?")
+
+
+def _failure(repo: Repo, record: RunRecord, sid: str, title: str) -> dict[str, Any]:
+    """Why a step is not proven: its reason, the failing test names of its JUnit artifacts, and
+    the tail of the output of its first failing check."""
+    entry = record.steps[sid]
+    tests = junit.failing_tests(repo.git, record, sid)
+    output = ""
+    commit = repo.git[pygit2.Oid(hex=record.commit)]
+    assert isinstance(commit, pygit2.Commit)
+    for folder, n, check in junit.checks_of(entry):
+        if check.outcome == "passed":
+            continue
+        base = f"steps/{sid}/{folder}/{n}"
+        parts = [
+            junit.tail(blob_at(repo.git, commit.tree, f"{base}/{stream}") or b"", TAIL_LINES)
+            for stream in ("stdout", "stderr")
+        ]
+        output = "\n".join(p for p in parts if p)
+        break
+    return {
+        "step": sid,
+        "title": title,
+        "status": str(entry.status),
+        "reason": entry.reason,
+        "failing_tests": tests,
+        "output_tail": output,
+    }
+
+
+def _head(repo: Repo, rev: str | None) -> str | None:
+    """The commit judged: REV's, else HEAD's (the work tree is judged, HEAD is its base)."""
+    try:
+        obj = repo.git.revparse_single(rev or "HEAD")
+        return str(obj.peel(pygit2.Commit).id)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        return None
+
+
+def _run_facts(repo: Repo, record: RunRecord, entry: dict[str, Any], plan: Plan | None) -> None:
+    """Why steps of the judged run failed, and what changed since the run before it."""
+    titles = {s.id: s.title for s in plan.steps} if plan else {}
+    for sid, s in record.steps.items():
+        if not s.proven and str(s.status) not in ("not-run", "blocked"):
+            entry["failures"].append(_failure(repo, record, sid, titles.get(sid, "")))
+    previous = _previous(repo, record)
+    if previous is not None:
+        for sid, s in record.steps.items():
+            earlier = previous.steps.get(sid)
+            before = str(earlier.status) if earlier else None
+            if before != s.status:
+                entry["changes"].append({"step": sid, "before": before, "after": s.status})
+        entry["previous_run"] = previous.commit
 
 
 def build(repo: Repo, rev: str | None) -> tuple[GateResult, dict[str, Any]]:
@@ -34,6 +119,7 @@ def build(repo: Repo, rev: str | None) -> tuple[GateResult, dict[str, Any]]:
             "requirements": [],
             "changes": [],
             "graph": None,
+            "failures": [],
         }
         file = files.get(verdict.name)
         checked = check_file(file, environment=False) if file else None
@@ -77,68 +163,132 @@ def build(repo: Repo, rev: str | None) -> tuple[GateResult, dict[str, Any]]:
                     }
                 )
         if record is not None:
-            previous = _previous(repo, record)
-            if previous is not None:
-                for sid, s in record.steps.items():
-                    earlier = previous.steps.get(sid)
-                    before = str(earlier.status) if earlier else None
-                    if before != s.status:
-                        entry["changes"].append({"step": sid, "before": before, "after": s.status})
-                entry["previous_run"] = previous.commit
+            _run_facts(repo, record, entry, checked.plan if checked else None)
         plans.append(entry)
-    return result, {"verdict": result.verdict, "tree": result.tree, "plans": plans}
+    for entry in plans:
+        name = entry["plan"]["name"]
+        for reason in entry["plan"]["reasons"]:
+            reason["pr_fix"] = pr_fix(reason["code"], name, reason.get("step"), reason["hint"])
+    return result, {
+        "verdict": result.verdict,
+        "tree": result.tree,
+        "commit": _head(repo, rev),
+        "judged": "commit" if rev else "work tree",
+        "plans": plans,
+    }
+
+
+def _md(text: str) -> str:
+    """Text outside code spans: angle brackets would be read as HTML."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def markdown(doc: dict[str, Any]) -> str:
     icon = {"PASS": "✅", "FAIL": "❌", "UNKNOWN": "❔"}
+    commit = doc.get("commit")
+    where = f"Commit `{commit}`, tree `{doc['tree']}`" if commit else f"Tree `{doc['tree']}`"
+    if doc.get("judged") == "work tree":
+        where = f"Work tree `{doc['tree']}`" + (f" (on commit `{commit}`)" if commit else "")
+    out = [f"## gitaudit: {icon.get(doc['verdict'], '')} {doc['verdict']}", "", where, ""]
+    for entry in doc["plans"]:
+        out += _plan_markdown(entry, icon)
+    return "\n".join(out)
+
+
+def _plan_markdown(entry: dict[str, Any], icon: dict[str, str]) -> list[str]:
+    plan = entry["plan"]
+    out = [f"### {icon.get(plan['verdict'], '')} Plan `{plan['name']}`: {plan['verdict']}"]
+    if plan.get("run"):
+        run = plan["run"]
+        out.append(
+            f"Evidence: run commit `{run}` on `refs/audit/runs/{plan['name']}` "
+            f"(`git audit show {run[:12]}`, or `git show {run[:12]}:summary.md`)"
+        )
+    out.append("")
+    for reason in plan["reasons"]:
+        out.append(f"- {_md(reason['message'])}")
+        out.append(f"  - fix: {reason.get('pr_fix') or reason['hint']}")
+    for note in plan.get("notes", []):
+        out.append(f"- note: {_md(note)}")
+    out.append("")
+    for failure in entry.get("failures", []):
+        out += _failure_markdown(failure)
+    if entry["requirements"]:
+        out += _requirements_markdown(entry["requirements"])
+    if entry["changes"]:
+        out.append(f"Changed since the previous run (`{entry['previous_run'][:12]}`):")
+        out += [f"- step {c['step']}: {c['before']} → {c['after']}" for c in entry["changes"]]
+        out.append("")
+    if entry["graph"]:
+        out += [
+            "<details><summary>Plan graph</summary>",
+            "",
+            "```mermaid",
+            entry["graph"].rstrip(),
+            "```",
+            "",
+            "</details>",
+            "",
+        ]
+    return out
+
+
+def _failure_markdown(failure: dict[str, Any]) -> list[str]:
+    title = f" ({failure['title']})" if failure["title"] else ""
     out = [
-        f"## gitaudit: {icon.get(doc['verdict'], '')} {doc['verdict']}",
-        "",
-        f"Tree `{doc['tree']}`",
-        "",
+        f"**Step `{failure['step']}`{_md(title)}: {failure['status']}** — " + _md(failure["reason"])
     ]
+    tests = failure["failing_tests"]
+    if tests:
+        out.append("")
+        out.append("Failing tests:")
+        out += [f"- `{t}`" for t in tests[:20]]
+        if len(tests) > 20:
+            out.append(f"- … and {len(tests) - 20} more")
+    if failure["output_tail"]:
+        fence = "````" if "```" in failure["output_tail"] else "```"
+        out += [
+            "",
+            "<details><summary>Output (last lines)</summary>",
+            "",
+            fence,
+            failure["output_tail"],
+            fence,
+            "",
+            "</details>",
+        ]
+    out.append("")
+    return out
+
+
+def _requirements_markdown(requirements: list[dict[str, Any]]) -> list[str]:
+    out = [
+        "| requirement | step | status | evidence | exit codes | seconds |",
+        "|---|---|---|---|---|---|",
+    ]
+    empty = {"step": "—", "status": "uncovered", "evidence": "", "exit_codes": [], "seconds": ""}
+    for req in requirements:
+        for i, row in enumerate(req["steps"] or [empty]):
+            name = f"{req['id']} ({req['priority']})" if i == 0 else ""
+            ev = f"`{row['evidence'][:12]}`" if row["evidence"] else ""
+            codes = ", ".join("—" if c is None else str(c) for c in row["exit_codes"])
+            out.append(
+                f"| {name} | {row['step']} | {row['status']} | {ev} | {codes} | {row['seconds']} |"
+            )
+    out.append("")
+    return out
+
+
+def github_annotations(doc: dict[str, Any]) -> list[str]:
+    """GitHub Actions workflow commands: one ::error (FAIL) or ::warning (UNKNOWN) per reason."""
+    lines = []
     for entry in doc["plans"]:
         plan = entry["plan"]
-        out.append(f"### Plan `{plan['name']}`: {plan['verdict']}")
-        if plan.get("run"):
-            out.append(
-                f"Evidence: run commit `{plan['run']}` (`git audit show {plan['run'][:12]}`)"
-            )
+        level = {"FAIL": "error", "UNKNOWN": "warning"}.get(plan["verdict"])
+        if level is None:
+            continue
         for reason in plan["reasons"]:
-            out.append(f"- {reason['message']} — fix: `{reason['hint']}`")
-        for note in plan.get("notes", []):
-            out.append(f"- note: {note}")
-        out.append("")
-        if entry["requirements"]:
-            out += [
-                "| requirement | step | status | evidence | exit codes | seconds |",
-                "|---|---|---|---|---|---|",
-            ]
-            for req in entry["requirements"]:
-                for i, row in enumerate(
-                    req["steps"]
-                    or [
-                        {
-                            "step": "—",
-                            "status": "uncovered",
-                            "evidence": "",
-                            "exit_codes": [],
-                            "seconds": "",
-                        }
-                    ]
-                ):
-                    name = f"{req['id']} ({req['priority']})" if i == 0 else ""
-                    ev = f"`{row['evidence'][:12]}`" if row["evidence"] else ""
-                    codes = ", ".join("—" if c is None else str(c) for c in row["exit_codes"])
-                    out.append(
-                        f"| {name} | {row['step']} | {row['status']} | {ev} | {codes} "
-                        f"| {row['seconds']} |"
-                    )
-            out.append("")
-        if entry["changes"]:
-            out.append(f"Changed since the previous run (`{entry['previous_run'][:12]}`):")
-            out += [f"- step {c['step']}: {c['before']} → {c['after']}" for c in entry["changes"]]
-            out.append("")
-        if entry["graph"]:
-            out += ["```mermaid", entry["graph"].rstrip(), "```", ""]
-    return "\n".join(out)
+            text = f"{reason['message']} — fix: {reason.get('pr_fix') or reason['hint']}"
+            text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+            lines.append(f"::{level} title=gitaudit {plan['name']}::{text}")
+    return lines

@@ -319,6 +319,40 @@ def _check_runs_update(repo: Repo, state: PlansState, old: str, new: str) -> str
     return None
 
 
+def _check_agents_update(repo: Repo, state: PlansState, old: str, new: str) -> str | None:
+    """Fast-forward only; every new record verified from the server's accepted tip: signed by
+    a runner or sealer of a plans commit the server holds, numbered and chained, a legal
+    change of the registry (ledger/agents.py)."""
+    import pygit2
+
+    from gitaudit.errors import GitAuditError
+    from gitaudit.ledger.agents import verify_segment
+
+    added = _ff_commits(repo.git, old, new)
+    if isinstance(added, str):
+        return added
+    try:
+        verify_segment(
+            repo.git, state, pygit2.Oid(hex=new), None if old == ZERO else pygit2.Oid(hex=old)
+        )
+    except GitAuditError as exc:
+        return exc.message
+    return None
+
+
+def _check_audit_update(repo: Repo, state: PlansState, ref: str, old: str, new: str) -> str | None:
+    """Why an update of an audit ref other than a runs ref is refused, or None."""
+    if ref == "refs/audit/plans":
+        return _check_plans_update(repo, old, new)
+    if ref == "refs/audit/agents":
+        if not state.exists:
+            return "the server has no refs/audit/plans yet: push it first"
+        return _check_agents_update(repo, state, old, new)
+    if ref.startswith("refs/audit/snapshots/"):
+        return "snapshots hold untracked files: they stay in the repository they were taken in"
+    return "unknown audit ref"
+
+
 def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 (to split: audit refs, then protected refs)
     import pygit2
 
@@ -348,9 +382,8 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 
         if new == ZERO:
             reject(ref, "audit refs cannot be deleted")
             continue
-        if ref == "refs/audit/plans":
-            why = _check_plans_update(repo, old, new)
-        elif ref.startswith("refs/audit/runs/"):
+        why: str | None
+        if ref.startswith("refs/audit/runs/"):
             if not state.exists:
                 why = "the server has no refs/audit/plans yet: push it first"
             else:
@@ -358,7 +391,7 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 
                 if why is None:
                     pushed_runs[ref.removeprefix("refs/audit/runs/")] = pygit2.Oid(hex=new)
         else:
-            why = "unknown audit ref"
+            why = _check_audit_update(repo, state, ref, old, new)
         if why:
             reject(ref, why)
     for _old, new, ref in updates:
@@ -372,11 +405,72 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 
         result = assess(repo, new, state=state, pushed_runs=pushed_runs, check_tools=False)
         if result.verdict != "PASS":
             rejected = True
-            _explain(result, f"update of {ref} to {new[:12]}")
+            _explain(_as_server(result, pushed_runs), f"update of {ref} to {new[:12]}")
     return 1 if rejected else 0
 
 
-HANDLERS = {"pre-push": pre_push, "commit-msg": commit_msg, "pre-receive": pre_receive}
+# evidence the server lacks, which the pusher may well have recorded: what to say instead of the
+# client's "run it" hint
+_ABSENT = ("evidence.missing", "evidence.stale-contract", "evidence.runner-label")
+
+
+def _as_server(result: GateResult, pushed_runs: dict[str, pygit2.Oid]) -> GateResult:
+    """*result* with the fixes a pusher needs: evidence the server does not have may exist in
+    the pusher's clone, so the fix is to push it (with the branch, `git audit push`), and to
+    record it first only when it does not exist."""
+    from dataclasses import replace
+
+    plans = []
+    for plan in result.plans:
+        reasons = tuple(
+            replace(
+                r,
+                hint=(
+                    "push your evidence with the branch: `git audit push` (it sends "
+                    f"refs/audit/* too); if there is none yet, `git audit run --plan {plan.name}` "
+                    "first"
+                    if plan.name not in pushed_runs
+                    else f"the pushed evidence is not for this tree: `git audit run --plan "
+                    f"{plan.name}`, then `git audit push`"
+                ),
+            )
+            if r.code in _ABSENT
+            else r
+            for r in plan.reasons
+        )
+        plans.append(replace(plan, reasons=reasons))
+    return replace(result, plans=tuple(plans))
+
+
+def pre_commit_framework(args: Sequence[str], stdin: str) -> int:
+    """The pre-commit framework's pre-push stage: it passes no stdin, only the first pushed
+    ref in ``PRE_COMMIT_*`` variables. That ref is judged as the pre-push hook would judge it;
+    the audit refs (what `git audit push` sends beside the branch) are the server's to judge,
+    and a run is never judged as if it were code. Without the variables, the work tree is."""
+    remote_ref = os.environ.get("PRE_COMMIT_REMOTE_BRANCH", "")
+    local_sha = os.environ.get("PRE_COMMIT_TO_REF", "")
+    if remote_ref.startswith("refs/audit/"):
+        return 0
+    if not local_sha:
+        from gitaudit.gate.judge import judge
+        from gitaudit.git.repo import open_repo
+
+        result = judge(open_repo())
+        if result.verdict != "PASS":
+            _explain(result, "the push")
+        return 0 if result.verdict == "PASS" else 1
+    local_ref = os.environ.get("PRE_COMMIT_LOCAL_BRANCH", local_sha)
+    remote_sha = os.environ.get("PRE_COMMIT_FROM_REF", ZERO)
+    line = f"{local_ref} {local_sha} {remote_ref or 'refs/heads/HEAD'} {remote_sha}\n"
+    return pre_push(args, line)
+
+
+HANDLERS = {
+    "pre-push": pre_push,
+    "commit-msg": commit_msg,
+    "pre-receive": pre_receive,
+    "pre-commit-push": pre_commit_framework,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -385,7 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _err(f"usage: python -m gitaudit.hooks {{{'|'.join(HANDLERS)}}} [ARGS]")
         return 2
     name, rest = args[0], args[1:]
-    stdin = "" if name == "commit-msg" else sys.stdin.read()
+    stdin = "" if name in ("commit-msg", "pre-commit-push") else sys.stdin.read()
     try:
         return HANDLERS[name](rest, stdin)
     except Exception as exc:  # a hook must fail closed with one readable line

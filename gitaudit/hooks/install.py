@@ -109,10 +109,12 @@ def install_hooks(repo: Repo, *, server: bool = False) -> list[Action]:
     return actions
 
 
-def uninstall_hooks(repo: Repo) -> list[Action]:
+def uninstall_hooks(
+    repo: Repo, names: tuple[str, ...] = (*CLIENT_HOOKS, *SERVER_HOOKS)
+) -> list[Action]:
     folder = hooks_dir(repo)
     actions = []
-    for name in (*CLIENT_HOOKS, *SERVER_HOOKS):
+    for name in names:
         path = folder / name
         legacy = path.with_name(f"{name}.legacy")
         if not (path.exists() and _is_ours(path)):
@@ -126,10 +128,29 @@ def uninstall_hooks(repo: Repo) -> list[Action]:
     return actions
 
 
+def shim_python(path: Path) -> str | None:
+    """The interpreter an installed gitaudit shim runs (its ``PYTHON=`` line), if readable."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    match = re.search(r"^PYTHON=(.*)$", text, re.MULTILINE)
+    if not match:
+        return None
+    try:
+        words = shlex.split(match.group(1))
+    except ValueError:
+        return None
+    return words[0] if len(words) == 1 else None
+
+
 def hook_states(repo: Repo) -> dict[str, str]:
-    """For each hook: current, outdated (an older gitaudit shim), foreign, or absent."""
+    """For each hook: current, outdated (an older gitaudit shim), foreign, or absent.
+
+    A shim that is current but runs another environment's Python (a server's hook installed
+    with its own virtual environment's ``git-audit``) is current; ``missing-python`` when that
+    interpreter no longer exists."""
     folder = hooks_dir(repo)
-    text = shim_text()
     states = {}
     for name in (*CLIENT_HOOKS, *SERVER_HOOKS):
         path = folder / name
@@ -138,7 +159,13 @@ def hook_states(repo: Repo) -> dict[str, str]:
         elif not _is_ours(path):
             states[name] = "foreign"
         else:
-            states[name] = "current" if path.read_text(encoding="utf-8") == text else "outdated"
+            python = shim_python(path) or sys.executable
+            if path.read_text(encoding="utf-8") != shim_text(python):
+                states[name] = "outdated"
+            elif not os.access(python, os.X_OK):
+                states[name] = "missing-python"
+            else:
+                states[name] = "current"
     return states
 
 

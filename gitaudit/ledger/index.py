@@ -6,6 +6,10 @@ chain, workspace tree, contract digest, verdict and per-step statuses. :func:`sy
 to date incrementally (walking only commits newer than the indexed tip) and rebuilds a plan's
 rows from scratch when the ref no longer descends from what was indexed. Deleting the file is
 always safe.
+
+Every function takes a ledger key: a plan name for the plan's own ledger, or the full name of a
+remote-tracking copy of another clone's ledger (:func:`gitaudit.ledger.refs.ledger_ref`); the
+``plan`` columns hold that key.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from gitaudit.errors import LedgerError
 from gitaudit.ledger import chain
 from gitaudit.ledger.objects import blob_at, loads
 from gitaudit.ledger.records import lookup_keys
-from gitaudit.ledger.refs import read_ref, runs_ref
+from gitaudit.ledger.refs import ledger_ref, read_ref
 from gitaudit.places import state_dir
 
 FILENAME = "index.sqlite"
@@ -120,7 +124,7 @@ def _synced(
 def _sync_locked(
     conn: sqlite3.Connection, repo: pygit2.Repository, plan: str
 ) -> tuple[str | None, int]:
-    tip = read_ref(repo, runs_ref(plan))
+    tip = read_ref(repo, ledger_ref(plan))
     row = conn.execute("SELECT tip, count FROM meta WHERE plan=?", (plan,)).fetchone()
     if tip is None:
         _clear(conn, plan)
@@ -129,7 +133,7 @@ def _sync_locked(
         return str(tip), int(row[1])
     new: list[pygit2.Commit] = []
     known = pygit2.Oid(hex=row[0]) if row else None
-    walked = chain.walk(repo, tip, stop=known, what=runs_ref(plan))
+    walked = chain.walk(repo, tip, stop=known, what=ledger_ref(plan))
     try:
         new.extend(walked)
         reached = known is not None and bool(new) and new[-1].parent_ids[:1] == [known]

@@ -36,7 +36,7 @@ from gitaudit.errors import LedgerError
 from gitaudit.git.call import run_git
 from gitaudit.ledger import chain, index
 from gitaudit.ledger.records import RunRecord
-from gitaudit.ledger.refs import read_ref, runs_ref
+from gitaudit.ledger.refs import ledger_ref, read_ref
 from gitaudit.ledger.runs import read_run
 from gitaudit.places import state_dir
 
@@ -65,16 +65,19 @@ def find_run(
     contract: str,
     *,
     pushed: pygit2.Oid | None = None,
+    ledger: str | None = None,
 ) -> Found:
     """The newest run of *plan* for *tree* under *contract*: among the runs of a push being
     received first (*pushed*, the pushed tip, which descends from the current ref), then on the
-    ledger itself through the lookup cache, whose answer is confirmed."""
+    ledger itself through the lookup cache, whose answer is confirmed. *ledger* names another
+    copy of the plan's ledger (a remote-tracking one) to search instead of the plan's own."""
+    key = ledger or plan
     if pushed is not None:
-        for commit in chain.walk(repo, pushed, stop=read_ref(repo, runs_ref(plan)), what=plan):
+        for commit in chain.walk(repo, pushed, stop=read_ref(repo, ledger_ref(key)), what=key):
             record = read_run(repo, commit.id)
             if record.tree == tree and record.contract == contract:
                 return Found(record, pushed)
-    answer = index.lookup(repo, gitdir, plan, tree, contract)
+    answer = index.lookup(repo, gitdir, key, tree, contract)
     if answer.tip is None:
         return Found(None, pushed)
     tip = pygit2.Oid(hex=answer.tip)  # the view the index answered from, not a later re-read
@@ -82,8 +85,53 @@ def find_run(
         other = answer.any_contract.commit if answer.any_contract else None
         return Found(None, pushed or tip, other)
     record = read_run(repo, answer.run.commit)
-    confirm(repo, gitdir, tip, record, plan, tree, contract)
+    confirm(repo, gitdir, tip, record, key, tree, contract)
     return Found(record, pushed or tip)
+
+
+def every_run(
+    repo: pygit2.Repository,
+    gitdir: Path,
+    key: str,
+    tree: str,
+    contract: str,
+    tip: pygit2.Oid,
+) -> list[RunRecord]:
+    """Every run on the first-parent chain of *tip* (a tip of the ledger *key*, or a pushed tip
+    descending from it) for *tree* under *contract*, newest first, read from the signed chain
+    itself and not from the cache. A pushed segment is walked here (its objects are visible only
+    to this process); the rest in one walk by git."""
+    out: list[RunRecord] = []
+    current = read_ref(repo, ledger_ref(key))
+    start = tip
+    if tip != current:  # a pushed segment (or a whole pushed ledger)
+        for commit in chain.walk(repo, tip, stop=current, what=key):
+            record = read_run(repo, commit.id)
+            if record.tree == tree and record.contract == contract:
+                out.append(record)
+        if current is None:
+            return out
+        start = current
+    found = run_git(
+        [
+            "rev-list",
+            "--first-parent",
+            "--fixed-strings",
+            "--all-match",
+            f"--grep=Audit-Tree: {tree}",
+            f"--grep=Audit-Contract: {contract}",
+            str(start),
+        ],
+        git_dir=gitdir,
+        check=False,
+    )
+    if found.code != 0:
+        raise LedgerError(f"{ledger_ref(key)}: cannot list its runs for tree {tree[:12]}")
+    for line in found.out.split():
+        record = read_run(repo, line)
+        if record.tree == tree and record.contract == contract:
+            out.append(record)
+    return out
 
 
 def _edited(gitdir: Path) -> str:

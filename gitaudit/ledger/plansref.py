@@ -16,6 +16,7 @@ from typing import Any
 
 import pygit2
 
+from gitaudit import checkpoint
 from gitaudit.crypto.commits import create_signed_commit, verify_commit
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
@@ -386,6 +387,7 @@ def append(repo: Repo, signer: Signer, build: Build) -> tuple[pygit2.Oid | None,
             message=message,
             signer=signer,
         )
+        checkpoint.reached("seal.objects-written", str(commit))
         try:
             cas_update(
                 repo.git, PLANS_REF, commit, state.tip, f"gitaudit: {message.splitlines()[0]}"

@@ -91,6 +91,9 @@ class RunRecord:
     doc: Mapping[str, Any]  # the document as stored, for display only
     ignored_paths: Mapping[str, str] = field(default_factory=dict)  # path -> listing digest
     forced: bool = False  # `--force`: steps exhausted under the contract were run again
+    labels: tuple[str, ...] = ()  # `--label`: the runner labels this run acted as (runs_on)
+    changed: tuple[str, ...] = ()  # what the steps changed in the workspace (purity)
+    missing_tools: tuple[str, ...] = ()
 
     def passed_steps(self) -> list[str]:
         return [sid for sid, s in self.steps.items() if s.proven]
@@ -278,6 +281,7 @@ def parse_run(commit: str, time: int, doc: object) -> RunRecord:
     ignored: Mapping[str, Any] = r.get(
         workspace, "ignored_paths", "workspace", _dict, "an object", {}
     )
+    purity: Mapping[str, Any] = r.get(doc, "purity", "", _dict, "an object", {})
     return RunRecord(
         commit=commit,
         time=time,
@@ -299,6 +303,9 @@ def parse_run(commit: str, time: int, doc: object) -> RunRecord:
             for p, v in ignored.items()
         },
         forced=r.get(doc, "forced", "", _bool, "a boolean", False),
+        labels=r.get(runner, "labels", "runner", _strings, "an array of strings", ()),
+        changed=r.get(purity, "changed", "purity", _strings, "an array of strings", ()),
+        missing_tools=r.get(doc, "missing_tools", "", _strings, "an array of strings", ()),
     )
 
 

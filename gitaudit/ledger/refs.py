@@ -19,6 +19,8 @@ from gitaudit.git.call import run_git
 
 PLANS_REF = "refs/audit/plans"
 RUNS_PREFIX = "refs/audit/runs/"
+AGENTS_REF = "refs/audit/agents"  # the agent registry and its claims (ledger/agents.py)
+SNAPSHOTS_PREFIX = "refs/audit/snapshots/"  # local work tree snapshots (git/snapshots.py)
 ZERO = "0" * 40
 STALE_LOCK_SECONDS = 10.0
 MIRROR = "refs/gitaudit/remotes"  # remote-tracking copies of each remote's refs/audit/*
@@ -32,6 +34,29 @@ def fetch_refspec(remote: str) -> str:
 
 def runs_ref(plan: str) -> str:
     return f"{RUNS_PREFIX}{plan}"
+
+
+def ledger_ref(key: str) -> str:
+    """The runs ref a ledger key names: a plan name (its own ``refs/audit/runs/<plan>``) or a full
+    ref name (a remote-tracking copy, :func:`mirrored_runs`)."""
+    return key if key.startswith("refs/") else runs_ref(key)
+
+
+def mirror_ref(remote: str, ref: str) -> str:
+    """Where the remote-tracking copy of the remote's audit *ref* lives."""
+    return f"{MIRROR}/{remote}/{ref.removeprefix('refs/')}"
+
+
+def mirrored_runs(repo: pygit2.Repository, plan: str) -> dict[str, str]:
+    """remote -> the remote-tracking copy of its ledger of *plan*, for every remote fetched."""
+    suffix = f"/audit/runs/{plan}"
+    out = {}
+    for name in repo.references:
+        if name.startswith(MIRROR + "/") and name.endswith(suffix):
+            remote = name[len(MIRROR) + 1 : -len(suffix)]
+            if remote:
+                out[remote] = name
+    return dict(sorted(out.items()))
 
 
 class RefConflict(LedgerError):

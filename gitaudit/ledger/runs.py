@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
+from gitaudit import checkpoint
 from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import LedgerError
@@ -82,10 +83,12 @@ def append_run(
         commit = create_signed_commit(
             repo, tree=tree, parents=[tip] if tip else [], message=message, signer=signer
         )
+        checkpoint.reached("run.objects-written", str(commit))
         try:
             cas_update(repo, ref, commit, tip, f"gitaudit: {message.splitlines()[0]}")
         except RefConflict:
             continue
+        checkpoint.reached("run.ref-moved", str(commit))
         return commit
     raise LedgerError(f"{ref} kept moving while recording; gave up after {MAX_RETRIES} attempts")
 

@@ -103,15 +103,22 @@ def trust_init(repo: Repo, signer: Signer, name: str, *, runner: bool = True) ->
 
 
 def trust_add(
-    repo: Repo, signer: Signer, key: PublicKey, role: Role, name: str
+    repo: Repo,
+    signer: Signer,
+    key: PublicKey,
+    role: Role,
+    name: str,
+    labels: frozenset[str] = frozenset(),
 ) -> pygit2.Oid | None:
     def build(state: PlansState) -> tuple[dict[str, bytes], str] | None:
         _require_initialised(state)
         entry = state.trust.named(name)
-        if entry is not None and entry.key == key and role in entry.roles:
+        known = entry is not None and entry.key == key and role in entry.roles
+        if known and entry is not None and labels <= entry.labels:
             return None
-        trust = state.trust.added(name, key, role)
-        message = f"trust: add {name} as {role}\n\n{key.fingerprint()}\n\n" + _trailers(
+        trust = state.trust.added(name, key, role, labels)
+        labelled = f" labelled {', '.join(sorted(labels))}" if labels else ""
+        message = f"trust: add {name} as {role}{labelled}\n\n{key.fingerprint()}\n\n" + _trailers(
             Audit_Trust=f"add {role} {name}"
         )
         return _base_files(state, trust=trust), message

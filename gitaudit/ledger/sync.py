@@ -16,6 +16,7 @@ is applied only once every replay of the push has been verified and signed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 import re
@@ -25,13 +26,15 @@ from dataclasses import dataclass
 
 import pygit2
 
+from gitaudit import checkpoint
 from gitaudit.crypto.commits import create_signed_commit, verify_commit
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError
 from gitaudit.git.call import run_git
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
-from gitaudit.ledger.plansref import PlansState, read_state
+from gitaudit.ledger.anchor import pinned_root
+from gitaudit.ledger.plansref import PlansState, read_state, verify_chain
 from gitaudit.ledger.refs import (
     MIRROR,
     PLANS_REF,
@@ -40,6 +43,7 @@ from gitaudit.ledger.refs import (
     clear_stale_lock,
     fetch_refspec,
     list_refs,
+    mirror_ref,
     read_ref,
 )
 from gitaudit.ledger.runs import read_run
@@ -71,15 +75,25 @@ def fetch_mirror(repo: Repo, remote: str) -> dict[str, pygit2.Oid]:
     }
 
 
+_REPLAYED = ("local run", "is not replayed; nothing was pushed")
+_FETCHED = ("fetched run", "is not taken into the local ledger")
+
+
 def _replayable(
-    git: pygit2.Repository, state: PlansState, ref: str, commit: pygit2.Commit, root_ok: bool
+    git: pygit2.Repository,
+    state: PlansState,
+    ref: str,
+    commit: pygit2.Commit,
+    root_ok: bool,
+    what: tuple[str, str] = _REPLAYED,
 ) -> None:
-    """LedgerError unless local-only run *commit* may be re-signed for *ref*: one parent (none
-    only for the first commit of a ledger unrelated to the remote's), signed by a runner trusted
-    in *state*, and a well-formed run.json for the ref's plan. The signature is checked first:
-    nothing an untrusted commit holds is read."""
-    where = f"{ref}: local run {str(commit.id)[:12]}"
-    refused = "is not replayed; nothing was pushed"
+    """LedgerError unless local-only run *commit* may be re-signed for *ref* (or, with
+    *what* ``_FETCHED``, a fetched run taken into the local ledger): one parent (none only for
+    the first commit of a ledger), signed by a runner trusted in *state*, and a well-formed
+    run.json for the ref's plan. The signature is checked first: nothing an untrusted commit
+    holds is read."""
+    where = f"{ref}: {what[0]} {str(commit.id)[:12]}"
+    refused = what[1]
     hint = (
         f"inspect it (`git show {str(commit.id)[:12]}`, `git audit verify`), then reset {ref} "
         "to the last good run before pushing"
@@ -143,16 +157,19 @@ def _plans_to_adopt(
     before anything is adopted."""
     git = repo.git
     ours = read_ref(git, PLANS_REF)
-    if ours is None or theirs is None or ours == theirs or git.descendant_of(ours, theirs):
+    if theirs is None or ours == theirs or (ours is not None and git.descendant_of(ours, theirs)):
         return functools.cache(lambda: read_state(repo)), None
+    if ours is None:  # a fresh clone: the remote's, verified from its root (and the pin)
+        adopted = read_state(repo, tip=theirs, remember=False)
+        return lambda: adopted, theirs
     if git.descendant_of(theirs, ours):
         read_state(repo)  # our own chain first, so a bad local ref is reported as ours
         adopted = read_state(repo, tip=theirs, remember=False)
         return lambda: adopted, theirs
     raise LedgerError(
         f"{PLANS_REF} has diverged from {remote!r}: both sides sealed changes",
-        hint=f"fetch theirs (`git fetch {remote} +refs/audit/plans:refs/audit/plans` after "
-        "saving yours), then reseal your plan changes on top",
+        hint=f"`git audit sync {remote} --take-remote-plans` drops the local-only seals (the plan "
+        "files stay as they are), then reseal your plan changes on top",
     )
 
 
@@ -210,10 +227,90 @@ def reconcile_with(repo: Repo, remote: str, signer: Signer | None) -> list[SyncA
             )
             moves.append((SyncAction(ref, "remote-only"), move))
     # everything is verified and signed: only now does any ref move
+    checkpoint.reached("push.replayed", ",".join(a.ref for a, move in moves if move))
     for _action, apply in moves:
         if apply is not None:
             apply()
     return [action for action, _ in moves]
+
+
+def sync(repo: Repo, remote: str, *, take_remote_plans: bool = False) -> list[SyncAction]:
+    """Bring *remote*'s audit refs in: fetch them into the remote-tracking namespace, adopt its
+    plans ref when it is ahead and verifies (or, with *take_remote_plans*, when it diverged: the
+    local-only seals are dropped), and fast-forward each local runs ref that is behind (creating
+    those that exist only there). Diverged runs refs are left for `git audit push` to replay;
+    nothing is signed here."""
+    remote_refs = fetch_mirror(repo, remote)
+    git = repo.git
+    actions: list[SyncAction] = []
+    theirs_plans = remote_refs.get(PLANS_REF)
+    state: Callable[[], PlansState] = functools.cache(lambda: read_state(repo))
+    try:
+        state, adopt = _plans_to_adopt(repo, remote, theirs_plans)
+    except LedgerError:
+        if not take_remote_plans or theirs_plans is None:
+            raise
+        actions.append(_take_plans(repo, theirs_plans))
+    else:
+        if adopt is not None:
+            cas_update(git, PLANS_REF, adopt, read_ref(git, PLANS_REF), "gitaudit: sync plans")
+            actions.append(SyncAction(PLANS_REF, "fast-forwarded"))
+        elif theirs_plans is not None:
+            ours = read_ref(git, PLANS_REF)
+            actions.append(SyncAction(PLANS_REF, "up-to-date" if ours == theirs_plans else "ahead"))
+    local = list_refs(git, RUNS_PREFIX)
+    for ref in sorted(set(local) | {r for r in remote_refs if r.startswith(RUNS_PREFIX)}):
+        actions.append(_sync_runs(repo, state, ref, local.get(ref), remote_refs.get(ref)))
+    return actions
+
+
+def _take_plans(repo: Repo, theirs: pygit2.Oid) -> SyncAction:
+    """Replace a diverged local plans ref with the remote's, verified from its root first."""
+    git = repo.git
+    # the whole chain, from its root (under the pinned key): the marks describe ours, not theirs
+    verify_chain(git, theirs, pinned_root=pinned_root(repo))
+    ours = read_ref(git, PLANS_REF)
+    base = git.merge_base(ours, theirs) if ours is not None else None
+    dropped = chain.count(git, ours, base) if ours is not None else 0
+    watermark.rewrite(
+        repo.gitdir,
+        PLANS_REF,
+        str(base if base is not None else theirs),
+        str(theirs),
+        functools.partial(cas_update, git, PLANS_REF, theirs, ours, "gitaudit: take remote plans"),
+    )
+    return SyncAction(PLANS_REF, f"replaced by the remote's ({dropped} local-only seal(s) dropped)")
+
+
+def _sync_runs(
+    repo: Repo,
+    state: Callable[[], PlansState],
+    ref: str,
+    ours: pygit2.Oid | None,
+    theirs: pygit2.Oid | None,
+) -> SyncAction:
+    """Fast-forward (or create) the local runs *ref* to the remote's *theirs* when every run it
+    adds verifies as a replay would (a trusted runner's, one parent, this plan's record)."""
+    git = repo.git
+    if theirs is None:
+        return SyncAction(ref, "local-only")
+    if ours == theirs:
+        return SyncAction(ref, "up-to-date")
+    if ours is None or git.descendant_of(theirs, ours):
+        try:
+            for commit in chain.walk(git, theirs, stop=ours, what=ref):
+                root_ok = ours is None and not commit.parent_ids
+                _replayable(git, state(), ref, commit, root_ok, what=_FETCHED)
+        except GitAuditError as exc:
+            return SyncAction(ref, f"not taken: {exc.message}")
+        cas_update(git, ref, theirs, ours, "gitaudit: runs from remote")
+        return SyncAction(ref, "remote-only" if ours is None else "fast-forwarded")
+    if git.descendant_of(ours, theirs):
+        return SyncAction(ref, f"ahead by {chain.count(git, ours, theirs)}")
+    base = git.merge_base(ours, theirs)
+    return SyncAction(
+        ref, f"diverged: {chain.count(git, ours, base)} local run(s) are replayed by git audit push"
+    )
 
 
 # ------------------------------------------------------------------------------------ pushing
@@ -269,6 +366,28 @@ class PushResult:
         )
 
 
+def _push_plans_first(
+    repo: Repo, remote: str, attempt: int, actions: tuple[SyncAction, ...]
+) -> PushResult | None:
+    """Push the plans ref alone when the remote's (as just fetched) is behind ours: its result,
+    or None when there was nothing to send."""
+    ours = read_ref(repo.git, PLANS_REF)
+    theirs = read_ref(repo.git, mirror_ref(remote, PLANS_REF))
+    if ours is None or ours == theirs:
+        return None
+    proc = run_git(
+        ["push", "--porcelain", remote, f"{PLANS_REF}:{PLANS_REF}"],
+        cwd=repo.workdir or repo.gitdir,
+        check=False,
+    )
+    messages = proc.stderr.decode("utf-8", "replace")
+    result = PushResult(proc.code, attempt, _porcelain(proc.out), actions, messages)
+    if proc.code == 0:  # what the remote now holds, so the next fetch starts from it
+        with contextlib.suppress(GitAuditError):
+            cas_update(repo.git, mirror_ref(remote, PLANS_REF), ours, theirs, "gitaudit: pushed")
+    return result
+
+
 def _only_atomic(summary: str) -> bool:
     return "atomic push failed" in summary or "atomic transaction failed" in summary
 
@@ -299,14 +418,19 @@ def push(
     attempts: int = ATTEMPTS,
     on_retry: Callable[[int, PushResult], None] | None = None,
 ) -> PushResult:
-    """Push *specs* with every audit ref in one atomic push. When another machine wins the race
-    for a shared runs ref between our fetch and our push, fetch and replay again, and retry (up
-    to *attempts* pushes, with a short jittered back-off). A refusal for any other reason (the
+    """Push *specs* with every audit ref in one atomic push. A plans ref the remote does not
+    have yet goes first, alone: the server judges the branch with the plans it already holds, so
+    a reseal must arrive before the commits it governs. When another machine wins the race for a
+    shared runs ref between our fetch and our push, fetch and replay again, and retry (up to
+    *attempts* pushes, with a short jittered back-off). A refusal for any other reason (the
     server's hook, a branch that is behind) is returned at once."""
     actions: list[SyncAction] = []
     result = PushResult(1, 0, (), ())
     for attempt in range(1, attempts + 1):
         actions += reconcile_with(repo, remote, signer)
+        first = _push_plans_first(repo, remote, attempt, tuple(actions))
+        if first is not None and first.code != 0:
+            return first
         audit_refs = [PLANS_REF] if read_ref(repo.git, PLANS_REF) else []
         audit_refs += sorted(list_refs(repo.git, RUNS_PREFIX))
         proc = run_git(
@@ -316,6 +440,8 @@ def push(
         )
         messages = proc.stderr.decode("utf-8", "replace")
         result = PushResult(proc.code, attempt, _porcelain(proc.out), tuple(actions), messages)
+        if proc.code == 0:
+            checkpoint.reached("push.pushed", remote)
         if proc.code == 0 or not result.lost_race or attempt == attempts:
             return result
         if on_retry is not None:

@@ -31,6 +31,9 @@ CommitMsgMode = Literal["off", "claims", "strict"]
 COMMIT_MSG_MODES: tuple[CommitMsgMode, ...] = ("off", "claims", "strict")
 LiveEvidence = Literal["allow", "refuse"]
 LIVE_EVIDENCE: tuple[LiveEvidence, ...] = ("allow", "refuse")
+AgentsMode = Literal["parallel-warn", "parallel-strict", "serial"]
+# laxest first: a policy moving left is a weakening
+AGENTS_MODES: tuple[AgentsMode, ...] = ("parallel-warn", "parallel-strict", "serial")
 
 ALLOWED_SIGNERS_PATH = "trust/allowed_signers"
 ROLES_PATH = "trust/roles.json"
@@ -44,10 +47,13 @@ class TrustedKey:
     name: str
     key: PublicKey
     roles: frozenset[str]
+    labels: frozenset[str] = frozenset()  # what a runner is (linux, macos, ci): `runs_on`
 
     def describe(self) -> str:
+        labels = f" [{', '.join(sorted(self.labels))}]" if self.labels else ""
         return (
-            f"{self.name} ({', '.join(sorted(self.roles)) or 'no role'}) {self.key.fingerprint()}"
+            f"{self.name} ({', '.join(sorted(self.roles)) or 'no role'}){labels} "
+            f"{self.key.fingerprint()}"
         )
 
     def may(self, role: Role) -> bool:
@@ -86,7 +92,9 @@ class TrustSet:
             )
         return entry
 
-    def added(self, name: str, key: PublicKey, role: Role) -> TrustSet:
+    def added(
+        self, name: str, key: PublicKey, role: Role, labels: frozenset[str] = frozenset()
+    ) -> TrustSet:
         current = self.named(name)
         if current is not None and current.key != key:
             raise TrustError(
@@ -97,8 +105,8 @@ class TrustSet:
         if other is not None and other.name != name:
             raise TrustError(f"this key is already trusted as {other.name!r}")
         if current is None:
-            return TrustSet((*self.keys, TrustedKey(name, key, frozenset({role}))))
-        updated = replace(current, roles=current.roles | {role})
+            return TrustSet((*self.keys, TrustedKey(name, key, frozenset({role}), labels)))
+        updated = replace(current, roles=current.roles | {role}, labels=current.labels | labels)
         return TrustSet(tuple(updated if k.name == name else k for k in self.keys))
 
     def removed(self, name: str) -> TrustSet:
@@ -124,6 +132,9 @@ class TrustSet:
         reconcilers = sorted(k.name for k in self.keys if "reconciler" in k.roles)
         if reconcilers:  # absent when empty: trust sets without reconcilers keep their bytes
             roles["reconcilers"] = reconcilers
+        labels = {k.name: sorted(k.labels) for k in self.keys if k.labels}
+        if labels:  # likewise
+            roles["labels"] = dict(sorted(labels.items()))
         return {ALLOWED_SIGNERS_PATH: signers.encode(), ROLES_PATH: dumps(roles)}
 
     def allowed_signers(self) -> str:
@@ -145,14 +156,24 @@ def trust_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> T
         if not isinstance(roles, dict) or roles.get("format") != ROLES_FORMAT:
             raise ValueError("unknown roles format (expected gitaudit.roles/1)")
         held = {role: set(_names(roles, f"{role}s")) for role in ROLES}
+        labels = _labels(roles)
     except (GitAuditError, ValueError, UnicodeDecodeError) as exc:
         raise TrustError(f"{where}: malformed trust files: {exc}") from None
     keys = []
     for principals, key, _options in entries:
         for name in principals.split(","):
             granted = {r for r, names in held.items() if name in names}
-            keys.append(TrustedKey(name, key, frozenset(granted)))
+            keys.append(TrustedKey(name, key, frozenset(granted), labels.get(name, frozenset())))
     return TrustSet(tuple(keys))
+
+
+def _labels(doc: Mapping[str, Any]) -> dict[str, frozenset[str]]:
+    value = doc.get("labels", {})
+    if not isinstance(value, dict) or not all(
+        isinstance(v, list) and all(isinstance(x, str) and x for x in v) for v in value.values()
+    ):
+        raise ValueError("labels must map principal names to lists of labels")
+    return {str(k): frozenset(v) for k, v in value.items()}
 
 
 def _names(doc: Mapping[str, Any], field_name: str) -> list[str]:
@@ -160,6 +181,9 @@ def _names(doc: Mapping[str, Any], field_name: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"{field_name} must be a list of names")
     return value
+
+
+DEFAULT_MAX_ARTIFACT_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -172,6 +196,10 @@ class Policy:
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
     # "refuse": evidence of checks that ran in the live work tree (workspace: live) does not count
     live_evidence: LiveEvidence = "allow"
+    # the largest artifact a run stores (a step's junit.xml, coverage.xml), in bytes
+    max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES
+    # how claims of agents side by side may coexist, and what the gate makes of conflicts
+    agents: AgentsMode = "parallel-warn"
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -182,6 +210,10 @@ class Policy:
         }
         if self.live_evidence != "allow":  # added in 0.2: only when set (stable digests)
             doc["live_evidence"] = self.live_evidence
+        if self.max_artifact_bytes != DEFAULT_MAX_ARTIFACT_BYTES:  # added in 0.2: only when set
+            doc["max_artifact_bytes"] = self.max_artifact_bytes
+        if self.agents != "parallel-warn":  # added in 0.2: only when set (stable digests)
+            doc["agents"] = self.agents
         return doc
 
     def digest(self) -> str:
@@ -203,6 +235,8 @@ class Policy:
             out.append(f"commit-msg default {old.commit_msg} -> {self.commit_msg}")
         if self.live_evidence == "allow" and old.live_evidence == "refuse":
             out.append("evidence from the live work tree becomes acceptable")
+        if AGENTS_MODES.index(self.agents) < AGENTS_MODES.index(old.agents):
+            out.append(f"agents mode {old.agents} -> {self.agents}")
         return out
 
     @classmethod
@@ -224,9 +258,15 @@ class Policy:
             live = doc.get("live_evidence", "allow")
             if live not in LIVE_EVIDENCE:
                 raise ValueError(f"live_evidence must be one of {', '.join(LIVE_EVIDENCE)}")
+            limit = doc.get("max_artifact_bytes", DEFAULT_MAX_ARTIFACT_BYTES)
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+                raise ValueError("max_artifact_bytes must be a number of bytes (0 or more)")
+            agents = doc.get("agents", "parallel-warn")
+            if agents not in AGENTS_MODES:
+                raise ValueError(f"agents must be one of {', '.join(AGENTS_MODES)}")
         except ValueError as exc:
             raise TrustError(f"{where}: {POLICY_PATH} is invalid: {exc}") from None
-        return cls(tuple(refs), allow, mode, doc, live)
+        return cls(tuple(refs), allow, mode, doc, live, limit, agents)
 
 
 def policy_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> Policy:

@@ -111,6 +111,13 @@ def _describe(check: Mapping[str, Any]) -> str:
     return f"{check.get('type')} {body}".strip()
 
 
+def _artifacts(step: Mapping[str, Any]) -> list[str]:
+    paths = list(step.get("artifacts", []))
+    for output in step.get("outputs", []):
+        paths += [f"{output['name']}:{p}" for p in output.get("artifacts", [])]
+    return paths
+
+
 def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> None:  # noqa: C901, PLR0912 (one rule table: what weakens a step)
     where = f"step {old['id']}"
     if old["title"] != new["title"]:
@@ -178,6 +185,9 @@ def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> 
         kind: ChangeKind = "strengthened" if new["idempotent"] else "weakened"
         message = f"idempotent {old['idempotent']} -> {new['idempotent']}"
         out.append(Change(kind, where, message, reconciliation=True))
+    if _artifacts(old) != _artifacts(new):
+        # artifacts are evidence to read, not checks: keeping more or fewer proves no less
+        out.append(Change("neutral", where, f"artifacts {_artifacts(old)} -> {_artifacts(new)}"))
     if old["inputs"] != new["inputs"]:
         # no inputs = the whole tree (broadest); more patterns = more reasons to re-run
         broader = not new["inputs"] or (
@@ -187,6 +197,11 @@ def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> 
         out.append(Change(kind, where, f"inputs {old['inputs']} -> {new['inputs']}"))
     if old["cost"] != new["cost"]:
         out.append(Change("neutral", where, f"cost {old['cost']} -> {new['cost']}"))
+    old_on, new_on = set(old.get("runs_on", ())), set(new.get("runs_on", ()))
+    for label in sorted(old_on - new_on):
+        out.append(Change("weakened", where, f"no longer needs evidence from a {label} runner"))
+    for label in sorted(new_on - old_on):
+        out.append(Change("strengthened", where, f"now needs evidence from a {label} runner"))
     out.extend(Change(k, where, m) for k, m in exposure.changes(old, new, step=True))
 
 

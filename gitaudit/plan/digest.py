@@ -70,7 +70,13 @@ def step_contract(step: Step) -> dict[str, Any]:
         "covers": sorted(set(step.covers)),
         "verify": [check_contract(c) for c in step.verify],
         "outputs": [
-            {"name": o.name, "verify": [check_contract(c) for c in o.checks]} for o in step.outputs
+            {
+                "name": o.name,
+                "verify": [check_contract(c) for c in o.checks],
+                # added in 0.2: only when declared, so existing contracts keep their digests
+                **({"artifacts": list(o.artifacts)} if o.artifacts else {}),
+            }
+            for o in step.outputs
         ],
         "readback": [check_contract(c) for c in step.readback],
         "cost": step.cost,
@@ -78,6 +84,9 @@ def step_contract(step: Step) -> dict[str, Any]:
         "idempotent": step.idempotent,
         "inputs": sorted(set(step.inputs)),
         "max_attempts": step.max_attempts,
+        # added in 0.3: only when set (stable digests)
+        **({"runs_on": sorted(set(step.runs_on))} if step.runs_on else {}),
+        **({"artifacts": list(step.artifacts)} if step.artifacts else {}),
         **exposure.step_fields(step),
     }
 

@@ -376,7 +376,9 @@ def build_plan(value: Mapping[str, Any], *, name: str, source: str) -> tuple[Pla
             opath = f"{spath}.outputs[{oi}]"
             checks, probs = _build_checks(out["verify"], f"{opath}.verify", name, source)
             problems.extend(probs)
-            outputs.append(Output(out["name"], checks, opath))
+            outputs.append(
+                Output(out["name"], checks, opath, artifacts=tuple(out.get("artifacts", ())))
+            )
         valid_for = raw.get("valid_for")
         if isinstance(valid_for, str) and parse_duration(valid_for) is None:
             problems.append(
@@ -414,6 +416,8 @@ def build_plan(value: Mapping[str, Any], *, name: str, source: str) -> tuple[Pla
                 workspace=cast(Workspace | None, raw.get("workspace")),
                 pass_env=tuple(raw.get("pass_env", ())),
                 ignored_paths=tuple(raw.get("ignored_paths", ())),
+                runs_on=tuple(dict.fromkeys(raw.get("runs_on", ()))),
+                artifacts=tuple(raw.get("artifacts", ())),
             )
         )
         previous = sid

@@ -90,6 +90,7 @@ class Output:
     name: str
     checks: tuple[Check, ...]
     json_path: str
+    artifacts: tuple[str, ...] = ()  # files kept with the evidence (see Step.artifacts)
 
 
 @dataclass(frozen=True)
@@ -136,10 +137,21 @@ class Step:
     workspace: Workspace | None = None  # None: the plan's
     pass_env: tuple[str, ...] = ()
     ignored_paths: tuple[str, ...] = ()
+    runs_on: tuple[str, ...] = ()  # runner labels: evidence from a runner with each is needed
+    # files the step writes (junit.xml, coverage.xml) stored with its evidence: not checks
+    artifacts: tuple[str, ...] = ()
 
     @property
     def json_path(self) -> str:
         return f"$.steps[{self.index}]"
+
+    def all_artifacts(self) -> tuple[tuple[str, str | None], ...]:
+        """Every declared artifact path with the output that declares it (None: the step)."""
+        found: dict[str, str | None] = {p: None for p in self.artifacts}
+        for output in self.outputs:
+            for path in output.artifacts:
+                found.setdefault(path, output.name)
+        return tuple(found.items())
 
     @property
     def label(self) -> str:

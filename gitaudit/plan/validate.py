@@ -283,6 +283,7 @@ def _checks(step: Step, out: _Collector) -> None:
             )
     for check in _all_checks(step):
         _one_check(check, out)
+    _artifacts(step, out)
     for ii, pattern in enumerate(step.inputs):
         message = check_relative_spec(pattern)
         if message:
@@ -291,6 +292,24 @@ def _checks(step: Step, out: _Collector) -> None:
                 "path.escapes-workspace",
                 f"input pattern {pattern!r}: {message}",
                 "use a pattern relative to the repository root without '..'",
+            )
+
+
+def _artifacts(step: Step, out: _Collector) -> None:
+    """Artifact paths name files inside the repository (never the git directory)."""
+    where = [(f"{step.json_path}.artifacts[{i}]", p) for i, p in enumerate(step.artifacts)]
+    for output in step.outputs:
+        where += [(f"{output.json_path}.artifacts[{i}]", p) for i, p in enumerate(output.artifacts)]
+    for path_at, path in where:
+        message = check_relative_spec(path)
+        if not message and (path.strip("/") in ("", ".", ".git") or path.startswith(".git/")):
+            message = "it is the repository itself or its git directory"
+        if message:
+            out.add(
+                path_at,
+                "path.escapes-workspace",
+                f"artifact {path!r}: {message}",
+                "name a file relative to the repository root, without '..'",
             )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
 from gitaudit.plan.inputs import input_digests
 from gitaudit.plan.model import Check, Output, Plan, StepId
-from gitaudit.run import checkout
+from gitaudit.run import artifacts, checkout, interrupts
 from gitaudit.run.authority import require_reconciler
 from gitaudit.run.runner import Event, RunOutcome, RunRequest, execute, step_json
 from gitaudit.verdict import PROVEN, StepStatus, Verdict, judge_run, output_broken
@@ -107,15 +107,16 @@ def _summary_md(doc: Mapping[str, Any], plan: Plan) -> str:
     ]
     for step in plan.steps:
         entry = doc["steps"][step.id]
+        label = step.label.replace("|", "\\|")
         rows = [*entry["checks"], *(c for cs in entry["outputs"].values() for c in cs)]
         status = entry["status"] + (
             f" (from {entry['carried_from'][:12]})" if entry.get("carried_from") else ""
         )
         if not rows:
-            lines.append(f"| {step.id} | {status} | {entry['reason'] or '—'} | | | |")
+            lines.append(f"| {label} | {status} | {entry['reason'] or '—'} | | | |")
         for i, c in enumerate(rows):
             cell = c["check"].replace("|", "\\|")
-            first = f"{step.id} | {status}" if i == 0 else " | "
+            first = f"{label} | {status}" if i == 0 else " | "
             exit_code = "" if c["exit_code"] is None else c["exit_code"]
             expected = "" if c["expect_exit"] is None else c["expect_exit"]
             lines.append(
@@ -142,6 +143,8 @@ class _Prepared:
     plan: Plan
     seal: SealRecord
     targets: tuple[StepId, ...]
+    labels: tuple[str, ...] = ()
+    elsewhere: Mapping[StepId, str] = field(default_factory=dict)  # runs_on other labels
 
 
 def run_plan(
@@ -150,12 +153,14 @@ def run_plan(
     signer: Signer,
     *,
     targets: Iterable[str] = (),
+    labels: Iterable[str] = (),
     jobs: int | None = None,
     force: bool = False,
     fresh: bool = False,
     reconcile: Mapping[StepId, tuple[str, str]] | None = None,
     on_event: Event | None = None,
     checked: CheckedPlan | None = None,
+    agent: Mapping[str, Any] | None = None,
 ) -> RecordedRun:
     """Run plan *name* (all steps, or *targets*) and record the signed run commit.
 
@@ -163,10 +168,13 @@ def run_plan(
     unless the plan or a step declares ``workspace: live``. Steps that declare ``inputs`` are
     carried forward instead of re-run when their input digest (see :mod:`gitaudit.plan.inputs`)
     matches a passing run, unless *fresh* or explicitly targeted. *reconcile* settles unknown
-    outcomes of non-idempotent steps instead of running them.
+    outcomes of non-idempotent steps instead of running them. With *labels* (which the runner
+    key must carry), steps whose ``runs_on`` names none of them are left to other runners.
+    *agent* (the agent making the run and its claim, :func:`gitaudit.ledger.agent_ops.run_stamp`)
+    is recorded as is.
     """
     workdir = repo.require_workdir()
-    prep = _prepare(repo, name, signer, checked, targets, reconcile or {})
+    prep = _prepare(repo, name, signer, checked, targets, reconcile or {}, tuple(labels))
     before = workspace_fingerprint(workdir)
     _check_reconcile(repo, prep, before.tree, reconcile or {})
     prior = _prior(repo, prep, before.tree, fresh)
@@ -203,6 +211,7 @@ def run_plan(
                 live_workspace=workdir if live_steps else None,
                 jobs=jobs or os.cpu_count() or 1,
                 targets=frozenset(wanted) if wanted else None,
+                elsewhere=prep.elsewhere,
                 carried=carried,
                 incremental=incremental,
                 attempts_used=prior.attempts,
@@ -212,6 +221,13 @@ def run_plan(
                 on_event=on_event,
             )
         )
+        interrupts.hold()  # the checks are done: a Ctrl-C from here on waits for the record
+        collected = artifacts.collect(
+            plan,
+            lambda sid: outcome.steps[sid].attempt is not None,
+            lambda step: workdir if whole_live or step.id in live_steps else slot.tree,
+            prep.state.policy.max_artifact_bytes,
+        )
         purity, left = _purity(workdir, before.tree, placed, bool(live_steps))
         if placed is not None and left is not None:
             checkout.leave_clean(placed, workdir, left)
@@ -220,23 +236,26 @@ def run_plan(
         for t in plan.required_tools
         if shutil.which(t, path=clean_path(os.environ.get("PATH", ""), sandbox.repository)) is None
     ]
-    return _record(
-        repo,
-        prep,
-        signer,
-        before=before,
-        outcome=outcome,
-        purity=purity,
-        placed=placed,
-        live_steps=live_steps,
-        digests=prior.digests,
-        attempts=prior.attempts,
-        reconcile=reconcile or {},
-        wanted=list(prep.targets),
-        force=force,
-        jobs=jobs,
-        missing_tools=missing_tools,
-    )
+    with interrupts.held():
+        return _record(
+            repo,
+            prep,
+            signer,
+            before=before,
+            outcome=outcome,
+            purity=purity,
+            placed=placed,
+            live_steps=live_steps,
+            digests=prior.digests,
+            attempts=prior.attempts,
+            reconcile=reconcile or {},
+            wanted=list(prep.targets),
+            force=force,
+            jobs=jobs,
+            missing_tools=missing_tools,
+            collected=collected,
+            agent=agent,
+        )
 
 
 def _prepare(
@@ -246,9 +265,11 @@ def _prepare(
     checked: CheckedPlan | None,
     targets: Iterable[str],
     reconcile: Mapping[StepId, tuple[str, str]],
+    labels: tuple[str, ...] = (),
 ) -> _Prepared:
-    """Every refusal that comes before anything runs: no plans ref, a key that is no runner,
-    an invalid or unsealed plan, a working copy that differs from its seal, unknown steps."""
+    """Every refusal that comes before anything runs: no plans ref, a key that is no runner
+    (or lacks a label it would act as), an invalid or unsealed plan, a working copy that
+    differs from its seal, unknown steps."""
     state = read_state(repo)
     if not state.exists:
         raise RunError(
@@ -256,6 +277,14 @@ def _prepare(
             hint="run `git audit trust init` and `git audit plan seal`",
         )
     runner = state.trust.require(signer.public_key, "runner")
+    missing = [label for label in labels if label not in runner.labels]
+    if missing:
+        raise RunError(
+            f"runner {runner.name} does not carry the label(s) {', '.join(missing)} in the "
+            "trust set",
+            hint=f"a sealer labels the key: `git audit trust add KEY --role runner --name "
+            f"{runner.name} --label {missing[0]}`",
+        )
     require_reconciler(state.trust, signer.public_key, reconcile)
     if checked is None:
         (checked,) = check_worktree(repo.require_workdir(), name)
@@ -281,7 +310,12 @@ def _prepare(
             f"plan {name!r} has no step {', '.join(unknown)}",
             hint=f"steps: {', '.join(plan.step_ids)}",
         )
-    return _Prepared(state, runner, plan, seal, wanted)
+    elsewhere = {
+        s.id: f"runs on {' or '.join(s.runs_on)} runners"
+        for s in plan.steps
+        if labels and s.runs_on and not set(s.runs_on) & set(labels) and s.id not in wanted
+    }
+    return _Prepared(state, runner, plan, seal, wanted, labels, elsewhere)
 
 
 def _check_reconcile(
@@ -336,7 +370,7 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
     name, plan, digest = prep.plan.name, prep.plan, prep.seal.contract_digest
     runners = prep.state.trust.with_role("runner")
     carried: dict[StepId, str] = {}
-    if prep.targets:
+    if prep.targets or prep.elsewhere:
         # the newest trusted outcome of each step for this tree decides: a later failure
         # outweighs an earlier pass, and a run without a runner's signature counts for nothing
         decided: set[StepId] = set()
@@ -473,6 +507,8 @@ def _record(
     force: bool,
     jobs: int | None,
     missing_tools: list[str],
+    collected: Mapping[StepId, tuple[artifacts.Artifact, ...]],
+    agent: Mapping[str, Any] | None = None,
 ) -> RecordedRun:
     """Judge the run, write its evidence and sign it onto the ledger."""
     plan, name, digest = prep.plan, prep.plan.name, prep.seal.contract_digest
@@ -495,6 +531,8 @@ def _record(
         step_doc["input_digest"] = digests[sid]
         if sid in reconcile:
             step_doc["reconciled"] = {"mode": reconcile[sid][0], "note": reconcile[sid][1]}
+        if sid in collected:
+            step_doc["artifacts"] = [a.to_json() for a in collected[sid]]
         failed = step_doc["status"] == StepStatus.FAILED
         step_doc["attempts_used"] = attempts.get(sid, 0) + (1 if failed else 0)
         if placed is not None:
@@ -516,7 +554,11 @@ def _record(
         "head": before.head,
         "started_at": _iso(outcome.started),
         "finished_at": _iso(outcome.finished),
-        "runner": {"name": prep.runner.name, "fingerprint": signer.public_key.fingerprint()},
+        "runner": {
+            "name": prep.runner.name,
+            "fingerprint": signer.public_key.fingerprint(),
+            **({"labels": list(prep.labels)} if prep.labels else {}),
+        },
         "tool": {"name": "gitaudit", "version": __version__},
         "targeted": wanted or None,
         "forced": force,
@@ -533,6 +575,8 @@ def _record(
         "route": route_receipt(plan, statuses),
         "steps": steps_doc,
     }
+    if agent is not None:  # added in 0.2 (agents side by side, docs/agents.md)
+        doc["agent"] = dict(agent)
     files = evidence_files(
         doc,
         _summary_md(doc, plan),
@@ -541,6 +585,7 @@ def _record(
             for sid, o in outcome.steps.items()
         },
     )
+    files.update(artifacts.tree_files(collected))
     message = (
         f"audit({name}): {verdict} {before.tree[:12]} — {passed}/{len(plan.steps)} steps\n\n"
         + ("\n".join(f"- {r}" for r in reasons) + "\n\n" if reasons else "")

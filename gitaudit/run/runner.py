@@ -85,6 +85,8 @@ class RunRequest:
     live_workspace: Path | None = None  # the work tree, for steps declared workspace: live
     jobs: int = os.cpu_count() or 1
     targets: frozenset[StepId] | None = None  # None: every step
+    # steps left to runners with other labels (`runs_on`): step -> why
+    elsewhere: Mapping[StepId, str] = field(default_factory=dict)
     carried: Mapping[StepId, str] = field(default_factory=dict)  # verified evidence: step -> run
     # steps whose declared inputs and dependencies are unchanged since a passing run: step -> run
     incremental: Mapping[StepId, str] = field(default_factory=dict)
@@ -152,7 +154,9 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
                 carried_from=request.incremental[sid],
             )
             status[sid] = StepStatus.CARRIED
-        elif request.targets is not None and sid not in request.targets:
+        elif sid in request.elsewhere or (
+            request.targets is not None and sid not in request.targets
+        ):
             if sid in request.carried:
                 outcomes[sid] = StepOutcome(
                     sid,
@@ -162,9 +166,8 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
                 )
                 status[sid] = StepStatus.CARRIED
             else:
-                outcomes[sid] = StepOutcome(
-                    sid, StepStatus.NOT_RUN, "not targeted and no evidence for this tree"
-                )
+                why = request.elsewhere.get(sid, "not targeted and no evidence for this tree")
+                outcomes[sid] = StepOutcome(sid, StepStatus.NOT_RUN, why)
                 status[sid] = StepStatus.NOT_RUN
         else:
             status[sid] = "pending"
@@ -263,6 +266,7 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
                     outputs=outcome.outputs,
                     upstream=outcome.upstream,
                 )
+                emit("done", sid, outcomes[sid])
             for sid in order:
                 if sid not in outcomes:
                     outcomes[sid] = StepOutcome(

@@ -142,6 +142,46 @@ def test_attack_evidence_step_entry_dropped(failing: tuple[World, str, Path]) ->
     assert judged.reasons[0].step == "unit"
 
 
+def test_attack_evidence_requirement_left_uncovered(world: World) -> None:
+    """`ship` needs `fast` or `thorough`; only `thorough` covers the must requirement R2. The
+    runner-signed run.json says PASS with `thorough` failed: every required step is proven, but
+    R2 is not (the gate checks coverage itself, not the run's own verdict)."""
+    out = [{"name": "o", "verify": [{"type": "file_exists", "path": "README.md"}]}]
+    ship = step("ship", check("true"))
+    ship["depends_on"] = [{"any_of": ["fast", "thorough"]}]
+    ship["requires_outputs"] = [{"step": "fast", "name": "o"}, {"step": "thorough", "name": "o"}]
+    world.seal(
+        {
+            "task": "adversarial",
+            "requirements": [
+                {"id": "R", "description": "it ships", "priority": "must"},
+                {"id": "R2", "description": "it is tested thoroughly", "priority": "must"},
+            ],
+            "steps": [
+                step("fast", check("true"), outputs=out),
+                step("thorough", check("false"), covers=["R2"], outputs=out),
+                ship,
+            ],
+        }
+    )
+    honest = world.run()
+    assert honest.verdict == "UNKNOWN"
+    assert honest.doc["steps"]["thorough"]["status"] == "failed"
+    assert_plan(world.gate(), "evidence.unknown", "UNKNOWN")
+    tip = world.ref(RUNS)
+    assert tip is not None
+
+    def lie(doc: dict[str, Any]) -> None:
+        doc["verdict"], doc["reasons"] = "PASS", []
+
+    world.forge_run(tip, edit=lie, signer=world.ci)
+    judged = assert_plan(world.gate(), "evidence.uncovered", "FAIL")
+    assert "must requirement R2" in judged.reasons[0].message
+    assert [r.code for r in judged.reasons] == ["evidence.uncovered"]
+    status = world.cli("status", "--json")
+    assert status.code == 1 and status.json()["verdict"] == "FAIL", status.out
+
+
 # ------------------------------------------------------------------------ tree, contract, plan
 
 
@@ -475,6 +515,23 @@ def test_attack_evidence_lookup_index_poisoned(proven: World) -> None:
     result = proven.gate()
     assert result.verdict != "PASS"
     assert only(result).reasons[0].code in ("evidence.missing", "evidence.ledger")
+
+
+def test_attack_evidence_lookup_index_forgets_the_newer_failing_run(
+    failing: tuple[World, str, Path],
+) -> None:
+    """The agent deletes the newer FAIL run's row from the lookup cache (the cache's tip stays,
+    so nothing is re-indexed): the cache now names the older PASS run of the same tree."""
+    world, passed, _ = failing
+    failed = world.ref(RUNS)
+    assert failed is not None and failed != passed
+    with sqlite3.connect(world.handle().state_dir / "index.sqlite") as db:
+        assert db.execute("DELETE FROM runs WHERE commit_id=?", (failed,)).rowcount == 1
+    judged = assert_plan(world.gate(), "evidence.ledger", "FAIL")
+    assert f"a newer run ({failed[:12]})" in judged.reasons[0].message
+    assert judged.run is None
+    status = world.cli("status", "--json")
+    assert status.code == 1 and status.json()["verdict"] == "FAIL", status.out
 
 
 def test_attack_evidence_watermark_file_forged(proven: World) -> None:

@@ -10,6 +10,7 @@ import subprocess
 from typing import Any
 
 import pygit2
+import pytest
 
 from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.keystore import keys_dir, load_signer
@@ -20,6 +21,7 @@ from gitaudit.ledger.objects import dumps, read_files, write_tree
 from gitaudit.ledger.seals import set_policy, trust_add
 from gitaudit.ledger.trust import Policy
 from gitaudit.plan.catalog import check_worktree
+from tests import sealrules
 from tests.e2e.conftest import PLAN, Setup
 from tests.e2e.conftest import setup as setup  # noqa: PLC0414 (re-exported fixture)
 from tests.gitrepo import audit
@@ -170,6 +172,65 @@ def test_attack_hooks_contract_replaced_in_place_by_a_sealer(setup: Setup) -> No
     assert pushed.returncode != 0
     assert "changes seal v1 of plan 'default' without a new version" in pushed.stderr
     assert setup.server_ref(PLANS) == before
+
+
+@pytest.mark.parametrize("transition", sorted(sealrules.TRANSITIONS))
+def test_attack_hooks_sealing_rule_broken_by_a_sealer_signed_commit(
+    setup: Setup, transition: str
+) -> None:
+    """The sealer's key signs a hand-made plans commit that breaks one rule of the seal chain:
+    a weakening not recorded, a weakening where the policy forbids it, a seal version lowered,
+    a seal record deleted, a policy that forbids weakening relaxed. pre-receive refuses each."""
+    sealer = _sealer()
+    client = open_repo(setup.client.path)
+    v1 = sealrules.prepare(client, sealer, transition)
+    assert setup.push("origin", PLANS).returncode == 0  # the legitimate history
+    before = setup.server_ref(PLANS)
+    forged = sealrules.forge(client, sealer, transition, v1)
+    pushed = setup.push("--no-verify", "origin", PLANS)
+    assert pushed.returncode != 0
+    assert f"rejecting {PLANS}" in pushed.stderr
+    assert sealrules.TRANSITIONS[transition] in pushed.stderr, pushed.stderr
+    assert str(forged)[:12] in pushed.stderr
+    assert setup.server_ref(PLANS) == before
+
+
+def test_attack_hooks_unknown_audit_ref(setup: Setup) -> None:
+    """A ref in refs/audit/ that gitaudit does not define (fetched by every client's
+    `+refs/audit/*` refspec): the server keeps the namespace to the plans and runs refs."""
+    _run_pass(setup)
+    tip = setup.client.git("rev-parse", RUNS).strip()
+    for ref in ("refs/audit/notes", "refs/audit/plans-v2", "refs/audit/runsx/default"):
+        setup.client.git("update-ref", ref, tip)
+        pushed = setup.push("--no-verify", "origin", ref)
+        assert pushed.returncode != 0
+        assert f"rejecting {ref}: unknown audit ref" in pushed.stderr
+        assert setup.server_ref(ref) is None
+
+
+def test_attack_hooks_merge_on_the_runs_ref(setup: Setup) -> None:
+    """A merge signed by the trusted runner, its second parent an unsigned 'all passed' forgery:
+    a walk of first parents (as signature checks do) would never see the forgery. Audit refs
+    are linear; the server refuses the merge."""
+    _run_pass(setup)
+    assert setup.audit_push().returncode == 0
+    git = open_repo(setup.client.path).git
+    tip = git.references[RUNS].target
+    honest = git[tip].peel(pygit2.Commit)
+    files = read_files(git, honest.tree)
+    _make_pass(files)
+    who = pygit2.Signature("forger", "forger@example.test")
+    forgery = git.create_commit(None, who, who, "forged\n", write_tree(git, files), [tip])
+    merge = create_signed_commit(
+        git, tree=honest.tree_id, parents=[tip, forgery], message="merge\n", signer=_sealer()
+    )
+    setup.client.git("update-ref", RUNS, str(merge))
+    before = setup.server_ref(RUNS)
+    pushed = setup.push("--no-verify", "origin", RUNS)
+    assert pushed.returncode != 0
+    assert f"rejecting {RUNS}" in pushed.stderr
+    assert f"{str(merge)[:12]} is a merge; audit refs are linear" in pushed.stderr
+    assert setup.server_ref(RUNS) == before
 
 
 def test_attack_hooks_completion_claim_without_pass(setup: Setup) -> None:

@@ -40,21 +40,28 @@ def test_each_typer_command_has_exactly_the_declared_parameters(spec: grammar.Gr
 
 def test_every_option_of_the_fast_commands_is_parsed_fast() -> None:
     parse = grammar.RUN.parse
-    assert parse(["a", "b", "--plan", "x", "-j", "2", "--force", "--fresh", "--json"]) == {
+    argv = ["a", "b", "--plan", "x", "-j", "2", "--force", "--fresh", "--snapshot", "--json"]
+    assert parse([*argv, "--step", "c", "-s", "d", "--label", "linux", "--label=ci"]) == {
         "steps": ["a", "b"],
+        "step": ["c", "d"],
+        "labels": ["linux", "ci"],
         "plan": "x",
         "jobs": 2,
         "force": True,
         "fresh": True,
+        "snapshot": True,
         "as_json": True,
         "key": None,
     }
     assert parse(["--plan=x", "-k", "k.pub"]) == {
         "steps": None,
+        "step": None,
+        "labels": None,
         "plan": "x",
         "jobs": None,
         "force": False,
         "fresh": False,
+        "snapshot": False,
         "as_json": False,
         "key": Path("k.pub"),
     }

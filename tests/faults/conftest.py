@@ -101,11 +101,28 @@ def collect(procs: Sequence[subprocess.Popen[str]], timeout: float) -> list[Any]
     return results
 
 
-def wait_until(start_at: float) -> None:
-    """Line workers up on one wall-clock instant so their critical sections overlap."""
-    delay = start_at - time.time()
-    if delay > 0:
-        time.sleep(delay)
+def barrier(folder: str, me: str) -> None:
+    """A real barrier between processes: say this worker is ready (``<folder>/ready.<me>``),
+    then wait until the test lets every worker go at once (``<folder>/go``)."""
+    where = Path(folder)
+    (where / f"ready.{me}").touch()
+    go = where / "go"
+    while not go.exists():
+        time.sleep(0.005)
+
+
+def release(folder: Path, workers: Sequence[subprocess.Popen[str]], timeout: float) -> None:
+    """Wait until every worker stands at :func:`barrier` (each one an interpreter that has
+    imported what it needs), then let them all go. *timeout* is a hang guard."""
+    deadline = time.monotonic() + timeout
+    while len(list(folder.glob("ready.*"))) < len(workers):
+        dead = [p for p in workers if p.poll() is not None]
+        if dead:
+            _out, err = dead[0].communicate()
+            raise AssertionError(f"a worker died before the barrier:\n{err[-4000:]}")
+        assert time.monotonic() < deadline, "the workers never all reached the barrier"
+        time.sleep(0.01)
+    (folder / "go").touch()
 
 
 # --------------------------------------------------------------------------------------- git
@@ -265,21 +282,24 @@ def _open(path: str) -> tuple[Any, Any]:
     return repo, signer_for(repo, None)
 
 
-def record_worker(path: str, runs: int, start_at: float) -> None:
-    """Record *runs* runs of the default plan in-process; print their commit ids."""
-    from gitaudit.run.recorder import run_plan
-
-    repo, signer = _open(path)
-    wait_until(start_at)
+def record_worker(path: str, runs: int, folder: str, me: str) -> None:
+    """Record *runs* runs of the default plan, each through the real command line (`python -m
+    gitaudit run --json`, as `git audit run` starts it), once every worker is at the barrier;
+    print the commit ids each run reported."""
+    barrier(folder, me)
     commits = []
     for _ in range(runs):
-        recorded = run_plan(repo, PLAN_NAME, signer, jobs=1)
-        assert recorded.verdict == "PASS", recorded.doc["reasons"]
-        commits.append(recorded.commit)
+        proc = subprocess.run(
+            cli_argv("run", "--json"), cwd=path, capture_output=True, text=True, check=False
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        doc = json.loads(proc.stdout)
+        assert doc["runs"][0]["verdict"] == "PASS", doc
+        commits.append(doc["runs"][0]["commit"])
     print(json.dumps({"commits": commits}))
 
 
-def seal_worker(path: str, me: int, versions: int, start_at: float) -> None:
+def seal_worker(path: str, me: int, versions: int, folder: str) -> None:
     """Seal *versions* versions of this worker's own plan ``own<me>`` and as many of the plan
     ``shared`` that every worker seals; each version a distinct contract (an extra step named
     after the worker and the version). Prints the contract digests sealed."""
@@ -288,7 +308,7 @@ def seal_worker(path: str, me: int, versions: int, start_at: float) -> None:
     from gitaudit.plan.store import PlanFile
 
     repo, signer = _open(path)
-    wait_until(start_at)
+    barrier(folder, str(me))
     sealed: dict[str, list[str]] = {"own": [], "shared": []}
     for v in range(versions):
         for kind, name in (("own", f"own{me}"), ("shared", "shared")):
@@ -309,32 +329,79 @@ RACE_MARKERS = re.compile(
 )
 
 
+KINDS = ("pass", "unproven", "forged", "replayed")
+
+
+def _forged_run(work: Path, kind: str, mallory: Any) -> str:
+    """A run commit claiming PASS for HEAD's tree on top of the local runs ref, moved there:
+    *forged*, the newest genuine run.json edited to this tree and signed by an untrusted key;
+    *replayed*, the newest genuine run commit's own bytes (its runner's signature kept) put on
+    the current tip with the tree edited, so the signature no longer matches."""
+    import pygit2
+    from pygit2.enums import ObjectType
+
+    from gitaudit.crypto.commits import create_signed_commit
+    from gitaudit.git.repo import open_repo
+    from gitaudit.ledger.objects import dumps, read_files, write_tree
+
+    git = open_repo(work).git
+    tip = git.references[RUNS_REF].target
+    genuine = git[tip].peel(pygit2.Commit)
+    files = read_files(git, genuine.tree)
+    doc = json.loads(files["run.json"])
+    doc["tree"] = str(git.revparse_single("HEAD^{tree}").id)
+    doc["verdict"], doc["reasons"] = "PASS", []
+    files["run.json"] = dumps(doc)
+    tree = write_tree(git, files)
+    if kind == "forged":
+        oid = create_signed_commit(
+            git, tree=tree, parents=[tip], message="forged\n", signer=mallory
+        )
+    else:  # the genuine commit's bytes, signature header and all: another tree, on the tip
+        _kind, raw = git.odb.read(tip)
+        header, _, body = raw.partition(b"\n\n")
+        lines = [ln for ln in header.split(b"\n") if not ln.startswith((b"tree ", b"parent "))]
+        top = [f"tree {tree}".encode(), f"parent {tip}".encode()]
+        oid = git.odb.write(ObjectType.COMMIT, b"\n".join(top + lines) + b"\n\n" + body)
+    git.references.create(RUNS_REF, oid, force=True)
+    return str(oid)
+
+
 def load_client(
-    path: str, client: int, pushes: int, passing: int, start_at: float, max_attempts: int
+    path: str, client: int, pushes: int, kinds: list[str], folder: str, max_attempts: int
 ) -> None:
-    """Push *pushes* commits of branch ``c<client>``: *passing* of them with fresh evidence
-    through `git audit push` (retrying a lost race on the shared runs ref), the others without
-    evidence through `git push --no-verify` (the server must reject them; the commit is then
-    dropped locally). Prints one record per push."""
+    """Push *pushes* commits of branch ``c<client>``, the k-th of kind ``kinds[k]``:
+
+    * ``pass``: a run with fresh evidence, then `git audit push` (retrying a lost race on the
+      shared runs ref); the server must accept it;
+    * ``unproven``: `git push --no-verify` of the branch alone, no evidence;
+    * ``forged``: the branch and the runs ref carrying a PASS run signed by an untrusted key;
+    * ``replayed``: the branch and the runs ref carrying a genuine run's signed bytes replayed
+      for this tree.
+
+    The server must decline every push but ``pass``; a declined commit (and run) is then dropped
+    locally. Prints one record per push."""
+    from gitaudit.crypto.signers import Ed25519Signer
     from gitaudit.git.repo import open_repo
     from gitaudit.run.recorder import run_plan
 
     rng = random.Random(SEED * 100 + client)
     _repo, signer = _open(path)
-    wanted = set(rng.sample(range(pushes), passing))
+    mallory = Ed25519Signer.generate("mallory")
     work = Path(path)
-    wait_until(start_at)
+    barrier(folder, str(client))
     records = []
     for k in range(pushes):
+        kind = kinds[k]
         (work / f"c{client}.txt").write_text(f"client {client} push {k}\n")
         # --no-verify: skip the commit-msg hook (one interpreter start each); pushes are measured
         git(work, "commit", "-q", "-a", "--no-verify", "-m", f"c{client}: push {k}")
         sha = git(work, "rev-parse", "HEAD").strip()
         started = time.monotonic()
-        record: dict[str, Any] = {"client": client, "k": k, "sha": sha}
-        if k in wanted:
+        record: dict[str, Any] = {"client": client, "k": k, "sha": sha, "kind": kind}
+        if kind == "pass":
             recorded = run_plan(open_repo(path), PLAN_NAME, signer, jobs=1)
-            record.update(kind="pass", verdict=recorded.verdict, run=recorded.commit)
+            record.update(verdict=recorded.verdict, run=recorded.commit)
             attempts, accepted, races, err = 0, False, 0, ""
             while attempts < max_attempts:
                 attempts += 1
@@ -352,26 +419,30 @@ def load_client(
                 # back off for about as long as a push takes (jittered, growing): the winner of
                 # the race gets out of the way instead of all of them trying again at once
                 time.sleep(rng.uniform(0.0, min(3.0, 0.5 * attempts)))
-            record.update(accepted=accepted, attempts=attempts, races=races)
-            if not accepted:
-                record["error"] = err[-3000:]
+            record.update(accepted=accepted, attempts=attempts, races=races, error=err[-3000:])
         else:
+            before = git(work, "rev-parse", RUNS_REF).strip()
+            refs = [f"c{client}"]
+            if kind != "unproven":
+                record["run"] = _forged_run(work, kind, mallory)
+                refs.append(RUNS_REF)
             proc = subprocess.run(
-                ["git", "push", "--no-verify", "origin", f"c{client}"],
+                ["git", "push", "--no-verify", "--atomic", "origin", *refs],
                 cwd=work,
                 capture_output=True,
                 text=True,
                 check=False,
             )
             record.update(
-                kind="reject",
                 accepted=proc.returncode == 0,
                 declined_by_hook="pre-receive hook declined" in proc.stderr,
+                error=proc.stderr[-3000:],
                 attempts=1,
                 races=0,
             )
             if proc.returncode != 0:
                 git(work, "reset", "-q", "--hard", "HEAD~1")
+                git(work, "update-ref", RUNS_REF, before)
         record["seconds"] = round(time.monotonic() - started, 3)
         records.append(record)
     print(json.dumps(records))

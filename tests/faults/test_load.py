@@ -1,10 +1,15 @@
 """Load: 8 clients push 200 times in total, concurrently, to one bare server that judges every
-push with gitaudit's pre-receive hook. Passing pushes carry fresh evidence (`git audit push`
-replays each client's runs onto the shared runs ref); the others carry none (`git push
---no-verify`) and must be rejected. Zero wrong accepts, zero wrong rejects."""
+push with gitaudit's pre-receive hook. Four kinds of push, in a seeded order per client: honest
+pushes with fresh evidence (`git audit push` replays each client's runs onto the shared runs ref),
+unproven pushes (`git push --no-verify`, no evidence), pushes carrying forged evidence (a PASS run
+signed by an untrusted key) and pushes carrying replayed evidence (a genuine run's signed bytes
+put on top for the new tree). Every decision is asserted exactly: each honest push accepted, each
+other push declined by the hook for its own reason."""
 
 from __future__ import annotations
 
+import json
+import random
 import sys
 import time
 from collections.abc import Callable
@@ -17,9 +22,11 @@ from gitaudit.git.repo import open_repo
 from gitaudit.hooks.install import configure_fetch, install_hooks
 from tests.faults.conftest import (
     RUNS_REF,
+    SEED,
     assert_ledger_sound,
     collect,
     make_served,
+    release,
     rev_list,
     rev_parse,
     spawn,
@@ -28,8 +35,20 @@ from tests.gitrepo import audit, git
 
 CLIENTS = 8
 PUSHES_EACH = 25  # 200 pushes in total
-PASSING_EACH = 4  # with evidence; the rest are pushes the server must reject
+MIX = {"pass": 5, "unproven": 7, "forged": 7, "replayed": 6}  # of each client's 25
 MAX_ATTEMPTS = 20  # per passing push: the first try plus retries after a lost race
+# why the server declines each kind (the hook's own words)
+DECLINED_BECAUSE = {
+    "unproven": "UNKNOWN",
+    "forged": "signed by untrusted key",
+    "replayed": "the signed data was altered",
+}
+
+
+def kinds_of(client: int) -> list[str]:
+    kinds = [kind for kind, n in MIX.items() for _ in range(n)]
+    random.Random(SEED * 1000 + client).shuffle(kinds)
+    return kinds
 
 
 @pytest.mark.slow
@@ -52,34 +71,43 @@ def test_two_hundred_concurrent_pushes(
         install_hooks(repo)
         clones.append(path)
 
-    started = time.time()
+    assert sum(MIX.values()) == PUSHES_EACH
+    gate = tmp_path / "barrier"
+    gate.mkdir()
     workers = [
-        spawn("load_client", str(path), i, PUSHES_EACH, PASSING_EACH, started + 2.0, MAX_ATTEMPTS)
+        spawn("load_client", str(path), i, PUSHES_EACH, kinds_of(i), str(gate), MAX_ATTEMPTS)
         for i, path in enumerate(clones)
     ]
-    results = [r for batch in collect(workers, timeout=480) for r in batch]
-    elapsed = time.time() - started - 2.0
+    release(gate, workers, timeout=300)  # a hang guard
+    started = time.monotonic()
+    results = [r for batch in collect(workers, timeout=900) for r in batch]  # a hang guard
+    elapsed = time.monotonic() - started
 
-    passes = [r for r in results if r["kind"] == "pass"]
-    rejects = [r for r in results if r["kind"] == "reject"]
     assert len(results) == CLIENTS * PUSHES_EACH
+    by_kind = {kind: [r for r in results if r["kind"] == kind] for kind in MIX}
+    assert {kind: len(rs) for kind, rs in by_kind.items()} == {
+        kind: n * CLIENTS for kind, n in MIX.items()
+    }
+    passes = by_kind["pass"]
+    rejects = [r for r in results if r["kind"] != "pass"]
     assert all(r["verdict"] == "PASS" for r in passes)
     accepted = [r for r in passes if r["accepted"]]
     wrong_accepts = [r for r in rejects if r["accepted"]]
     # every accepted tip PASSes on the server, by the server's own `git audit status <sha>`
     wrong_accepts += [r for r in accepted if audit(s.server, "status", r["sha"]).code != 0]
     wrong_rejects = [r for r in passes if not r["accepted"]]
+    wrong_reasons = [
+        r
+        for r in rejects
+        if not r["declined_by_hook"] or DECLINED_BECAUSE[r["kind"]] not in r["error"]
+    ]
     retries = sum(r["attempts"] - 1 for r in passes)
     rate = len(results) / elapsed
-    mean_pass = sum(r["seconds"] for r in passes) / max(1, len(passes))
-    mean_reject = sum(r["seconds"] for r in rejects) / max(1, len(rejects))
     summary = (
-        f"load: {len(results)} pushes ({len(passes)} with evidence, {len(rejects)} without) by "
-        f"{CLIENTS} clients in {elapsed:.1f} s = {rate:.2f} pushes/s; wrong accepts "
-        f"{len(wrong_accepts)}, wrong rejects {len(wrong_rejects)}, retries after lost races "
-        f"{retries} (max {max((r['attempts'] for r in passes), default=1) - 1} for one push); "
-        f"mean wall time {mean_pass:.2f} s per push with evidence (run + `git audit push`, "
-        f"retries included), {mean_reject:.2f} s per rejected push"
+        f"load: {len(results)} pushes ({', '.join(f'{len(v)} {k}' for k, v in by_kind.items())}) "
+        f"by {CLIENTS} clients in {elapsed:.1f} s = {rate:.2f} pushes/s; wrong accepts "
+        f"{len(wrong_accepts)}, wrong rejects {len(wrong_rejects)}, declined for another reason "
+        f"{len(wrong_reasons)}; retries after lost races {retries}"
     )
     print(summary, file=sys.stderr)
     record_property("pushes", len(results))
@@ -87,19 +115,25 @@ def test_two_hundred_concurrent_pushes(
     record_property("wrong_accepts", len(wrong_accepts))
     record_property("wrong_rejects", len(wrong_rejects))
     record_property("retries", retries)
-    assert not wrong_accepts, wrong_accepts
-    assert not wrong_rejects, wrong_rejects[0].get("error")
-    assert all(r["declined_by_hook"] for r in rejects), "rejected for another reason"
+    assert wrong_accepts == [], wrong_accepts
+    assert wrong_rejects == [], wrong_rejects[0].get("error")
+    assert wrong_reasons == [], wrong_reasons[0]
+    assert len(accepted) == len(passes) == MIX["pass"] * CLIENTS
 
     # each server branch ends at its client's last accepted push
     for i in range(CLIENTS):
         mine = [r for r in accepted if r["client"] == i]
-        if mine:
-            assert git(s.server, "rev-parse", f"refs/heads/c{i}").strip() == mine[-1]["sha"]
-    # commits the server rejected never reached it
+        assert git(s.server, "rev-parse", f"refs/heads/c{i}").strip() == mine[-1]["sha"]
+    # commits and runs the server declined never reached it
     for r in rejects:
         assert rev_parse(s.server, f"{r['sha']}^{{commit}}") is None, r
-    # the server's ledger: fsck clean, linear, every commit verifies, one run per accepted push
+        if "run" in r:
+            assert rev_parse(s.server, f"{r['run']}^{{commit}}") is None, r
+    # the server's ledger: fsck clean, linear, every commit verifies, and exactly the first run
+    # plus one run per accepted push, each of them on it
     chain = assert_ledger_sound(s.server)
-    assert len(chain) >= len(accepted) + 1
+    assert len(chain) == len(accepted) + 1
     assert rev_list(s.server, RUNS_REF) == chain
+    runs_on_server = {json.loads(git(s.server, "show", f"{c}:run.json"))["tree"] for c in chain}
+    for r in accepted:
+        assert git(s.server, "rev-parse", f"{r['sha']}^{{tree}}").strip() in runs_on_server

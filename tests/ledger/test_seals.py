@@ -33,6 +33,7 @@ from gitaudit.ledger.seals import (
 from gitaudit.ledger.trust import Policy
 from gitaudit.ledger.verify import verify_all
 from gitaudit.plan.catalog import check_worktree
+from tests import sealrules
 from tests.gitrepo import GitRepo
 from tests.plan.builders import two_step_plan
 
@@ -582,3 +583,26 @@ def test_a_reconciliation_seal_recorded_under_the_earlier_rule_still_verifies(
     reseal([])
     with pytest.raises(TrustError, match="weakens the contract without recording it"):
         read_state(trusted, remember=False)
+
+
+# ---------------------------------------------------- the sealing rules on hand-made commits
+
+
+@pytest.mark.parametrize("transition", sorted(sealrules.TRANSITIONS))
+def test_a_sealer_signed_plans_commit_that_breaks_a_sealing_rule_is_refused(
+    trusted: Repo, sealer: Ed25519Signer, transition: str
+) -> None:
+    """Each rule of the seal chain on its own: a plans commit signed by the real sealer, made by
+    hand (so `plan seal`'s own checks never ran), breaking one rule and nothing else. Reading
+    the plans ref refuses it, naming the commit and the rule, also without a high-water mark."""
+    seal(trusted, sealer)
+    v1 = sealrules.prepare(trusted, sealer, transition)
+    assert read_state(trusted).seal("default") is not None
+    oid = sealrules.forge(trusted, sealer, transition, v1)
+    for marks in ("kept", "deleted"):
+        if marks == "deleted":
+            (trusted.state_dir / "watermarks.json").unlink()
+        with pytest.raises(TrustError) as info:
+            read_state(trusted, remember=False)
+        assert sealrules.TRANSITIONS[transition] in info.value.message, marks
+        assert str(oid)[:12] in info.value.message

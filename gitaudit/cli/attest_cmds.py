@@ -1,0 +1,91 @@
+"""`git audit attest [REV]` and `git audit attest verify FILE`: in-toto / SLSA attestations."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gitaudit.cli.common import KeyOpt, PlanOpt, exit_with, repo_here, say, signer_for, warn
+from gitaudit.cli.names import require_known
+from gitaudit.errors import ExitCode, UsageError
+
+
+def attest_cmd(
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="REV (default HEAD) to attest, or `verify FILE` to check an attestation.",
+            metavar="[REV | verify FILE]",
+        ),
+    ] = None,
+    plan: PlanOpt = None,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="vsa: a signed DSSE envelope (default); statement: the unsigned in-toto "
+            "Statement.",
+        ),
+    ] = "vsa",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
+    ] = None,
+    key: KeyOpt = None,
+) -> None:
+    """The gate's verdict on a commit as an in-toto Statement v1 with a SLSA Verification
+    Summary (v1) predicate, in a DSSE envelope signed by a trusted runner key. `attest verify
+    FILE` checks one offline against this repository's trust set: exit 0 when it is authentic
+    and PASSED, 1 otherwise."""
+    words = list(args or [])
+    if words[:1] == ["verify"]:
+        if len(words) != 2:
+            raise UsageError("usage: git audit attest verify FILE")
+        _verify(Path(words[1]))
+        return
+    if len(words) > 1:
+        raise UsageError("give at most one revision", hint="git audit attest [REV] [--plan NAME]")
+    if fmt not in ("vsa", "statement"):
+        raise typer.BadParameter("use vsa or statement", param_hint="--format")
+    from gitaudit.gate import attest
+
+    repo = repo_here()
+    require_known(repo, plan)
+    attestation = attest.build(repo, words[0] if words else None, plan)
+    if fmt == "statement":
+        doc = attestation.statement
+    else:
+        doc = attest.sign(repo, attestation, signer_for(repo, key)).to_json()
+    text = json.dumps(doc, indent=2) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        result = attestation.statement["predicate"]["verificationResult"]
+        warn(f"attested {attestation.commit[:12]}: {result} ({fmt}) -> {output}")
+
+
+def _verify(path: Path) -> None:
+    from gitaudit.gate import attest
+
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    checked = attest.verify(repo_here(), text, str(path))
+    say(
+        f"authentic: signed by {checked.signer.name} ({checked.signer.key.fingerprint()}, "
+        f"a trusted runner)"
+    )
+    say(f"{checked.result} for commit {checked.commit} (tree {checked.tree})")
+    predicate = checked.statement["predicate"]
+    say(f"verified at {predicate.get('timeVerified')} by {predicate['verifier'].get('id')}")
+    for name, digest in sorted(checked.contracts.items()):
+        say(f"  plan {name}: contract {digest}")
+    for note in checked.notes:
+        say(f"  note: {note}")
+    exit_with(ExitCode.OK if checked.passed else ExitCode.FAIL)

@@ -1,0 +1,227 @@
+"""`git audit attest`: the gate's verdict on a commit as an in-toto Statement (v1) with a SLSA
+Verification Summary (v1) predicate, in a DSSE envelope signed by a trusted runner key.
+
+Subjects: the commit (digest ``gitCommit``) and its tree (``gitTree``). Predicate: the verifier
+(gitaudit's gate), the time, the resource (the repository URI at the commit), the policy (the
+sealed contract digests of the judged plans, hashed together; each one listed in the extension
+field), the inputs (the plans commit the verdict used and each run commit it relied on) and the
+result: ``PASSED`` only for a gate PASS. ``attest verify`` checks an envelope offline against the
+repository's trust set. The layout is documented in docs/attestations.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pygit2
+
+from gitaudit import __version__
+from gitaudit.crypto import dsse
+from gitaudit.crypto.signers import Signer
+from gitaudit.errors import RepositoryError, SignatureError, TrustError
+from gitaudit.gate.judge import judge
+from gitaudit.gate.result import GateResult
+from gitaudit.git.repo import Repo
+from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.refs import PLANS_REF, runs_ref
+from gitaudit.ledger.trust import TrustedKey
+from gitaudit.plan.digest import canonical
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+VSA_TYPE = "https://slsa.dev/verification_summary/v1"
+VERIFIER_ID = "https://gitaudit.dev/verifier/gate/v1"
+EXTENSION = "https://gitaudit.dev/attestation/gate/v1"
+PASS_LEVEL = "GITAUDIT_GATE_PASS"  # noqa: S105 - a SLSA result name, not a secret
+
+
+@dataclass(frozen=True)
+class Attestation:
+    statement: dict[str, Any]
+    result: GateResult
+    commit: str
+
+    def payload(self) -> bytes:
+        return json.dumps(self.statement, indent=None, separators=(",", ":")).encode()
+
+
+def _repository_uri(repo: Repo) -> str:
+    """``git+<origin URL>`` without credentials, else a URN naming no local path."""
+    url = repo.config("remote.origin.url")
+    if url:
+        url = re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1", url.strip())
+        return url if url.startswith("git+") else f"git+{url}"
+    return "urn:gitaudit:repository"
+
+
+def contracts_digest(contracts: dict[str, str]) -> str:
+    """sha256 (hex) of the RFC 8785 JSON of ``{plan: "sha256:<contract digest>"}``: the policy."""
+    return hashlib.sha256(canonical(contracts)).hexdigest()
+
+
+def build(
+    repo: Repo, rev: str | None, plan: str | None, when: datetime | None = None
+) -> Attestation:
+    """Judge *rev* (default HEAD) and describe the verdict as an in-toto Statement."""
+    spec = rev or "HEAD"
+    try:
+        commit = repo.git.revparse_single(spec).peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        raise RepositoryError(
+            f"unknown revision {spec!r}", hint="give a commit, branch or tag"
+        ) from None
+    sha, tree = str(commit.id), str(commit.tree_id)
+    result = judge(repo, sha, plan=plan)
+    state = read_state(repo)
+    base = _repository_uri(repo)
+    contracts: dict[str, str] = {}
+    plans_doc = []
+    for verdict in result.plans:
+        seal = state.seal(verdict.name)
+        digest = seal.contract_digest if seal else None
+        if digest:
+            contracts[verdict.name] = digest
+        plans_doc.append(
+            {
+                "name": verdict.name,
+                "verdict": str(verdict.verdict),
+                "contract_digest": digest,
+                "seal_version": seal.version if seal else None,
+                "run": verdict.run,
+            }
+        )
+    inputs = []
+    tip = result.basis.plans_tip or (str(state.tip) if state.tip else None)
+    if tip:
+        inputs.append({"uri": f"{base}#{PLANS_REF}", "digest": {"gitCommit": tip}})
+    for verdict in result.plans:
+        if verdict.run:
+            inputs.append(
+                {"uri": f"{base}#{runs_ref(verdict.name)}", "digest": {"gitCommit": verdict.run}}
+            )
+    passed = str(result.verdict) == "PASS"
+    stamp = (when or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    statement = {
+        "_type": STATEMENT_TYPE,
+        "subject": [
+            {"name": "commit", "uri": f"{base}@{sha}", "digest": {"gitCommit": sha}},
+            {"name": "tree", "uri": f"{base}@{sha}", "digest": {"gitTree": tree}},
+        ],
+        "predicateType": VSA_TYPE,
+        "predicate": {
+            "verifier": {"id": VERIFIER_ID, "version": {"gitaudit": __version__}},
+            "timeVerified": stamp,
+            "resourceUri": f"{base}@{sha}",
+            "policy": {
+                "uri": f"{base}#{PLANS_REF}",
+                "digest": {"sha256": contracts_digest(contracts)},
+            },
+            "inputAttestations": inputs,
+            "verificationResult": "PASSED" if passed else "FAILED",
+            "verifiedLevels": [PASS_LEVEL if passed else "FAILED"],
+            "slsaVersion": "1.0",
+            EXTENSION: {
+                "verdict": str(result.verdict),
+                "commit": sha,
+                "tree": tree,
+                "plans_commit": tip,
+                "contracts": contracts,
+                "plans": plans_doc,
+                "reasons": [r.message for p in result.plans for r in p.reasons]
+                + [r.message for r in result.reasons],
+            },
+        },
+    }
+    return Attestation(statement, result, sha)
+
+
+def sign(repo: Repo, attestation: Attestation, signer: Signer) -> dsse.Envelope:
+    """The DSSE envelope of *attestation*, signed by *signer*, which must be a trusted runner."""
+    read_state(repo).trust.require(signer.public_key, "runner")
+    return dsse.sign(signer, dsse.IN_TOTO_PAYLOAD_TYPE, attestation.payload())
+
+
+@dataclass(frozen=True)
+class Checked:
+    """An envelope whose signature verified: who signed, and what the statement says."""
+
+    signer: TrustedKey
+    statement: dict[str, Any]
+    result: str  # PASSED | FAILED
+    commit: str
+    tree: str
+    contracts: dict[str, str]
+    notes: tuple[str, ...]  # what could not be cross-checked in this repository
+
+    @property
+    def passed(self) -> bool:
+        return self.result == "PASSED"
+
+
+def verify(repo: Repo, text: bytes, source: str) -> Checked:
+    """Check an envelope offline: a trusted runner's Ed25519 signature over the DSSE PAE, an
+    in-toto v1 Statement with a VSA v1 predicate, a policy digest that matches its listed
+    contracts, and (when the repository holds the commit) a tree subject that matches it."""
+    envelope = dsse.loads(text, source)
+    if envelope.payload_type != dsse.IN_TOTO_PAYLOAD_TYPE:
+        raise SignatureError(
+            f"{source}: payloadType is {envelope.payload_type!r}, not {dsse.IN_TOTO_PAYLOAD_TYPE!r}"
+        )
+    trust = read_state(repo).trust
+    key = dsse.verify(envelope, trust.with_role("runner"))
+    signer = trust.find(key)
+    if signer is None:  # with_role returned it, so find() does too
+        raise TrustError(f"{source}: signed by an unknown key")
+    try:
+        statement = json.loads(envelope.payload)
+    except ValueError:
+        raise SignatureError(f"{source}: the signed payload is not JSON") from None
+    return _check_statement(repo, statement, signer, source)
+
+
+def _subject_digests(subjects: object) -> tuple[str | None, str | None]:
+    digests: dict[str, str] = {}
+    for s in subjects if isinstance(subjects, list) else []:
+        if isinstance(s, dict) and isinstance(s.get("digest"), dict):
+            digests.update({k: v for k, v in s["digest"].items() if isinstance(v, str)})
+    return digests.get("gitCommit"), digests.get("gitTree")
+
+
+def _check_statement(repo: Repo, statement: object, signer: TrustedKey, source: str) -> Checked:
+    def bad(what: str) -> SignatureError:
+        return SignatureError(f"{source}: the signed statement {what}")
+
+    if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
+        raise bad(f"is not an in-toto Statement v1 (_type {STATEMENT_TYPE})")
+    if statement.get("predicateType") != VSA_TYPE:
+        raise bad(f"has predicateType {statement.get('predicateType')!r}, not {VSA_TYPE}")
+    commit, tree = _subject_digests(statement.get("subject"))
+    if not commit or not tree:
+        raise bad("names no gitCommit and gitTree subject")
+    predicate = statement.get("predicate")
+    if not isinstance(predicate, dict):
+        raise bad("has no predicate")
+    result = predicate.get("verificationResult")
+    if result not in ("PASSED", "FAILED"):
+        raise bad("has no verificationResult PASSED or FAILED")
+    extension = predicate.get(EXTENSION)
+    contracts = extension.get("contracts") if isinstance(extension, dict) else None
+    if not isinstance(contracts, dict):
+        raise bad(f"lists no contracts ({EXTENSION})")
+    policy = predicate.get("policy")
+    claimed = policy.get("digest", {}).get("sha256") if isinstance(policy, dict) else None
+    if claimed != contracts_digest(contracts):
+        raise bad("has a policy digest that does not match the contracts it lists")
+    notes = []
+    try:
+        obj = repo.git[pygit2.Oid(hex=commit)]
+    except (KeyError, ValueError):
+        notes.append(f"commit {commit[:12]} is not in this repository: its tree is not compared")
+    else:
+        if not isinstance(obj, pygit2.Commit) or str(obj.tree_id) != tree:
+            raise bad(f"names tree {tree[:12]}, but commit {commit[:12]} has another tree")
+    return Checked(signer, statement, str(result), commit, tree, dict(contracts), tuple(notes))

@@ -1,0 +1,173 @@
+"""A run as JUnit XML (`git audit show RUN --format junit`), the format CI systems render.
+
+One ``<testsuite>`` per step (named by id and title), one ``<testcase>`` per check: the step's
+checks, its output contracts and the upstream contracts re-checked before it. A failed check
+carries a ``<failure>`` with the tail of its captured output; a step that did not execute (not
+run, blocked) is ``<skipped>``; an unknown or interrupted outcome is an ``<error>``. When the
+step stored a JUnit artifact, its test cases are included in the step's suite. Durations are
+the recorded ones. Nothing is executed: everything comes from the run commit.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from typing import Any
+
+import pygit2
+
+from gitaudit.ledger.objects import blob_at
+from gitaudit.ledger.records import CheckEntry, RunRecord, StepEntry
+
+TAIL_LINES = 40
+_NOT_EXECUTED = {"not-run", "blocked"}
+_ERRORS = {"unknown", "interrupted"}
+
+
+def tail(data: bytes, lines: int = TAIL_LINES) -> str:
+    text = data.decode(errors="replace").rstrip()
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def checks_of(entry: StepEntry) -> Iterator[tuple[str, int, CheckEntry]]:
+    """(folder under steps/<id>/, index, check) for every check recorded for a step."""
+    for n, c in enumerate(entry.checks):
+        yield "checks", n, c
+    for name, checks in entry.outputs.items():
+        for n, c in enumerate(checks):
+            yield f"outputs/{name}", n, c
+    for up in entry.upstream:
+        for n, c in enumerate(up.checks):
+            yield f"upstream/{up.step}/{up.output}", n, c
+
+
+def _artifact_cases(repo: pygit2.Repository, tree: pygit2.Tree, sid: str, doc: Any) -> list[Any]:
+    """The <testcase> elements of the step's stored JUnit artifacts (*.xml that parse as JUnit)."""
+    cases: list[ET.Element] = []
+    for art in doc.get("artifacts", []) if isinstance(doc, dict) else []:
+        path = art.get("path", "") if isinstance(art, dict) else ""
+        if not (art.get("stored") and str(path).endswith(".xml")):
+            continue
+        data = blob_at(repo, tree, f"steps/{sid}/artifacts/{str(path).strip('/')}")
+        if data is None:
+            continue
+        try:
+            root = ET.fromstring(data)  # noqa: S314 - expat refuses entity expansion bombs
+        except ET.ParseError:
+            continue
+        if root.tag not in ("testsuites", "testsuite"):
+            continue
+        cases += [c for c in root.iter("testcase")]
+    return cases
+
+
+def _seconds(value: str | None) -> float:
+    try:
+        return max(0.0, float(value or 0))
+    except ValueError:
+        return 0.0
+
+
+def _counts(cases: list[Any]) -> tuple[int, int, int]:
+    failures = sum(1 for c in cases if c.find("failure") is not None)
+    errors = sum(1 for c in cases if c.find("error") is not None)
+    skipped = sum(1 for c in cases if c.find("skipped") is not None)
+    return failures, errors, skipped
+
+
+def _case(
+    repo: pygit2.Repository,
+    tree: pygit2.Tree,
+    record: RunRecord,
+    sid: str,
+    folder: str,
+    n: int,
+    check: CheckEntry,
+) -> ET.Element:
+    """The test case of one recorded check, with the tail of its output."""
+    case = ET.Element(
+        "testcase",
+        classname=f"{record.plan}.{sid}",
+        name=f"{check.check}" + ("" if folder == "checks" else f" [{folder}]"),
+        time=f"{check.duration:.3f}",
+    )
+    base = f"steps/{sid}/{folder}/{n}"
+    out = tail(blob_at(repo, tree, f"{base}/stdout") or b"")
+    err = tail(blob_at(repo, tree, f"{base}/stderr") or b"")
+    if check.outcome == "failed":
+        failure = ET.SubElement(case, "failure", message=check.message, type="failed")
+        failure.text = "\n".join(x for x in (out, err) if x)
+    elif check.outcome in _ERRORS:
+        error = ET.SubElement(case, "error", message=check.message, type=check.outcome)
+        error.text = "\n".join(x for x in (out, err) if x)
+    if out:
+        ET.SubElement(case, "system-out").text = out
+    if err:
+        ET.SubElement(case, "system-err").text = err
+    return case
+
+
+def build(repo: pygit2.Repository, record: RunRecord, titles: dict[str, str]) -> bytes:
+    """The JUnit XML document of *record* (``titles``: step id -> title, when known)."""
+    commit = repo[pygit2.Oid(hex=record.commit)]
+    assert isinstance(commit, pygit2.Commit)
+    tree = commit.tree
+    suites = ET.Element("testsuites", name=f"gitaudit {record.plan}")
+    totals = [0, 0, 0, 0, 0.0]  # tests, failures, errors, skipped, time
+    for sid, entry in record.steps.items():
+        title = titles.get(sid) or entry.title
+        suite = ET.SubElement(
+            suites,
+            "testsuite",
+            name=f"{sid} ({title})" if title else sid,
+            timestamp=str(record.doc.get("started_at", "")),
+        )
+        props = ET.SubElement(suite, "properties")
+        for name, value in (
+            ("gitaudit.plan", record.plan),
+            ("gitaudit.run", record.commit),
+            ("gitaudit.tree", record.tree),
+            ("gitaudit.head", record.head or ""),
+            ("gitaudit.status", str(entry.status)),
+            ("gitaudit.carried_from", entry.carried_from or ""),
+        ):
+            ET.SubElement(props, "property", name=name, value=value)
+        cases = [_case(repo, tree, record, sid, folder, n, c) for folder, n, c in checks_of(entry)]
+        if not cases:  # a step with nothing recorded: not run, blocked, carried
+            case = ET.Element("testcase", classname=f"{record.plan}.{sid}", name=sid, time="0")
+            status = str(entry.status)
+            if status in _NOT_EXECUTED:
+                ET.SubElement(case, "skipped", message=entry.reason or status)
+            elif status in _ERRORS:
+                ET.SubElement(case, "error", message=entry.reason or status, type=status)
+            elif not entry.proven:
+                ET.SubElement(case, "failure", message=entry.reason or status, type=status)
+            cases.append(case)
+        cases += _artifact_cases(repo, tree, sid, record.doc["steps"].get(sid))
+        suite.extend(cases)
+        failures, errors, skipped = _counts(cases)
+        seconds = sum(_seconds(c.get("time")) for c in cases)
+        suite.set("tests", str(len(cases)))
+        suite.set("failures", str(failures))
+        suite.set("errors", str(errors))
+        suite.set("skipped", str(skipped))
+        suite.set("time", f"{seconds:.3f}")
+        for i, value in enumerate((len(cases), failures, errors, skipped, seconds)):
+            totals[i] += value
+    for i, key in enumerate(("tests", "failures", "errors", "skipped")):
+        suites.set(key, str(int(totals[i])))
+    suites.set("time", f"{totals[4]:.3f}")
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+def failing_tests(repo: pygit2.Repository, record: RunRecord, sid: str) -> list[str]:
+    """Names of the failed test cases in the step's stored JUnit artifacts (``class.name``)."""
+    commit = repo[pygit2.Oid(hex=record.commit)]
+    assert isinstance(commit, pygit2.Commit)
+    cases = _artifact_cases(repo, commit.tree, sid, record.doc["steps"].get(sid))
+    return [
+        ".".join(x for x in (c.get("classname"), c.get("name")) if x)
+        for c in cases
+        if c.find("failure") is not None or c.find("error") is not None
+    ]

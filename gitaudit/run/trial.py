@@ -1,0 +1,102 @@
+"""Trial runs for `git audit watch` without `--record`: the checks of the working copy of a
+plan, run in the private checkout of the work tree's fingerprint, and nothing signed or
+written to the ledger.
+
+Between trials, a step whose input digest (:mod:`gitaudit.plan.inputs`: its contract, its
+``inputs`` files or the whole tree, and its dependencies' digests) is the same as when it last
+passed is carried from that trial instead of run again, as `git audit run` carries recorded
+evidence; a producer whose outputs a step about to run needs is run too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gitaudit.checks.environment import Sandbox
+from gitaudit.git.fingerprint import workspace_fingerprint
+from gitaudit.git.repo import Repo
+from gitaudit.plan.inputs import input_digests
+from gitaudit.plan.model import Plan, StepId
+from gitaudit.run import checkout
+from gitaudit.run.recorder import _in_tree, _producers_run
+from gitaudit.run.runner import Event, RunOutcome, RunRequest, execute
+from gitaudit.verdict import PROVEN
+
+
+@dataclass
+class Memory:
+    """What earlier trials of one plan proved: step -> the input digest it passed with."""
+
+    passed: dict[StepId, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Trial:
+    tree: str
+    outcome: RunOutcome
+    ran: tuple[StepId, ...]
+    carried: tuple[StepId, ...]
+
+    def states(self) -> Mapping[StepId, str]:
+        """Mission-control states: verified, failed or pending."""
+        named = {"failed": "failed"}
+        return {
+            sid: "verified" if o.status in PROVEN else named.get(o.status, "pending")
+            for sid, o in self.outcome.steps.items()
+        }
+
+
+def trial(
+    repo: Repo,
+    plan: Plan,
+    memory: Memory,
+    *,
+    jobs: int | None = None,
+    on_event: Event | None = None,
+) -> Trial:
+    """Run the steps of *plan* whose inputs changed since they last passed; carry the rest."""
+    workdir = repo.require_workdir()
+    tree = workspace_fingerprint(workdir).tree
+    digests = input_digests(repo.git, plan, tree)
+    unchanged = {
+        sid: f"trial:{digest[:12]}"
+        for sid, digest in digests.items()
+        if memory.passed.get(sid) == digest
+    }
+    _carried, incremental, _wanted = _producers_run(plan, {}, unchanged, [], _in_tree(repo, tree))
+    with checkout.acquire(repo.gitdir, workdir) as slot:
+        placed = checkout.materialise(
+            slot,
+            repo.gitdir,
+            workdir,
+            tree,
+            None,
+            declared_filters=plan.filters,
+            ignored_paths=plan.all_ignored_paths(),
+        )
+        sandbox = Sandbox(
+            home=slot.home if plan.home == "private" else None,
+            tmp=slot.tmp,
+            repository=(workdir, repo.gitdir),
+        )
+        outcome = execute(
+            RunRequest(
+                plan=plan,
+                workspace=slot.tree,
+                sandbox=sandbox,
+                live_workspace=workdir,
+                jobs=jobs or os.cpu_count() or 1,
+                incremental=incremental,
+                on_event=on_event,
+            )
+        )
+        checkout.leave_clean(placed, workdir, checkout.changed(placed))
+    for sid, o in outcome.steps.items():
+        if o.status in PROVEN:
+            memory.passed[sid] = digests[sid]
+        else:
+            memory.passed.pop(sid, None)
+    ran = tuple(s for s in outcome.order if s not in incremental)
+    return Trial(tree, outcome, ran, tuple(s for s in outcome.order if s in incremental))

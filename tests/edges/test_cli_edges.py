@@ -1,0 +1,122 @@
+"""Rough edges of the command line, each pinned: flags shown and parsed as flags, unknown plan
+names answered with the known ones, `route` and `next` in the same words, a heartbeat without a
+terminal, step titles in `show`."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.gitrepo import GitRepo, audit
+from tests.run.conftest import Sealer, make_plan, run_step
+
+
+def test_help_shows_json_as_a_flag() -> None:
+    from typer.testing import CliRunner
+
+    from gitaudit.cli.app import app
+
+    for command in (["status"], ["log"], ["run"], ["plan", "validate"]):
+        shown = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+        line = next(x for x in shown.output.splitlines() if "--json" in x)
+        assert "<bool>" not in line, line
+        assert "<bool>" not in shown.output
+
+
+@pytest.mark.parametrize("word", ["true", "false", "True", "1"])
+def test_json_true_is_not_read_as_a_revision(repo: GitRepo, word: str) -> None:
+    for command in (["status"], ["log"], ["run"]):
+        result = audit(repo.path, *command, "--json", word)
+        assert result.code == 2, result.out + result.err
+        assert "--json is a flag and takes no value" in result.err
+        assert "unknown revision" not in result.err
+
+
+def test_a_revision_named_true_still_works_before_the_options(repo: GitRepo) -> None:
+    repo.git("branch", "true")
+    result = audit(repo.path, "status", "true", "--json")
+    assert result.code in (1, 3) and result.json()["verdict"] in ("FAIL", "UNKNOWN")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status", "--plan", "nosuch"],
+        ["log", "--plan", "nosuch"],
+        ["show", "--plan", "nosuch"],
+        ["run", "--plan", "nosuch"],
+        ["next", "--plan", "nosuch"],
+        ["route", "--plan", "nosuch"],
+        ["plan", "diff", "--plan", "nosuch"],
+        ["plan", "history", "--plan", "nosuch"],
+        ["plan", "validate", "--plan", "nosuch"],
+        ["plan", "seal", "--plan", "nosuch"],
+        ["attest", "--plan", "nosuch"],
+    ],
+)
+def test_an_unknown_plan_name_lists_the_known_ones(
+    repo: GitRepo, sealed: Sealer, command: list[str]
+) -> None:
+    sealed(make_plan(run_step("a", "true")), "app")
+    result = audit(repo.path, *command)
+    assert result.code == 2, (command, result.out, result.err)
+    assert "'nosuch'" in result.err and "app" in result.err, result.err
+
+
+def test_plan_diff_without_a_plan_acts_on_every_plan(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(run_step("a", "true")), "app")
+    sealed(make_plan(run_step("b", "true")), "docs")
+    result = audit(repo.path, "plan", "diff")
+    assert result.code == 0, result.err
+    assert "app: sealed v1 -> working copy: no change" in result.out
+    assert "docs: sealed v1 -> working copy: no change" in result.out
+    assert "default" not in result.out + result.err
+
+
+def _failing(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(
+        make_plan(
+            run_step("a", "false", outputs={"o": "README.md"}, max_attempts=2),
+            run_step("b", "true", deps=["a"], requires=[("a", "o")]),
+        )
+    )
+    assert audit(repo.path, "run").code == 1
+
+
+def test_route_and_next_agree_that_a_failed_step_may_be_retried(
+    repo: GitRepo, sealed: Sealer
+) -> None:
+    _failing(repo, sealed)
+    nxt = audit(repo.path, "next")
+    assert "retry     a (failed; attempts remain)" in nxt.out
+    route = audit(repo.path, "route")
+    assert "cannot be reached" not in route.out
+    assert "needs a retry of a (failed; attempts remain)" in route.out.replace("need a", "needs a")
+    assert "`git audit run a --plan default`" in route.out and "`git audit run a" in nxt.out
+    doc = audit(repo.path, "route", "--json").json()["plans"][0]
+    assert doc["viable"] is False and doc["viable_after_retry"] is True and doc["retry"] == ["a"]
+    # once no attempt remains, both say so, with the same fix
+    assert audit(repo.path, "run").code == 1
+    nxt, route = audit(repo.path, "next"), audit(repo.path, "route")
+    assert "exhausted a (no attempts remain)" in nxt.out
+    assert "cannot be reached any more" in route.out and "exhausted: a (no attempts remain" in (
+        route.out
+    )
+    assert "reset-attempts" in nxt.out and "reset-attempts" in route.out
+
+
+def test_a_long_step_prints_a_heartbeat_without_a_terminal(repo: GitRepo, sealed: Sealer) -> None:
+    # a step seven heartbeats long: at least one line is printed however the machine is loaded
+    sealed(make_plan(run_step("slow", "sh", "-c", "sleep 1.5", title="Slow one")))
+    result = audit(repo.path, "run", env={"GITAUDIT_PROGRESS_SECONDS": "0.2"}, process=True)
+    assert result.code == 0, result.err
+    beats = [line for line in result.err.splitlines() if line.startswith("  … slow running (")]
+    assert beats, result.err
+    quiet = audit(repo.path, "run", "--fresh", env={"GITAUDIT_PROGRESS_SECONDS": "0"}, process=True)
+    assert "running (" not in quiet.err
+
+
+def test_show_names_each_step_with_its_title(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(run_step("build", "true", title="Build the wheel")))
+    assert audit(repo.path, "run").code == 0
+    shown = audit(repo.path, "show")
+    assert "| build (Build the wheel) | passed |" in shown.out
