@@ -5,14 +5,16 @@ Standard library only, and light (no pygit2, no dataclasses, no pathlib): the ho
 imports this module alone.
 
 A verdict of the gate is a deterministic function of its inputs: the judged tree (content
-addressed), every ref under ``refs/audit/`` (the seals and the ledgers, immutable objects by id),
-the high-water marks file, the ``audit.*`` configuration (the pinned root key, the commit-msg
-mode), the repository's trust anchor (:mod:`gitaudit.ledger.anchor`), the gitaudit version, the
-clock (evidence expiry) and the required tools on PATH. An entry
-records one PASS under a digest of all of them but the clock and the tools, with the earliest
-expiry of the evidence it relied on and the tools it needed. A lookup recomputes the digest from
-the repository as it is now, checks the clock and resolves the tools again; anything else is a
-miss, and the full gate runs (and explains). Only PASS is remembered: FAIL and UNKNOWN are always
+addressed), every ref under ``refs/audit/`` (the seals, the ledgers, the agent registry:
+immutable objects by id) and under ``refs/gitaudit/`` (the remote-tracking copies of other
+clones' ledgers, whose evidence counts), the high-water marks file, the ``audit.*``
+configuration (the pinned root key, the commit-msg mode) and ``core.ignorecase`` (how claimed
+paths are matched), the repository's trust anchor (:mod:`gitaudit.ledger.anchor`), the gitaudit
+version, the clock (evidence expiry) and the required tools on PATH. An entry records one PASS
+under a digest of all of them but the clock and the tools, with the earliest expiry of the
+evidence it relied on and the tools it needed. A lookup recomputes the digest from the repository
+as it is now, checks the clock and resolves the tools again; anything else is a miss, and the full
+gate runs (and explains). Only PASS is remembered: FAIL and UNKNOWN are always
 judged and explained afresh.
 
 Entries live in ``<gitdir>/gitaudit/memo.json``; each is authenticated with HMAC-SHA256 under a
@@ -36,10 +38,12 @@ from gitaudit import __version__, secret
 from gitaudit.git.call import start_git
 from gitaudit.places import anchor_path, entered_worktree, state_dir
 
-FORMAT = 2  # 2: entries carry the notes of the PASS
+FORMAT = 3  # 2: entries carry the notes of the PASS; 3: the state covers refs/gitaudit/
 FILENAME = "memo.json"
 MAX_ENTRIES = 64
 MAX_BYTES = 1 << 20
+MIRRORS = "refs/gitaudit/"  # gitaudit.ledger.refs.MIRROR's parent (not imported: no pygit2 here)
+CONFIG = r"^(audit\.|core\.ignorecase$)"  # the configuration the gate reads
 
 
 class Snapshot(NamedTuple):
@@ -47,8 +51,8 @@ class Snapshot(NamedTuple):
 
     gitdir: str
     workdir: str
-    refs: tuple[tuple[str, str], ...]  # (refname, object id) under refs/audit/, sorted
-    config: str  # the audit.* configuration, as git prints it
+    refs: tuple[tuple[str, str], ...]  # (refname, object id) under refs/audit/, refs/gitaudit/
+    config: str  # the audit.* configuration and core.ignorecase, as git prints them
     marks: bytes  # the high-water marks file, as stored
     anchors: bytes = b""  # the trust anchor files (by common dir, by work tree), as stored
     entered: str | None = None  # the work tree the anchor is looked up by
@@ -136,11 +140,11 @@ def snapshot(
             git_dir=gitdir,
         ),
         start_git(
-            ["for-each-ref", "--format=%(refname) %(objectname)", "refs/audit/"],
+            ["for-each-ref", "--format=%(refname) %(objectname)", "refs/audit/", MIRRORS],
             cwd=cwd,
             git_dir=gitdir,
         ),
-        start_git(["config", "--get-regexp", r"^audit\."], cwd=cwd, git_dir=gitdir),
+        start_git(["config", "--get-regexp", CONFIG], cwd=cwd, git_dir=gitdir),
     ]
     outs = [p.communicate()[0].decode("utf-8", "surrogateescape") for p in procs]
     codes = [p.returncode for p in procs]

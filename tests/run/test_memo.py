@@ -278,6 +278,27 @@ def test_a_refreshed_memo_is_invalidated_by_a_moved_ref(repo: GitRepo, sealed: S
     assert pre_push(repo)[:2] == (0, "memo")  # judged afresh in the new state, remembered
 
 
+def test_a_moved_remote_tracking_ledger_invalidates(repo: GitRepo, sealed: Sealer) -> None:
+    """Fetched ledgers (refs/gitaudit/remotes/...) are evidence the gate reads (and checks for
+    rewinds): a PASS is served only while they are exactly as they were judged."""
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    assert pre_push(repo)[:2] == (0, "memo")
+    tip = repo.git("rev-parse", "refs/audit/runs/default").strip()
+    repo.git("update-ref", "refs/gitaudit/remotes/origin/audit/runs/default", tip)
+    assert pre_push(repo)[:2] == (0, "full")
+    assert pre_push(repo)[:2] == (0, "memo")
+
+
+def test_a_changed_ignorecase_invalidates(repo: GitRepo, sealed: Sealer) -> None:
+    """core.ignorecase decides how claimed paths are matched, so it is part of the state."""
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    assert pre_push(repo)[:2] == (0, "memo")
+    repo.git("config", "core.ignorecase", "true")
+    assert pre_push(repo)[:2] == (0, "full")
+
+
 def test_a_run_that_does_not_pass_remembers_nothing(repo: GitRepo, sealed: Sealer) -> None:
     sealed(make_plan(run_step("a", "false")))
     assert audit(repo.path, "run").code == 1
