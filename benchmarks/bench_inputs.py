@@ -16,13 +16,16 @@ Fixtures (cached, ``_ledger_util.plan_fixture``): the 50,000-file repository of
 
 Targets (medians of interleaved rounds; [min-max] beside):
 
-* ``git audit status`` (the work tree) with the best-case plan <= 1.6x ``git status --porcelain``;
-* the input digests in-process (``input_digests`` for HEAD's tree, a fresh reading each time),
-  best and worst case, <= one pass over the tree: ``git ls-tree -r HEAD`` (git listing every
-  entry, in C, into a pipe).
+* ``git audit status`` (the work tree) with the best-case plan <= 1.6x ``git status --porcelain``
+  (the verdict memo answers, as after any ``status`` or passing ``run``);
+* the input digests in-process (``input_digests`` for HEAD's tree, a fresh reading each time:
+  the process's own memo of them is cleared first), best and worst case, <= one pass over the
+  tree: ``git ls-tree -r HEAD`` (git listing every entry, in C, into a pipe).
 
-For the record: ``git audit status HEAD`` and the no-op ``git audit run`` (nothing changed: every
-step carried) for both plans, and ``git audit status`` with the worst-case plan.
+For the record: the worst cases beside, ``git audit status`` with no memo (deleted before each
+call: the full gate, input digests included) for both plans; ``git audit status HEAD`` and the
+no-op ``git audit run`` (nothing changed: every step carried) for both plans, ``git audit
+status`` with the worst-case plan, and the digests as remembered in-process.
 
 Run: ``.venv/bin/python benchmarks/bench_inputs.py [--steps N] [--rounds R] [--profile]``.
 """
@@ -81,19 +84,32 @@ def worst_plan(steps: int) -> dict[str, Any]:
 TRUE = {"type": "run", "argv": ["true"]}
 
 
-def digests_once(repo: Path) -> float:
-    """Seconds of one ``input_digests`` for HEAD's tree, with a fresh repository handle."""
+def digests_once(repo: Path, *, remembered: bool = False) -> float:
+    """Seconds of one ``input_digests`` for HEAD's tree, with a fresh repository handle: a real
+    reading of the tree (the digests this process remembers are forgotten first), or with
+    *remembered* the in-process memo's answer (what a ``run`` and the gate judging its tree right
+    after share)."""
     from gitaudit.git.repo import open_repo
+    from gitaudit.plan import inputs
     from gitaudit.plan.catalog import check_worktree
-    from gitaudit.plan.inputs import input_digests
 
     handle = open_repo(repo)
     (checked,) = check_worktree(repo, "default")
     plan = checked.require_valid()
     tree = str(handle.git.revparse_single("HEAD^{tree}").id)
+    if remembered:
+        inputs.input_digests(handle.git, plan, tree)
+    else:
+        inputs._DIGESTS.clear()  # a benchmark of the reading itself
     start = time.perf_counter()
-    input_digests(handle.git, plan, tree)
+    inputs.input_digests(handle.git, plan, tree)
     return time.perf_counter() - start
+
+
+def _without_memo(repo: Path, env: dict[str, str], *args: str) -> float:
+    """``git audit ARGS`` with no verdict memo (deleted first, untimed): the full gate."""
+    (repo / ".git" / "gitaudit" / "memo.json").unlink(missing_ok=True)
+    return timed_run([GIT_AUDIT, *args], repo, env=env)
 
 
 def main() -> int:
@@ -126,6 +142,9 @@ def main() -> int:
                 "ls-tree": lambda: timed_run(["git", "ls-tree", "-r", "HEAD"], best),
                 "digests-best": lambda: digests_once(best),
                 "digests-worst": lambda: digests_once(worst),
+                "digests-remembered": lambda: digests_once(worst, remembered=True),
+                "status-full-best": lambda: _without_memo(best, best_env, "status"),
+                "status-full-worst": lambda: _without_memo(worst, worst_env, "status"),
                 "status-best": lambda: timed_run([GIT_AUDIT, "status"], best, env=best_env),
                 "status-head-best": lambda: timed_run(
                     [GIT_AUDIT, "status", "HEAD"], best, env=best_env
@@ -143,6 +162,14 @@ def main() -> int:
         print("\nfor the record:")
         info_line("git audit status HEAD, best case", medians["status-head-best"], base)
         info_line("git audit status (work tree), worst case", medians["status-worst"], base)
+        info_line("status (work tree), no memo, best case", medians["status-full-best"], base)
+        info_line("status (work tree), no memo, worst case", medians["status-full-worst"], base)
+        info_line(
+            "input_digests remembered in-process, worst case",
+            medians["digests-remembered"],
+            tree_pass,
+            "(x ls-tree)",
+        )
         info_line("no-op git audit run (all carried), best case", medians["run-best"], base)
         info_line("no-op git audit run (all carried), worst case", medians["run-worst"], base)
         print("\nresults:")

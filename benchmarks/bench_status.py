@@ -12,13 +12,15 @@ lookup index, is printed for the record.
 Targets (medians of interleaved rounds, [min-max] beside; baseline ``git status --porcelain``
 in the 1-run repository, measured in the same rounds):
 
-* ``git audit status`` (the work tree, fingerprint included) <= 1.5x ``git status``;
+* ``git audit status`` (the work tree, fingerprint included; the verdict memo answers, as it
+  does after any ``status`` or passing ``run``) <= 1.5x ``git status``;
 * ``git audit status HEAD`` with the run 20,000 and 100,000 commits deep <= 1.1x the same on the
   1-run ledger (flat in the ledger's depth).
 
-For the record: ``status HEAD`` itself against ``git status``, and the fingerprint alone
-(``workspace_fingerprint`` in a fresh ``python -c``). ``--profile`` prints a cProfile of one
-``status`` (work tree).
+For the record: the worst case of ``status`` beside it (the memo deleted before each call, so
+the full gate judges the work tree), ``status HEAD`` itself against ``git status``, and the
+fingerprint alone (``workspace_fingerprint`` in a fresh ``python -c``). ``--profile`` prints a
+cProfile of one ``status`` (work tree).
 
 Run: ``.venv/bin/python benchmarks/bench_status.py [--rounds R] [--profile]``
 (``GITAUDIT_BENCH_QUICK=1``: 5,000 files and 2,000 / 10,000 runs).
@@ -63,6 +65,12 @@ print(workspace_fingerprint(Path.cwd()).tree)
 """
 
 
+def _without_memo(repo: Path, env: dict[str, str]) -> float:
+    """``git audit status`` of the work tree with no verdict memo (deleted first, untimed)."""
+    (repo / ".git" / "gitaudit" / "memo.json").unlink(missing_ok=True)
+    return timed_run([GIT_AUDIT, "status"], repo, env=env)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7, help="timed rounds (medians)")
@@ -103,6 +111,7 @@ def main() -> int:
         commands: dict[str, Callable[[], object]] = {
             "git-status": lambda: timed_run(["git", "status", "--porcelain"], shallow, env=env0),
             "fingerprint": lambda: timed_run([PYTHON, "-c", FINGERPRINT], shallow, env=env0),
+            "status-full": functools.partial(_without_memo, shallow, env0),
             "status": lambda: timed_run([GIT_AUDIT, "status"], shallow, env=env0),
         }
         for depth, (repo, env) in repos.items():
@@ -117,6 +126,9 @@ def main() -> int:
         info_line("baseline: git status --porcelain", base)
         info_line(
             "fingerprint alone (python -c workspace_fingerprint)", medians["fingerprint"], base
+        )
+        info_line(
+            "git audit status (work tree), no memo: the full gate", medians["status-full"], base
         )
         for depth in depths:
             info_line(
