@@ -35,7 +35,7 @@ import hashlib
 import os
 import posixpath
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 
 import pygit2
@@ -522,25 +522,28 @@ def input_digests(repo: pygit2.Repository, plan: Plan, tree_id: str) -> dict[Ste
     tree id names its content forever, so ``run`` and the gate judging the same tree right after
     share one reading of it."""
     where = getattr(repo, "path", None)
+    contracts = {s.id: step_digest(plan, s) for s in plan.steps}  # once each: RFC 8785 is slow
     key = (
         os.path.realpath(where) if where else id(repo),
         tree_id,
         (MAX_VISITS, MAX_LINK_DEPTH, MAX_LINK_HOPS),
         tuple(
-            (s.id, step_digest(plan, s), tuple(s.inputs), tuple(sorted(s.dependency_ids())))
+            (s.id, contracts[s.id], tuple(s.inputs), tuple(sorted(s.dependency_ids())))
             for s in plan.steps
         ),
     )
     found = _DIGESTS.get(key)
     if found is None:
-        found = _input_digests(repo, plan, tree_id)
+        found = _input_digests(repo, plan, tree_id, contracts)
         if len(_DIGESTS) >= _DIGESTS_KEPT:
             del _DIGESTS[next(iter(_DIGESTS))]
         _DIGESTS[key] = found
     return dict(found)
 
 
-def _input_digests(repo: pygit2.Repository, plan: Plan, tree_id: str) -> dict[StepId, str]:
+def _input_digests(
+    repo: pygit2.Repository, plan: Plan, tree_id: str, contracts: Mapping[StepId, str]
+) -> dict[StepId, str]:
     tree: _Tree | None = None
     digests: dict[StepId, str] = {}
     lines: dict[tuple[str, ...], bytes] = {}  # the covered files' lines, by the steps' inputs
@@ -549,7 +552,7 @@ def _input_digests(repo: pygit2.Repository, plan: Plan, tree_id: str) -> dict[St
         step = plan.step(sid)
         assert step is not None
         h = hashlib.sha256()
-        h.update(step_digest(plan, step).encode())
+        h.update(contracts[sid].encode())
         if step.inputs:
             patterns = tuple(step.inputs)
             if patterns not in lines:
