@@ -11,11 +11,11 @@ Everything below is measured for both; the lookup must stay flat.
 Measured in one run:
 
 * the first index build (``index.sync`` with no index file) -- informational;
-* a warm lookup in-process (``index.latest_for_tree`` for a random known tree id, for HEAD's tree
+* a warm lookup in-process (``index.lookup`` for a random known tree id, for HEAD's tree
   and for an unknown id): target <= 20 ms (median over the sample);
 * the same lookup as a whole process (``python -c "..."``): informational, shown next to the
   baselines ``python -c pass`` (interpreter start-up) and ``git rev-parse refs/audit/runs/default``;
-* the whole gate (``gate.assess``) for HEAD, whose run is the oldest of the chain --
+* the whole gate (``gate.judge.judge``) for HEAD, whose run is the oldest of the chain --
   informational;
 * one more run appended, then the incremental index sync -- informational.
 
@@ -61,7 +61,7 @@ import sys
 from gitaudit.ledger import index
 from gitaudit.git.repo import open_repo
 repo = open_repo()
-found = index.latest_for_tree(repo.git, repo.gitdir, sys.argv[1], sys.argv[2])
+found = index.lookup(repo.git, repo.gitdir, sys.argv[1], sys.argv[2], "").any_contract
 sys.exit(0 if found is not None else 1)
 """
 
@@ -122,13 +122,15 @@ def one(runs: int, args: argparse.Namespace) -> list[bool]:
 
         # The gate does more than the lookup: it also checks that the run found is on the
         # ledger. HEAD's run is the oldest of the chain here (generated runs came after it).
-        from gitaudit.gate.assess import assess
+        # judge, as the commands call it: the first call records the ledger tip as seen (so the
+        # next ones check no rewind from the fixture's older mark) and the confirmation.
+        from gitaudit.gate.judge import judge
 
-        assess(repo_for_gate := open_repo(repo_path), "HEAD")
+        judge(repo_for_gate := open_repo(repo_path), "HEAD")
         gate_times = []
         for _ in range(5):
             start = time.perf_counter()
-            verdict = assess(repo_for_gate, "HEAD").verdict
+            verdict = judge(repo_for_gate, "HEAD").verdict
             gate_times.append(time.perf_counter() - start)
             if verdict != "PASS":
                 raise RuntimeError(f"the gate says {verdict} for HEAD")
@@ -149,7 +151,7 @@ def one(runs: int, args: argparse.Namespace) -> list[bool]:
         info_line("baseline: python -c pass (interpreter start-up)", startup)
         info_line("baseline: git rev-parse refs/audit/runs/default", rev_parse)
         info_line(
-            "whole-process lookup (python -c '...latest_for_tree')",
+            "whole-process lookup (python -c '...index.lookup')",
             whole,
             startup,
             f"= start-up + {(whole - startup) * 1000:.1f} ms",
@@ -166,7 +168,7 @@ def one(runs: int, args: argparse.Namespace) -> list[bool]:
         info_line("warm lookup, p95 over the sample", p95, rev_parse)
         info_line("warm lookup of an unknown tree", miss_time, rev_parse)
         info_line(
-            f"gate.assess(HEAD) in-process, run {runs:,} commits deep",
+            f"gate judge(HEAD) in-process, run {runs:,} commits deep",
             gate_head,
             rev_parse,
             "(lookup + signature + ancestry checks)",
