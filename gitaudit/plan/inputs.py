@@ -12,7 +12,9 @@ folder's subtree), and the globs of all steps are matched together: each path is
 against the globs whose literal prefix it starts with and whose literal end it ends with. So a
 plan of many steps costs about one walk over the part of the tree its globs can reach, not one per
 step (paths with a ``.`` or ``..`` part, which git refuses to check out, are normalised first, as
-:func:`matches_input` does).
+:func:`matches_input` does). That walk is Python's, through pygit2: on 50,000 files it measured
+about 2x (globs naming folders) to 5x (globs matching every path) ``git ls-tree -r`` listing
+the whole tree in C (``benchmarks/bench_inputs.py``, on a loaded machine).
 
 **Symlinks are followed inside the tree.** A check reads what a link points to, so a covered
 symlink also covers its target, resolved within the judged tree as the operating system would
