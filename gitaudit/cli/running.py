@@ -311,10 +311,12 @@ def run(
 def _refresh_memo(repo: Repo, trees: set[str]) -> None:
     """Every plan ran and passed on one tree: judge it as the pre-push hook would (that tree, as
     a commit of it), so the verdict memo holds the answer and a push right after the run costs
-    the memo's three git calls. The full gate decides; only its PASS is remembered."""
+    the memo's three git calls. The full gate decides; only its PASS is remembered. Best effort:
+    Ctrl-C here stops the refresh, not the command (its runs are recorded; the memo writes by
+    rename, so it is left as it was or refreshed)."""
     if len(trees) != 1:
         return
     from gitaudit.gate.judge import judge
 
-    with contextlib.suppress(GitAuditError):
+    with contextlib.suppress(GitAuditError, KeyboardInterrupt):
         judge(repo, tree=trees.pop())
