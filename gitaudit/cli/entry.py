@@ -13,9 +13,34 @@ import sys
 from gitaudit.errors import GitAuditError, UsageError
 
 
+def _sqlite_error(exc: BaseException) -> bool:
+    """Whether *exc* is a sqlite3 error (sqlite3 is imported only by what uses it)."""
+    sqlite3 = sys.modules.get("sqlite3")
+    return sqlite3 is not None and isinstance(exc, sqlite3.Error)
+
+
+def _instant(args: list[str]) -> bool:
+    """Answer ``--version`` and ``-h`` at interpreter start-up cost: no typer, no pygit2."""
+    rest = [a for a in args if a != "--debug"]
+    if rest == ["--version"]:
+        from gitaudit import __version__
+
+        sys.stdout.write(f"gitaudit {__version__}\n")
+        return True
+    if rest in (["-h"], ["--help"]):
+        from gitaudit.cli import helptext
+
+        if helptext.served():  # exactly what typer would print here
+            sys.stdout.write(helptext.TEXT)
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``git-audit`` and ``gitaudit``)."""
     args = sys.argv[1:] if argv is None else argv
+    if _instant(args):
+        sys.exit(0)
     debug = "--debug" in args or bool(os.environ.get("GITAUDIT_DEBUG"))
     try:
         misuse = None
@@ -58,13 +83,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except Exception as exc:
         # a full disk, a read-only file system, a broken cache: one line, never a traceback
-        # (objects are written before refs move, so nothing half-recorded is left behind).
-        # sqlite3 is looked up, not imported: the agent hooks and `--version` never load it
-        sqlite3 = sys.modules.get("sqlite3")
-        environmental = isinstance(exc, OSError) or (
-            sqlite3 is not None and isinstance(exc, sqlite3.Error)
-        )
-        if debug or not environmental:
+        # (objects are written before refs move, so nothing half-recorded is left behind)
+        if debug or not (isinstance(exc, OSError) or _sqlite_error(exc)):
             raise
         print(f"error: {exc}", file=sys.stderr)
         print(

@@ -4,7 +4,9 @@ without typer.
 typer (and the pydantic it builds parameters with) costs a few hundred milliseconds at start-up;
 the gate is run by hooks and CI loops. The commands' grammar is declared once, in
 :mod:`gitaudit.cli.grammar`; anything it does not recognise (``-h``, a typo, an unknown option)
-falls through to the typer application, which owns help and usage errors.
+falls through to the typer application, which owns help and usage errors. (``--version`` and the
+top-level ``-h`` are answered even earlier, by :mod:`gitaudit.cli.entry`.) ``status`` of the work
+tree starts fingerprinting it at once, so git hashes while the rest of gitaudit is imported.
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ def try_fast(argv: Sequence[str]) -> int | None:
         from gitaudit.cli import running
 
         return running.run(**values)
+    if rest[0] == "status" and values["rev"] is None:
+        # judging the work tree: git hashes it while the rest of gitaudit is imported
+        from gitaudit.git.fingerprint import prefetch
+
+        prefetch(".")
     from gitaudit.cli import reading
 
     if rest[0] == "status":

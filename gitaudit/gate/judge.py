@@ -69,4 +69,5 @@ def _remember(repo: Repo, before: memo.Snapshot, result: GateResult, ref: str) -
         # judged for a ref without a rule is judged as for no ref: one entry answers for both
         ref=ref if basis.policy.evidence_rule(ref) is not None else "",
         rules=[r.pattern for r in basis.policy.evidence],
+        notes=[(p.name, note) for p in result.plans for note in p.notes],
     )
