@@ -232,3 +232,15 @@ def test_runner_rules_status_for_names_the_rule(ruled: World) -> None:
     assert ok.code == 0, ok.out
     bad = ruled.cli("status", "--for", "main")
     assert bad.code == 2 and "--for refs/heads/main" in bad.err
+
+
+def test_attack_runner_rules_status_served_from_the_memo_keeps_the_rule(ruled: World) -> None:
+    """`git audit status` is served from the verdict memo when it can: a PASS remembered for no
+    ref (the agent's own evidence) must not answer `status --for refs/heads/main`."""
+    agent = runner(ruled, "agent")
+    ruled.run(signer=agent)
+    assert ruled.cli("status").code == 0
+    assert ruled.cli("status").code == 0  # served from the memo now
+    ruled_status = ruled.cli("status", "--for", MAIN)
+    assert ruled_status.code == 3, ruled_status.out
+    assert "takes evidence from ci" in ruled_status.out
