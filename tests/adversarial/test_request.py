@@ -400,12 +400,12 @@ def test_attack_request_planner_covers_a_new_requirement_with_a_trivial_check(
     """KNOWN LIMIT: the planner designs the proof. When the user adds R3, the agent may cover
     it with a check that proves nothing; the chain only sees that R3 is covered. It is
     visible: the seal is signed by and attributed to the planner, and the history says so."""
-    more = {**REQUEST, "requirements": [R1, R2, {"id": "R3", "description": "it is fast"}]}
-    asked.request(more, reason="also fast")
+    asked_for = [R1, R2, {"id": "R3", "description": "it is fast"}]
+    asked.request({**REQUEST, "requirements": asked_for}, reason="also fast")
     trivial = answering(
         *copy.deepcopy(PLAN["steps"]),
         step("fast", check("true"), covers=["R3"]),
-        requirements=more["requirements"],
+        requirements=asked_for,
     )
     assert asked.seal(trivial).commit is not None
     asked.world.repo.commit("R3, trivially")
