@@ -475,6 +475,8 @@ def diff_cmd(
             say(f"  {change.kind:<12} {change.render()}")
         if (a, b) == ("sealed", "working"):
             _protected_diff(repo, name)
+        if b == "working":
+            _request_diff(repo, name)
 
 
 def _protected_diff(repo: Repo, name: str) -> None:
@@ -492,6 +494,19 @@ def _protected_diff(repo: Repo, name: str) -> None:
     for kind, paths in changes.paths().items():
         for path in paths:
             say(f"  {'protected':<12} {path} {kind} (needs `plan seal --amend`)")
+
+
+def _request_diff(repo: Repo, name: str) -> None:
+    """How the working copy of *name* fails to answer its sealed request (what sealing it
+    would be refused for)."""
+    from gitaudit.plan.request import gaps
+
+    request = read_state(repo).request(name)
+    (c,) = check_worktree(repo.require_workdir(), name)
+    if request is None or c.plan is None:
+        return
+    for gap in gaps(request, c.plan):
+        say(f"  {'request':<12} {gap.message} (the sealed request must be answered)")
 
 
 @app.command("inspect")

@@ -64,6 +64,8 @@ def test_request_seal_show_diff_and_history(repo: GitRepo, hermetic: Path) -> No
     assert "(the working file differs" in audit(repo.path, "request", "show").out
     resealed = ok(repo, "request", "seal", "--key", alice)
     assert "request requirement REQ-3 (must) is not among the plan's requirements" in resealed
+    diff = ok(repo, "plan", "diff")
+    assert "request      request requirement REQ-3 (must) is not among the plan's" in diff
     history = audit(repo.path, "plan", "history", "--json").json()
     assert [(e["format"], e["version"]) for e in history] == [
         ("gitaudit.request-seal/1", 2),
