@@ -23,7 +23,7 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, SealError, TrustError
 from gitaudit.git.repo import Repo
-from gitaudit.ledger import chain, watermark
+from gitaudit.ledger import chain, vouch, watermark
 from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of, loads, read_files, write_tree
 from gitaudit.ledger.protected import manifest_path, parse_manifest
@@ -34,6 +34,7 @@ from gitaudit.ledger.resets import PlanResets, already_reset, parse_resets
 from gitaudit.ledger.trust import (
     Policy,
     Role,
+    TrustedKey,
     TrustSet,
     pinned_matches,
     policy_from_tree,
@@ -302,7 +303,7 @@ def _planner_check(before: PlansState, after: PlansState, signer: PublicKey, whe
     entry = before.trust.find(signer)
     if entry is None or entry.may("sealer"):
         return
-    problem = planner_problem(before, after, entry.name)
+    problem = planner_problem(before, after, entry)
     if problem:
         raise TrustError(f"{where}: {problem}", hint="restore refs/audit/plans from a good copy")
 
@@ -367,12 +368,14 @@ def read_state(repo: Repo, *, tip: pygit2.Oid | None = None, remember: bool = Tr
     pinned = pinned_root(repo)  # the trust anchor's, or audit.rootKey
     mark = marks["verified"].get(PLANS_REF)
     stop = pygit2.Oid(hex=mark) if mark and mark != str(tip) else None
-    if mark == str(tip):
+    fresh = mark != str(tip)
+    if not fresh:
         # The chain up to the mark was verified, but the mark file is only a cache that a
         # process in the work tree could write: the tip's own signature is always checked.
         tip_commit = commit_of(git, tip, PLANS_REF)
         state = state_at(git, tip_commit)
-        _verify_tip_signature(git, tip_commit, state, pinned)
+        vouched = vouch.vouched(repo.gitdir, repo.workdir, str(tip))
+        fresh = _verify_tip_signature(git, tip_commit, state, pinned, vouched=vouched)
     else:
         state = verify_chain(git, tip, stop_at=stop, pinned_root=pinned)
     if pinned and mark:
@@ -381,12 +384,22 @@ def read_state(repo: Repo, *, tip: pygit2.Oid | None = None, remember: bool = Tr
         verify_root(git, tip, pinned)
     if remember and mark != str(tip):
         watermark.record(repo.gitdir, {PLANS_REF: str(tip)}, "verified", git)
+    if remember and fresh:
+        vouch.vouch(repo.gitdir, repo.workdir, str(tip))
     return state
 
 
 def _verify_tip_signature(
-    git: pygit2.Repository, commit: pygit2.Commit, state: PlansState, pinned_root: str | None
-) -> None:
+    git: pygit2.Repository,
+    commit: pygit2.Commit,
+    state: PlansState,
+    pinned_root: str | None,
+    *,
+    vouched: bool = False,
+) -> bool:
+    """Check the signature of a tip the verified mark points at; a tip a planner signed is
+    verified back to the nearest sealer's commit unless *vouched* (:mod:`gitaudit.ledger.vouch`).
+    True when that verification was made (the tip may be vouched for now)."""
     where = f"plans commit {str(commit.id)[:12]}"
     if not commit.parent_ids:
         try:
@@ -400,15 +413,35 @@ def _verify_tip_signature(
             raise TrustError(
                 f"{where}: the root of trust is not signed by the pinned audit.rootKey"
             )
-        return
-    parent = state_at(git, commit_of(git, commit.parent_ids[0], PLANS_REF))
+        return False
+    parent_commit = commit_of(git, commit.parent_ids[0], PLANS_REF)
+    parent = state_at(git, parent_commit)
     signer = _check_signed(git, commit, parent.trust, where, None, planners=True)
-    if not parent.trust.require(signer, "planner").may("sealer"):
-        # the mark vouches for what a sealer's tip holds; a planner's change is judged again
-        problem = transition_problem(parent, state, where)
-        if problem:
-            raise TrustError(problem, hint="restore refs/audit/plans from a good copy")
-        _planner_check(parent, state, signer, where)
+    if parent.trust.require(signer, "planner").may("sealer") or vouched:
+        return False
+    # The mark vouches for what a sealer's tip holds (only a sealer's verified append makes
+    # one), never for a planner's: whoever holds the planner key can write the mark too.
+    # Every commit since the nearest one a sealer signed is verified again.
+    base = _nearest_sealed(git, parent_commit, pinned_root)
+    verify_chain(git, commit.id, stop_at=base.id)
+    return True
+
+
+def _nearest_sealed(
+    git: pygit2.Repository, commit: pygit2.Commit, pinned_root: str | None
+) -> pygit2.Commit:
+    """*commit*, or its nearest ancestor, signed by a sealer of its parent (or the root, checked
+    against the pinned key); each commit passed on the way is signed by a planner at least."""
+    while commit.parent_ids:
+        parent = commit_of(git, commit.parent_ids[0], PLANS_REF)
+        where = f"plans commit {str(commit.id)[:12]}"
+        trust = state_at(git, parent).trust
+        signer = _check_signed(git, commit, trust, where, None, planners=True)
+        if trust.require(signer, "planner").may("sealer"):
+            return commit
+        commit = parent
+    _verify_tip_signature(git, commit, state_at(git, commit), pinned_root)
+    return commit
 
 
 def verify_root(git: pygit2.Repository, tip: pygit2.Oid, pinned: str) -> None:
@@ -465,10 +498,10 @@ def append(
     """
     for _ in range(MAX_RETRIES):
         state = read_state(repo)
-        planner: str | None = None
+        planner: TrustedKey | None = None
         if state.exists:
             entry = state.trust.require(signer.public_key, role)
-            planner = None if entry.may("sealer") else entry.name
+            planner = None if entry.may("sealer") else entry
         built = build(state)
         if built is None:
             return None, state
@@ -502,6 +535,7 @@ def append(
         except RefConflict:
             continue
         watermark.record(repo.gitdir, {PLANS_REF: str(commit)}, "verified", repo.git)
+        vouch.vouch(repo.gitdir, repo.workdir, str(commit))
         return commit, state_at(repo.git, commit_of(repo.git, commit, PLANS_REF))
     raise LedgerError(
         f"{PLANS_REF} kept moving while writing; gave up after {MAX_RETRIES} attempts",
@@ -509,8 +543,10 @@ def append(
     )
 
 
-def _refuse_for_planner(repo: Repo, state: PlansState, tree: pygit2.Oid, planner: str) -> None:
-    """SealError when the plans tree *tree* is a change planner *planner* may not make."""
+def _refuse_for_planner(
+    repo: Repo, state: PlansState, tree: pygit2.Oid, planner: TrustedKey
+) -> None:
+    """SealError when the plans tree *tree* is a change *planner* may not make."""
     tree_obj = repo.git[tree]
     assert isinstance(tree_obj, pygit2.Tree)
     after = _state_of(repo.git, tree_obj, tree, "the new plans commit")
@@ -695,25 +731,34 @@ _SEALERS_OWN = {
 _ONLY = "only a sealer changes the request"
 
 
-def planner_problem(before: PlansState, after: PlansState, who: str) -> str | None:
-    """Why planner *who* may not make the step from *before* to *after* (None: it may).
+def planner_problem(before: PlansState, after: PlansState, planner: TrustedKey) -> str | None:
+    """Why *planner* may not make the step from *before* to *after* (None: it may).
 
     A planner changes plans and their seals, nothing else: each new seal answers the plan's
     sealed request (in the single-file form, without a request, keeps the plan's requirements
     exactly: they are the request), weakens nothing but the plan's own requirements (those the
     request does not hold), amends no protected file and retires nothing. Trust, policy,
-    requests and resets of failed attempts are a sealer's. The rules of every plans commit
+    requests and resets of failed attempts are a sealer's. Each new seal names the planner's own
+    key as its sealer, so the history attributes it truly. The rules of every plans commit
     (:func:`transition_problem`) apply as well."""
+    who = planner.name
     for path in sorted(set(before.files) | set(after.files)):
         if path.startswith(PLANNER_PATHS) or before.files.get(path) == after.files.get(path):
             continue
         what = _SEALERS_OWN.get(path.split("/", 1)[0], path)
         return f"planner {who!r} cannot change {what}: only a sealer can"
     for name in sorted(after.seals):
-        if before.seals.get(name) != after.seals[name]:
-            problem = _planner_seal_problem(before, after, name, who)
-            if problem:
-                return problem
+        new = after.seals[name]
+        if before.seals.get(name) == new:
+            continue
+        if new.sealer_fingerprint != planner.key.fingerprint():
+            return (
+                f"planner {who!r} signs seal v{new.version} of plan {name!r} in the name of "
+                f"{new.sealer!r}"
+            )
+        problem = _planner_seal_problem(before, after, name, who)
+        if problem:
+            return problem
     return None
 
 

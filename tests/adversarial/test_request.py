@@ -91,14 +91,18 @@ class Asked:
         (checked,) = check_worktree(self.world.path, "default")
         files = self.world.plans_files()
         doc = json.loads(files["seals/default.json"])
+        key = (signer or self.agent).public_key
         doc.update(
-            contract_digest=checked.digest,
-            previous_digest=doc["contract_digest"],
-            version=doc["version"] + 1,
-            change="weakened",
-            weakened=True,
-            weakenings=["(forged)"],
-            **record,
+            {
+                "sealer": {"name": "agent", "fingerprint": key.fingerprint()},
+                "contract_digest": checked.digest,
+                "previous_digest": doc["contract_digest"],
+                "version": doc["version"] + 1,
+                "change": "weakened",
+                "weakened": True,
+                "weakenings": ["(forged)"],
+                **record,
+            }
         )
         files["seals/default.json"] = dumps(doc)
         files["plans/default.json"] = checked.file.data
@@ -259,6 +263,26 @@ def test_attack_request_hand_made_planner_commit_drops_a_requirement(asked: Aske
     assert verified.code == 1 and "cannot drop request requirement R2" in verified.out
 
 
+def test_attack_request_hand_made_planner_commit_in_the_sealers_name(asked: Asked) -> None:
+    """A planner's seal of a harmless change that names alice as its sealer, so that `plan
+    history` would show her review: the seal must name the key that signed it."""
+    grown = copy.deepcopy(PLAN)
+    grown["steps"][0]["verify"].append(check("true", "again"))
+    alice = asked.world.alice.public_key.fingerprint()
+    asked.forge_seal(
+        grown,
+        sealer={"name": "alice", "fingerprint": alice},
+        change="strengthened",
+        weakened=False,
+        weakenings=[],
+    )
+    result = asked.world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "planner 'agent' signs seal v2 of plan 'default' in the name of 'alice'" in (
+        result.reasons[0].message
+    )
+
+
 def test_attack_request_hand_made_planner_commit_weakens_a_check(asked: Asked) -> None:
     weak = copy.deepcopy(PLAN)
     weak["steps"][1]["verify"] = [check("echo", "skipped")]
@@ -319,11 +343,24 @@ def test_attack_request_hand_made_planner_commit_resets_attempts(asked: Asked) -
 
 def test_attack_request_hand_made_planner_commit_behind_a_forged_mark(asked: Asked) -> None:
     """The agent also writes its commit's id into the verified mark (a cache any process of
-    the user can write): the tip of a planner is judged again, mark or not."""
+    the user can write), once on its bad commit, once on a harmless planner commit on top of
+    it, and a vouching record for it: whatever a planner signed since the last sealer's commit
+    is judged again unless a record MAC'd with the local key (out of the agent's reach) vouches
+    for it."""
     asked.forge_seal(drop_r2())
-    watermark.record(asked.world.handle().gitdir, {PLANS_REF: str(asked.plans_tip())})
+    marked = str(asked.plans_tip())
+    watermark.record(asked.world.handle().gitdir, {PLANS_REF: marked})
     with pytest.raises(TrustError, match="cannot drop request requirement R2"):
         read_state(asked.world.handle())
+    assert_plans_level(asked.world.gate(), "plans.untrusted")
+    asked.world.forge_plans(asked.world.plans_files(), asked.agent)  # changes nothing
+    tip = str(asked.plans_tip())
+    watermark.record(asked.world.handle().gitdir, {PLANS_REF: tip})
+    with pytest.raises(TrustError, match=f"plans commit {marked[:12]}: .*cannot drop request"):
+        read_state(asked.world.handle())
+    # the authenticated mark of a verified planner tip cannot be written without the key
+    vouched = asked.world.handle().state_dir / "plans-vouched.json"
+    vouched.write_text(json.dumps({"tip": tip, "mac": "0" * 64}))
     assert_plans_level(asked.world.gate(), "plans.untrusted")
 
 
