@@ -374,8 +374,13 @@ def read_state(repo: Repo, *, tip: pygit2.Oid | None = None, remember: bool = Tr
         # process in the work tree could write: the tip's own signature is always checked.
         tip_commit = commit_of(git, tip, PLANS_REF)
         state = state_at(git, tip_commit)
-        vouched = vouch.vouched(repo.gitdir, repo.workdir, str(tip))
-        fresh = _verify_tip_signature(git, tip_commit, state, pinned, vouched=vouched)
+        fresh = _verify_tip_signature(
+            git,
+            tip_commit,
+            state,
+            pinned,
+            vouched=lambda: vouch.vouched(repo.gitdir, repo.workdir, str(tip)),
+        )
     else:
         state = verify_chain(git, tip, stop_at=stop, pinned_root=pinned)
     if pinned and mark:
@@ -395,11 +400,11 @@ def _verify_tip_signature(
     state: PlansState,
     pinned_root: str | None,
     *,
-    vouched: bool = False,
+    vouched: Callable[[], bool] = lambda: False,
 ) -> bool:
     """Check the signature of a tip the verified mark points at; a tip a planner signed is
-    verified back to the nearest sealer's commit unless *vouched* (:mod:`gitaudit.ledger.vouch`).
-    True when that verification was made (the tip may be vouched for now)."""
+    verified back to the nearest sealer's commit unless *vouched* says it was verified here
+    (:mod:`gitaudit.ledger.vouch`). True when that verification was made."""
     where = f"plans commit {str(commit.id)[:12]}"
     if not commit.parent_ids:
         try:
@@ -417,7 +422,7 @@ def _verify_tip_signature(
     parent_commit = commit_of(git, commit.parent_ids[0], PLANS_REF)
     parent = state_at(git, parent_commit)
     signer = _check_signed(git, commit, parent.trust, where, None, planners=True)
-    if parent.trust.require(signer, "planner").may("sealer") or vouched:
+    if parent.trust.require(signer, "planner").may("sealer") or vouched():
         return False
     # The mark vouches for what a sealer's tip holds (only a sealer's verified append makes
     # one), never for a planner's: whoever holds the planner key can write the mark too.
