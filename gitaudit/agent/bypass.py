@@ -15,8 +15,9 @@ worded so the agent can act on it, or None. The kinds refused:
   ``GITAUDIT_HOME``, and ``HOME``/``XDG_CONFIG_HOME`` for git (another global config);
 * removing the hooks: ``git audit hooks uninstall``, ``git audit agent uninstall``;
 * the sealer's decisions, taken with the user's key: ``git audit plan seal --allow-weaken``
-  (or ``--amend``), ``plan retire``, ``plan reset-attempts``, ``trust add/remove/init/anchor/
-  policy``, ``reconcile --observed`` (a plain ``plan seal``, which only strengthens, passes);
+  (or ``--amend``), ``plan retire``, ``plan reset-attempts``, ``request seal``, ``trust add/
+  remove/init/anchor/policy``, ``reconcile --observed`` (a plain ``plan seal``, which only
+  strengthens, passes);
 * writing a guarded path (``.git/``, ``.gitaudit/``, the agent settings, gitaudit's home, the
   files the checks run) with a redirection or a command that writes its arguments (``rm``,
   ``mv``, ``cp``/``ln``/``install`` destinations, ``tee``, ``sed -i``, ``chmod``, ``dd of=``,
@@ -497,6 +498,7 @@ def _guarded_key(key: str, what: str) -> str | None:
 _SEALER_DECISIONS = {
     ("plan", "retire"): "retires a plan, so its requirements stop counting",
     ("plan", "reset-attempts"): "gives a step the attempts the plan allowed it back",
+    ("request", "seal"): "changes what the user asked for (a plan must answer the request)",
     ("trust", "add"): "changes whose keys count (seals, evidence, approvals)",
     ("trust", "remove"): "changes whose keys count (seals, evidence, approvals)",
     ("trust", "init"): "changes whose keys count (seals, evidence, approvals)",

@@ -21,6 +21,7 @@ from gitaudit.cli import (
     keys_cmds,
     mission_cmds,
     plan_cmds,
+    request_cmds,
     run_cmds,
     setup_cmds,
     snapshot_cmds,
@@ -39,6 +40,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(plan_cmds.app, name="plan")
+app.add_typer(request_cmds.app, name="request")
 plan_cmds.app.command("export")(export_cmds.export_cmd)
 app.add_typer(keys_cmds.app, name="keys")
 app.add_typer(trust_cmds.app, name="trust")

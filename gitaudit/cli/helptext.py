@@ -106,6 +106,8 @@ TEXT = (
     "│             the gate. Without --record                                       │\n"
     "│             nothing is signed. Ctrl-C stops it.                              │\n"
     "│ plan        Validate, show, draw and seal plans.                             │\n"
+    "│ request     Seal and show the user's request: the requirements a plan must   │\n"
+    "│             answer.                                                          │\n"
     "│ keys        Generate and list Ed25519 signing keys.                          │\n"
     "│ trust       Manage who may seal plans and record evidence.                   │\n"
     "│ hooks       Install or remove gitaudit's git hooks.                          │\n"

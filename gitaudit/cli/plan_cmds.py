@@ -23,6 +23,7 @@ from gitaudit.cli.names import require_known
 from gitaudit.errors import ExitCode, UsageError
 from gitaudit.git.repo import Repo
 from gitaudit.ledger.plansref import read_state, sealed_contract
+from gitaudit.ledger.request_ops import RequestEntry, request_history
 from gitaudit.ledger.seals import (
     HistoryEntry,
     ResetEntry,
@@ -326,12 +327,15 @@ def reset_attempts_cmd(
 
 @app.command("history")
 def history_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
-    """Every seal version (time, signer, reason, strengthened/weakened, digest) and every reset of
-    a step's failed attempts."""
+    """Every seal version (time, signer, reason, strengthened/weakened, digest, the request it
+    answers), every sealed version of the plan's request, and every reset of a step's failed
+    attempts."""
     repo = repo_here()
     require_known(repo, plan)
     entries = history(repo, plan)
     resets = reset_history(repo, plan)
+    asked = request_history(repo, plan)
+    answers = {r.record.request_digest: r.record.version for r in asked}
     moves: dict[int, tuple[list[str], list[str]]] = {}
     for i, e in enumerate(entries):
         before = next((p for p in entries[i + 1 :] if p.record.plan == e.record.plan), None)
@@ -339,22 +343,29 @@ def history_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
     # newest first, as both lists are: merged by position on the plans ref
     events: list[tuple[int, int, int]] = [(e.position, 1, i) for i, e in enumerate(entries)]
     events += [(r.position, 0, i) for i, r in enumerate(resets)]
+    events += [(r.position, 2, i) for i, r in enumerate(asked)]
     events.sort(key=lambda ev: (-ev[0], ev[1]))
     if as_json:
         emit_json(
             [
-                _seal_json(entries[i], moves[i]) if kind else _reset_json(resets[i])
+                _seal_json(entries[i], moves[i])
+                if kind == 1
+                else _reset_json(resets[i])
+                if kind == 0
+                else {"commit": asked[i].commit, "time": asked[i].time, **asked[i].record.to_json()}
                 for _pos, kind, i in events
             ]
         )
         return
-    if not entries:
+    if not entries and not asked:
         say("no seals yet (run `git audit plan seal`)")
     for _pos, kind, i in events:
-        if kind:
-            _print_seal(entries[i], moves[i])
-        else:
+        if kind == 1:
+            _print_seal(entries[i], moves[i], answers)
+        elif kind == 0:
             _print_reset(resets[i])
+        else:
+            _print_request(asked[i])
 
 
 def _when(time: int) -> str:
@@ -382,11 +393,15 @@ def _reset_json(e: ResetEntry) -> dict[str, Any]:
     }
 
 
-def _print_seal(e: HistoryEntry, move: tuple[list[str], list[str]]) -> None:
+def _print_seal(
+    e: HistoryEntry, move: tuple[list[str], list[str]], answers: dict[str, int]
+) -> None:
     r = e.record
     flag = " WEAKENED" if r.weakened else ""
     say(f"{e.commit[:12]} {_when(e.time)} {r.plan} v{r.version} {r.change}{flag} by {r.sealer}")
     say(f"    {r.contract_digest}" + (f"  reason: {r.reason}" if r.reason else ""))
+    if r.request_digest is not None:
+        say(f"    answers request v{answers.get(r.request_digest, '?')}")
     for w in r.weakenings:
         say(f"    weakened: {w}")
     for kind, paths in (r.amended or {}).items():
@@ -396,6 +411,20 @@ def _print_seal(e: HistoryEntry, move: tuple[list[str], list[str]]) -> None:
     if r.version > 1 and (kept or reopened):
         kept_text = ", ".join(kept) or "nothing"
         say(f"    evidence kept for: {kept_text}; reopened: {', '.join(reopened) or 'nothing'}")
+
+
+def _print_request(e: RequestEntry) -> None:
+    r = e.record
+    flag = " WEAKENED" if r.weakened else ""
+    say(
+        f"{e.commit[:12]} {_when(e.time)} {r.plan} request v{r.version} {r.change}{flag} "
+        f"by {r.sealer}"
+    )
+    say(f"    {r.request_digest}" + (f"  reason: {r.reason}" if r.reason else ""))
+    for w in r.weakenings:
+        say(f"    weakened: {w}")
+    for w in r.strengthenings:
+        say(f"    strengthened: {w}")
 
 
 def _print_reset(e: ResetEntry) -> None:
@@ -458,6 +487,8 @@ def diff_cmd(
             say(f"  {change.kind:<12} {change.render()}")
         if (a, b) == ("sealed", "working"):
             _protected_diff(repo, name)
+        if b == "working":
+            _request_diff(repo, name)
 
 
 def _protected_diff(repo: Repo, name: str) -> None:
@@ -475,6 +506,19 @@ def _protected_diff(repo: Repo, name: str) -> None:
     for kind, paths in changes.paths().items():
         for path in paths:
             say(f"  {'protected':<12} {path} {kind} (needs `plan seal --amend`)")
+
+
+def _request_diff(repo: Repo, name: str) -> None:
+    """How the working copy of *name* fails to answer its sealed request (what sealing it
+    would be refused for)."""
+    from gitaudit.plan.request import gaps
+
+    request = read_state(repo).request(name)
+    (c,) = check_worktree(repo.require_workdir(), name)
+    if request is None or c.plan is None:
+        return
+    for gap in gaps(request, c.plan):
+        say(f"  {'request':<12} {gap.message} (the sealed request must be answered)")
 
 
 @app.command("inspect")

@@ -113,8 +113,9 @@ def add_cmd(
         typer.Option(
             "--role",
             "-r",
-            help="sealer, runner or reconciler (may settle an unknown outcome by its word; "
-            "sealers may too).",
+            help="sealer, runner, reconciler (may settle an unknown outcome by its word; "
+            "sealers may too) or planner (may seal plan changes that answer the sealed "
+            "request and weaken nothing: an agent's own key).",
         ),
     ],
     name: Annotated[str, typer.Option("--name", "-n", help="Principal name for the key.")],
@@ -132,7 +133,8 @@ def add_cmd(
     """Trust a public key in a role (a plans-ref commit signed by a current sealer)."""
     if role not in ROLES:
         raise UsageError(
-            f"unknown role {role!r}", hint="use --role sealer, --role runner or --role reconciler"
+            f"unknown role {role!r}",
+            hint="use --role sealer, --role runner, --role reconciler or --role planner",
         )
     text = Path(pubkey).read_text() if Path(pubkey).is_file() else pubkey
     public = PublicKey.from_openssh(text)

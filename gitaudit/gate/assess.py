@@ -28,6 +28,7 @@ from gitaudit.gate import claims
 from gitaudit.gate.evidence import Judging, judge_evidence
 from gitaudit.gate.plans import check_plan
 from gitaudit.gate.protected import protected_reason
+from gitaudit.gate.request import request_reason, requested_names
 from gitaudit.gate.result import Basis, GateResult, PlanVerdict, Reason, fold
 from gitaudit.gate.states import step_states
 from gitaudit.git.repo import Repo
@@ -94,7 +95,7 @@ def assess(
         reason = Reason("plans.untrusted", exc.message, exc.hint or "restore refs/audit/plans")
         return GateResult(Verdict.FAIL, tree, (), (reason,))
     files = {f.name: f for f in plan_files(repo, tree, rev)}
-    names = sorted(set(files) | set(state.active()))
+    names = sorted(set(files) | set(state.active()) | requested_names(repo, state, tree))
     if plan is not None:
         names = [n for n in names if n == plan]
     if not names:
@@ -182,7 +183,9 @@ def _assess_plan(
     )
     conflicts, warnings = claims.judge(repo, state, agents, name, evidence.record, now)
     protected = protected_reason(repo, state, name, model, tree)
-    reasons = (*env, *([protected] if protected else []), *conflicts, *evidence.reasons)
+    asked = request_reason(repo, state, name, model, tree)
+    ours = [r for r in (protected, asked) if r]
+    reasons = (*env, *ours, *conflicts, *evidence.reasons)
     states = step_states(repo, state, name, model, evidence.record, reasons) if with_states else {}
     seen = dict(evidence.seen)
     basis = Basis(seen=seen, until=evidence.until, tools=tuple(model.required_tools))

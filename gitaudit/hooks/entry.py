@@ -285,8 +285,9 @@ def _ff_commits(git: pygit2.Repository, old: str, new: str) -> list[pygit2.Commi
 
 
 def _check_plans_update(repo: Repo, old: str, new: str) -> str | None:
-    """Fast-forward only; every new commit signed by a sealer trusted by its parent, starting
-    from the server's accepted tip; no unrecorded or forbidden weakening (verify_chain)."""
+    """Fast-forward only; every new commit signed by a sealer trusted by its parent (or by a
+    planner there, within the planner's rules), starting from the server's accepted tip; no
+    unrecorded or forbidden weakening (verify_chain)."""
     import pygit2
 
     from gitaudit.errors import GitAuditError

@@ -38,6 +38,7 @@ from gitaudit.ledger.protected import (
     protected_files,
 )
 from gitaudit.ledger.refs import PLANS_REF, read_ref, runs_ref
+from gitaudit.ledger.requests import record_path, request_path, retire_request
 from gitaudit.ledger.resets import (
     ALL,
     AttemptReset,
@@ -52,6 +53,7 @@ from gitaudit.plan.compare import Comparison, compare
 from gitaudit.plan.digest import contract, step_digest
 from gitaudit.plan.graph import topological_order
 from gitaudit.plan.model import Plan
+from gitaudit.plan.request import gaps
 from gitaudit.plan.store import PlanFile
 
 
@@ -244,6 +246,7 @@ def seal_plan(
 
     def build(state: PlansState) -> tuple[dict[str, bytes], str] | None:
         _require_initialised(state)
+        planner = _planner_name(state, signer, plan, amend=amend, allow_weaken=allow_weaken)
         old_checked, old_record = sealed_contract(state, plan.name)
         live = old_record is not None and not old_record.retired
         changes = _protected_changes(state, plan.name, old_checked, tree, amend, repo)
@@ -261,9 +264,10 @@ def seal_plan(
             comparison = compare(contract(old_checked.plan), new_contract)
             weakenings = [c.render() for c in comparison.weakenings]
             if weakenings:
-                _check_weaken_allowed(
-                    state, f"plan {plan.name!r}", weakenings, allow_weaken, reason
-                )
+                if planner is None:
+                    _check_weaken_allowed(
+                        state, f"plan {plan.name!r}", weakenings, allow_weaken, reason
+                    )
                 change = "weakened"
             elif comparison.changes or change != "amended":
                 change = "strengthened" if comparison.strengthenings else "neutral"
@@ -287,6 +291,7 @@ def seal_plan(
             else (),
             protected_digest=manifest_digest(protected) if protected is not None else None,
             amended=changes.paths() if changes else None,
+            request_digest=_request_digest(state, plan.name),
         )
         files = _base_files(state)
         files[f"plans/{plan.name}.json"] = checked.file.data
@@ -297,7 +302,7 @@ def seal_plan(
         outcome.update(record=record, comparison=comparison)
         return files, _seal_message(record, _seal_lines(plan, comparison, changes, recorded))
 
-    commit, _ = append(repo, signer, build)
+    commit, _ = append(repo, signer, build, role="planner")
     record = outcome.get("record")
     comparison = outcome.get("comparison")
     if commit is None:
@@ -307,6 +312,54 @@ def seal_plan(
         assert record is not None
         msg = f"sealed plan {plan.name!r} v{record.version} ({record.change}) as {str(commit)[:12]}"
     return SealOutcome(plan.name, commit, record, comparison, msg)
+
+
+def _planner_name(
+    state: PlansState, signer: Signer, plan: Plan, *, amend: bool, allow_weaken: bool
+) -> str | None:
+    """The principal name of *signer* when it is a planner and not a sealer (None: a sealer,
+    whose *plan* must answer its sealed request). What only a sealer may ask for is refused
+    here, in the planner's words; the rest of a planner's change is judged by the planner's
+    rules when it is appended (:func:`gitaudit.ledger.plansref.planner_problem`)."""
+    entry = state.trust.require(signer.public_key, "planner")
+    if entry.may("sealer"):
+        _require_answer(state, plan)
+        return None
+    if amend:
+        raise SealError(
+            f"planner {entry.name!r} cannot amend protected files: only a sealer can",
+            hint="revert the protected files, or ask a sealer to review and amend the seal",
+        )
+    if allow_weaken:
+        raise SealError(
+            f"planner {entry.name!r} cannot weaken a plan: only a sealer can",
+            hint="keep what the seal holds, or ask a sealer to record the weakening",
+        )
+    return entry.name
+
+
+def _request_digest(state: PlansState, name: str) -> str | None:
+    """The digest of plan *name*'s active sealed request (None: none)."""
+    record = state.requests.get(name)
+    return record.request_digest if record is not None and not record.retired else None
+
+
+def _require_answer(state: PlansState, plan: Plan) -> None:
+    """SealError when *plan* does not answer its sealed request."""
+    request = state.request(plan.name)
+    record = state.requests.get(plan.name)
+    if request is None or record is None:
+        return
+    found = gaps(request, plan)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise SealError(
+            f"plan {plan.name!r} does not answer its sealed request v{record.version}: "
+            f"{found[0].message}{more}",
+            hint="state each request requirement in $.requirements as the request does and "
+            "cover it, or change the request first: "
+            f"`git audit request seal --plan {plan.name}`",
+        )
 
 
 def _work_tree(repo: Repo) -> str | None:
@@ -379,14 +432,18 @@ def _protected_changes(
 
 
 def retire_plan(repo: Repo, signer: Signer, name: str, reason: str) -> pygit2.Oid:
-    """Retire a sealed plan: a signed change. Deleting the plan file alone never retires it."""
+    """Retire a sealed plan, and its sealed request with it: a signed change. Deleting the plan
+    file alone never retires it. A request sealed for a plan never sealed is retired alone."""
     if not reason:
         raise SealError("retiring a plan needs --reason", hint="say why the plan no longer applies")
 
     def build(state: PlansState) -> tuple[dict[str, bytes], str]:
         _require_initialised(state)
         old = state.seal(name)
-        if old is None or old.retired:
+        request = state.requests.get(name)
+        live = old is not None and not old.retired
+        asked = request is not None and not request.retired
+        if not live and not asked:
             raise PlanError(
                 f"plan {name!r} is not sealed as active",
                 hint="see `git audit plan history`",
@@ -395,32 +452,45 @@ def retire_plan(repo: Repo, signer: Signer, name: str, reason: str) -> pygit2.Oi
             raise SealError(
                 f"retiring plan {name!r} removes its obligations and policy.json forbids weakening"
             )
-        record = SealRecord(
-            plan=name,
-            version=old.version + 1,
-            contract_digest=old.contract_digest,
-            previous_digest=old.contract_digest,
-            policy_digest=state.policy.digest(),
-            sealed_at=now_iso(),
-            sealer=signer_name(state, signer.public_key),
-            sealer_fingerprint=signer.public_key.fingerprint(),
-            reason=reason,
-            change="retired",
-            weakened=True,
-            weakenings=("plan retired",),
-            retired=True,
-        )
         files = _base_files(state)
-        files.pop(f"plans/{name}.json", None)
-        files[f"seals/{name}.json"] = dumps(record.to_json())
-        message = f"retire({name}): v{record.version} — {reason}\n\n" + _trailers(
-            Audit_Plan=name, Audit_Retired="true"
-        )
+        who = (signer_name(state, signer.public_key), signer.public_key.fingerprint())
+        title = f"retire({name}):"
+        if old is not None and live:
+            record = _retired_seal(state, old, who, reason)
+            files.pop(f"plans/{name}.json", None)
+            files[f"seals/{name}.json"] = dumps(record.to_json())
+            title += f" v{record.version}"
+        if request is not None and asked:
+            retired = retire_request(request, now_iso(), who, reason)
+            files.pop(request_path(name), None)
+            files[record_path(name)] = dumps(retired.to_json())
+            title += f" request v{retired.version}"
+        message = f"{title} — {reason}\n\n" + _trailers(Audit_Plan=name, Audit_Retired="true")
         return files, message
 
     commit, _ = append(repo, signer, build)
     assert commit is not None
     return commit
+
+
+def _retired_seal(
+    state: PlansState, old: SealRecord, who: tuple[str, str], reason: str
+) -> SealRecord:
+    return SealRecord(
+        plan=old.plan,
+        version=old.version + 1,
+        contract_digest=old.contract_digest,
+        previous_digest=old.contract_digest,
+        policy_digest=state.policy.digest(),
+        sealed_at=now_iso(),
+        sealer=who[0],
+        sealer_fingerprint=who[1],
+        reason=reason,
+        change="retired",
+        weakened=True,
+        weakenings=("plan retired",),
+        retired=True,
+    )
 
 
 # --------------------------------------------------------------------------- attempt resets

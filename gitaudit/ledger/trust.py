@@ -1,10 +1,12 @@
 """Who may sign what: the trust set and the gate policy stored on ``refs/audit/plans``.
 
 ``trust/allowed_signers`` (OpenSSH format, so plain git can verify with it) names each principal's
-key; ``trust/roles.json`` says which principals are **sealers** (may change plans, seals, trust
-and policy), which are **runners** (may append evidence) and which are **reconcilers** (may
-settle an unknown outcome by their word: ``git audit reconcile --observed``). A sealer is a
-reconciler too. ``policy.json`` holds the gate policy.
+key; ``trust/roles.json`` says which principals are **sealers** (may change plans, seals,
+requests, trust and policy), which are **planners** (may seal plan changes that answer the
+sealed request and weaken nothing: an agent's own key), which are **runners** (may append
+evidence) and which are **reconcilers** (may settle an unknown outcome by their word: ``git
+audit reconcile --observed``). A sealer is a planner and a reconciler too. ``policy.json`` holds
+the gate policy.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ from gitaudit.errors import GitAuditError, TrustError
 from gitaudit.ledger.objects import blob_at, dumps, loads
 from gitaudit.plan.digest import canonical, sha256
 
-Role = Literal["sealer", "runner", "reconciler"]
-ROLES: tuple[Role, ...] = ("sealer", "runner", "reconciler")
+Role = Literal["sealer", "runner", "reconciler", "planner"]
+ROLES: tuple[Role, ...] = ("sealer", "runner", "reconciler", "planner")
 # the roles another role implies: a sealer, who may change the contract itself, may also say
-# what was observed
-IMPLIED_BY: Mapping[Role, tuple[Role, ...]] = {"reconciler": ("sealer",)}
+# what was observed, and plan
+IMPLIED_BY: Mapping[Role, tuple[Role, ...]] = {"reconciler": ("sealer",), "planner": ("sealer",)}
 CommitMsgMode = Literal["off", "claims", "strict"]
 COMMIT_MSG_MODES: tuple[CommitMsgMode, ...] = ("off", "claims", "strict")
 LiveEvidence = Literal["allow", "refuse"]
@@ -177,6 +179,9 @@ class TrustSet:
         reconcilers = sorted(k.name for k in self.keys if "reconciler" in k.roles)
         if reconcilers:  # absent when empty: trust sets without reconcilers keep their bytes
             roles["reconcilers"] = reconcilers
+        planners = sorted(k.name for k in self.keys if "planner" in k.roles)
+        if planners:  # likewise
+            roles["planners"] = planners
         labels = {k.name: sorted(k.labels) for k in self.keys if k.labels}
         if labels:  # likewise
             roles["labels"] = dict(sorted(labels.items()))

@@ -36,6 +36,9 @@ class Change:
     # a change of a way to reconcile (idempotent, readback): earlier versions of gitaudit
     # classified these the other way round (see gitaudit.ledger.plansref._weakens)
     reconciliation: bool = False
+    # the requirement id the change is about (a requirement itself, or a step's coverage of it):
+    # whose it is (the request's, or the plan's own) decides who may make it
+    requirement: str | None = None
 
     def render(self) -> str:
         return f"{self.where}: {self.message}"
@@ -123,9 +126,9 @@ def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> 
     if old["title"] != new["title"]:
         out.append(Change("neutral", where, f"title {old['title']!r} -> {new['title']!r}"))
     for req in sorted(set(old["covers"]) - set(new["covers"])):
-        out.append(Change("weakened", where, f"no longer covers {req}"))
+        out.append(Change("weakened", where, f"no longer covers {req}", requirement=req))
     for req in sorted(set(new["covers"]) - set(old["covers"])):
-        out.append(Change("strengthened", where, f"now also covers {req}"))
+        out.append(Change("strengthened", where, f"now also covers {req}", requirement=req))
     new_clauses = [_clause_set(c) for c in new["depends_on"]]
     old_clauses = [_clause_set(c) for c in old["depends_on"]]
     for clause in old_clauses:
@@ -226,24 +229,22 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:  # no
     new_reqs = {r["id"]: r for r in new["requirements"]}
     for req in old["requirements"]:
         where = f"requirement {req['id']}"
-        other = new_reqs.get(req["id"])
+        rid = req["id"]
+        other = new_reqs.get(rid)
         if other is None:
-            out.append(Change("weakened", where, "removed"))
+            out.append(Change("weakened", where, "removed", requirement=rid))
             continue
+        moved = f"priority {req['priority']} -> {other['priority']}"
         if _PRIORITY[other["priority"]] < _PRIORITY[req["priority"]]:
-            out.append(
-                Change("weakened", where, f"priority {req['priority']} -> {other['priority']}")
-            )
+            out.append(Change("weakened", where, moved, requirement=rid))
         elif _PRIORITY[other["priority"]] > _PRIORITY[req["priority"]]:
-            out.append(
-                Change("strengthened", where, f"priority {req['priority']} -> {other['priority']}")
-            )
+            out.append(Change("strengthened", where, moved, requirement=rid))
         if other["description"] != req["description"]:
-            out.append(Change("weakened", where, "description changed"))
+            out.append(Change("weakened", where, "description changed", requirement=rid))
     old_ids = {r["id"] for r in old["requirements"]}
     for rid in new_reqs:
         if rid not in old_ids:
-            out.append(Change("strengthened", f"requirement {rid}", "added"))
+            out.append(Change("strengthened", f"requirement {rid}", "added", requirement=rid))
     for tool in sorted(set(old["required_tools"]) - set(new["required_tools"])):
         out.append(Change("weakened", "required_tools", f"{tool!r} no longer required"))
     for tool in sorted(set(new["required_tools"]) - set(old["required_tools"])):

@@ -470,9 +470,9 @@ def test_attack_agent_edits_its_own_hook_settings(project: GitRepo) -> None:
 
 def test_attack_agent_takes_the_sealers_decisions(project: GitRepo) -> None:
     """With the user's key at hand, the agent changes the definition of done or who counts
-    instead of doing the work: a weakening reseal, a retired plan, attempts given back, keys
-    trusted or removed, the anchor moved, a laxer policy, an outcome asserted by hand (each got
-    through before the fix)."""
+    instead of doing the work: a weakening reseal, a retired plan, attempts given back, the
+    user's request rewritten, keys trusted or removed, the anchor moved, a laxer policy, an
+    outcome asserted by hand (each got through before the fix)."""
     refused(
         project,
         commands(
@@ -480,6 +480,7 @@ def test_attack_agent_takes_the_sealers_decisions(project: GitRepo) -> None:
             "git audit plan seal --allow-weaken -m 'the check was too strict'",
             "git audit plan retire default -m obsolete",
             "git audit plan reset-attempts greeting",
+            "git audit request seal --plan default -m 'smaller, as agreed'",
             "git audit trust add ~/.ssh/agent.pub --role sealer --name agent",
             "git audit trust remove alice",
             "git audit trust anchor --yes",
