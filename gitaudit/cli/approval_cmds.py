@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from gitaudit.cli.common import JsonOpt, KeyOpt, emit_json, repo_here, say, signer_for
+from gitaudit.git.repo import Repo
 from gitaudit.ledger.proposals import approve, changed_paths, find, list_proposals, prune
 
 _NEXT = {
@@ -36,27 +37,7 @@ def proposals_cmd(
         for pid in prune(repo):
             say(f"deleted refs/audit/proposals/{pid}")
     if proposal is not None:
-        view = find(repo, proposal)
-        paths = changed_paths(repo, view)
-        if as_json:
-            emit_json({**view.to_json(), "message": view.proposal.message, "files": paths})
-            return
-        p = view.proposal
-        say(f"proposal {p.id}: {p.summary}")
-        say(f"  state      {view.state}")
-        say(f"  kinds      {', '.join(p.kinds)}")
-        who = ", ".join(view.approvers) or "none"
-        say(f"  approvals  {len(view.approvers)} of {view.required} ({who})")
-        say(f"  proposed   {p.proposed_at} by {p.proposer} on plans commit {p.parent[:12]}")
-        say(f"  from       {', '.join(view.sources)}")
-        for kind, files in paths.items():
-            for path in files:
-                say(f"  {kind:<10} {path}")
-        for line in p.message.rstrip("\n").splitlines()[1:]:
-            say(f"  | {line}" if line else "  |")
-        for why in view.ignored:
-            say(f"  ignored    {why}")
-        say(f"next: {_NEXT[view.state].format(id=p.id, applied=(view.applied_in or '')[:12])}")
+        _show(repo, proposal, as_json)
         return
     views = list_proposals(repo)
     if as_json:
@@ -71,6 +52,33 @@ def proposals_cmd(
             f"{p.id}  {v.state:<8} {len(v.approvers)}/{v.required}  {p.summary}  "
             f"({', '.join(p.kinds)}; by {p.proposer})"
         )
+
+
+def _show(repo: Repo, proposal: str, as_json: bool) -> None:
+    view = find(repo, proposal)
+    paths = changed_paths(repo, view)
+    if as_json:
+        emit_json({**view.to_json(), "message": view.proposal.message, "files": paths})
+        return
+    p = view.proposal
+    say(f"proposal {p.id}: {p.summary}")
+    say(f"  state      {view.state}")
+    say(f"  kinds      {', '.join(p.kinds)}")
+    who = ", ".join(view.approvers) or "none"
+    say(f"  approvals  {len(view.approvers)} of {view.required} ({who})")
+    say(f"  proposed   {p.proposed_at} by {p.proposer} on plans commit {p.parent[:12]}")
+    say(f"  from       {', '.join(view.sources)}")
+    for kind, files in paths.items():
+        for path in files:
+            say(f"  {kind:<10} {path}")
+    body = p.message.rstrip("\n").splitlines()[1:]
+    while body and not body[0].strip():
+        body.pop(0)
+    for line in body:
+        say(f"  | {line}" if line else "  |")
+    for why in view.ignored:
+        say(f"  ignored    {why}")
+    say(f"next: {_NEXT[view.state].format(id=p.id, applied=(view.applied_in or '')[:12])}")
 
 
 def approve_cmd(
