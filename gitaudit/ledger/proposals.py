@@ -441,13 +441,19 @@ def check_update(
         sealers = state.trust.with_role("sealer")
         for commit in reversed(added):
             verify_commit(git, commit.id, sealers)
-        proposal = read_proposal(git, pygit2.Oid(hex=new), ref)
     except GitAuditError as exc:
         return f"{exc.message} (a proposal is signed by a sealer trusted on the server)"
+    return _content_problem(git, ref, new)
+
+
+def _content_problem(git: pygit2.Repository, ref: str, new: str) -> str | None:
+    """The pushed tip must be a well-formed proposal of the id its ref names."""
+    try:
+        proposal = read_proposal(git, pygit2.Oid(hex=new), ref)
+    except GitAuditError as exc:
+        return exc.message
     pid = ref.removeprefix(PROPOSALS_PREFIX)
-    if proposal.id != pid:
-        return f"it holds proposal {proposal.id}, not {pid}"
-    return None
+    return None if proposal.id == pid else f"it holds proposal {proposal.id}, not {pid}"
 
 
 def _deletion_problem(git: pygit2.Repository, state: PlansState, ref: str, old: str) -> str | None:
