@@ -520,11 +520,14 @@ def _audit(name: str, args: list[str], guarded: WriteCheck) -> str | None:
         what = None  # shows the policy
     if words[:2] == ["plan", "seal"] and flags & {"--allow-weaken", "--amend"}:
         what = "records a weakening or an amendment of the sealed definition of done"
+    if words[:1] == ["approve"]:
+        what = "adds a sealer's approval to a proposed change of the definition of done"
     if words[:1] == ["reconcile"] and "--observed" in flags:
         what = "records an outcome by assertion instead of by a check (`--readback` runs one)"
     if what:
         return (
-            f"`git audit {' '.join(words[:2])}` {what}: that is the user's decision, taken "
+            f"`git audit {' '.join(words[:2] if words[:1] != ['approve'] else words[:1])}` "
+            f"{what}: that is the user's decision, taken "
             "with the user's key, not the agent's. Ask the user; meanwhile make the work pass "
             "the plan as it is" + AFTER
         )

@@ -14,6 +14,7 @@ from gitaudit import __version__
 from gitaudit.cli import (
     agent_cmds,
     agents_cmds,
+    approval_cmds,
     attest_cmds,
     completion,
     export_cmds,
@@ -67,6 +68,8 @@ app.command("snapshot")(snapshot_cmds.snapshot_cmd)
 app.command("snapshots")(snapshot_cmds.snapshots_cmd)
 app.command("rollback")(snapshot_cmds.rollback_cmd)
 app.command("watch")(watch_cmds.watch_cmd)
+app.command("proposals")(approval_cmds.proposals_cmd)
+app.command("approve")(approval_cmds.approve_cmd)
 
 
 def _version(value: bool) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import NoReturn
 
 from gitaudit.errors import GitAuditError, UsageError
 
@@ -34,6 +35,20 @@ def _instant(args: list[str]) -> bool:
             sys.stdout.write(helptext.TEXT)
             return True
     return False
+
+
+def _report(exc: GitAuditError) -> NoReturn:
+    """Exit with *exc*'s code: `error:` and `hint:` lines, or, for an outcome that is not a
+    failure (exit code 0: a change proposed for approvals), the message and the next command."""
+    if exc.exit_code == 0:
+        print(exc.message)
+        if exc.hint:
+            print(f"next: {exc.hint}")
+        sys.exit(0)
+    print(f"error: {exc.message}", file=sys.stderr)
+    if exc.hint:
+        print(f"hint: {exc.hint}", file=sys.stderr)
+    sys.exit(int(exc.exit_code))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -64,12 +79,9 @@ def main(argv: list[str] | None = None) -> None:
 
         app(args=args, prog_name="git-audit")
     except GitAuditError as exc:
-        if debug:
+        if debug and exc.exit_code != 0:
             raise
-        print(f"error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
-        sys.exit(int(exc.exit_code))
+        _report(exc)
     except KeyboardInterrupt:
         # `run` records an interrupted run itself (gitaudit.run.interrupts); anything else was
         # stopped between atomic steps: refs move by compare-and-swap, after their objects

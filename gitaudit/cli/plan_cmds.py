@@ -22,6 +22,7 @@ from gitaudit.cli.common import (
 from gitaudit.cli.names import require_known
 from gitaudit.errors import ExitCode, UsageError
 from gitaudit.git.repo import Repo
+from gitaudit.ledger.approvals import ChangeProposed
 from gitaudit.ledger.plansref import read_state, sealed_contract
 from gitaudit.ledger.request_ops import RequestEntry, request_history
 from gitaudit.ledger.seals import (
@@ -273,7 +274,13 @@ def seal_cmd(
         c.require_valid()
     signer = signer_for(repo, key)
     for c in checked:
-        outcome = seal_plan(repo, signer, c, reason=reason, allow_weaken=allow_weaken, amend=amend)
+        try:
+            outcome = seal_plan(
+                repo, signer, c, reason=reason, allow_weaken=allow_weaken, amend=amend
+            )
+        except ChangeProposed as proposed:  # the policy asks for more sealers: the next plan
+            say(f"{proposed.message}\nnext: {proposed.hint}")
+            continue
         say(outcome.message)
         record = outcome.record
         if outcome.commit is not None and record is not None and record.amended:

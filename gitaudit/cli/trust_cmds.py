@@ -17,6 +17,7 @@ from gitaudit.ledger.plansref import read_state, root_of_trust
 from gitaudit.ledger.seals import set_policy, trust_add, trust_init, trust_remove
 from gitaudit.ledger.trust import (
     AGENTS_MODES,
+    APPROVAL_KINDS,
     COMMIT_MSG_MODES,
     LIVE_EVIDENCE,
     ROLES,
@@ -231,6 +232,15 @@ def policy_cmd(
             "the rules; 'none' removes them.",
         ),
     ] = None,
+    approvals: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--approvals",
+            help="How many distinct sealers must approve a kind of change: KIND=K, KIND one of "
+            f"{', '.join(APPROVAL_KINDS)} (1: the signer alone). Repeatable; kinds not given keep "
+            "their number. Lowering one is a weakening that needs that many approvals.",
+        ),
+    ] = None,
     allow_weaken: Annotated[
         bool, typer.Option("--allow-weaken", help="Accept a laxer policy (recorded).")
     ] = False,
@@ -242,7 +252,7 @@ def policy_cmd(
     state = read_state(repo)
     current = state.policy
     given = (protect, weaken, commit_msg, live_evidence, max_artifact_bytes, agents, evidence)
-    if given == (None,) * 7:
+    if given == (None,) * 7 and approvals is None:
         for k, v in current.to_json().items():
             say(f"{k}: {v}")
         return
@@ -264,6 +274,7 @@ def policy_cmd(
         else max_artifact_bytes,
         agents=agents or current.agents,
         evidence=current.evidence if evidence is None else _evidence_rules(evidence),
+        approvals=_approvals(current.approvals, approvals or []),
     )
     commit, laxer = set_policy(
         repo, signer_for(repo, key), policy, allow_weaken=allow_weaken, reason=reason
@@ -298,3 +309,19 @@ def _evidence_rules(specs: list[str]) -> tuple[EvidenceRule, ...]:
             raise UsageError(f"--evidence: {pattern} is given twice")
         rules[pattern] = EvidenceRule(pattern, runners, int(least) if least else 1)
     return tuple(rules[p] for p in sorted(rules))
+
+
+def _approvals(
+    current: tuple[tuple[str, int], ...], specs: list[str]
+) -> tuple[tuple[str, int], ...]:
+    """``KIND=K`` specs applied to the current approvals (K = 1 drops the kind: the default)."""
+    wanted = dict(current)
+    for spec in specs:
+        kind, eq, least = spec.partition("=")
+        if not eq or kind not in APPROVAL_KINDS or not (least.isdigit() and int(least) >= 1):
+            raise UsageError(
+                f"--approvals {spec!r}: expected KIND=K, KIND one of {', '.join(APPROVAL_KINDS)}",
+                hint="e.g. --approvals weaken=2 --approvals trust=2",
+            )
+        wanted[kind] = int(least)
+    return tuple(sorted((k, n) for k, n in wanted.items() if n > 1))

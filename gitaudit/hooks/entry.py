@@ -8,7 +8,8 @@ imported inside the function that needs it, so a hook costs little more than int
   trailers) and blocks completion claims (or, in strict mode, any commit) without PASS.
 * ``pre-receive`` (server): judges each pushed update with the server's already-accepted
   ``refs/audit/plans``; audit refs move fast-forward only, with signatures of the right role and
-  no unrecorded weakening; protected refs need PASS, using evidence on the server or in the push.
+  no unrecorded weakening nor change short of its approvals; protected refs need PASS, using
+  evidence on the server or in the push.
 """
 
 from __future__ import annotations
@@ -354,6 +355,10 @@ def _check_audit_update(repo: Repo, state: PlansState, ref: str, old: str, new: 
         if not state.exists:
             return "the server has no refs/audit/plans yet: push it first"
         return _check_agents_update(repo, state, old, new)
+    if ref.startswith("refs/audit/proposals/"):  # changes awaiting k sealers' approvals
+        from gitaudit.ledger.proposals import check_update
+
+        return check_update(repo.git, state, ref, old, new)
     if ref.startswith("refs/audit/snapshots/"):
         return "snapshots hold untracked files: they stay in the repository they were taken in"
     return "unknown audit ref"
@@ -385,7 +390,7 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 
     for old, new, ref in updates:
         if not ref.startswith("refs/audit/"):
             continue
-        if new == ZERO:
+        if new == ZERO and not ref.startswith("refs/audit/proposals/"):
             reject(ref, "audit refs cannot be deleted")
             continue
         why: str | None

@@ -23,7 +23,7 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, SealError, TrustError
 from gitaudit.git.repo import Repo
-from gitaudit.ledger import chain, vouch, watermark
+from gitaudit.ledger import approvals, chain, vouch, watermark
 from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of, loads, read_files, write_tree
 from gitaudit.ledger.protected import manifest_path, parse_manifest
@@ -511,6 +511,7 @@ def append(
         if built is None:
             return None, state
         files, message = built
+        files = {p: d for p, d in files.items() if p != approvals.APPROVALS_PATH}  # per commit
         try:
             tree = write_tree(repo.git, files)
         except (OSError, pygit2.GitError) as exc:
@@ -532,6 +533,8 @@ def append(
             message=message,
             signer=signer,
         )
+        if state.exists:
+            _approvals_gate(repo, signer, state, commit, files, message)
         checkpoint.reached("seal.objects-written", str(commit))
         try:
             cas_update(
@@ -562,6 +565,38 @@ def _refuse_for_planner(
         raise SealError(
             problem,
             hint="a sealer makes this change with their key (`--key`), or ask the user to",
+        )
+
+
+def _approvals_gate(
+    repo: Repo,
+    signer: Signer,
+    state: PlansState,
+    commit: pygit2.Oid,
+    files: dict[str, bytes],
+    message: str,
+) -> None:
+    """A change that would lock every sealer out is refused; one that needs several sealers
+    (the policy's approvals) is proposed instead of applied (raises ChangeProposed)."""
+    mine = state_at(repo.git, commit_of(repo.git, commit, PLANS_REF))
+    lockout = approvals.lockout_problem(mine.trust, mine.policy)
+    if lockout and lockout != approvals.lockout_problem(state.trust, state.policy):
+        raise SealError(
+            f"refused: {lockout}; nothing of those kinds could ever change again",
+            hint="trust more sealers first, or ask for fewer approvals",
+        )
+    need = approvals.needed(state, mine)
+    if need.required > 1:
+        raise approvals.propose(
+            repo.git,
+            signer,
+            proposer=signer_name(state, signer.public_key),
+            parent=str(state.tip),
+            files=files,
+            message=message,
+            need=need,
+            trust=state.trust,
+            now=now_iso(),
         )
 
 
@@ -640,7 +675,8 @@ def transition_problem(before: PlansState, after: PlansState, where: str) -> str
             return (
                 f"{where}: seal v{new.version} of {name!r} weakens the contract; policy forbids it"
             )
-    return None
+    # k of n: what the parent's policy says this kind of change needs (ledger/approvals.py)
+    return approvals.approval_problem(before, after, where)
 
 
 def _weakens(old: Plan, new: Plan, record: SealRecord) -> bool:

@@ -35,6 +35,7 @@ from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.plansref import PlansState, read_state, verify_chain
+from gitaudit.ledger.proposals import pushable
 from gitaudit.ledger.refs import (
     MIRROR,
     PLANS_REF,
@@ -433,6 +434,7 @@ def push(
             return first
         audit_refs = [PLANS_REF] if read_ref(repo.git, PLANS_REF) else []
         audit_refs += sorted(list_refs(repo.git, RUNS_PREFIX))
+        audit_refs += pushable(repo, remote)  # proposals awaiting approvals, fast-forwards only
         proc = run_git(
             ["push", "--atomic", "--porcelain", remote, *specs, *(f"{r}:{r}" for r in audit_refs)],
             cwd=repo.workdir or repo.gitdir,

@@ -36,6 +36,8 @@ LIVE_EVIDENCE: tuple[LiveEvidence, ...] = ("allow", "refuse")
 AgentsMode = Literal["parallel-warn", "parallel-strict", "serial"]
 # laxest first: a policy moving left is a weakening
 AGENTS_MODES: tuple[AgentsMode, ...] = ("parallel-warn", "parallel-strict", "serial")
+# the kinds of plans-ref change the policy may require several sealers for (ledger/approvals.py)
+APPROVAL_KINDS = ("weaken", "amend", "trust", "policy", "request")
 
 ALLOWED_SIGNERS_PATH = "trust/allowed_signers"
 ROLES_PATH = "trust/roles.json"
@@ -252,6 +254,12 @@ class Policy:
     agents: AgentsMode = "parallel-warn"
     # per ref pattern, whose evidence proves a tree for that ref (trusted runners, k of them)
     evidence: tuple[EvidenceRule, ...] = ()
+    # per kind of change (APPROVAL_KINDS), how many distinct sealers must approve it (absent: 1)
+    approvals: tuple[tuple[str, int], ...] = ()
+
+    def approvals_for(self, kind: str) -> int:
+        """How many distinct sealers a change of *kind* needs (1: its signer alone)."""
+        return dict(self.approvals).get(kind, 1)
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -268,6 +276,8 @@ class Policy:
             doc["agents"] = self.agents
         if self.evidence:  # added in 0.3: only when set (stable digests)
             doc["evidence"] = {r.pattern: r.to_json() for r in self.evidence}
+        if self.approvals:  # added in 0.3: only when set (stable digests)
+            doc["approvals"] = dict(self.approvals)
         return doc
 
     def evidence_rule(self, refname: str | None) -> EvidenceRule | None:
@@ -313,6 +323,9 @@ class Policy:
             added = sorted(set(now.runners) - set(rule.runners))
             if added:
                 out.append(f"evidence for {rule.pattern} also from {', '.join(added)}")
+        for kind, least in old.approvals:
+            if self.approvals_for(kind) < least:
+                out.append(f"{kind} approvals: {least} -> {self.approvals_for(kind)} sealer(s)")
         return out
 
     @classmethod
@@ -341,9 +354,21 @@ class Policy:
             if agents not in AGENTS_MODES:
                 raise ValueError(f"agents must be one of {', '.join(AGENTS_MODES)}")
             rules = _rules_from_json(doc.get("evidence", {}))
+            approvals = _approvals_from_json(doc.get("approvals", {}))
         except ValueError as exc:
             raise TrustError(f"{where}: {POLICY_PATH} is invalid: {exc}") from None
-        return cls(tuple(refs), allow, mode, doc, live, limit, agents, rules)
+        return cls(tuple(refs), allow, mode, doc, live, limit, agents, rules, approvals=approvals)
+
+
+def _approvals_from_json(doc: Any) -> tuple[tuple[str, int], ...]:
+    if not isinstance(doc, dict):
+        raise ValueError("approvals must map kinds of change to numbers of sealers")
+    for kind, least in doc.items():
+        if kind not in APPROVAL_KINDS:
+            raise ValueError(f"approvals: unknown kind {kind!r} ({', '.join(APPROVAL_KINDS)})")
+        if isinstance(least, bool) or not isinstance(least, int) or least < 1:
+            raise ValueError(f"approvals.{kind} must be a whole number, 1 or more")
+    return tuple(sorted(doc.items()))
 
 
 def policy_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> Policy:

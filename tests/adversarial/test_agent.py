@@ -472,7 +472,7 @@ def test_attack_agent_takes_the_sealers_decisions(project: GitRepo) -> None:
     """With the user's key at hand, the agent changes the definition of done or who counts
     instead of doing the work: a weakening reseal, a retired plan, attempts given back, the
     user's request rewritten, keys trusted or removed, the anchor moved, a laxer policy, an
-    outcome asserted by hand (each got through before the fix)."""
+    outcome asserted by hand, a proposed change approved (each got through before the fix)."""
     refused(
         project,
         commands(
@@ -486,6 +486,7 @@ def test_attack_agent_takes_the_sealers_decisions(project: GitRepo) -> None:
             "git audit trust anchor --yes",
             "git audit trust policy --weakening allowed --allow-weaken --reason x",
             "git audit reconcile greeting --observed pass",
+            "git audit approve 0123456789ab",
             "python3 -m gitaudit plan retire default -m x",
             "git-audit trust policy --commit-msg off --allow-weaken --reason x",
         ),
