@@ -2,18 +2,25 @@
 
 Uses mutmut 3 (from the package registry; installed on demand). For each group (the modules of
 one defence and the tests that guard them), a scratch copy of the project is made under
-``build/mutate/<group>/`` with its own ``[tool.mutmut]`` configuration, every mutant of the
-group's modules is generated, a **seeded sample** of them is run (all of them with
-``--sample 0``), and the score and the surviving mutants (with their diffs) are printed.
+``build/mutate/<group>/`` with its own ``[tool.mutmut]`` configuration, and then:
+
+1. every mutant of the group's modules is generated (no test runs);
+2. mutmut's stats run maps each test of the group to the functions it reaches: in the test's own
+   process, and (through ``mutation/shim``) in the ``git audit`` and hook processes it starts;
+3. a **seeded sample** of each module's mutants (all of them with ``--sample 0``) is run, each
+   against the tests that reach its function;
+4. the score per module, and every surviving mutant with its diff, are printed, and written to
+   ``build/mutate/<group>/summary.json`` (and all groups to ``build/mutate/summary.json``).
 
 Mutants are switched on through the environment (``MUTANT_UNDER_TEST``) and the scratch copy is
-first on ``PYTHONPATH``, so the command-line and hook subprocesses a test starts run the mutant
-too. mutmut picks, per mutant, only the tests that reached the mutated function in process; a
-mutant reached only in a subprocess reports "no tests" and counts as not killed.
+first on ``PYTHONPATH``, so the subprocesses a test starts run the mutant too. Every phase's
+output is kept in ``build/mutate/<group>/<phase>.log``; a phase that fails (a test failing without
+any mutant, say) stops the run with the end of its log, rather than leaving mutants unchecked.
 
-    python mutation/run.py [--groups gate,ledger] [--sample 40] [--seed 18] [--jobs 2]
+    python mutation/run.py [--groups gate,ledger] [--modules gitaudit/gate/plans.py]
+                           [--sample 25] [--seed 18] [--jobs 2]
 
-Exit status 0 when every group run reached --target (default 0.9), else 1.
+Exit status 0 when every group reached --target (default 0.9), else 1 (2 when a phase failed).
 """
 
 from __future__ import annotations
@@ -26,11 +33,13 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "mutate"
+SHIM = Path(__file__).resolve().parent / "shim"
 MUTMUT = "mutmut==3.8.1"
 
 
@@ -40,6 +49,8 @@ class Group:
     tests: tuple[str, ...]
 
 
+# Each group's tests are the ones that guard its modules, chosen to run in a few minutes on two
+# busy cores: mutmut runs, for each mutant, only those of them that reach the mutated function.
 GROUPS = {
     "gate": Group(
         (
@@ -49,13 +60,8 @@ GROUPS = {
             "gitaudit/gate/plans.py",
             "gitaudit/verdict.py",
         ),
-        (
-            "tests/adversarial/test_evidence.py",
-            "tests/adversarial/test_plans.py",
-            "tests/adversarial/test_reconcile.py",
-            "tests/adversarial/test_attempts.py",
-            "tests/adversarial/test_time.py",
-        ),
+        # the whole attack catalogue: every attack ends at the gate's verdict
+        ("tests/gate", "tests/adversarial"),
     ),
     "ledger": Group(
         (
@@ -69,6 +75,7 @@ GROUPS = {
             "tests/adversarial/test_seals.py",
             "tests/adversarial/test_history.py",
             "tests/adversarial/test_evidence.py",
+            "tests/faults/test_disk.py",  # a full disk while a seal is written
         ),
     ),
     "crypto": Group(
@@ -83,9 +90,12 @@ GROUPS = {
     "hooks": Group(
         ("gitaudit/hooks/entry.py", "gitaudit/hooks/message.py"),
         (
+            "tests/hooks",
             "tests/adversarial/test_hooks.py",
             "tests/adversarial/test_commit_msg.py",
             "tests/e2e/test_hooks.py",
+            "tests/e2e/test_team.py",  # the pre-commit framework's entry
+            "tests/run/test_memo.py",  # the hooks' fast path
         ),
     ),
     "fingerprint": Group(("gitaudit/git/fingerprint.py",), ("tests/test_fingerprint.py",)),
@@ -96,6 +106,23 @@ GROUPS = {
 
 KILLED = {"killed", "timeout"}  # a mutant that makes a test hang is caught too
 STATUS = re.compile(r"^\s+(\S+): (.+)$")
+ESTIMATE = re.compile(r"^(<no tests>|\d+ms) (\S+)$")
+
+# Generation only: what `mutmut run` does before it runs any test.
+GENERATE = """
+import os, sys
+from mutmut import __main__ as m
+m.set_mutant_under_test("mutant_generation")
+os.makedirs("mutants", exist_ok=True)
+m.copy_src_dir()
+m.copy_also_copy_files()
+m.setup_source_paths()
+m.create_mutants(int(sys.argv[1]))
+"""
+
+
+class PhaseFailed(Exception):
+    pass
 
 
 def _toml_list(items: tuple[str, ...] | list[str]) -> str:
@@ -106,14 +133,17 @@ def prepare(name: str, group: Group) -> Path:
     work = BUILD / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    for folder in ("gitaudit", "tests", "hooks"):
+    for folder in ("gitaudit", "tests", "hooks", "docs"):
         shutil.copytree(ROOT / folder, work / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(SHIM, work / "shim", ignore=shutil.ignore_patterns("__pycache__"))
     config = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     config += (
         "\n[tool.mutmut]\n"
         'source_paths = ["gitaudit"]\n'
+        # the hook shim `git audit hooks install` installs; the docs some tests check against
+        'also_copy = ["hooks", "docs"]\n'
         f"only_mutate = {_toml_list(group.modules)}\n"
-        'pytest_add_cli_args = ["-p", "no:randomly", "-q", "-x"]\n'
+        'pytest_add_cli_args = ["-p", "no:randomly", "-p", "mutate_plugin", "-q"]\n'
         f"pytest_add_cli_args_test_selection = {_toml_list(group.tests)}\n"
         "use_git_change_detection = false\n"
     )
@@ -121,74 +151,185 @@ def prepare(name: str, group: Group) -> Path:
     return work
 
 
-def mutmut(work: Path, *args: str, jobs: int) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(work / "mutants")}
-    argv = [sys.executable, "-m", "mutmut", *args]
-    if args and args[0] == "run":
-        argv[4:4] = ["--max-children", str(jobs)]
-    return subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, check=False)
+def phase(work: Path, label: str, argv: list[str], limit: float) -> str:
+    """Run one step in *work*, its output kept in ``<label>.log``; raise PhaseFailed if it fails."""
+    env = {k: v for k, v in os.environ.items() if k != "MUTANT_UNDER_TEST"}
+    env["PYTHONPATH"] = os.pathsep.join([str(work / "shim"), str(work / "mutants")])
+    env["MUTATE_HITS"] = str(work / "subprocess-hits.txt")
+    log = work / f"{label}.log"
+    try:
+        proc = subprocess.run(
+            [sys.executable, *argv],
+            cwd=work,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+            timeout=limit,
+        )
+    except subprocess.TimeoutExpired as expired:
+        out = expired.stdout if isinstance(expired.stdout, str) else ""
+        log.write_text(out, encoding="utf-8")
+        raise PhaseFailed(f"{label}: still running after {limit:.0f} s (see {log})") from None
+    log.write_text(proc.stdout, encoding="utf-8")
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stdout.splitlines()[-40:])
+        raise PhaseFailed(f"{label}: exit {proc.returncode} (see {log})\n{tail}")
+    return proc.stdout
 
 
-def statuses(work: Path, jobs: int) -> dict[str, str]:
-    out = mutmut(work, "results", "--all", "true", jobs=jobs).stdout
-    return {m.group(1): m.group(2) for line in out.splitlines() if (m := STATUS.match(line))}
+def module_of(mutant: str) -> str:
+    """``gitaudit/ledger/lookup.py`` for ``gitaudit.ledger.lookup.x_confirm__mutmut_3`` (and for
+    a method's mutant, ``gitaudit.ledger.lookup.xǁCacheǁget__mutmut_1``)."""
+    return mutant.rsplit(".", 1)[0].replace(".", "/") + ".py"
 
 
-def run_group(name: str, group: Group, sample: int, seed: int, jobs: int) -> dict[str, object]:
-    work = prepare(name, group)
-    # generation and the one run of the tests that maps tests to functions; no mutant runs
-    mutmut(work, "run", "nothing.matches.this", jobs=jobs)
-    every = sorted(statuses(work, jobs))
-    if not every:
-        raise SystemExit(f"mutate {name}: mutmut generated no mutants (see {work})")
+def pick(every: list[str], sample: int, seed: int) -> list[str]:
+    """A seeded sample of *sample* mutants of each module (all of them when *sample* <= 0)."""
+    if sample <= 0:
+        return every
     rng = random.Random(seed)  # noqa: S311 (a reproducible sample, not a secret)
-    chosen = every if sample <= 0 else sorted(rng.sample(every, min(sample, len(every))))
-    mutmut(work, "run", *chosen, jobs=jobs)
-    result = statuses(work, jobs)
+    chosen: list[str] = []
+    for module in sorted({module_of(m) for m in every}):
+        mutants = [m for m in every if module_of(m) == module]
+        chosen += rng.sample(mutants, min(sample, len(mutants)))
+    return sorted(chosen)
+
+
+def per_module(picked: dict[str, str], every: list[str]) -> dict[str, dict[str, int]]:
+    modules: dict[str, dict[str, int]] = {}
+    for mutant in every:
+        counts = modules.setdefault(module_of(mutant), {"mutants": 0, "sampled": 0, "killed": 0})
+        counts["mutants"] += 1
+    for mutant, status in picked.items():
+        counts = modules[module_of(mutant)]
+        counts["sampled"] += 1
+        counts["killed"] += status in KILLED
+    return modules
+
+
+def run_group(
+    name: str,
+    group: Group,
+    sample: int,
+    seed: int,
+    jobs: int,
+    limit: float,
+) -> dict[str, object]:
+    started = time.monotonic()
+    work = prepare(name, group)
+    phase(work, "generate", ["-c", GENERATE, str(jobs)], limit)
+    estimates = phase(work, "stats", ["-m", "mutmut", "print-time-estimates"], limit)
+    reached = {}
+    for line in estimates.splitlines():
+        if m := ESTIMATE.match(line.strip()):
+            reached[m.group(2)] = m.group(1) != "<no tests>"
+    every = sorted(reached)
+    if not every:
+        raise PhaseFailed(f"{name}: mutmut generated no mutants (see {work})")
+    chosen = pick(every, sample, seed)
+    run = ["-m", "mutmut", "run", "--max-children", str(jobs), *chosen]
+    phase(work, "mutants", run, limit)
+    out = phase(work, "results", ["-m", "mutmut", "results", "--all", "true"], limit)
+    result = {m.group(1): m.group(2) for line in out.splitlines() if (m := STATUS.match(line))}
     picked = {m: result.get(m, "not checked") for m in chosen}
     killed = [m for m, s in picked.items() if s in KILLED]
     survivors = {m: s for m, s in picked.items() if s not in KILLED}
     score = len(killed) / len(picked)
+    seconds = round(time.monotonic() - started)
     summary: dict[str, object] = {
         "group": name,
         "modules": list(group.modules),
         "tests": list(group.tests),
         "mutants": len(every),
+        "reached": sum(reached.values()),
         "sampled": len(picked),
         "seed": seed,
         "killed": len(killed),
+        "timeouts": sum(1 for s in picked.values() if s == "timeout"),
         "score": round(score, 3),
+        "seconds": seconds,
+        "modules_scored": per_module(picked, every),
         "survivors": survivors,
     }
     (work / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    print(f"== mutate {name}: {len(killed)}/{len(picked)} killed ({score:.0%}) of {len(every)} ")
+    print(
+        f"== mutate {name}: {len(killed)}/{len(picked)} killed ({score:.0%}) "
+        f"of {len(every)} mutants, in {seconds} s",
+        flush=True,
+    )
     for mutant, status in survivors.items():
         print(f"-- {status}: {mutant}")
-        print(mutmut(work, "show", mutant, jobs=jobs).stdout.strip())
+        shown = phase(work, "show", ["-m", "mutmut", "show", mutant], limit)
+        print(shown.strip(), flush=True)
     return summary
+
+
+def table(summaries: list[dict[str, object]]) -> str:
+    """One row per module: its mutants, how many were sampled and killed."""
+    rows = ["| group | module | mutants | sampled | killed | score |", "|---|---|---|---|---|---|"]
+    for s in summaries:
+        modules = s["modules_scored"]
+        assert isinstance(modules, dict)
+        for module, n in sorted(modules.items()):
+            score = f"{n['killed'] / n['sampled']:.0%}" if n["sampled"] else "-"
+            rows.append(
+                f"| {s['group']} | `{module}` | {n['mutants']} | {n['sampled']} | {n['killed']} "
+                f"| {score} |"
+            )
+    return "\n".join(rows)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--groups", default=",".join(GROUPS))
-    parser.add_argument("--sample", type=int, default=40, help="mutants per group; 0: all")
+    parser.add_argument("--sample", type=int, default=25, help="mutants per module; 0: all")
+    parser.add_argument("--modules", default="", help="only these of the groups' modules (paths)")
     parser.add_argument("--seed", type=int, default=18)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--target", type=float, default=0.9)
+    parser.add_argument("--limit", type=float, default=3600, help="seconds per phase of a group")
     args = parser.parse_args()
+    names = args.groups.split(",")
+    unknown = [n for n in names if n not in GROUPS]
+    if unknown:
+        parser.error(f"unknown group(s) {', '.join(unknown)}; known: {', '.join(GROUPS)}")
     try:
         import mutmut  # noqa: F401
     except ImportError:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", MUTMUT], check=True)
-    ok = True
-    totals = [0, 0]
-    for name in args.groups.split(","):
-        summary = run_group(name, GROUPS[name], args.sample, args.seed, args.jobs)
-        totals[0] += int(summary["killed"])  # type: ignore[call-overload]
-        totals[1] += int(summary["sampled"])  # type: ignore[call-overload]
-        ok = ok and float(summary["score"]) >= args.target  # type: ignore[arg-type]
-    print(f"== mutate: {totals[0]}/{totals[1]} killed ({totals[0] / max(1, totals[1]):.0%})")
-    return 0 if ok else 1
+    only = {m for m in args.modules.split(",") if m}
+    every_module = {m for g in GROUPS.values() for m in g.modules}
+    if only - every_module:
+        parser.error(f"not a module of any group: {', '.join(sorted(only - every_module))}")
+    summaries = []
+    broken = []
+    for name in names:
+        group = GROUPS[name]
+        if only:
+            group = Group(tuple(m for m in group.modules if m in only), group.tests)
+            if not group.modules:
+                continue
+        try:
+            summaries.append(run_group(name, group, args.sample, args.seed, args.jobs, args.limit))
+        except PhaseFailed as failed:
+            print(f"!! mutate {name}: {failed}", file=sys.stderr, flush=True)
+            broken.append(name)
+    killed = sum(int(s["killed"]) for s in summaries)  # type: ignore[call-overload]
+    sampled = sum(int(s["sampled"]) for s in summaries)  # type: ignore[call-overload]
+    print()
+    print(table(summaries))
+    print(f"\n== mutate: {killed}/{sampled} killed ({killed / max(1, sampled):.0%})")
+    BUILD.mkdir(parents=True, exist_ok=True)
+    (BUILD / "summary.json").write_text(json.dumps(summaries, indent=2) + "\n", encoding="utf-8")
+    below = [str(s["group"]) for s in summaries if float(s["score"]) < args.target]  # type: ignore[arg-type]
+    if below:
+        print(f"== below the {args.target:.0%} target: {', '.join(below)}")
+    if broken:
+        print(f"== not measured (a phase failed): {', '.join(broken)}")
+        return 2
+    return 1 if below else 0
 
 
 if __name__ == "__main__":

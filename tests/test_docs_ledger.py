@@ -7,6 +7,8 @@
 * ``.pre-commit-hooks.yaml`` declares the two documented hooks, with entries that exist.
 * Every ``tests/<file>::<test>`` the threat model cites exists, and every relative link between the
   docs points at an existing file and heading.
+* Every defence in the threat model's table of defences under mutation cites a unit-level and a
+  separate end-to-end test.
 """
 
 from __future__ import annotations
@@ -391,6 +393,73 @@ def test_the_catalogue_counts_attacks_limits_and_controls_apart() -> None:
     assert got == want, (got, want)
     status = re.search(r"\*\*Status: .*?\((\d+) attacks, all caught", text, re.S)
     assert status is not None and int(status.group(1)) == want[0]
+
+
+CITATION = re.compile(r"`(tests/[\w/]+\.py)::(test_\w+)(?:\[([^\]`]+)\])?`")
+END_TO_END = ("tests/e2e/", "tests/adversarial/", "tests/cli/")
+
+
+def _defence_rows(text: str) -> list[list[str]]:
+    """The rows of the table of defences under mutation (defence, mutation, unit, end to end)."""
+    lines = section(text, "Defences under mutation").splitlines()
+    start = next(n for n, line in enumerate(lines) if line.startswith("| defence |"))
+    header = [c.strip() for c in lines[start].strip().strip("|").split("|")]
+    assert header == ["defence", "mutation (removed)", "unit", "end to end"], header
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return rows
+
+
+def _cited_test_exists(path: str, name: str, param: str | None) -> None:
+    file = ROOT / path
+    assert file.is_file(), f"{path} does not exist"
+    assert re.search(rf"^\s*def {name}\(", file.read_text(encoding="utf-8"), re.M), (
+        f"{path} has no test {name}"
+    )
+    if param is None:
+        return
+    module = __import__(path.removesuffix(".py").replace("/", "."), fromlist=[name])
+    marks = [m for m in getattr(getattr(module, name), "pytestmark", []) if m.name == "parametrize"]
+    ids = {str(v) for m in marks for v in m.args[1]}
+    assert param in ids, f"{path}::{name} has no case [{param}] (it has {sorted(ids)})"
+
+
+def test_every_defence_under_mutation_has_a_unit_and_an_end_to_end_test() -> None:
+    """Each defence in the table is caught by two independent tests, both of which fail when it
+    is removed: one at the unit level, one end to end (the command line, a hook, the server)."""
+    rows = _defence_rows(THREAT_DOC.read_text(encoding="utf-8"))
+    assert len(rows) >= 10, rows
+    for defence, mutation, unit, end in rows:
+        assert "`" in mutation, f"{defence}: name the mutation"
+        units = CITATION.findall(unit)
+        ends = CITATION.findall(end)
+        assert units, f"{defence}: no unit-level test cited"
+        assert ends, f"{defence}: no end-to-end test cited"
+        for path, name, param in units + ends:
+            _cited_test_exists(path, name, param or None)
+        assert not {(p, n) for p, n, _ in units} & {(p, n) for p, n, _ in ends}, (
+            f"{defence}: the unit and end-to-end tests must be different tests"
+        )
+        for path, name, _ in units:
+            assert not path.startswith(END_TO_END), f"{defence}: {path}::{name} is not a unit test"
+        for path, name, _ in ends:
+            assert path.startswith(END_TO_END), f"{defence}: {path}::{name} is not end to end"
+
+
+def test_make_mutate_defences_removes_each_defence_the_table_names() -> None:
+    """``mutation/defences.py`` removes each defence of the table and runs the tests cited for
+    it: the same defences, and the same tests, as the table."""
+    from mutation.defences import DEFENCES
+
+    rows = _defence_rows(THREAT_DOC.read_text(encoding="utf-8"))
+    cited = {}
+    for defence, _, unit, end in rows:
+        tests = [f"{p}::{n}" + (f"[{c}]" if c else "") for p, n, c in CITATION.findall(unit + end)]
+        cited[defence] = tuple(tests)
+    assert cited == {d.name: d.tests for d in DEFENCES}
 
 
 # ------------------------------------------------------------------------------ cross-links

@@ -50,6 +50,7 @@ from gitaudit.plan.store import PlanFile
 
 SEAL_FORMAT = "gitaudit.seal/1"
 MAX_RETRIES = 50
+RESTORE_HINT = "restore refs/audit/plans from a good copy"
 
 
 @dataclass(frozen=True)
@@ -322,7 +323,7 @@ def verify_chain(
     try:
         commits, reached = chain.segment(repo, tip, stop_at, what=PLANS_REF, linear=True)
     except LedgerError as exc:
-        raise TrustError(exc.message) from None
+        raise TrustError(exc.message, hint=exc.hint or RESTORE_HINT) from None
     if not reached:
         raise TrustError(f"{PLANS_REF} does not descend from {str(stop_at)[:12]}")
     commits.reverse()
@@ -338,13 +339,13 @@ def verify_chain(
         try:
             mine = state_at(repo, commit)
         except GitAuditError as exc:
-            raise TrustError(f"{exc.message}", hint=exc.hint) from None
+            raise TrustError(f"{exc.message}", hint=exc.hint or RESTORE_HINT) from None
         if state is None or signer is None:
             _check_signed(repo, commit, mine.trust, where, pinned_root)
         else:
             problem = transition_problem(state, mine, where)
             if problem:
-                raise TrustError(problem, hint="restore refs/audit/plans from a good copy")
+                raise TrustError(problem, hint=RESTORE_HINT)
             _planner_check(state, mine, signer, where)
         state = mine
     assert state is not None

@@ -37,6 +37,7 @@ from gitaudit.ledger.seals import SealOutcome, seal_plan, trust_add, trust_init
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.run.recorder import RecordedRun, run_plan
 from tests.gitrepo import GitRepo, audit, git
+from tests.reasons import assert_well_formed
 
 # ------------------------------------------------------------------------------------ plans
 
@@ -214,7 +215,7 @@ class World:
         self.repo.git("update-ref", name, str(oid))
 
     def gate(self, rev: str | None = "HEAD", **kw: Any) -> GateResult:
-        return judge(self.handle(), rev, **kw)
+        return assert_well_formed(judge(self.handle(), rev, **kw))
 
     def cli(self, *args: str, process: bool = False) -> Any:
         return audit(self.path, *args, process=process)

@@ -15,6 +15,7 @@ from gitaudit.crypto.allowed_signers import format_allowed_signers
 from gitaudit.crypto.commits import (
     commit_payload,
     create_signed_commit,
+    insert_signature,
     read_commit_signature,
     split_signature,
     verify_commit,
@@ -247,17 +248,34 @@ def test_split_keeps_other_multiline_headers_in_payload() -> None:
     assert split.armoured == sig
 
 
+def test_split_reads_a_commit_without_a_final_newline() -> None:
+    """The last header line need not end in a newline (a hand-made object): read to its end."""
+    raw = b"tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor a <a@b> 0 +0000"
+    with pytest.raises(SignatureError) as caught:
+        split_signature(raw, "run abc")
+    assert caught.value.message == "run abc is not signed"
+
+
+def test_only_ssh_signature_armour_is_embedded() -> None:
+    with pytest.raises(SignatureError) as caught:
+        insert_signature(b"tree 0\n\nmessage\n", "-----BEGIN PGP SIGNATURE-----\nx\n")
+    assert caught.value.message == "refusing to embed a signature that is not SSH signature armour"
+
+
 def test_bad_inputs(repo: GitRepo, signer: Ed25519Signer) -> None:
     r = pygit2.Repository(str(repo.path))
     head = repo.git("rev-parse", "HEAD").strip()
-    with pytest.raises(RepositoryError, match="is not a tree"):
+    with pytest.raises(RepositoryError) as caught:
         create_signed_commit(r, tree=head, parents=[], message="m", signer=signer)
-    with pytest.raises(RepositoryError, match="does not exist"):
+    assert caught.value.message == f"tree {head} is not a tree"
+    with pytest.raises(RepositoryError) as caught:
         create_signed_commit(r, tree="0" * 40, parents=[], message="m", signer=signer)
-    with pytest.raises(RepositoryError, match="is not a commit"):
+    assert caught.value.message == f"tree {'0' * 40} does not exist in {r.path}"
+    with pytest.raises(RepositoryError) as caught:
         create_signed_commit(
             r, tree=repo.head_tree(), parents=[repo.head_tree()], message="m", signer=signer
         )
+    assert caught.value.message == f"parent {repo.head_tree()} is not a commit"
     with pytest.raises(RepositoryError, match="not a full object id"):
         create_signed_commit(r, tree="HEAD", parents=[], message="m", signer=signer)
     with pytest.raises(SignatureError, match="is not a commit"):

@@ -80,6 +80,35 @@ def test_public_key_rejections(text: str, reason: str) -> None:
         PublicKey.from_openssh(text)
 
 
+@pytest.mark.parametrize(
+    ("blob", "message"),
+    [
+        (b"", "malformed public key blob: truncated public key type"),
+        (ssh_string(b"\xff"), "malformed public key blob: public key type is not ASCII"),
+        (ssh_string(b"ssh-ed25519"), "malformed public key blob: truncated Ed25519 public key"),
+        (
+            ssh_string(b"ssh-ed25519") + ssh_string(bytes(32)) + b"x",
+            "malformed public key blob: 1 trailing bytes after the public key blob",
+        ),
+    ],
+)
+def test_public_key_blob_refusals_name_the_field(blob: bytes, message: str) -> None:
+    """The wire reader names the field it could not read; the message carries it whole."""
+    with pytest.raises(KeyMaterialError) as caught:
+        PublicKey.from_wire(blob)
+    assert caught.value.message == message
+    with pytest.raises(KeyMaterialError) as caught:
+        PublicKey.from_openssh("ssh-ed25519 " + base64.b64encode(blob).decode())
+    assert caught.value.message in (message, "'ssh-ed25519' is not followed by the base64 key")
+
+
+def test_an_empty_public_key_is_named() -> None:
+    for text in ("", "key::  ", "\n"):
+        with pytest.raises(KeyMaterialError) as caught:
+            PublicKey.from_openssh(text)
+        assert caught.value.message == "empty public key"
+
+
 def test_public_key_rejects_comment_with_newline() -> None:
     with pytest.raises(KeyMaterialError, match="line break"):
         PublicKey(bytes(32), "a\nb")

@@ -219,6 +219,31 @@ def test_rejects_malformed_blob(build: Callable[[], str], reason: str) -> None:
         sshsig.verify(build(), DATA, "git")
 
 
+@pytest.mark.parametrize(
+    ("armoured", "message"),
+    [
+        (
+            lambda: armour("SSH SIGNATURE", b"SSH"),
+            "malformed SSH signature: truncated signature magic",
+        ),
+        (lambda: _sig_fields(namespace=b"\xff\xfe"), "signature namespace is not UTF-8"),
+        (lambda: _sig_fields(reserved=b"x"), "signature reserved field is not empty"),
+        (
+            lambda: armour("SSH SIGNATURE", _blob(GOOD)[: 6 + 4 + 4 + 51 + 4 + 3 + 4 + 2]),
+            "malformed SSH signature: truncated signature hash algorithm",
+        ),
+        (
+            lambda: _sig_fields(sig_type=b"\xff"),
+            "malformed SSH signature: signature type is not ASCII",
+        ),
+    ],
+)
+def test_malformed_blob_messages_name_the_field(armoured: Callable[[], str], message: str) -> None:
+    with pytest.raises(SignatureError) as caught:
+        sshsig.parse(armoured())
+    assert caught.value.message == message
+
+
 def test_rejects_inner_signature_trailing_bytes() -> None:
     blob = _blob(GOOD)
     inner_len_at = len(blob) - (4 + 11 + 4 + 64) - 4

@@ -57,9 +57,10 @@ def tiny_plan(extra: Iterable[str] = ()) -> dict[str, Any]:
 
 def env(**extra: str) -> dict[str, str]:
     """The hermetic environment, with the venv's bin first (hooks, `git audit`) and the project
-    importable (workers import this module)."""
+    importable (workers import this module), before whatever the caller's PYTHONPATH holds."""
     bindir = str(Path(PY).parent)
-    out = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
+    out = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "PYTHONPATH": path}
     out.update(extra)
     return out
 

@@ -606,3 +606,96 @@ def test_a_sealer_signed_plans_commit_that_breaks_a_sealing_rule_is_refused(
             read_state(trusted, remember=False)
         assert sealrules.TRANSITIONS[transition] in info.value.message, marks
         assert str(oid)[:12] in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("recorded", "allow_weaken", "refusal"),
+    [
+        (False, True, "weakens the contract without recording it"),
+        (True, False, "weakens the contract; policy forbids it"),
+    ],
+    ids=["retirement not recorded", "retirement the policy forbids"],
+)
+def test_a_hand_made_retirement_is_a_weakening(
+    trusted: Repo, sealer: Ed25519Signer, recorded: bool, allow_weaken: bool, refusal: str
+) -> None:
+    """Retiring a plan removes all its obligations: a weakening whatever the plan's contract,
+    so a sealer-signed commit that retires one must record it, where the policy allows it
+    (`retire_plan` refuses both itself; this commit is made by hand)."""
+    seal(trusted, sealer)
+    if not allow_weaken:
+        set_policy(trusted, sealer, Policy(allow_weaken=False), allow_weaken=False, reason=None)
+    base = read_state(trusted, remember=False)
+    record = base.seal("default")
+    assert record is not None and base.tip is not None
+    files = dict(base.files)
+    del files["plans/default.json"]
+    files["seals/default.json"] = (
+        json.dumps(
+            {
+                **record.to_json(),
+                "version": record.version + 1,
+                "previous_digest": record.contract_digest,
+                "change": "retired",
+                "retired": True,
+                "weakened": recorded,
+                "weakenings": ["plan retired"] if recorded else [],
+                "reason": "hand-made",
+            },
+            indent=2,
+            sort_keys=True,
+        ).encode()
+        + b"\n"
+    )
+    oid = create_signed_commit(
+        trusted.git,
+        tree=write_tree(trusted.git, files),
+        parents=[base.tip],
+        message="retire by hand\n",
+        signer=sealer,
+    )
+    trusted.git.references.create(PLANS_REF, oid, force=True)
+    with pytest.raises(TrustError) as info:
+        read_state(trusted, remember=False)
+    assert info.value.message == f"plans commit {str(oid)[:12]}: seal v2 of 'default' {refusal}"
+    assert info.value.hint == "restore refs/audit/plans from a good copy"
+
+
+def _signed_on_plans(
+    trusted: Repo, sealer: Ed25519Signer, files: dict[str, bytes], parents: list[pygit2.Oid]
+) -> pygit2.Oid:
+    tree = write_tree(trusted.git, files)
+    oid = create_signed_commit(
+        trusted.git, tree=tree, parents=parents, message="by hand\n", signer=sealer
+    )
+    trusted.git.references.create(PLANS_REF, oid, force=True)
+    return oid
+
+
+def test_a_merge_on_the_plans_ref_is_refused_by_name(trusted: Repo, sealer: Ed25519Signer) -> None:
+    """A sealer-signed merge: its first-parent chain is all signed and sound, but a merge lets
+    a side history in; the plans ref is linear."""
+    base = read_state(trusted, remember=False)
+    assert base.tip is not None
+    side = _signed_on_plans(trusted, sealer, dict(base.files), [base.tip])
+    merge = _signed_on_plans(trusted, sealer, dict(base.files), [base.tip, side])
+    (trusted.state_dir / "watermarks.json").unlink()
+    with pytest.raises(TrustError) as info:
+        read_state(trusted, remember=False)
+    assert info.value.message == f"{PLANS_REF}: {str(merge)[:12]} is a merge; audit refs are linear"
+    assert info.value.hint == "restore refs/audit/plans from a good copy"
+
+
+def test_an_unreadable_plans_commit_is_refused_with_the_readers_hint(
+    trusted: Repo, sealer: Ed25519Signer
+) -> None:
+    base = read_state(trusted, remember=False)
+    assert base.tip is not None
+    files = {**base.files, "policy.json": b"{not json"}
+    oid = _signed_on_plans(trusted, sealer, files, [base.tip])
+    with pytest.raises(TrustError) as info:
+        read_state(trusted, remember=False)
+    assert info.value.message.startswith(
+        f"plans commit {str(oid)[:12]}: policy.json is not valid JSON"
+    )
+    assert info.value.hint == "restore refs/audit/plans from a good copy"

@@ -1,0 +1,268 @@
+"""``gitaudit.gate.evidence.judge_evidence`` called directly: what it finds in a runner-signed run
+it does not take from the run's own word.
+
+End to end (the same situations through ``git audit status``): ``tests/adversarial/``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pygit2
+import pytest
+
+from gitaudit.gate.evidence import Evidence, Judging, judge_evidence
+from gitaudit.gate.result import Reason
+from gitaudit.ledger.objects import write_tree
+from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.refs import runs_ref
+from gitaudit.plan.catalog import check_worktree
+from gitaudit.verdict import Verdict
+from tests.adversarial.conftest import World, check, plan, step
+
+RUNS = runs_ref("default")
+
+
+def _evidence(world: World) -> Evidence:
+    repo = world.handle()
+    (checked,) = check_worktree(world.path, "default")
+    assert checked.plan is not None
+    tree = str(repo.git.revparse_single("HEAD^{tree}").id)
+    judging = Judging(
+        repo, read_state(repo), "default", checked.plan, tree, time.time(), None, dict
+    )
+    return judge_evidence(judging)
+
+
+def _lie(doc: dict[str, Any]) -> None:
+    doc["verdict"], doc["reasons"] = "PASS", []
+
+
+def test_a_mandatory_requirement_no_verified_step_covers_is_refused(world: World) -> None:
+    """`ship` needs `fast` or `thorough`; `thorough` alone covers the must requirement R2 and the
+    should requirement R3, and fails; the may requirement R4 is nobody's. A runner-signed run
+    that says PASS proves every required step, but not R2 and R3: the gate counts coverage
+    itself."""
+    out = [{"name": "o", "verify": [{"type": "file_exists", "path": "README.md"}]}]
+    ship = step("ship", check("true"))
+    ship["depends_on"] = [{"any_of": ["fast", "thorough"]}]
+    ship["requires_outputs"] = [{"step": "fast", "name": "o"}, {"step": "thorough", "name": "o"}]
+    requirements = [
+        {"id": "R", "description": "it ships", "priority": "must"},
+        {"id": "R2", "description": "it is tested thoroughly", "priority": "must"},
+        {"id": "R3", "description": "it is tested twice", "priority": "should"},
+        {"id": "R4", "description": "it is admired", "priority": "may"},
+    ]
+    steps = [
+        step("fast", check("true"), outputs=out),
+        step("thorough", check("false"), covers=["R2", "R3", "R4"], outputs=out),
+        ship,
+    ]
+    world.seal({"task": "coverage", "requirements": requirements, "steps": steps})
+    world.run()
+    honest = _evidence(world)
+    assert [r.code for r in honest.reasons] == ["evidence.unknown"]
+    tip = world.ref(RUNS)
+    assert tip is not None
+    lied = world.forge_run(tip, edit=_lie, signer=world.ci)
+    judged = _evidence(world)
+    fix = "git audit run --plan default"
+    assert judged.reasons == (
+        Reason(
+            "evidence.uncovered", "must requirement R2 is not covered by verified evidence", fix
+        ),
+        Reason(
+            "evidence.uncovered", "should requirement R3 is not covered by verified evidence", fix
+        ),
+    )
+    assert judged.run == str(lied)
+
+
+def test_a_passing_run_that_covers_everything_has_no_reasons(proven: World) -> None:
+    judged = _evidence(proven)
+    assert judged.reasons == ()
+    assert judged.run == proven.ref(RUNS)
+    assert judged.record is not None and judged.record.commit == judged.run
+
+
+def _step(doc: dict[str, Any], sid: str, **entry: Any) -> None:
+    doc["verdict"], doc["reasons"] = "UNKNOWN", ["forged"]
+    doc["steps"][sid].update(entry)
+
+
+def test_a_failed_step_points_at_its_output(sealed: World) -> None:
+    """A required step that failed: FAIL, and the fix starts with the command that shows the
+    failing output of that very run."""
+    sealed.run()
+    tip = sealed.ref(RUNS)
+    assert tip is not None
+    failed = sealed.forge_run(
+        tip, edit=lambda d: _step(d, "lint", status="failed"), signer=sealed.ci
+    )
+    judged = _evidence(sealed)
+    assert judged.reasons == (
+        Reason(
+            "step.failed",
+            "step lint failed",
+            f"`git audit show {str(failed)[:12]} --step lint` shows the output; fix it, then "
+            "`git audit run --plan default`",
+            "lint",
+            Verdict.FAIL,
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("passed", "outcome", "broken"),
+    [(False, "failed", True), (False, "unknown", False), (True, "passed", False)],
+    ids=["upstream output broken", "upstream output timed out", "upstream output held"],
+)
+def test_a_blocked_step_decides_only_when_an_upstream_output_broke(
+    sealed: World, passed: bool, outcome: str, broken: bool
+) -> None:
+    """The newest run has lint blocked. Because the output it needs, re-executed right before
+    it, no longer held: FAIL, the work is wrong, whatever older runs proved. Blocked for any
+    other reason (a timeout says nothing about the output): it proves nothing either way, and
+    the older PASS run of the same tree still proves lint."""
+    sealed.run()
+    tip = sealed.ref(RUNS)
+    assert tip is not None
+    check_entry = {"check": "exists", "outcome": outcome, "message": "re-executed"}
+    upstream = [{"step": "unit", "output": "o", "passed": passed, "checks": [check_entry]}]
+    blocked = sealed.forge_run(
+        tip,
+        edit=lambda d: _step(d, "lint", status="blocked", reason="upstream", upstream=upstream),
+        signer=sealed.ci,
+    )
+    judged = _evidence(sealed)
+    if not broken:
+        assert judged.reasons == ()
+        return
+    assert judged.reasons == (
+        Reason(
+            "step.blocked",
+            "step lint blocked: upstream",
+            f"`git audit show {str(blocked)[:12]} --step lint` shows the output; fix it, then "
+            "`git audit run --plan default`",
+            "lint",
+            Verdict.FAIL,
+        ),
+    )
+
+
+def test_a_run_no_trusted_runner_signed_is_named(sealed: World) -> None:
+    """mallory's run on the plan's own ledger: tampering, and the run judged is named."""
+    sealed.run()
+    tip = sealed.ref(RUNS)
+    assert tip is not None
+    forged = sealed.forge_run(tip, signer=sealed.mallory)
+    judged = _evidence(sealed)
+    assert [r.code for r in judged.reasons] == ["evidence.untrusted"]
+    assert judged.run == str(forged)
+
+
+@pytest.mark.parametrize("signer", ["ci", "mallory"])
+def test_a_run_record_of_the_wrong_shape_is_named(sealed: World, signer: str) -> None:
+    """A run.json the reader refuses: malformed when a trusted runner signed it, untrusted when
+    not; either way the run judged is named, for `git audit show`."""
+    sealed.run()
+    tip = sealed.ref(RUNS)
+    assert tip is not None
+
+    def misshape(doc: dict[str, Any]) -> None:
+        doc["steps"]["lint"]["status"] = 3
+
+    forged = sealed.forge_run(tip, edit=misshape, signer=getattr(sealed, signer))
+    judged = _evidence(sealed)
+    want = "evidence.malformed" if signer == "ci" else "evidence.untrusted"
+    assert [r.code for r in judged.reasons] == [want]
+    assert judged.run == str(forged)
+    if signer == "ci":
+        (reason,) = judged.reasons
+        assert reason.message.startswith(
+            "the evidence of plan 'default' for this tree cannot be read: "
+        )
+        assert reason.hint == "git audit verify; then `git audit run --plan default`"
+
+
+MIRROR = "refs/gitaudit/remotes/origin/audit/runs/default"
+
+
+def test_evidence_fetched_from_another_clone_is_noted(sealed: World) -> None:
+    """The run is on origin's copy of the ledger only (another clone recorded it): it proves
+    the plan, and the answer says where it came from."""
+    sealed.run()
+    tip = sealed.ref(RUNS)
+    assert tip is not None
+    sealed.set_ref(MIRROR, tip)
+    # as in a clone that never recorded a run itself: no ledger of its own, none seen
+    sealed.repo.git("update-ref", "-d", RUNS)
+    marks = sealed.handle().state_dir / "watermarks.json"
+    marks.write_text(json.dumps({**json.loads(marks.read_text()), "seen": {}}))
+    judged = _evidence(sealed)
+    assert judged.reasons == () and judged.run == tip
+    assert "the evidence was recorded elsewhere and fetched from origin" in judged.notes
+
+
+def test_a_copy_from_another_clone_that_cannot_be_read_is_ignored_with_a_note(
+    proven: World,
+) -> None:
+    """origin's copy holds a newer run for the tree that the reader refuses: on a copy of
+    someone else's ledger that is not tampering with ours, only noted; our own PASS stands."""
+    tip = proven.ref(RUNS)
+    assert tip is not None
+
+    def misshape(doc: dict[str, Any]) -> None:
+        doc["steps"]["lint"]["status"] = 3
+
+    bad = proven.forge_run(tip, edit=misshape, signer=proven.ci, move=False)
+    proven.set_ref(MIRROR, bad)
+    judged = _evidence(proven)
+    assert judged.reasons == () and judged.run == tip
+    assert not any("fetched from" in note for note in judged.notes)
+    (note,) = [n for n in judged.notes if "is ignored" in n]
+    assert note.startswith(f"origin's copy of {MIRROR} is ignored: "), note
+
+
+def test_a_step_that_runs_on_a_label_needs_a_runner_carrying_it(world: World) -> None:
+    """ci carries no label: its full run proves `unit`, not `lint`, which must run on linux."""
+    lint = step("lint", check("true"))
+    lint["runs_on"] = ["linux"]
+    world.seal(plan(step("unit", check("true")), lint))
+    world.run()
+    assert _evidence(world).reasons == (
+        Reason(
+            "evidence.runner-label",
+            "step lint has no evidence from a runner labelled linux",
+            "`git audit run --step lint --label linux --plan default` on such a runner, then "
+            "push its evidence",
+            "lint",
+            Verdict.UNKNOWN,
+        ),
+    )
+
+
+def test_an_older_run_that_cannot_be_read_stops_the_composition(world: World) -> None:
+    """lint must run on a linux runner, so the gate composes the runs of the tree. One older
+    run, signed by ci and carrying the tree's trailers, has no run.json: on the plan's own
+    ledger that is damage, named, with the way out."""
+    lint = step("lint", check("true"))
+    lint["runs_on"] = ["linux"]
+    world.seal(plan(step("unit", check("true")), lint))
+    world.run()
+    tip = world.ref(RUNS)
+    assert tip is not None
+    git = world.handle().git
+    honest = git[pygit2.Oid(hex=tip)].peel(pygit2.Commit)
+    files = {k: v for k, v in world.run_files(tip).items() if k != "run.json"}
+    damaged = world.commit_object(
+        git, write_tree(git, files), [honest.id], honest.message, world.ci
+    )
+    newer = world.commit_object(git, honest.tree_id, [damaged], honest.message, world.ci)
+    world.set_ref(RUNS, newer)
+    (reason,) = _evidence(world).reasons
+    assert reason == Reason(
+        "evidence.ledger", f"run {str(damaged)[:12]} has no run.json", "restore the runs ref"
+    )

@@ -1,0 +1,142 @@
+"""The server's pre-receive rules for audit refs, at the unit level: the hook's function called
+in-process on a repository (as git runs it: ``GIT_DIR`` set, the update lines on stdin).
+
+End to end, through ``git push`` to a bare server: ``tests/adversarial/test_hooks.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pygit2
+import pytest
+
+from gitaudit.crypto.commits import create_signed_commit
+from gitaudit.crypto.signers import Ed25519Signer
+from gitaudit.git.repo import open_repo
+from gitaudit.hooks import entry
+from gitaudit.ledger.seals import trust_init
+from tests.gitrepo import GitRepo
+
+ZERO = "0" * 40
+RUNS = "refs/audit/runs/default"
+PLANS = "refs/audit/plans"
+
+
+@dataclass
+class Server:
+    repo: GitRepo
+    git: pygit2.Repository
+    signer: Ed25519Signer  # sealer and runner
+
+    def signed(self, parents: list[pygit2.Oid], message: str = "run\n") -> pygit2.Oid:
+        tree = self.git.revparse_single("HEAD^{tree}").id
+        return create_signed_commit(
+            self.git, tree=tree, parents=parents, message=message, signer=self.signer
+        )
+
+    def unsigned(self, parents: list[pygit2.Oid]) -> pygit2.Oid:
+        tree = self.git.revparse_single("HEAD^{tree}").id
+        who = pygit2.Signature("forger", "forger@example.test")
+        return self.git.create_commit(None, who, who, "all passed\n", tree, parents)
+
+
+@pytest.fixture
+def server(repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> Server:
+    """A repository whose refs/audit/plans is initialised by alice (sealer and runner), seen by
+    the hook as git's environment names it."""
+    signer = Ed25519Signer.generate("alice")
+    handle = open_repo(repo.path)
+    trust_init(handle, signer, "alice")
+    monkeypatch.setenv("GIT_DIR", str(handle.gitdir))
+    return Server(repo, handle.git, signer)
+
+
+def receive(capsys: pytest.CaptureFixture[str], *lines: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = entry.pre_receive([], "".join(line + "\n" for line in lines))
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "refs/audit/notes",
+        "refs/audit/plans-v2",
+        "refs/audit/plans/default",
+        "refs/audit/runsx/default",
+        "refs/audit/run/default",
+        "refs/audit/RUNS/default",
+    ],
+)
+def test_an_audit_ref_gitaudit_does_not_define_is_refused(
+    server: Server, capsys: pytest.CaptureFixture[str], ref: str
+) -> None:
+    """A name in refs/audit/ that is neither the plans ref nor a runs ref is refused by name,
+    even for a commit the runs ref itself would accept (every client fetches refs/audit/*)."""
+    run = server.signed([])
+    code, err = receive(capsys, f"{ZERO} {run} {ref}")
+    assert code == 1
+    assert f"gitaudit: rejecting {ref}: unknown audit ref" in err
+    # the control: the same commit on a runs ref is accepted
+    assert receive(capsys, f"{ZERO} {run} {RUNS}") == (0, "")
+
+
+def test_an_unknown_audit_ref_is_refused_beside_an_accepted_update(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = server.signed([])
+    code, err = receive(capsys, f"{ZERO} {run} {RUNS}", f"{ZERO} {run} refs/audit/notes")
+    assert code == 1
+    assert err.splitlines() == ["gitaudit: rejecting refs/audit/notes: unknown audit ref"]
+
+
+def test_a_merge_on_the_runs_ref_is_refused(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A merge signed by a trusted runner whose second parent is an unsigned 'all passed'
+    commit: its first-parent chain is all signed, so only the linearity rule refuses it."""
+    honest = server.signed([])
+    forgery = server.unsigned([honest])
+    merge = server.signed([honest, forgery], "merge\n")
+    code, err = receive(capsys, f"{ZERO} {merge} {RUNS}")
+    assert code == 1
+    assert f"gitaudit: rejecting {RUNS}: {str(merge)[:12]} is a merge; audit refs are linear" in err
+    # as an update of an existing runs ref too
+    code, err = receive(capsys, f"{honest} {merge} {RUNS}")
+    assert code == 1
+    assert f"{str(merge)[:12]} is a merge; audit refs are linear" in err
+    # the control: the honest first parent alone is accepted
+    assert receive(capsys, f"{ZERO} {honest} {RUNS}") == (0, "")
+
+
+def test_a_merge_on_the_plans_ref_is_refused(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tip = server.git.references[PLANS].target
+    assert isinstance(tip, pygit2.Oid)
+    side = server.signed([tip], "side\n")
+    merge = server.signed([tip, side], "merge\n")
+    code, err = receive(capsys, f"{tip} {merge} {PLANS}")
+    assert code == 1
+    assert f"gitaudit: rejecting {PLANS}: {str(merge)[:12]} is a merge; audit refs are linear" in (
+        err
+    )
+
+
+def test_fast_forward_commits_of_an_update(server: Server) -> None:
+    """``_ff_commits``: what an update adds, oldest first; why it is not a fast-forward."""
+    first = server.signed([])
+    second = server.signed([first])
+    third = server.signed([second])
+    added = entry._ff_commits(server.git, str(first), str(third))
+    assert isinstance(added, list) and [c.id for c in added] == [second, third]
+    from_zero = entry._ff_commits(server.git, ZERO, str(second))
+    assert isinstance(from_zero, list) and [c.id for c in from_zero] == [first, second]
+    assert entry._ff_commits(server.git, str(third), str(first)) == (
+        "not a fast-forward (audit refs never move backwards)"
+    )
+    merge = server.signed([third, server.unsigned([first])], "merge\n")
+    assert entry._ff_commits(server.git, str(third), str(merge)) == (
+        f"{str(merge)[:12]} is a merge; audit refs are linear"
+    )

@@ -1,0 +1,289 @@
+"""``gitaudit.ledger.records``: every field of ``run.json`` is read from its documented key, with
+its documented default, and a malformed one is refused naming the commit, the JSON path, the
+type expected and the type found (the gate trusts nothing it did not read this way).
+
+Hostile input at large: ``tests/fuzz/test_ledger_fuzz.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import pytest
+
+from gitaudit.errors import LedgerError
+from gitaudit.ledger.records import (
+    RUN_FORMAT,
+    CheckEntry,
+    MalformedRun,
+    UpstreamEntry,
+    lookup_keys,
+    parse_run,
+)
+from gitaudit.verdict import StepStatus, Verdict
+
+COMMIT = "c0ffee" + "1" * 34
+
+
+def _check(name: str) -> dict[str, Any]:
+    return {
+        "check": name,
+        "outcome": "passed",
+        "message": f"{name} ok",
+        "exit_code": 3,
+        "duration": 1.5,
+        "stdout_bytes": 11,
+        "stderr_bytes": 7,
+        "stdout_truncated": True,
+        "stderr_truncated": True,
+    }
+
+
+def full_run() -> dict[str, Any]:
+    """A run.json with every field present and none at its default."""
+    return {
+        "format": RUN_FORMAT,
+        "plan": "release",
+        "verdict": "FAIL",
+        "reasons": ["impure"],
+        "contract_digest": "sha256:" + "c" * 64,
+        "tree": "t" * 40,
+        "head": "h" * 40,
+        "seal": {"commit": "s" * 40, "version": 4},
+        "runner": {"name": "ci", "labels": ["linux", "gpu"]},
+        "workspace": {"ignored_paths": {"node_modules": {"digest": "sha256:" + "d" * 64}}},
+        "purity": {"before": "t" * 40, "after": "u" * 40, "changed": ["src/a.py", "b.txt"]},
+        "forced": True,
+        "missing_tools": ["cargo"],
+        "steps": {
+            "build": {
+                "status": "carried",
+                "title": "Build it",
+                "reason": "carried from an earlier run",
+                "attempt": 2,
+                "attempts_used": 3,
+                "duration": 2.25,
+                "carried_from": "f" * 40,
+                "checks": [_check("compile")],
+                "outputs": {"wheel": [_check("exists")]},
+                "upstream": [{"step": "fetch", "output": "src", "passed": True, "checks": []}],
+                "input_digest": "sha256:" + "i" * 64,
+                "reconciled": {"observed": "pass"},
+                "workspace": "checkout",
+            }
+        },
+    }
+
+
+def test_every_field_is_read_from_its_key() -> None:
+    doc = full_run()
+    run = parse_run(COMMIT, 1234, doc)
+    assert (run.commit, run.time, run.plan, run.verdict) == (COMMIT, 1234, "release", Verdict.FAIL)
+    assert run.reasons == ("impure",)
+    assert run.contract == "sha256:" + "c" * 64
+    assert (run.tree, run.head) == ("t" * 40, "h" * 40)
+    assert (run.seal_commit, run.seal_version) == ("s" * 40, 4)
+    assert (run.runner, run.labels) == ("ci", ("linux", "gpu"))
+    assert run.ignored_paths == {"node_modules": "sha256:" + "d" * 64}
+    assert run.changed == ("src/a.py", "b.txt")
+    assert run.forced is True
+    assert run.missing_tools == ("cargo",)
+    assert run.doc is doc
+    step = run.steps["build"]
+    assert step.status is StepStatus.CARRIED
+    assert (step.title, step.reason) == ("Build it", "carried from an earlier run")
+    assert (step.attempt, step.attempts_used, step.duration) == (2, 3, 2.25)
+    assert step.carried_from == "f" * 40
+    assert step.input_digest == "sha256:" + "i" * 64
+    assert step.reconciled == {"observed": "pass"}
+    assert step.workspace == "checkout" and not step.live
+    assert step.proven
+    compiled = CheckEntry("compile", "passed", "compile ok", 3, 1.5, 11, 7, True, True)
+    assert step.checks == (compiled,)
+    assert step.outputs == {
+        "wheel": (CheckEntry("exists", "passed", "exists ok", 3, 1.5, 11, 7, True, True),)
+    }
+    assert step.upstream == (UpstreamEntry("fetch", "src", True, ()),)
+    assert run.passed_steps() == ["build"]
+
+
+def test_optional_fields_take_their_documented_defaults() -> None:
+    doc: dict[str, Any] = {
+        "format": RUN_FORMAT,
+        "plan": "p",
+        "verdict": "PASS",
+        "contract_digest": "sha256:x",
+        "tree": "t",
+        "steps": {"s": {"status": "failed", "checks": [{"outcome": "failed"}]}},
+    }
+    run = parse_run(COMMIT, 0, doc)
+    assert run.reasons == () and run.head is None
+    assert (run.seal_commit, run.seal_version, run.runner) == (None, None, None)
+    assert (run.ignored_paths, run.forced, run.labels) == ({}, False, ())
+    assert (run.changed, run.missing_tools) == ((), ())
+    step = run.steps["s"]
+    assert (step.title, step.reason, step.attempt, step.attempts_used) == ("", "", None, 0)
+    assert (step.duration, step.carried_from, step.input_digest) == (0.0, None, None)
+    assert (step.outputs, step.upstream, step.reconciled, step.workspace) == ({}, (), None, None)
+    assert step.live and not step.proven
+    assert run.passed_steps() == []
+    assert step.checks == (CheckEntry("", "failed", "", None, 0.0, 0, 0, False, False),)
+    # explicit nulls where null is allowed
+    doc["head"] = None
+    doc["steps"]["s"].update(attempt=None, carried_from=None, input_digest=None, reconciled=None)
+    doc["steps"]["s"]["checks"][0]["exit_code"] = None
+    run = parse_run(COMMIT, 0, doc)
+    assert run.head is None and run.steps["s"].checks[0].exit_code is None
+
+
+def _set(doc: dict[str, Any], path: str, value: Any) -> None:
+    """Set (or with ``value is DELETE``, delete) ``path`` (``a.b[0].c``) in *doc*."""
+    keys: list[Any] = [
+        int(k[1:-1]) if k.startswith("[") else k for k in re.findall(r"\[\d+\]|[^.\[\]]+", path)
+    ]
+    target: Any = doc
+    for key in keys[:-1]:
+        target = target[key]
+    if value is DELETE:
+        del target[keys[-1]]
+    else:
+        target[keys[-1]] = value
+
+
+DELETE = object()
+
+# (JSON path, a wrong value, the type described in the message)
+WRONG = [
+    ("plan", 1, "a string"),
+    ("verdict", "MAYBE", "a verdict"),
+    ("verdict", 1, "a verdict"),
+    ("reasons", ["ok", 2], "an array of strings"),
+    ("reasons", "impure", "an array of strings"),
+    ("contract_digest", None, "a string"),
+    ("tree", [], "a string"),
+    ("head", 7, "a string or null"),
+    ("seal", [], "an object"),
+    ("seal.commit", 1, "a string"),
+    ("seal.version", "4", "an integer"),
+    ("seal.version", True, "an integer"),
+    ("runner", "ci", "an object"),
+    ("runner.name", 1, "a string"),
+    ("runner.labels", "linux", "an array of strings"),
+    ("steps", [], "an object"),
+    ("workspace", "x", "an object"),
+    ("workspace.ignored_paths", [], "an object"),
+    ("workspace.ignored_paths.node_modules", "sha", "an object"),
+    ("workspace.ignored_paths.node_modules.digest", 5, "a string"),
+    ("purity", [], "an object"),
+    ("purity.changed", "src/a.py", "an array of strings"),
+    ("forced", "yes", "a boolean"),
+    ("missing_tools", [1], "an array of strings"),
+    ("steps.build", "passed", "an object"),
+    ("steps.build.status", "done", "a step status"),
+    ("steps.build.status", 1, "a step status"),
+    ("steps.build.title", 1, "a string"),
+    ("steps.build.reason", 1, "a string"),
+    ("steps.build.attempt", "2", "an integer or null"),
+    ("steps.build.attempts_used", 1.5, "an integer"),
+    ("steps.build.duration", "2s", "a number"),
+    ("steps.build.duration", False, "a number"),
+    ("steps.build.carried_from", 1, "a string or null"),
+    ("steps.build.input_digest", 1, "a string or null"),
+    ("steps.build.reconciled", "pass", "an object"),
+    ("steps.build.reconciled", {"observed": 1}, "an object of strings"),
+    ("steps.build.workspace", "sandbox", "checkout or live"),
+    ("steps.build.outputs", [], "an object"),
+    ("steps.build.outputs.wheel", {}, "an array"),
+    ("steps.build.upstream", {}, "an array"),
+    ("steps.build.upstream[0]", "fetch", "an object"),
+    ("steps.build.upstream[0].step", 1, "a string"),
+    ("steps.build.upstream[0].output", 1, "a string"),
+    ("steps.build.upstream[0].passed", "yes", "a boolean"),
+    ("steps.build.upstream[0].checks", {}, "an array"),
+    ("steps.build.checks", {}, "an array"),
+    ("steps.build.checks[0]", "ok", "an object"),
+    ("steps.build.checks[0].check", 1, "a string"),
+    ("steps.build.checks[0].outcome", 1, "a string"),
+    ("steps.build.checks[0].message", 1, "a string"),
+    ("steps.build.checks[0].exit_code", 1.0, "an integer or null"),
+    ("steps.build.checks[0].duration", "1", "a number"),
+    ("steps.build.checks[0].stdout_bytes", "11", "an integer"),
+    ("steps.build.checks[0].stderr_bytes", "7", "an integer"),
+    ("steps.build.checks[0].stdout_truncated", 1, "a boolean"),
+    ("steps.build.checks[0].stderr_truncated", 0, "a boolean"),
+    ("steps.build.outputs.wheel[0].outcome", None, "a string"),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"), WRONG, ids=[f"{w[0]}={w[1]!r}" for w in WRONG]
+)
+def test_a_malformed_field_is_named_with_its_path_and_types(
+    path: str, value: Any, expected: str
+) -> None:
+    doc = copy.deepcopy(full_run())
+    _set(doc, path, value)
+    with pytest.raises(MalformedRun) as caught:
+        parse_run(COMMIT, 0, doc)
+    found = type(value).__name__
+    assert caught.value.message == (
+        f"run {COMMIT[:12]}: run.json {path}: expected {expected}, found {found}"
+    )
+    assert caught.value.commit == COMMIT
+    assert "git audit run" in str(caught.value.hint) and "git audit verify" in str(
+        caught.value.hint
+    )
+
+
+REQUIRED = [
+    ("plan", "a string"),
+    ("verdict", "a verdict"),
+    ("contract_digest", "a string"),
+    ("tree", "a string"),
+    ("steps", "an object"),
+    ("steps.build.status", "a step status"),
+    ("steps.build.checks[0].outcome", "a string"),
+    ("steps.build.upstream[0].step", "a string"),
+    ("steps.build.upstream[0].output", "a string"),
+    ("steps.build.upstream[0].passed", "a boolean"),
+    ("workspace.ignored_paths.node_modules.digest", "a string"),
+]
+
+
+@pytest.mark.parametrize(("path", "expected"), REQUIRED)
+def test_a_missing_required_field_is_named(path: str, expected: str) -> None:
+    doc = copy.deepcopy(full_run())
+    _set(doc, path, DELETE)
+    with pytest.raises(MalformedRun) as caught:
+        parse_run(COMMIT, 0, doc)
+    assert caught.value.message == (
+        f"run {COMMIT[:12]}: run.json {path}: expected {expected}, it is missing"
+    )
+
+
+@pytest.mark.parametrize("doc", [[], "x", {"format": "gitaudit.run/2"}, {"plan": "p"}])
+def test_a_document_that_is_not_a_run_record_is_refused(doc: object) -> None:
+    with pytest.raises(LedgerError) as caught:
+        parse_run(COMMIT, 0, doc)
+    assert caught.value.message == f"run {COMMIT[:12]}: run.json is not a {RUN_FORMAT} record"
+
+
+def test_lookup_keys_read_leniently() -> None:
+    doc = full_run()
+    doc["steps"]["odd"] = {"status": 3, "input_digest": 4}
+    doc["steps"]["junk"] = "x"
+    assert lookup_keys(doc) == (
+        "t" * 40,
+        "sha256:" + "c" * 64,
+        "FAIL",
+        {"build": ("carried", "sha256:" + "i" * 64), "odd": ("?", "")},
+    )
+    doc["steps"] = []
+    assert lookup_keys(doc) == ("t" * 40, "sha256:" + "c" * 64, "FAIL", {})
+    for key in ("tree", "contract_digest", "verdict"):
+        broken = full_run()
+        broken[key] = 1
+        assert lookup_keys(broken) is None
+    assert lookup_keys([]) is None
