@@ -503,7 +503,8 @@ def _run_level(
     return [
         Reason(
             f"evidence.{newest.verdict.lower()}",
-            f"the run for this tree is {newest.verdict}: {summary}",
+            f"the run for this tree is {newest.verdict}"
+            + (f": {summary}" if summary else " (the run gives no reason)"),
             j.run_fix,
             verdict=kind,
         )
