@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 BASE   := $(VENV)/.installed
 
-.PHONY: test quick demo lint typecheck pytest pytest-quick venv manpage bench clean fuzz dist mutate mutate-defences
+.PHONY: test quick demo lint typecheck pytest pytest-quick venv manpage bench bench-anchors clean fuzz dist mutate mutate-defences
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,12 +48,31 @@ demo: $(BASE)
 
 manpage: $(STAMP)
 	$(BIN)/python -m gitaudit.cli.manpage > man/git-audit.1
+	$(BIN)/python -m gitaudit.cli.manpage --help-text > gitaudit/cli/helptext.py
 
+# Every benchmark runs and prints all its rows; the target fails at the end when any missed.
+# GITAUDIT_BENCH_QUICK=1 makes the fixtures smaller (a quick look, not the judged sizes).
 bench: $(STAMP)
-	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	@failed=""; for b in benchmarks/bench_*.py; do echo "== $$b"; \
+		$(BIN)/python $$b || failed="$$failed $$(basename $$b .py)"; echo; done; \
+	if [ -n "$$failed" ]; then echo "make bench: targets missed in:$$failed" >&2; exit 1; fi; \
+	echo "make bench: every target met"
+
+# Side-by-side anchors (optional): in-toto-run and plan-auditor, in their own virtual environment.
+ANCHORS ?= .venv-anchors
+
+$(ANCHORS)/bin/python:
+	$(PYTHON) -m venv $(ANCHORS)
+
+$(ANCHORS)/.installed: $(ANCHORS)/bin/python
+	$(ANCHORS)/bin/python -m pip install -q 'in-toto==3.0.0' 'plan-auditor==2.6.3'
+	touch $@
+
+bench-anchors: $(STAMP) $(ANCHORS)/.installed
+	$(BIN)/python benchmarks/anchors.py --anchors $(ANCHORS)
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) $(ANCHORS) build dist *.egg-info
 
 # Fuzz every harness in fuzz/ for FUZZ_SECONDS each: atheris/libFuzzer when atheris installs,
 # else the harnesses' pure-Python fallback driver. Fails when a harness crashed or hung.

@@ -18,19 +18,20 @@ import json
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import CACHE_ROOT, big_repo, copy_repo, git, hermetic_env
+from _util import CACHE_ROOT, Stat, big_repo, copy_repo, git, hermetic_env, interleaved, spread
+
+__all__ = ["Stat", "interleaved"]  # re-exported for the benchmarks
 
 # Bump when the fixture layout or the generator changes: old caches are then ignored.
 LEDGER_VERSION = "ledger-v1"
@@ -233,50 +234,85 @@ def ledger_fixture(runs: int = RUNS, distinct: int = DISTINCT_TREES) -> Path:
     return path
 
 
-def status_fixture(files: int = 50_000) -> Path:
-    """A cached directory with ``home/`` and ``repo/``: the 50,000-file repository of
-    ``_util.big_repo`` carrying the ledger of :func:`ledger_fixture` (its packs and audit refs
-    grafted in), the sealed plan committed, and a real passing ``git audit run`` for HEAD."""
-    ledger = ledger_fixture()
+def status_fixture(files: int = 50_000, runs: int = RUNS, distinct: int = DISTINCT_TREES) -> Path:
+    """A cached directory with ``home/`` and ``repo/``: the *files*-file repository of
+    ``_util.big_repo`` with the one-step plan sealed and committed, a real passing ``git audit
+    run`` for HEAD, then *runs* generated runs of other trees on top of it, all packed: HEAD's
+    run lies *runs* commits deep, the worst case for the gate's lookup (``runs=0``: the 1-run
+    ledger). ``head_tree`` holds HEAD's tree."""
     source = big_repo(files)  # built in the caller's environment, as bench_fingerprint does
-    path = CACHE_ROOT / f"status-{ledger.name}-{source.name}"
+    path = CACHE_ROOT / f"status-{_ledger_key()}-{runs}-{distinct}-{source.name}"
     if _fresh(path):
         return path
     if path.exists():
         shutil.rmtree(path)
-    path.mkdir(parents=True)
+    shm = Path("/dev/shm")
+    build = Path(
+        tempfile.mkdtemp(prefix="gitaudit-status-", dir=shm if os.access(shm, os.W_OK) else None)
+    )
     saved = dict(os.environ)
     try:
-        print(f"building the status fixture in {path} ...", file=sys.stderr)
+        print(f"building the status fixture ({files} files, {runs} runs) ...", file=sys.stderr)
         started = time.perf_counter()
-        subprocess.run(["cp", "-a", str(ledger / "home"), str(path / "home")], check=True)
-        bench_env(path)
-        repo = copy_repo(source, path / "repo")
-        graft_ledger(ledger / "repo", repo)
-        git(repo, "add", ".gitaudit")
-        git(repo, "commit", "-q", "--no-verify", "-m", "seal the benchmark plan")
-        audit(repo, "hooks", "install")
+        bench_env(build)
+        repo = copy_repo(source, build / "repo")
+        init_audited_repo(repo, plan_doc(run_steps(1, ["true"])), fresh=False)
         audit(repo, "run", "--jobs", "1")
-        (path / "head_tree").write_text(git(repo, "rev-parse", "HEAD^{tree}").strip() + "\n")
+        if runs:
+            generate_runs(repo, runs, min(distinct, runs))
+        git(repo, "-c", "gc.auto=0", "repack", "-adq")
+        git(repo, "prune-packed")
+        for name in ("index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "memo.json"):
+            (repo / ".git" / "gitaudit" / name).unlink(missing_ok=True)
+        (build / "head_tree").write_text(git(repo, "rev-parse", "HEAD^{tree}").strip() + "\n")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-a", str(build), str(path)], check=True)
         print(f"  built in {time.perf_counter() - started:.1f}s", file=sys.stderr)
         (path / "complete").write_text("ok\n")
     finally:
         os.environ.clear()
         os.environ.update(saved)
+        shutil.rmtree(build, ignore_errors=True)
     return path
 
 
-def graft_ledger(src: Path, dst: Path) -> None:
-    """Give *dst* the audit refs of *src* (packs copied, refs set, root key pinned, plan file)."""
-    pack_dir = dst / ".git" / "objects" / "pack"
-    for pack in (src / ".git" / "objects" / "pack").glob("pack-*"):
-        shutil.copy2(pack, pack_dir / pack.name)
-    for ref in ("refs/audit/plans", REF):
-        git(dst, "update-ref", ref, git(src, "rev-parse", ref).strip())
-    git(dst, "config", "audit.rootKey", git(src, "config", "audit.rootKey").strip())
-    plans = dst / ".gitaudit" / "plans"
-    plans.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(src / ".gitaudit" / "plans" / f"{PLAN}.json", plans / f"{PLAN}.json")
+def plan_fixture(label: str, doc: dict[str, Any], files: int = 50_000) -> Path:
+    """A cached directory with ``home/`` and ``repo/``: the *files*-file repository of
+    ``_util.big_repo`` with the plan *doc* sealed and committed and one real ``git audit run``
+    recorded for HEAD (its verdict whatever the plan gives)."""
+    source = big_repo(files)
+    digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:12]
+    path = CACHE_ROOT / f"plan-{label}-{digest}-{_ledger_key()}-{source.name}"
+    if _fresh(path):
+        return path
+    if path.exists():
+        shutil.rmtree(path)
+    shm = Path("/dev/shm")
+    build = Path(
+        tempfile.mkdtemp(prefix="gitaudit-plan-", dir=shm if os.access(shm, os.W_OK) else None)
+    )
+    saved = dict(os.environ)
+    try:
+        print(f"building the {label} fixture ({files} files) ...", file=sys.stderr)
+        started = time.perf_counter()
+        bench_env(build)
+        repo = copy_repo(source, build / "repo")
+        init_audited_repo(repo, doc, fresh=False)
+        audit(repo, "run", check=False)
+        git(repo, "-c", "gc.auto=0", "repack", "-adq")
+        git(repo, "prune-packed")
+        for name in ("index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "memo.json"):
+            (repo / ".git" / "gitaudit" / name).unlink(missing_ok=True)
+        (build / "head_tree").write_text(git(repo, "rev-parse", "HEAD^{tree}").strip() + "\n")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-a", str(build), str(path)], check=True)
+        print(f"  built in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+        (path / "complete").write_text("ok\n")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        shutil.rmtree(build, ignore_errors=True)
+    return path
 
 
 def checkout_fixture(fixture: Path, scratch: Path, *, link_worktree: bool = False) -> Path:
@@ -287,6 +323,7 @@ def checkout_fixture(fixture: Path, scratch: Path, *, link_worktree: bool = Fals
     git's stat data stays valid, and 50,000 files take seconds instead of a minute) and only
     ``.git`` is copied: for benchmarks that never write the work tree.
     """
+    scratch.mkdir(parents=True, exist_ok=True)
     for part in ("home", "repo"):
         shutil.rmtree(scratch / part, ignore_errors=True)
     subprocess.run(["cp", "-a", str(fixture / "home"), str(scratch / "home")], check=True)
@@ -305,12 +342,23 @@ def checkout_fixture(fixture: Path, scratch: Path, *, link_worktree: bool = Fals
 
 
 def timed_run(
-    argv: Sequence[str], cwd: Path, *, stdin: str | None = None, expect: int | None = 0
+    argv: Sequence[str],
+    cwd: Path,
+    *,
+    stdin: str | None = None,
+    expect: int | None = 0,
+    env: Mapping[str, str] | None = None,
 ) -> float:
     """Wall seconds of one subprocess; RuntimeError when its exit code is not *expect*."""
     start = time.perf_counter()
     proc = subprocess.run(
-        list(argv), cwd=cwd, input=stdin, capture_output=True, text=True, check=False
+        list(argv),
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=None if env is None else dict(env),
     )
     elapsed = time.perf_counter() - start
     if expect is not None and proc.returncode != expect:
@@ -321,39 +369,34 @@ def timed_run(
     return elapsed
 
 
-def interleaved(
-    fns: Mapping[str, Callable[[], object]], rounds: int, warmup: int = 1
-) -> dict[str, float]:
-    """Median seconds of each callable, calling them in turn for *rounds* rounds (after
-    *warmup* untimed rounds), so that load from other processes hits all of them alike."""
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for r in range(warmup + rounds):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            if r >= warmup:
-                times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
-
-
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:8.1f} ms"
 
 
 def verdict_line(label: str, value: float, target: float, baseline: float | None = None) -> bool:
-    """Print one result row (value, ratio to the baseline, target, PASS/FAIL); True on PASS."""
+    """Print one result row (median value with its [min-max] spread, ratio to the baseline,
+    target, PASS/FAIL); True on PASS."""
     ok = value <= target
     ratio = f"{value / baseline:6.2f}x baseline" if baseline else " " * 17
     print(
-        f"  {label:<52} {ms(value)}  {ratio}  target <= {ms(target).strip():>10}  "
-        f"{'PASS' if ok else 'FAIL'}"
+        f"  {label:<52} {ms(value)} {spread(value):>13}  {ratio}  target <= "
+        f"{ms(target).strip():>10}  {'PASS' if ok else 'FAIL'}"
     )
     return ok
 
 
 def info_line(label: str, value: float, baseline: float | None = None, note: str = "") -> None:
     ratio = f"{value / baseline:6.2f}x baseline" if baseline else " " * 17
-    print(f"  {label:<52} {ms(value)}  {ratio}  {note}".rstrip())
+    print(f"  {label:<52} {ms(value)} {spread(value):>13}  {ratio}  {note}".rstrip())
+
+
+# Read at import: bench_env() clears GITAUDIT_* from the environment.
+QUICK = os.environ.get("GITAUDIT_BENCH_QUICK", "") not in ("", "0")
+
+
+def quick() -> bool:
+    """Smaller sizes for a quick look (``GITAUDIT_BENCH_QUICK=1``); defaults are the real ones."""
+    return QUICK
 
 
 def finish(results: Sequence[bool]) -> int:

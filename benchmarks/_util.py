@@ -15,7 +15,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 CACHE_ROOT = Path(tempfile.gettempdir()) / "gitaudit-bench-cache"
@@ -95,6 +95,50 @@ def copy_repo(src: Path, dst: Path) -> Path:
     """Copy a repository preserving mtimes (so stat data in its index still matches)."""
     subprocess.run(["cp", "-a", str(src), str(dst)], check=True)
     return dst
+
+
+class Stat(float):
+    """A median in seconds that also carries its spread: the fastest and the slowest round.
+
+    It is a float (the median), so ratios and targets compute as before; printing it with
+    :func:`spread` shows the rounds it summarises."""
+
+    lo: float
+    hi: float
+    rounds: tuple[float, ...]
+
+    def __new__(cls, times: Sequence[float]) -> Stat:
+        if not times:
+            raise ValueError("no timed rounds")
+        stat = super().__new__(cls, statistics.median(times))
+        stat.lo, stat.hi, stat.rounds = min(times), max(times), tuple(times)
+        return stat
+
+
+def spread(value: float) -> str:
+    """``[min-max]`` of a :class:`Stat`'s rounds in ms (empty for a plain float)."""
+    if isinstance(value, Stat) and len(value.rounds) > 1:
+        return f"[{value.lo * 1000:.0f}-{value.hi * 1000:.0f}]"
+    return ""
+
+
+def interleaved(
+    fns: Mapping[str, Callable[[], object]], rounds: int, warmup: int = 1
+) -> dict[str, Stat]:
+    """Median (with spread) seconds of each callable, calling them in turn for *rounds* rounds
+    (after *warmup* untimed rounds), so that load from other processes hits all of them alike.
+
+    A callable may prepare its own state untimed and return the seconds it measured itself (a
+    float); otherwise its whole call is timed."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for r in range(warmup + rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            got = fn()
+            elapsed = time.perf_counter() - start
+            if r >= warmup:
+                times[name].append(got if isinstance(got, float) else elapsed)
+    return {name: Stat(ts) for name, ts in times.items()}
 
 
 def median_time(fn: Callable[[], object], runs: int = 5) -> float:

@@ -2,7 +2,8 @@
 
 The fingerprint runs before and after every check, so it must cost about what a `git status`
 costs.  Targets (ratios measured side by side in one run, because absolute times vary tenfold
-between machines): warm <= 1.5x and cold <= 3x the median `git status --porcelain`.
+between machines): warm <= 1.5x and cold <= 3x the median `git status --porcelain`, and the
+first fingerprint in a fresh clone <= 2x the first `git status` in a fresh clone.
 
 * cold: the first fingerprint ever (``<gitdir>/gitaudit`` removed before each run): it also
   validates the user's index (checksum) and lists it for assume-unchanged/skip-worktree entries.
@@ -11,17 +12,24 @@ between machines): warm <= 1.5x and cold <= 3x the median `git status --porcelai
   staged), so every call hashes them and writes its private index twice (``add``, ``write-tree``).
 * warm, 10 files still modified: the same edits, fingerprinted again: the call starts from the
   private index kept by the previous one, so nothing is hashed or written.
+* fresh clone: each round clones the repository twice (``git clone``, untimed); the first
+  ``git status --porcelain`` in one clone is the baseline of the first fingerprint in the other
+  (the index as checkout wrote it, no private files yet).
+
+Every row prints the median and the [min-max] of its rounds.
 
 Measurements are interleaved with the `git status` runs so that load from other processes hits
 both alike.  ``--compare`` also times hashing the whole tree from an empty index (what the
 fingerprint would cost without seeding from the user's index) and pygit2's ``Index.add_all``.
 
-Run: ``.venv/bin/python benchmarks/bench_fingerprint.py [--files N] [--rounds R] [--compare]``.
+Run: ``.venv/bin/python benchmarks/bench_fingerprint.py [--files N] [--rounds R]
+[--clone-rounds C] [--compare]`` (``GITAUDIT_BENCH_QUICK=1``: 5,000 files).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import statistics
@@ -35,12 +43,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import big_repo, copy_repo, git, hermetic_env, time_once
+from _util import Stat, big_repo, copy_repo, git, hermetic_env, spread, time_once
 
 from gitaudit.git.fingerprint import PRIVATE_DIR, workspace_fingerprint
 
 WARM_TARGET = 1.5
 COLD_TARGET = 3.0
+CLONE_TARGET = 2.0
+QUICK = os.environ.get("GITAUDIT_BENCH_QUICK", "") not in ("", "0")
 
 
 def git_status(repo: Path) -> Callable[[], object]:
@@ -54,8 +64,9 @@ def interleaved(
     subject: Callable[[], object],
     rounds: int,
     prepare: Callable[[], object] | None = None,
-) -> tuple[float, float]:
-    """Median seconds of *baseline* and *subject*, alternating them for *rounds* rounds."""
+) -> tuple[Stat, Stat]:
+    """Median (and spread) seconds of *baseline* and *subject*, alternating them for *rounds*
+    rounds (*prepare*, untimed, before each *subject*)."""
     base_times: list[float] = []
     subject_times: list[float] = []
     for _ in range(rounds):
@@ -63,7 +74,25 @@ def interleaved(
         if prepare is not None:
             prepare()
         subject_times.append(time_once(subject))
-    return statistics.median(base_times), statistics.median(subject_times)
+    return Stat(base_times), Stat(subject_times)
+
+
+def fresh_clones(pristine: Path, scratch: Path, rounds: int) -> tuple[Stat, Stat]:
+    """First ``git status`` in one fresh clone and first fingerprint in another, per round."""
+    statuses: list[float] = []
+    prints: list[float] = []
+    for n in range(rounds):
+        a, b = scratch / f"clone-{n}-a", scratch / f"clone-{n}-b"
+        for where in (a, b):
+            subprocess.run(["git", "clone", "-q", str(pristine), str(where)], check=True)
+        status = functools.partial(
+            subprocess.run, ["git", "status", "--porcelain"], cwd=a, capture_output=True, check=True
+        )
+        statuses.append(time_once(status))
+        prints.append(time_once(functools.partial(workspace_fingerprint, b)))
+        shutil.rmtree(a)
+        shutil.rmtree(b)
+    return Stat(statuses), Stat(prints)
 
 
 def throwaway_truth(repo: Path, scratch: Path) -> str:
@@ -96,9 +125,10 @@ def compare_alternatives(repo: Path, scratch: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--files", type=int, default=50_000)
+    parser.add_argument("--files", type=int, default=5_000 if QUICK else 50_000)
     parser.add_argument("--dirs", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--clone-rounds", type=int, default=3, help="fresh-clone rounds")
     parser.add_argument("--compare", action="store_true", help="also time rejected designs")
     args = parser.parse_args()
 
@@ -139,6 +169,8 @@ def main() -> int:
         assert not fp.clean
         st_mod, mod = interleaved(status, fingerprint, args.rounds)
 
+        st_clone, clone = fresh_clones(pristine, scratch, args.clone_rounds)
+
         baseline = statistics.median([st_cold, st_warm, st_fresh, st_mod])
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
         print(f"\n{args.files} files, median of {args.rounds} interleaved runs (load avg {load})")
@@ -148,6 +180,7 @@ def main() -> int:
             ("warm fingerprint", warm, st_warm, WARM_TARGET),
             ("warm, 10 files just modified", fresh, st_fresh, WARM_TARGET),
             ("warm, 10 files still modified", mod, st_mod, WARM_TARGET),
+            ("first, in a fresh clone", clone, st_clone, CLONE_TARGET),
         ]
         ok = True
         for name, value, base, target in rows:
@@ -155,8 +188,9 @@ def main() -> int:
             verdict = "PASS" if ratio <= target else "FAIL"
             ok = ok and verdict == "PASS"
             print(
-                f"  {name:<32} {value * 1000:8.1f} ms  {ratio:5.2f}x git status "
-                f"({base * 1000:.1f} ms alongside)  target <= {target}x  {verdict}"
+                f"  {name:<32} {value * 1000:8.1f} ms {spread(value):>11}  {ratio:5.2f}x git "
+                f"status ({base * 1000:.1f} ms {spread(base)} alongside)  target <= {target}x  "
+                f"{verdict}"
             )
         if args.compare:
             compare_alternatives(repo, scratch)

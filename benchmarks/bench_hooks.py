@@ -1,64 +1,65 @@
-"""Benchmark: the pre-push hook for a passing commit, against interpreter start-up.
+"""Benchmark: the pre-push hook on 50,000 files, cached and not, on shallow and deep ledgers.
 
-Design §6: hooks call back into the package through a lean entry point so that their latency
-stays near the interpreter's start-up. Target: ``python -m gitaudit.hooks pre-push origin x``
-with one pre-push stdin line for HEAD (``refs/heads/main <sha> refs/heads/main <zero>``) takes
-<= 150 ms wall; baseline ``python -c pass``.
+The hook judges every pushed commit (``python -m gitaudit.hooks pre-push``, what the installed
+shim runs). A PASS the gate reached in exactly the current state is re-served from the verdict
+memo (``gitaudit.gate.memo``) with three git calls and no pygit2; anything else runs the full
+gate. A passing ``git audit run`` ends by judging its tree as the hook will, so the push right
+after a run is the cached case: no ``status`` in between.
 
-A push normally follows a judgement of the same commit: ``git audit status HEAD``, or the
-commit-msg hook that judged the staged tree when the commit was made. The gate remembers each
-PASS in the verdict memo (``gitaudit.gate.memo``: keyed by the exact state of the audit refs, the
-marks and the configuration, authenticated with a key kept beside the signing keys), and the
-hook re-serves it with three git calls and without importing pygit2. The target rows time that
-path (a sanity check makes sure pygit2 is not imported). The cold rows delete the memo before
-every call, so the hook runs the full gate: they are printed for information.
+Fixtures (cached): the 50,000-file repository of ``_util.big_repo`` with a sealed one-step plan
+and HEAD's run 0, 20,000 or 100,000 runs deep (``_ledger_util.status_fixture``), and the same
+repository with a plan of 100 steps that declare ``inputs`` (``bench_inputs``'s best case).
 
-Two client repositories, both with a passing run for HEAD and the hooks installed by
-``git audit init``: a fresh one (one run in its ledger) and a copy of the cached 20,000-run
-ledger fixture (``_ledger_util.ledger_fixture``; its lookup index warmed first; the run for
-HEAD lies under 20,000 newer runs of other trees, the worst case for the lookup's
-confirmation). For the real picture the installed shim ``.git/hooks/pre-push`` is timed too (sh +
-exec of the same entry point). A sanity check first makes sure the hook does judge: pushing the
-initial commit (no plan, no evidence) must be refused.
+Rows (medians of interleaved rounds, [min-max] beside; baseline ``git status --porcelain`` in
+the 50,000-file work tree, same rounds):
 
-At the end ``python -X importtime -m gitaudit.hooks pre-push`` is run once on the cold path and
-its ten largest cumulative imports go to stderr (informational). ``--profile`` also prints a
-cProfile of one cold hook process.
+* best case, the push right after ``git audit run`` (each round runs it, untimed, then pushes):
+  <= 0.5x ``git status``; a sanity check makes sure the hook did not import pygit2;
+* worst case, no memo at all (deleted before each push: the full gate), with HEAD's run at the
+  tip, 20,000 and 100,000 runs deep, and with the 100-step inputs plan: <= ``git status`` + 50 ms.
 
-Run: ``.venv/bin/python benchmarks/bench_hooks.py [--rounds R] [--profile]``.
+For the record: ``python -c pass`` and the installed shim ``.git/hooks/pre-push`` (sh + the
+same entry point). At the end ``python -X importtime`` of one uncached hook lists its ten
+largest imports on stderr.
+
+Run: ``.venv/bin/python benchmarks/bench_hooks.py [--rounds R] [--profile]``
+(``GITAUDIT_BENCH_QUICK=1``: 5,000 files, 2,000 / 10,000 runs, 20 input steps).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _ledger_util import (
+    GIT_AUDIT,
     PYTHON,
     ZERO,
-    audit,
-    bench_env,
     checkout_fixture,
     finish,
     info_line,
-    init_audited_repo,
     interleaved,
-    ledger_fixture,
-    plan_doc,
-    run_steps,
+    plan_fixture,
+    quick,
+    status_fixture,
     timed_run,
     verdict_line,
 )
 from _util import git
+from bench_inputs import best_plan
 
-TARGET = 0.150
+CACHED_TARGET = 0.5  # x git status
+UNCACHED_MARGIN = 0.050  # s beyond git status
 HOOK = [PYTHON, "-m", "gitaudit.hooks", "pre-push", "origin", "x"]
 
 
@@ -71,7 +72,7 @@ def forget(repo: Path) -> None:
     (repo / ".git" / "gitaudit" / "memo.json").unlink(missing_ok=True)
 
 
-def imports(repo: Path, stdin: str) -> list[tuple[int, int, str]]:
+def imports(repo: Path, stdin: str, env: dict[str, str]) -> list[tuple[int, int, str]]:
     """(cumulative us, self us, module) of every import one hook process makes."""
     proc = subprocess.run(
         [PYTHON, "-X", "importtime", *HOOK[1:]],
@@ -80,6 +81,7 @@ def imports(repo: Path, stdin: str) -> list[tuple[int, int, str]]:
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
     rows = []
     for line in proc.stderr.splitlines():
@@ -93,102 +95,130 @@ def imports(repo: Path, stdin: str) -> list[tuple[int, int, str]]:
     return rows
 
 
-def importtime_top(repo: Path, stdin: str, top: int = 10) -> list[str]:
-    rows = imports(repo, stdin)
-    return [f"{c / 1000:8.1f} ms cumulative {s / 1000:7.1f} ms self  {n}" for c, s, n in rows[:top]]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=11, help="timed rounds (medians)")
-    parser.add_argument("--profile", action="store_true", help="cProfile one hook process")
+    parser.add_argument("--rounds", type=int, default=7, help="timed rounds (medians)")
+    parser.add_argument("--profile", action="store_true", help="cProfile one uncached hook")
     args = parser.parse_args()
+    files = 5_000 if quick() else 50_000
+    depths = (0, 2_000, 10_000) if quick() else (0, 20_000, 100_000)
+    steps = 20 if quick() else 100
 
     scratch = Path(tempfile.mkdtemp(prefix="gitaudit-bench-hooks-"))
     try:
-        bench_env(scratch)
-        fixture = ledger_fixture()
-        big = checkout_fixture(fixture, scratch)
-        small = scratch / "small"
-        init_audited_repo(small, plan_doc(run_steps(1, ["true"])))
-        audit(small, "run", "--jobs", "1")
-        for repo in (small, big):
+        repos: dict[str, tuple[Path, dict[str, str]]] = {}
+        for depth in depths:
+            fixture = status_fixture(files, depth)
+            repo = checkout_fixture(fixture, scratch / f"d{depth}", link_worktree=True)
+            repos[f"deep-{depth}"] = (repo, dict(os.environ))
+        fixture = plan_fixture(f"inputs-best-{steps}", best_plan(steps), files)
+        inputs = checkout_fixture(fixture, scratch / "inputs", link_worktree=True)
+        repos["inputs"] = (inputs, dict(os.environ))
+        lines = {name: push_line(repo) for name, (repo, _) in repos.items()}
+        for repo, env in repos.values():
             if not (repo / ".git" / "hooks" / "pre-push").exists():
-                raise RuntimeError(f"{repo}: the pre-push hook is not installed")
-            audit(repo, "status", "HEAD")  # PASS; warms the lookup index and the marks
-        small_in, big_in = push_line(small), push_line(big)
-        timed_run(HOOK, small, stdin=push_line(small, "HEAD~1"), expect=1)  # the hook judges
-        for repo, line in ((small, small_in), (big, big_in)):
-            timed_run(HOOK, repo, stdin=line)  # remembers the PASS if status did not
-            if any(name.strip() == "pygit2" for _, _, name in imports(repo, line)):
-                raise RuntimeError(f"{repo}: the hook did not use the verdict memo")
+                timed_run([GIT_AUDIT, "hooks", "install"], repo, env=env)
+            timed_run(["git", "status", "--porcelain"], repo, env=env)
+            timed_run([GIT_AUDIT, "status", "HEAD"], repo, env=env)  # PASS; warms the caches
+            forget(repo)
+        shallow, env0 = repos["deep-0"]
+        timed_run(HOOK, shallow, stdin=push_line(shallow, "HEAD~1"), expect=1, env=env0)
+
+        def after_run(name: str) -> float:
+            repo, env = repos[name]
+            timed_run([GIT_AUDIT, "run"], repo, env=env)  # untimed: refreshes the memo
+            return timed_run(HOOK, repo, stdin=lines[name], env=env)
+
+        def uncached(name: str) -> float:
+            repo, env = repos[name]
+            forget(repo)
+            return timed_run(HOOK, repo, stdin=lines[name], env=env)
+
+        served = True  # the push right after a run takes the memo's path (no pygit2)
+        for name in ("deep-0", f"deep-{depths[-1]}"):
+            repo, env = repos[name]
+            timed_run([GIT_AUDIT, "run"], repo, env=env)
+            if any(n.strip() == "pygit2" for _, _, n in imports(repo, lines[name], env)):
+                print(f"  {name}: the push right after a run was NOT served from the memo")
+                served = False
 
         shim = ["./.git/hooks/pre-push", "origin", "x"]
-
-        def cold(repo: Path, line: str) -> float:
-            forget(repo)
-            return timed_run(HOOK, repo, stdin=line)
-
-        medians = interleaved(
-            {
-                "python": lambda: timed_run([PYTHON, "-c", "pass"], small),
-                "small": lambda: timed_run(HOOK, small, stdin=small_in),
-                "small-shim": lambda: timed_run(shim, small, stdin=small_in),
-                "big": lambda: timed_run(HOOK, big, stdin=big_in),
-                "big-shim": lambda: timed_run(shim, big, stdin=big_in),
-                "small-cold": lambda: cold(small, small_in),
-                "big-cold": lambda: cold(big, big_in),
-            },
-            args.rounds,
-        )
-        startup = medians["python"]
-        print("pre-push for a passing commit (median wall times, interleaved):")
-        info_line("baseline: python -c pass (interpreter start-up)", startup)
-        info_line(
-            "installed shim .git/hooks/pre-push, 1-run ledger", medians["small-shim"], startup
-        )
-        info_line(
-            "installed shim .git/hooks/pre-push, 20,001-run ledger", medians["big-shim"], startup
-        )
-        info_line("cold (no memo: the full gate), 1-run ledger", medians["small-cold"], startup)
-        info_line("cold (no memo: the full gate), 20,001-run ledger", medians["big-cold"], startup)
-        print("\nresults (the commit judged before the push, as status or commit-msg do):")
+        commands: dict[str, Callable[[], object]] = {
+            "git-status": lambda: timed_run(["git", "status", "--porcelain"], shallow, env=env0),
+            "python": lambda: timed_run([PYTHON, "-c", "pass"], shallow, env=env0),
+            "shim": lambda: timed_run(shim, shallow, stdin=lines["deep-0"], env=env0),
+            "after-run-0": lambda: after_run("deep-0"),
+            f"after-run-{depths[-1]}": lambda: after_run(f"deep-{depths[-1]}"),
+            "after-run-inputs": lambda: after_run("inputs"),
+            **{f"uncached-{d}": functools.partial(uncached, f"deep-{d}") for d in depths},
+            "uncached-inputs": lambda: uncached("inputs"),
+        }
+        medians = interleaved(commands, args.rounds)
+        base = medians["git-status"]
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"pre-push for a passing commit, {files} files (load {load}):")
+        info_line("baseline: git status --porcelain", base)
+        info_line("python -c pass (interpreter start-up)", medians["python"], base)
+        info_line("installed shim .git/hooks/pre-push (memo)", medians["shim"], base)
+        print("\nresults:")
         results = [
             verdict_line(
-                "python -m gitaudit.hooks pre-push, 1-run ledger", medians["small"], TARGET, startup
-            ),
-            verdict_line(
-                "python -m gitaudit.hooks pre-push, 20,001-run ledger",
-                medians["big"],
-                TARGET,
-                startup,
-            ),
+                f"right after git audit run, run {d:,} deep (memo)",
+                medians[f"after-run-{d}"],
+                CACHED_TARGET * base,
+                base,
+            )
+            for d in (0, depths[-1])
         ]
+        results.append(
+            verdict_line(
+                f"right after git audit run, {steps} input steps (memo)",
+                medians["after-run-inputs"],
+                CACHED_TARGET * base,
+                base,
+            )
+        )
+        for d in depths:
+            results.append(
+                verdict_line(
+                    f"no memo (full gate), run {d:,} deep",
+                    medians[f"uncached-{d}"],
+                    base + UNCACHED_MARGIN,
+                    base,
+                )
+            )
+        results.append(
+            verdict_line(
+                f"no memo (full gate), {steps} input steps",
+                medians["uncached-inputs"],
+                base + UNCACHED_MARGIN,
+                base,
+            )
+        )
+        results.append(served)
+        print(f"  the push right after a run takes the memo's path: {'PASS' if served else 'FAIL'}")
         print(
-            f"  (ratios against python start-up; beyond it: "
-            f"{(medians['small'] - startup) * 1000:.0f} ms / "
-            f"{(medians['big'] - startup) * 1000:.0f} ms)"
+            f"  (memo: target {CACHED_TARGET}x git status; no memo: git status + "
+            f"{UNCACHED_MARGIN * 1000:.0f} ms)"
         )
         if args.profile:
-            forget(big)
+            forget(shallow)
             proc = subprocess.run(
                 [PYTHON, "-m", "cProfile", "-s", "cumulative", *HOOK[1:]],
-                cwd=big,
-                input=big_in,
+                cwd=shallow,
+                input=lines["deep-0"],
                 capture_output=True,
                 text=True,
                 check=False,
+                env=env0,
             )
-            print("\ncProfile of one cold pre-push process (20,001-run ledger), top 30 cumulative:")
+            print("\ncProfile of one uncached pre-push process, top 30 cumulative:")
             print("\n".join(proc.stdout.splitlines()[:38]))
         code = finish(results)
-        print(
-            "\npython -X importtime -m gitaudit.hooks pre-push (cold): top 10 cumulative imports",
-            file=sys.stderr,
-        )
-        forget(small)
-        for row in importtime_top(small, small_in):
-            print(f"  {row}", file=sys.stderr)
+        forget(shallow)
+        print("\npython -X importtime pre-push (uncached): top 10 cumulative", file=sys.stderr)
+        for c, s, n in imports(shallow, lines["deep-0"], env0)[:10]:
+            print(f"  {c / 1000:8.1f} ms cumulative {s / 1000:7.1f} ms self  {n}", file=sys.stderr)
         return code
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -1,3 +1,4 @@
 from gitaudit.cli.entry import main
 
-main()
+if __name__ == "__main__":
+    main()

@@ -26,6 +26,7 @@ LAYERS = [
     "mission",
     "run",
     "gate",
+    "agent",
     "hooks",
     "demo",
     "cli",

@@ -40,7 +40,7 @@ MY_DOCS: tuple[str, ...] = (
     "threat-model.md",
     "hooks-and-servers.md",
 )
-MY_DOCS += ("architecture.md",)
+MY_DOCS += ("architecture.md", "agent-hooks.md")
 
 PLAN = {
     "task": "ship a greeting",

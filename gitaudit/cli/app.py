@@ -12,7 +12,9 @@ import typer
 
 from gitaudit import __version__
 from gitaudit.cli import (
+    agent_cmds,
     agents_cmds,
+    approval_cmds,
     attest_cmds,
     completion,
     export_cmds,
@@ -20,6 +22,7 @@ from gitaudit.cli import (
     keys_cmds,
     mission_cmds,
     plan_cmds,
+    request_cmds,
     run_cmds,
     setup_cmds,
     snapshot_cmds,
@@ -38,6 +41,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(plan_cmds.app, name="plan")
+app.add_typer(request_cmds.app, name="request")
 plan_cmds.app.command("export")(export_cmds.export_cmd)
 app.add_typer(keys_cmds.app, name="keys")
 app.add_typer(trust_cmds.app, name="trust")
@@ -58,11 +62,14 @@ app.command("sync")(sync_cmds.sync_cmd)
 app.command("init")(setup_cmds.init_cmd)
 app.add_typer(setup_cmds.hooks_app, name="hooks")
 app.command("completion")(completion.completion_cmd)
+app.add_typer(agent_cmds.app, name="agent")
 app.add_typer(agents_cmds.app, name="agents")
 app.command("snapshot")(snapshot_cmds.snapshot_cmd)
 app.command("snapshots")(snapshot_cmds.snapshots_cmd)
 app.command("rollback")(snapshot_cmds.rollback_cmd)
 app.command("watch")(watch_cmds.watch_cmd)
+app.command("proposals")(approval_cmds.proposals_cmd)
+app.command("approve")(approval_cmds.approve_cmd)
 
 
 def _version(value: bool) -> None:

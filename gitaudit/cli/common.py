@@ -37,6 +37,7 @@ def typer_param(param: grammar.Param) -> Any:
 
 PlanOpt = Annotated[str | None, typer_param(grammar.PLAN)]
 JsonOpt = Annotated[bool, typer_param(grammar.JSON)]
+ForRefOpt = Annotated[str | None, typer_param(grammar.FOR_REF)]
 
 
 def exit_with(code: int) -> None:

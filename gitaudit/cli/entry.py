@@ -8,20 +8,61 @@ every expected error to its exit code (0 success/PASS, 1 FAIL/error, 2 usage, 3 
 from __future__ import annotations
 
 import os
-import sqlite3
 import sys
+from typing import NoReturn
 
 from gitaudit.errors import GitAuditError, UsageError
+
+
+def _sqlite_error(exc: BaseException) -> bool:
+    """Whether *exc* is a sqlite3 error (sqlite3 is imported only by what uses it)."""
+    sqlite3 = sys.modules.get("sqlite3")
+    return sqlite3 is not None and isinstance(exc, sqlite3.Error)
+
+
+def _instant(args: list[str]) -> bool:
+    """Answer ``--version`` and ``-h`` at interpreter start-up cost: no typer, no pygit2."""
+    rest = [a for a in args if a != "--debug"]
+    if rest == ["--version"]:
+        from gitaudit import __version__
+
+        sys.stdout.write(f"gitaudit {__version__}\n")
+        return True
+    if rest in (["-h"], ["--help"]):
+        from gitaudit.cli import helptext
+
+        if helptext.served():  # exactly what typer would print here
+            sys.stdout.write(helptext.TEXT)
+            return True
+    return False
+
+
+def _report(exc: GitAuditError) -> NoReturn:
+    """Exit with *exc*'s code: `error:` and `hint:` lines, or, for an outcome that is not a
+    failure (exit code 0: a change proposed for approvals), the message and the next command."""
+    if exc.exit_code == 0:
+        print(exc.message)
+        if exc.hint:
+            print(f"next: {exc.hint}")
+        sys.exit(0)
+    print(f"error: {exc.message}", file=sys.stderr)
+    if exc.hint:
+        print(f"hint: {exc.hint}", file=sys.stderr)
+    sys.exit(int(exc.exit_code))
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``git-audit`` and ``gitaudit``)."""
     args = sys.argv[1:] if argv is None else argv
+    if _instant(args):
+        sys.exit(0)
     debug = "--debug" in args or bool(os.environ.get("GITAUDIT_DEBUG"))
     try:
-        from gitaudit.cli.grammar import misused_flag
+        misuse = None
+        if args[:1] != ["agent"]:  # the agent hooks (every stop, every tool call) skip this
+            from gitaudit.cli.grammar import misused_flag
 
-        misuse = misused_flag(args)
+            misuse = misused_flag(args)
         if misuse:
             flag, word = misuse
             raise UsageError(
@@ -38,12 +79,9 @@ def main(argv: list[str] | None = None) -> None:
 
         app(args=args, prog_name="git-audit")
     except GitAuditError as exc:
-        if debug:
+        if debug and exc.exit_code != 0:
             raise
-        print(f"error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
-        sys.exit(int(exc.exit_code))
+        _report(exc)
     except KeyboardInterrupt:
         # `run` records an interrupted run itself (gitaudit.run.interrupts); anything else was
         # stopped between atomic steps: refs move by compare-and-swap, after their objects
@@ -55,10 +93,10 @@ def main(argv: list[str] | None = None) -> None:
             file=sys.stderr,
         )
         sys.exit(130)
-    except (OSError, sqlite3.Error) as exc:
+    except Exception as exc:
         # a full disk, a read-only file system, a broken cache: one line, never a traceback
         # (objects are written before refs move, so nothing half-recorded is left behind)
-        if debug:
+        if debug or not (isinstance(exc, OSError) or _sqlite_error(exc)):
             raise
         print(f"error: {exc}", file=sys.stderr)
         print(

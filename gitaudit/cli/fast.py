@@ -1,27 +1,26 @@
-"""A fast path for the hot commands (`run`, `status`, `verify`, `--version`) without typer.
+"""A fast path for the hot commands (`run`, `status`, `verify`, `agent stop|guard`, `--version`)
+without typer.
 
 typer (and the pydantic it builds parameters with) costs a few hundred milliseconds at start-up;
 the gate is run by hooks and CI loops. The commands' grammar is declared once, in
 :mod:`gitaudit.cli.grammar`; anything it does not recognise (``-h``, a typo, an unknown option)
-falls through to the typer application, which owns help and usage errors.
+falls through to the typer application, which owns help and usage errors. (``--version`` and the
+top-level ``-h`` are answered even earlier, by :mod:`gitaudit.cli.entry`.) ``status`` of the work
+tree starts fingerprinting it at once, so git hashes while the rest of gitaudit is imported.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gitaudit.cli import grammar
-
 
 def try_fast(argv: Sequence[str]) -> int | None:
     """The exit code when *argv* is a fast command, else None (let typer handle it)."""
     rest = [a for a in argv if a != "--debug"]
-    if rest == ["--version"]:
-        from gitaudit import __version__
-        from gitaudit.cli.output import say
+    if rest == ["--version"] or rest[:1] == ["agent"]:
+        return _version_or_agent(rest)
+    from gitaudit.cli import grammar  # not before: the agent hooks do without it
 
-        say(f"gitaudit {__version__}")
-        return 0
     if not rest or rest[0] not in grammar.FAST:
         return None
     values = grammar.FAST[rest[0]].parse(rest[1:])
@@ -31,8 +30,27 @@ def try_fast(argv: Sequence[str]) -> int | None:
         from gitaudit.cli import running
 
         return running.run(**values)
+    if rest[0] == "status" and values["rev"] is None:
+        # judging the work tree: git hashes it while the rest of gitaudit is imported
+        from gitaudit.git.fingerprint import prefetch
+
+        prefetch(".")
     from gitaudit.cli import reading
 
     if rest[0] == "status":
         return reading.status(**values)
     return reading.verify(**values)
+
+
+def _version_or_agent(rest: Sequence[str]) -> int | None:
+    """``--version``, and the agent hooks (``agent stop|guard``: every stop and every tool call
+    of an agent runs one; ``agent install`` and help are typer's)."""
+    if rest[:1] == ["agent"]:
+        from gitaudit.agent.entry import main, parse_args
+
+        return main(rest[1:]) if parse_args(rest[1:]) is not None else None
+    from gitaudit import __version__
+    from gitaudit.cli.output import say
+
+    say(f"gitaudit {__version__}")
+    return 0

@@ -8,15 +8,25 @@ from typing import Annotated
 import typer
 
 from gitaudit.cli import grammar, reading
-from gitaudit.cli.common import JsonOpt, PlanOpt, emit_json, exit_with, repo_here, typer_param
+from gitaudit.cli.common import (
+    ForRefOpt,
+    JsonOpt,
+    PlanOpt,
+    emit_json,
+    exit_with,
+    repo_here,
+    typer_param,
+)
 
 RevArg = Annotated[str | None, typer_param(grammar.REV)]
 
 
-def status_cmd(rev: RevArg = None, plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
+def status_cmd(
+    rev: RevArg = None, plan: PlanOpt = None, for_ref: ForRefOpt = None, as_json: JsonOpt = False
+) -> None:
     """The gate: PASS only if every active plan is sealed, unweakened, covered and proven by
     fresh signed evidence for exactly this tree. Exit 0 PASS, 1 FAIL, 3 UNKNOWN. Runs no check."""
-    exit_with(reading.status(rev, plan, as_json))
+    exit_with(reading.status(rev, plan, as_json, for_ref))
 
 
 def verify_cmd(as_json: JsonOpt = False) -> None:
@@ -36,6 +46,7 @@ def report_cmd(
             "$GITHUB_STEP_SUMMARY when set) and an annotation per reason.",
         ),
     ] = "markdown",
+    for_ref: ForRefOpt = None,
 ) -> None:
     """A review-ready report for a pull-request comment: verdict, commit and tree, why each step
     failed (failing tests from JUnit artifacts, else the output's tail), fixes worded for a pull
@@ -45,7 +56,8 @@ def report_cmd(
 
     if fmt not in ("markdown", "json", "github"):
         raise typer.BadParameter("use markdown, json or github", param_hint="--format")
-    result, doc = report.build(repo_here(), rev)
+    reading.check_for_ref(for_ref)
+    result, doc = report.build(repo_here(), rev, for_ref)
     if fmt == "json":
         emit_json(doc)
     elif fmt == "github":

@@ -52,6 +52,12 @@ KEY = Param(
     Path,
 )
 REV = Param("rev", "Judge this commit's tree (default: the work tree).")
+FOR_REF = Param(
+    "for_ref",
+    "Judge as the policy's evidence rule for this ref does (e.g. refs/heads/main: only the "
+    "runners it names prove a tree for it), as the hooks do for the refs they guard.",
+    ("--for",),
+)
 
 
 @dataclass(frozen=True)
@@ -171,7 +177,7 @@ RUN = Grammar(
         KEY,
     ),
 )
-STATUS = Grammar("status", (REV, PLAN, JSON))
+STATUS = Grammar("status", (REV, PLAN, FOR_REF, JSON))
 VERIFY = Grammar("verify", (JSON,))
 
 FAST: dict[str, Grammar] = {g.name: g for g in (RUN, STATUS, VERIFY)}

@@ -22,7 +22,9 @@ from gitaudit.cli.common import (
 from gitaudit.cli.names import require_known
 from gitaudit.errors import ExitCode, UsageError
 from gitaudit.git.repo import Repo
+from gitaudit.ledger.approvals import ChangeProposed
 from gitaudit.ledger.plansref import read_state, sealed_contract
+from gitaudit.ledger.request_ops import RequestEntry, request_history
 from gitaudit.ledger.seals import (
     HistoryEntry,
     ResetEntry,
@@ -145,12 +147,21 @@ def _plan_json(c: CheckedPlan, plan: Plan) -> dict[str, Any]:
 @app.command("show")
 def show_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:  # noqa: C901, PLR0912 (to split: one printer per plan section)
     """Show requirements and their covering steps, steps in dependency order, and the digest."""
-    checked = check_worktree(repo_here().require_workdir(), plan)
+    repo = repo_here()
+    checked = check_worktree(repo.require_workdir(), plan)
     docs = []
+    tree: str | None = None
     for c in checked:
         model = c.require_valid()
+        from gitaudit.ledger.protected import protected_files
+
+        if tree is None:
+            from gitaudit.git.fingerprint import workspace_fingerprint
+
+            tree = workspace_fingerprint(repo.require_workdir()).tree
+        protected = sorted(protected_files(repo.git, tree, model))
         if as_json:
-            docs.append(_plan_json(c, model))
+            docs.append({**_plan_json(c, model), "protected": protected})
             continue
         say(f"plan {model.name}: {model.task or '(no task)'}")
         say(f"  contract {c.digest}" + ("  (legacy sequential plan)" if model.legacy else ""))
@@ -179,6 +190,9 @@ def show_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:  # noqa: C
                 say(f"      output {o.name}:")
                 for ch in o.checks:
                     say(f"        check  {ch.describe()}")
+        more = f" (+{len(protected) - 10})" if len(protected) > 10 else ""
+        shown = ", ".join(protected[:10]) + more
+        say(f"  protected files ({len(protected)}): {shown or 'none'}")
         for p in c.report.warnings:
             warn(f"warning: {p.render()}")
     if as_json:
@@ -241,18 +255,38 @@ def seal_cmd(
             "--allow-weaken", help="Record a weakening instead of refusing it (needs --reason)."
         ),
     ] = False,
+    amend: Annotated[
+        bool,
+        typer.Option(
+            "--amend",
+            help="Accept changed protected files (the check files the seal binds) as they are "
+            "in the work tree: a recorded amendment (needs --reason).",
+        ),
+    ] = False,
     key: KeyOpt = None,
 ) -> None:
-    """Validate and seal plans on refs/audit/plans (signed). Strengthening is free; weakening is
-    refused unless --allow-weaken --reason is given (and the policy allows it)."""
+    """Validate and seal plans on refs/audit/plans (signed), with the content of the files they
+    protect. Strengthening is free; weakening is refused unless --allow-weaken --reason is given
+    (and the policy allows it); changed protected files need --amend --reason."""
     repo = repo_here()
     checked = check_worktree(repo.require_workdir(), plan)
     for c in checked:
         c.require_valid()
     signer = signer_for(repo, key)
     for c in checked:
-        outcome = seal_plan(repo, signer, c, reason=reason, allow_weaken=allow_weaken)
+        try:
+            outcome = seal_plan(
+                repo, signer, c, reason=reason, allow_weaken=allow_weaken, amend=amend
+            )
+        except ChangeProposed as proposed:  # the policy asks for more sealers: the next plan
+            say(f"{proposed.message}\nnext: {proposed.hint}")
+            continue
         say(outcome.message)
+        record = outcome.record
+        if outcome.commit is not None and record is not None and record.amended:
+            for kind, paths in record.amended.items():
+                for path in paths:
+                    say(f"  {kind:<12} {path} (protected)")
         if outcome.commit is not None and outcome.comparison is not None:
             for change in outcome.comparison.changes:
                 say(f"  {change.kind:<12} {change.render()}")
@@ -300,12 +334,15 @@ def reset_attempts_cmd(
 
 @app.command("history")
 def history_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
-    """Every seal version (time, signer, reason, strengthened/weakened, digest) and every reset of
-    a step's failed attempts."""
+    """Every seal version (time, signer, reason, strengthened/weakened, digest, the request it
+    answers), every sealed version of the plan's request, and every reset of a step's failed
+    attempts."""
     repo = repo_here()
     require_known(repo, plan)
     entries = history(repo, plan)
     resets = reset_history(repo, plan)
+    asked = request_history(repo, plan)
+    answers = {r.record.request_digest: r.record.version for r in asked}
     moves: dict[int, tuple[list[str], list[str]]] = {}
     for i, e in enumerate(entries):
         before = next((p for p in entries[i + 1 :] if p.record.plan == e.record.plan), None)
@@ -313,22 +350,29 @@ def history_cmd(plan: PlanOpt = None, as_json: JsonOpt = False) -> None:
     # newest first, as both lists are: merged by position on the plans ref
     events: list[tuple[int, int, int]] = [(e.position, 1, i) for i, e in enumerate(entries)]
     events += [(r.position, 0, i) for i, r in enumerate(resets)]
+    events += [(r.position, 2, i) for i, r in enumerate(asked)]
     events.sort(key=lambda ev: (-ev[0], ev[1]))
     if as_json:
         emit_json(
             [
-                _seal_json(entries[i], moves[i]) if kind else _reset_json(resets[i])
+                _seal_json(entries[i], moves[i])
+                if kind == 1
+                else _reset_json(resets[i])
+                if kind == 0
+                else {"commit": asked[i].commit, "time": asked[i].time, **asked[i].record.to_json()}
                 for _pos, kind, i in events
             ]
         )
         return
-    if not entries:
+    if not entries and not asked:
         say("no seals yet (run `git audit plan seal`)")
     for _pos, kind, i in events:
-        if kind:
-            _print_seal(entries[i], moves[i])
-        else:
+        if kind == 1:
+            _print_seal(entries[i], moves[i], answers)
+        elif kind == 0:
             _print_reset(resets[i])
+        else:
+            _print_request(asked[i])
 
 
 def _when(time: int) -> str:
@@ -356,17 +400,38 @@ def _reset_json(e: ResetEntry) -> dict[str, Any]:
     }
 
 
-def _print_seal(e: HistoryEntry, move: tuple[list[str], list[str]]) -> None:
+def _print_seal(
+    e: HistoryEntry, move: tuple[list[str], list[str]], answers: dict[str, int]
+) -> None:
     r = e.record
     flag = " WEAKENED" if r.weakened else ""
     say(f"{e.commit[:12]} {_when(e.time)} {r.plan} v{r.version} {r.change}{flag} by {r.sealer}")
     say(f"    {r.contract_digest}" + (f"  reason: {r.reason}" if r.reason else ""))
+    if r.request_digest is not None:
+        say(f"    answers request v{answers.get(r.request_digest, '?')}")
     for w in r.weakenings:
         say(f"    weakened: {w}")
+    for kind, paths in (r.amended or {}).items():
+        if paths:
+            say(f"    protected files {kind}: {', '.join(paths)}")
     kept, reopened = move
     if r.version > 1 and (kept or reopened):
         kept_text = ", ".join(kept) or "nothing"
         say(f"    evidence kept for: {kept_text}; reopened: {', '.join(reopened) or 'nothing'}")
+
+
+def _print_request(e: RequestEntry) -> None:
+    r = e.record
+    flag = " WEAKENED" if r.weakened else ""
+    say(
+        f"{e.commit[:12]} {_when(e.time)} {r.plan} request v{r.version} {r.change}{flag} "
+        f"by {r.sealer}"
+    )
+    say(f"    {r.request_digest}" + (f"  reason: {r.reason}" if r.reason else ""))
+    for w in r.weakenings:
+        say(f"    weakened: {w}")
+    for w in r.strengthenings:
+        say(f"    strengthened: {w}")
 
 
 def _print_reset(e: ResetEntry) -> None:
@@ -427,6 +492,40 @@ def diff_cmd(
         say(f"{name}: {label_a} -> {label_b}: {comparison.summary()}")
         for change in comparison.changes:
             say(f"  {change.kind:<12} {change.render()}")
+        if (a, b) == ("sealed", "working"):
+            _protected_diff(repo, name)
+        if b == "working":
+            _request_diff(repo, name)
+
+
+def _protected_diff(repo: Repo, name: str) -> None:
+    """The protected files of *name* that differ between its seal and the work tree."""
+    from gitaudit.git.fingerprint import workspace_fingerprint
+    from gitaudit.ledger.protected import differences, protected_files
+
+    state = read_state(repo)
+    sealed = state.protected(name)
+    (c,) = check_worktree(repo.require_workdir(), name)
+    if sealed is None or c.plan is None:
+        return
+    tree = workspace_fingerprint(repo.require_workdir()).tree
+    changes = differences(sealed, protected_files(repo.git, tree, c.plan))
+    for kind, paths in changes.paths().items():
+        for path in paths:
+            say(f"  {'protected':<12} {path} {kind} (needs `plan seal --amend`)")
+
+
+def _request_diff(repo: Repo, name: str) -> None:
+    """How the working copy of *name* fails to answer its sealed request (what sealing it
+    would be refused for)."""
+    from gitaudit.plan.request import gaps
+
+    request = read_state(repo).request(name)
+    (c,) = check_worktree(repo.require_workdir(), name)
+    if request is None or c.plan is None:
+        return
+    for gap in gaps(request, c.plan):
+        say(f"  {'request':<12} {gap.message} (the sealed request must be answered)")
 
 
 @app.command("inspect")

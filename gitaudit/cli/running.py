@@ -6,6 +6,7 @@ not pay for typer's start-up).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from gitaudit.cli.context import signer_for
 from gitaudit.cli.output import emit_json, say, warn
 from gitaudit.crypto.signers import Signer
-from gitaudit.errors import ExitCode, UsageError
+from gitaudit.errors import ExitCode, GitAuditError, UsageError
 from gitaudit.git.repo import Repo, open_repo
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.plan.store import discover_worktree
@@ -299,6 +300,23 @@ def run(
             if recorded.verdict == "INTERRUPTED" or interrupts.requested():
                 _not_started(names[i + 1 :])
                 break
+    everything = plan is None and not steps and not labels and len(results) == len(names)
+    if everything and worst == ExitCode.OK:
+        _refresh_memo(repo, {r.tree for r in results})
     if as_json:
         emit_json({"runs": [result_json(r) for r in results]})
     return int(worst)
+
+
+def _refresh_memo(repo: Repo, trees: set[str]) -> None:
+    """Every plan ran and passed on one tree: judge it as the pre-push hook would (that tree, as
+    a commit of it), so the verdict memo holds the answer and a push right after the run costs
+    the memo's three git calls. The full gate decides; only its PASS is remembered. Best effort:
+    Ctrl-C here stops the refresh, not the command (its runs are recorded; the memo writes by
+    rename, so it is left as it was or refreshed)."""
+    if len(trees) != 1:
+        return
+    from gitaudit.gate.judge import judge
+
+    with contextlib.suppress(GitAuditError, KeyboardInterrupt):
+        judge(repo, tree=trees.pop())

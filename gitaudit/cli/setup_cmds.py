@@ -168,7 +168,10 @@ def push_cmd(
         raise UsageError(
             "HEAD is detached; name what to push", hint="git audit push origin HEAD:refs/heads/main"
         )
-    branch = None if repo.git.head_is_detached else repo.git.head.shorthand
+    unborn = repo.git.head_is_unborn  # a fresh clone of a server without branches
+    branch = None if repo.git.head_is_detached or unborn else repo.git.head.shorthand
+    if branch is None and not refspecs and not evidence_only:
+        raise UsageError("HEAD names no branch yet; name what to push, or --evidence-only")
     if remote is None:
         remote = (repo.config(f"branch.{branch}.remote") if branch else None) or "origin"
     specs = [] if evidence_only else list(refspecs or [f"refs/heads/{branch}:refs/heads/{branch}"])
@@ -298,7 +301,7 @@ def doctor_cmd(as_json: JsonOpt = False) -> None:
         "remotes without the audit fetch refspec: " + ", ".join(missing)
         if missing
         else (f"{len(fetching)} remote(s) fetch refs/audit/*" if fetching else "no remotes"),
-        "git audit init",
+        "git audit sync (sets the refspec of every remote, also one added after init)",
     )
     if repo.workdir is not None:
         try:

@@ -15,7 +15,15 @@ from gitaudit.errors import TrustError, UsageError
 from gitaudit.ledger import anchor
 from gitaudit.ledger.plansref import read_state, root_of_trust
 from gitaudit.ledger.seals import set_policy, trust_add, trust_init, trust_remove
-from gitaudit.ledger.trust import AGENTS_MODES, COMMIT_MSG_MODES, LIVE_EVIDENCE, ROLES, Policy
+from gitaudit.ledger.trust import (
+    AGENTS_MODES,
+    APPROVAL_KINDS,
+    COMMIT_MSG_MODES,
+    LIVE_EVIDENCE,
+    ROLES,
+    EvidenceRule,
+    Policy,
+)
 
 app = typer.Typer(
     help="Manage who may seal plans and record evidence.",
@@ -106,8 +114,9 @@ def add_cmd(
         typer.Option(
             "--role",
             "-r",
-            help="sealer, runner or reconciler (may settle an unknown outcome by its word; "
-            "sealers may too).",
+            help="sealer, runner, reconciler (may settle an unknown outcome by its word; "
+            "sealers may too) or planner (may seal plan changes that answer the sealed "
+            "request and weaken nothing: an agent's own key).",
         ),
     ],
     name: Annotated[str, typer.Option("--name", "-n", help="Principal name for the key.")],
@@ -125,7 +134,8 @@ def add_cmd(
     """Trust a public key in a role (a plans-ref commit signed by a current sealer)."""
     if role not in ROLES:
         raise UsageError(
-            f"unknown role {role!r}", hint="use --role sealer, --role runner or --role reconciler"
+            f"unknown role {role!r}",
+            hint="use --role sealer, --role runner, --role reconciler or --role planner",
         )
     text = Path(pubkey).read_text() if Path(pubkey).is_file() else pubkey
     public = PublicKey.from_openssh(text)
@@ -213,6 +223,24 @@ def policy_cmd(
             "(see docs/agents.md).",
         ),
     ] = None,
+    evidence: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--evidence",
+            help="Whose evidence proves a tree for a ref: REF_PATTERN=RUNNER[,RUNNER...][:MIN] "
+            "(runner names or labels; MIN distinct runners, default 1). Repeatable; replaces "
+            "the rules; 'none' removes them.",
+        ),
+    ] = None,
+    approvals: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--approvals",
+            help="How many distinct sealers must approve a kind of change: KIND=K, KIND one of "
+            f"{', '.join(APPROVAL_KINDS)} (1: the signer alone). Repeatable; kinds not given keep "
+            "their number. Lowering one is a weakening that needs that many approvals.",
+        ),
+    ] = None,
     allow_weaken: Annotated[
         bool, typer.Option("--allow-weaken", help="Accept a laxer policy (recorded).")
     ] = False,
@@ -223,7 +251,8 @@ def policy_cmd(
     repo = repo_here()
     state = read_state(repo)
     current = state.policy
-    if (protect, weaken, commit_msg, live_evidence, max_artifact_bytes, agents) == (None,) * 6:
+    given = (protect, weaken, commit_msg, live_evidence, max_artifact_bytes, agents, evidence)
+    if given == (None,) * 7 and approvals is None:
         for k, v in current.to_json().items():
             say(f"{k}: {v}")
         return
@@ -244,6 +273,8 @@ def policy_cmd(
         if max_artifact_bytes is None
         else max_artifact_bytes,
         agents=agents or current.agents,
+        evidence=current.evidence if evidence is None else _evidence_rules(evidence),
+        approvals=_approvals(current.approvals, approvals or []),
     )
     commit, laxer = set_policy(
         repo, signer_for(repo, key), policy, allow_weaken=allow_weaken, reason=reason
@@ -255,3 +286,42 @@ def policy_cmd(
             f"policy updated in {str(commit)[:12]}"
             + (f" (weakened: {'; '.join(laxer)})" if laxer else "")
         )
+
+
+def _evidence_rules(specs: list[str]) -> tuple[EvidenceRule, ...]:
+    """``REF_PATTERN=RUNNER[,RUNNER...][:MIN]`` specs (or ``none``) as evidence rules."""
+    if specs == ["none"]:
+        return ()
+    rules: dict[str, EvidenceRule] = {}
+    for spec in specs:
+        pattern, eq, rest = spec.partition("=")
+        who, _, least = rest.partition(":")
+        runners = tuple(sorted({r.strip() for r in who.split(",") if r.strip()}))
+        if not eq or not pattern.startswith("refs/") or not runners:
+            raise UsageError(
+                f"--evidence {spec!r}: expected REF_PATTERN=RUNNER[,RUNNER...][:MIN]",
+                hint="e.g. --evidence refs/heads/main=ci, "
+                "or --evidence 'refs/heads/release/*=ci,mac:2'",
+            )
+        if least and not (least.isdigit() and int(least) >= 1):
+            raise UsageError(f"--evidence {spec!r}: MIN must be a whole number, 1 or more")
+        if pattern in rules:
+            raise UsageError(f"--evidence: {pattern} is given twice")
+        rules[pattern] = EvidenceRule(pattern, runners, int(least) if least else 1)
+    return tuple(rules[p] for p in sorted(rules))
+
+
+def _approvals(
+    current: tuple[tuple[str, int], ...], specs: list[str]
+) -> tuple[tuple[str, int], ...]:
+    """``KIND=K`` specs applied to the current approvals (K = 1 drops the kind: the default)."""
+    wanted = dict(current)
+    for spec in specs:
+        kind, eq, least = spec.partition("=")
+        if not eq or kind not in APPROVAL_KINDS or not (least.isdigit() and int(least) >= 1):
+            raise UsageError(
+                f"--approvals {spec!r}: expected KIND=K, KIND one of {', '.join(APPROVAL_KINDS)}",
+                hint="e.g. --approvals weaken=2 --approvals trust=2",
+            )
+        wanted[kind] = int(least)
+    return tuple(sorted((k, n) for k, n in wanted.items() if n > 1))

@@ -27,6 +27,8 @@ from gitaudit.errors import GitAuditError, RepositoryError
 from gitaudit.gate import claims
 from gitaudit.gate.evidence import Judging, judge_evidence
 from gitaudit.gate.plans import check_plan
+from gitaudit.gate.protected import protected_reason
+from gitaudit.gate.request import request_reason, requested_names
 from gitaudit.gate.result import Basis, GateResult, PlanVerdict, Reason, fold
 from gitaudit.gate.states import step_states
 from gitaudit.git.repo import Repo
@@ -72,13 +74,15 @@ def assess(
     tree: str | None = None,
     with_states: bool = False,
     remember_plans: bool = True,
+    for_ref: str | None = None,
 ) -> GateResult:
     """Judge REV (or the work tree, or *tree*). Expected errors become FAIL reasons, never
     exceptions.
 
     *pushed_runs* (plan -> pushed tip) are the runs refs of a push being received (pre-receive);
     *with_states* adds each step's state for mission control; *remember_plans* lets reading the
-    plans ref record its verified tip (off on a server)."""
+    plans ref record its verified tip (off on a server); *for_ref* judges as the policy's
+    evidence rule for that ref does (:mod:`gitaudit.gate.runners`)."""
     now = time.time()
     workdir = repo.workdir if rev is None and tree is None else None  # judging the work tree
     tree = tree or resolve_tree(repo, rev)
@@ -91,7 +95,7 @@ def assess(
         reason = Reason("plans.untrusted", exc.message, exc.hint or "restore refs/audit/plans")
         return GateResult(Verdict.FAIL, tree, (), (reason,))
     files = {f.name: f for f in plan_files(repo, tree, rev)}
-    names = sorted(set(files) | set(state.active()))
+    names = sorted(set(files) | set(state.active()) | requested_names(repo, state, tree))
     if plan is not None:
         names = [n for n in names if n == plan]
     if not names:
@@ -112,6 +116,7 @@ def assess(
             with_states,
             workdir,
             agents,
+            for_ref,
         )
         for n in names
     ]
@@ -147,6 +152,7 @@ def _assess_plan(
     with_states: bool,
     workdir: Path | None,
     agents: claims.Agents,
+    for_ref: str | None = None,
 ) -> tuple[PlanVerdict, Basis]:
     checked_plan = check_plan(state, name, file, environment=check_tools)
     if checked_plan.reasons:
@@ -166,6 +172,8 @@ def _assess_plan(
             pushed,
             functools.cache(lambda: input_digests(repo.git, model, tree)),
             workdir,
+            for_ref,
+            state.policy.evidence_rule(for_ref),
         )
     )
     env = (
@@ -174,7 +182,10 @@ def _assess_plan(
         else []
     )
     conflicts, warnings = claims.judge(repo, state, agents, name, evidence.record, now)
-    reasons = (*env, *conflicts, *evidence.reasons)
+    protected = protected_reason(repo, state, name, model, tree)
+    asked = request_reason(repo, state, name, model, tree)
+    ours = [r for r in (protected, asked) if r]
+    reasons = (*env, *ours, *conflicts, *evidence.reasons)
     states = step_states(repo, state, name, model, evidence.record, reasons) if with_states else {}
     seen = dict(evidence.seen)
     basis = Basis(seen=seen, until=evidence.until, tools=tuple(model.required_tools))

@@ -36,12 +36,14 @@ from gitaudit.gate.compose import (
     prove,
 )
 from gitaudit.gate.result import Reason
+from gitaudit.gate.runners import describe, runners_for
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import index, lookup, watermark
 from gitaudit.ledger.plansref import PlansState
 from gitaudit.ledger.records import MalformedRun, RunRecord, StepEntry
 from gitaudit.ledger.refs import mirrored_runs, read_ref, runs_ref
 from gitaudit.ledger.runs import read_run
+from gitaudit.ledger.trust import EvidenceRule
 from gitaudit.plan.graph import optional_steps
 from gitaudit.plan.model import Plan
 from gitaudit.verdict import StepStatus, Verdict, output_broken, uncovered, unproven_step
@@ -80,6 +82,8 @@ class Judging:
     pushed: pygit2.Oid | None  # the tip of a runs ref being pushed (pre-receive)
     digests: Callable[[], Mapping[str, str]]  # the steps' input digests for this tree
     workdir: Path | None = None  # the work tree, when it is what is judged
+    ref: str | None = None  # the ref judged for (status --for, the hooks): its evidence rule
+    rule: EvidenceRule | None = None  # the policy's rule for that ref, if any
 
     @property
     def run_fix(self) -> str:
@@ -146,6 +150,11 @@ def judge_evidence(j: Judging) -> Evidence:
         sources = composed or sources
     reasons, until, used = _content_reasons(j, sources)
     extra, beyond = _beyond_the_tree(j, used)
+    if j.rule is not None:
+        tips = [(lg.key, tip) for lg in ledgers if (tip := lg.tip) is not None]
+        ruled, said = _ruled(j, j.rule, tips)
+        extra += ruled
+        notes += said
     if len(used) > 1:
         notes.append(
             f"composed from {len(used)} runs: {', '.join(s.record.commit[:12] for s in used)}"
@@ -159,6 +168,26 @@ def judge_evidence(j: Judging) -> Evidence:
         tuple([*notes, *beyond]),
         tuple(s.record.commit for s in used),
     )
+
+
+def _ruled(
+    j: Judging, rule: EvidenceRule, tips: Sequence[tuple[str, pygit2.Oid]]
+) -> tuple[list[Reason], list[str]]:
+    """The ref's evidence rule (:mod:`gitaudit.gate.runners`): a reason when too few of its
+    runners proved this tree, else a note of who did."""
+    admitted, advisory = runners_for(j.repo, j.state, j.name, j.plan, j.tree, rule, tips, j.now)
+    text = describe(rule, j.ref or rule.pattern, admitted, advisory)
+    if len(admitted) >= rule.min:
+        return [], [text]
+    reason = Reason(
+        "evidence.runner-rule",
+        f"plan {j.name!r}: {text}",
+        f"have {'a runner' if rule.min == 1 else f'{rule.min} runners'} of "
+        f"{', '.join(sorted(rule.runners))} run the plan on this commit (e.g. in CI: "
+        f"`{j.run_fix}` then `git audit push`), then `git audit sync`",
+        verdict=Verdict.UNKNOWN,
+    )
+    return [reason], []
 
 
 def _newest_on(j: Judging, ledger: _Ledger, survey: _Survey) -> Evidence | None:
@@ -474,7 +503,8 @@ def _run_level(
     return [
         Reason(
             f"evidence.{newest.verdict.lower()}",
-            f"the run for this tree is {newest.verdict}: {summary}",
+            f"the run for this tree is {newest.verdict}"
+            + (f": {summary}" if summary else " (the run gives no reason)"),
             j.run_fix,
             verdict=kind,
         )

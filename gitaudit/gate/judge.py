@@ -29,23 +29,28 @@ def judge(
     tree: str | None = None,
     with_states: bool = False,
     before: memo.Snapshot | None = None,
+    for_ref: str | None = None,
 ) -> GateResult:
-    """Judge REV (or the work tree, or *tree*) and keep the marks and the memo; *before* is the
-    repository's state taken by a caller that looked at the memo first (taken here otherwise)."""
+    """Judge REV (or the work tree, or *tree*), for the ref *for_ref* when given (its evidence
+    rule), and keep the marks and the memo; *before* is the repository's state taken by a
+    caller that looked at the memo first (taken here otherwise). A remembered PASS is keyed by
+    the ref it was judged for: one judged for no ref never answers for a ref with a rule."""
     whole = plan is None
     if whole and before is None:
         entered = str(repo.entered) if repo.entered is not None else None
         found = memo.snapshot(gitdir=repo.gitdir, entered=entered)
         before = found[0] if found is not None else None
-    result = assess(repo, rev, plan=plan, state=state, tree=tree, with_states=with_states)
+    result = assess(
+        repo, rev, plan=plan, state=state, tree=tree, with_states=with_states, for_ref=for_ref
+    )
     if result.basis.seen:
         watermark.record(repo.gitdir, dict(result.basis.seen), "seen", repo.git)
     if whole and before is not None and result.verdict == Verdict.PASS:
-        _remember(repo, before, result)
+        _remember(repo, before, result, for_ref or "")
     return result
 
 
-def _remember(repo: Repo, before: memo.Snapshot, result: GateResult) -> None:
+def _remember(repo: Repo, before: memo.Snapshot, result: GateResult, ref: str) -> None:
     """Remember a PASS judged on exactly the state *before* describes (best effort)."""
     basis = result.basis
     if basis.plans_tip is None or dict(before.refs).get("refs/audit/plans") != basis.plans_tip:
@@ -61,4 +66,8 @@ def _remember(repo: Repo, before: memo.Snapshot, result: GateResult) -> None:
         protect=basis.policy.protected_refs,
         commit_msg=basis.policy.commit_msg,
         runs=[(p.name, p.run) for p in result.plans if p.run],
+        # judged for a ref without a rule is judged as for no ref: one entry answers for both
+        ref=ref if basis.policy.evidence_rule(ref) is not None else "",
+        rules=[r.pattern for r in basis.policy.evidence],
+        notes=[(p.name, note) for p in result.plans for note in p.notes],
     )

@@ -5,14 +5,16 @@ Standard library only, and light (no pygit2, no dataclasses, no pathlib): the ho
 imports this module alone.
 
 A verdict of the gate is a deterministic function of its inputs: the judged tree (content
-addressed), every ref under ``refs/audit/`` (the seals and the ledgers, immutable objects by id),
-the high-water marks file, the ``audit.*`` configuration (the pinned root key, the commit-msg
-mode), the repository's trust anchor (:mod:`gitaudit.ledger.anchor`), the gitaudit version, the
-clock (evidence expiry) and the required tools on PATH. An entry
-records one PASS under a digest of all of them but the clock and the tools, with the earliest
-expiry of the evidence it relied on and the tools it needed. A lookup recomputes the digest from
-the repository as it is now, checks the clock and resolves the tools again; anything else is a
-miss, and the full gate runs (and explains). Only PASS is remembered: FAIL and UNKNOWN are always
+addressed), every ref under ``refs/audit/`` (the seals, the ledgers, the agent registry:
+immutable objects by id) and under ``refs/gitaudit/`` (the remote-tracking copies of other
+clones' ledgers, whose evidence counts), the high-water marks file, the ``audit.*``
+configuration (the pinned root key, the commit-msg mode) and ``core.ignorecase`` (how claimed
+paths are matched), the repository's trust anchor (:mod:`gitaudit.ledger.anchor`), the gitaudit
+version, the clock (evidence expiry) and the required tools on PATH. An entry records one PASS
+under a digest of all of them but the clock and the tools, with the earliest expiry of the
+evidence it relied on and the tools it needed. A lookup recomputes the digest from the repository
+as it is now, checks the clock and resolves the tools again; anything else is a miss, and the full
+gate runs (and explains). Only PASS is remembered: FAIL and UNKNOWN are always
 judged and explained afresh.
 
 Entries live in ``<gitdir>/gitaudit/memo.json``; each is authenticated with HMAC-SHA256 under a
@@ -36,10 +38,14 @@ from gitaudit import __version__, secret
 from gitaudit.git.call import start_git
 from gitaudit.places import anchor_path, entered_worktree, state_dir
 
-FORMAT = 1
+# 2: entries carry the notes of the PASS; 3: the state covers refs/gitaudit/; 4: entries carry
+# the ref judged for and the policy's evidence rule patterns
+FORMAT = 4
 FILENAME = "memo.json"
 MAX_ENTRIES = 64
 MAX_BYTES = 1 << 20
+MIRRORS = "refs/gitaudit/"  # gitaudit.ledger.refs.MIRROR's parent (not imported: no pygit2 here)
+CONFIG = r"^(audit\.|core\.ignorecase$)"  # the configuration the gate reads
 
 
 class Snapshot(NamedTuple):
@@ -47,8 +53,8 @@ class Snapshot(NamedTuple):
 
     gitdir: str
     workdir: str
-    refs: tuple[tuple[str, str], ...]  # (refname, object id) under refs/audit/, sorted
-    config: str  # the audit.* configuration, as git prints it
+    refs: tuple[tuple[str, str], ...]  # (refname, object id) under refs/audit/, refs/gitaudit/
+    config: str  # the audit.* configuration and core.ignorecase, as git prints them
     marks: bytes  # the high-water marks file, as stored
     anchors: bytes = b""  # the trust anchor files (by common dir, by work tree), as stored
     entered: str | None = None  # the work tree the anchor is looked up by
@@ -77,6 +83,11 @@ class Entry(NamedTuple):
     protect: tuple[str, ...]  # the policy's protected ref patterns (hooks need them)
     commit_msg: str  # the policy's default commit-msg mode
     runs: tuple[tuple[str, str], ...]  # (plan, run commit) judged, for commit trailers
+    ref: str = ""  # the ref judged for, when an evidence rule applied to it; "" otherwise
+    rules: tuple[str, ...] = ()  # the policy's evidence rule patterns (refs judged apart)
+    # (plan, note) the PASS came with: evidence from the live work tree, or relying on ignored
+    # paths, which a judgement of the work tree (`status`) checks beyond the tree
+    notes: tuple[tuple[str, str], ...] = ()
 
     def payload(self) -> bytes:
         doc = {
@@ -88,6 +99,9 @@ class Entry(NamedTuple):
             "protect": list(self.protect),
             "commit_msg": self.commit_msg,
             "runs": [list(r) for r in self.runs],
+            "ref": self.ref,
+            "rules": list(self.rules),
+            "notes": [list(n) for n in self.notes],
         }
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
@@ -132,11 +146,11 @@ def snapshot(
             git_dir=gitdir,
         ),
         start_git(
-            ["for-each-ref", "--format=%(refname) %(objectname)", "refs/audit/"],
+            ["for-each-ref", "--format=%(refname) %(objectname)", "refs/audit/", MIRRORS],
             cwd=cwd,
             git_dir=gitdir,
         ),
-        start_git(["config", "--get-regexp", r"^audit\."], cwd=cwd, git_dir=gitdir),
+        start_git(["config", "--get-regexp", CONFIG], cwd=cwd, git_dir=gitdir),
     ]
     outs = [p.communicate()[0].decode("utf-8", "surrogateescape") for p in procs]
     codes = [p.returncode for p in procs]
@@ -207,14 +221,19 @@ def _parse(raw: Mapping[str, object]) -> Entry | None:
             protect=tuple(str(p) for p in raw["protect"]),  # type: ignore[attr-defined]
             commit_msg=str(raw["commit_msg"]),
             runs=tuple((str(p), str(r)) for p, r in raw["runs"]),  # type: ignore[attr-defined]
+            ref=str(raw["ref"]),
+            rules=tuple(str(p) for p in raw["rules"]),  # type: ignore[attr-defined]
+            notes=tuple((str(p), str(n)) for p, n in raw["notes"]),  # type: ignore[attr-defined]
         )
     except (KeyError, TypeError, ValueError):
         return None
 
 
-def lookup(snap: Snapshot, tree: str, now: float | None = None) -> Entry | None:
-    """The remembered PASS of *tree* in the state *snap*, if it holds now; None otherwise."""
-    raw = [e for e in _entries(snap.gitdir) if e.get("tree") == tree]
+def lookup(snap: Snapshot, tree: str, now: float | None = None, ref: str = "") -> Entry | None:
+    """The remembered PASS of *tree* for *ref* ("" for no ref) in the state *snap*, if it holds
+    now; None otherwise. A PASS judged for no ref answers for a ref only when no evidence rule
+    of the policy matches it (the same state: the same policy)."""
+    raw = [e for e in _entries(snap.gitdir) if e.get("tree") == tree and e.get("ref") in (ref, "")]
     if not raw:
         return None
     key = secret.local_key(snap.workdir, create=False)
@@ -224,13 +243,21 @@ def lookup(snap: Snapshot, tree: str, now: float | None = None) -> Entry | None:
     now = time.time() if now is None else now
     for item in raw:
         entry = _parse(item)
-        if entry is None or entry.state != state:
+        if entry is None or entry.state != state or not _answers(entry, ref):
             continue
         if not hmac.compare_digest(str(item.get("mac", "")), _mac(key, entry)):
             continue
         if entry.holds(now):
             return entry
     return None
+
+
+def _answers(entry: Entry, ref: str) -> bool:
+    if entry.ref == ref:
+        return True
+    import fnmatch
+
+    return entry.ref == "" and not any(fnmatch.fnmatchcase(ref, p) for p in entry.rules)
 
 
 def remember(
@@ -243,6 +270,9 @@ def remember(
     protect: Iterable[str],
     commit_msg: str,
     runs: Iterable[tuple[str, str]],
+    ref: str = "",
+    rules: Iterable[str] = (),
+    notes: Iterable[tuple[str, str]] = (),
 ) -> bool:
     """Record a PASS judged in the state *before*. The state is taken again now: the refs must
     not have moved meanwhile, and the marks may only have moved to the refs' current tips (the
@@ -267,11 +297,16 @@ def remember(
         protect=tuple(protect),
         commit_msg=commit_msg,
         runs=tuple(sorted(runs)),
+        ref=ref,
+        rules=tuple(sorted(rules)),
+        notes=tuple(notes),
     )
     doc = json.loads(entry.payload())
     doc["mac"] = _mac(key, entry)
     others = [
-        e for e in _entries(after.gitdir) if e.get("state") == entry.state and e.get("tree") != tree
+        e
+        for e in _entries(after.gitdir)
+        if e.get("state") == entry.state and (e.get("tree"), e.get("ref")) != (tree, ref)
     ]
     kept = [*others[-(MAX_ENTRIES - 1) :], doc]
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gitaudit.errors import GitAuditError, SealError
+from gitaudit.gate.request import unplanned_reason
 from gitaudit.gate.result import Reason
 from gitaudit.ledger.plansref import PlansState, sealed_contract
 from gitaudit.plan.catalog import CheckedPlan, check_file
@@ -30,6 +31,8 @@ def check_plan(
     """Everything about plan *name* and its seal, before evidence is looked at."""
     seal = state.seal(name)
     fix_seal = f"git audit plan seal --plan {name}"
+    if file is None and (seal is None or seal.retired):  # judged for its request alone
+        return PlanCheck((unplanned_reason(state, name),))
     if file is None:
         return PlanCheck(
             (

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from gitaudit.gate.result import GateResult
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # standard library only at import: the status fast path renders memo hits
+    from gitaudit.gate.result import GateResult
+
+
+def render_pass(tree: str, runs: Sequence[tuple[str, str]]) -> list[str]:
+    """A PASS without notes remembered by the verdict memo (each plan's run), rendered exactly as
+    :func:`render_gate` renders that PASS."""
+    lines = [f"PASS  tree {tree[:12]}"]
+    lines.extend(f"  {'PASS':<7} {name}: evidence {run[:12]}" for name, run in sorted(runs))
+    return lines
 
 
 def render_gate(result: GateResult) -> list[str]:

@@ -109,8 +109,10 @@ def _run_facts(repo: Repo, record: RunRecord, entry: dict[str, Any], plan: Plan 
         entry["previous_run"] = previous.commit
 
 
-def build(repo: Repo, rev: str | None) -> tuple[GateResult, dict[str, Any]]:
-    result = judge(repo, rev)
+def build(
+    repo: Repo, rev: str | None, for_ref: str | None = None
+) -> tuple[GateResult, dict[str, Any]]:
+    result = judge(repo, rev, for_ref=for_ref)
     files = {f.name: f for f in plan_files(repo, result.tree, rev)}
     plans = []
     for verdict in result.plans:

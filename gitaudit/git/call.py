@@ -58,6 +58,15 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env["GIT_NO_REPLACE_OBJECTS"] = "1"
     env["GIT_GRAFT_FILE"] = os.devnull
     env["GIT_OPTIONAL_LOCKS"] = "0"
+    # grafts are switched off above; git's hint that they are deprecated is noise to our users
+    try:
+        n = int(env.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        n = -1  # someone else's malformed count: leave git's own handling alone
+    if n >= 0:
+        env[f"GIT_CONFIG_KEY_{n}"] = "advice.graftFileDeprecated"
+        env[f"GIT_CONFIG_VALUE_{n}"] = "false"
+        env["GIT_CONFIG_COUNT"] = str(n + 1)
     if extra:
         env.update(extra)
     return env

@@ -340,7 +340,9 @@ def _compact(layout: _Layout, env: Mapping[str, str], index: Path) -> bool:
 
     Every later call that starts from it and changes anything has git hash and write the whole
     file twice (``add``, then ``write-tree``); measured 10-20% faster on 50,000 files.  Converting
-    costs one extra write, once per kept index.  False if git refused.
+    costs one extra write, once per kept index, paid by the first call that replaces a kept index
+    (the very first fingerprint, in a fresh clone say, keeps its result as git wrote it).  False
+    if git refused.
     """
     if index_files.header(index)[0] == 4:
         return True
@@ -390,7 +392,7 @@ def _private_tree(layout: _Layout) -> str:
             and _file_state(temp) != before  # git rewrote it: otherwise nothing is gained
             and index_files.header(temp)[1]
             == seed.entries  # nothing added either: the user's paths
-            and _compact(layout, env, temp)
+            and (not seed.from_warm or _compact(layout, env, temp))
         ):
             os.replace(temp, seed.warm)
             index_files.sweep(private_dir, keep=seed.warm)
@@ -435,13 +437,61 @@ def _refuse_local_filters(layout: _Layout) -> None:
         )
 
 
+class _Prefetch:
+    """A fingerprint started early, in a thread, so that git hashes the work tree while the
+    process imports the rest of gitaudit (the gate's start-up then overlaps git's work)."""
+
+    def __init__(self, start: Path) -> None:
+        import threading
+
+        self.start = start
+        self.layout: _Layout | None = None
+        self.result: Fingerprint | None = None
+        self.thread = threading.Thread(target=self._work, name="gitaudit-fingerprint", daemon=True)
+        self.thread.start()
+
+    def _work(self) -> None:
+        with contextlib.suppress(Exception):  # the caller computes it again, and explains
+            self.layout = _locate(self.start)
+            self.result = _fingerprint(self.layout)
+
+    def take(self, repo_path: Path | str) -> Fingerprint | None:
+        """The prefetched fingerprint if it is of the work tree containing *repo_path*."""
+        self.thread.join()
+        if self.layout is None or self.result is None:
+            return None
+        wanted = os.path.realpath(_start_dir(repo_path))
+        if wanted not in (os.path.realpath(self.start), os.path.realpath(self.layout.work_tree)):
+            return None
+        return self.result
+
+
+_PREFETCHED: list[_Prefetch] = []  # at most one, taken by the next workspace_fingerprint
+
+
+def prefetch(repo_path: Path | str) -> None:
+    """Start fingerprinting the work tree containing *repo_path* in the background; the next
+    :func:`workspace_fingerprint` of that work tree in this process takes the result (once).
+    For a command that judges the work tree as it is when the command starts."""
+    with contextlib.suppress(RepositoryError, RuntimeError):
+        _PREFETCHED[:] = [_Prefetch(_start_dir(repo_path))]
+
+
 def workspace_fingerprint(repo_path: Path | str) -> Fingerprint:
     """Fingerprint the work tree containing *repo_path* without touching its index or files.
 
     Raises :class:`RepositoryError` for a bare repository, a path outside any repository, or a
-    work tree git cannot hash (an unreadable file, an embedded repository without commits).
+    work tree git cannot hash (an unreadable file, an embedded repository without commits). A
+    fingerprint started by :func:`prefetch` for this work tree is taken instead (once).
     """
-    layout = _locate(repo_path)
+    while _PREFETCHED:
+        found = _PREFETCHED.pop().take(repo_path)
+        if found is not None:
+            return found
+    return _fingerprint(_locate(repo_path))
+
+
+def _fingerprint(layout: _Layout) -> Fingerprint:
     _refuse_local_filters(layout)
     tree = _private_tree(layout)
     empty = EMPTY_TREE_SHA256 if len(tree) == len(EMPTY_TREE_SHA256) else EMPTY_TREE

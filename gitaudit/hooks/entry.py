@@ -8,7 +8,8 @@ imported inside the function that needs it, so a hook costs little more than int
   trailers) and blocks completion claims (or, in strict mode, any commit) without PASS.
 * ``pre-receive`` (server): judges each pushed update with the server's already-accepted
   ``refs/audit/plans``; audit refs move fast-forward only, with signatures of the right role and
-  no unrecorded weakening; protected refs need PASS, using evidence on the server or in the push.
+  no unrecorded weakening nor change short of its approvals; protected refs need PASS, using
+  evidence on the server or in the push.
 """
 
 from __future__ import annotations
@@ -53,8 +54,11 @@ def _why(exc: Exception) -> str:
 # ----------------------------------------------------------------------------------- pre-push
 
 
-def _remembered(revs: Sequence[str]) -> tuple[memo.Snapshot, list[memo.Entry | None]] | None:
-    """The memo's PASS entries for *revs* (None each where there is none), with the state."""
+def _remembered(
+    revs: Sequence[str], refs: Sequence[str] | None = None
+) -> tuple[memo.Snapshot, list[memo.Entry | None]] | None:
+    """The memo's PASS entries for *revs*, each judged for the matching ref of *refs* (none
+    given: for no ref), None each where there is none; with the state."""
     from gitaudit.gate import memo
 
     found = memo.snapshot(revs=revs)
@@ -62,7 +66,9 @@ def _remembered(revs: Sequence[str]) -> tuple[memo.Snapshot, list[memo.Entry | N
         return None
     snap, trees = found
     now = time.time()
-    return snap, [memo.lookup(snap, tree, now) for tree in trees]
+    for_refs = list(refs) if refs is not None else [""] * len(trees)
+    pairs = zip(trees, for_refs, strict=True)
+    return snap, [memo.lookup(snap, tree, now, ref) for tree, ref in pairs]
 
 
 def _pushed_updates(stdin: str) -> list[tuple[str, str, str]]:
@@ -85,7 +91,7 @@ def pre_push(args: Sequence[str], stdin: str) -> int:
     updates = _pushed_updates(stdin)
     if not updates:
         return 0
-    remembered = _remembered([sha for _, sha, _ in updates])
+    remembered = _remembered([sha for _, sha, _ in updates], [ref for _, _, ref in updates])
     if remembered is not None and all(remembered[1]):
         return 0  # every pushed tree was judged PASS in exactly this state (gitaudit.gate.memo)
     before = remembered[0] if remembered is not None else None
@@ -110,7 +116,7 @@ def pre_push(args: Sequence[str], stdin: str) -> int:
             _err(f"gitaudit: push of {remote_ref} is blocked: {broken}")
             failed = True
             continue
-        result = judge(repo, local_sha, state=state, before=before)
+        result = judge(repo, local_sha, state=state, before=before, for_ref=remote_ref)
         if result.verdict != "PASS":
             _explain(result, f"push of {local_ref} to {remote_ref} ({local_sha[:12]})")
             _err(
@@ -280,8 +286,9 @@ def _ff_commits(git: pygit2.Repository, old: str, new: str) -> list[pygit2.Commi
 
 
 def _check_plans_update(repo: Repo, old: str, new: str) -> str | None:
-    """Fast-forward only; every new commit signed by a sealer trusted by its parent, starting
-    from the server's accepted tip; no unrecorded or forbidden weakening (verify_chain)."""
+    """Fast-forward only; every new commit signed by a sealer trusted by its parent (or by a
+    planner there, within the planner's rules), starting from the server's accepted tip; no
+    unrecorded or forbidden weakening (verify_chain)."""
     import pygit2
 
     from gitaudit.errors import GitAuditError
@@ -348,6 +355,10 @@ def _check_audit_update(repo: Repo, state: PlansState, ref: str, old: str, new: 
         if not state.exists:
             return "the server has no refs/audit/plans yet: push it first"
         return _check_agents_update(repo, state, old, new)
+    if ref.startswith("refs/audit/proposals/"):  # changes awaiting k sealers' approvals
+        from gitaudit.ledger.proposals import check_update
+
+        return check_update(repo.git, state, ref, old, new)
     if ref.startswith("refs/audit/snapshots/"):
         return "snapshots hold untracked files: they stay in the repository they were taken in"
     return "unknown audit ref"
@@ -379,7 +390,7 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 
     for old, new, ref in updates:
         if not ref.startswith("refs/audit/"):
             continue
-        if new == ZERO:
+        if new == ZERO and not ref.startswith("refs/audit/proposals/"):
             reject(ref, "audit refs cannot be deleted")
             continue
         why: str | None
@@ -402,7 +413,9 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 
         if not state.exists:
             reject(ref, "the server has no refs/audit/plans: nothing can PASS")
             continue
-        result = assess(repo, new, state=state, pushed_runs=pushed_runs, check_tools=False)
+        result = assess(
+            repo, new, state=state, pushed_runs=pushed_runs, check_tools=False, for_ref=ref
+        )
         if result.verdict != "PASS":
             rejected = True
             _explain(_as_server(result, pushed_runs), f"update of {ref} to {new[:12]}")

@@ -6,16 +6,32 @@ relies on it. The run must be for this tree and contract (its ``run.json`` is si
 ledger's first-parent chain, and be the newest run for that tree: no commit between the tip and
 the run may carry the tree's and contract's trailers. The check reads one object per newer run,
 or past a few hundred, asks git's own log search (one walk in C).
+
+**Confirmations are remembered, authenticated.** A run deep in a long ledger would cost that walk
+on every judgement. So each confirmation is kept in ``<gitdir>/gitaudit/confirmed.json`` as the
+statement "run R is the newest run of (plan, tree, contract) on the first-parent chain of commit
+C" (C: the tip it was confirmed at), with an HMAC under the local key (:mod:`gitaudit.secret`,
+kept beside the signing keys: a process that can write ``.git/`` cannot forge one). A commit's
+first-parent chain is fixed by its id, so the statement stays true forever; the next
+confirmation walks from the tip only down to C, checking the newer commits for the trailers as
+before. A stale statement (a newer run appeared after C) is caught by that walk; a statement for
+another chain never meets C, and the full confirmation runs. Without a private key nothing is
+remembered and every confirmation walks.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hmac
+import json
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
+from gitaudit import secret
 from gitaudit.errors import LedgerError
 from gitaudit.git.call import run_git
 from gitaudit.ledger import chain, index
@@ -25,6 +41,9 @@ from gitaudit.ledger.runs import read_run
 from gitaudit.places import state_dir
 
 WALK_IN_PYTHON = 256
+CONFIRMED = "confirmed.json"
+CONFIRMED_FORMAT = 1
+MAX_CONFIRMED = 256  # statements kept (the newest)
 
 
 @dataclass(frozen=True)
@@ -138,22 +157,114 @@ def confirm(
             hint=_edited(gitdir),
         )
     marker = f"Audit-Tree: {tree}\nAudit-Contract: {contract}\n"
+    key = secret.local_key(repo.workdir, create=repo.workdir is not None)
+    through = _confirmed_through(gitdir, key, plan, tree, contract, record.commit)
     for walked, commit in enumerate(chain.walk(repo, tip, what=plan)):
-        if str(commit.id) == record.commit:
-            return
+        if str(commit.id) in (record.commit, through):
+            break  # the run itself, or the tip it was confirmed newest at, with nothing newer
         if walked == WALK_IN_PYTHON:
             _confirm_with_git(gitdir, commit.id, record.commit, plan, tree, contract)
-            return
+            break
         if marker in commit.message:
             raise LedgerError(
                 f"a newer run ({str(commit.id)[:12]}) than the one the lookup cache names exists "
                 f"for tree {tree[:12]}",
                 hint=_edited(gitdir),
             )
-    raise LedgerError(
-        f"run {record.commit[:12]} named by the lookup cache is not on the ledger of {plan!r}",
-        hint=_edited(gitdir),
-    )
+    else:
+        raise LedgerError(
+            f"run {record.commit[:12]} named by the lookup cache is not on the ledger of {plan!r}",
+            hint=_edited(gitdir),
+        )
+    if str(tip) != through:
+        _remember_confirmed(gitdir, key, plan, tree, contract, record.commit, str(tip))
+
+
+def _statement(plan: str, tree: str, contract: str, run: str, through: str) -> bytes:
+    doc = {
+        "what": "gitaudit newest run",
+        "plan": plan,
+        "tree": tree,
+        "contract": contract,
+        "run": run,
+        "through": through,
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _confirmed_path(gitdir: Path) -> str:
+    return os.path.join(state_dir(gitdir), CONFIRMED)
+
+
+def _read_confirmed(gitdir: Path) -> list[dict[str, str]]:
+    try:
+        with open(_confirmed_path(gitdir), "rb") as handle:
+            data = json.loads(handle.read(1 << 20))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(data, dict) or data.get("format") != CONFIRMED_FORMAT:
+        return []
+    items = data.get("statements")
+    if not isinstance(items, list):
+        return []
+    return [i for i in items if isinstance(i, dict) and all(isinstance(v, str) for v in i.values())]
+
+
+def _confirmed_through(
+    gitdir: Path, key: bytes | None, plan: str, tree: str, contract: str, run: str
+) -> str | None:
+    """The tip at which *run* was confirmed the newest run of (plan, tree, contract), from an
+    authenticated statement; None when there is none."""
+    if key is None:
+        return None
+    for item in reversed(_read_confirmed(gitdir)):
+        if (item.get("plan"), item.get("tree"), item.get("contract"), item.get("run")) != (
+            plan,
+            tree,
+            contract,
+            run,
+        ):
+            continue
+        through = item.get("through", "")
+        mac = secret.mac(key, _statement(plan, tree, contract, run, through))
+        if hmac.compare_digest(item.get("mac", ""), mac):
+            return through
+    return None
+
+
+def _remember_confirmed(
+    gitdir: Path, key: bytes | None, plan: str, tree: str, contract: str, run: str, through: str
+) -> None:
+    """Keep the statement that *run* is the newest of (plan, tree, contract) on the chain of
+    *through* (best effort: it is a cache)."""
+    if key is None:
+        return
+    item = {
+        "plan": plan,
+        "tree": tree,
+        "contract": contract,
+        "run": run,
+        "through": through,
+        "mac": secret.mac(key, _statement(plan, tree, contract, run, through)),
+    }
+    same = (plan, tree, contract)
+    kept = [
+        i
+        for i in _read_confirmed(gitdir)
+        if (i.get("plan"), i.get("tree"), i.get("contract")) != same
+    ]
+    doc = {"format": CONFIRMED_FORMAT, "statements": [*kept[-(MAX_CONFIRMED - 1) :], item]}
+    path = _confirmed_path(gitdir)
+    with contextlib.suppress(OSError):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".confirmed.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(doc, handle, sort_keys=True)
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
 
 
 def _confirm_with_git(

@@ -71,13 +71,24 @@ def blob_at(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> bytes | No
     return obj.data if isinstance(obj, pygit2.Blob) else None
 
 
+def _may_hold_surrogates(data: bytes | str) -> bool:
+    """Whether parsing *data* can yield a surrogate: only through a ``\\u`` escape, or (bytes,
+    which json decodes with ``surrogatepass``) an encoded surrogate, which starts with 0xED."""
+    if isinstance(data, str):
+        return "\\u" in data or any("\ud800" <= ch <= "\udfff" for ch in data)
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in data[:4]:
+        return True  # UTF-16 or UTF-32 (json detects them): surrogates are plain code units
+    return b"\\u" in data or b"\xed" in data
+
+
 def loads(data: bytes | str) -> Any:
     """json.loads for ledger files: anything unparsable (including nesting deep enough to
     exhaust the parser) is a ValueError, which every caller turns into a precise error."""
     try:
         value = json.loads(data)
         # lone surrogates ("\ud800") parse, but are not text: SQLite, RFC 8785 and UTF-8 refuse
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        if _may_hold_surrogates(data):
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
     except RecursionError:
         raise ValueError("nested too deeply") from None
     except UnicodeEncodeError:

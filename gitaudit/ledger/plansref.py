@@ -1,8 +1,9 @@
 """``refs/audit/plans``: reading it (always verified), and appending signed commits to it.
 
 Every commit on the plans ref must be signed by a key that is a **sealer** in its parent's trust
-set; the root commit by a sealer of its own trust set (and by the key pinned in
-``audit.rootKey`` when set). The chain is linear. :func:`read_state` verifies from the root, or
+set, or a **planner** there whose change a planner may make (:func:`planner_problem`); the root
+commit by a sealer of its own trust set (and by the key pinned in ``audit.rootKey`` when set).
+The chain is linear. :func:`read_state` verifies from the root, or
 incrementally from the last verified tip (see :mod:`gitaudit.ledger.watermark`), so a rewound,
 rewritten, foreign-signed or unsigned plans ref is always reported with the commit id and why.
 """
@@ -22,22 +23,29 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, SealError, TrustError
 from gitaudit.git.repo import Repo
-from gitaudit.ledger import chain, watermark
+from gitaudit.ledger import approvals, chain, vouch, watermark
 from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of, loads, read_files, write_tree
+from gitaudit.ledger.protected import manifest_path, parse_manifest
 from gitaudit.ledger.refs import PLANS_REF, RefConflict, cas_update, read_ref
+from gitaudit.ledger.requests import RequestRecord, parse_records, sealed_request
+from gitaudit.ledger.requests import transition_problem as requests_transition
 from gitaudit.ledger.resets import PlanResets, already_reset, parse_resets
 from gitaudit.ledger.trust import (
     Policy,
+    Role,
+    TrustedKey,
     TrustSet,
     pinned_matches,
     policy_from_tree,
     trust_from_tree,
 )
 from gitaudit.plan.catalog import CheckedPlan, check_file
-from gitaudit.plan.compare import compare
-from gitaudit.plan.digest import contract
+from gitaudit.plan.compare import Change, compare
+from gitaudit.plan.digest import contract, sha256
 from gitaudit.plan.model import Plan
+from gitaudit.plan.request import Request, gaps
+from gitaudit.plan.request import implicit as implicit_request
 from gitaudit.plan.store import PlanFile
 
 SEAL_FORMAT = "gitaudit.seal/1"
@@ -63,8 +71,25 @@ class SealRecord:
     weakenings: tuple[str, ...] = ()
     strengthenings: tuple[str, ...] = ()
     retired: bool = False
+    # added in 0.3, written only when set: the digest of the protected-files manifest
+    # (gitaudit.ledger.protected), and what an amendment changed in it
+    protected_digest: str | None = None
+    amended: Mapping[str, tuple[str, ...]] | None = None
+    # added with requests, written only when set: the digest of the sealed request
+    # (requests/<name>.json) this version answers
+    request_digest: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        doc = self._core()
+        if self.protected_digest is not None:
+            doc["protected_digest"] = self.protected_digest
+        if self.amended is not None:
+            doc["amended"] = {k: list(v) for k, v in self.amended.items()}
+        if self.request_digest is not None:
+            doc["request_digest"] = self.request_digest
+        return doc
+
+    def _core(self) -> dict[str, Any]:
         return {
             "format": SEAL_FORMAT,
             "plan": self.plan,
@@ -105,6 +130,13 @@ class SealRecord:
                 weakenings=tuple(_str(x) for x in doc["weakenings"]),
                 strengthenings=tuple(_str(x) for x in doc["strengthenings"]),
                 retired=_bool(doc["retired"]),
+                protected_digest=None
+                if doc.get("protected_digest") is None
+                else _str(doc["protected_digest"]),
+                amended=None if doc.get("amended") is None else _amended(doc["amended"]),
+                request_digest=None
+                if doc.get("request_digest") is None
+                else _str(doc["request_digest"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SealError(
@@ -112,6 +144,12 @@ class SealRecord:
                 hint="seal records are written by `git audit plan seal`; restore the plans ref",
             ) from None
         return record
+
+
+def _amended(v: Any) -> dict[str, tuple[str, ...]]:
+    if not isinstance(v, dict) or set(v) - {"changed", "added", "deleted"}:
+        raise TypeError("amended must hold changed, added and deleted lists")
+    return {str(k): tuple(_str(x) for x in paths) for k, paths in v.items()}
 
 
 def _str(v: Any) -> str:
@@ -142,10 +180,19 @@ class PlansState:
     seals: Mapping[str, SealRecord]
     files: Mapping[str, bytes] = field(repr=False)
     resets: Mapping[str, PlanResets] = field(default_factory=dict)  # plan -> step -> reset
+    requests: Mapping[str, RequestRecord] = field(default_factory=dict)  # plan -> request seal
 
     @property
     def exists(self) -> bool:
         return self.tip is not None
+
+    def request(self, name: str) -> Request | None:
+        """The sealed request of plan *name* while active (None: none, or retired)."""
+        return sealed_request(self.files, self.requests, name)
+
+    def requested(self) -> list[str]:
+        """Names of plans with an active sealed request."""
+        return sorted(n for n, r in self.requests.items() if not r.retired)
 
     def attempts_reset(self, name: str, contract: str) -> dict[str, int]:
         """step -> failed attempts under *contract* that a sealer reset (they do not count)."""
@@ -162,14 +209,27 @@ class PlansState:
     def seal(self, name: str) -> SealRecord | None:
         return self.seals.get(name)
 
+    def protected(self, name: str) -> dict[str, str] | None:
+        """The protected files the seal of *name* recorded (None: it recorded none), checked
+        against the digest in its seal record when the state was read."""
+        data = self.files.get(manifest_path(name))
+        record = self.seals.get(name)
+        if data is None or record is None or record.protected_digest is None:
+            return None
+        return parse_manifest(data, f"{PLANS_REF}: {manifest_path(name)}")
+
 
 EMPTY = PlansState(None, TrustSet(), Policy(), {}, {})
 
 
 def state_at(repo: pygit2.Repository, commit: pygit2.Commit) -> PlansState:
     """Parse (not verify) the plans state stored in *commit*."""
-    where = f"plans commit {str(commit.id)[:12]}"
-    tree = commit.tree
+    return _state_of(repo, commit.tree, commit.id, f"plans commit {str(commit.id)[:12]}")
+
+
+def _state_of(
+    repo: pygit2.Repository, tree: pygit2.Tree, tip: pygit2.Oid, where: str
+) -> PlansState:
     files = read_files(repo, tree)
     seals: dict[str, SealRecord] = {}
     for path, data in files.items():
@@ -183,14 +243,29 @@ def state_at(repo: pygit2.Repository, commit: pygit2.Commit) -> PlansState:
             if record.plan != name:
                 raise SealError(f"{where}: {path} is a seal for plan {record.plan!r}, not {name!r}")
             seals[name] = record
+            _check_manifest(files, record, where)
     return PlansState(
-        commit.id,
+        tip,
         trust_from_tree(repo, tree, where),
         policy_from_tree(repo, tree, where),
         seals,
         files,
         parse_resets(files, where),
+        parse_records(files, where),
     )
+
+
+def _check_manifest(files: Mapping[str, bytes], record: SealRecord, where: str) -> None:
+    """The protected-files manifest must be the one the seal record binds."""
+    if record.protected_digest is None:
+        return
+    data = files.get(manifest_path(record.plan))
+    if data is None or sha256(data) != record.protected_digest:
+        raise SealError(
+            f"{where}: {manifest_path(record.plan)} is not the manifest seal v{record.version} "
+            f"of plan {record.plan!r} binds",
+            hint="restore refs/audit/plans from a good copy",
+        )
 
 
 def _check_signed(
@@ -199,16 +274,20 @@ def _check_signed(
     judge: TrustSet,
     where: str,
     pinned_root: str | None,
-) -> None:
-    """*commit* must be signed by a sealer of *judge*; the root also by the pinned key."""
-    sealers = judge.with_role("sealer")
-    if not sealers:
+    *,
+    planners: bool = False,
+) -> PublicKey:
+    """*commit* must be signed by a sealer of *judge* (or, with *planners*, a planner: what it
+    changed is judged by :func:`planner_problem`); the root also by the pinned key."""
+    keys = judge.with_role("planner" if planners else "sealer")
+    if not keys:
         raise TrustError(f"{where}: no sealer is trusted to sign it")
     try:
-        signer = verify_commit(repo, commit.id, sealers)
+        signer = verify_commit(repo, commit.id, keys)
     except GitAuditError as exc:
+        who = "sealer or planner" if len(keys) > len(judge.with_role("sealer")) else "sealer"
         raise TrustError(
-            f"{where}: not signed by a trusted sealer: {exc.message}",
+            f"{where}: not signed by a trusted {who}: {exc.message}",
             hint="someone rewrote refs/audit/plans; restore it from a good copy",
         ) from None
     if pinned_root and not pinned_matches(pinned_root, signer):
@@ -217,6 +296,17 @@ def _check_signed(
             "not by the pinned audit.rootKey",
             hint="fetch the genuine refs/audit/plans, or re-pin: `git config audit.rootKey`",
         )
+    return signer
+
+
+def _planner_check(before: PlansState, after: PlansState, signer: PublicKey, where: str) -> None:
+    """TrustError when *signer*, not a sealer of *before*, made a change only a sealer may."""
+    entry = before.trust.find(signer)
+    if entry is None or entry.may("sealer"):
+        return
+    problem = planner_problem(before, after, entry)
+    if problem:
+        raise TrustError(f"{where}: {problem}", hint="restore refs/audit/plans from a good copy")
 
 
 def verify_chain(
@@ -243,18 +333,20 @@ def verify_chain(
         where = f"plans commit {str(commit.id)[:12]}"
         # the signature first (judged by the parent's sealers), the content only after it:
         # nothing an unsigned commit holds is evaluated
+        signer = None
         if state is not None:
-            _check_signed(repo, commit, state.trust, where, None)
+            signer = _check_signed(repo, commit, state.trust, where, None, planners=True)
         try:
             mine = state_at(repo, commit)
         except GitAuditError as exc:
             raise TrustError(f"{exc.message}", hint=exc.hint or RESTORE_HINT) from None
-        if state is None:
+        if state is None or signer is None:
             _check_signed(repo, commit, mine.trust, where, pinned_root)
         else:
             problem = transition_problem(state, mine, where)
             if problem:
                 raise TrustError(problem, hint=RESTORE_HINT)
+            _planner_check(state, mine, signer, where)
         state = mine
     assert state is not None
     return state
@@ -277,12 +369,19 @@ def read_state(repo: Repo, *, tip: pygit2.Oid | None = None, remember: bool = Tr
     pinned = pinned_root(repo)  # the trust anchor's, or audit.rootKey
     mark = marks["verified"].get(PLANS_REF)
     stop = pygit2.Oid(hex=mark) if mark and mark != str(tip) else None
-    if mark == str(tip):
+    fresh = mark != str(tip)
+    if not fresh:
         # The chain up to the mark was verified, but the mark file is only a cache that a
         # process in the work tree could write: the tip's own signature is always checked.
         tip_commit = commit_of(git, tip, PLANS_REF)
         state = state_at(git, tip_commit)
-        _verify_tip_signature(git, tip_commit, state, pinned)
+        fresh = _verify_tip_signature(
+            git,
+            tip_commit,
+            state,
+            pinned,
+            vouched=lambda: vouch.vouched(repo.gitdir, repo.workdir, str(tip)),
+        )
     else:
         state = verify_chain(git, tip, stop_at=stop, pinned_root=pinned)
     if pinned and mark:
@@ -291,26 +390,64 @@ def read_state(repo: Repo, *, tip: pygit2.Oid | None = None, remember: bool = Tr
         verify_root(git, tip, pinned)
     if remember and mark != str(tip):
         watermark.record(repo.gitdir, {PLANS_REF: str(tip)}, "verified", git)
+    if remember and fresh:
+        vouch.vouch(repo.gitdir, repo.workdir, str(tip))
     return state
 
 
 def _verify_tip_signature(
-    git: pygit2.Repository, commit: pygit2.Commit, state: PlansState, pinned_root: str | None
-) -> None:
+    git: pygit2.Repository,
+    commit: pygit2.Commit,
+    state: PlansState,
+    pinned_root: str | None,
+    *,
+    vouched: Callable[[], bool] = lambda: False,
+) -> bool:
+    """Check the signature of a tip the verified mark points at; a tip a planner signed is
+    verified back to the nearest sealer's commit unless *vouched* says it was verified here
+    (:mod:`gitaudit.ledger.vouch`). True when that verification was made."""
     where = f"plans commit {str(commit.id)[:12]}"
-    if commit.parent_ids:
-        judge = state_at(git, commit_of(git, commit.parent_ids[0], PLANS_REF)).trust
-    else:
-        judge = state.trust
-    try:
-        signer = verify_commit(git, commit.id, judge.with_role("sealer"))
-    except GitAuditError as exc:
-        raise TrustError(
-            f"{where}: not signed by a trusted sealer: {exc.message}",
-            hint="someone rewrote refs/audit/plans; restore it from a good copy",
-        ) from None
-    if not commit.parent_ids and pinned_root and not pinned_matches(pinned_root, signer):
-        raise TrustError(f"{where}: the root of trust is not signed by the pinned audit.rootKey")
+    if not commit.parent_ids:
+        try:
+            root = verify_commit(git, commit.id, state.trust.with_role("sealer"))
+        except GitAuditError as exc:
+            raise TrustError(
+                f"{where}: not signed by a trusted sealer: {exc.message}",
+                hint="someone rewrote refs/audit/plans; restore it from a good copy",
+            ) from None
+        if pinned_root and not pinned_matches(pinned_root, root):
+            raise TrustError(
+                f"{where}: the root of trust is not signed by the pinned audit.rootKey"
+            )
+        return False
+    parent_commit = commit_of(git, commit.parent_ids[0], PLANS_REF)
+    parent = state_at(git, parent_commit)
+    signer = _check_signed(git, commit, parent.trust, where, None, planners=True)
+    if parent.trust.require(signer, "planner").may("sealer") or vouched():
+        return False
+    # The mark vouches for what a sealer's tip holds (only a sealer's verified append makes
+    # one), never for a planner's: whoever holds the planner key can write the mark too.
+    # Every commit since the nearest one a sealer signed is verified again.
+    base = _nearest_sealed(git, parent_commit, pinned_root)
+    verify_chain(git, commit.id, stop_at=base.id)
+    return True
+
+
+def _nearest_sealed(
+    git: pygit2.Repository, commit: pygit2.Commit, pinned_root: str | None
+) -> pygit2.Commit:
+    """*commit*, or its nearest ancestor, signed by a sealer of its parent (or the root, checked
+    against the pinned key); each commit passed on the way is signed by a planner at least."""
+    while commit.parent_ids:
+        parent = commit_of(git, commit.parent_ids[0], PLANS_REF)
+        where = f"plans commit {str(commit.id)[:12]}"
+        trust = state_at(git, parent).trust
+        signer = _check_signed(git, commit, trust, where, None, planners=True)
+        if trust.require(signer, "planner").may("sealer"):
+            return commit
+        commit = parent
+    _verify_tip_signature(git, commit, state_at(git, commit), pinned_root)
+    return commit
 
 
 def verify_root(git: pygit2.Repository, tip: pygit2.Oid, pinned: str) -> None:
@@ -354,21 +491,28 @@ def now_iso() -> str:
 Build = Callable[[PlansState], tuple[dict[str, bytes], str] | None]
 
 
-def append(repo: Repo, signer: Signer, build: Build) -> tuple[pygit2.Oid | None, PlansState]:
+def append(
+    repo: Repo, signer: Signer, build: Build, *, role: Role = "sealer"
+) -> tuple[pygit2.Oid | None, PlansState]:
     """Append one signed commit to the plans ref; compare-and-swap, re-read and retry on races.
 
     *build* gets the current verified state and returns the complete new file map and the commit
     message, or None when there is nothing to do (then no commit is written). The signer must be a
-    sealer of the current state (of the new state for the very first commit).
+    sealer of the current state (of the new state for the very first commit), or, with *role*
+    ``planner``, a planner whose change keeps the planner's rules (else SealError, before anything
+    is signed: every reader of the chain would refuse it).
     """
     for _ in range(MAX_RETRIES):
         state = read_state(repo)
+        planner: TrustedKey | None = None
         if state.exists:
-            state.trust.require(signer.public_key, "sealer")
+            entry = state.trust.require(signer.public_key, role)
+            planner = None if entry.may("sealer") else entry
         built = build(state)
         if built is None:
             return None, state
         files, message = built
+        files = {p: d for p, d in files.items() if p != approvals.APPROVALS_PATH}  # per commit
         try:
             tree = write_tree(repo.git, files)
         except (OSError, pygit2.GitError) as exc:
@@ -381,6 +525,8 @@ def append(repo: Repo, signer: Signer, build: Build) -> tuple[pygit2.Oid | None,
             assert isinstance(tree_obj, pygit2.Tree)
             new_trust = trust_from_tree(repo.git, tree_obj, "new plans root")
             new_trust.require(signer.public_key, "sealer")
+        if planner is not None:
+            _refuse_for_planner(repo, state, tree, planner)
         commit = create_signed_commit(
             repo.git,
             tree=tree,
@@ -388,6 +534,8 @@ def append(repo: Repo, signer: Signer, build: Build) -> tuple[pygit2.Oid | None,
             message=message,
             signer=signer,
         )
+        if state.exists:
+            _approvals_gate(repo, signer, state, commit, files, message)
         checkpoint.reached("seal.objects-written", str(commit))
         try:
             cas_update(
@@ -396,11 +544,61 @@ def append(repo: Repo, signer: Signer, build: Build) -> tuple[pygit2.Oid | None,
         except RefConflict:
             continue
         watermark.record(repo.gitdir, {PLANS_REF: str(commit)}, "verified", repo.git)
+        vouch.vouch(repo.gitdir, repo.workdir, str(commit))
         return commit, state_at(repo.git, commit_of(repo.git, commit, PLANS_REF))
     raise LedgerError(
         f"{PLANS_REF} kept moving while writing; gave up after {MAX_RETRIES} attempts",
         hint="another process is sealing in a loop; retry when it is done",
     )
+
+
+def _refuse_for_planner(
+    repo: Repo, state: PlansState, tree: pygit2.Oid, planner: TrustedKey
+) -> None:
+    """SealError when the plans tree *tree* is a change *planner* may not make."""
+    tree_obj = repo.git[tree]
+    assert isinstance(tree_obj, pygit2.Tree)
+    after = _state_of(repo.git, tree_obj, tree, "the new plans commit")
+    problem = planner_problem(state, after, planner) or transition_problem(
+        state, after, "the new plans commit"
+    )
+    if problem:
+        raise SealError(
+            problem,
+            hint="a sealer makes this change with their key (`--key`), or ask the user to",
+        )
+
+
+def _approvals_gate(
+    repo: Repo,
+    signer: Signer,
+    state: PlansState,
+    commit: pygit2.Oid,
+    files: dict[str, bytes],
+    message: str,
+) -> None:
+    """A change that would lock every sealer out is refused; one that needs several sealers
+    (the policy's approvals) is proposed instead of applied (raises ChangeProposed)."""
+    mine = state_at(repo.git, commit_of(repo.git, commit, PLANS_REF))
+    lockout = approvals.lockout_problem(mine.trust, mine.policy)
+    if lockout and lockout != approvals.lockout_problem(state.trust, state.policy):
+        raise SealError(
+            f"refused: {lockout}; nothing of those kinds could ever change again",
+            hint="trust more sealers first, or ask for fewer approvals",
+        )
+    need = approvals.needed(state, mine)
+    if need.required > 1:
+        raise approvals.propose(
+            repo.git,
+            signer,
+            proposer=signer_name(state, signer.public_key),
+            parent=str(state.tip),
+            files=files,
+            message=message,
+            need=need,
+            trust=state.trust,
+            now=now_iso(),
+        )
 
 
 def signer_name(state: PlansState, key: PublicKey) -> str:
@@ -425,13 +623,18 @@ def sealed_contract(state: PlansState, name: str) -> tuple[CheckedPlan | None, S
     return checked, record
 
 
-def transition_problem(before: PlansState, after: PlansState, where: str) -> str | None:  # noqa: C901, PLR0911 (one rule set: the sealing rules)
+def transition_problem(before: PlansState, after: PlansState, where: str) -> str | None:  # noqa: C901, PLR0911, PLR0912 (one rule set: the sealing rules)
     """Why the step from *before* to *after* (one plans commit) breaks the sealing rules, if it
     does: a seal record changed without a new version, deleted, or moved backwards; a weakening
     not recorded as one; a weakening or a laxer policy where the policy forbids weakening; a
     reset of failed attempts for a step not in a plan sealed as active, or under another
-    contract."""
-    problem = _policy_problem(before, after, where) or _resets_problem(before, after, where)
+    contract; a request changed against its rules (:mod:`gitaudit.ledger.requests`), or a new
+    seal naming a request that is not the sealed one."""
+    problem = (
+        _policy_problem(before, after, where)
+        or _resets_problem(before, after, where)
+        or _requests_problem(before, after, where)
+    )
     if problem:
         return problem
     for name in sorted(set(before.seals) | set(after.seals)):
@@ -442,6 +645,9 @@ def transition_problem(before: PlansState, after: PlansState, where: str) -> str
             new_sealed, _ = sealed_contract(after, name)
         except GitAuditError as exc:
             return f"{where}: {exc.message}"
+        problem = _request_binding_problem(after, name, old, new, where)
+        if problem:
+            return problem
         if old is None:
             continue
         if new.version == old.version:
@@ -470,7 +676,8 @@ def transition_problem(before: PlansState, after: PlansState, where: str) -> str
             return (
                 f"{where}: seal v{new.version} of {name!r} weakens the contract; policy forbids it"
             )
-    return None
+    # k of n: what the parent's policy says this kind of change needs (ledger/approvals.py)
+    return approvals.approval_problem(before, after, where)
 
 
 def _weakens(old: Plan, new: Plan, record: SealRecord) -> bool:
@@ -482,6 +689,41 @@ def _weakens(old: Plan, new: Plan, record: SealRecord) -> bool:
     return any(
         not (change.reconciliation and change.render() in earlier)
         for change in compare(contract(old), contract(new)).weakenings
+    )
+
+
+def _request_binding_problem(
+    after: PlansState, name: str, old: SealRecord | None, new: SealRecord, where: str
+) -> str | None:
+    """A new seal version naming a request must name the sealed one."""
+    fresh = old is None or new.version != old.version
+    if not fresh or new.request_digest is None:
+        return None
+    bound = after.requests.get(name)
+    if bound is None or bound.retired or bound.request_digest != new.request_digest:
+        return (
+            f"{where}: seal v{new.version} of {name!r} names a request that is not the sealed one"
+        )
+    return None
+
+
+def _requests_problem(before: PlansState, after: PlansState, where: str) -> str | None:
+    """The request rules; a plan's first request is compared with the plan's own requirements
+    (sealed before it, in the single-file form)."""
+    implicit: dict[str, Request] = {}
+    for name in set(after.requests) - set(before.requests):
+        try:
+            sealed, _ = sealed_contract(before, name)
+        except GitAuditError as exc:
+            return f"{where}: {exc.message}"
+        if sealed is not None and sealed.plan is not None:
+            implicit[name] = implicit_request(sealed.plan)
+    return requests_transition(
+        (before.files, before.requests),
+        (after.files, after.requests),
+        implicit,
+        before.policy.allow_weaken,
+        where,
     )
 
 
@@ -515,3 +757,154 @@ def _resets_problem(before: PlansState, after: PlansState, where: str) -> str | 
             if sealed is None or sealed.plan is None or sealed.plan.step(step) is None:
                 return f"{where} resets the attempts of step {step}, which plan {name!r} lacks"
     return None
+
+
+# ------------------------------------------------------------------------------- planners
+
+# what a planner may change on the plans ref: plans, their seals and protected manifests
+PLANNER_PATHS = ("plans/", "seals/", "protected/")
+_SEALERS_OWN = {
+    "trust": "trust",
+    "policy.json": "the policy",
+    "resets": "the failed attempts of a step",
+    "requests": "the request",
+    "request-seals": "the request",
+}
+_ONLY = "only a sealer changes the request"
+
+
+def planner_problem(before: PlansState, after: PlansState, planner: TrustedKey) -> str | None:
+    """Why *planner* may not make the step from *before* to *after* (None: it may).
+
+    A planner changes plans and their seals, nothing else: each new seal answers the plan's
+    sealed request (in the single-file form, without a request, keeps the plan's requirements
+    exactly: they are the request), weakens nothing but the plan's own requirements (those the
+    request does not hold), amends no protected file and retires nothing. Trust, policy,
+    requests and resets of failed attempts are a sealer's. Each new seal names the planner's own
+    key as its sealer, so the history attributes it truly. The rules of every plans commit
+    (:func:`transition_problem`) apply as well."""
+    who = planner.name
+    for path in sorted(set(before.files) | set(after.files)):
+        if path.startswith(PLANNER_PATHS) or before.files.get(path) == after.files.get(path):
+            continue
+        what = _SEALERS_OWN.get(path.split("/", 1)[0], path)
+        return f"planner {who!r} cannot change {what}: only a sealer can"
+    for name in sorted(after.seals):
+        new = after.seals[name]
+        if before.seals.get(name) == new:
+            continue
+        if new.sealer_fingerprint != planner.key.fingerprint():
+            return (
+                f"planner {who!r} signs seal v{new.version} of plan {name!r} in the name of "
+                f"{new.sealer!r}"
+            )
+        problem = _planner_seal_problem(before, after, name, who)
+        if problem:
+            return problem
+    return None
+
+
+def _planner_seal_problem(  # noqa: PLR0911 (one rule list: what a planner may not seal)
+    before: PlansState, after: PlansState, name: str, who: str
+) -> str | None:
+    old, new = before.seals.get(name), after.seals[name]
+    if new.retired:
+        return f"planner {who!r} cannot retire plan {name!r}: only a sealer can"
+    manifest = before.protected(name) if old is not None and not old.retired else None
+    now = after.protected(name) or {}
+    changed = sorted(p for p, v in (manifest or {}).items() if now.get(p) != v)
+    if changed or (new.amended and any(new.amended.values())):
+        listing = ", ".join(changed) or "as recorded"
+        return (
+            f"planner {who!r} cannot amend the protected files of plan {name!r} ({listing}): "
+            "only a sealer can"
+        )
+    try:
+        new_checked, _ = sealed_contract(after, name)
+        old_checked, _ = sealed_contract(before, name)
+    except GitAuditError as exc:
+        return exc.message
+    if new_checked is None or new_checked.plan is None:
+        return None  # a seal without its plan: the rules of every commit refuse it
+    plan = new_checked.plan
+    previous = old_checked.plan if old_checked is not None else None
+    request = after.request(name)
+    problem = _answers_problem(after, request, previous, plan, name, who)
+    if problem:
+        return problem
+    if previous is not None:
+        weakenings = [
+            c.render()
+            for c in compare(contract(previous), contract(plan)).weakenings
+            if not _planners_own(c, request)
+        ]
+        if weakenings:
+            return (
+                f"planner {who!r} cannot weaken plan {name!r} ({'; '.join(weakenings)}): "
+                "only a sealer can"
+            )
+    return None
+
+
+def _answers_problem(
+    after: PlansState,
+    request: Request | None,
+    previous: Plan | None,
+    plan: Plan,
+    name: str,
+    who: str,
+) -> str | None:
+    """The new seal of plan *name* must answer its sealed request (without one: keep the
+    plan's requirements, the request of the single-file form)."""
+    if request is None:
+        if previous is None:
+            return (
+                f"planner {who!r} cannot seal plan {name!r} without a sealed request: only a "
+                f"sealer states what is asked (`git audit request seal --plan {name}`)"
+            )
+        return _requirements_kept(previous, plan, name, who)
+    verbs = {"missing": "drop", "rewritten": "rewrite", "lowered": "lower"}
+    for gap in gaps(request, plan):
+        if gap.kind not in verbs:
+            return (
+                f"planner {who!r} leaves request requirement {gap.requirement} uncovered: {_ONLY}"
+            )
+        stated = gap.stated
+        lowered = gap.kind == "lowered" and stated is not None
+        detail = f" ({gap.asked.priority} -> {stated.priority})" if lowered and stated else ""
+        return (
+            f"planner {who!r} cannot {verbs[gap.kind]} request requirement {gap.requirement}"
+            f"{detail}: {_ONLY}"
+        )
+    if after.seals[name].request_digest != after.requests[name].request_digest:
+        version = after.seals[name].version
+        return (
+            f"planner {who!r} seals plan {name!r} v{version} without naming the request it answers"
+        )
+    return None
+
+
+def _requirements_kept(old: Plan, new: Plan, name: str, who: str) -> str | None:
+    """In the single-file form the plan's requirements are the request: all kept as they are."""
+    why = f"without a sealed request, the requirements of plan {name!r} are the request; {_ONLY}"
+    now = {r.id: r for r in new.requirements}
+    for req in old.requirements:
+        if req.id not in now:
+            return f"planner {who!r} cannot drop requirement {req.id}: {why}"
+        if now[req.id] != req:
+            return f"planner {who!r} cannot change requirement {req.id}: {why}"
+    known = {r.id for r in old.requirements}
+    for req in new.requirements:
+        if req.id not in known:
+            return f"planner {who!r} cannot add requirement {req.id}: {why}"
+    return None
+
+
+def _planners_own(change: Change, request: Request | None) -> bool:
+    """A change a planner may make although it weakens: about a requirement the request does not
+    hold (the plan's own), or a requirement itself made to read as the request states it (the
+    plan answers the request: checked first)."""
+    if request is None or change.requirement is None:
+        return False
+    own = request.requirement(change.requirement) is None
+    return own or change.where == f"requirement {change.requirement}"

@@ -21,6 +21,7 @@ PLANS_REF = "refs/audit/plans"
 RUNS_PREFIX = "refs/audit/runs/"
 AGENTS_REF = "refs/audit/agents"  # the agent registry and its claims (ledger/agents.py)
 SNAPSHOTS_PREFIX = "refs/audit/snapshots/"  # local work tree snapshots (git/snapshots.py)
+PROPOSALS_PREFIX = "refs/audit/proposals/"  # plans changes awaiting approvals (ledger/approvals.py)
 ZERO = "0" * 40
 STALE_LOCK_SECONDS = 10.0
 MIRROR = "refs/gitaudit/remotes"  # remote-tracking copies of each remote's refs/audit/*

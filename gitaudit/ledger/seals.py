@@ -29,7 +29,16 @@ from gitaudit.ledger.plansref import (
     signer_name,
     state_at,
 )
+from gitaudit.ledger.protected import (
+    Changes,
+    differences,
+    manifest,
+    manifest_digest,
+    manifest_path,
+    protected_files,
+)
 from gitaudit.ledger.refs import PLANS_REF, read_ref, runs_ref
+from gitaudit.ledger.requests import record_path, request_path, retire_request
 from gitaudit.ledger.resets import (
     ALL,
     AttemptReset,
@@ -43,6 +52,8 @@ from gitaudit.plan.catalog import CheckedPlan, check_file
 from gitaudit.plan.compare import Comparison, compare
 from gitaudit.plan.digest import contract, step_digest
 from gitaudit.plan.graph import topological_order
+from gitaudit.plan.model import Plan
+from gitaudit.plan.request import gaps
 from gitaudit.plan.store import PlanFile
 
 
@@ -212,36 +223,53 @@ def seal_plan(
     *,
     reason: str | None = None,
     allow_weaken: bool = False,
+    tree: str | None = None,
+    amend: bool = False,
 ) -> SealOutcome:
-    """Seal the working copy of one plan (refusing an invalid plan and unrecorded weakening)."""
+    """Seal the working copy of one plan (refusing an invalid plan and unrecorded weakening).
+
+    The plan's protected set (:mod:`gitaudit.ledger.protected`) in *tree* (default: the work
+    tree's fingerprint) is recorded with the seal. When the files the current seal protects
+    differ from what it recorded (what the gate would call ``plan.protected-changed``), sealing
+    is an **amendment**: refused unless *amend* (with a *reason*), and recorded with the files
+    that changed. Files that enter or leave the set because the contract changes are the
+    contract's business (protecting fewer is a weakening)."""
     plan = checked.require_valid()
+    tree = tree or _work_tree(repo)
+    protected = protected_files(repo.git, tree, plan) if tree else None
     digest = checked.digest
     assert digest is not None
     new_contract = contract(plan)
     outcome: dict[str, Any] = {}
+    if amend and not reason:
+        raise SealError("--amend needs --reason", hint="say why the protected files may change")
 
     def build(state: PlansState) -> tuple[dict[str, bytes], str] | None:
         _require_initialised(state)
+        planner = _planner_name(state, signer, plan, amend=amend, allow_weaken=allow_weaken)
         old_checked, old_record = sealed_contract(state, plan.name)
-        if (
-            old_record is not None
-            and not old_record.retired
-            and old_record.contract_digest == digest
-        ):
+        live = old_record is not None and not old_record.retired
+        changes = _protected_changes(state, plan.name, old_checked, tree, amend, repo)
+        new_protection = protected is not None and (
+            not live or old_record is None or old_record.protected_digest is None
+        )
+        unchanged = live and old_record is not None and old_record.contract_digest == digest
+        if unchanged and not changes and not (new_protection and amend):
             outcome.update(record=old_record, comparison=None)
             return None
         comparison = None
-        change = "initial"
+        change = "amended" if changes or (new_protection and amend) else "initial"
         weakenings: list[str] = []
         if old_checked is not None and old_checked.plan is not None:
             comparison = compare(contract(old_checked.plan), new_contract)
             weakenings = [c.render() for c in comparison.weakenings]
             if weakenings:
-                _check_weaken_allowed(
-                    state, f"plan {plan.name!r}", weakenings, allow_weaken, reason
-                )
+                if planner is None:
+                    _check_weaken_allowed(
+                        state, f"plan {plan.name!r}", weakenings, allow_weaken, reason
+                    )
                 change = "weakened"
-            else:
+            elif comparison.changes or change != "amended":
                 change = "strengthened" if comparison.strengthenings else "neutral"
         record = SealRecord(
             plan=plan.name,
@@ -261,33 +289,20 @@ def seal_plan(
             strengthenings=tuple(c.render() for c in comparison.strengthenings)
             if comparison
             else (),
+            protected_digest=manifest_digest(protected) if protected is not None else None,
+            amended=changes.paths() if changes else None,
+            request_digest=_request_digest(state, plan.name),
         )
         files = _base_files(state)
         files[f"plans/{plan.name}.json"] = checked.file.data
         files[f"seals/{plan.name}.json"] = dumps(record.to_json())
-        lines = (
-            [c.render() for c in comparison.changes]
-            if comparison
-            else [f"{len(plan.steps)} steps, {len(plan.requirements)} requirements"]
-        )
-        title = f"seal({plan.name}): v{record.version} {change}" + (
-            f" — {reason}" if reason else ""
-        )
-        message = (
-            f"{title}\n\n"
-            + "\n".join(f"- {line}" for line in lines)
-            + "\n\n"
-            + _trailers(
-                Audit_Plan=plan.name,
-                Audit_Contract=digest,
-                Audit_Seal_Version=str(record.version),
-                Audit_Weakened="true" if weakenings else "false",
-            )
-        )
+        if protected is not None:
+            files[manifest_path(plan.name)] = manifest(protected)
+        recorded = len(protected) if protected is not None and new_protection else None
         outcome.update(record=record, comparison=comparison)
-        return files, message
+        return files, _seal_message(record, _seal_lines(plan, comparison, changes, recorded))
 
-    commit, _ = append(repo, signer, build)
+    commit, _ = append(repo, signer, build, role="planner")
     record = outcome.get("record")
     comparison = outcome.get("comparison")
     if commit is None:
@@ -299,15 +314,136 @@ def seal_plan(
     return SealOutcome(plan.name, commit, record, comparison, msg)
 
 
+def _planner_name(
+    state: PlansState, signer: Signer, plan: Plan, *, amend: bool, allow_weaken: bool
+) -> str | None:
+    """The principal name of *signer* when it is a planner and not a sealer (None: a sealer,
+    whose *plan* must answer its sealed request). What only a sealer may ask for is refused
+    here, in the planner's words; the rest of a planner's change is judged by the planner's
+    rules when it is appended (:func:`gitaudit.ledger.plansref.planner_problem`)."""
+    entry = state.trust.require(signer.public_key, "planner")
+    if entry.may("sealer"):
+        _require_answer(state, plan)
+        return None
+    if amend:
+        raise SealError(
+            f"planner {entry.name!r} cannot amend protected files: only a sealer can",
+            hint="revert the protected files, or ask a sealer to review and amend the seal",
+        )
+    if allow_weaken:
+        raise SealError(
+            f"planner {entry.name!r} cannot weaken a plan: only a sealer can",
+            hint="keep what the seal holds, or ask a sealer to record the weakening",
+        )
+    return entry.name
+
+
+def _request_digest(state: PlansState, name: str) -> str | None:
+    """The digest of plan *name*'s active sealed request (None: none)."""
+    record = state.requests.get(name)
+    return record.request_digest if record is not None and not record.retired else None
+
+
+def _require_answer(state: PlansState, plan: Plan) -> None:
+    """SealError when *plan* does not answer its sealed request."""
+    request = state.request(plan.name)
+    record = state.requests.get(plan.name)
+    if request is None or record is None:
+        return
+    found = gaps(request, plan)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise SealError(
+            f"plan {plan.name!r} does not answer its sealed request v{record.version}: "
+            f"{found[0].message}{more}",
+            hint="state each request requirement in $.requirements as the request does and "
+            "cover it, or change the request first: "
+            f"`git audit request seal --plan {plan.name}`",
+        )
+
+
+def _work_tree(repo: Repo) -> str | None:
+    """The work tree's fingerprint (None without a work tree)."""
+    if repo.workdir is None:
+        return None
+    from gitaudit.git.fingerprint import workspace_fingerprint
+
+    return workspace_fingerprint(repo.workdir).tree
+
+
+def _seal_lines(
+    plan: Plan, comparison: Comparison | None, changes: Changes | None, recorded: int | None
+) -> list[str]:
+    """The body of a seal commit's message: what changed."""
+    lines = (
+        [c.render() for c in comparison.changes]
+        if comparison
+        else [f"{len(plan.steps)} steps, {len(plan.requirements)} requirements"]
+    )
+    if changes:
+        lines.append(f"protected files amended: {changes.summary()}")
+    elif recorded is not None:
+        lines.append(f"{recorded} protected file(s) recorded")
+    return lines
+
+
+def _seal_message(record: SealRecord, lines: list[str]) -> str:
+    title = f"seal({record.plan}): v{record.version} {record.change}" + (
+        f" — {record.reason}" if record.reason else ""
+    )
+    return (
+        f"{title}\n\n"
+        + "\n".join(f"- {line}" for line in lines)
+        + "\n\n"
+        + _trailers(
+            Audit_Plan=record.plan,
+            Audit_Contract=record.contract_digest,
+            Audit_Seal_Version=str(record.version),
+            Audit_Weakened="true" if record.weakened else "false",
+        )
+    )
+
+
+def _protected_changes(
+    state: PlansState,
+    name: str,
+    current: CheckedPlan | None,
+    tree: str | None,
+    amend: bool,
+    repo: Repo,
+) -> Changes | None:
+    """How the files the current seal of *name* (its plan: *current*) protects differ in *tree*
+    from what it recorded (None: nothing recorded, or no tree); a difference without *amend* is
+    refused."""
+    sealed = state.protected(name)
+    if sealed is None or tree is None or current is None or current.plan is None:
+        return None
+    changes = differences(sealed, protected_files(repo.git, tree, current.plan))
+    if changes and not amend:
+        record = state.seal(name)
+        version = f" v{record.version}" if record else ""
+        raise SealError(
+            f"protected files of plan {name!r} changed since its seal{version} "
+            f"({changes.summary()})",
+            hint="revert them, or, as a sealer who reviewed them, amend the seal: "
+            f"`git audit plan seal --amend --plan {name} --reason TEXT`",
+        )
+    return changes
+
+
 def retire_plan(repo: Repo, signer: Signer, name: str, reason: str) -> pygit2.Oid:
-    """Retire a sealed plan: a signed change. Deleting the plan file alone never retires it."""
+    """Retire a sealed plan, and its sealed request with it: a signed change. Deleting the plan
+    file alone never retires it. A request sealed for a plan never sealed is retired alone."""
     if not reason:
         raise SealError("retiring a plan needs --reason", hint="say why the plan no longer applies")
 
     def build(state: PlansState) -> tuple[dict[str, bytes], str]:
         _require_initialised(state)
         old = state.seal(name)
-        if old is None or old.retired:
+        request = state.requests.get(name)
+        live = old is not None and not old.retired
+        asked = request is not None and not request.retired
+        if not live and not asked:
             raise PlanError(
                 f"plan {name!r} is not sealed as active",
                 hint="see `git audit plan history`",
@@ -316,32 +452,45 @@ def retire_plan(repo: Repo, signer: Signer, name: str, reason: str) -> pygit2.Oi
             raise SealError(
                 f"retiring plan {name!r} removes its obligations and policy.json forbids weakening"
             )
-        record = SealRecord(
-            plan=name,
-            version=old.version + 1,
-            contract_digest=old.contract_digest,
-            previous_digest=old.contract_digest,
-            policy_digest=state.policy.digest(),
-            sealed_at=now_iso(),
-            sealer=signer_name(state, signer.public_key),
-            sealer_fingerprint=signer.public_key.fingerprint(),
-            reason=reason,
-            change="retired",
-            weakened=True,
-            weakenings=("plan retired",),
-            retired=True,
-        )
         files = _base_files(state)
-        files.pop(f"plans/{name}.json", None)
-        files[f"seals/{name}.json"] = dumps(record.to_json())
-        message = f"retire({name}): v{record.version} — {reason}\n\n" + _trailers(
-            Audit_Plan=name, Audit_Retired="true"
-        )
+        who = (signer_name(state, signer.public_key), signer.public_key.fingerprint())
+        title = f"retire({name}):"
+        if old is not None and live:
+            record = _retired_seal(state, old, who, reason)
+            files.pop(f"plans/{name}.json", None)
+            files[f"seals/{name}.json"] = dumps(record.to_json())
+            title += f" v{record.version}"
+        if request is not None and asked:
+            retired = retire_request(request, now_iso(), who, reason)
+            files.pop(request_path(name), None)
+            files[record_path(name)] = dumps(retired.to_json())
+            title += f" request v{retired.version}"
+        message = f"{title} — {reason}\n\n" + _trailers(Audit_Plan=name, Audit_Retired="true")
         return files, message
 
     commit, _ = append(repo, signer, build)
     assert commit is not None
     return commit
+
+
+def _retired_seal(
+    state: PlansState, old: SealRecord, who: tuple[str, str], reason: str
+) -> SealRecord:
+    return SealRecord(
+        plan=old.plan,
+        version=old.version + 1,
+        contract_digest=old.contract_digest,
+        previous_digest=old.contract_digest,
+        policy_digest=state.policy.digest(),
+        sealed_at=now_iso(),
+        sealer=who[0],
+        sealer_fingerprint=who[1],
+        reason=reason,
+        change="retired",
+        weakened=True,
+        weakenings=("plan retired",),
+        retired=True,
+    )
 
 
 # --------------------------------------------------------------------------- attempt resets

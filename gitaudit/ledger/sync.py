@@ -35,6 +35,7 @@ from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.plansref import PlansState, read_state, verify_chain
+from gitaudit.ledger.proposals import pushable
 from gitaudit.ledger.refs import (
     MIRROR,
     PLANS_REF,
@@ -315,7 +316,7 @@ def _sync_runs(
 
 # ------------------------------------------------------------------------------------ pushing
 
-ATTEMPTS = 5
+ATTEMPTS = 10  # with 32 writers on one runs ref, five were often not enough
 # git's words for "the remote moved between our fetch and our push" (client side, or the
 # server's compare-and-swap of the ref)
 _RACE_REASONS = (
@@ -433,6 +434,7 @@ def push(
             return first
         audit_refs = [PLANS_REF] if read_ref(repo.git, PLANS_REF) else []
         audit_refs += sorted(list_refs(repo.git, RUNS_PREFIX))
+        audit_refs += pushable(repo, remote)  # proposals awaiting approvals, fast-forwards only
         proc = run_git(
             ["push", "--atomic", "--porcelain", remote, *specs, *(f"{r}:{r}" for r in audit_refs)],
             cwd=repo.workdir or repo.gitdir,
@@ -447,5 +449,5 @@ def push(
         if on_retry is not None:
             on_retry(attempt, result)
         # let the winner get out of the way (jitter, not cryptography)
-        time.sleep(random.uniform(0.05, 0.25 * attempt))  # noqa: S311
+        time.sleep(random.uniform(0.05, min(2.0, 0.25 * attempt)))  # noqa: S311
     return result

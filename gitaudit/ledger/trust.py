@@ -1,10 +1,12 @@
 """Who may sign what: the trust set and the gate policy stored on ``refs/audit/plans``.
 
 ``trust/allowed_signers`` (OpenSSH format, so plain git can verify with it) names each principal's
-key; ``trust/roles.json`` says which principals are **sealers** (may change plans, seals, trust
-and policy), which are **runners** (may append evidence) and which are **reconcilers** (may
-settle an unknown outcome by their word: ``git audit reconcile --observed``). A sealer is a
-reconciler too. ``policy.json`` holds the gate policy.
+key; ``trust/roles.json`` says which principals are **sealers** (may change plans, seals,
+requests, trust and policy), which are **planners** (may seal plan changes that answer the
+sealed request and weaken nothing: an agent's own key), which are **runners** (may append
+evidence) and which are **reconcilers** (may settle an unknown outcome by their word: ``git
+audit reconcile --observed``). A sealer is a planner and a reconciler too. ``policy.json`` holds
+the gate policy.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ from gitaudit.errors import GitAuditError, TrustError
 from gitaudit.ledger.objects import blob_at, dumps, loads
 from gitaudit.plan.digest import canonical, sha256
 
-Role = Literal["sealer", "runner", "reconciler"]
-ROLES: tuple[Role, ...] = ("sealer", "runner", "reconciler")
+Role = Literal["sealer", "runner", "reconciler", "planner"]
+ROLES: tuple[Role, ...] = ("sealer", "runner", "reconciler", "planner")
 # the roles another role implies: a sealer, who may change the contract itself, may also say
-# what was observed
-IMPLIED_BY: Mapping[Role, tuple[Role, ...]] = {"reconciler": ("sealer",)}
+# what was observed, and plan
+IMPLIED_BY: Mapping[Role, tuple[Role, ...]] = {"reconciler": ("sealer",), "planner": ("sealer",)}
 CommitMsgMode = Literal["off", "claims", "strict"]
 COMMIT_MSG_MODES: tuple[CommitMsgMode, ...] = ("off", "claims", "strict")
 LiveEvidence = Literal["allow", "refuse"]
@@ -34,12 +36,59 @@ LIVE_EVIDENCE: tuple[LiveEvidence, ...] = ("allow", "refuse")
 AgentsMode = Literal["parallel-warn", "parallel-strict", "serial"]
 # laxest first: a policy moving left is a weakening
 AGENTS_MODES: tuple[AgentsMode, ...] = ("parallel-warn", "parallel-strict", "serial")
+# the kinds of plans-ref change the policy may require several sealers for (ledger/approvals.py)
+APPROVAL_KINDS = ("weaken", "amend", "trust", "policy", "request")
 
 ALLOWED_SIGNERS_PATH = "trust/allowed_signers"
 ROLES_PATH = "trust/roles.json"
 POLICY_PATH = "policy.json"
 ROLES_FORMAT = "gitaudit.roles/1"
 POLICY_FORMAT = "gitaudit.policy/1"
+
+
+@dataclass(frozen=True)
+class EvidenceRule:
+    """Whose evidence proves a tree for the refs matching *pattern*: runners named (a principal
+    name, or a label a principal carries), and how many distinct ones must each have recorded
+    a passing run of the plan for the same tree and contract."""
+
+    pattern: str
+    runners: tuple[str, ...]
+    min: int = 1
+
+    def admits(self, key: TrustedKey) -> bool:
+        return key.name in self.runners or bool(key.labels & set(self.runners))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runners": sorted(self.runners), "min": self.min}
+
+    def describe(self) -> str:
+        who = ", ".join(sorted(self.runners))
+        return f"{self.pattern}: {self.min} of [{who}]"
+
+
+def _rules_from_json(doc: Any) -> tuple[EvidenceRule, ...]:
+    if not isinstance(doc, dict):
+        raise ValueError("evidence must map ref patterns to {runners, min}")
+    rules = []
+    for pattern, rule in sorted(doc.items()):
+        where = f"evidence[{pattern!r}]"
+        if not isinstance(pattern, str) or not pattern.startswith("refs/"):
+            raise ValueError(f"{where}: a ref pattern starts with refs/")
+        if not isinstance(rule, dict) or set(rule) - {"runners", "min"}:
+            raise ValueError(f'{where} must be {{"runners": [...], "min": N}}')
+        runners = rule.get("runners")
+        if (
+            not isinstance(runners, list)
+            or not runners
+            or not all(isinstance(r, str) and r for r in runners)
+        ):
+            raise ValueError(f"{where}.runners must list runner names or labels")
+        least = rule.get("min", 1)
+        if isinstance(least, bool) or not isinstance(least, int) or least < 1:
+            raise ValueError(f"{where}.min must be a whole number, 1 or more")
+        rules.append(EvidenceRule(pattern, tuple(sorted(set(runners))), least))
+    return tuple(rules)
 
 
 @dataclass(frozen=True)
@@ -132,6 +181,9 @@ class TrustSet:
         reconcilers = sorted(k.name for k in self.keys if "reconciler" in k.roles)
         if reconcilers:  # absent when empty: trust sets without reconcilers keep their bytes
             roles["reconcilers"] = reconcilers
+        planners = sorted(k.name for k in self.keys if "planner" in k.roles)
+        if planners:  # likewise
+            roles["planners"] = planners
         labels = {k.name: sorted(k.labels) for k in self.keys if k.labels}
         if labels:  # likewise
             roles["labels"] = dict(sorted(labels.items()))
@@ -200,6 +252,14 @@ class Policy:
     max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES
     # how claims of agents side by side may coexist, and what the gate makes of conflicts
     agents: AgentsMode = "parallel-warn"
+    # per ref pattern, whose evidence proves a tree for that ref (trusted runners, k of them)
+    evidence: tuple[EvidenceRule, ...] = ()
+    # per kind of change (APPROVAL_KINDS), how many distinct sealers must approve it (absent: 1)
+    approvals: tuple[tuple[str, int], ...] = ()
+
+    def approvals_for(self, kind: str) -> int:
+        """How many distinct sealers a change of *kind* needs (1: its signer alone)."""
+        return dict(self.approvals).get(kind, 1)
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -214,7 +274,22 @@ class Policy:
             doc["max_artifact_bytes"] = self.max_artifact_bytes
         if self.agents != "parallel-warn":  # added in 0.2: only when set (stable digests)
             doc["agents"] = self.agents
+        if self.evidence:  # added in 0.3: only when set (stable digests)
+            doc["evidence"] = {r.pattern: r.to_json() for r in self.evidence}
+        if self.approvals:  # added in 0.3: only when set (stable digests)
+            doc["approvals"] = dict(self.approvals)
         return doc
+
+    def evidence_rule(self, refname: str | None) -> EvidenceRule | None:
+        """The evidence rule for *refname*: the rule of its exact name, else of the longest
+        pattern it matches; None when no rule applies (any trusted runner's evidence counts)."""
+        if not refname:
+            return None
+        exact = [r for r in self.evidence if r.pattern == refname]
+        if exact:
+            return exact[0]
+        matching = [r for r in self.evidence if fnmatch.fnmatchcase(refname, r.pattern)]
+        return max(matching, key=lambda r: (len(r.pattern), r.pattern), default=None)
 
     def digest(self) -> str:
         return sha256(canonical(self.to_json()))
@@ -237,6 +312,20 @@ class Policy:
             out.append("evidence from the live work tree becomes acceptable")
         if AGENTS_MODES.index(self.agents) < AGENTS_MODES.index(old.agents):
             out.append(f"agents mode {old.agents} -> {self.agents}")
+        mine = {r.pattern: r for r in self.evidence}
+        for rule in old.evidence:
+            now = mine.get(rule.pattern)
+            if now is None:
+                out.append(f"evidence rule for {rule.pattern} removed")
+                continue
+            if now.min < rule.min:
+                out.append(f"evidence for {rule.pattern} needs {now.min} runners, not {rule.min}")
+            added = sorted(set(now.runners) - set(rule.runners))
+            if added:
+                out.append(f"evidence for {rule.pattern} also from {', '.join(added)}")
+        for kind, least in old.approvals:
+            if self.approvals_for(kind) < least:
+                out.append(f"{kind} approvals: {least} -> {self.approvals_for(kind)} sealer(s)")
         return out
 
     @classmethod
@@ -264,9 +353,22 @@ class Policy:
             agents = doc.get("agents", "parallel-warn")
             if agents not in AGENTS_MODES:
                 raise ValueError(f"agents must be one of {', '.join(AGENTS_MODES)}")
+            rules = _rules_from_json(doc.get("evidence", {}))
+            approvals = _approvals_from_json(doc.get("approvals", {}))
         except ValueError as exc:
             raise TrustError(f"{where}: {POLICY_PATH} is invalid: {exc}") from None
-        return cls(tuple(refs), allow, mode, doc, live, limit, agents)
+        return cls(tuple(refs), allow, mode, doc, live, limit, agents, rules, approvals=approvals)
+
+
+def _approvals_from_json(doc: Any) -> tuple[tuple[str, int], ...]:
+    if not isinstance(doc, dict):
+        raise ValueError("approvals must map kinds of change to numbers of sealers")
+    for kind, least in doc.items():
+        if kind not in APPROVAL_KINDS:
+            raise ValueError(f"approvals: unknown kind {kind!r} ({', '.join(APPROVAL_KINDS)})")
+        if isinstance(least, bool) or not isinstance(least, int) or least < 1:
+            raise ValueError(f"approvals.{kind} must be a whole number, 1 or more")
+    return tuple(sorted(doc.items()))
 
 
 def policy_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> Policy:

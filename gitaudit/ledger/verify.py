@@ -8,19 +8,25 @@
 * no audit ref has moved behind its verified high-water mark (a rewind or truncation is FAIL).
 
 Verified tips are recorded, so a second call verifies only what is new.
+
+Many run commits to verify (a fresh clone, a first ``verify``) are split among worker processes,
+one per core: each verifies its share of the chain (the signature and the tree of each commit)
+and the first problem in chain order is reported, as one process would.
 """
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pygit2
 
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.crypto.pubkey import PublicKey
-from gitaudit.errors import GitAuditError
-from gitaudit.git.repo import Repo
+from gitaudit.errors import GitAuditError, LedgerError
+from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of
@@ -108,7 +114,7 @@ def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
         except GitAuditError as exc:
             report.problems.append(exc.message)
             continue
-        count, problem = _verify_runs(git, ref, tip, verified.get(ref), runners)
+        count, problem = _verify_runs(git, ref, tip, verified.get(ref), runners, repo.gitdir)
         report.verified[ref] = count
         if problem:
             report.problems.append(problem)
@@ -139,23 +145,128 @@ def _verify_plans(repo: Repo, tip: pygit2.Oid, mark: str | None) -> int:
     return count
 
 
+PARALLEL_FROM = 2_000  # run commits to verify before worker processes pay for themselves
+
+
 def _verify_runs(
     git: pygit2.Repository,
     ref: str,
     tip: pygit2.Oid,
     mark: str | None,
     runners: list[PublicKey],
+    gitdir: os.PathLike[str] | str | None = None,
 ) -> tuple[int, str | None]:
-    """Verify a runs ref from its verified mark to *tip*: (commits verified, the first problem)."""
+    """Verify a runs ref from its verified mark to *tip*: (commits verified, the first problem).
+
+    The chain is walked first (linear, every object present); the commits it reached are then
+    verified, in worker processes when there are many, and the first problem in chain order
+    wins, a walk error coming after every commit walked before it."""
     stop = pygit2.Oid(hex=mark) if mark else None
-    count = 0
+    oids: list[pygit2.Oid] = []
+    walk_problem: str | None = None
     try:
         for commit in chain.walk(git, tip, stop=stop, what=ref, linear=True):
-            verify_commit(git, commit.id, runners)
-            problem = _check_run_tree(git, commit)
-            if problem:
-                return count, problem
-            count += 1
+            oids.append(commit.id)
     except GitAuditError as exc:
-        return count, exc.message if exc.message.startswith(ref) else f"{ref}: {exc.message}"
-    return count, None
+        walk_problem = _problem(ref, exc)
+    jobs = _jobs(len(oids)) if gitdir is not None else 1
+    if jobs > 1:
+        assert gitdir is not None
+        first = _verify_parallel(os.fspath(gitdir), ref, oids, runners, jobs)
+    else:
+        first = _verify_chunk_in(git, ref, oids, runners)
+    if first is not None:
+        return first
+    return len(oids), walk_problem
+
+
+def _problem(ref: str, exc: GitAuditError) -> str:
+    return exc.message if exc.message.startswith(ref) else f"{ref}: {exc.message}"
+
+
+def _verify_one(
+    git: pygit2.Repository, ref: str, oid: pygit2.Oid, runners: Sequence[PublicKey]
+) -> str | None:
+    """The problem with one run commit (signature by a runner, tree matching run.json)."""
+    try:
+        verify_commit(git, oid, runners)
+        return _check_run_tree(git, commit_of(git, oid, ref))
+    except GitAuditError as exc:
+        return _problem(ref, exc)
+
+
+def _verify_chunk_in(
+    git: pygit2.Repository, ref: str, oids: Sequence[pygit2.Oid], runners: Sequence[PublicKey]
+) -> tuple[int, str] | None:
+    """(index, problem) of the first bad commit of *oids*, or None."""
+    for n, oid in enumerate(oids):
+        problem = _verify_one(git, ref, oid, runners)
+        if problem:
+            return n, problem
+    return None
+
+
+def _worker() -> None:
+    """A worker process (``python -c``): a JSON request on stdin, the first problem of its share
+    of the chain (or null) as JSON on stdout."""
+    import json
+    import sys
+
+    request = json.load(sys.stdin)
+    git = open_repo(request["gitdir"]).git
+    runners = [PublicKey(bytes.fromhex(k)) for k in request["runners"]]
+    oids = [pygit2.Oid(hex=h) for h in request["commits"]]
+    json.dump(_verify_chunk_in(git, request["ref"], oids, runners), sys.stdout)
+
+
+def _jobs(count: int) -> int:
+    if count < PARALLEL_FROM:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cores or 1, 8))
+
+
+def _verify_parallel(
+    gitdir: str, ref: str, oids: list[pygit2.Oid], runners: list[PublicKey], jobs: int
+) -> tuple[int, str] | None:
+    """:func:`_verify_chunk_in` over *oids*, split among *jobs* worker processes (fresh
+    interpreters: nothing of this process's libgit2 state is shared)."""
+    import json
+    import subprocess
+    import sys
+
+    import gitaudit
+
+    size = -(-len(oids) // jobs)
+    starts = list(range(0, len(oids), size))
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(gitaudit.__file__)))
+    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    code = "from gitaudit.ledger.verify import _worker; _worker()"
+    workers = []
+    for start in starts:
+        request = {
+            "gitdir": gitdir,
+            "ref": ref,
+            "runners": [k.raw.hex() for k in runners],
+            "commits": [str(o) for o in oids[start : start + size]],
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        workers.append((start, proc, json.dumps(request).encode()))
+    first: tuple[int, str] | None = None
+    for start, proc, sent in workers:
+        out, _ = proc.communicate(sent)
+        if proc.returncode != 0:
+            raise LedgerError(
+                f"{ref}: a verification worker failed (exit {proc.returncode})",
+                hint="run `git audit verify --debug`, or free memory and retry",
+            )
+        found = json.loads(out)
+        if found is not None and first is None:
+            first = start + int(found[0]), str(found[1])
+    return first

@@ -36,6 +36,9 @@ class Change:
     # a change of a way to reconcile (idempotent, readback): earlier versions of gitaudit
     # classified these the other way round (see gitaudit.ledger.plansref._weakens)
     reconciliation: bool = False
+    # the requirement id the change is about (a requirement itself, or a step's coverage of it):
+    # whose it is (the request's, or the plan's own) decides who may make it
+    requirement: str | None = None
 
     def render(self) -> str:
         return f"{self.where}: {self.message}"
@@ -123,9 +126,9 @@ def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> 
     if old["title"] != new["title"]:
         out.append(Change("neutral", where, f"title {old['title']!r} -> {new['title']!r}"))
     for req in sorted(set(old["covers"]) - set(new["covers"])):
-        out.append(Change("weakened", where, f"no longer covers {req}"))
+        out.append(Change("weakened", where, f"no longer covers {req}", requirement=req))
     for req in sorted(set(new["covers"]) - set(old["covers"])):
-        out.append(Change("strengthened", where, f"now also covers {req}"))
+        out.append(Change("strengthened", where, f"now also covers {req}", requirement=req))
     new_clauses = [_clause_set(c) for c in new["depends_on"]]
     old_clauses = [_clause_set(c) for c in old["depends_on"]]
     for clause in old_clauses:
@@ -205,6 +208,19 @@ def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> 
     out.extend(Change(k, where, m) for k, m in exposure.changes(old, new, step=True))
 
 
+def _protect_changes(old: Any, new: Any) -> list[Change]:
+    """Protecting more files is a strengthening, protecting fewer a weakening (an exemption,
+    ``!glob``, protects fewer)."""
+    out = []
+    for entry in sorted(set(old) - set(new)):
+        kind: ChangeKind = "strengthened" if entry.startswith("!") else "weakened"
+        out.append(Change(kind, "protect", f"{entry!r} removed"))
+    for entry in sorted(set(new) - set(old)):
+        kind = "weakened" if entry.startswith("!") else "strengthened"
+        out.append(Change(kind, "protect", f"{entry!r} added"))
+    return out
+
+
 def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:  # noqa: C901, PLR0912 (one rule table: what weakens a plan)
     """Every difference between two contracts (from :func:`gitaudit.plan.digest.contract`)."""
     out: list[Change] = []
@@ -213,24 +229,22 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:  # no
     new_reqs = {r["id"]: r for r in new["requirements"]}
     for req in old["requirements"]:
         where = f"requirement {req['id']}"
-        other = new_reqs.get(req["id"])
+        rid = req["id"]
+        other = new_reqs.get(rid)
         if other is None:
-            out.append(Change("weakened", where, "removed"))
+            out.append(Change("weakened", where, "removed", requirement=rid))
             continue
+        moved = f"priority {req['priority']} -> {other['priority']}"
         if _PRIORITY[other["priority"]] < _PRIORITY[req["priority"]]:
-            out.append(
-                Change("weakened", where, f"priority {req['priority']} -> {other['priority']}")
-            )
+            out.append(Change("weakened", where, moved, requirement=rid))
         elif _PRIORITY[other["priority"]] > _PRIORITY[req["priority"]]:
-            out.append(
-                Change("strengthened", where, f"priority {req['priority']} -> {other['priority']}")
-            )
+            out.append(Change("strengthened", where, moved, requirement=rid))
         if other["description"] != req["description"]:
-            out.append(Change("weakened", where, "description changed"))
+            out.append(Change("weakened", where, "description changed", requirement=rid))
     old_ids = {r["id"] for r in old["requirements"]}
     for rid in new_reqs:
         if rid not in old_ids:
-            out.append(Change("strengthened", f"requirement {rid}", "added"))
+            out.append(Change("strengthened", f"requirement {rid}", "added", requirement=rid))
     for tool in sorted(set(old["required_tools"]) - set(new["required_tools"])):
         out.append(Change("weakened", "required_tools", f"{tool!r} no longer required"))
     for tool in sorted(set(new["required_tools"]) - set(old["required_tools"])):
@@ -246,6 +260,7 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:  # no
     for sid in new_steps:
         if sid not in old_step_ids:
             out.append(Change("strengthened", f"step {sid}", "added"))
+    out.extend(_protect_changes(old.get("protect", ()), new.get("protect", ())))
     out.extend(Change(k, "plan", m) for k, m in exposure.changes(old, new, step=False))
     out.extend(Change(k, w, m) for k, w, m in exposure.workspace_changes(old, new))
     return Comparison(tuple(out))

@@ -103,6 +103,8 @@ def contract(plan: Plan) -> dict[str, Any]:
         ],
         "required_tools": sorted(set(plan.required_tools)),
         "steps": [step_contract(s) for s in plan.steps],
+        # added in 0.3: only when set (stable digests)
+        **({"protect": sorted(set(plan.protect))} if plan.protect else {}),
         **exposure.plan_fields(plan),
     }
 

@@ -7,6 +7,15 @@ depends on everything); and the input digests of every step it depends on (so a 
 dependency reopens its dependants). Two runs with the same input digest for a step would run the
 same checks against the same bytes.
 
+**Cost: one pass at most.** The tree is read lazily (a step whose globs name a folder reads that
+folder's subtree), and the globs of all steps are matched together: each path is tried only
+against the globs whose literal prefix it starts with and whose literal end it ends with. So a
+plan of many steps costs about one walk over the part of the tree its globs can reach, not one per
+step (paths with a ``.`` or ``..`` part, which git refuses to check out, are normalised first, as
+:func:`matches_input` does). That walk is Python's, through pygit2: on 50,000 files it measured
+about 2x (globs naming folders) to 5x (globs matching every path) ``git ls-tree -r`` listing
+the whole tree in C (``benchmarks/bench_inputs.py``, on a loaded machine).
+
 **Symlinks are followed inside the tree.** A check reads what a link points to, so a covered
 symlink also covers its target, resolved within the judged tree as the operating system would
 (relative to the link's folder, through intermediate links, at most :data:`MAX_LINK_HOPS` links
@@ -25,9 +34,10 @@ from __future__ import annotations
 import bisect
 import fnmatch
 import hashlib
+import os
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 
 import pygit2
@@ -55,6 +65,17 @@ def _fnmatch_body(piece: str) -> str:
     translated = fnmatch.translate(piece)
     assert translated.startswith("(?s:") and translated.endswith(r")\Z")
     return translated[4:-3]
+
+
+@lru_cache(maxsize=1024)
+def _matcher(pattern: str) -> Callable[[str], bool]:
+    """:func:`matches_input` for *pattern*, taking a normalised path."""
+    pattern = _normalise_path(pattern)
+    regex = _input_regex(pattern).match
+    if not any(ch in pattern for ch in "*?["):
+        below = pattern.rstrip("/") + "/"
+        return lambda path: path.startswith(below) or regex(path) is not None
+    return lambda path: regex(path) is not None
 
 
 def matches_input(pattern: str, path: str) -> bool:
@@ -90,6 +111,8 @@ def tree_files(repo: pygit2.Repository, tree_id: str) -> list[tuple[str, int, st
 
 
 LINK = 0o120000
+_TREE = 2  # pygit2's object type of a tree entry that is a folder
+_ODD_NAMES = frozenset(("", ".", ".."))  # names git itself refuses; they make paths non-normal
 GITLINK = 0o160000
 MAX_LINK_HOPS = 40  # symlinks followed to resolve one path (Linux's MAXSYMLINKS)
 MAX_LINK_DEPTH = 8  # linked folders entered one inside another to match a glob through them
@@ -105,30 +128,200 @@ class _Nowhere(Exception):
 
 
 class _Tree:
-    """The files of one tree by path, with what its symlinks lead to."""
+    """The files of one tree by path, with what its symlinks lead to.
+
+    Read lazily: a folder's files are listed the first time a glob or a link needs them, so a
+    step whose ``inputs`` name one folder reads that folder's subtree, not the whole tree, and
+    every listing is shared by all the steps of a plan."""
 
     def __init__(self, repo: pygit2.Repository, tree_id: str) -> None:
         self.repo = repo
-        self.files = sorted(tree_files(repo, tree_id))
-        self.paths = [path for path, _, _ in self.files]
-        self.entries = {path: (mode, oid) for path, mode, oid in self.files}
-        self.links = [path for path, mode, _ in self.files if mode == LINK]
+        root = repo[pygit2.Oid(hex=tree_id)]
+        assert isinstance(root, pygit2.Tree)
+        self.root = root
+        self._entries: dict[str, tuple[int, str] | None] = {}
+        self._listed: dict[str, list[str]] = {}  # folder -> every file path below it, sorted
+        self._matching: dict[str, list[str]] = {}  # pattern -> the file paths it matches
+        self._starting: dict[str, list[str]] = {}  # literal -> the file paths starting with it
+        self._links: set[str] = set()  # every symlink listed so far
+        self._odd: set[str] = set()  # paths listed with a "", "." or ".." part (not normal)
         self._targets: dict[str, str] = {}
+
+    def entry(self, path: str) -> tuple[int, str] | None:
+        """(filemode, object id) of the file (blob, symlink or submodule) at *path*; None when
+        there is none (a folder, or nothing)."""
+        if path not in self._entries:
+            try:
+                found = self.root[path] if path else None
+            except (KeyError, ValueError):
+                found = None
+            self._entries[path] = (
+                None
+                if found is None or found.type_str == "tree"
+                else (int(found.filemode), str(found.id))
+            )
+            if found is not None and found.filemode == LINK:
+                self._links.add(path)
+        return self._entries[path]
+
+    def _subtree(self, folder: str) -> pygit2.Tree | None:
+        if not folder:
+            return self.root
+        try:
+            entry = self.root[folder]
+        except (KeyError, ValueError):
+            return None
+        if entry.type_str != "tree":
+            return None
+        sub = self.repo[entry.id]
+        return sub if isinstance(sub, pygit2.Tree) else None
+
+    def _walk_tree(self, prefix: str, tree: pygit2.Tree, out: list[str]) -> None:
+        todo: list[tuple[str, pygit2.Tree]] = [(prefix, tree)]
+        entries, links, odd = self._entries, self._links, self._odd
+        get = self.repo.__getitem__
+        while todo:
+            at, current = todo.pop()
+            for entry in current:
+                name = entry.name or ""
+                path = at + name
+                if name in _ODD_NAMES:
+                    odd.add(path)
+                if entry.type == _TREE:
+                    todo.append((path + "/", get(entry.id)))  # type: ignore[arg-type]
+                else:
+                    mode = int(entry.filemode)
+                    entries[path] = (mode, str(entry.id))
+                    out.append(path)
+                    if mode == LINK:
+                        links.add(path)
 
     def under(self, folder: str) -> list[str]:
         """Every file path below *folder* ("" is the root), sorted."""
-        if not folder:
-            return self.paths
-        lo = bisect.bisect_left(self.paths, folder + "/")
-        hi = bisect.bisect_left(self.paths, folder + "0")  # "0" sorts right after "/"
-        return self.paths[lo:hi]
+        listed = self._listed.get(folder)
+        if listed is not None:
+            return listed
+        parts = folder.split("/") if folder else []
+        for cut in range(len(parts) - 1, -1, -1):  # a listed ancestor already holds them
+            above = self._listed.get("/".join(parts[:cut]))
+            if above is not None:
+                lo = bisect.bisect_left(above, folder + "/")
+                hi = bisect.bisect_left(above, folder + "0")  # "0" sorts right after "/"
+                listed = above[lo:hi]
+                break
+        else:
+            listed = []
+            tree = self._subtree(folder)
+            if tree is not None:
+                self._walk_tree(f"{folder}/" if folder else "", tree, listed)
+                listed.sort()
+        self._listed[folder] = listed
+        return listed
+
+    def starting_with(self, literal: str) -> list[str]:
+        """Every file path that starts with *literal* (a superset of what a glob whose literal
+        prefix that is can match), sorted."""
+        found = self._starting.get(literal)
+        if found is not None:
+            return found
+        folder, _, stem = literal.rpartition("/")
+        if not stem:
+            found = self.under(folder)
+        else:
+            tree = self._subtree(folder)
+            base = f"{folder}/" if folder else ""
+            found = []
+            for entry in tree if tree is not None else ():
+                name = entry.name or ""
+                if name.startswith(stem):
+                    path = base + name
+                    if name in _ODD_NAMES:
+                        self._odd.add(path)
+                    if entry.type_str == "tree":
+                        found += self.under(path)
+                    else:
+                        self._entries[path] = (int(entry.filemode), str(entry.id))
+                        found.append(path)
+                        if entry.filemode == LINK:
+                            self._links.add(path)
+            found.sort()
+        self._starting[literal] = found
+        return found
+
+    def matching(self, pattern: str) -> list[str]:
+        """The file paths *pattern* matches (:func:`matches_input`), sorted."""
+        if pattern not in self._matching:
+            self.match_all([pattern])
+        return self._matching[pattern]
+
+    def match_all(self, patterns: Iterable[str]) -> None:
+        """Work out which paths each of *patterns* matches, in one pass per literal prefix: a
+        path is tried only against the patterns whose literal prefix it starts with and whose
+        literal suffix (after the last wildcard) it ends with, so many steps' globs over one
+        folder, or over the whole tree, cost about one pass over it, not one each."""
+        by_prefix: dict[str, list[str]] = {}
+        for pattern in dict.fromkeys(patterns):
+            if pattern not in self._matching:
+                by_prefix.setdefault(_literal(pattern), []).append(pattern)
+        for literal, group in by_prefix.items():
+            found: dict[str, list[str]] = {p: [] for p in group}
+            always: list[str] = []  # no literal suffix: every path is a candidate
+            by_suffix: dict[int, dict[str, list[str]]] = {}
+            for pattern in group:
+                suffix = _suffix(pattern)
+                if suffix:
+                    by_suffix.setdefault(len(suffix), {}).setdefault(suffix, []).append(pattern)
+                else:
+                    always.append(pattern)
+            lengths = sorted(by_suffix.items())
+            odd = self._odd
+            for path in self.starting_with(literal):
+                candidates = always
+                for length, table in lengths:
+                    hit = table.get(path[-length:])
+                    if hit is not None:
+                        candidates = [*candidates, *hit] if candidates else hit
+                if candidates:
+                    normal = _normalise_path(path) if path in odd else path
+                    for pattern in candidates:
+                        if _matcher(pattern)(normal):
+                            found[pattern].append(path)
+            self._matching.update(found)
+
+    def links_for(self, patterns: Iterable[str]) -> list[str]:
+        """The symlinks :func:`_could_match_below` can hold for: those whose path starts with a
+        pattern's literal prefix, and those on the way to it (a prefix of it ending at a
+        ``/``); sorted."""
+        links: set[str] = set()
+        for pattern in patterns:
+            literal = _literal(pattern)
+            self.starting_with(literal)  # lists them, and every link among them
+            links.update(link for link in self._links if link.startswith(literal))
+            for at, ch in enumerate(literal):
+                if ch == "/" and self.mode(literal[:at]) == LINK:
+                    links.add(literal[:at])
+        return sorted(links)
+
+    def listed_entries(self) -> dict[str, tuple[int, str] | None]:
+        """(filemode, object id) of every path looked at so far, None for none there."""
+        return self._entries
+
+    def no_links_among(self, paths: list[str]) -> bool:
+        """Whether none of *paths* (listed ones) is a symlink."""
+        return not self._links or self._links.isdisjoint(paths)
+
+    def mode(self, path: str) -> int | None:
+        entry = self.entry(path)
+        return entry[0] if entry is not None else None
 
     def is_folder(self, path: str) -> bool:
         return not path or bool(self.under(path))
 
     def target(self, link: str) -> str:
         if link not in self._targets:
-            blob = self.repo[pygit2.Oid(hex=self.entries[link][1])]
+            entry = self.entry(link)
+            assert entry is not None
+            blob = self.repo[pygit2.Oid(hex=entry[1])]
             assert isinstance(blob, pygit2.Blob)
             self._targets[link] = blob.data.decode("utf-8", "surrogateescape")
         return self._targets[link]
@@ -157,7 +350,7 @@ class _Tree:
                 where.pop()
                 continue
             path = "/".join([*where, part])
-            entry = self.entries.get(path)
+            entry = self.entry(path)
             if entry is None:
                 if not self.is_folder(path):
                     raise _Nowhere  # dangling
@@ -180,11 +373,27 @@ class _Tree:
         return text.split("/")
 
 
+def _literal(pattern: str) -> str:
+    """The part of a (normalised) pattern before its first wildcard: every path it matches
+    starts with it."""
+    return re.split(r"[*?\[]", _normalise_path(pattern), maxsplit=1)[0]
+
+
+def _suffix(pattern: str) -> str:
+    """The literal end of a pattern with wildcards (every path it matches ends with it); "" for
+    a pattern without wildcards (it also names everything below it) or one ending in one."""
+    normal = _normalise_path(pattern)
+    if not any(ch in normal for ch in "*?["):
+        return ""
+    last = normal.split("**/")[-1]  # "**/" may match nothing at all: the "/" before it too
+    return re.split(r"[*?\[\]]", last)[-1]
+
+
 def _could_match_below(patterns: Iterable[str], path: str) -> bool:
     """Whether some pattern might match a path below *path* (its literal prefix allows it)."""
     below = path + "/"
     for pattern in patterns:
-        literal = re.split(r"[*?\[]", _normalise_path(pattern), maxsplit=1)[0]
+        literal = _literal(pattern)
         if literal.startswith(below) or below.startswith(literal):
             return True
     return False
@@ -212,9 +421,12 @@ class _Cover:
 
     def paths(self) -> list[str]:
         tree = self.tree
-        follow = [p for p in tree.paths if self.matches(p)]
+        found: set[str] = set()
+        for pattern in self.patterns:
+            found.update(tree.matching(pattern))
+        follow = sorted(found)
         passed: list[str] = []
-        for link in tree.links:
+        for link in tree.links_for(self.patterns):
             if not self.matches(link) and _could_match_below(self.patterns, link):
                 self.through(link, link, 0, [link.rpartition("/")[0]], follow, passed)
         return sorted(self.closure(follow, passed))
@@ -244,7 +456,7 @@ class _Cover:
             seen = f"{shown}/{real[len(target) + 1 :] if target else real}"
             if self.matches(seen):
                 follow.append(real)
-            elif self.tree.entries[real][0] == LINK and _could_match_below(self.patterns, seen):
+            elif self.tree.mode(real) == LINK and _could_match_below(self.patterns, seen):
                 self.through(real, seen, depth + 1, [*folders, target], follow, passed)
         if len(follow) > found:
             passed += on_the_way
@@ -252,6 +464,10 @@ class _Cover:
     def closure(self, follow: list[str], passed: list[str]) -> set[str]:
         """*follow*, *passed* and everything the links in *follow* lead to, transitively (the
         links passed on the way count by their own text)."""
+        if self.tree.no_links_among(follow):  # nothing to follow: the same, counted at once
+            distinct = set(follow)
+            self.visit(len(distinct))
+            return distinct.union(passed)
         covered = set(passed)
         followed: set[str] = set()
         folders: set[str] = set()
@@ -263,7 +479,7 @@ class _Cover:
             followed.add(path)
             covered.add(path)
             self.visit(1)
-            if self.tree.entries[path][0] != LINK:
+            if self.tree.mode(path) != LINK:
                 continue
             kind, target, on_the_way = self.tree.resolve(path)
             covered.update(on_the_way)
@@ -289,25 +505,69 @@ def _covered(tree: _Tree, patterns: tuple[str, ...]) -> list[tuple[str, int, str
         paths = _Cover(tree, patterns).paths()
     except _TooMany:
         return None
-    return [(p, *tree.entries[p]) for p in paths]
+    entries = tree.listed_entries()
+    out = []
+    for path in paths:
+        entry = entries.get(path) or tree.entry(path)
+        assert entry is not None
+        out.append((path, *entry))
+    return out
+
+
+_DIGESTS: dict[tuple[object, ...], dict[StepId, str]] = {}  # the last few, by what they depend on
+_DIGESTS_KEPT = 8
 
 
 def input_digests(repo: pygit2.Repository, plan: Plan, tree_id: str) -> dict[StepId, str]:
+    """Every step's input digest for the tree *tree_id* (the module docstring). Remembered in this
+    process for the last few (repository, tree, steps' contracts, inputs and dependencies): a
+    tree id names its content forever, so ``run`` and the gate judging the same tree right after
+    share one reading of it."""
+    where = getattr(repo, "path", None)
+    contracts = {s.id: step_digest(plan, s) for s in plan.steps}  # once each: RFC 8785 is slow
+    key = (
+        os.path.realpath(where) if where else id(repo),
+        tree_id,
+        (MAX_VISITS, MAX_LINK_DEPTH, MAX_LINK_HOPS),
+        tuple(
+            (s.id, contracts[s.id], tuple(s.inputs), tuple(sorted(s.dependency_ids())))
+            for s in plan.steps
+        ),
+    )
+    found = _DIGESTS.get(key)
+    if found is None:
+        found = _input_digests(repo, plan, tree_id, contracts)
+        if len(_DIGESTS) >= _DIGESTS_KEPT:
+            del _DIGESTS[next(iter(_DIGESTS))]
+        _DIGESTS[key] = found
+    return dict(found)
+
+
+def _input_digests(
+    repo: pygit2.Repository, plan: Plan, tree_id: str, contracts: Mapping[StepId, str]
+) -> dict[StepId, str]:
     tree: _Tree | None = None
     digests: dict[StepId, str] = {}
+    lines: dict[tuple[str, ...], bytes] = {}  # the covered files' lines, by the steps' inputs
+    used = [p for step in plan.steps for p in step.inputs]
     for sid in topological_order(plan):
         step = plan.step(sid)
         assert step is not None
         h = hashlib.sha256()
-        h.update(step_digest(plan, step).encode())
+        h.update(contracts[sid].encode())
         if step.inputs:
-            if tree is None:
-                tree = _Tree(repo, tree_id)
-            covered = _covered(tree, tuple(step.inputs))
-            if covered is None:
-                h.update(f"\ntree {tree_id}".encode())
-            for path, mode, oid in covered or ():
-                h.update(f"\n{mode:o} {path} {oid}".encode())
+            patterns = tuple(step.inputs)
+            if patterns not in lines:
+                if tree is None:
+                    tree = _Tree(repo, tree_id)
+                    tree.match_all(used)
+                covered = _covered(tree, patterns)
+                lines[patterns] = (
+                    f"\ntree {tree_id}".encode()
+                    if covered is None
+                    else "".join(f"\n{mode:o} {path} {oid}" for path, mode, oid in covered).encode()
+                )
+            h.update(lines[patterns])
         else:
             h.update(f"\ntree {tree_id}".encode())
         for dep in sorted(step.dependency_ids()):

@@ -440,6 +440,7 @@ def build_plan(value: Mapping[str, Any], *, name: str, source: str) -> tuple[Pla
         ignored_paths=tuple(value.get("ignored_paths", ())),
         filters=tuple(value.get("filters", ())),
         python=str(value.get("python", "python3")),
+        protect=tuple(dict.fromkeys(value.get("protect", ()))),
     )
     return plan, problems
 

@@ -186,6 +186,8 @@ class Plan:
     ignored_paths: tuple[str, ...] = ()
     filters: tuple[str, ...] = ()
     python: str = "python3"
+    # globs of files the seal binds besides those the checks name; "!glob" exempts (plan/protect)
+    protect: tuple[str, ...] = ()
 
     def step(self, step_id: StepId) -> Step | None:
         return self._index.get(step_id)

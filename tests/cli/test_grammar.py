@@ -68,6 +68,13 @@ def test_every_option_of_the_fast_commands_is_parsed_fast() -> None:
     assert grammar.STATUS.parse(["HEAD", "-p", "app"]) == {
         "rev": "HEAD",
         "plan": "app",
+        "for_ref": None,
+        "as_json": False,
+    }
+    assert grammar.STATUS.parse(["--for", "refs/heads/main"]) == {
+        "rev": None,
+        "plan": None,
+        "for_ref": "refs/heads/main",
         "as_json": False,
     }
     assert grammar.VERIFY.parse(["--json"]) == {"as_json": True}

@@ -216,3 +216,18 @@ def test_init_refuses_a_plan_name_that_escapes(repo: GitRepo) -> None:
     result = audit(repo.path, "init", "--plan", "../../evil")
     assert result.code == 2 and "not allowed" in result.err
     assert not (repo.path.parent / "evil.json").exists()
+
+
+def test_show_lists_the_protected_files(repo: GitRepo) -> None:
+    plan = two_step_plan()
+    plan["steps"][0]["verify"] = [{"type": "run", "argv": ["sh", "tools/check.sh", "out.txt"]}]
+    plan["protect"] = ["fixtures/**"]
+    repo.write_plan(plan)
+    repo.write("tools/check.sh", "exit 0\n")
+    repo.write("fixtures/a.json", "{}\n")
+    repo.write("out.txt", "work\n")
+    result = audit(repo.path, "plan", "show")
+    assert result.code == 0, result.err
+    assert "protected files (2): fixtures/a.json, tools/check.sh" in result.out
+    doc = audit(repo.path, "plan", "show", "--json").json()["plans"][0]
+    assert doc["protected"] == ["fixtures/a.json", "tools/check.sh"]

@@ -214,3 +214,26 @@ def test_the_pre_commit_framework_hook_leaves_audit_refs_to_the_server(setup: Se
     assert "is blocked: the gate says UNKNOWN" in blocked.stderr
     # the work tree, without the variables
     assert pre_commit_hook(client).returncode == 1
+
+
+def test_doctor_checks_the_refspec_of_a_remote_added_later(setup: Setup, tmp_path: Path) -> None:
+    client = setup.client.path
+    assert "ok  refspecs: 1 remote(s) fetch refs/audit/*" in audit(client, "doctor").out
+    mirror = tmp_path / "mirror.git"
+    git(tmp_path, "clone", "-q", "--mirror", str(setup.server), str(mirror))
+    git(client, "remote", "add", "mirror", str(mirror))  # after `git audit init`
+    doctor = audit(client, "doctor")
+    assert doctor.code != 0
+    assert "BAD refspecs: remotes without the audit fetch refspec: mirror (absent)" in doctor.out
+    assert "git audit sync" in doctor.out  # the fix it names
+    synced = audit(client, "sync", "mirror")
+    assert synced.code == 0, synced.err
+    assert "fetch refspec for mirror: installed" in synced.out
+    assert "+refs/audit/*:refs/gitaudit/remotes/mirror/audit/*" in git(
+        client, "config", "--get-all", "remote.mirror.fetch"
+    )
+    assert "ok  refspecs: 2 remote(s) fetch refs/audit/*" in audit(client, "doctor").out
+    assert git(client, "fetch", "-q", "mirror") == ""
+    assert git(client, "rev-parse", "refs/gitaudit/remotes/mirror/audit/plans").strip() == (
+        setup.server_ref("refs/audit/plans")
+    )

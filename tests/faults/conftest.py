@@ -422,28 +422,38 @@ def load_client(
                 time.sleep(rng.uniform(0.0, min(3.0, 0.5 * attempts)))
             record.update(accepted=accepted, attempts=attempts, races=races, error=err[-3000:])
         else:
-            before = git(work, "rev-parse", RUNS_REF).strip()
-            refs = [f"c{client}"]
-            if kind != "unproven":
-                record["run"] = _forged_run(work, kind, mallory)
-                refs.append(RUNS_REF)
-            proc = subprocess.run(
-                ["git", "push", "--no-verify", "--atomic", "origin", *refs],
-                cwd=work,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            refs = [f"c{client}"] + ([RUNS_REF] if kind != "unproven" else [])
+            attempts, races = 0, 0
+            while True:
+                attempts += 1
+                if kind != "unproven":
+                    # as an attacker would: build on the server's newest runs, so that only the
+                    # hook, never git's fast-forward rule, stands between the forgery and the ref
+                    git(work, "fetch", "-q", "origin", f"+{RUNS_REF}:{RUNS_REF}")
+                    record["run"] = _forged_run(work, kind, mallory)
+                proc = subprocess.run(
+                    ["git", "push", "--no-verify", "--atomic", "origin", *refs],
+                    cwd=work,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                declined = "pre-receive hook declined" in proc.stderr
+                lost_race = not declined and RACE_MARKERS.search(proc.stderr) is not None
+                if proc.returncode == 0 or not lost_race or attempts >= max_attempts:
+                    break
+                races += 1  # another client moved the runs ref between our fetch and push
+                time.sleep(rng.uniform(0.0, min(3.0, 0.5 * attempts)))
             record.update(
                 accepted=proc.returncode == 0,
-                declined_by_hook="pre-receive hook declined" in proc.stderr,
+                declined_by_hook=declined,
                 error=proc.stderr[-3000:],
-                attempts=1,
-                races=0,
+                attempts=attempts,
+                races=races,
             )
             if proc.returncode != 0:
                 git(work, "reset", "-q", "--hard", "HEAD~1")
-                git(work, "update-ref", RUNS_REF, before)
+                git(work, "fetch", "-q", "origin", f"+{RUNS_REF}:{RUNS_REF}")
         record["seconds"] = round(time.monotonic() - started, 3)
         records.append(record)
     print(json.dumps(records))

@@ -36,7 +36,7 @@ from tests.gitrepo import audit, git
 CLIENTS = 8
 PUSHES_EACH = 25  # 200 pushes in total
 MIX = {"pass": 5, "unproven": 7, "forged": 7, "replayed": 6}  # of each client's 25
-MAX_ATTEMPTS = 20  # per passing push: the first try plus retries after a lost race
+MAX_ATTEMPTS = 20  # per push: the first try plus retries after a lost race on the runs ref
 # why the server declines each kind (the hook's own words)
 DECLINED_BECAUSE = {
     "unproven": "UNKNOWN",

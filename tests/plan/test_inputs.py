@@ -9,6 +9,7 @@ import pytest
 from gitaudit.git.repo import open_repo
 from gitaudit.plan import inputs
 from gitaudit.plan.inputs import covered_files, matches_input
+from gitaudit.plan.model import Plan
 from tests.gitrepo import GitRepo
 
 FILES = {
@@ -130,3 +131,74 @@ def test_following_links_is_bounded(repo: GitRepo, monkeypatch: pytest.MonkeyPat
     tree = _tree(repo, {"pkg/lib": "../real"})
     monkeypatch.setattr(inputs, "MAX_VISITS", 2)
     assert covered_files(open_repo(repo.path).git, tree, ["pkg/**"]) is None
+
+
+GLOBS = [
+    "real",
+    "real/",
+    "./real/deep",
+    "real/**",
+    "**/c.txt",
+    "**/*.txt",
+    "r*/*.txt",
+    "*/b.txt",
+    "*.txt",
+    "real/**/c.txt",
+    "real/d*/**",
+    "[or]*/?.txt",
+    "other/z.txt",
+    "re[a",
+    "**",
+    "nothing/**",
+    "real/a.txt/x",
+]
+
+
+@pytest.mark.parametrize("glob", GLOBS)
+def test_one_pass_matching_is_the_per_file_definition(repo: GitRepo, glob: str) -> None:
+    """The tree is read lazily and the globs of all steps are matched together (by literal
+    prefix and suffix); what each covers is exactly the files :func:`matches_input` accepts."""
+    tree = _tree(repo, {})
+    git = open_repo(repo.path).git
+    direct = sorted(f for f in inputs.tree_files(git, tree) if matches_input(glob, f[0]))
+    assert covered_files(git, tree, [glob]) == direct
+    reading = inputs._Tree(git, tree)
+    reading.match_all(GLOBS)  # every step's globs at once, as input_digests does
+    assert reading.matching(glob) == [path for path, _, _ in direct]
+
+
+def test_digests_are_shared_within_a_process_only_for_the_same_tree_and_steps(
+    repo: GitRepo,
+) -> None:
+    """A run and the gate judging the same tree right after read it once; another tree, or a
+    step whose inputs differ, is computed afresh."""
+    tree = _tree(repo, {})
+    git = open_repo(repo.path).git
+    plan = _plan(["real/**"])
+    first = inputs.input_digests(git, plan, tree)
+    assert inputs.input_digests(git, plan, tree) == first
+    assert inputs.input_digests(git, _plan(["other/**"]), tree) != first
+    repo.write("real/a.txt", "changed\n")
+    repo.commit("changed")
+    assert inputs.input_digests(git, plan, repo.head_tree()) != first
+
+
+def _plan(globs: list[str]) -> Plan:
+    from gitaudit.plan.load import build_plan
+
+    doc = {
+        "task": "inputs",
+        "requirements": [{"id": "REQ-001", "description": "it works"}],
+        "steps": [
+            {
+                "id": "a",
+                "depends_on": [],
+                "covers": ["REQ-001"],
+                "inputs": globs,
+                "verify": [{"type": "run", "argv": ["true"]}],
+            }
+        ],
+    }
+    plan, problems = build_plan(doc, name="default", source="test")
+    assert not problems
+    return plan

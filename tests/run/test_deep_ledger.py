@@ -6,9 +6,14 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pygit2
+import pytest
+
 from gitaudit.cli.context import signer_for
+from gitaudit.crypto.signers import Signer
 from gitaudit.gate.judge import judge
 from gitaudit.git.repo import open_repo
+from gitaudit.ledger import lookup
 from gitaudit.ledger.runs import append_run
 from tests.gitrepo import GitRepo, audit
 from tests.run.conftest import Sealer, make_plan, run_step
@@ -54,3 +59,108 @@ def test_deep_evidence_is_confirmed_and_a_lying_cache_is_caught(
     assert result.verdict == "FAIL" and result.plans[0].reasons[0].code == "evidence.ledger"
     assert f"the newest is {newer[:12]}" in result.plans[0].reasons[0].message
     assert genuine
+
+
+def test_a_remembered_confirmation_walks_only_the_newer_runs(
+    repo: GitRepo, sealed: Sealer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the run was confirmed newest at a tip, the next judgement walks down to that tip
+    only: git's whole-chain search is not asked again, however deep the run lies."""
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    _pad(repo, 300)
+    assert judge(open_repo(repo.path), "HEAD").verdict == "PASS"  # walks once, remembers
+    _pad(repo, 5)
+
+    def no_deep_walk(*args: object) -> None:
+        raise AssertionError("the remembered confirmation was not used")
+
+    monkeypatch.setattr(lookup, "_confirm_with_git", no_deep_walk)
+    assert judge(open_repo(repo.path), "HEAD").verdict == "PASS"
+
+
+def test_a_remembered_confirmation_never_hides_a_newer_run(repo: GitRepo, sealed: Sealer) -> None:
+    """A newer run for the tree after the remembered tip is found by the walk down to it, and a
+    statement that does not carry the local key's MAC (forged, or moved to another tip) counts
+    for nothing."""
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    genuine = repo.git("rev-parse", "refs/audit/runs/default").strip()
+    _pad(repo, 3)
+    assert judge(open_repo(repo.path), "HEAD").plans[0].run == genuine  # remembered
+    newer = _pad(repo, 1, tree=repo.head_tree())[0]
+    _pad(repo, 3)
+    handle = open_repo(repo.path)
+    db = sqlite3.connect(handle.gitdir / "gitaudit" / "index.sqlite")
+    judge(handle, "HEAD")
+    db.execute("UPDATE runs SET tree='x' WHERE commit_id=?", (newer,))  # the cache hides it
+    db.commit()
+    db.close()
+    result = judge(open_repo(repo.path), "HEAD")
+    assert result.verdict == "FAIL" and result.plans[0].reasons[0].code == "evidence.ledger"
+    assert newer[:12] in result.plans[0].reasons[0].message
+
+    # a statement moved to the current tip without the key: ignored, the walk still catches it
+    path = handle.gitdir / "gitaudit" / lookup.CONFIRMED
+    doc = json.loads(path.read_text())
+    tip = repo.git("rev-parse", "refs/audit/runs/default").strip()
+    for item in doc["statements"]:
+        if item["run"] == genuine:
+            item["through"] = tip
+    path.write_text(json.dumps(doc))
+    result = judge(open_repo(repo.path), "HEAD")
+    assert result.verdict == "FAIL" and newer[:12] in result.plans[0].reasons[0].message
+
+
+def _copies(
+    repo: GitRepo,
+    count: int,
+    signer: Signer | None = None,
+    extra_check: bool = False,
+    template: str = "refs/audit/runs/default",
+) -> None:
+    """*count* valid run commits: *template*'s whole evidence tree, for other trees."""
+    from gitaudit.ledger.objects import read_files
+
+    handle = open_repo(repo.path)
+    files = read_files(handle.git, handle.git.revparse_single(template).peel(pygit2.Tree))
+    doc = json.loads(files["run.json"])
+    if extra_check:  # run.json records a second check whose files the tree lacks
+        doc["steps"]["a"]["checks"].append(doc["steps"]["a"]["checks"][0])
+    for i in range(count):
+        doc["tree"] = f"{i + 1:040x}"
+        files["run.json"] = json.dumps(doc).encode()
+        message = f"audit(default): PASS\n\nAudit-Tree: {doc['tree']}\n"
+        append_run(handle.git, "default", files, message, signer or signer_for(handle, None))
+
+
+@pytest.mark.parametrize("bad", ["signature", "missing"])
+def test_verification_split_among_processes_reports_as_one_process(
+    repo: GitRepo, sealed: Sealer, monkeypatch: pytest.MonkeyPatch, bad: str
+) -> None:
+    """Many commits are verified by worker processes; the count and the first problem in chain
+    order are what a single process reports, for a forged signature or a tree that lacks what
+    its run.json records."""
+    from gitaudit.crypto.signers import Ed25519Signer
+    from gitaudit.ledger import verify
+
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    _copies(repo, 6)
+    if bad == "signature":
+        _copies(repo, 1, signer=Ed25519Signer.generate())
+    else:
+        _copies(repo, 1, extra_check=True)
+    _copies(repo, 5, template="refs/audit/runs/default~1")
+    handle = open_repo(repo.path)
+
+    def report() -> tuple[dict[str, int], list[str]]:
+        (handle.gitdir / "gitaudit" / "watermarks.json").unlink(missing_ok=True)
+        got = verify.verify_all(open_repo(repo.path), remember=False)
+        return got.verified, got.problems
+
+    serial = report()
+    assert len(serial[1]) == 1 and serial[0]["refs/audit/runs/default"] == 5, serial
+    monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(verify, "_jobs", lambda count: 3)
+    assert report() == serial

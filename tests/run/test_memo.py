@@ -61,6 +61,7 @@ def entries(repo: GitRepo) -> list[dict[str, Any]]:
 def passing(repo: GitRepo, sealed: Sealer) -> GitRepo:
     sealed(make_plan(run_step("a", "true")))
     assert audit(repo.path, "run").code == 0
+    memo.forget(repo.path / ".git")  # the run refreshed it (see below): start without it
     return repo
 
 
@@ -93,7 +94,9 @@ def test_a_forged_entry_is_ignored(passing: GitRepo) -> None:
     assert parsed is not None
     rekeyed = {**forged, "mac": memo._mac(os.urandom(32), parsed)}  # a MAC under another key
     for entry in (forged, rekeyed):
-        memo_file(passing).write_text(json.dumps({"format": 1, "entries": [genuine, entry]}))
+        memo_file(passing).write_text(
+            json.dumps({"format": memo.FORMAT, "entries": [genuine, entry]})
+        )
         code, path, err = pre_push(passing)
         assert (code, path) == (1, "full") and "UNKNOWN" in err
 
@@ -115,7 +118,7 @@ def test_a_rewound_ledger_is_judged_not_remembered(passing: GitRepo) -> None:
     passing.write("new.txt", "more\n")
     passing.commit("more")
     assert audit(passing.path, "run").code == 0
-    assert pre_push(passing)[:2] == (0, "full")  # sees the new tip: it becomes a mark
+    assert pre_push(passing)[:2] == (0, "memo")  # the run judged (and marked) the new tip
     passing.git("update-ref", "refs/audit/runs/default", first)
     code, path, err = pre_push(passing, "HEAD~1")
     assert (code, path) == (1, "full") and "moved backwards or was rewritten" in err
@@ -124,13 +127,15 @@ def test_a_rewound_ledger_is_judged_not_remembered(passing: GitRepo) -> None:
 def test_the_clock_and_expiry_bound_an_entry(repo: GitRepo, sealed: Sealer) -> None:
     sealed(make_plan(run_step("a", "true", valid_for="1h")))
     assert audit(repo.path, "run").code == 0
-    assert pre_push(repo)[:2] == (0, "full")
+    assert pre_push(repo)[:2] == (0, "memo")  # the run refreshed it
     (entry,) = entries(repo)
     assert entry["until"] is not None and 3500 < entry["until"] - entry["made"] <= 3600 + 300
     found = memo.snapshot(repo.path, revs=["HEAD"])
     assert found is not None
     snap, (tree,) = found
+    assert entry["ref"] == ""  # no evidence rule for the pushed ref: as judged for no ref
     assert memo.lookup(snap, tree, entry["made"]) is not None
+    assert memo.lookup(snap, tree, entry["made"], "refs/heads/main") is not None
     assert memo.lookup(snap, tree, entry["until"]) is None  # expired
     assert memo.lookup(snap, tree, entry["made"] - 1) is None  # the clock went back
 
@@ -148,8 +153,7 @@ def test_a_required_tool_that_left_path_is_judged_again(
     plan["required_tools"] = ["frobnicate"]
     sealed(plan)
     assert audit(repo.path, "run").code == 0
-    assert pre_push(repo)[:2] == (0, "full")
-    assert pre_push(repo)[:2] == (0, "memo")
+    assert pre_push(repo)[:2] == (0, "memo")  # the run refreshed it
     tool.unlink()
     code, path, err = pre_push(repo)
     assert (code, path) == (1, "full") and "frobnicate" in err
@@ -253,3 +257,110 @@ def test_a_changed_trust_anchor_invalidates(passing: GitRepo) -> None:
     Path(found.file).write_text(json.dumps(doc))  # same pin, other bytes
     assert pre_push(passing)[:2] == (0, "full")
     assert pre_push(passing)[:2] == (0, "memo")
+
+
+def test_a_passing_run_refreshes_the_memo_for_the_push_after_it(
+    repo: GitRepo, sealed: Sealer
+) -> None:
+    """`git audit run` judges the tree it recorded (as a commit of it, as pre-push will) and
+    the memo keeps the PASS: a push right after the run needs no full gate."""
+    sealed(make_plan(run_step("a", "true")))
+    assert not memo_file(repo).exists()
+    assert audit(repo.path, "run").code == 0
+    assert [e["tree"] for e in entries(repo)] == [repo.head_tree()]
+    assert pre_push(repo)[:2] == (0, "memo")
+
+
+def test_a_refreshed_memo_is_invalidated_by_a_moved_ref(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    tip = repo.git("rev-parse", "refs/audit/runs/default").strip()
+    repo.git("update-ref", "refs/audit/runs/elsewhere", tip)  # any audit ref moving
+    assert pre_push(repo)[:2] == (0, "full")
+    assert pre_push(repo)[:2] == (0, "memo")  # judged afresh in the new state, remembered
+
+
+def test_a_moved_remote_tracking_ledger_invalidates(repo: GitRepo, sealed: Sealer) -> None:
+    """Fetched ledgers (refs/gitaudit/remotes/...) are evidence the gate reads (and checks for
+    rewinds): a PASS is served only while they are exactly as they were judged."""
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    assert pre_push(repo)[:2] == (0, "memo")
+    tip = repo.git("rev-parse", "refs/audit/runs/default").strip()
+    repo.git("update-ref", "refs/gitaudit/remotes/origin/audit/runs/default", tip)
+    assert pre_push(repo)[:2] == (0, "full")
+    assert pre_push(repo)[:2] == (0, "memo")
+
+
+def test_a_changed_ignorecase_invalidates(repo: GitRepo, sealed: Sealer) -> None:
+    """core.ignorecase decides how claimed paths are matched, so it is part of the state."""
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    assert pre_push(repo)[:2] == (0, "memo")
+    repo.git("config", "core.ignorecase", "true")
+    assert pre_push(repo)[:2] == (0, "full")
+
+
+def test_a_run_that_does_not_pass_remembers_nothing(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(run_step("a", "false")))
+    assert audit(repo.path, "run").code == 1
+    assert not memo_file(repo).exists()
+    code, path, err = pre_push(repo)
+    assert (code, path) == (1, "full") and "FAIL" in err
+
+
+STATUS_PROBE = (
+    "import sys\n"
+    "from gitaudit.cli.entry import main\n"
+    "try:\n"
+    "    main(['status'])\n"
+    "except SystemExit as exc:\n"
+    "    code = exc.code\n"
+    "sys.stderr.write('full' if 'pygit2' in sys.modules else 'memo')\n"
+    "sys.exit(code)\n"
+)
+
+
+def status_probe(repo: GitRepo) -> tuple[int, str, str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", STATUS_PROBE],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.returncode, proc.stdout, proc.stderr.strip()
+
+
+def test_status_of_the_work_tree_is_served_from_the_memo_as_the_gate_prints_it(
+    passing: GitRepo,
+) -> None:
+    full = status_probe(passing)
+    assert full[0] == 0 and full[2] == "full"  # judged in full, remembered
+    served = status_probe(passing)
+    assert served == (0, full[1], "memo")  # the same lines, without pygit2
+    passing.write("new.txt", "untested\n")  # another tree: judged in full, and explained
+    code, out, path = status_probe(passing)
+    assert (code, path) == (3, "full") and "UNKNOWN" in out
+
+
+def test_status_is_not_served_from_an_entry_with_notes(
+    passing: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PASS that relied on ignored paths (or live steps) came with notes: judging the work
+    tree checks those files beyond the tree, so such an entry never answers `status`."""
+    from gitaudit.cli import reading
+
+    found = memo.snapshot(passing.path)
+    assert found is not None
+    kwargs: dict[str, Any] = dict(
+        tree=passing.head_tree(), made=0.0, until=None, tools=(), protect=(), commit_msg="claims"
+    )
+    monkeypatch.chdir(passing.path)
+    runs = (("default", "0" * 40),)
+    assert memo.remember(found[0], runs=runs, notes=(("default", "a note"),), **kwargs)
+    assert reading._remembered_status()[1] is False
+    found = memo.snapshot(passing.path)
+    assert found is not None
+    assert memo.remember(found[0], runs=runs, **kwargs)
+    assert reading._remembered_status()[1] is True

@@ -1,0 +1,236 @@
+"""The PreToolUse guard: refuses the tool calls that edit what the gate stands on.
+
+* File edits (``Write``, ``Edit``, ``MultiEdit``: ``file_path``; ``NotebookEdit``:
+  ``notebook_path``; Codex's ``apply_patch``: each file its patch body names) of a guarded
+  path: anything in a git directory (this repository's, found with git, or any path with a
+  ``.git`` component), the plans (``.gitaudit/``), the hosts' hook settings (``.claude/
+  settings.json``, ``.claude/settings.local.json``, ``.codex/hooks.json``, ``.codex/config.
+  toml``, in the project or the user's home), gitaudit's home (keys, trust anchors, the memo
+  key) and the files the checks run (:func:`gitaudit.agent.protected.protected_paths`).
+* ``Bash`` commands that bypass the gate or write a guarded path
+  (:mod:`gitaudit.agent.bypass`).
+
+Paths are resolved as the tool would: relative ones from the payload's ``cwd``, ``~`` and
+variables expanded, ``..`` and symbolic links followed (both the path as written and where it
+leads are checked). Every other tool passes with no output. Standard library only, and nothing
+is computed that the call does not need: an edit outside the guarded folders costs one git
+process for the protected files, a read-only tool none.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from gitaudit.agent import payload as payloads
+from gitaudit.agent.hosts import ALLOW, Answer
+
+if TYPE_CHECKING:
+    from gitaudit.agent.protected import Protection
+
+EDIT_TOOLS = {
+    "Write": "file_path",
+    "Edit": "file_path",
+    "MultiEdit": "file_path",
+    "NotebookEdit": "notebook_path",
+}
+PATCH_TOOLS = {"apply_patch"}  # Codex: tool_input.command is the patch body
+SETTINGS_FILES = (
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+    ".codex/hooks.json",
+    ".codex/config.toml",
+)  # the hosts' hook settings: in the project, and the same names in the user's home
+AFTER = " `git audit status` says what the gate wants instead."
+
+
+def decide(raw: bytes) -> Answer:
+    """The guard's decision for the host payload *raw* (a ``PreToolUse`` call)."""
+    doc = payloads.load(raw)
+    tool = payloads.field(doc, "tool_name", str, required=True)
+    if tool not in EDIT_TOOLS and tool not in PATCH_TOOLS and tool != "Bash":
+        return ALLOW
+    tool_input = payloads.field(doc, "tool_input", dict, required=True)
+    places = Places(payloads.project_dir())
+    cwd = payloads.field(doc, "cwd", str) or places.project
+    if tool == "Bash":
+        from gitaudit.agent.bypass import refusal
+
+        command = payloads.field(tool_input, "command", str, required=True)
+        why = refusal(
+            command, lambda word, base: places.write_refusal(word, base, expand=True), cwd
+        )
+    elif tool in PATCH_TOOLS:
+        from gitaudit.agent.patches import patch_paths
+
+        body = payloads.field(tool_input, "command", str, required=True)
+        why = next(
+            (
+                f"{tool} writing `{path}` is refused: {why}"
+                for path in patch_paths(body)
+                if (why := places.write_refusal(path, cwd))
+            ),
+            None,
+        )
+    else:
+        path = payloads.field(tool_input, EDIT_TOOLS[tool], str, required=True)
+        why = places.write_refusal(path, cwd)
+        why = f"{tool} of `{path}` is refused: {why}" if why else None
+    return Answer(False, why) if why else ALLOW
+
+
+class Places:
+    """The guarded places of the project at *project* (computed when first needed)."""
+
+    def __init__(self, project: str) -> None:
+        self.project = project
+
+    @cached_property
+    def repository(self) -> tuple[str | None, tuple[str, ...]]:
+        """(work tree root, git directories), real paths; (None, ()) outside a repository."""
+        from gitaudit.git.call import run_git
+
+        proc = run_git(
+            [
+                "rev-parse",
+                "--path-format=absolute",
+                "--show-toplevel",
+                "--git-dir",
+                "--git-common-dir",
+            ],
+            cwd=self.project,
+            check=False,
+        )
+        lines = proc.out.splitlines()
+        if proc.code != 0 or len(lines) != 3:
+            return None, ()
+        return os.path.realpath(lines[0]), tuple(os.path.realpath(p) for p in lines[1:])
+
+    @cached_property
+    def protected(self) -> Protection:
+        from gitaudit.agent.protected import Protection, protection
+
+        root = self.repository[0]
+        return protection(root) if root is not None else Protection(())
+
+    @cached_property
+    def home(self) -> str:
+        from gitaudit.places import home_dir
+
+        return os.path.realpath(home_dir())
+
+    def write_refusal(self, word: str, cwd: str, *, expand: bool = False) -> str | None:
+        """Why writing the path *word* (from *cwd*) is refused, or None. With *expand* (a shell
+        word), it is expanded as a shell would (``~``, ``$VAR``, globs)."""
+        words = _braces(word) if expand else [word]
+        candidates = []
+        for each in words:
+            path = os.path.join(
+                cwd, os.path.expanduser(os.path.expandvars(each) if expand else each)
+            )
+            candidates.append(path)
+            if expand and glob.has_magic(path):
+                candidates += glob.glob(path, include_hidden=True)
+        for candidate in candidates:
+            why = self._refusal(candidate)
+            if why:
+                return why
+        return None
+
+    def _refusal(self, path: str) -> str | None:
+        lexical = os.path.normpath(path)
+        real = os.path.realpath(path)
+        for where in dict.fromkeys((lexical, real)):
+            why = (
+                self._git_dir(where)
+                or self._home(where)
+                or self._host_settings(where)
+                or self._in_tree(where)
+            )
+            if why:
+                return why
+        return None
+
+    def _git_dir(self, path: str) -> str | None:
+        gitdirs = self.repository[1]
+        inside = any(_within(path, d) for d in gitdirs)
+        if not inside and not any(part.lower() == ".git" for part in path.split(os.sep)):
+            return None
+        return (
+            "it is inside a git directory, where the hooks, the refs (refs/audit/* holds the "
+            "seals and evidence) and the configuration the gate relies on live. Change the "
+            "repository with git commands (add, commit, ...), and leave hooks, refs and config "
+            "as they are." + AFTER
+        )
+
+    def _home(self, path: str) -> str | None:
+        if not _within(path, self.home):
+            return None
+        return (
+            f"it is in gitaudit's home ({self.home}): the signing keys, the trust anchors and the "
+            "verdict memo's key, which only the user manages." + AFTER
+        )
+
+    def _host_settings(self, path: str) -> str | None:
+        """The hosts' user-level settings (``~/.claude/settings.json``, ``~/.codex/hooks.json``,
+        ``~/.codex/config.toml``, ...), which can switch the project's hooks off too."""
+        home = os.path.expanduser("~")
+        for name in SETTINGS_FILES:
+            if any(
+                path == os.path.join(user, *name.split("/"))
+                for user in {os.path.normpath(home), os.path.realpath(home)}
+            ):
+                return (
+                    f"`~/{name}` holds the host's hook settings, which can switch this agent's "
+                    "hooks (gitaudit's stop hook and this guard) off; only the user changes them."
+                )
+        return None
+
+    def _in_tree(self, path: str) -> str | None:
+        root = self.repository[0] or os.path.realpath(self.project)
+        if not _within(path, root) and not _within(path, self.project):
+            return None
+        base = root if _within(path, root) else self.project
+        rel = os.path.relpath(path, base).replace(os.sep, "/")
+        low = rel.lower()
+        if low == ".gitaudit" or low.startswith(".gitaudit/"):
+            return (
+                f"`{rel}` is a gitaudit plan file: the plan is the sealed definition of done, "
+                "and a change to it counts only when a sealer reseals it. Ask the user to change "
+                "the plan; meanwhile make the work pass the plan as it is." + AFTER
+            )
+        if low in SETTINGS_FILES:
+            return (
+                f"`{rel}` holds this agent's hooks (gitaudit's stop hook and this guard); only "
+                "the user changes them."
+            )
+        why = self.protected.why(rel) if self.repository[0] else None
+        if why is None:
+            return None
+        return (
+            f"`{rel}` is protected by the plan ({why}): editing it would change what the "
+            "checks prove, not make "
+            "the work pass them. Change the code under "
+            "test instead; if the check itself is wrong, ask the user to change it and reseal "
+            "the plan." + AFTER
+        )
+
+
+def _braces(word: str, limit: int = 64) -> list[str]:
+    """*word* with its ``{a,b}`` alternatives expanded as a shell does (at most *limit*)."""
+    match = re.search(r"\{([^{}]*,[^{}]*)\}", word)
+    if match is None:
+        return [word]
+    out: list[str] = []
+    for alternative in match[1].split(","):
+        out += _braces(word[: match.start()] + alternative + word[match.end() :], limit)
+        if len(out) >= limit:
+            break
+    return out[:limit]
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)

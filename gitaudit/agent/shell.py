@@ -1,0 +1,402 @@
+"""Reading a shell command the way the guard needs to: the simple commands it runs.
+
+Not a shell: a conservative reader of what an agent's ``Bash`` tool call will run. It splits
+the command into words and operators as a POSIX shell does (quotes, backslashes, comments;
+``$(...)``, backticks and ``<(...)`` kept whole inside their word), then into simple commands at
+``;``, ``&&``, ``||``, ``|``, ``&``, newlines and parentheses; takes each command's leading
+``NAME=value`` assignments and its write-redirection targets (``>``, ``>>``, ``&>``, ...);
+unwraps the commands that run another command (``env``, ``sudo``, ``nice``, ``timeout``,
+``xargs``, ``find -exec``, ``command``, ``exec``, ...); and reads the scripts given to
+``sh -c``/``bash -c``, ``eval``, ``alias`` and command substitutions as commands too.
+Here-document bodies are read as well, marked as such (``bash <<EOF`` runs its body; ``cat
+<<EOF`` only prints it).
+
+What it cannot see (a script file it runs, a variable set elsewhere, an alias defined in an
+earlier call) it does not guess at: the rules in :mod:`gitaudit.agent.bypass` refuse what they
+cannot read where it matters. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Iterator
+from typing import NamedTuple
+
+MAX_DEPTH = 8  # nested sh -c / eval / $(...) levels read before giving up (and refusing)
+
+OPERATORS = (
+    "&>>", "<<<", ";;", "&&", "||", "|&", "&>", ">>", ">|", ">&", "<<", "<&", "<>",
+    ">", "<", ";", "|", "&", "(", ")", "\n",
+)  # fmt: skip
+WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
+READ_REDIRECTS = frozenset({"<", "<<", "<<<", "<&"})
+_FD_REDIRECTS = WRITE_REDIRECTS | READ_REDIRECTS | {">&"}
+KEYWORDS = frozenset(
+    {"!", "{", "}", "then", "do", "else", "elif", "if", "while", "until", "time", "coproc", "fi"}
+)
+SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "busybox"})
+_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\+?=(.*)$", re.S)
+_HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z0-9_.\-]+)\2")
+_BLANKS = " \t\r"
+
+
+class Unreadable(Exception):
+    """The command cannot be read (unbalanced quotes, nesting too deep)."""
+
+
+class Token(NamedTuple):
+    text: str
+    operator: bool
+
+
+class Simple(NamedTuple):
+    """One simple command: its ``NAME=value`` prefixes, its words, its write targets."""
+
+    assignments: tuple[tuple[str, str], ...]
+    words: tuple[str, ...]
+    writes: tuple[str, ...]
+    heredoc: bool = False  # read from a here-document body: maybe a command, maybe data
+
+    @property
+    def name(self) -> str:
+        """The command's name without its folder (``/usr/bin/git`` is ``git``)."""
+        return os.path.basename(self.words[0]) if self.words else ""
+
+
+def commands(script: str, depth: int = 0) -> Iterator[Simple]:
+    """Every simple command *script* runs, nested ones included (see the module docstring)."""
+    if depth > MAX_DEPTH:
+        raise Unreadable("the command nests shells, eval or $(...) too deeply to read")
+    text, bodies = split_heredocs(script)
+    for body in bodies:
+        for simple in _lenient(body, depth + 1):
+            yield simple._replace(heredoc=True)
+    for simple in _simple_commands(tokens(text)):
+        for word in (*simple.words, *(v for _, v in simple.assignments), *simple.writes):
+            for inner in substitutions(word):
+                yield from commands(inner, depth + 1)
+        yield from _unwrapped(simple, depth)
+
+
+def _lenient(script: str, depth: int) -> Iterator[Simple]:
+    """The commands of *script* if it reads; else of each line that reads."""
+    try:
+        found = list(commands(script, depth))
+    except Unreadable:
+        found = []
+        for line in script.split("\n"):
+            try:
+                found += list(commands(line, depth))
+            except Unreadable:
+                continue
+    yield from found
+
+
+def split_heredocs(script: str) -> tuple[str, list[str]]:
+    """*script* without the bodies of its here-documents, and the bodies."""
+    out: list[str] = []
+    bodies: list[str] = []
+    body: list[str] = []
+    pending: list[tuple[str, bool]] = []
+    for line in script.split("\n"):
+        if pending:
+            delimiter, tabs = pending[0]
+            if (line.lstrip("\t") if tabs else line) == delimiter:
+                pending.pop(0)
+                bodies.append("\n".join(body))
+                body = []
+            else:
+                body.append(line)
+            continue
+        out.append(line)
+        for match in _HEREDOC.finditer(line):
+            pending.append((match.group(3), match.group(1) == "-"))
+    if body:
+        bodies.append("\n".join(body))
+    return "\n".join(out), bodies
+
+
+def substitutions(word: str) -> list[str]:
+    """The scripts of the command substitutions in *word*: ``$(...)``, ``<(...)``, ``>(...)``
+    and backticks (a literal one in single quotes too: reading it is safe, missing one is
+    not)."""
+    found = []
+    i = 0
+    while i < len(word):
+        if word.startswith(("$(", "<(", ">("), i):
+            end = _closing(word, i + 2)
+            found.append(word[i + 2 : end - 1])
+            i = end
+        elif word[i] == "`":
+            end = word.find("`", i + 1)
+            if end < 0:
+                raise Unreadable("the command cannot be read (a backtick is not closed)")
+            found.append(word[i + 1 : end])
+            i = end + 1
+        else:
+            i += 1
+    return found
+
+
+# ---------------------------------------------------------------------------------- words
+
+
+def tokens(script: str) -> list[Token]:
+    """*script* as words and operators, the way a POSIX shell splits it (quotes removed)."""
+    out: list[Token] = []
+    word: list[str] = []
+    in_word = False
+    i, n = 0, len(script)
+    while i < n:
+        c = script[i]
+        substitution = script.startswith(("<(", ">("), i) and not in_word
+        if c in _BLANKS or (c in "();<>|&\n" and not substitution):
+            if in_word:
+                out.append(Token("".join(word), False))
+                word, in_word = [], False
+            if c in _BLANKS:
+                i += 1
+            else:
+                op = next(o for o in OPERATORS if script.startswith(o, i))
+                out.append(Token(op, True))
+                i += len(op)
+        elif c == "#" and not in_word:
+            end = script.find("\n", i)
+            i = n if end < 0 else end  # a comment, up to the newline
+        elif script.startswith("\\\n", i):
+            i += 2  # a continued line
+        else:
+            text, i = _piece(script, i)
+            word.append(text)
+            in_word = True
+    if in_word:
+        out.append(Token("".join(word), False))
+    return out
+
+
+def _piece(script: str, i: int) -> tuple[str, int]:
+    """The next piece of a word at *i* (a quoted string without its quotes, an escaped
+    character, a whole substitution, or one plain character) and where it ends."""
+    c = script[i]
+    if c == "\\":
+        return script[i + 1 : i + 2], i + 2
+    if c == "'":
+        end = script.find("'", i + 1)
+        if end < 0:
+            raise Unreadable("the command cannot be read (a ' is not closed)")
+        return script[i + 1 : end], end + 1
+    if c == '"':
+        return _double_quoted(script, i + 1)
+    if script.startswith(("$(", "<(", ">("), i):
+        end = _closing(script, i + 2)
+        return script[i:end], end
+    if c == "`":
+        end = script.find("`", i + 1)
+        if end < 0:
+            raise Unreadable("the command cannot be read (a backtick is not closed)")
+        return script[i : end + 1], end + 1
+    return c, i + 1
+
+
+def _double_quoted(script: str, i: int) -> tuple[str, int]:
+    """The text of a double-quoted string starting after its quote, and where it ends."""
+    text: list[str] = []
+    while i < len(script):
+        c = script[i]
+        if c == '"':
+            return "".join(text), i + 1
+        if c == "\\" and script[i + 1 : i + 2] in ('"', "\\", "$", "`", "\n"):
+            text.append(script[i + 1] if script[i + 1] != "\n" else "")
+            i += 2
+        elif script.startswith("$(", i):
+            end = _closing(script, i + 2)
+            text.append(script[i:end])
+            i = end
+        elif c == "`":
+            end = script.find("`", i + 1)
+            if end < 0:
+                break
+            text.append(script[i : end + 1])
+            i = end + 1
+        else:
+            text.append(c)
+            i += 1
+    raise Unreadable('the command cannot be read (a " is not closed)')
+
+
+def _closing(script: str, i: int) -> int:
+    """Where the ``(`` opened just before *i* is closed (the index after its ``)``), skipping
+    quoted text; the end of *script* when it never is."""
+    depth = 1
+    while i < len(script):
+        c = script[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "'":
+            end = script.find("'", i + 1)
+            i = len(script) if end < 0 else end + 1
+            continue
+        if c == '"':
+            try:
+                _, i = _double_quoted(script, i + 1)
+            except Unreadable:
+                return len(script)
+            continue
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        i += 1
+        if depth == 0:
+            return i
+    return len(script)
+
+
+def _simple_commands(tokens: list[Token]) -> Iterator[Simple]:
+    assignments: list[tuple[str, str]] = []
+    words: list[str] = []
+    writes: list[str] = []
+    end = Token(";", True)
+    i = 0
+    while i <= len(tokens):
+        tok = tokens[i] if i < len(tokens) else end
+        following = tokens[i + 1] if i + 1 < len(tokens) else Token("", False)
+        if (
+            not tok.operator
+            and tok.text.isdigit()
+            and following.operator
+            and following.text in _FD_REDIRECTS
+        ):
+            i += 1  # a file descriptor: 2>&1, 2>err.txt
+            continue
+        if tok.operator and (tok.text in WRITE_REDIRECTS or tok.text == ">&"):
+            target = following.text
+            if not (tok.text == ">&" and (target.isdigit() or target == "-")):
+                writes.append(target)
+            i += 2
+        elif tok.operator and tok.text in READ_REDIRECTS:
+            i += 2
+        elif tok.operator:
+            if words or assignments or writes:
+                yield Simple(tuple(assignments), tuple(words), tuple(writes))
+            assignments, words, writes = [], [], []
+            i += 1
+        else:
+            match = _ASSIGNMENT.match(tok.text)
+            if not words and match:
+                assignments.append((match.group(1), match.group(2)))
+            elif words or tok.text not in KEYWORDS:
+                words.append(tok.text)
+            i += 1
+
+
+# ----------------------------------------------------------------------- commands in commands
+
+# wrapper -> (options that take a value, how many leading non-option words it takes itself)
+_WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
+    "env": (frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}), 0),
+    "sudo": (frozenset({"-u", "-g", "-h", "-p", "-C", "-D", "-R", "-T", "-U", "-r", "-t"}), 0),
+    "doas": (frozenset({"-u", "-C"}), 0),
+    "nice": (frozenset({"-n", "--adjustment"}), 0),
+    "ionice": (frozenset({"-c", "-n", "-p", "-P", "-u"}), 0),
+    "nohup": (frozenset(), 0),
+    "command": (frozenset(), 0),
+    "builtin": (frozenset(), 0),
+    "exec": (frozenset({"-a"}), 0),
+    "time": (frozenset({"-f", "--format", "-o", "--output"}), 0),
+    "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
+    "stdbuf": (frozenset({"-i", "-o", "-e"}), 0),
+    "xargs": (
+        frozenset({"-I", "-L", "-n", "-P", "-d", "-E", "-s", "-a", "--arg-file", "--delimiter"}),
+        0,
+    ),
+    "watch": (frozenset({"-n", "--interval", "-d"}), 0),
+    "flock": (frozenset({"-w", "--timeout", "-E", "-c"}), 1),
+    "chroot": (frozenset(), 1),
+    "setsid": (frozenset(), 0),
+    "unbuffer": (frozenset(), 0),
+}
+_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+
+
+def _unwrapped(simple: Simple, depth: int) -> Iterator[Simple]:
+    """*simple*, and what it runs when it is a wrapper, ``find -exec``, a shell with ``-c``,
+    ``eval`` or ``alias``."""
+    yield simple
+    name, args = simple.name, list(simple.words[1:])
+    if name in _WRAPPERS or name == "find":
+        for inner in wrapped(simple):
+            yield from _unwrapped(inner, depth)
+    elif name in SHELLS:
+        script = _dash_c(args)
+        if script is not None:
+            yield from commands(script, depth + 1)
+    elif name == "eval":
+        yield from commands(" ".join(args), depth + 1)
+    elif name == "alias":
+        for arg in args:
+            _, eq, value = arg.partition("=")
+            if eq:
+                yield from commands(value, depth + 1)
+
+
+def wrapped(simple: Simple) -> list[Simple]:
+    """The commands a wrapper runs (with the variables ``env`` sets), or ``find``'s ``-exec``
+    commands; none for other commands."""
+    name, args = simple.name, list(simple.words[1:])
+    if name == "find":
+        return _find_exec(simple)
+    if name not in _WRAPPERS:
+        return []
+    takes, positional = _WRAPPERS[name]
+    assignments = list(simple.assignments)
+    while args and (args[0].startswith("-") or (name == "env" and "=" in args[0])):
+        opt = args.pop(0)
+        if opt == "--":
+            break
+        if name == "env" and opt in ("-S", "--split-string") and args:
+            args = _split(args.pop(0)) + args
+        elif "=" in opt and not opt.startswith("-"):
+            key, _, value = opt.partition("=")
+            assignments.append((key, value))
+        elif opt in takes and args:
+            args.pop(0)
+    args = args[positional:]
+    if not args:
+        return []
+    return [Simple(tuple(assignments), tuple(args), simple.writes, simple.heredoc)]
+
+
+def _find_exec(simple: Simple) -> list[Simple]:
+    """The commands of ``find``'s ``-exec``/``-execdir``/``-ok``/``-okdir``."""
+    found: list[list[str]] = []
+    current: list[str] | None = None
+    for arg in simple.words[1:]:
+        if current is None and arg in _FIND_EXEC:
+            current = []
+        elif current is not None and arg in (";", "+"):
+            found.append(current)
+            current = None
+        elif current is not None:
+            current.append(arg)
+    found += [current] if current else []
+    return [Simple(simple.assignments, tuple(w), (), simple.heredoc) for w in found if w]
+
+
+def _dash_c(args: list[str]) -> str | None:
+    """The script of ``sh -c SCRIPT`` (options may be bundled: ``-ec``, ``-lc``)."""
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return None
+        if arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]:
+            return args[i + 1] if i + 1 < len(args) else ""
+        if not arg.startswith("-"):
+            return None  # a script file: not readable here
+    return None
+
+
+def _split(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:
+        raise Unreadable(f"the command cannot be read (env -S {text!r})") from None

@@ -1,0 +1,99 @@
+"""The tree id of the work tree for the stop hook, fast when the work tree is clean.
+
+The gate's fingerprint (:func:`gitaudit.git.fingerprint.workspace_fingerprint`) is exact in
+every case and costs three git processes in a row. An agent usually stops on a committed,
+clean work tree, whose fingerprint is ``HEAD^{tree}``; that is shown with git processes run
+side by side with the verdict memo's own:
+
+* ``git status --porcelain -z --untracked-files=all --ignore-submodules=none``, with the file
+  system monitor and the untracked cache switched off (as the fingerprint does), says nothing:
+  no staged, unstaged, deleted, untracked (non-ignored) or submodule change;
+* ``git ls-files -v`` shows no entry marked assume-unchanged or skip-worktree (status trusts
+  those marks; the fingerprint does not);
+* the repository's own configuration defines no content filter (the fingerprint refuses those,
+  and must be the one to say so).
+
+Then the work tree is ``HEAD^{tree}``, resolved by the memo's snapshot. Anything else (a change,
+a mark, a filter, a repository without commits, a git that fails) falls back to the
+fingerprint. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from gitaudit.git.call import start_git
+
+if TYPE_CHECKING:
+    from gitaudit.gate import memo
+
+_NO_HELPERS = ("-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false")
+
+
+def state(root: str) -> tuple[str, memo.Snapshot | None]:
+    """The work tree's tree id and the memo's snapshot of the repository at *root*."""
+    from gitaudit.gate import memo
+
+    status = start_git(
+        [
+            *_NO_HELPERS,
+            "status",
+            "--porcelain",
+            "-z",
+            "--untracked-files=all",
+            "--ignore-submodules=none",
+        ],
+        cwd=root,
+    )
+    marks = start_git([*_NO_HELPERS, "ls-files", "-v", "-z"], cwd=root)
+    try:
+        found = memo.snapshot(root, revs=["HEAD"])
+    finally:
+        changes, _ = status.communicate()
+        listing, _ = marks.communicate()
+    snap = found[0] if found is not None else None
+    clean = (
+        found is not None
+        and status.returncode == 0
+        and marks.returncode == 0
+        and not changes
+        and not _marked(listing)
+        and not _local_filters(found[0].gitdir)
+    )
+    if clean and found is not None:
+        return found[1][0], snap
+    from gitaudit.git.fingerprint import workspace_fingerprint
+
+    return workspace_fingerprint(root).tree, snap
+
+
+def _marked(listing: bytes) -> bool:
+    """Whether ``git ls-files -v -z`` shows an assume-unchanged (lower-case tag) or
+    skip-worktree (``S``) entry."""
+    return any(
+        record[:1].islower() or record[:1] == b"S" for record in listing.split(b"\0") if record
+    )
+
+
+def _local_filters(gitdir: str) -> bool:
+    """Whether the repository's own configuration (of its common dir, and of a linked work
+    tree) may define a content filter."""
+    common = gitdir
+    try:
+        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as handle:
+            common = os.path.normpath(os.path.join(gitdir, handle.read().strip()))
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return True
+    for path in (os.path.join(common, "config"), os.path.join(gitdir, "config.worktree")):
+        try:
+            with open(path, "rb") as handle:
+                if b"filter" in handle.read().lower():
+                    return True
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return True
+    return False

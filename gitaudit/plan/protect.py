@@ -1,0 +1,355 @@
+"""Which files of a tree a plan protects: the check surfaces an agent must not quietly rewrite.
+
+The seal binds the check commands; these rules extend it to the files the commands run. A plan's
+protected set is, in a given tree:
+
+* every file its ``protect`` globs match (git's ``:(glob)`` pathspec rules: ``*`` and ``?`` stay
+  within one folder, ``**`` spans folders, a path without wildcards also names everything below
+  it);
+* every file of the tree a ``run`` or ``exec`` check runs, relative to its ``cwd``: the program
+  when it is a path (``./scripts/check.sh``, the ``exec`` path), the script an interpreter runs
+  (``sh scripts/check.sh``, ``python tools/check.py``, ``python -m tools.check``), and the value
+  of every ``--option=value`` (configuration and pattern files). The other operands (``grep -q
+  hello greeting.txt``) are what the check inspects, usually the work itself, and are not
+  protected by default; a script that is the work (``python3 greeter.py``) is exempted with
+  ``"!greeter.py"``;
+* for ``pytest`` checks, the files that steer pytest (``conftest.py`` at any depth,
+  ``pytest.ini``, ``pyproject.toml``, ``setup.cfg``, ``tox.ini``, at the root and in the check's
+  ``cwd``) and the test paths the check passes (a folder: every file below it); with no test path,
+  pytest's own discovery patterns (``test_*.py``, ``*_test.py`` at any depth);
+
+* the files a well-known tool reads when a ``run`` check starts it in its ``cwd`` (``make``:
+  the makefiles; ``npm``, ``yarn``, ``pnpm``: ``package.json``; ``tox``, ``nox``, ``cargo``,
+  ``go``, ``just``: theirs); ``python -m pytest`` is read like a ``pytest`` check;
+* **module shadowing**: where a check starts Python (a ``pytest`` check, ``python -m``/``-c``: the
+  check's ``cwd``; ``python script.py``: the script's folder), that folder comes first on
+  ``sys.path``, so a file or package there named like a module of the standard library or of
+  pytest (``pytest.py``, ``json/``, ``_pytest/``) would replace it. Those names are protected in
+  that folder (:data:`SHADOWED`, frozen so every machine computes the same set);
+
+less every file a ``protect`` entry starting with ``!`` matches (an exemption: removing
+protection, so sealing one is a weakening). Everything here is pure: the caller lists the tree.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import shlex
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from gitaudit.plan.model import Check, Plan
+
+PYTEST_CONFIG = ("pytest.ini", ".pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini")
+PYTEST_DISCOVERY = ("**/test_*.py", "**/*_test.py")
+TOOL_FILES: dict[str, tuple[str, ...]] = {
+    "make": ("Makefile", "makefile", "GNUmakefile"),
+    "gmake": ("Makefile", "makefile", "GNUmakefile"),
+    "npm": ("package.json",),
+    "yarn": ("package.json",),
+    "pnpm": ("package.json",),
+    "tox": ("tox.ini", "pyproject.toml", "setup.cfg"),
+    "nox": ("noxfile.py",),
+    "cargo": ("Cargo.toml",),
+    "go": ("go.mod",),
+    "just": ("justfile", "Justfile", ".justfile"),
+}
+PYTHON = re.compile(r"python(?:\d+(?:\.\d+)*)?")
+
+
+def _shadowed() -> frozenset[str]:
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shadowed_modules.txt")
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    return frozenset(
+        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
+    )
+
+
+SHADOWED = _shadowed()
+
+
+@dataclass(frozen=True)
+class Patterns:
+    """What a plan protects, before a tree is looked at: globs to include, exact candidate
+    paths (protected only when they are files of the tree), and exemptions."""
+
+    globs: tuple[str, ...]
+    candidates: tuple[str, ...]
+    exempt: tuple[str, ...]
+    python_roots: tuple[str, ...] = ()  # folders ("" the root) first on a check's sys.path
+
+    def shadows(self, path: str) -> bool:
+        """Whether *path* would shadow a protected module name in a Python root."""
+        for root in self.python_roots:
+            rest = path[len(root) + 1 :] if root else path
+            if root and not path.startswith(root + "/"):
+                continue
+            if rest.split("/", 1)[0].split(".", 1)[0] in SHADOWED:
+                return True
+        return False
+
+    def selects(self, path: str) -> bool:
+        """Whether *path*, a file of the tree, is protected (exact candidates are checked by the
+        caller, which knows which paths are files)."""
+        if any(matches(p, path) for p in self.exempt):
+            return False
+        return (
+            path in self.candidates
+            or any(matches(p, path) for p in self.globs)
+            or self.shadows(path)
+        )
+
+    def why(self, path: str) -> str | None:
+        """Why *path* is protected (None: it is not), in words for a refusal message."""
+        if any(matches(p, path) for p in self.exempt):
+            return None
+        if path in self.candidates:
+            return "a check runs or reads it as its own file"
+        for glob in self.globs:
+            if matches(glob, path):
+                return f"it matches `{glob}`"
+        if self.shadows(path):
+            return "it would shadow a module the checks' Python imports"
+        return None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.globs or self.candidates or self.python_roots)
+
+    @property
+    def needs_listing(self) -> bool:
+        """Whether the whole tree must be listed (globs or shadowing), not just candidates."""
+        return bool(self.globs or self.python_roots)
+
+
+def _clean(path: str) -> str | None:
+    """A tree-relative POSIX path, or None for one that leaves the tree."""
+    if not path or path.startswith("/"):
+        return None
+    normal = posixpath.normpath(path)
+    if normal in (".", "") or normal.startswith("../") or normal == "..":
+        return None
+    return normal
+
+
+@lru_cache(maxsize=512)
+def _regex(pattern: str) -> re.Pattern[str]:
+    out = []
+    parts = pattern.split("/")
+    for n, part in enumerate(parts):
+        last = n == len(parts) - 1
+        if part == "**":
+            out.append(".*" if last else "(?:[^/]+/)*")
+            continue
+        out.append(_segment(part) + ("" if last else "/"))
+    return re.compile("(?s:" + "".join(out) + r")\Z")
+
+
+def _segment(part: str) -> str:
+    """One path segment of a glob as a regex: ``*`` and ``?`` never cross a ``/``."""
+    out, i = [], 0
+    while i < len(part):
+        ch = part[i]
+        if ch == "*":
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "[" and (end := part.find("]", i + 2)) != -1:
+            body = part[i + 1 : end]
+            if body.startswith("!"):
+                body = "^" + body[1:]
+            out.append(f"[{body.replace(chr(92), chr(92) * 2)}]")
+            i = end
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return "".join(out)
+
+
+def matches(pattern: str, path: str) -> bool:
+    """Whether *path* matches a protect *pattern* (see the module docstring)."""
+    pattern = pattern.strip().removeprefix("./")
+    if not any(ch in pattern for ch in "*?["):
+        plain = pattern.rstrip("/")
+        return path == plain or path.startswith(plain + "/")
+    return _regex(pattern).match(path) is not None
+
+
+INTERPRETERS = re.compile(
+    r"(?:ba|da|k|z)?sh|python(?:\d+(?:\.\d+)*)?|node|deno|bun|perl|ruby|php|Rscript|lua|tclsh|pwsh"
+)
+
+
+def _argv_paths(check: Check) -> Iterable[str]:
+    """The words of a run/exec check that name what it runs (relative to its cwd): the program
+    when it is a path, the script an interpreter runs (its first operand; ``python -m a.b``:
+    ``a/b.py`` and ``a/b/__main__.py``), and every ``--option=value`` value (a configuration or
+    pattern file). Other operands are what the check inspects, usually the work itself; a plan
+    protects them with ``protect`` when they are fixtures."""
+    words: list[str] = []
+    if check.type == "run" and check.shell and check.cmd:
+        words = _shell_words(check.cmd)
+    elif check.type == "run":
+        words = list(check.argv)
+    elif check.type == "exec":
+        words = [check.path or "", *check.args]
+    if not words or not words[0]:
+        return
+    program, rest = words[0], words[1:]
+    if "/" in program or check.type == "exec":
+        yield program
+    interpreter = INTERPRETERS.fullmatch(posixpath.basename(program)) is not None
+    operand_seen = not interpreter
+    for i, word in enumerate(rest):
+        if word.startswith("-"):
+            _option, eq, value = word.partition("=")
+            if eq and value and word.startswith("--"):
+                yield value
+            if not operand_seen and word in ("-c", "-e"):
+                operand_seen = True  # inline code: no script file
+            elif not operand_seen and word == "-m" and i + 1 < len(rest):
+                module = rest[i + 1].replace(".", "/")
+                yield f"{module}.py"
+                yield f"{module}/__main__.py"
+                operand_seen = True
+            continue
+        if not operand_seen:
+            operand_seen = True
+            yield word
+
+
+def _shell_words(cmd: str) -> list[str]:
+    """The words of a shell command line, as far as they can be read without a shell (the
+    first simple command: what runs before any ``;``, ``&&``, ``|``...)."""
+    try:
+        lexer = shlex.shlex(cmd, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:
+        words = cmd.split()
+    first: list[str] = []
+    for word in words:
+        if word and all(ch in "();<>|&" for ch in word):
+            break
+        first.append(word)
+    return first
+
+
+def _under(cwd: str | None, path: str) -> str | None:
+    return _clean(posixpath.join(cwd or "", path))
+
+
+def _ancestors(folder: str | None) -> list[str]:
+    """*folder* and every folder above it up to the root ("" the root), deepest first."""
+    out, here = [], folder or ""
+    while here:
+        out.append(here)
+        here = posixpath.dirname(here)
+    return [*out, ""]
+
+
+def _pytest(cwd: str | None, argv: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(globs, candidates) that steer or make up a pytest run in *cwd* with *argv*: conftest
+    files, the configuration pytest may pick up (in the check's folder, the test paths' folders,
+    and every folder above them) and the tests."""
+    globs = ["**/conftest.py"]
+    tests = []
+    for word in argv:
+        if word.startswith("-"):
+            continue
+        target = _under(cwd, word.split("::", 1)[0])
+        if target:
+            tests.append(target)
+    folders = {cwd or ""} | {posixpath.dirname(t) for t in tests} | set(tests)
+    candidates = [
+        posixpath.join(folder, name)
+        for start in sorted(folders)
+        for folder in _ancestors(start)
+        for name in PYTEST_CONFIG
+    ]
+    globs += tests or [_under(cwd, p) or p for p in PYTEST_DISCOVERY]
+    return globs, candidates
+
+
+def _program(check: Check) -> str:
+    if check.type == "run" and check.argv:
+        return posixpath.basename(check.argv[0])
+    return posixpath.basename(check.path or "") if check.type == "exec" else ""
+
+
+def _python_run(check: Check) -> tuple[str | None, tuple[str, ...] | None]:
+    """For a ``run`` check that starts Python: the folder first on its ``sys.path`` (None when
+    ``-I``/``-P`` keep it off) and, for ``python -m pytest``, pytest's arguments."""
+    argv = check.argv
+    if check.type != "run" or not argv or not PYTHON.fullmatch(posixpath.basename(argv[0])):
+        return None, None
+    cwd = _clean(check.cwd or ".") or ""
+    safe = False
+    for i, word in enumerate(argv[1:], start=1):
+        if word in ("-I", "-P"):
+            safe = True
+        elif word == "-m" and i + 1 < len(argv):
+            pytest_args = argv[i + 2 :] if argv[i + 1] == "pytest" else None
+            return (None if safe else cwd), pytest_args
+        elif word == "-c":
+            return (None if safe else cwd), None
+        elif not word.startswith("-"):
+            script = _under(check.cwd, word)
+            return (posixpath.dirname(script) if script and not safe else None), None
+    return (None if safe else cwd), None
+
+
+def patterns(plan: Plan) -> Patterns:
+    """What *plan* protects (see the module docstring)."""
+    checks = [
+        check
+        for step in plan.steps
+        for check in (*step.verify, *step.readback, *(c for o in step.outputs for c in o.checks))
+    ]
+    return patterns_of(plan.protect, checks)
+
+
+def patterns_of(protect: Iterable[str], checks: Iterable[Check]) -> Patterns:
+    """What a plan with these ``protect`` entries and *checks* protects."""
+    globs: list[str] = []
+    candidates: list[str] = []
+    exempt: list[str] = []
+    roots: list[str] = []
+    for entry in protect:
+        (exempt if entry.startswith("!") else globs).append(entry.removeprefix("!"))
+    for check in checks:
+        if check.type == "pytest":
+            more_globs, more = _pytest(check.cwd, check.argv)
+            globs += more_globs
+            candidates += more
+            roots.append(_clean(check.cwd or ".") or "")
+            continue
+        candidates += [p for w in _argv_paths(check) if (p := _under(check.cwd, w))]
+        candidates += [
+            p for name in TOOL_FILES.get(_program(check), ()) if (p := _under(check.cwd, name))
+        ]
+        root, pytest_args = _python_run(check)
+        if root is not None:
+            roots.append(root)
+        if pytest_args is not None:
+            more_globs, more = _pytest(check.cwd, pytest_args)
+            globs += more_globs
+            candidates += more
+    return Patterns(
+        tuple(dict.fromkeys(globs)),
+        tuple(dict.fromkeys(candidates)),
+        tuple(dict.fromkeys(exempt)),
+        tuple(dict.fromkeys(roots)),
+    )
+
+
+def select(pats: Patterns, files: Iterable[str], is_file: Callable[[str], bool]) -> list[str]:
+    """The protected paths among *files* (every file of a tree), sorted; candidates are taken
+    when *is_file* says they are files of the tree even if *files* was cut short."""
+    chosen = {p for p in files if any(matches(g, p) for g in pats.globs) or pats.shadows(p)}
+    chosen |= {c for c in pats.candidates if is_file(c)}
+    return sorted(p for p in chosen if not any(matches(x, p) for x in pats.exempt))

@@ -1,0 +1,623 @@
+"""Attacks by the coding agent on the agent hooks: escaping the stop hook, and getting past the
+gate with the tools the host gives it (file edits, patches and shell commands), each through
+the real installed command with real Claude Code and Codex payloads (tests/agent/host.py).
+
+The guard is advice enforced on the host, not a sandbox: what it refuses here, it refuses
+before the tool runs; the binding gate stays the server's pre-receive hook and CI. The last
+attack shows the guard evaded and the stop hook holding anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agent.host import (
+    PLAN,
+    apply_patch,
+    bash,
+    codex_patch,
+    run_hook,
+    run_passing,
+    sealed_project,
+    stop,
+    tool,
+)
+from tests.gitrepo import GitRepo
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> GitRepo:
+    return sealed_project(tmp_path / "project")
+
+
+def refused(repo: GitRepo, attempts: list[dict[str, Any]], words: str) -> None:
+    """Every payload of *attempts* is denied by the guard, with *words* in the reason (Codex's
+    payloads, which carry a ``turn_id``, through Codex's command line)."""
+    for attempt in attempts:
+        host = "codex" if "turn_id" in attempt else "claude-code"
+        run = run_hook(repo.path, "guard", attempt, host=host)
+        what = attempt["tool_input"]
+        assert run.blocked, f"not refused: {what}"
+        assert words in run.reason, f"{what}: {run.reason}"
+
+
+def commands(repo: GitRepo, *lines: str, cwd: Path | None = None) -> list[dict[str, Any]]:
+    return [bash(repo.path, line, cwd) for line in lines]
+
+
+# ------------------------------------------------------------------------------- the stop hook
+
+
+def test_attack_agent_stops_again_and_again(project: GitRepo) -> None:
+    """The agent ignores the block and stops again (stop_hook_active), and again: each stop is
+    judged; only the work (a passing run) lets it stop."""
+    first = run_hook(project.path, "stop", stop(project.path))
+    assert first.blocked
+    for _ in range(3):
+        again = run_hook(project.path, "stop", stop(project.path, active=True))
+        assert again.blocked and "UNKNOWN" in again.reason
+    sub = run_hook(project.path, "stop", stop(project.path, active=True, event="SubagentStop"))
+    assert sub.blocked
+    run_passing(project)
+    assert run_hook(project.path, "stop", stop(project.path, active=True)).allowed
+
+
+def test_attack_agent_stops_from_another_repository(project: GitRepo, tmp_path: Path) -> None:
+    """The agent cds into a repository of its own whose gate passes, and stops from there."""
+    decoy = sealed_project(tmp_path / "decoy")
+    run_passing(decoy)
+    doc = stop(project.path)
+    doc["cwd"] = str(decoy.path)
+    run = run_hook(project.path, "stop", doc, cwd=decoy.path)
+    assert run.blocked and "UNKNOWN" in run.reason
+
+
+def test_attack_agent_makes_the_stop_hook_crash(project: GitRepo) -> None:
+    """The agent breaks what the hook reads (the state folder replaced by a file, a corrupt
+    memo, a garbled payload): every failure blocks."""
+    run_passing(project)
+    memo = project.path / ".git" / "gitaudit" / "memo.json"
+    memo.write_text('{"format": 1, "entries": [{"tree": 1}]}')
+    assert run_hook(project.path, "stop", stop(project.path)).allowed  # judged afresh: PASS
+    memo.write_text('{"format": 1, "entries": []}')
+    project.write("greeter.py", "def greeting():\n    return 'Hello!'\n")  # not proven
+    assert run_hook(project.path, "stop", b'{"stop_hook_active": true, ').blocked
+    state = project.path / ".git" / "gitaudit"
+    shutil.rmtree(state)
+    state.write_text("")
+    run = run_hook(project.path, "stop", stop(project.path))
+    assert run.blocked and "could not judge the work tree" in run.reason
+
+
+# ------------------------------------------------------------------------------------ the guard
+
+
+def test_attack_agent_commits_with_no_verify(project: GitRepo) -> None:
+    refused(
+        project,
+        commands(
+            project,
+            "git commit --no-verify -m 'done'",
+            "git commit -anm 'done'",
+            "git commit -m 'done' -n",
+            "git commit --no-veri -m done",
+            "git add -A && git commit -q --no-verify -m done",
+            'bash -c "git commit --no-verify -m done"',
+            "echo $(git commit -n -m done)",
+            "env GIT_AUTHOR_NAME=x /usr/bin/git commit -n -m done",
+            "git -C . commit --no-verify -m done",
+            "git push --no-verify origin main",
+            "git merge --no-verify topic",
+        ),
+        "--no-verify",
+    )
+
+
+def test_attack_agent_moves_the_audit_refs_by_hand(project: GitRepo) -> None:
+    tip = project.git("rev-parse", "refs/audit/plans").strip()
+    refused(
+        project,
+        commands(
+            project,
+            f"git update-ref refs/audit/runs/default {tip}",
+            "git update-ref -d refs/audit/plans",
+            "git -C . update-ref refs/audit/plans HEAD",
+            "git symbolic-ref refs/audit/runs/default refs/heads/main",
+            "git reflog delete refs/audit/plans@{0}",
+        ),
+        "rewrites gitaudit's ledger",
+    )
+    refused(project, commands(project, "printf 'delete x\\n' | git update-ref --stdin"), "--stdin")
+
+
+def test_attack_agent_configures_the_hooks_away(project: GitRepo) -> None:
+    refused(
+        project,
+        commands(
+            project,
+            "git config core.hooksPath /dev/null",
+            "git config --local core.hookspath .nohooks",
+            "git config set core.hooksPath /tmp",
+            "git -c core.hooksPath=/dev/null commit -m done",
+            "git --config-env=core.hooksPath=EMPTY commit -m done",
+        ),
+        "another hooks folder",
+    )
+    refused(
+        project,
+        commands(
+            project,
+            "git config audit.commitMsg off",
+            "git config --unset audit.rootKey",
+            "git config --remove-section audit",
+            "git -c audit.rootKey=AAAA status",
+        ),
+        "gitaudit's own configuration",
+    )
+    refused(
+        project,
+        commands(
+            project,
+            "git config include.path /tmp/evil",
+            "git config includeIf.onbranch:main.path x",
+        ),
+        "includes another configuration",
+    )
+    refused(
+        project,
+        commands(
+            project, "git config alias.ci 'commit --no-verify'", "git -c alias.x='!git commit -n' x"
+        ),
+        "defines an alias",
+    )
+
+
+def test_attack_agent_injects_configuration_through_the_environment(project: GitRepo) -> None:
+    refused(
+        project,
+        commands(
+            project,
+            "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null "
+            "git commit -m x",
+            "export GIT_CONFIG_PARAMETERS=\"'core.hooksPath'='/dev/null'\"; git commit -m x",
+            "env GIT_CONFIG_GLOBAL=/tmp/evil.gitconfig git commit -m x",
+            "GIT_CONFIG_SYSTEM=/tmp/evil git push",
+        ),
+        "injects git configuration",
+    )
+    refused(project, commands(project, "HOME=/tmp/fake git commit -m x"), "another global")
+    refused(
+        project, commands(project, "GITAUDIT_HOME=/tmp/empty git audit status"), "GITAUDIT_HOME"
+    )
+
+
+def test_attack_agent_deletes_or_rewrites_the_hooks(project: GitRepo) -> None:
+    hooks = project.path / ".git" / "hooks"
+    refused(
+        project,
+        [
+            *commands(
+                project,
+                "rm -f .git/hooks/pre-push .git/hooks/commit-msg",
+                "rm -rf .git",
+                ": > .git/hooks/commit-msg",
+                "cp /dev/null .git/hooks/pre-push",
+                "chmod -x .git/hooks/pre-push",
+                "mv .git/hooks/pre-push /tmp/",
+                "sed -i 's/exec/exit 0 #/' .git/hooks/commit-msg",
+                "rm .git/hooks/*",
+                "cd .git/hooks && rm pre-push",
+            ),
+            tool(project.path, "Write", file_path=str(hooks / "pre-push"), content="exit 0\n"),
+            tool(
+                project.path,
+                "Edit",
+                file_path=str(project.path / ".git" / "config"),
+                old_string="[core]",
+                new_string="[core]\n\thooksPath = /dev/null",
+            ),
+        ],
+        "git directory",
+    )
+    refused(
+        project,
+        commands(
+            project,
+            "python3 -c \"open('.git/hooks/pre-push', 'w').write('exit 0')\"",
+            "node -e \"require('fs').unlinkSync('.git/hooks/commit-msg')\"",
+            "find .git/hooks -name pre-push -delete",
+        ),
+        "names .git/hooks",
+    )
+    refused(project, commands(project, "git audit hooks uninstall"), "the user's decision")
+
+
+def test_attack_agent_force_pushes_the_ledger(project: GitRepo) -> None:
+    refused(
+        project,
+        commands(
+            project,
+            "git push -f origin refs/audit/runs/default",
+            "git push origin '+refs/audit/*:refs/audit/*'",
+            "git push origin :refs/audit/plans",
+            "git push --delete origin refs/audit/plans",
+            "git push --force-with-lease origin refs/audit/plans",
+        ),
+        "rewrite the shared ledger",
+    )
+    refused(project, commands(project, "git push --mirror origin"), "--mirror")
+    refused(
+        project,
+        commands(project, "git fetch origin '+refs/audit/*:refs/audit/*'"),
+        "overwrites the local ledger",
+    )
+
+
+def test_attack_agent_edits_the_check_it_should_make_pass(project: GitRepo) -> None:
+    """The agent rewrites the check file instead of the code: with the edit tools, by every
+    spelling of the path, and with shell commands (a `cd` first, `git -C`, a variable or a
+    brace expansion got through before the fix)."""
+    check = project.path / "tests" / "check_greeting.py"
+    (project.path / "src").mkdir()
+    refused(
+        project,
+        [
+            tool(project.path, "Write", file_path=str(check), content="pass\n"),
+            tool(project.path, "Edit", file_path=str(check), old_string="assert", new_string="#"),
+            tool(
+                project.path,
+                "MultiEdit",
+                file_path=str(check),
+                edits=[{"old_string": "a", "new_string": "b"}],
+            ),
+            tool(
+                project.path,
+                "Write",
+                project.path / "src",
+                file_path="../tests/check_greeting.py",
+                content="x",
+            ),
+            tool(
+                project.path,
+                "Write",
+                file_path=str(project.path / "src" / ".." / "tests" / "check_greeting.py"),
+                content="x",
+            ),
+            *commands(
+                project,
+                "echo pass > tests/check_greeting.py",
+                "printf 'pass' | tee tests/check_greeting.py",
+                "sed -i 's/assert/#/' tests/check_greeting.py",
+                "cp /tmp/always_pass.py tests/check_greeting.py",
+                "git checkout HEAD~1 -- tests/check_greeting.py",
+                "rm tests/check_greeting.py",
+            ),
+            *commands(project, "echo pass > ../tests/check_greeting.py", cwd=project.path / "src"),
+            *commands(
+                project,
+                "cd tests && echo pass > check_greeting.py",
+                "pushd tests; cp /tmp/x check_greeting.py",
+                "git -C tests checkout HEAD~1 -- check_greeting.py",
+                "T=tests/check_greeting.py; echo pass > $T",
+                "echo pass | tee tests/{check_greeting,unrelated}.py",
+            ),
+        ],
+        "protected by the plan",
+    )
+
+
+def test_attack_agent_applies_a_patch_to_the_check(project: GitRepo) -> None:
+    """A patch makes the edit instead of an edit tool: a diff in a here-document for `git
+    apply`, `patch` or `git am` (after a `cd` too), Codex's apply_patch updating, deleting,
+    moving onto or adding a guarded file (by a relative or an absolute path), and its envelope
+    fed to a shell. All but Codex's tool got through before the fix."""
+    check = "tests/check_greeting.py"
+    diff = f"--- a/{check}\n+++ b/{check}\n@@ -1 +1 @@\n-x\n+pass\n"
+    refused(
+        project,
+        [
+            *commands(
+                project,
+                f"git apply <<'EOF'\n{diff}EOF",
+                f"patch -p1 <<'EOF'\n{diff}EOF",
+                f"git am <<'EOF'\nFrom: a <a@b>\nSubject: fix\n\n---\n{diff}EOF",
+                "cd tests && patch <<'EOF'\n--- check_greeting.py\n+++ check_greeting.py\n"
+                "@@ -1 +1 @@\n-x\n+pass\nEOF",
+                f"apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: {check}\n@@\n-x\n+y\n"
+                "*** End Patch\nEOF",
+            ),
+            apply_patch(project.path, codex_patch(("Update File", check))),
+            apply_patch(project.path, codex_patch(("Delete File", check))),
+            apply_patch(project.path, codex_patch(("Update File", str(project.path / check)))),
+            apply_patch(
+                project.path,
+                "*** Begin Patch\n*** Update File: greeter.py\n"
+                f"*** Move to: {check}\n@@\n-x\n+y\n*** End Patch\n",
+            ),
+        ],
+        "protected by the plan",
+    )
+    refused(
+        project,
+        [
+            *commands(
+                project,
+                "git apply <<'EOF'\ndiff --git a/.git/hooks/pre-push b/.git/hooks/pre-push\n"
+                "--- a/.git/hooks/pre-push\n+++ b/.git/hooks/pre-push\n@@ -1 +1 @@\n-x\n+exit 0\n"
+                "EOF",
+            ),
+            apply_patch(project.path, codex_patch(("Add File", ".git/hooks/commit-msg"))),
+        ],
+        "git directory",
+    )
+    refused(
+        project,
+        [apply_patch(project.path, codex_patch(("Add File", ".gitaudit/plans/easy.json")))],
+        "gitaudit plan file",
+    )
+
+
+def test_attack_agent_edits_the_files_that_steer_pytest(project: GitRepo) -> None:
+    """A pytest check protects conftest.py at any depth, pytest.ini, pyproject.toml, setup.cfg,
+    tox.ini and the tests it names: a conftest that skips every test, a config that deselects
+    them, a rewritten test."""
+    project.write("tests/unit/test_greeter.py", "def test_greeting(): assert True\n")
+    plan = {
+        **PLAN,
+        "steps": [
+            {**PLAN["steps"][0], "verify": [{"type": "pytest", "argv": ["-q", "tests/unit"]}]}
+        ],
+    }
+    project.write_plan(plan, "unit")
+    paths = ["conftest.py", "tests/conftest.py", "tests/unit/deep/conftest.py", "pytest.ini",
+             "pyproject.toml", "setup.cfg", "tox.ini", "tests/unit/test_greeter.py",
+             "tests/unit/deep/test_new.py"]  # fmt: skip
+    refused(
+        project,
+        [tool(project.path, "Write", file_path=str(project.path / p), content="x") for p in paths]
+        + commands(project, "echo 'collect_ignore_glob = [\"*\"]' >> tests/conftest.py"),
+        "protected by the plan",
+    )
+
+
+def test_attack_agent_edits_the_plan(project: GitRepo) -> None:
+    plan = project.path / ".gitaudit" / "plans" / "default.json"
+    refused(
+        project,
+        [
+            tool(project.path, "Write", file_path=str(plan), content="{}"),
+            tool(
+                project.path, "Edit", file_path=str(plan), old_string="python3", new_string="true"
+            ),
+            tool(
+                project.path,
+                "Write",
+                file_path=str(project.path / ".gitaudit" / "plans" / "easy.json"),
+                content="{}",
+            ),
+            *commands(
+                project,
+                "echo '{}' > .gitaudit/plans/default.json",
+                "rm -rf .gitaudit",
+                "mv .gitaudit /tmp",
+            ),
+        ],
+        "gitaudit plan file",
+    )
+
+
+def test_attack_agent_edits_its_own_hook_settings(project: GitRepo) -> None:
+    """The agent switches its hooks off where the hosts read them: the project's Claude Code
+    settings and Codex hooks and config, and the same files in the user's home (which can
+    disable project hooks too; those and Codex's got through before the fix)."""
+    settings = project.path / ".claude" / "settings.json"
+    home = Path(os.path.expanduser("~"))
+    refused(
+        project,
+        [
+            tool(
+                project.path, "Write", file_path=str(settings), content='{"disableAllHooks": true}'
+            ),
+            tool(
+                project.path,
+                "Edit",
+                file_path=str(project.path / ".claude" / "settings.local.json"),
+                old_string="",
+                new_string="{}",
+            ),
+            *commands(project, "echo '{}' > .claude/settings.json", "rm .claude/settings.json"),
+            tool(
+                project.path,
+                "Write",
+                file_path=str(project.path / ".codex" / "config.toml"),
+                content="[features]\nhooks = false\n",
+            ),
+            apply_patch(project.path, codex_patch(("Delete File", ".codex/hooks.json"))),
+            *commands(project, "echo '{}' > .codex/hooks.json"),
+            tool(
+                project.path,
+                "Write",
+                file_path=str(home / ".claude" / "settings.json"),
+                content='{"disableAllHooks": true}',
+            ),
+            apply_patch(
+                project.path, codex_patch(("Add File", str(home / ".codex" / "config.toml")))
+            ),
+            *commands(project, "printf '[features]\\nhooks = false\\n' >> ~/.codex/config.toml"),
+        ],
+        "this agent's hooks",
+    )
+    refused(
+        project,
+        commands(
+            project, "python3 -c \"import json; json.dump({}, open('.claude/settings.json', 'w'))\""
+        ),
+        "names .claude/settings",
+    )
+    refused(
+        project,
+        commands(project, "python3 -c \"open('.codex/hooks.json', 'w').write('{}')\""),
+        "names .codex/hooks",
+    )
+    refused(project, commands(project, "git audit agent uninstall"), "the user's decision")
+
+
+def test_attack_agent_takes_the_sealers_decisions(project: GitRepo) -> None:
+    """With the user's key at hand, the agent changes the definition of done or who counts
+    instead of doing the work: a weakening reseal, a retired plan, attempts given back, the
+    user's request rewritten, keys trusted or removed, the anchor moved, a laxer policy, an
+    outcome asserted by hand, a proposed change approved (each got through before the fix)."""
+    refused(
+        project,
+        commands(
+            project,
+            "git audit plan seal --allow-weaken -m 'the check was too strict'",
+            "git audit plan retire default -m obsolete",
+            "git audit plan reset-attempts greeting",
+            "git audit request seal --plan default -m 'smaller, as agreed'",
+            "git audit trust add ~/.ssh/agent.pub --role sealer --name agent",
+            "git audit trust remove alice",
+            "git audit trust anchor --yes",
+            "git audit trust policy --weakening allowed --allow-weaken --reason x",
+            "git audit reconcile greeting --observed pass",
+            "git audit approve 0123456789ab",
+            "python3 -m gitaudit plan retire default -m x",
+            "git-audit trust policy --commit-msg off --allow-weaken --reason x",
+        ),
+        "the user's decision",
+    )
+
+
+def test_attack_agent_writes_through_a_symbolic_link(project: GitRepo) -> None:
+    """A link the agent made earlier (or found) points into .git or at the check; the guard
+    follows it."""
+    os.symlink(project.path / ".git" / "hooks", project.path / "hooks-link")
+    os.symlink(project.path / "tests" / "check_greeting.py", project.path / "innocent.py")
+    refused(
+        project,
+        [
+            tool(
+                project.path,
+                "Write",
+                file_path=str(project.path / "hooks-link" / "pre-push"),
+                content="exit 0",
+            ),
+            *commands(project, "echo 'exit 0' > hooks-link/commit-msg"),
+        ],
+        "git directory",
+    )
+    refused(
+        project,
+        [
+            tool(
+                project.path, "Write", file_path=str(project.path / "innocent.py"), content="pass"
+            ),
+            *commands(project, "echo pass > innocent.py"),
+        ],
+        "protected by the plan",
+    )
+
+
+def test_attack_agent_edits_gitaudits_home(project: GitRepo) -> None:
+    home = Path(os.environ["GITAUDIT_HOME"])
+    refused(
+        project,
+        [
+            tool(project.path, "Write", file_path=str(home / "keys" / "default"), content="x"),
+            tool(project.path, "Write", file_path=str(home / "memo.key"), content="x"),
+            *commands(project, f"rm -rf {home}/anchors", "rm -rf $GITAUDIT_HOME/keys"),
+        ],
+        "gitaudit's home",
+    )
+
+
+def test_attack_agent_hides_the_command_from_the_guard(project: GitRepo) -> None:
+    """Obfuscation the guard reads through: eval, nested shells, aliases, backticks, a script
+    on a here-document, env -S, quoted operators, continued lines, a comment before it, find
+    -exec, a variable set before; xargs and a variable it cannot see, and what it cannot read,
+    it refuses (xargs and the variables got through before the fix)."""
+    refused(
+        project,
+        commands(
+            project,
+            "eval 'git commit --no-verify -m x'",
+            "sh -c \"bash -c 'git commit --no-verify -m x'\"",
+            "alias gc='git commit --no-verify'; gc -m x",
+            "echo `git commit --no-verify -m x`",
+            "bash <<'EOF'\ngit commit --no-verify -m x\nEOF",
+            "env -S 'git commit --no-verify -m x'",
+            "true\ngit commit --no-verify -m x",
+            "git commit -m ';' --no-verify",
+            "git commit \\\n  --no-verify -m x",
+            "# tidy up first; it's fine\ngit commit --no-verify -m x",
+            "find . -maxdepth 0 -exec git commit --no-verify -m x \\;",
+            "SKIP=--no-verify; git commit $SKIP -m x",
+            "git commit ${FLAGS} -m x",
+        ),
+        "--no-verify",
+    )
+    refused(project, commands(project, "echo --no-verify | xargs git commit -m x"), "xargs")
+    refused(project, commands(project, "git commit -m 'unterminated"), "cannot read this command")
+
+
+def test_attack_agent_evades_the_guard_with_a_script_and_the_stop_hook_holds(
+    project: GitRepo,
+) -> None:
+    """KNOWN LIMIT of the guard (by design: it reads commands, not the programs they run): a
+    script file written earlier and run by name is not read, so `sh ./ship.sh` passes the guard
+    and its `git commit --no-verify` skips the commit-msg hook. The stop hook still judges the
+    work tree and blocks: the commit proves nothing (and the server's pre-receive refuses the
+    push: tests/adversarial/test_hooks.py::test_attack_hooks_no_verify_caught_by_pre_receive)."""
+    project.write("ship.sh", "git add -A && git commit -q --no-verify -m 'done'\n")
+    project.write("greeter.py", "def greeting():\n    return 'Goodbye'\n")
+    attempt = bash(project.path, "sh ./ship.sh")
+    assert run_hook(project.path, "guard", attempt).allowed
+    subprocess.run(["sh", "./ship.sh"], cwd=project.path, check=True)
+    run = run_hook(project.path, "stop", stop(project.path))
+    assert run.blocked and "UNKNOWN" in run.reason
+
+
+def test_attack_agent_hides_an_edit_from_git_status(project: GitRepo) -> None:
+    """The stop hook takes HEAD's tree when git shows the work tree clean. The agent edits
+    greeter.py after the passing run and hides the edit from `git status`: assume-unchanged,
+    skip-worktree, a file system monitor that answers "nothing changed", untracked files
+    switched off, an untracked cache, a local content filter. Each is judged by its real
+    content (UNKNOWN: no evidence for it) or refused (the filter)."""
+    run_passing(project)
+    assert run_hook(project.path, "stop", stop(project.path)).allowed
+    greeter = project.path / "greeter.py"
+    original = greeter.read_text()
+    monitor = project.path.parent / "fsmonitor.sh"
+    monitor.write_text("#!/bin/sh\nprintf '0\\0'\n")  # a token, and no changed path
+    monitor.chmod(0o755)
+
+    def hidden(*setup: tuple[str, ...], untracked: bool = False) -> None:
+        for args in setup:
+            project.git(*args)
+        if untracked:
+            project.write("helper_notes.py", "HIDDEN = True\n")
+        else:
+            greeter.write_text(original.replace("Hello", "Hi"))
+        run = run_hook(project.path, "stop", stop(project.path))
+        assert run.blocked, setup
+        assert "UNKNOWN" in run.reason or "filter" in run.reason, run.reason
+        greeter.write_text(original)
+        (project.path / "helper_notes.py").unlink(missing_ok=True)
+
+    hidden(("update-index", "--assume-unchanged", "greeter.py"))
+    project.git("update-index", "--no-assume-unchanged", "greeter.py")
+    hidden(("update-index", "--skip-worktree", "greeter.py"))
+    project.git("update-index", "--no-skip-worktree", "greeter.py")
+    hidden(("config", "core.fsmonitor", str(monitor)), ("status",))
+    project.git("config", "--unset", "core.fsmonitor")
+    hidden(("config", "status.showUntrackedFiles", "no"), untracked=True)
+    hidden(("config", "core.untrackedCache", "true"), ("status",), untracked=True)
+    project.git("config", "filter.hide.clean", "cat")
+    project.write(".git/info/attributes", "greeter.py filter=hide\n")
+    hidden()

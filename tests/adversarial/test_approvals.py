@@ -1,0 +1,297 @@
+"""Attacks on approvals (k of n): changes of refs/audit/plans the policy says need several
+sealers, made with fewer, or with approvals that are not for them.
+
+The world: alice, bob and carol are sealers; the policy asks for 2 distinct sealers to weaken
+(3 in the first attack); STRICT is sealed. A weakening (dropping the step ``lint``) proposed by
+alice gives the exact files of the change (``proposal.files``); forgeries put those files in a
+plans commit signed by a trusted sealer, with approvals.json built by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from gitaudit.crypto import sshsig
+from gitaudit.crypto.keystore import generate_key, load_signer
+from gitaudit.crypto.signers import Ed25519Signer, Signer
+from gitaudit.errors import LedgerError
+from gitaudit.ledger.approvals import (
+    APPROVALS_PATH,
+    NAMESPACE,
+    Approvals,
+    ChangeProposed,
+    Proposal,
+    change_digest,
+    statement,
+)
+from gitaudit.ledger.objects import dumps
+from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.proposals import approve, find
+from gitaudit.ledger.refs import PLANS_REF
+from gitaudit.ledger.seals import retire_plan, set_policy, trust_add
+from gitaudit.plan.catalog import check_worktree
+from tests.adversarial.conftest import STRICT, World, assert_plans_level, check, plan, step
+from tests.gitrepo import git
+
+WEAK = plan(step("unit", check("true")))
+
+
+@dataclass
+class Council:
+    world: World
+    bob: Ed25519Signer
+    carol: Ed25519Signer
+
+    @property
+    def alice(self) -> Ed25519Signer:
+        return self.world.alice
+
+    def require(self, **kinds: int) -> None:
+        """alice raises what the policy asks for (a strengthening: one sealer is enough)."""
+        handle = self.world.handle()
+        policy = read_state(handle).policy
+        wanted = replace(policy, approvals=tuple(sorted(kinds.items())))
+        commit, laxer = set_policy(handle, self.alice, wanted, allow_weaken=False, reason=None)
+        assert commit is not None and not laxer
+
+    def propose_weakening(self) -> Proposal:
+        """alice seals WEAK with --allow-weaken: it becomes a proposal, not a seal."""
+        before = self.world.ref(PLANS_REF)
+        with pytest.raises(ChangeProposed) as proposed:
+            self.world.seal(WEAK, reason="lint is redundant", allow_weaken=True)
+        assert self.world.ref(PLANS_REF) == before, "a proposal must not move the plans ref"
+        return proposed.value.proposal
+
+    def forge(self, files: dict[str, bytes], signer: Signer | None = None) -> None:
+        self.world.forge_plans(files, signer or self.alice)
+
+
+def approvals_json(parent: str, files: dict[str, bytes], signatures: list[str]) -> bytes:
+    return dumps(Approvals(parent, change_digest(files), tuple(signatures)).to_json())
+
+
+def sign(signer: Signer, parent: str, files: dict[str, bytes]) -> str:
+    return signer.sign(statement(parent, change_digest(files)), NAMESPACE)
+
+
+@pytest.fixture
+def council(sealed: World) -> Council:
+    keys = {name: generate_key(name).private_path for name in ("bob", "carol")}
+    signers = {name: load_signer(path) for name, path in keys.items()}
+    handle = sealed.handle()
+    for name, signer in signers.items():
+        trust_add(handle, sealed.alice, signer.public_key, "sealer", name)
+    sealed.keys = {**sealed.keys, **keys}
+    council = Council(sealed, signers["bob"], signers["carol"])  # type: ignore[arg-type]
+    council.require(weaken=2)
+    return council
+
+
+def _weakened(world: World) -> bool:
+    state = read_state(world.handle())
+    record = state.seal("default")
+    assert record is not None
+    return record.weakened
+
+
+# --------------------------------------------------------------------------------- attacks
+
+
+def test_attack_approvals_k_minus_one_are_not_enough(council: Council) -> None:
+    """The policy asks for 3 sealers to weaken; alice proposes, bob approves: 2 of 3 apply
+    nothing, and a hand-made commit carrying those 2 approvals is refused by every reader."""
+    council.require(weaken=3)
+    proposal = council.propose_weakening()
+    outcome = approve(council.world.handle(), council.bob, proposal.id)
+    assert outcome.applied is None and outcome.approvers == ("alice", "bob")
+    assert outcome.required == 3
+    assert not _weakened(council.world)
+    parent = council.world.ref(PLANS_REF)
+    assert parent == proposal.parent
+    files = dict(proposal.files)
+    files[APPROVALS_PATH] = approvals_json(
+        parent, files, [sign(council.alice, parent, files), sign(council.bob, parent, files)]
+    )
+    council.forge(files)
+    result = council.world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "needs the approval of 3 distinct sealers; 2 approved (alice, bob)" in (
+        result.reasons[0].message
+    )
+
+
+def test_attack_approvals_same_sealer_twice_counts_once(council: Council) -> None:
+    """alice signs the approval twice (once with sha512, once with sha256: two different
+    signatures by one key) and approves her own proposal again: one sealer is one approval."""
+    proposal = council.propose_weakening()
+    again = approve(council.world.handle(), council.alice, proposal.id)
+    assert again.applied is None and again.approvers == ("alice",)
+    parent, files = proposal.parent, dict(proposal.files)
+    data = statement(parent, change_digest(files))
+    seed = council.alice._key.encode()  # the raw seed: a second, distinct signature
+    twice = [
+        sign(council.alice, parent, files),
+        sshsig.sign_raw(seed, data, NAMESPACE, hash_algorithm="sha256"),
+    ]
+    assert twice[0] != twice[1]
+    files[APPROVALS_PATH] = approvals_json(parent, files, twice)
+    council.forge(files)
+    result = council.world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "needs the approval of 2 distinct sealers; 1 approved (alice)" in (
+        result.reasons[0].message
+    )
+
+
+def test_attack_approvals_of_a_stale_proposal_do_not_count(council: Council) -> None:
+    """The plans ref moves (a strengthening of another plan) after alice proposed: bob's
+    approval is refused, and the approvals of alice and bob, made for the old parent, do not
+    make the change acceptable on the new one."""
+    proposal = council.propose_weakening()
+    stale_files = dict(proposal.files)
+    old_parent = proposal.parent
+    approvals = [
+        sign(council.alice, old_parent, stale_files),
+        sign(council.bob, old_parent, stale_files),
+    ]
+    council.world.seal(STRICT, "other")  # the plans ref moves on
+    with pytest.raises(LedgerError, match="stale: refs/audit/plans moved"):
+        approve(council.world.handle(), council.bob, proposal.id)
+    assert find(council.world.handle(), proposal.id).state == "stale"
+    files = council.world.plans_files()
+    files.pop(APPROVALS_PATH, None)
+    for path in ("plans/default.json", "seals/default.json"):
+        files[path] = stale_files[path]
+    files[APPROVALS_PATH] = dumps(
+        Approvals(old_parent, change_digest(files), tuple(approvals)).to_json()
+    )
+    council.forge(files)
+    result = council.world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "stale approvals do not count" in result.reasons[0].message
+
+
+def test_attack_approvals_bound_to_another_change(council: Council) -> None:
+    """bob approved alice's proposal (drop the step lint); a commit carrying those approvals
+    retires the plan instead: the approvals are for another change."""
+    proposal = council.propose_weakening()
+    parent, approved = proposal.parent, dict(proposal.files)
+    signatures = [sign(council.alice, parent, approved), sign(council.bob, parent, approved)]
+    with pytest.raises(ChangeProposed) as retiring:
+        retire_plan(council.world.handle(), council.alice, "default", "not needed")
+    files = dict(retiring.value.proposal.files)
+    files[APPROVALS_PATH] = approvals_json(parent, approved, signatures)
+    council.forge(files)
+    result = council.world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "approves another change than the one this commit makes" in result.reasons[0].message
+
+
+def test_attack_approvals_hand_made_commit_without_them(council: Council) -> None:
+    """alice, a trusted sealer, signs the weakening herself in a hand-made plans commit without
+    approvals.json: status refuses the plans ref."""
+    proposal = council.propose_weakening()
+    council.forge(dict(proposal.files))
+    council.world.repo.commit("weak plan")
+    result = council.world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "(weaken) needs the approval of 2 distinct sealers and carries none" in (
+        result.reasons[0].message
+    )
+
+
+def test_attack_approvals_hand_made_commit_refused_by_the_server(
+    council: Council, tmp_path: Path
+) -> None:
+    """The same hand-made commit pushed straight to the server (no client hook involved): its
+    pre-receive refuses it, whatever the client did."""
+    council.world.serve(tmp_path / "server.git")
+    proposal = council.propose_weakening()
+    council.forge(dict(proposal.files))
+    pushed = subprocess.run(
+        ["git", "push", "origin", f"{PLANS_REF}:{PLANS_REF}"],
+        cwd=council.world.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pushed.returncode != 0 and f"rejecting {PLANS_REF}" in pushed.stderr, pushed.stderr
+    assert "(weaken) needs the approval of 2 distinct sealers" in pushed.stderr
+    server_tip = git(tmp_path / "server.git", "rev-parse", PLANS_REF).strip()
+    assert server_tip == proposal.parent
+
+
+def test_attack_approvals_by_an_untrusted_key_do_not_count(council: Council) -> None:
+    """mallory (trusted by nobody) and ci (a runner, not a sealer) add their approvals to
+    alice's: one sealer approved."""
+    proposal = council.propose_weakening()
+    parent, files = proposal.parent, dict(proposal.files)
+    signatures = [
+        sign(council.alice, parent, files),
+        sign(council.world.mallory, parent, files),
+        sign(council.world.ci, parent, files),
+    ]
+    files[APPROVALS_PATH] = approvals_json(parent, files, signatures)
+    council.forge(files)
+    result = council.world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "needs the approval of 2 distinct sealers; 1 approved (alice)" in (
+        result.reasons[0].message
+    )
+
+
+def test_attack_approvals_lowered_without_approvals(council: Council) -> None:
+    """alice lowers what a weakening needs back to 1 (then she could weaken alone): a
+    proposal; the same policy in a hand-made commit signed by her is refused."""
+    handle = council.world.handle()
+    policy = read_state(handle).policy
+    lax = replace(policy, approvals=())
+    with pytest.raises(ChangeProposed) as proposed:
+        set_policy(handle, council.alice, lax, allow_weaken=True, reason="too slow")
+    assert proposed.value.proposal.required == 2
+    assert read_state(handle).policy.approvals_for("weaken") == 2
+    council.forge(dict(proposed.value.proposal.files))
+    result = council.world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "(weaken, policy) needs the approval of 2 distinct sealers" in (
+        result.reasons[0].message
+    )
+
+
+# -------------------------------------------------------------------------------- controls
+
+
+def test_approvals_k_of_them_apply_the_change(council: Council, tmp_path: Path) -> None:
+    """Control: alice proposes, bob approves: the weakening is applied, signed, with both
+    approvals; a fresh reader (no marks) and the server accept it."""
+    council.world.serve(tmp_path / "server.git")
+    proposal = council.propose_weakening()
+    outcome = approve(council.world.handle(), council.bob, proposal.id)
+    assert outcome.applied is not None and outcome.approvers == ("alice", "bob")
+    assert _weakened(council.world)
+    stored = json.loads(council.world.plans_files()[APPROVALS_PATH])
+    assert stored["parent"] == proposal.parent and len(stored["signatures"]) == 2
+    council.world.repo.commit("weak plan, sealed with approvals")
+    assert council.world.run().verdict == "PASS"
+    assert council.world.gate().verdict == "PASS"
+    council.world.repo.git("push", "origin", f"{PLANS_REF}:{PLANS_REF}")
+    server_tip = git(tmp_path / "server.git", "rev-parse", PLANS_REF).strip()
+    assert server_tip == outcome.applied
+
+
+def test_approvals_changes_needing_none_work_with_one_key(council: Council) -> None:
+    """Control: with weaken=2, strengthening, sealing a new plan and trusting another runner
+    need alice alone, as before."""
+    stronger = plan(step("unit", check("true")), step("lint", check("true")), step("doc"))
+    assert council.world.seal(stronger, reason="docs too").commit is not None
+    assert council.world.seal(WEAK, "second").commit is not None
+    runner = Ed25519Signer.generate("ci2")
+    handle = council.world.handle()
+    assert trust_add(handle, council.alice, runner.public_key, "runner", "ci2") is not None
+    (checked,) = check_worktree(council.world.path, "default")
+    assert checked.digest == read_state(handle).seal("default").contract_digest  # type: ignore[union-attr]

@@ -1,0 +1,246 @@
+"""Trusted runners per ref: the policy's ``evidence`` rules. With ``refs/heads/main`` proven by
+``ci`` alone, evidence signed by any other trusted runner (an agent's own key, a laptop) is
+advisory for main: it can fail a tree, never PASS it there. ``min: 2`` needs two distinct
+runners that agree. The rule binds ``status --for``, the pre-push hook (memo included) and the
+server's pre-receive."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gitaudit.crypto.keystore import generate_key, load_signer
+from gitaudit.crypto.signers import Ed25519Signer
+from gitaudit.hooks.install import install_hooks
+from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.seals import set_policy, trust_add
+from gitaudit.ledger.trust import EvidenceRule, Policy
+from tests.adversarial.conftest import STRICT, World, assert_plan, codes, only
+from tests.gitrepo import git
+
+MAIN = "refs/heads/main"
+
+
+def runner(world: World, name: str, labels: frozenset[str] = frozenset()) -> Ed25519Signer:
+    """A second trusted runner (an agent's own key, another CI), added by alice."""
+    signer = load_signer(generate_key(name).private_path)
+    assert isinstance(signer, Ed25519Signer)
+    trust_add(world.handle(), world.alice, signer.public_key, "runner", name, labels)
+    return signer
+
+
+def rule(world: World, *rules: EvidenceRule, allow_weaken: bool = False) -> None:
+    current = read_state(world.handle()).policy
+    policy = Policy(
+        current.protected_refs,
+        current.allow_weaken,
+        current.commit_msg,
+        live_evidence=current.live_evidence,
+        max_artifact_bytes=current.max_artifact_bytes,
+        agents=current.agents,
+        evidence=rules,
+    )
+    set_policy(world.handle(), world.alice, policy, allow_weaken=allow_weaken, reason="runners")
+
+
+@pytest.fixture
+def ruled(world: World) -> World:
+    """main is proven by ci alone; the agent holds a trusted runner key of its own."""
+    world.seal(STRICT)
+    rule(world, EvidenceRule(MAIN, ("ci",)))
+    return world
+
+
+def test_attack_runner_rules_agent_key_cannot_pass_main(ruled: World) -> None:
+    agent = runner(ruled, "agent")
+    assert ruled.run(signer=agent).verdict == "PASS"
+    assert ruled.gate().verdict == "PASS"  # no ref: any trusted runner's evidence counts
+    judged = assert_plan(ruled.gate(for_ref=MAIN), "evidence.runner-rule", "UNKNOWN")
+    assert "runs by agent are advisory here" in judged.reasons[0].message
+    assert ruled.run().verdict == "PASS"  # ci
+    assert ruled.gate(for_ref=MAIN).verdict == "PASS"
+
+
+@pytest.mark.parametrize(
+    "ref", ["refs/heads/main", "refs/heads/release/1.0", "refs/heads/release/2.0/hotfix"]
+)
+def test_attack_runner_rules_patterns_and_the_most_specific_rule(world: World, ref: str) -> None:
+    world.seal(STRICT)
+    rule(world, EvidenceRule(MAIN, ("ci",)), EvidenceRule("refs/heads/release/*", ("ci",)))
+    agent = runner(world, "agent")
+    world.run(signer=agent)
+    assert_plan(world.gate(for_ref=ref), "evidence.runner-rule", "UNKNOWN")
+    assert world.gate(for_ref="refs/heads/topic").verdict == "PASS"  # no rule for topics
+
+
+def test_attack_runner_rules_labels_come_from_trust_not_from_the_run(world: World) -> None:
+    """The rule names the label ``linux-ci``: a runner is admitted when the *trust set* gives
+    it the label. The agent signs (with its own trusted runner key) a run whose run.json claims
+    the label: not admitted."""
+    world.seal(STRICT)
+    rule(world, EvidenceRule(MAIN, ("linux-ci",)))
+    agent = runner(world, "agent")
+    genuine = world.run(signer=agent)
+    assert genuine.commit is not None
+
+    def claim(doc: dict[str, object]) -> None:
+        doc["runner"] = {**doc.get("runner", {}), "labels": ["linux-ci"]}  # type: ignore[dict-item]
+
+    world.forge_run(genuine.commit, edit=claim, signer=agent)
+    assert_plan(world.gate(for_ref=MAIN), "evidence.runner-rule", "UNKNOWN")
+    builder = runner(world, "builder", frozenset({"linux-ci"}))
+    assert world.run(signer=builder).verdict == "PASS"
+    assert world.gate(for_ref=MAIN).verdict == "PASS"
+
+
+def test_attack_runner_rules_min_two_needs_two_distinct_runners(world: World) -> None:
+    world.seal(STRICT)
+    second = runner(world, "ci2")
+    rule(world, EvidenceRule(MAIN, ("ci", "ci2"), 2))
+    world.run()
+    world.run()  # the same runner twice is one runner
+    judged = assert_plan(world.gate(for_ref=MAIN), "evidence.runner-rule", "UNKNOWN")
+    assert "passing runs for this tree by ci;" in judged.reasons[0].message + ";"
+    world.run(signer=second)
+    assert world.gate(for_ref=MAIN).verdict == "PASS"
+
+
+def test_attack_runner_rules_a_failing_run_is_not_agreement(world: World) -> None:
+    """Two runners must both have PASSed this tree: ci2's run, made FAIL by its own signed
+    verdict, is not a second agreeing runner."""
+    world.seal(STRICT)
+    second = runner(world, "ci2")
+    rule(world, EvidenceRule(MAIN, ("ci", "ci2"), 2))
+    passed = world.run()
+    assert passed.commit is not None
+
+    def failed(doc: dict[str, object]) -> None:
+        doc["verdict"] = "FAIL"
+
+    world.forge_run(passed.commit, edit=failed, signer=second)
+    judged = only(world.gate(for_ref=MAIN))
+    assert judged.verdict != "PASS"
+    assert "evidence.runner-rule" in codes(judged) or "step.failed" in codes(judged)
+
+
+@pytest.mark.parametrize(
+    ("change", "weakening"),
+    [
+        ((), "evidence rule for refs/heads/main removed"),
+        ((EvidenceRule(MAIN, ("ci", "agent")),), "also from agent"),
+    ],
+)
+def test_attack_runner_rules_relaxing_is_a_weakening(
+    ruled: World, change: tuple[EvidenceRule, ...], weakening: str
+) -> None:
+    from gitaudit.errors import SealError
+
+    with pytest.raises(SealError) as refused:
+        rule(ruled, *change)
+    assert weakening in refused.value.message
+
+
+def test_attack_runner_rules_lowering_min_is_a_weakening(world: World) -> None:
+    from gitaudit.errors import SealError
+
+    world.seal(STRICT)
+    rule(world, EvidenceRule(MAIN, ("ci", "ci2"), 2))
+    with pytest.raises(SealError) as refused:
+        rule(world, EvidenceRule(MAIN, ("ci", "ci2"), 1))
+    assert "needs 1 runners, not 2" in refused.value.message
+
+
+def test_attack_runner_rules_memo_of_a_ruleless_pass_does_not_answer_for_main(
+    ruled: World, tmp_path: Path
+) -> None:
+    """The agent's own runner key makes `git audit status` PASS (remembered in the memo); the
+    pre-push hook must still judge the push to main by main's rule, not serve that PASS."""
+    agent = runner(ruled, "agent")
+    ruled.run(signer=agent)
+    assert ruled.cli("status").code == 0  # remembered, for no ref
+    server = tmp_path / "server.git"
+    git(tmp_path, "init", "-q", "--bare", str(server))
+    ruled.repo.git("remote", "add", "origin", str(server))
+    install_hooks(ruled.handle())
+    pushed = subprocess.run(
+        ["git", "push", "origin", "HEAD:refs/heads/main"],
+        cwd=ruled.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pushed.returncode != 0, pushed.stderr
+    assert "evidence.runner-rule" in pushed.stderr or "takes evidence from ci" in pushed.stderr
+    topic = subprocess.run(
+        ["git", "push", "origin", "HEAD:refs/heads/topic"],
+        cwd=ruled.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert topic.returncode == 0, topic.stderr  # no rule for topics: the agent's PASS counts
+
+
+def test_attack_runner_rules_server_declines_main_without_ci(ruled: World, tmp_path: Path) -> None:
+    agent = runner(ruled, "agent")
+    server = ruled.serve(tmp_path / "server.git")
+    ruled.run(signer=agent)
+    pushed = subprocess.run(
+        [
+            "git",
+            "push",
+            "--no-verify",
+            "--atomic",
+            "origin",
+            "HEAD:refs/heads/main",
+            "refs/audit/runs/default",
+        ],
+        cwd=ruled.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pushed.returncode != 0
+    assert "pre-receive hook declined" in pushed.stderr
+    assert "takes evidence from ci" in pushed.stderr
+    assert git(server, "rev-parse", "-q", "--verify", "refs/heads/main", check=False) == ""
+    ruled.run()  # ci, the runner main trusts
+    again = subprocess.run(
+        [
+            "git",
+            "push",
+            "--no-verify",
+            "--atomic",
+            "origin",
+            "HEAD:refs/heads/main",
+            "refs/audit/runs/default",
+        ],
+        cwd=ruled.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr
+
+
+def test_runner_rules_status_for_names_the_rule(ruled: World) -> None:
+    """Control: `status --for` explains itself, and takes full ref names only."""
+    ruled.run()
+    ok = ruled.cli("status", "--for", MAIN)
+    assert ok.code == 0, ok.out
+    bad = ruled.cli("status", "--for", "main")
+    assert bad.code == 2 and "--for refs/heads/main" in bad.err
+
+
+def test_attack_runner_rules_status_served_from_the_memo_keeps_the_rule(ruled: World) -> None:
+    """`git audit status` is served from the verdict memo when it can: a PASS remembered for no
+    ref (the agent's own evidence) must not answer `status --for refs/heads/main`."""
+    agent = runner(ruled, "agent")
+    ruled.run(signer=agent)
+    assert ruled.cli("status").code == 0
+    assert ruled.cli("status").code == 0  # served from the memo now
+    ruled_status = ruled.cli("status", "--for", MAIN)
+    assert ruled_status.code == 3, ruled_status.out
+    assert "takes evidence from ci" in ruled_status.out

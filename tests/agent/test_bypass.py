@@ -1,0 +1,106 @@
+"""The guard's rules for shell commands, one kind at a time (in-process; the host-level and
+attack tests run the real command)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gitaudit.agent.bypass import refusal
+
+
+def guarded(word: str, base: str) -> str | None:
+    """A stand-in for the guard's path check: `.git/...` and `tests/check.py` are guarded."""
+    path = os.path.normpath(os.path.join(base, word))
+    return "guarded" if path.startswith(("/p/.git", "/p/tests/check.py")) else None
+
+
+def refused(command: str) -> str | None:
+    return refusal(command, guarded, "/p")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git status",
+        "git commit -m 'fix: greeting' -- greeter.py",
+        "git commit -am 'no verify needed'",
+        "git commit -m 'do not use --no-verify'",
+        "git commit -v",
+        "git push origin main",
+        "git push -n origin main",  # -n is --dry-run for push
+        "git push origin refs/audit/runs/default",  # a fast-forward: the server checks it
+        "git fetch origin refs/audit/plans:refs/remotes/origin/audit/plans",
+        "git config user.name 'A Dev'",
+        "git config --get core.hooksPath",
+        "git config core.hooksPath",
+        "git config get audit.rootKey",
+        "git -c color.ui=never log --oneline",
+        "git update-ref refs/heads/topic HEAD",
+        "git audit run && git audit status",
+        "git merge --no-ff topic",
+        "python3 -m pytest -q tests",
+        "cat .git/config && ls .git/hooks",
+        "grep -r hooksPath .git/config",
+        "find .git/hooks -name '*.sample'",
+        "echo hello > notes.txt",
+        "cp tests/check.py /tmp/backup.py",
+        "sed -n 1,10p tests/check.py",
+        "export PATH=$PATH:/opt/bin",
+        "GIT_AUTHOR_NAME=x git commit -m msg",
+    ],
+)
+def test_ordinary_commands_pass(command: str) -> None:
+    assert refused(command) is None, command
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [
+        ("git commit --no-verify -m x", "skips gitaudit's commit-msg hook"),
+        ("git commit -nm x", "skips gitaudit's commit-msg hook"),
+        ("git commit -m x -n", "skips gitaudit's commit-msg hook"),
+        ("git commit --no-veri -m x", "skips"),
+        ("git push --no-verify origin main", "skips gitaudit's pre-push hook"),
+        ("git merge --no-verify topic", "skips"),
+        ("git update-ref -d refs/audit/plans", "rewrites gitaudit's ledger"),
+        ("git update-ref --stdin < moves.txt", "--stdin"),
+        ("git config core.hooksPath /dev/null", "another hooks folder"),
+        ("git config --unset audit.rootKey", "gitaudit's own configuration"),
+        ("git config set --local audit.commitMsg off", "gitaudit's own configuration"),
+        ("git config --remove-section audit", "gitaudit's own configuration"),
+        ("git config include.path /tmp/evil", "includes another configuration"),
+        ("git config alias.ci 'commit --no-verify'", "defines an alias"),
+        ("git config --edit", "can change anything"),
+        ("git -c core.hooksPath=/dev/null commit -m x", "another hooks folder"),
+        ("git --config-env=core.hooksPath=HP commit", "another hooks folder"),
+        ("GIT_CONFIG_COUNT=1 git commit", "GIT_CONFIG_COUNT"),
+        ("export GIT_CONFIG_PARAMETERS=x", "GIT_CONFIG_PARAMETERS"),
+        ("HOME=/tmp/h git commit -m x", "another global configuration"),
+        ("GITAUDIT_HOME=/tmp/g git audit status", "GITAUDIT_HOME"),
+        ("git push -f origin refs/audit/runs/default", "rewrite the shared ledger"),
+        ("git push origin :refs/audit/plans", "rewrite the shared ledger"),
+        ("git push --mirror origin", "--mirror"),
+        ("git fetch origin '+refs/audit/*:refs/audit/*'", "overwrites the local ledger"),
+        ("git audit hooks uninstall", "the user's decision"),
+        ("gitaudit agent uninstall", "the user's decision"),
+        ("rm -f .git/hooks/pre-push", "`rm` would write `.git/hooks/pre-push`"),
+        ("echo x > tests/check.py", "the redirection would write `tests/check.py`"),
+        ("cp /tmp/x tests/check.py", "`cp` would write"),
+        ("sed -i s/a/b/ tests/check.py", "`sed` would write"),
+        ("git checkout HEAD~3 -- tests/check.py", "`git checkout` would write"),
+        ("python3 -c \"open('.git/hooks/pre-push','w')\"", "names .git/hooks"),
+        ("cd tests && echo pass > check.py", "would write `check.py`"),
+        ("cd .git; rm hooks/pre-push", "`rm` would write `hooks/pre-push`"),
+        ("(cd tests) && echo pass > check.py", "would write `check.py`"),
+        ("git -C tests checkout HEAD~1 -- check.py", "`git checkout` would write"),
+        ("F=tests/check.py; echo pass > $F", "would write `tests/check.py`"),
+        ("N=--no-verify; git commit $N -m x", "skips gitaudit's commit-msg hook"),
+        ("git commit $GIT_FLAGS -m x", "cannot see what $GIT_FLAGS holds"),
+        ("echo 'unbalanced", "cannot read this command"),
+    ],
+)
+def test_bypasses_are_refused_with_their_reason(command: str, words: str) -> None:
+    why = refused(command)
+    assert why is not None and words in why, (command, why)

@@ -1,0 +1,154 @@
+"""The guard, run as Claude Code runs it (PreToolUse payloads through the installed command):
+ordinary work passes silently, each kind of refusal comes with its reason, bad input is
+refused. The attack variants are in tests/adversarial/test_agent.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.agent.host import PLAN, bash, payload, run_hook, tool
+from tests.gitrepo import GitRepo
+
+
+@pytest.fixture
+def work(repo: GitRepo) -> GitRepo:
+    """A repository with a plan (not sealed: the guard reads the work tree's plans too)."""
+    repo.write("greeter.py", "def greeting():\n    return 'Hello'\n")
+    repo.write("tests/check_greeting.py", "print('check')\n")
+    repo.write_plan(PLAN)
+    repo.commit("plan")
+    return repo
+
+
+ORDINARY = [
+    ("Write", {"file_path": "{p}/greeter.py", "content": "x"}),
+    ("Write", {"file_path": "{p}/src/new_module.py", "content": "x"}),
+    ("Edit", {"file_path": "{p}/greeter.py", "old_string": "a", "new_string": "b"}),
+    (
+        "MultiEdit",
+        {"file_path": "{p}/README.md", "edits": [{"old_string": "a", "new_string": "b"}]},
+    ),
+    ("NotebookEdit", {"notebook_path": "{p}/analysis.ipynb", "new_source": "1", "cell_id": "c"}),
+    ("Write", {"file_path": "/tmp/scratch-outside-the-project.txt", "content": "x"}),
+    ("Read", {"file_path": "{p}/.git/config"}),
+    ("Grep", {"pattern": "hooksPath", "path": "{p}/.git"}),
+    ("Glob", {"pattern": ".gitaudit/**"}),
+    ("WebFetch", {"url": "https://example.com", "prompt": "summarise"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "tool_input"), ORDINARY, ids=[f"{n}-{i}" for i, (n, _) in enumerate(ORDINARY)]
+)
+def test_ordinary_tool_calls_pass_silently(
+    work: GitRepo, name: str, tool_input: dict[str, object]
+) -> None:
+    filled = {
+        k: v.replace("{p}", str(work.path)) if isinstance(v, str) else v
+        for k, v in tool_input.items()
+    }
+    doc = payload("pretooluse-read", work.path, tool_name=name, tool_input=filled)
+    run = run_hook(work.path, "guard", doc)
+    assert run.allowed, run
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python3 -m pytest -q tests",
+        "git add -A && git commit -m 'fix: the greeting'",
+        "git commit -m \"$(cat <<'EOF'\nFix the greeting\n\nIt's what the check wants.\nEOF\n)\"",
+        "git push origin main",
+        "git audit run && git audit status",
+        "cat .git/config; git log --oneline -3",
+        "python3 tests/check_greeting.py",
+        "git audit plan seal -m 'a stronger check'",
+        "git audit reconcile greeting --readback && git audit trust policy",
+        "git apply <<'EOF'\n--- a/greeter.py\n+++ b/greeter.py\n@@ -1 +1 @@\n-x\n+y\nEOF",
+    ],
+)
+def test_ordinary_commands_pass_silently(work: GitRepo, command: str) -> None:
+    run = run_hook(work.path, "guard", bash(work.path, command))
+    assert run.allowed, run
+
+
+def test_a_refused_edit_says_why_in_claude_codes_deny_decision(work: GitRepo) -> None:
+    run = run_hook(
+        work.path,
+        "guard",
+        tool(
+            work.path,
+            "Edit",
+            file_path=str(work.path / "tests" / "check_greeting.py"),
+            old_string="a",
+            new_string="b",
+        ),
+    )
+    assert run.code == 0 and run.blocked
+    doc = json.loads(run.stdout)
+    assert doc == {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": run.reason,
+        }
+    }
+    assert "is protected by the plan" in run.reason and "reseal" in run.reason
+
+
+@pytest.mark.parametrize(
+    ("target", "words"),
+    [
+        (".git/hooks/pre-push", "inside a git directory"),
+        (".gitaudit/plans/default.json", "gitaudit plan file"),
+        (".claude/settings.json", "holds this agent's hooks"),
+        ("tests/check_greeting.py", "protected by the plan"),
+    ],
+)
+def test_each_guarded_place_is_refused(work: GitRepo, target: str, words: str) -> None:
+    run = run_hook(
+        work.path, "guard", tool(work.path, "Write", file_path=str(work.path / target), content="x")
+    )
+    assert run.blocked and words in run.reason, run
+
+
+def test_the_generic_host_gets_exit_2_and_the_reason_on_stderr(work: GitRepo) -> None:
+    run = run_hook(
+        work.path, "guard", bash(work.path, "git commit --no-verify -m x"), host="generic"
+    )
+    assert run.code == 2 and run.stdout == "" and "--no-verify" in run.stderr
+    run = run_hook(work.path, "guard", bash(work.path, "git status"), host="generic")
+    assert run.code == 0 and run.stdout == "" and run.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"{oops",
+        b"[]",
+        json.dumps({"hook_event_name": "PreToolUse"}),  # no tool_name
+        json.dumps({"tool_name": "Write", "tool_input": "greeter.py"}),
+        json.dumps({"tool_name": "Edit", "tool_input": {"old_string": "a"}}),  # no file_path
+        json.dumps({"tool_name": "Bash", "tool_input": {"command": ["git", "push"]}}),
+    ],
+    ids=["empty", "broken", "array", "no-tool", "input-not-object", "no-path", "command-not-text"],
+)
+def test_a_malformed_payload_is_refused(work: GitRepo, data: bytes | str) -> None:
+    run = run_hook(work.path, "guard", data)
+    assert run.blocked and "could not check this tool call" in run.reason, run
+
+
+def test_outside_a_repository_the_git_dirs_and_home_are_still_guarded(tmp_path: Path) -> None:
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    ok = run_hook(
+        folder, "guard", tool(folder, "Write", file_path=str(folder / "a.txt"), content="x")
+    )
+    assert ok.allowed
+    other = tmp_path / "some-clone" / ".git" / "config"
+    run = run_hook(folder, "guard", tool(folder, "Write", file_path=str(other), content="x"))
+    assert run.blocked and "inside a git directory" in run.reason

@@ -1,0 +1,100 @@
+"""Reading shell commands: the simple commands the guard's rules see."""
+
+from __future__ import annotations
+
+import pytest
+
+from gitaudit.agent.shell import Simple, Unreadable, commands, split_heredocs, substitutions
+
+
+def words(script: str) -> list[tuple[str, ...]]:
+    return [s.words for s in commands(script)]
+
+
+def test_lists_pipelines_and_groups_are_split_into_simple_commands() -> None:
+    script = "cd src && make; (echo a | tee b) || true\ngit status &"
+    assert words(script) == [
+        ("cd", "src"),
+        ("make",),
+        ("echo", "a"),
+        ("tee", "b"),
+        ("true",),
+        ("git", "status"),
+    ]
+
+
+def test_assignments_and_write_redirections_are_kept_apart() -> None:
+    (simple,) = commands("A=1 B='two words' cmd x > out.txt 2>&1 >> log < in.txt")
+    assert simple == Simple((("A", "1"), ("B", "two words")), ("cmd", "x"), ("out.txt", "log"))
+    (simple,) = commands("echo hi &> all.txt")
+    assert simple.writes == ("all.txt",)
+    (simple,) = commands("echo hi >&2")
+    assert simple.writes == ()
+
+
+def test_wrappers_are_unwrapped() -> None:
+    found = words("sudo -u root env -i GIT_X=1 nice -n 5 timeout 10 git commit")
+    assert found[-1] == ("git", "commit")
+    (*_, last) = commands("env -i GIT_CONFIG_COUNT=1 git commit")
+    assert last.assignments == (("GIT_CONFIG_COUNT", "1"),) and last.words == ("git", "commit")
+    assert words("xargs -n 1 git update-ref -d")[-1] == ("git", "update-ref", "-d")
+    assert words("env -S 'git push -f'")[-1] == ("git", "push", "-f")
+
+
+def test_nested_scripts_are_read() -> None:
+    assert ("git", "commit", "--no-verify") in words('bash -lc "git commit --no-verify"')
+    assert ("git", "commit", "-n") in words("eval 'git commit -n'")
+    assert ("git", "commit", "-n") in words("alias c='git commit -n'")
+    assert ("git", "push", "-f") in words('echo "$(git push -f)"')
+    assert ("git", "push", "-f") in words("echo `git push -f`")
+    assert ("git", "push", "-f") in words("diff <(git push -f) x")
+
+
+def test_substitutions_are_found_balanced() -> None:
+    assert substitutions("a$(b $(c) d)e`f`") == ["b $(c) d", "f"]
+
+
+def test_heredoc_bodies_are_data_but_still_read() -> None:
+    script = "git commit -F - <<'EOF'\nfix: don't use --no-verify\nEOF\ngit status"
+    text, bodies = split_heredocs(script)
+    assert bodies == ["fix: don't use --no-verify"]
+    assert "don't" not in text
+    assert words(script) == [("git", "commit", "-F", "-"), ("git", "status")]
+    found = list(commands("bash <<EOF\ngit commit --no-verify\nEOF"))
+    assert found[0].heredoc and found[0].words == ("git", "commit", "--no-verify")
+
+
+def test_claude_codes_commit_message_pattern_reads() -> None:
+    script = "git commit -m \"$(cat <<'EOF'\nFix the greeting\n\nIt's done.\nEOF\n)\""
+    assert ("git", "commit", "-m", "$(cat <<'EOF'\n)") in words(script)
+
+
+def test_comments_end_at_the_line_and_only_start_words() -> None:
+    assert words("git commit # --no-verify") == [("git", "commit")]
+    assert words("echo a#b") == [("echo", "a#b")]
+    assert words("# what's next\ngit commit --no-verify") == [("git", "commit", "--no-verify")]
+
+
+def test_quoted_and_escaped_operators_are_words() -> None:
+    assert words("git commit -m ';' --no-verify") == [("git", "commit", "-m", ";", "--no-verify")]
+    assert words("git commit -m \\; -n") == [("git", "commit", "-m", ";", "-n")]
+    assert words('git commit -m "a && b" -n') == [("git", "commit", "-m", "a && b", "-n")]
+    assert words("find . -exec git commit -n \\;")[-1] == ("git", "commit", "-n")
+
+
+def test_line_continuations_join_words() -> None:
+    assert words("git commit \\\n  --no-verify") == [("git", "commit", "--no-verify")]
+
+
+@pytest.mark.parametrize("script", ["echo 'unbalanced", 'echo "open', "eval " * 3 + "'x"])
+def test_unreadable_commands_raise(script: str) -> None:
+    with pytest.raises(Unreadable):
+        list(commands(script))
+
+
+def test_nesting_is_bounded() -> None:
+    script = "x"
+    for _ in range(12):
+        script = f"sh -c {__import__('shlex').quote(script)}"
+    with pytest.raises(Unreadable, match="too deeply"):
+        list(commands(script))

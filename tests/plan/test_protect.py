@@ -1,0 +1,168 @@
+"""Which files a plan protects: the pure rules of gitaudit.plan.protect, on plans built by the
+real loader and trees given as path lists."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gitaudit.plan.load import load_plan
+from gitaudit.plan.model import Plan
+from gitaudit.plan.protect import SHADOWED, matches, patterns, select
+
+
+def plan_of(*checks: dict[str, Any], protect: list[str] | None = None) -> Plan:
+    doc: dict[str, Any] = {
+        "task": "t",
+        "requirements": [{"id": "R", "description": "r", "priority": "must"}],
+        "steps": [{"id": "s", "title": "s", "covers": ["R"], "verify": list(checks)}],
+    }
+    if protect is not None:
+        doc["protect"] = protect
+    plan, problems = load_plan(json.dumps(doc).encode(), name="p", source="p.json")
+    assert plan is not None, problems
+    return plan
+
+
+def protected(plan: Plan, tree: list[str]) -> list[str]:
+    return select(patterns(plan), tree, lambda p: p in tree)
+
+
+def run(*argv: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "run", "argv": list(argv), **extra}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "expected"),
+    [
+        ("tests", "tests/a/b.py", True),
+        ("tests/", "tests/a.py", True),
+        ("tests", "tests2/a.py", False),
+        ("*.py", "a.py", True),
+        ("*.py", "d/a.py", False),
+        ("**/*.py", "d/e/a.py", True),
+        ("**/*.py", "a.py", True),
+        ("d/**", "d/e/f", True),
+        ("d/?.txt", "d/a.txt", True),
+        ("d/?.txt", "d/ab.txt", False),
+        ("d/[ab].txt", "d/b.txt", True),
+        ("d/[!ab].txt", "d/b.txt", False),
+        ("./tests", "tests/x", True),
+    ],
+)
+def test_git_glob_rules(pattern: str, path: str, expected: bool) -> None:
+    assert matches(pattern, path) is expected
+
+
+TREE = [
+    "README.md",
+    "greeter.py",
+    "greeting.txt",
+    "scripts/check.sh",
+    "tools/check.py",
+    "tools/lint/__main__.py",
+    "tools/json.py",
+    "rules.cfg",
+    "Makefile",
+    "package.json",
+    "pytest.ini",
+    "pkg/pyproject.toml",
+    "pkg/tests/test_a.py",
+    "pkg/tests/helpers.py",
+    "pkg/src/mod.py",
+    "conftest.py",
+    "deep/x/conftest.py",
+    "other/test_b.py",
+    "other/b_test.py",
+    "other/util.py",
+    "pytest.py",
+    "mylib.py",
+]
+
+
+def test_a_script_an_interpreter_runs_is_protected_its_operands_are_not() -> None:
+    plan = plan_of(
+        run("sh", "scripts/check.sh", "greeting.txt"), run("grep", "-q", "x", "README.md")
+    )
+    assert protected(plan, TREE) == ["scripts/check.sh"]
+
+
+def test_program_paths_option_values_and_python_modules() -> None:
+    plan = plan_of(
+        run("./scripts/check.sh"),
+        run("grep", "--file=rules.cfg", "README.md"),
+        run("python3", "-m", "tools.lint"),
+        {"type": "exec", "path": "tools/check.py", "args": ["greeting.txt"]},
+    )
+    got = protected(plan, TREE)
+    assert {"scripts/check.sh", "rules.cfg", "tools/lint/__main__.py", "tools/check.py"} <= set(got)
+    assert "greeting.txt" not in got and "README.md" not in got
+
+
+def test_cwd_is_honoured() -> None:
+    plan = plan_of(run("sh", "check.sh", cwd="scripts"))
+    assert protected(plan, TREE) == ["scripts/check.sh"]
+
+
+def test_python_script_folder_shadowing() -> None:
+    """`python tools/check.py` puts tools/ first on sys.path: tools/json.py shadows json."""
+    plan = plan_of(run("python3", "tools/check.py"))
+    assert protected(plan, TREE) == ["tools/check.py", "tools/json.py"]
+    isolated = plan_of(run("python3", "-I", "tools/check.py"))
+    assert protected(isolated, TREE) == ["tools/check.py"]
+
+
+def test_pytest_with_a_test_path() -> None:
+    plan = plan_of({"type": "pytest", "argv": ["-q", "pkg/tests"]})
+    got = protected(plan, TREE)
+    assert got == [
+        "conftest.py",
+        "deep/x/conftest.py",
+        "pkg/pyproject.toml",
+        "pkg/tests/helpers.py",
+        "pkg/tests/test_a.py",
+        "pytest.ini",
+        "pytest.py",
+    ]
+
+
+def test_pytest_discovery_without_a_path() -> None:
+    got = protected(plan_of({"type": "pytest", "argv": ["-q"]}), TREE)
+    assert "other/test_b.py" in got and "other/b_test.py" in got and "pkg/tests/test_a.py" in got
+    assert "other/util.py" not in got and "mylib.py" not in got and "pkg/src/mod.py" not in got
+    assert "pytest.py" in got  # shadows pytest itself
+
+
+def test_python_m_pytest_in_a_run_check_is_read_like_pytest() -> None:
+    got = protected(plan_of(run("python3", "-m", "pytest", "other")), TREE)
+    assert {"other/test_b.py", "other/util.py", "conftest.py", "pytest.ini", "pytest.py"} <= set(
+        got
+    )
+
+
+def test_tool_files() -> None:
+    assert protected(plan_of(run("make", "test")), TREE) == ["Makefile"]
+    assert protected(plan_of(run("npm", "test")), TREE) == ["package.json"]
+
+
+def test_protect_globs_and_exemptions() -> None:
+    plan = plan_of(
+        {"type": "pytest", "argv": ["pkg/tests"]},
+        protect=["other/**", "!pkg/tests/helpers.py", "!other/util.py"],
+    )
+    got = protected(plan, TREE)
+    assert "other/b_test.py" in got and "other/util.py" not in got
+    assert "pkg/tests/helpers.py" not in got and "pkg/tests/test_a.py" in got
+
+
+def test_no_checks_that_run_files_protect_nothing() -> None:
+    plan = plan_of({"type": "file_exists", "path": "greeting.txt"})
+    assert patterns(plan).empty
+    assert protected(plan, TREE) == []
+
+
+def test_shadowed_names_cover_the_standard_library_and_pytest() -> None:
+    assert {"json", "os", "re", "unittest", "pytest", "_pytest", "pluggy"} <= SHADOWED
+    assert "mylib" not in SHADOWED

@@ -1,0 +1,38 @@
+"""A fingerprint prefetched at start-up (``git audit status``) is the one computed on demand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gitaudit.errors import RepositoryError
+from gitaudit.git import fingerprint
+from gitaudit.git.fingerprint import prefetch, workspace_fingerprint
+from tests.gitrepo import GitRepo
+
+
+def test_a_prefetched_fingerprint_is_taken_once_for_its_own_work_tree(repo: GitRepo) -> None:
+    repo.write("new.txt", "untracked\n")
+    expected = workspace_fingerprint(repo.path)
+    prefetch(repo.path)
+    assert fingerprint._PREFETCHED
+    assert workspace_fingerprint(repo.path) == expected
+    assert not fingerprint._PREFETCHED  # taken: the next call computes afresh
+    repo.write("new.txt", "changed since\n")
+    assert workspace_fingerprint(repo.path) != expected
+
+
+def test_a_prefetch_of_another_work_tree_is_not_taken(repo: GitRepo, tmp_path: Path) -> None:
+    other = GitRepo.create(tmp_path / "other")
+    other.write("x.txt", "x\n")
+    other.commit("other")
+    prefetch(other.path)
+    assert workspace_fingerprint(repo.path).tree == repo.head_tree()
+    assert not fingerprint._PREFETCHED
+
+
+def test_a_failed_prefetch_is_computed_again_and_explained(tmp_path: Path) -> None:
+    prefetch(tmp_path)  # not a repository: the thread fails quietly
+    with pytest.raises(RepositoryError, match="not a git repository"):
+        workspace_fingerprint(tmp_path)  # the same error as without a prefetch
