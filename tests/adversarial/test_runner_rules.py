@@ -103,6 +103,10 @@ def test_attack_runner_rules_min_two_needs_two_distinct_runners(world: World) ->
     world.run()  # the same runner twice is one runner
     judged = assert_plan(world.gate(for_ref=MAIN), "evidence.runner-rule", "UNKNOWN")
     assert "passing runs for this tree by ci;" in judged.reasons[0].message + ";"
+    assert judged.reasons[0].hint == (
+        "have 2 runners of ci, ci2 run the plan on this commit (e.g. in CI: "
+        "`git audit run --plan default` then `git audit push`), then `git audit sync`"
+    )
     world.run(signer=second)
     assert world.gate(for_ref=MAIN).verdict == "PASS"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pygit2
@@ -25,13 +26,13 @@ from tests.adversarial.conftest import World, check, plan, step
 RUNS = runs_ref("default")
 
 
-def _evidence(world: World) -> Evidence:
+def _evidence(world: World, pushed: pygit2.Oid | None = None) -> Evidence:
     repo = world.handle()
     (checked,) = check_worktree(world.path, "default")
     assert checked.plan is not None
     tree = str(repo.git.revparse_single("HEAD^{tree}").id)
     judging = Judging(
-        repo, read_state(repo), "default", checked.plan, tree, time.time(), None, dict
+        repo, read_state(repo), "default", checked.plan, tree, time.time(), pushed, dict
     )
     return judge_evidence(judging)
 
@@ -266,3 +267,27 @@ def test_an_older_run_that_cannot_be_read_stops_the_composition(world: World) ->
     assert reason == Reason(
         "evidence.ledger", f"run {str(damaged)[:12]} has no run.json", "restore the runs ref"
     )
+
+
+def test_a_pushed_run_carrying_a_step_is_traced_through_git(sealed: World) -> None:
+    """pre-receive judges a pushed runs ref whose newest run carries `unit` from the run below
+    it. The pushed run is not in the lookup cache, so git itself says whether the source is an
+    earlier run of the pushed chain: it is, so unit is proven; a source on no chain the push
+    reaches is not."""
+    sealed.run()
+    tip = sealed.ref(RUNS)
+    assert tip is not None
+
+    def carried_from(source: str) -> Callable[[dict[str, Any]], None]:
+        def edit(doc: dict[str, Any]) -> None:
+            doc["steps"]["unit"].update(status="carried", carried_from=source)
+
+        return edit
+
+    pushed = sealed.forge_run(tip, edit=carried_from(tip), signer=sealed.ci, move=False)
+    judged = _evidence(sealed, pushed)
+    assert judged.reasons == () and judged.run == str(pushed)
+    stray = sealed.forge_run(tip, signer=sealed.ci, parent=None, move=False)
+    pushed = sealed.forge_run(tip, edit=carried_from(str(stray)), signer=sealed.ci, move=False)
+    (reason,) = _evidence(sealed, pushed).reasons
+    assert (reason.code, reason.step) == ("evidence.carried-invalid", "unit")
