@@ -76,6 +76,8 @@ GROUPS = {
             "tests/adversarial/test_history.py",
             "tests/adversarial/test_evidence.py",
             "tests/faults/test_disk.py",  # a full disk while a seal is written
+            "tests/run/test_deep_ledger.py",  # confirmations remembered (confirmed.json)
+            "tests/adversarial/test_request.py",  # requests on the plans ref
         ),
     ),
     "crypto": Group(

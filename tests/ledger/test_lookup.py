@@ -8,11 +8,13 @@ End to end (the cache edited under a real ledger, judged by the gate and `git au
 
 from __future__ import annotations
 
+import json
 import re
 
 import pygit2
 import pytest
 
+from gitaudit import secret
 from gitaudit.errors import LedgerError
 from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger import lookup
@@ -230,3 +232,54 @@ def test_find_run_without_a_ledger(handle: Repo) -> None:
     assert _find(handle) == (None, None)
     first = _recorded(handle.git, None, TREE)
     assert _find(handle, first) == (str(first), str(first))  # the first push of a ledger
+
+
+# ------------------------------------------------------- remembered confirmations (confirmed.json)
+
+
+def _statements(handle: Repo) -> list[dict[str, str]]:
+    doc = json.loads((handle.gitdir / "gitaudit" / lookup.CONFIRMED).read_text())
+    assert doc["format"] == lookup.CONFIRMED_FORMAT
+    statements: list[dict[str, str]] = doc["statements"]
+    return statements
+
+
+def test_a_confirmation_is_remembered_once_per_tree_and_contract(
+    ledger: tuple[Repo, list[pygit2.Oid]],
+) -> None:
+    """Each confirmation is kept as one statement per (plan, tree, contract), authenticated by
+    the local key; a later confirmation at a newer tip replaces it, and the reader returns
+    it."""
+    handle, (_, _, last) = ledger
+    assert _find(handle) == (str(last), str(last))
+    (first,) = _statements(handle)
+    key = secret.local_key(str(handle.entered), create=False)
+    assert key is not None
+    statement = lookup._statement("default", TREE, CONTRACT, str(last), str(last))
+    assert first == {
+        "plan": "default",
+        "tree": TREE,
+        "contract": CONTRACT,
+        "run": str(last),
+        "through": str(last),
+        "mac": secret.mac(key, statement),
+    }
+    newer = _recorded(handle.git, last, OTHER_TREE)
+    handle.git.references.create(ledger_ref("default"), newer, force=True)
+    assert _find(handle) == (str(last), str(newer))
+    (second,) = _statements(handle)
+    assert (second["run"], second["through"]) == (str(last), str(newer))
+    assert lookup._read_confirmed(handle.gitdir) == [second]
+
+
+def test_an_oversized_confirmation_file_is_not_read(handle: Repo) -> None:
+    """confirmed.json is a file anyone who can write .git/ can write: past 1 MiB it is not
+    parsed at all (nothing is confirmed from it; every confirmation walks)."""
+    item = {"plan": "default", "tree": TREE, "contract": CONTRACT, "run": "r", "through": "t"}
+    doc = {"format": lookup.CONFIRMED_FORMAT, "statements": [item]}
+    path = handle.gitdir / "gitaudit" / lookup.CONFIRMED
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    assert lookup._read_confirmed(handle.gitdir) == [item]
+    path.write_text(" " * (1 << 20) + json.dumps(doc))  # valid JSON, past the first MiB
+    assert lookup._read_confirmed(handle.gitdir) == []

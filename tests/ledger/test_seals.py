@@ -699,3 +699,20 @@ def test_an_unreadable_plans_commit_is_refused_with_the_readers_hint(
         f"plans commit {str(oid)[:12]}: policy.json is not valid JSON"
     )
     assert info.value.hint == "restore refs/audit/plans from a good copy"
+
+
+def test_a_seal_record_of_another_format_is_refused_by_name(
+    trusted: Repo, sealer: Ed25519Signer
+) -> None:
+    seal(trusted, sealer)
+    base = read_state(trusted, remember=False)
+    assert base.tip is not None
+    record = json.loads(base.files["seals/default.json"])
+    files = {**base.files, "seals/default.json": json.dumps({**record, "format": "x"}).encode()}
+    oid = _signed_on_plans(trusted, sealer, files, [base.tip])
+    with pytest.raises(TrustError) as info:
+        read_state(trusted, remember=False)
+    assert info.value.message == (
+        f"plans commit {str(oid)[:12]}: seals/default.json: malformed seal record "
+        "(not a gitaudit.seal/1 record)"
+    ), info.value.message
