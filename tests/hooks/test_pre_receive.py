@@ -6,7 +6,11 @@ End to end, through ``git push`` to a bare server: ``tests/adversarial/test_hook
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 import pygit2
 import pytest
@@ -16,7 +20,8 @@ from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.git.repo import open_repo
 from gitaudit.hooks import entry
 from gitaudit.ledger.seals import trust_init
-from tests.gitrepo import GitRepo
+from tests.e2e.conftest import PLAN
+from tests.gitrepo import GitRepo, audit
 
 ZERO = "0" * 40
 RUNS = "refs/audit/runs/default"
@@ -140,3 +145,47 @@ def test_fast_forward_commits_of_an_update(server: Server) -> None:
     assert entry._ff_commits(server.git, str(third), str(merge)) == (
         f"{str(merge)[:12]} is a merge; audit refs are linear"
     )
+
+
+def test_a_server_without_a_plans_ref_refuses_branches(
+    repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook installed before refs/audit/plans was pushed: no branch update can PASS, so
+    each is refused (other refs, a tag say, are not the gate's)."""
+    handle = open_repo(repo.path)
+    monkeypatch.setenv("GIT_DIR", str(handle.gitdir))
+    head = repo.git("rev-parse", "HEAD").strip()
+    code, err = receive(capsys, f"{ZERO} {head} refs/heads/main")
+    assert code == 1
+    assert err.splitlines() == [
+        "gitaudit: rejecting refs/heads/main: the server has no refs/audit/plans: nothing can PASS"
+    ]
+    assert receive(capsys, f"{ZERO} {head} refs/tags/v1") == (0, "")
+
+
+def test_the_server_does_not_need_the_plans_tools(
+    repo: GitRepo,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The plan requires a tool the runner had on its PATH; the server judges the evidence, it
+    runs nothing, so the tool missing there is no reason to refuse."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    tool = tools / "greeter-lint"
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    with_tool = f"{tools}{os.pathsep}{os.environ['PATH']}"
+    greeter = json.loads(json.dumps(PLAN))
+    greeter["required_tools"] = ["greeter-lint"]
+    repo.write("greeting.txt", "hello world\n")
+    repo.write_plan(greeter)
+    repo.commit("greeter with a plan")
+    for args in (["init"], ["plan", "seal", "-m", "initial"], ["run"]):
+        result = audit(repo.path, *args, env={"PATH": with_tool})
+        assert result.code == 0, (args, result.err)
+    monkeypatch.setenv("GIT_DIR", str(open_repo(repo.path).gitdir))
+    head = repo.git("rev-parse", "HEAD").strip()
+    assert shutil.which("greeter-lint") is None
+    assert receive(capsys, f"{ZERO} {head} refs/heads/main") == (0, "")
