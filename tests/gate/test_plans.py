@@ -135,9 +135,9 @@ def test_an_unsealed_or_retired_plan(world: World) -> None:
     world.write_plan(STRICT)
     data = json.dumps(STRICT).encode()
     fix = "git audit plan seal --plan default"
-    assert _reasons(_state(world), data) == (
-        Reason("plan.unsealed", "plan 'default' is not sealed", fix),
-    )
+    unsealed = check_plan(_state(world), "default", _file(data), environment=False)
+    assert unsealed.reasons == (Reason("plan.unsealed", "plan 'default' is not sealed", fix),)
+    assert unsealed.checked is not None and unsealed.checked.report.valid
     world.seal(STRICT)
     state = _state(world)
     record = state.seal("default")
