@@ -368,7 +368,10 @@ def test_works_inside_a_real_pre_commit_hook(
         "EOF\n"
     )
     hook.chmod(0o755)
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    # ROOT first; whatever else is on the path (make mutate's shim) stays behind it
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    )
     repo.write("README.md", "committed by -a\n")
     repo.write("notes.txt", "untracked, not committed\n")
     expected = truth_in_copy(repo.path)
