@@ -260,6 +260,26 @@ def test_index_flags_do_not_hide_edits(repo: GitRepo, flag: str) -> None:
     assert snapshot(repo) == before  # the user's flags survive
 
 
+@pytest.mark.parametrize("flag", ["--assume-unchanged", "--skip-worktree"])
+def test_a_file_with_one_index_flag_is_read_on_every_call(repo: GitRepo, flag: str) -> None:
+    """One kind of flag alone (not both) must keep the user's index from being marked clean of
+    flags: a later call, the file edited by then, would trust the flag and miss the edit."""
+    repo.write("config.ini", "mode=prod\n")
+    repo.commit("config")
+    repo.git("update-index", flag, "config.ini")
+    assert workspace_fingerprint(repo.path).clean  # flagged, not yet edited
+    repo.write("config.ini", "mode=debug\n")
+    assert repo.git("status", "--porcelain") == ""  # git itself no longer looks
+    fp = workspace_fingerprint(repo.path)
+    assert fp.tree == truth_throwaway_index(repo.path)
+    assert changed_paths(repo.path, repo.head_tree(), fp.tree) == ["config.ini"]
+    repo.git("config", "user.name", "Someone Else")  # a kept result from before no longer applies
+    repo.write("config.ini", "mode=debug, verbose\n")
+    fp = workspace_fingerprint(repo.path)
+    assert fp.tree == truth_throwaway_index(repo.path)
+    assert not fp.clean
+
+
 def test_index_flags_set_after_a_cached_verdict_are_seen(repo: GitRepo) -> None:
     assert workspace_fingerprint(repo.path).clean
     assert (repo.path / ".git" / PRIVATE_DIR / VERIFIED_MARKER).exists()
@@ -502,6 +522,25 @@ def test_damaged_stat_data_cannot_fool_the_fingerprint(repo: GitRepo) -> None:
 # --------------------------------------------------------------------------- kept private index
 
 
+def test_a_result_is_kept_only_when_git_rewrote_the_private_index(repo: GitRepo) -> None:
+    """Keeping a result costs a write in the user's git dir on every call; it is only done when
+    git changed the private index (a file re-hashed), never for a call that found nothing new."""
+    old = 1_700_000_000
+    os.utime(repo.path / "README.md", (old, old))
+    repo.git("update-index", "--really-refresh")  # the user's index now has nothing racy
+    assert workspace_fingerprint(repo.path).clean
+    assert warm_files(repo) == []  # nothing was re-hashed: nothing worth keeping
+    edited = repo.write("README.md", "edited\n")
+    os.utime(edited, (old + 60, old + 60))  # not racy: the kept stat data is trusted
+    first = workspace_fingerprint(repo.path)
+    [warm] = warm_files(repo)
+    kept = warm.stat()
+    assert workspace_fingerprint(repo.path) == first
+    again = warm.stat()
+    assert [warm] == warm_files(repo)
+    assert (again.st_ino, again.st_mtime_ns) == (kept.st_ino, kept.st_mtime_ns)  # not rewritten
+
+
 def test_unstaged_edits_are_kept_and_results_stay_exact(
     repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -646,11 +685,24 @@ def test_corrupt_kept_index_is_detected_and_rebuilt(repo: GitRepo, damage: str) 
 # --------------------------------------------------------------------------- errors
 
 
+def test_a_repository_config_that_is_not_utf8_is_still_read(repo: GitRepo) -> None:
+    """git takes any bytes in its config (a Latin-1 user name, say): the check for content
+    filters reads it all the same, and a filter defined next to such bytes is still refused."""
+    config = repo.path / ".git" / "config"
+    with config.open("ab") as handle:
+        handle.write(b"[user]\n\tname = Ren\xe9\n")
+    assert workspace_fingerprint(repo.path).clean
+    repo.git("config", "filter.hide.clean", "cat")
+    with pytest.raises(RepositoryError, match=r"defines content filters \(filter\.hide\.clean\)"):
+        workspace_fingerprint(repo.path)
+
+
 def test_bare_repository_is_refused(tmp_path: Path) -> None:
     bare = GitRepo.create(tmp_path / "bare.git", bare=True)
     with pytest.raises(RepositoryError) as info:
         workspace_fingerprint(bare.path)
     assert str(info.value) == "bare repository has no work tree; pass a revision"
+    assert info.value.hint == "fingerprint a commit with its tree id instead"
 
 
 def test_not_a_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -663,8 +715,9 @@ def test_not_a_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_inside_the_git_dir_is_not_a_work_tree(repo: GitRepo) -> None:
-    with pytest.raises(RepositoryError, match="not inside a work tree"):
+    with pytest.raises(RepositoryError, match="not inside a work tree") as info:
         workspace_fingerprint(repo.path / ".git" / "refs")
+    assert info.value.hint == "pass the work tree, not the git directory"
 
 
 def test_embedded_repository_without_commits_is_a_clear_error(repo: GitRepo) -> None:
