@@ -26,6 +26,7 @@ Exit status 0 when every group reached --target (default 0.9), else 1 (2 when a 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import random
@@ -283,6 +284,24 @@ def table(summaries: list[dict[str, object]]) -> str:
     return "\n".join(rows)
 
 
+def exclusive() -> int | None:
+    """Hold ``build/mutate/.lock`` until this process ends; None if another run holds it.
+
+    Two runs at once in one work tree would each start a group by deleting its scratch copy, the
+    one the other run's mutmut is working in (its cwd): that mutmut then fails on its next write
+    (``FileNotFoundError: 'mutants/...meta'``) and the group is never scored."""
+    BUILD.mkdir(parents=True, exist_ok=True)
+    fd = os.open(BUILD / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd  # kept open: the lock goes with the process
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--groups", default=",".join(GROUPS))
@@ -297,6 +316,14 @@ def main() -> int:
     unknown = [n for n in names if n not in GROUPS]
     if unknown:
         parser.error(f"unknown group(s) {', '.join(unknown)}; known: {', '.join(GROUPS)}")
+    if exclusive() is None:
+        holder = (BUILD / ".lock").read_text(encoding="utf-8").strip() or "?"
+        print(
+            f"!! another `make mutate` (pid {holder}) is running in {ROOT}: it would delete this "
+            "run's scratch copies, or this run its; wait for it to finish",
+            file=sys.stderr,
+        )
+        return 2
     try:
         import mutmut  # noqa: F401
     except ImportError:
