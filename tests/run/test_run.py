@@ -40,7 +40,10 @@ def test_passing_run_records_a_signed_commit(repo: GitRepo, sealed: Sealer, tmp_
     assert "default: PASS — 2/2 steps verified" in result.out
     doc = run_json(repo)
     assert doc["verdict"] == "PASS" and doc["tree"] == repo.head_tree()
-    assert doc["steps"]["use"]["upstream"][0]["passed"] is True
+    [upstream] = doc["steps"]["use"]["upstream"]
+    assert (upstream["step"], upstream["output"], upstream["passed"]) == ("build", "artifact", True)
+    [rechecked] = upstream["checks"]  # the producer's output check, run again before `use`
+    assert rechecked["type"] == "file_exists" and rechecked["outcome"] == "passed"
     message = repo.git("log", "-1", "--format=%B", "refs/audit/runs/default")
     assert message.startswith(f"audit(default): PASS {repo.head_tree()[:12]} — 2/2 steps")
     for trailer in (
@@ -111,6 +114,66 @@ def test_failure_blocks_dependants_and_counts_attempts(repo: GitRepo, sealed: Se
     forced = audit(repo.path, "run", "--force")
     doc = run_json(repo)
     assert forced.code == 1 and doc["forced"] is True and doc["steps"]["a"]["status"] == "failed"
+
+
+def test_a_failed_step_names_its_first_three_failing_checks(repo: GitRepo, sealed: Sealer) -> None:
+    """The reason is one line for the summary; every failing check is in `checks` anyway."""
+    step = run_step("a", "true")
+    step["verify"] = [{"type": "run", "argv": ["sh", "-c", f"exit {n}"]} for n in (1, 2, 3, 4)]
+    sealed(make_plan(step))
+    assert audit(repo.path, "run").code == 1
+    entry = run_json(repo)["steps"]["a"]
+    assert [c["exit_code"] for c in entry["checks"]] == [1, 2, 3, 4]
+    reason = entry["reason"]
+    assert reason.count("; ") == 2, reason
+    assert all(f"exit code {n}, expected 0" in reason for n in (1, 2, 3)), reason
+    assert "exit code 4" not in reason
+
+
+def test_a_steps_duration_is_recorded_in_milliseconds(repo: GitRepo, sealed: Sealer) -> None:
+    sealed(make_plan(run_step("nap", "sleep", "0.25")))
+    assert audit(repo.path, "run").code == 0
+    duration = run_json(repo)["steps"]["nap"]["duration"]
+    assert isinstance(duration, float) and duration == round(duration, 3)
+    assert duration >= 0.25  # it slept that long (not rounded down to whole seconds)
+
+
+def test_one_job_runs_one_step_at_a_time(repo: GitRepo, sealed: Sealer, tmp_path: Path) -> None:
+    """`--jobs 1`: `b` (queued after `a`) starts only once `a` is over. `a` watches for `b` for a
+    while (two seconds), so steps run side by side would fail it."""
+    first = (
+        f"i=0; while [ $i -lt 20 ]; do [ -e {tmp_path}/b-started ] && exit 1; "
+        f"sleep 0.1; i=$((i + 1)); done; touch {tmp_path}/a-done"
+    )
+    second = f"touch {tmp_path}/b-started; test -e {tmp_path}/a-done"
+    sealed(make_plan(run_step("a", "sh", "-c", first), run_step("b", "sh", "-c", second)))
+    result = audit(repo.path, "run", "--jobs", "1")
+    assert result.code == 0, result.out + result.err
+    assert {s["status"] for s in run_json(repo)["steps"].values()} == {"passed"}
+
+
+def test_a_blocked_step_does_not_hold_back_the_steps_after_it(
+    repo: GitRepo, sealed: Sealer, tmp_path: Path
+) -> None:
+    """`b` is blocked (its prerequisite `x` is not run); `c`, after it in the plan, starts in the
+    same pass, while `s` is still running: `s` waits for `c` to have run (half a minute at most)."""
+    marker = tmp_path / "c-ran"
+    waits = (
+        f"i=0; while [ ! -e {marker} ]; do [ $i -gt 300 ] && exit 1; sleep 0.1; i=$((i + 1)); done"
+    )
+    sealed(
+        make_plan(
+            run_step("x", "true", outputs={"o": "README.md"}),
+            run_step("s", "sh", "-c", waits),
+            run_step("b", "true", deps=["x"], requires=[("x", "o")]),
+            run_step("c", "touch", str(marker)),
+        )
+    )
+    result = audit(repo.path, "run", "s", "b", "c", "--plan", "default", "--jobs", "2")
+    doc = run_json(repo)
+    statuses = {sid: entry["status"] for sid, entry in doc["steps"].items()}
+    assert statuses == {"x": "not-run", "s": "passed", "b": "blocked", "c": "passed"}, result.out
+    assert "prerequisite x is not verified" in doc["steps"]["b"]["reason"]
 
 
 def test_timeout_is_unknown_and_exits_3(repo: GitRepo, sealed: Sealer) -> None:
