@@ -101,7 +101,16 @@ GROUPS = {
             "tests/run/test_memo.py",  # the hooks' fast path
         ),
     ),
-    "fingerprint": Group(("gitaudit/git/fingerprint.py",), ("tests/test_fingerprint.py",)),
+    "fingerprint": Group(
+        ("gitaudit/git/fingerprint.py",),
+        (
+            "tests/test_fingerprint.py",
+            "tests/test_fingerprint_prefetch.py",
+            "tests/e2e/test_fingerprint.py",  # `git audit run` and `status` as processes
+            "tests/adversarial/test_workspace.py",  # attacks on what the fingerprint sees
+            "tests/adversarial/test_hermetic.py",  # the fingerprinted tree vs what checks read
+        ),
+    ),
     "runner": Group(
         ("gitaudit/run/runner.py",), ("tests/run/test_run.py", "tests/run/test_attempts.py")
     ),
