@@ -112,7 +112,14 @@ GROUPS = {
         ),
     ),
     "runner": Group(
-        ("gitaudit/run/runner.py",), ("tests/run/test_run.py", "tests/run/test_attempts.py")
+        ("gitaudit/run/runner.py",),
+        (
+            "tests/run/test_run.py",
+            "tests/run/test_attempts.py",
+            "tests/run/test_incremental.py",  # carried steps, unknown outcomes, reconciliation
+            "tests/adversarial/test_reconcile.py",
+            "tests/edges/test_interrupts.py",  # Ctrl-C while steps run
+        ),
     ),
 }
 
