@@ -20,7 +20,8 @@ any mutant, say) stops the run with the end of its log, rather than leaving muta
     python mutation/run.py [--groups gate,ledger] [--modules gitaudit/gate/plans.py]
                            [--sample 25] [--seed 18] [--jobs 2]
 
-Exit status 0 when every group reached --target (default 0.9), else 1 (2 when a phase failed).
+Exit status 0 when every group reached --target (default 0.9), else 1 (2 when a phase failed, or
+when another run in this work tree holds ``build/mutate/.lock``).
 """
 
 from __future__ import annotations
