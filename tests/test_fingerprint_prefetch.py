@@ -36,3 +36,43 @@ def test_a_failed_prefetch_is_computed_again_and_explained(tmp_path: Path) -> No
     prefetch(tmp_path)  # not a repository: the thread fails quietly
     with pytest.raises(RepositoryError, match="not a git repository"):
         workspace_fingerprint(tmp_path)  # the same error as without a prefetch
+
+
+def test_a_prefetch_returns_with_git_already_hashing_and_is_started_once(repo: GitRepo) -> None:
+    repo.write("new.txt", "untracked\n")
+    expected = workspace_fingerprint(repo.path)
+    prefetch(repo.path)
+    (started,) = fingerprint._PREFETCHED
+    # the caller goes on importing only once `git add -A` runs (or the thread gave up)
+    assert started.hashing.is_set()
+    prefetch(repo.path)  # `git audit status`: the entry point, then the fast path
+    assert len(fingerprint._PREFETCHED) == 1
+    assert fingerprint._PREFETCHED[0] is started
+    assert workspace_fingerprint(repo.path) == expected
+    assert not fingerprint._PREFETCHED
+
+
+def test_the_status_command_prefetches_before_anything_else_is_imported(repo: GitRepo) -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from gitaudit.git import fingerprint\n"
+        "seen = {}\n"
+        "real = fingerprint.prefetch\n"
+        "def spy(path):\n"
+        "    seen.setdefault('grammar', 'gitaudit.cli.grammar' in sys.modules)\n"
+        "    real(path)\n"
+        "fingerprint.prefetch = spy\n"
+        "from gitaudit.cli.entry import main\n"
+        "try:\n"
+        "    main(['status'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(seen)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=repo.path, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip().splitlines()[-1] == "{'grammar': False}"

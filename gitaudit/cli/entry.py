@@ -57,6 +57,12 @@ def main(argv: list[str] | None = None) -> None:
     if _instant(args):
         sys.exit(0)
     debug = "--debug" in args or bool(os.environ.get("GITAUDIT_DEBUG"))
+    if [a for a in args if a != "--debug"] == ["status"]:
+        # the gate of the work tree, the command agents and loops call most: git starts
+        # hashing the work tree before anything else is imported (see gitaudit.cli.fast)
+        from gitaudit.git.fingerprint import prefetch
+
+        prefetch(".")
     try:
         misuse = None
         if args[:1] != ["agent"]:  # the agent hooks (every stop, every tool call) skip this
