@@ -76,3 +76,20 @@ def test_the_status_command_prefetches_before_anything_else_is_imported(repo: Gi
         [sys.executable, "-c", probe], cwd=repo.path, capture_output=True, text=True, check=True
     ).stdout
     assert out.strip().splitlines()[-1] == "{'grammar': False}"
+
+
+@pytest.mark.parametrize("command", ["run", "status"])
+def test_a_command_that_fails_early_leaves_no_private_index_behind(
+    repo: GitRepo, command: str
+) -> None:
+    """`run` and `status` start hashing the work tree at once; one that stops at its first
+    check (no plans here) still waits for that git to finish and its index to be removed."""
+    from tests.gitrepo import audit
+
+    for n in range(3000):  # enough untracked files that git is still hashing when it stops
+        repo.write(f"many/{n}.txt", f"{n}\n")
+    result = audit(repo.path, command, process=True)
+    assert result.code != 0
+    private = repo.path / ".git" / "gitaudit"
+    left = sorted(p.name for p in private.iterdir()) if private.exists() else []
+    assert not [name for name in left if name.startswith(fingerprint.TEMP_PREFIX)], left

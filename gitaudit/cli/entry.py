@@ -57,9 +57,9 @@ def main(argv: list[str] | None = None) -> None:
     if _instant(args):
         sys.exit(0)
     debug = "--debug" in args or bool(os.environ.get("GITAUDIT_DEBUG"))
-    if [a for a in args if a != "--debug"] == ["status"]:
-        # the gate of the work tree, the command agents and loops call most: git starts
-        # hashing the work tree before anything else is imported (see gitaudit.cli.fast)
+    if [a for a in args if a != "--debug"] in (["status"], ["run"]):
+        # the commands agents and loops call most: git starts hashing the work tree before
+        # anything else is imported (see gitaudit.cli.fast)
         from gitaudit.git.fingerprint import prefetch
 
         prefetch(".")

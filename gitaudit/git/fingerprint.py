@@ -457,7 +457,9 @@ class _Prefetch:
         self.layout: _Layout | None = None
         self.result: Fingerprint | None = None
         self.hashing = threading.Event()
-        self.thread = threading.Thread(target=self._work, name="gitaudit-fingerprint", daemon=True)
+        # not a daemon: a command that fails early still waits for its git to finish and for
+        # the private index to be removed, so it leaves nothing behind in the git dir
+        self.thread = threading.Thread(target=self._work, name="gitaudit-fingerprint")
         self.thread.start()
         self.hashing.wait(_LAUNCH_WAIT)
 
