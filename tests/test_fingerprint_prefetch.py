@@ -9,6 +9,7 @@ import pytest
 from gitaudit.errors import RepositoryError
 from gitaudit.git import fingerprint
 from gitaudit.git.fingerprint import prefetch, workspace_fingerprint
+from gitaudit.git.index_files import TEMP_PREFIX
 from tests.gitrepo import GitRepo
 
 
@@ -92,4 +93,4 @@ def test_a_command_that_fails_early_leaves_no_private_index_behind(
     assert result.code != 0
     private = repo.path / ".git" / "gitaudit"
     left = sorted(p.name for p in private.iterdir()) if private.exists() else []
-    assert not [name for name in left if name.startswith(fingerprint.TEMP_PREFIX)], left
+    assert not [name for name in left if name.startswith(TEMP_PREFIX)], left
