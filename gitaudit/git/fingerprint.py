@@ -457,9 +457,7 @@ class _Prefetch:
         self.layout: _Layout | None = None
         self.result: Fingerprint | None = None
         self.hashing = threading.Event()
-        # not a daemon: a command that fails early still waits for its git to finish and for
-        # the private index to be removed, so it leaves nothing behind in the git dir
-        self.thread = threading.Thread(target=self._work, name="gitaudit-fingerprint")
+        self.thread = threading.Thread(target=self._work, name="gitaudit-fingerprint", daemon=True)
         self.thread.start()
         self.hashing.wait(_LAUNCH_WAIT)
 
@@ -493,7 +491,25 @@ def prefetch(repo_path: Path | str) -> None:
     with contextlib.suppress(RepositoryError, RuntimeError):
         start = _start_dir(repo_path)
         if not any(p.start == start for p in _PREFETCHED):  # started once per command
+            if not _PREFETCHED:
+                import atexit
+
+                atexit.register(_finish_prefetch)
             _PREFETCHED[:] = [_Prefetch(start)]
+
+
+def _finish_prefetch() -> None:
+    """At exit, a prefetch nobody took (the command failed before it judged the work tree) is
+    waited for, so its git finishes and its private index is removed: a command leaves nothing
+    behind in the git dir. An interrupted command drops it first (:func:`drop_prefetch`)."""
+    while _PREFETCHED:
+        _PREFETCHED.pop().thread.join()
+
+
+def drop_prefetch() -> None:
+    """Forget a prefetch without waiting for it (Ctrl-C: its git was interrupted too, or is left
+    to finish on its own; a stray private index is removed by a later fingerprint)."""
+    _PREFETCHED.clear()
 
 
 def workspace_fingerprint(repo_path: Path | str) -> Fingerprint:
