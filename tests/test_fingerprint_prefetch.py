@@ -9,6 +9,7 @@ import pytest
 from gitaudit.errors import RepositoryError
 from gitaudit.git import fingerprint
 from gitaudit.git.fingerprint import prefetch, workspace_fingerprint
+from gitaudit.git.index_files import TEMP_PREFIX
 from tests.gitrepo import GitRepo
 
 
@@ -36,3 +37,60 @@ def test_a_failed_prefetch_is_computed_again_and_explained(tmp_path: Path) -> No
     prefetch(tmp_path)  # not a repository: the thread fails quietly
     with pytest.raises(RepositoryError, match="not a git repository"):
         workspace_fingerprint(tmp_path)  # the same error as without a prefetch
+
+
+def test_a_prefetch_returns_with_git_already_hashing_and_is_started_once(repo: GitRepo) -> None:
+    repo.write("new.txt", "untracked\n")
+    expected = workspace_fingerprint(repo.path)
+    prefetch(repo.path)
+    (started,) = fingerprint._PREFETCHED
+    # the caller goes on importing only once `git add -A` runs (or the thread gave up)
+    assert started.hashing.is_set()
+    prefetch(repo.path)  # `git audit status`: the entry point, then the fast path
+    assert len(fingerprint._PREFETCHED) == 1
+    assert fingerprint._PREFETCHED[0] is started
+    assert workspace_fingerprint(repo.path) == expected
+    assert not fingerprint._PREFETCHED
+
+
+def test_the_status_command_prefetches_before_anything_else_is_imported(repo: GitRepo) -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from gitaudit.git import fingerprint\n"
+        "seen = {}\n"
+        "real = fingerprint.prefetch\n"
+        "def spy(path):\n"
+        "    seen.setdefault('grammar', 'gitaudit.cli.grammar' in sys.modules)\n"
+        "    real(path)\n"
+        "fingerprint.prefetch = spy\n"
+        "from gitaudit.cli.entry import main\n"
+        "try:\n"
+        "    main(['status'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(seen)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=repo.path, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip().splitlines()[-1] == "{'grammar': False}"
+
+
+@pytest.mark.parametrize("command", ["run", "status"])
+def test_a_command_that_fails_early_leaves_no_private_index_behind(
+    repo: GitRepo, command: str
+) -> None:
+    """`run` and `status` start hashing the work tree at once; one that stops at its first
+    check (no plans here) still waits for that git to finish and its index to be removed."""
+    from tests.gitrepo import audit
+
+    for n in range(3000):  # enough untracked files that git is still hashing when it stops
+        repo.write(f"many/{n}.txt", f"{n}\n")
+    result = audit(repo.path, command, process=True)
+    assert result.code != 0
+    private = repo.path / ".git" / "gitaudit"
+    left = sorted(p.name for p in private.iterdir()) if private.exists() else []
+    assert not [name for name in left if name.startswith(TEMP_PREFIX)], left

@@ -51,6 +51,36 @@ def _report(exc: GitAuditError) -> NoReturn:
     sys.exit(int(exc.exit_code))
 
 
+def _dispatch(args: list[str]) -> None:
+    """Run the command: the fast path (:mod:`.fast`) when it knows it, else typer's app."""
+    if [a for a in args if a != "--debug"] in (["status"], ["run"]):
+        # the commands agents and loops call most: git starts hashing the work tree before
+        # anything else is imported (see gitaudit.cli.fast)
+        from gitaudit.git.fingerprint import prefetch
+
+        prefetch(".")
+    misuse = None
+    if args[:1] != ["agent"]:  # the agent hooks (every stop, every tool call) skip this
+        from gitaudit.cli.grammar import misused_flag
+
+        misuse = misused_flag(args)
+    if misuse:
+        flag, word = misuse
+        raise UsageError(
+            f"{flag} is a flag and takes no value ({flag} {word!r} would read {word!r} as "
+            "an argument, such as a revision)",
+            hint=f"write {flag} alone; a revision named {word!r} goes before the options",
+        )
+    from gitaudit.cli.fast import try_fast
+
+    code = try_fast(args)
+    if code is not None:
+        sys.exit(code)
+    from gitaudit.cli.app import app
+
+    app(args=args, prog_name="git-audit")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``git-audit`` and ``gitaudit``)."""
     args = sys.argv[1:] if argv is None else argv
@@ -58,26 +88,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     debug = "--debug" in args or bool(os.environ.get("GITAUDIT_DEBUG"))
     try:
-        misuse = None
-        if args[:1] != ["agent"]:  # the agent hooks (every stop, every tool call) skip this
-            from gitaudit.cli.grammar import misused_flag
-
-            misuse = misused_flag(args)
-        if misuse:
-            flag, word = misuse
-            raise UsageError(
-                f"{flag} is a flag and takes no value ({flag} {word!r} would read {word!r} as "
-                "an argument, such as a revision)",
-                hint=f"write {flag} alone; a revision named {word!r} goes before the options",
-            )
-        from gitaudit.cli.fast import try_fast
-
-        code = try_fast(args)
-        if code is not None:
-            sys.exit(code)
-        from gitaudit.cli.app import app
-
-        app(args=args, prog_name="git-audit")
+        _dispatch(args)
     except GitAuditError as exc:
         if debug and exc.exit_code != 0:
             raise
@@ -85,6 +96,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         # `run` records an interrupted run itself (gitaudit.run.interrupts); anything else was
         # stopped between atomic steps: refs move by compare-and-swap, after their objects
+        fingerprint = sys.modules.get("gitaudit.git.fingerprint")
+        if fingerprint is not None:
+            fingerprint.drop_prefetch()  # exit now, without waiting for its git
         if debug:
             raise
         print(

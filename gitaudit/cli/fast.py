@@ -5,8 +5,9 @@ typer (and the pydantic it builds parameters with) costs a few hundred milliseco
 the gate is run by hooks and CI loops. The commands' grammar is declared once, in
 :mod:`gitaudit.cli.grammar`; anything it does not recognise (``-h``, a typo, an unknown option)
 falls through to the typer application, which owns help and usage errors. (``--version`` and the
-top-level ``-h`` are answered even earlier, by :mod:`gitaudit.cli.entry`.) ``status`` of the work
-tree starts fingerprinting it at once, so git hashes while the rest of gitaudit is imported.
+top-level ``-h`` are answered even earlier, by :mod:`gitaudit.cli.entry`.) ``run`` and ``status``
+of the work tree start fingerprinting it at once, so git hashes while the rest of gitaudit is
+imported.
 """
 
 from __future__ import annotations
@@ -26,15 +27,17 @@ def try_fast(argv: Sequence[str]) -> int | None:
     values = grammar.FAST[rest[0]].parse(rest[1:])
     if values is None:
         return None
+    if rest[0] == "run" or (rest[0] == "status" and values["rev"] is None):
+        # a run, or the gate of the work tree: git hashes the work tree while the rest of
+        # gitaudit is imported (the first fingerprint taken is the work tree as the command
+        # started)
+        from gitaudit.git.fingerprint import prefetch
+
+        prefetch(".")
     if rest[0] == "run":
         from gitaudit.cli import running
 
         return running.run(**values)
-    if rest[0] == "status" and values["rev"] is None:
-        # judging the work tree: git hashes it while the rest of gitaudit is imported
-        from gitaudit.git.fingerprint import prefetch
-
-        prefetch(".")
     from gitaudit.cli import reading
 
     if rest[0] == "status":

@@ -146,31 +146,41 @@ def create_signed_commit(
     return repo.odb.write(ObjectType.COMMIT, insert_signature(payload, armoured))
 
 
-def split_signature(raw: bytes, what: str = "commit") -> SignedCommit:  # noqa: PLR0912 (one parser: git's commit header layout)
+def _header_lines(raw: bytes) -> tuple[list[bytes], bytes]:
+    """A raw commit's header lines (each with its newline, but a last line without one) and the
+    rest: the empty line that ends the headers and the message, payload as they stand."""
+    if raw.startswith(b"\n"):
+        return [], raw
+    end = raw.find(b"\n\n")
+    head, rest = (raw, b"") if end < 0 else (raw[: end + 1], raw[end + 1 :])
+    lines = head.split(b"\n")
+    last = lines.pop()  # b"" after a final newline
+    kept = [line + b"\n" for line in lines]
+    if last:
+        kept.append(last)
+    return kept, rest
+
+
+def split_signature(raw: bytes, what: str = "commit") -> SignedCommit:
     """Split a raw commit object into payload and SSH signature, rejecting ambiguous layouts."""
-    payload = bytearray()
+    lines, rest = _header_lines(raw)
+    payload: list[bytes] = []
     signatures: list[tuple[bytes, list[bytes]]] = []
     in_signature = False
-    pos = 0
-    while pos < len(raw):
-        newline = raw.find(b"\n", pos)
-        nxt = len(raw) if newline < 0 else newline + 1
-        line = raw[pos:nxt]
-        if line == b"\n":  # end of headers: the rest is the message
-            payload += raw[pos:]
-            break
-        if line.startswith(b" ") and in_signature:
-            signatures[-1][1].append(line[1:])
-        elif line.startswith(b" "):
-            payload += line
-        else:
-            name = line.split(b" ", 1)[0].rstrip(b"\n")
-            in_signature = name in _SIGNATURE_HEADERS
+    for line in lines:
+        if line.startswith(b" "):  # a continuation line
             if in_signature:
-                signatures.append((name, [line[len(name) + 1 :]]))
+                signatures[-1][1].append(line[1:])
             else:
-                payload += line
-        pos = nxt
+                payload.append(line)
+            continue
+        name = line.split(b" ", 1)[0].rstrip(b"\n")
+        in_signature = name in _SIGNATURE_HEADERS
+        if in_signature:
+            signatures.append((name, [line[len(name) + 1 :]]))
+        else:
+            payload.append(line)
+    payload.append(rest)
     names = [name for name, _ in signatures]
     if not names:
         raise SignatureError(f"{what} is not signed")
@@ -187,7 +197,7 @@ def split_signature(raw: bytes, what: str = "commit") -> SignedCommit:  # noqa: 
     if not armoured.startswith(_SSH_BEGIN):
         kind = "an OpenPGP" if armoured.startswith("-----BEGIN PGP") else "a non-SSH"
         raise SignatureError(f"{what} carries {kind} signature, not an SSH signature")
-    return SignedCommit(bytes(payload), armoured)
+    return SignedCommit(b"".join(payload), armoured)
 
 
 def read_commit_signature(repo: pygit2.Repository, oid: OidLike) -> SignedCommit:

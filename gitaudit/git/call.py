@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from gitaudit.errors import RepositoryError
@@ -123,25 +123,34 @@ def run_git(
     env: Mapping[str, str] | None = None,
     input: bytes | None = None,
     check: bool = True,
+    started: Callable[[], None] | None = None,
 ) -> GitResult:
     """Run ``git [--git-dir=GIT_DIR] ARGS`` with :func:`git_env` (plus *env*). With *check*, a
-    non-zero exit raises :class:`GitCommandError` naming the command."""
+    non-zero exit raises :class:`GitCommandError` naming the command. *started* is called once
+    git is running (before its output is read)."""
     argv = _argv(args, git_dir)
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             _started(argv),
             cwd=cwd,
             env=git_env(env),
-            input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-            capture_output=True,
-            check=False,
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
     except FileNotFoundError as exc:
         if cwd is not None and not os.path.isdir(cwd):
             raise RepositoryError(f"not a directory: {os.fspath(cwd)}") from exc
         raise RepositoryError("git is not installed or not on PATH", hint="install git") from exc
-    result = GitResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+    with proc:
+        if started is not None:
+            started()
+        try:
+            stdout, stderr = proc.communicate(input)
+        except BaseException:  # as subprocess.run does: never leave git running behind us
+            proc.kill()
+            raise
+    result = GitResult(tuple(argv), proc.returncode, stdout, stderr)
     if check and result.code != 0:
         raise result.error()
     return result

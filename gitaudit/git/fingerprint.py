@@ -40,8 +40,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,10 +124,11 @@ def _run(
     cwd: Path,
     env: Mapping[str, str] | None = None,
     stdin: bytes | None = None,
+    started: Callable[[], None] | None = None,
 ) -> GitResult:
     """git ARGS in *cwd* (with *env* on top of the one git environment policy); never raises for
     a failing git: the callers explain their own failures."""
-    return run_git(args, cwd=cwd, env=env, input=stdin, check=False)
+    return run_git(args, cwd=cwd, env=env, input=stdin, check=False, started=started)
 
 
 def _stderr(proc: GitResult) -> str:
@@ -299,12 +299,16 @@ def _seed(
     return _Seed(identity, entries, warm, from_warm=False)
 
 
-def _add_all(layout: _Layout, env: Mapping[str, str]) -> bytes:
-    """``git add -A --verbose`` on the private index; returns git's (untranslated) report."""
+def _add_all(
+    layout: _Layout, env: Mapping[str, str], started: Callable[[], None] | None = None
+) -> bytes:
+    """``git add -A --verbose`` on the private index; returns git's (untranslated) report.
+    *started* is called once git is hashing."""
     proc = _run(
         [*_INDEX_CONFIG, "add", "-A", "--verbose"],
         cwd=layout.work_tree,
         env={**env, "LC_ALL": "C", "LANGUAGE": "C"},
+        started=started,
     )
     if proc.code != 0:
         raise RepositoryError(
@@ -352,8 +356,9 @@ def _compact(layout: _Layout, env: Mapping[str, str], index: Path) -> bool:
     return proc.code == 0
 
 
-def _private_tree(layout: _Layout) -> str:
-    """``git add -A`` + ``git write-tree`` on a private index; keep the result when it is safe."""
+def _private_tree(layout: _Layout, started: Callable[[], None] | None = None) -> str:
+    """``git add -A`` + ``git write-tree`` on a private index; keep the result when it is safe.
+    *started* is called once git is hashing the work tree."""
     private_dir = layout.git_dir / PRIVATE_DIR
     try:
         private_dir.mkdir(exist_ok=True)
@@ -363,7 +368,7 @@ def _private_tree(layout: _Layout) -> str:
             hint="gitaudit needs write access to the git directory",
         ) from exc
     index_files.sweep(private_dir)
-    temp = private_dir / f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(6)}.index"
+    temp = private_dir / f"{TEMP_PREFIX}{os.getpid()}-{os.urandom(6).hex()}.index"
     env = {
         "GIT_DIR": str(layout.git_dir),
         "GIT_WORK_TREE": str(layout.work_tree),
@@ -372,7 +377,7 @@ def _private_tree(layout: _Layout) -> str:
     try:
         seed = _seed(layout, private_dir, temp, env, allow_warm=True)
         before = _file_state(temp)
-        report = _add_all(layout, env)
+        report = _add_all(layout, env, started)
         if seed.from_warm and b".gitattributes" in report:
             # Attributes in the tree changed since the kept result was made: its blobs may have
             # been hashed under the old ones.  Drop it and start over from the user's index.
@@ -439,7 +444,11 @@ def _refuse_local_filters(layout: _Layout) -> None:
 
 class _Prefetch:
     """A fingerprint started early, in a thread, so that git hashes the work tree while the
-    process imports the rest of gitaudit (the gate's start-up then overlaps git's work)."""
+    process imports the rest of gitaudit (the gate's start-up then overlaps git's work).
+
+    The caller waits until ``git add -A`` is running (or the thread gave up): the Python work
+    before it (finding the repository, seeding the private index) is on the critical path, and
+    would otherwise compete for the interpreter with the caller's imports."""
 
     def __init__(self, start: Path) -> None:
         import threading
@@ -447,13 +456,18 @@ class _Prefetch:
         self.start = start
         self.layout: _Layout | None = None
         self.result: Fingerprint | None = None
+        self.hashing = threading.Event()
         self.thread = threading.Thread(target=self._work, name="gitaudit-fingerprint", daemon=True)
         self.thread.start()
+        self.hashing.wait(_LAUNCH_WAIT)
 
     def _work(self) -> None:
-        with contextlib.suppress(Exception):  # the caller computes it again, and explains
-            self.layout = _locate(self.start)
-            self.result = _fingerprint(self.layout)
+        try:
+            with contextlib.suppress(Exception):  # the caller computes it again, and explains
+                self.layout = _locate(self.start)
+                self.result = _fingerprint(self.layout, self.hashing.set)
+        finally:
+            self.hashing.set()
 
     def take(self, repo_path: Path | str) -> Fingerprint | None:
         """The prefetched fingerprint if it is of the work tree containing *repo_path*."""
@@ -467,6 +481,7 @@ class _Prefetch:
 
 
 _PREFETCHED: list[_Prefetch] = []  # at most one, taken by the next workspace_fingerprint
+_LAUNCH_WAIT = 1.0  # seconds a prefetch waits for git to start hashing (a slow disk, a first seed)
 
 
 def prefetch(repo_path: Path | str) -> None:
@@ -474,7 +489,27 @@ def prefetch(repo_path: Path | str) -> None:
     :func:`workspace_fingerprint` of that work tree in this process takes the result (once).
     For a command that judges the work tree as it is when the command starts."""
     with contextlib.suppress(RepositoryError, RuntimeError):
-        _PREFETCHED[:] = [_Prefetch(_start_dir(repo_path))]
+        start = _start_dir(repo_path)
+        if not any(p.start == start for p in _PREFETCHED):  # started once per command
+            if not _PREFETCHED:
+                import atexit
+
+                atexit.register(_finish_prefetch)
+            _PREFETCHED[:] = [_Prefetch(start)]
+
+
+def _finish_prefetch() -> None:
+    """At exit, a prefetch nobody took (the command failed before it judged the work tree) is
+    waited for, so its git finishes and its private index is removed: a command leaves nothing
+    behind in the git dir. An interrupted command drops it first (:func:`drop_prefetch`)."""
+    while _PREFETCHED:
+        _PREFETCHED.pop().thread.join()
+
+
+def drop_prefetch() -> None:
+    """Forget a prefetch without waiting for it (Ctrl-C: its git was interrupted too, or is left
+    to finish on its own; a stray private index is removed by a later fingerprint)."""
+    _PREFETCHED.clear()
 
 
 def workspace_fingerprint(repo_path: Path | str) -> Fingerprint:
@@ -491,9 +526,9 @@ def workspace_fingerprint(repo_path: Path | str) -> Fingerprint:
     return _fingerprint(_locate(repo_path))
 
 
-def _fingerprint(layout: _Layout) -> Fingerprint:
+def _fingerprint(layout: _Layout, started: Callable[[], None] | None = None) -> Fingerprint:
     _refuse_local_filters(layout)
-    tree = _private_tree(layout)
+    tree = _private_tree(layout, started)
     empty = EMPTY_TREE_SHA256 if len(tree) == len(EMPTY_TREE_SHA256) else EMPTY_TREE
     clean = tree == (layout.head_tree or empty)
     return Fingerprint(tree=tree, head=layout.head, clean=clean)

@@ -135,15 +135,17 @@ class _Reader:
         expected: str,
         default: Any = _REQUIRED,
     ) -> Any:
-        """``doc[key]`` converted; *default* when absent (a field without one is required)."""
-        where = f"{path}.{key}" if path else key
-        if key not in doc:
+        """``doc[key]`` converted; *default* when absent (a field without one is required).
+        (Called for every field of every run that ``verify`` reads: the path is only spelled
+        out for an error.)"""
+        raw = doc.get(key, _REQUIRED)
+        if raw is _REQUIRED:
             if default is _REQUIRED:
-                raise self.fail(where, expected, _REQUIRED)
+                raise self.fail(f"{path}.{key}" if path else key, expected, _REQUIRED)
             return default
-        value = convert(doc[key])
+        value = convert(raw)
         if value is _BAD:
-            raise self.fail(where, expected, doc[key])
+            raise self.fail(f"{path}.{key}" if path else key, expected, raw)
         return value
 
 
@@ -199,6 +201,15 @@ def _enum(kind: Callable[[str], object]) -> Callable[[object], object]:
     return convert
 
 
+# built once: every field of every run read goes through one of these
+_INT_OR_NULL = _nullable(_int)
+_DICT_OR_NULL = _nullable(_dict)
+_STR_OR_NULL = _nullable(_str)
+_STEP_STATUS = _enum(StepStatus)
+_VERDICT = _enum(Verdict)
+_WORKSPACE_KIND = _one_of("checkout", "live")
+
+
 def _check(r: _Reader, raw: object, path: str) -> CheckEntry:
     if not isinstance(raw, dict):
         raise r.fail(path, "an object", raw)
@@ -207,7 +218,7 @@ def _check(r: _Reader, raw: object, path: str) -> CheckEntry:
         check=r.get(doc, "check", path, _str, "a string", ""),
         outcome=r.get(doc, "outcome", path, _str, "a string"),
         message=r.get(doc, "message", path, _str, "a string", ""),
-        exit_code=r.get(doc, "exit_code", path, _nullable(_int), "an integer or null", None),
+        exit_code=r.get(doc, "exit_code", path, _INT_OR_NULL, "an integer or null", None),
         duration=r.get(doc, "duration", path, _num, "a number", 0.0),
         stdout_bytes=r.get(doc, "stdout_bytes", path, _int, "an integer", 0),
         stderr_bytes=r.get(doc, "stderr_bytes", path, _int, "an integer", 0),
@@ -241,17 +252,17 @@ def _step(r: _Reader, raw: object, path: str) -> StepEntry:
     doc: Mapping[str, Any] = raw
     outputs_raw: Mapping[str, Any] = r.get(doc, "outputs", path, _dict, "an object", {})
     upstream_raw: list[Any] = r.get(doc, "upstream", path, _list, "an array", [])
-    reconciled = r.get(doc, "reconciled", path, _nullable(_dict), "an object", None)
+    reconciled = r.get(doc, "reconciled", path, _DICT_OR_NULL, "an object", None)
     if reconciled is not None and not all(isinstance(v, str) for v in reconciled.values()):
         raise r.fail(f"{path}.reconciled", "an object of strings", reconciled)
     return StepEntry(
-        status=r.get(doc, "status", path, _enum(StepStatus), "a step status"),
+        status=r.get(doc, "status", path, _STEP_STATUS, "a step status"),
         title=r.get(doc, "title", path, _str, "a string", ""),
         reason=r.get(doc, "reason", path, _str, "a string", ""),
-        attempt=r.get(doc, "attempt", path, _nullable(_int), "an integer or null", None),
+        attempt=r.get(doc, "attempt", path, _INT_OR_NULL, "an integer or null", None),
         attempts_used=r.get(doc, "attempts_used", path, _int, "an integer", 0),
         duration=r.get(doc, "duration", path, _num, "a number", 0.0),
-        carried_from=r.get(doc, "carried_from", path, _nullable(_str), "a string or null", None),
+        carried_from=r.get(doc, "carried_from", path, _STR_OR_NULL, "a string or null", None),
         checks=_checks(r, doc.get("checks", []), f"{path}.checks"),
         outputs={
             str(name): _checks(r, checks, f"{path}.outputs.{name}")
@@ -260,11 +271,9 @@ def _step(r: _Reader, raw: object, path: str) -> StepEntry:
         upstream=tuple(
             _upstream(r, u, f"{path}.upstream[{n}]") for n, u in enumerate(upstream_raw)
         ),
-        input_digest=r.get(doc, "input_digest", path, _nullable(_str), "a string or null", None),
+        input_digest=r.get(doc, "input_digest", path, _STR_OR_NULL, "a string or null", None),
         reconciled=reconciled,
-        workspace=r.get(
-            doc, "workspace", path, _one_of("checkout", "live"), "checkout or live", None
-        ),
+        workspace=r.get(doc, "workspace", path, _WORKSPACE_KIND, "checkout or live", None),
     )
 
 
@@ -286,11 +295,11 @@ def parse_run(commit: str, time: int, doc: object) -> RunRecord:
         commit=commit,
         time=time,
         plan=r.get(doc, "plan", "", _str, "a string"),
-        verdict=r.get(doc, "verdict", "", _enum(Verdict), "a verdict"),
+        verdict=r.get(doc, "verdict", "", _VERDICT, "a verdict"),
         reasons=r.get(doc, "reasons", "", _strings, "an array of strings", ()),
         contract=r.get(doc, "contract_digest", "", _str, "a string"),
         tree=r.get(doc, "tree", "", _str, "a string"),
-        head=r.get(doc, "head", "", _nullable(_str), "a string or null", None),
+        head=r.get(doc, "head", "", _STR_OR_NULL, "a string or null", None),
         seal_commit=r.get(seal, "commit", "seal", _str, "a string", None),
         seal_version=r.get(seal, "version", "seal", _int, "an integer", None),
         runner=r.get(runner, "name", "runner", _str, "a string", None),
