@@ -231,6 +231,7 @@ def _verify_parallel(
 ) -> tuple[int, str] | None:
     """:func:`_verify_chunk_in` over *oids*, split among *jobs* worker processes (fresh
     interpreters: nothing of this process's libgit2 state is shared)."""
+    import contextlib
     import json
     import subprocess
     import sys
@@ -258,9 +259,20 @@ def _verify_parallel(
             env=env,
         )
         workers.append((start, proc, json.dumps(request).encode()))
+    # every worker gets its share before any answer is awaited (communicate() would hand the
+    # second worker its request only once the first had finished: no parallelism at all); a
+    # worker reads all of its request before it writes anything
+    for _, proc, sent in workers:
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # a worker that died is reported below
+            proc.stdin.write(sent)
+            proc.stdin.close()
     first: tuple[int, str] | None = None
-    for start, proc, sent in workers:
-        out, _ = proc.communicate(sent)
+    for start, proc, _ in workers:
+        assert proc.stdout is not None
+        with proc.stdout:
+            out = proc.stdout.read()
+        proc.wait()
         if proc.returncode != 0:
             raise LedgerError(
                 f"{ref}: a verification worker failed (exit {proc.returncode})",

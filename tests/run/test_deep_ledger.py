@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pygit2
 import pytest
@@ -164,3 +165,32 @@ def test_verification_split_among_processes_reports_as_one_process(
     monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
     monkeypatch.setattr(verify, "_jobs", lambda count: 3)
     assert report() == serial
+
+
+def test_every_verification_worker_has_its_share_before_any_finishes(
+    repo: GitRepo, sealed: Sealer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The workers run side by side: each is handed its commits before the first answer is
+    awaited (handing them out one answer at a time made the split serial). A wrapper around
+    the interpreter logs when a worker's request has arrived and when the worker is done."""
+    import sys
+
+    from gitaudit.ledger import verify
+
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    _copies(repo, 8)
+    log = tmp_path / "workers.log"
+    wrapper = tmp_path / "python"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'req=$(mktemp); cat > "$req"; echo got >> {log}\n'
+        f'{sys.executable} "$@" < "$req"; code=$?; echo done >> {log}; exit $code\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(verify, "_jobs", lambda count: 3)
+    monkeypatch.setattr(sys, "executable", str(wrapper))
+    got = verify.verify_all(open_repo(repo.path), remember=False)
+    assert got.ok and got.verified["refs/audit/runs/default"] == 9, got
+    assert log.read_text().split() == ["got"] * 3 + ["done"] * 3
