@@ -41,8 +41,8 @@ import contextlib
 import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from gitaudit.errors import RepositoryError
 from gitaudit.git import index_files
@@ -87,13 +87,15 @@ _INDEX_CONFIG: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Fingerprint:
+class Fingerprint(NamedTuple):
     """The state of a work tree.
 
     ``tree`` is the tree id of the workspace content; ``head`` the commit HEAD points at (``None``
     in a repository without commits); ``clean`` is true when the workspace is exactly HEAD's tree
     (for a repository without commits: when the workspace has nothing git would add).
+
+    (These records are NamedTuples, not dataclasses: ``dataclasses`` costs a prefetched
+    fingerprint about 10 ms of imports before git can start hashing.)
     """
 
     tree: str
@@ -101,8 +103,7 @@ class Fingerprint:
     clean: bool
 
 
-@dataclass(frozen=True)
-class _Layout:
+class _Layout(NamedTuple):
     git_dir: Path  # per-worktree: holds the index
     common_dir: Path  # shared by linked worktrees: config, info/
     work_tree: Path
@@ -110,8 +111,7 @@ class _Layout:
     head_tree: str | None
 
 
-@dataclass(frozen=True)
-class _Seed:
+class _Seed(NamedTuple):
     identity: str | None  # the user-index version the private index started from; None: empty
     entries: int  # its entry count, or -1 when the result must not be kept for reuse
     warm: Path | None  # where a reusable result for this version lives

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import secrets
 import time
 from pathlib import Path
 
@@ -138,7 +137,7 @@ def read_text(path: Path) -> str:
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace *path* with *text* by rename, so concurrent readers see old or new, never half."""
-    temp = path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(6)}.tmp")
+    temp = path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{os.urandom(6).hex()}.tmp")
     try:
         temp.write_text(text + "\n", encoding="ascii")
         os.replace(temp, path)
