@@ -53,14 +53,17 @@ def _report(exc: GitAuditError) -> NoReturn:
 
 def _dispatch(args: list[str]) -> None:
     """Run the command: the fast path (:mod:`.fast`) when it knows it, else typer's app."""
-    if [a for a in args if a != "--debug"] in (["status"], ["run"]):
+    words = [a for a in args if a != "--debug"]
+    if words in (["status"], ["run"]):
         # the commands agents and loops call most: git starts hashing the work tree before
         # anything else is imported (see gitaudit.cli.fast)
         from gitaudit.git.fingerprint import prefetch
 
         prefetch(".")
     misuse = None
-    if args[:1] != ["agent"]:  # the agent hooks (every stop, every tool call) skip this
+    # a flag given a value needs two words; the agent hooks (every stop, every tool call) skip
+    # this
+    if len(args) > 1 and args[:1] != ["agent"]:
         from gitaudit.cli.grammar import misused_flag
 
         misuse = misused_flag(args)

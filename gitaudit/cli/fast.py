@@ -13,6 +13,12 @@ imported.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+PLAIN_STATUS: dict[str, object] = {"rev": None, "plan": None, "for_ref": None, "as_json": False}
+"""What the grammar makes of a bare ``status`` (a test holds the two equal): the command loops
+and agents call most, answered without importing the grammar (and the ``dataclasses`` and
+``inspect`` it brings) when the verdict memo knows the work tree."""
 
 
 def try_fast(argv: Sequence[str]) -> int | None:
@@ -20,11 +26,14 @@ def try_fast(argv: Sequence[str]) -> int | None:
     rest = [a for a in argv if a != "--debug"]
     if rest == ["--version"] or rest[:1] == ["agent"]:
         return _version_or_agent(rest)
-    from gitaudit.cli import grammar  # not before: the agent hooks do without it
+    if rest == ["status"]:
+        values: dict[str, Any] | None = dict(PLAIN_STATUS)
+    else:
+        from gitaudit.cli import grammar  # not before: the agent hooks do without it
 
-    if not rest or rest[0] not in grammar.FAST:
-        return None
-    values = grammar.FAST[rest[0]].parse(rest[1:])
+        if not rest or rest[0] not in grammar.FAST:
+            return None
+        values = grammar.FAST[rest[0]].parse(rest[1:])
     if values is None:
         return None
     if rest[0] == "run" or (rest[0] == "status" and values["rev"] is None):

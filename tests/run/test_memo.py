@@ -364,3 +364,34 @@ def test_status_is_not_served_from_an_entry_with_notes(
     assert found is not None
     assert memo.remember(found[0], runs=runs, **kwargs)
     assert reading._remembered_status()[1] is True
+
+
+def test_a_bare_status_served_from_the_memo_imports_no_grammar_and_no_dataclasses(
+    passing: GitRepo,
+) -> None:
+    """The command loops and agents call most: a bare `status` the memo answers skips the
+    grammar (and the `dataclasses` and `inspect` it brings), whose reading of a bare `status`
+    is exactly the one the fast path takes."""
+    from gitaudit.cli import fast, grammar
+
+    assert grammar.FAST["status"].parse([]) == fast.PLAIN_STATUS
+    probe = STATUS_PROBE.replace(
+        "'full' if 'pygit2' in sys.modules else 'memo'",
+        "' '.join(m for m in ('pygit2', 'gitaudit.cli.grammar', 'dataclasses') "
+        "if m in sys.modules) or 'none'",
+    )
+    assert probe != STATUS_PROBE
+
+    def loaded() -> tuple[int, str]:
+        proc = subprocess.run(
+            [sys.executable, "-c", probe],
+            cwd=passing.path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return proc.returncode, proc.stderr.strip()
+
+    code, first = loaded()  # judged in full: everything is imported, and the PASS remembered
+    assert code == 0 and "pygit2" in first and "dataclasses" in first
+    assert loaded() == (0, "none")
