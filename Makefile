@@ -93,7 +93,8 @@ dist: $(STAMP)
 # Mutation testing of the security-critical modules (mutmut 3, installed on demand): a seeded
 # sample of MUTATE_SAMPLE mutants per module (0: all of them), against each group's tests; or only
 # MUTATE_MODULES (comma-separated paths). Prints the score per module and every surviving mutant;
-# fails below 90% killed. mutate-defences removes each defence the threat model names and checks
+# fails when a group has less than 90% of its sample killed or listed (with why it is equivalent
+# or harmless) in docs/threat-model.md. mutate-defences removes each defence the threat model names and checks
 # that the tests it cites fail. See docs/threat-model.md.
 MUTATE_SAMPLE  ?= 25
 MUTATE_SEED    ?= 18

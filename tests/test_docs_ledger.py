@@ -484,3 +484,25 @@ def test_relative_links_point_at_existing_files_and_headings(name: str) -> None:
         if anchor:
             headings = re.findall(r"^#+ (.+)$", file.read_text(encoding="utf-8"), re.MULTILINE)
             assert anchor in {_anchor(h) for h in headings}, f"{name}: dangling anchor {link}"
+
+
+def test_make_mutate_reads_every_listed_survivor_of_the_threat_model() -> None:
+    """``make mutate`` counts a survivor as accounted for only when the threat model lists it,
+    with why it is equivalent or harmless: every row of that table must be one it can read, as a
+    mutant of a module some group mutates."""
+    from mutation.run import GROUPS, listed_equivalents, module_of
+
+    text = section(THREAT_DOC.read_text(encoding="utf-8"), "Defences under mutation")
+    lines = text.splitlines()
+    start = next(n for n, line in enumerate(lines) if line.startswith("| module | survivor"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    names = listed_equivalents("\n".join(rows))
+    assert rows and len(names) == len(rows), (len(rows), sorted(names))
+    mutated = {m for group in GROUPS.values() for m in group.modules}
+    for name in names:
+        assert module_of(name) in mutated, name
+        assert re.fullmatch(r"gitaudit(\.\w+)+\.(x_\w+|xǁ\w+ǁ\w+)__mutmut_\d+", name), name
