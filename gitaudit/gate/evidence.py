@@ -84,6 +84,11 @@ class Judging:
     workdir: Path | None = None  # the work tree, when it is what is judged
     ref: str | None = None  # the ref judged for (status --for, the hooks): its evidence rule
     rule: EvidenceRule | None = None  # the policy's rule for that ref, if any
+    # carried sources traced so far, by (source, carrying run, ledger): every carried step of a run
+    # usually comes from the same earlier run, which is checked and read once
+    traced: dict[tuple[str, str, str], RunRecord | None] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def run_fix(self) -> str:
@@ -614,12 +619,9 @@ def _expiry(
     )
 
 
-def _trace_carried(
-    j: Judging, record: RunRecord, step: str, source: str, ledger: str
-) -> RunRecord | None:
-    """The run a carried step's evidence came from, if it is an earlier run on the same ledger in
-    which that step itself passed, and it proves this tree: the same tree and contract, or the
-    same input digest as this tree gives the step now (incremental evidence, versioned proofs)."""
+def _carried_source(j: Judging, record: RunRecord, source: str, ledger: str) -> RunRecord | None:
+    """The run *source* names, if it is signed by a trusted runner and earlier than *record* on
+    the same ledger (what any step carried from it needs)."""
     git, gitdir = j.repo.git, j.repo.gitdir
     try:
         oid = pygit2.Oid(hex=source)
@@ -630,8 +632,22 @@ def _trace_carried(
             return None
         # the source's own signature: a carried step is only as good as the run it came from
         verify_commit(git, oid, j.state.trust.with_role("runner"))
-        origin = read_run(git, oid)
+        return read_run(git, oid)
     except (GitAuditError, ValueError, KeyError, pygit2.GitError):
+        return None
+
+
+def _trace_carried(
+    j: Judging, record: RunRecord, step: str, source: str, ledger: str
+) -> RunRecord | None:
+    """The run a carried step's evidence came from, if it is an earlier run on the same ledger in
+    which that step itself passed, and it proves this tree: the same tree and contract, or the
+    same input digest as this tree gives the step now (incremental evidence, versioned proofs)."""
+    key = (source, record.commit, ledger)
+    if key not in j.traced:
+        j.traced[key] = _carried_source(j, record, source, ledger)
+    origin = j.traced[key]
+    if origin is None:
         return None
     entry = origin.steps.get(step)
     if entry is None or entry.status != StepStatus.PASSED:

@@ -211,3 +211,41 @@ def test_a_change_behind_a_symlink_runs_the_step_again(
     assert audit(repo.path, "run").code == 0
     assert run_doc(repo)["steps"]["s"]["status"] == "passed", variant
     assert audit(repo.path, "status").code == 0
+
+
+def test_the_gate_checks_and_reads_a_carried_source_once_for_all_its_steps(
+    repo: GitRepo, sealed: Sealer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four steps carried from one earlier run: the gate verifies that run's signature and reads
+    its record once, and still judges each step by its own entry there."""
+    from gitaudit.gate import evidence
+    from gitaudit.gate.judge import judge
+    from gitaudit.git.repo import open_repo
+
+    for i in range(5):
+        repo.write(f"pkg{i}/src.txt", f"{i}\n")
+    sealed(inputs_plan(5))
+    assert audit(repo.path, "run").code == 0
+    first = repo.git("rev-parse", "refs/audit/runs/default").strip()
+    repo.write("pkg1/src.txt", "changed\n")
+    repo.commit("change pkg1")
+    assert audit(repo.path, "run").code == 0
+    carried = [s for s, e in run_doc(repo)["steps"].items() if e["status"] == "carried"]
+    assert sorted(carried) == ["s0", "s2", "s3", "s4"]
+    seen: list[str] = []
+    from gitaudit.crypto.commits import verify_commit as real_verify
+    from gitaudit.ledger.runs import read_run as real_read
+
+    def read_run(git: Any, oid: Any, *rest: Any) -> Any:
+        seen.append(str(oid))
+        return real_read(git, oid, *rest)
+
+    def verify_commit(git: Any, oid: Any, keys: Any) -> Any:
+        seen.append(f"sig {oid}")
+        return real_verify(git, oid, keys)
+
+    monkeypatch.setattr(evidence, "read_run", read_run)
+    monkeypatch.setattr(evidence, "verify_commit", verify_commit)
+    result = judge(open_repo(repo.path), repo.head_tree())
+    assert result.verdict == "PASS", result
+    assert seen.count(first) == 1 and seen.count(f"sig {first}") == 1, seen
