@@ -790,12 +790,56 @@ def changed(placed: Materialised) -> Purity:
     rewritten, and what git does not see (``.git`` entries, FIFOs and other special files,
     unreadable directories: a walk of the checkout)."""
     slot, tree = placed.slot, placed.tree
-    specials = _special_entries(slot, placed)
+    rewritten = _index_digest(slot.git) != placed.index_digest
+    # the walk for what git does not see runs beside git's own look at the checkout (a walk of
+    # the whole tree each, on two cores)
+    walk = _Walk(slot, placed)
+    try:
+        if rewritten:
+            added, now = None, tree
+        else:
+            added, now = _git_sees(slot, placed)
+    finally:
+        specials = walk.result()
     found = [str(p.relative_to(slot.tree)) + why for p, why in specials]
     paths = tuple(p for p, _ in specials)
-    if _index_digest(slot.git) != placed.index_digest:
+    if rewritten:
         found.append(".git index of the checkout (rewritten during the run)")
         return Purity(tree, tuple(found), paths)
+    if added is not None and added.code != 0:
+        return Purity(tree, (*found, f"(git cannot read the checkout: {added.err})"), paths)
+    if now != tree:
+        args = ["diff-tree", "-r", "-z", "--name-only", "--no-renames", tree, now]
+        diff = _git(slot, slot.git, slot.tree, args)
+        found += sorted({os.fsdecode(p) for p in diff.stdout.split(b"\0") if p})
+    return Purity(now, tuple(found), paths)
+
+
+class _Walk:
+    """:func:`_special_entries` in a thread (its result, or its exception, at :meth:`result`)."""
+
+    def __init__(self, slot: Slot, placed: Materialised) -> None:
+        self._found: list[tuple[Path, str]] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, args=(slot, placed), daemon=True)
+        self._thread.start()
+
+    def _work(self, slot: Slot, placed: Materialised) -> None:
+        try:
+            self._found = _special_entries(slot, placed)
+        except BaseException as exc:  # handed to the caller, in its thread
+            self._error = exc
+
+    def result(self) -> list[tuple[Path, str]]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._found
+
+
+def _git_sees(slot: Slot, placed: Materialised) -> tuple[GitResult | None, str]:
+    """``git add -A`` and ``git write-tree`` on a copy of the checkout's index: (the add when it
+    failed, else None; the tree the checkout now holds)."""
     probe = slot.root / "purity.index"
     shutil.copy2(slot.git / "index", probe)
     try:
@@ -804,16 +848,11 @@ def changed(placed: Materialised) -> Purity:
             slot, slot.git, slot.tree, ["add", "-A"], config=placed.config, env=env, check=False
         )
         if added.code != 0:
-            return Purity(tree, (*found, f"(git cannot read the checkout: {added.err})"), paths)
-        now = _git(slot, slot.git, slot.tree, ["write-tree"], env=env).out.strip()
+            return added, placed.tree
+        return None, _git(slot, slot.git, slot.tree, ["write-tree"], env=env).out.strip()
     finally:
         with contextlib.suppress(FileNotFoundError):
             probe.unlink()
-    if now != tree:
-        args = ["diff-tree", "-r", "-z", "--name-only", "--no-renames", tree, now]
-        diff = _git(slot, slot.git, slot.tree, args)
-        found += sorted({os.fsdecode(p) for p in diff.stdout.split(b"\0") if p})
-    return Purity(now, tuple(found), paths)
 
 
 def _special_entries(slot: Slot, placed: Materialised) -> list[tuple[Path, str]]:
