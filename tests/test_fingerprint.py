@@ -784,8 +784,22 @@ def test_tree_of_commits_trees_and_unknowns(repo: GitRepo) -> None:
     assert tree_of(repo.path, "v1") == tree
     blob = repo.git("rev-parse", "HEAD:README.md").strip()
     for bad in ("no-such-branch", "0" * 40, blob, "--all"):
-        with pytest.raises(RepositoryError, match="unknown revision"):
+        with pytest.raises(RepositoryError, match="unknown revision") as caught:
             tree_of(repo.path, bad)
+        assert caught.value.hint == "pass a commit or tree that exists in this repository"
+
+
+def test_a_work_tree_whose_path_is_not_utf8_is_fingerprinted(tmp_path: Path) -> None:
+    """git prints the repository's paths as the bytes they are; a folder name that is not
+    UTF-8 (Latin-1 'café') still names the work tree and its git dir."""
+    where = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9"))
+    repo = GitRepo.create(where)
+    repo.write("a.txt", "a\n")
+    repo.commit("one file")
+    fp = workspace_fingerprint(where)
+    assert fp.tree == repo.head_tree() and fp.clean
+    repo.write("b.txt", "b\n")
+    assert workspace_fingerprint(where).tree != fp.tree
 
 
 def test_tree_of_works_in_bare_repository(repo: GitRepo, tmp_path: Path) -> None:

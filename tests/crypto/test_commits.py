@@ -333,3 +333,23 @@ def test_default_identity_falls_back_without_user_config(
     raw = r.odb.read(oid)[1]
     assert b"\nauthor gitaudit <gitaudit@localhost> " in raw
     assert b"\ncommitter gitaudit <gitaudit@localhost> " in raw
+
+
+def test_an_identity_that_would_break_the_header_is_refused() -> None:
+    """A name (or email) with a newline would end the header line early, and so change what was
+    signed: refused before anything is signed. (libgit2 itself refuses '<' and '>' in a
+    signature, and ends a name at NUL, before gitaudit sees them.)"""
+    tree = pygit2.Oid(hex="4b825dc642cb6eb9a060e54bf8d69288fbee4904")
+    for who in (
+        pygit2.Signature("a\nb", "author@example.test", PINNED, 0),
+        pygit2.Signature("Name", "a\nb@example.test", PINNED, 0),
+    ):
+        with pytest.raises(ValueError, match=r"author identity .* contains"):
+            commit_payload(tree=tree, parents=[], author=who, committer=COMMITTER, message="m")
+
+
+def test_an_unsigned_object_is_called_a_commit_by_default() -> None:
+    raw = b"tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\n\nmessage\n"
+    with pytest.raises(SignatureError) as caught:
+        split_signature(raw)
+    assert caught.value.message == "commit is not signed"

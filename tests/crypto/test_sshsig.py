@@ -307,3 +307,40 @@ def test_sign_verify_roundtrip(data: bytes, namespace: str) -> None:
     assert sshsig.verify(armoured, data, namespace).raw == bytes(
         nacl.signing.SigningKey(SEED).verify_key
     )
+
+
+def test_the_namespace_is_git_by_default() -> None:
+    """A signature made without naming a namespace is one for git's (``-n git``)."""
+    key = nacl.signing.SigningKey(b"\x07" * 32)
+    armoured = sshsig.sign_raw(key, b"payload")
+    assert sshsig.parse(armoured).namespace == "git"
+    assert sshsig.verify(armoured, b"payload", "git").raw == bytes(key.verify_key)
+
+
+def test_refusals_name_what_is_wrong() -> None:
+    key = nacl.signing.SigningKey(b"\x07" * 32)
+    with pytest.raises(SignatureError) as caught:
+        sshsig.sign_raw(key, b"payload", hash_algorithm="md5")
+    assert caught.value.message == "unsupported hash algorithm 'md5'"
+    with pytest.raises(SignatureError) as caught:
+        sshsig.verify(b"-----BEGIN SSH SIGNATURE-----", b"payload", "git")  # type: ignore[arg-type]
+    assert caught.value.message == "signature is not text"
+
+
+def test_a_truncated_ed25519_signature_is_named() -> None:
+    """The inner signature blob claims more bytes than it holds: the error names that field."""
+    key = nacl.signing.SigningKey(b"\x07" * 32)
+    public = PublicKey(bytes(key.verify_key))
+    inner = ssh_string(b"ssh-ed25519") + ssh_uint32(64) + b"\x00" * 10
+    blob = (
+        b"SSHSIG"
+        + ssh_uint32(1)
+        + ssh_string(public.wire())
+        + ssh_string(b"git")
+        + ssh_string(b"")
+        + ssh_string(b"sha512")
+        + ssh_string(inner)
+    )
+    with pytest.raises(SignatureError) as caught:
+        sshsig.parse(armour("SSH SIGNATURE", blob))
+    assert caught.value.message == "malformed SSH signature: truncated Ed25519 signature"
