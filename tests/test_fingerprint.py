@@ -800,6 +800,8 @@ def test_a_work_tree_whose_path_is_not_utf8_is_fingerprinted(tmp_path: Path) -> 
     assert fp.tree == repo.head_tree() and fp.clean
     repo.write("b.txt", "b\n")
     assert workspace_fingerprint(where).tree != fp.tree
+    empty = GitRepo.create(Path(os.fsdecode(bytes(tmp_path) + b"/na\xefve")))  # no commits yet
+    assert workspace_fingerprint(empty.path) == Fingerprint(EMPTY_TREE, None, True)
 
 
 def test_tree_of_works_in_bare_repository(repo: GitRepo, tmp_path: Path) -> None:
