@@ -94,3 +94,21 @@ def test_a_command_that_fails_early_leaves_no_private_index_behind(
     private = repo.path / ".git" / "gitaudit"
     left = sorted(p.name for p in private.iterdir()) if private.exists() else []
     assert not [name for name in left if name.startswith(TEMP_PREFIX)], left
+
+
+def test_a_prefetch_replaced_by_another_is_still_waited_for_at_exit(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    other = GitRepo.create(tmp_path / "other")
+    other.write("x.txt", "x\n")
+    other.commit("other")
+    prefetch(repo.path)
+    first = fingerprint._PREFETCHED[0]
+    prefetch(other.path)  # the first one is no longer the one to take
+    assert fingerprint._PREFETCHED[0] is not first
+    fingerprint._finish_prefetch()  # what the interpreter runs at exit
+    assert not first.thread.is_alive() and not fingerprint._RUNNING
+    for where in (repo.path, other.path):
+        left = [p.name for p in (where / ".git" / "gitaudit").iterdir()]
+        assert not [n for n in left if n.startswith(TEMP_PREFIX)], left
+    fingerprint.drop_prefetch()

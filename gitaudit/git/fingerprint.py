@@ -491,25 +491,33 @@ def prefetch(repo_path: Path | str) -> None:
     with contextlib.suppress(RepositoryError, RuntimeError):
         start = _start_dir(repo_path)
         if not any(p.start == start for p in _PREFETCHED):  # started once per command
-            if not _PREFETCHED:
+            started = _Prefetch(start)
+            _PREFETCHED[:] = [started]
+            if not _RUNNING:
                 import atexit
 
+                atexit.unregister(_finish_prefetch)  # registered once
                 atexit.register(_finish_prefetch)
-            _PREFETCHED[:] = [_Prefetch(start)]
+            _RUNNING[:] = [p for p in _RUNNING if p.thread.is_alive()] + [started]
+
+
+_RUNNING: list[_Prefetch] = []  # prefetches started and perhaps still running, for the exit
 
 
 def _finish_prefetch() -> None:
-    """At exit, a prefetch nobody took (the command failed before it judged the work tree) is
-    waited for, so its git finishes and its private index is removed: a command leaves nothing
-    behind in the git dir. An interrupted command drops it first (:func:`drop_prefetch`)."""
-    while _PREFETCHED:
-        _PREFETCHED.pop().thread.join()
+    """At exit, a prefetch still running (nobody took it: the command failed before it judged
+    the work tree) is waited for, so its git finishes and its private index is removed: a
+    command leaves nothing behind in the git dir. An interrupted command drops it first
+    (:func:`drop_prefetch`)."""
+    while _RUNNING:
+        _RUNNING.pop().thread.join()
 
 
 def drop_prefetch() -> None:
-    """Forget a prefetch without waiting for it (Ctrl-C: its git was interrupted too, or is left
-    to finish on its own; a stray private index is removed by a later fingerprint)."""
+    """Forget the prefetches without waiting for them (Ctrl-C: their git was interrupted too,
+    or is left to finish on its own; a stray private index is removed by a later fingerprint)."""
     _PREFETCHED.clear()
+    _RUNNING.clear()
 
 
 def workspace_fingerprint(repo_path: Path | str) -> Fingerprint:
