@@ -53,6 +53,7 @@ import stat
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -793,13 +794,9 @@ def changed(placed: Materialised) -> Purity:
     rewritten = _index_digest(slot.git) != placed.index_digest
     # the walk for what git does not see runs beside git's own look at the checkout (a walk of
     # the whole tree each, on two cores)
-    walk = _Walk(slot, placed)
-    try:
-        if rewritten:
-            added, now = None, tree
-        else:
-            added, now = _git_sees(slot, placed)
-    finally:
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        walk = pool.submit(_special_entries, slot, placed)
+        added, now = (None, tree) if rewritten else _git_sees(slot, placed)
         specials = walk.result()
     found = [str(p.relative_to(slot.tree)) + why for p, why in specials]
     paths = tuple(p for p, _ in specials)
@@ -813,28 +810,6 @@ def changed(placed: Materialised) -> Purity:
         diff = _git(slot, slot.git, slot.tree, args)
         found += sorted({os.fsdecode(p) for p in diff.stdout.split(b"\0") if p})
     return Purity(now, tuple(found), paths)
-
-
-class _Walk:
-    """:func:`_special_entries` in a thread (its result, or its exception, at :meth:`result`)."""
-
-    def __init__(self, slot: Slot, placed: Materialised) -> None:
-        self._found: list[tuple[Path, str]] = []
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._work, args=(slot, placed), daemon=True)
-        self._thread.start()
-
-    def _work(self, slot: Slot, placed: Materialised) -> None:
-        try:
-            self._found = _special_entries(slot, placed)
-        except BaseException as exc:  # handed to the caller, in its thread
-            self._error = exc
-
-    def result(self) -> list[tuple[Path, str]]:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._found
 
 
 def _git_sees(slot: Slot, placed: Materialised) -> tuple[GitResult | None, str]:

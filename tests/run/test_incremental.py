@@ -98,18 +98,25 @@ def inputs_plan(n: int) -> dict:  # type: ignore[type-arg]
     return make_plan(*steps)
 
 
-def test_unchanged_inputs_are_carried_and_the_gate_accepts_them(
-    repo: GitRepo, sealed: Sealer
-) -> None:
-    for i in range(3):
+def rerun_after_changing_pkg1(repo: GitRepo, sealed: Sealer, n: int) -> str:
+    """Seal :func:`inputs_plan` of *n* packages, run it, change ``pkg1`` (committed) and run
+    again; the first run's commit."""
+    for i in range(n):
         repo.write(f"pkg{i}/src.txt", f"{i}\n")
-    sealed(inputs_plan(3))
+    sealed(inputs_plan(n))
     assert audit(repo.path, "run").code == 0
     first = repo.git("rev-parse", "refs/audit/runs/default").strip()
     repo.write("pkg1/src.txt", "changed\n")
     repo.commit("change pkg1")
     result = audit(repo.path, "run")
     assert result.code == 0, result.out + result.err
+    return first
+
+
+def test_unchanged_inputs_are_carried_and_the_gate_accepts_them(
+    repo: GitRepo, sealed: Sealer
+) -> None:
+    first = rerun_after_changing_pkg1(repo, sealed, 3)
     doc = run_doc(repo)
     statuses = {sid: s["status"] for sid, s in doc["steps"].items()}
     assert statuses == {"s0": "carried", "s1": "passed", "s2": "carried", "all": "passed"}
@@ -222,14 +229,7 @@ def test_the_gate_checks_and_reads_a_carried_source_once_for_all_its_steps(
     from gitaudit.gate.judge import judge
     from gitaudit.git.repo import open_repo
 
-    for i in range(5):
-        repo.write(f"pkg{i}/src.txt", f"{i}\n")
-    sealed(inputs_plan(5))
-    assert audit(repo.path, "run").code == 0
-    first = repo.git("rev-parse", "refs/audit/runs/default").strip()
-    repo.write("pkg1/src.txt", "changed\n")
-    repo.commit("change pkg1")
-    assert audit(repo.path, "run").code == 0
+    first = rerun_after_changing_pkg1(repo, sealed, 5)
     carried = [s for s, e in run_doc(repo)["steps"].items() if e["status"] == "carried"]
     assert sorted(carried) == ["s0", "s2", "s3", "s4"]
     seen: list[str] = []

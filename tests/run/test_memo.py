@@ -321,9 +321,10 @@ STATUS_PROBE = (
 )
 
 
-def status_probe(repo: GitRepo) -> tuple[int, str, str]:
+def status_probe(repo: GitRepo, probe: str = STATUS_PROBE) -> tuple[int, str, str]:
+    """(exit code, stdout, what *probe* wrote on stderr) of a `status` run in a fresh process."""
     proc = subprocess.run(
-        [sys.executable, "-c", STATUS_PROBE],
+        [sys.executable, "-c", probe],
         cwd=repo.path,
         capture_output=True,
         text=True,
@@ -383,14 +384,8 @@ def test_a_bare_status_served_from_the_memo_imports_no_grammar_and_no_dataclasse
     assert probe != STATUS_PROBE
 
     def loaded() -> tuple[int, str]:
-        proc = subprocess.run(
-            [sys.executable, "-c", probe],
-            cwd=passing.path,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        return proc.returncode, proc.stderr.strip()
+        code, _, modules = status_probe(passing, probe)
+        return code, modules
 
     code, first = loaded()  # judged in full: everything is imported, and the PASS remembered
     assert code == 0 and "pygit2" in first and "dataclasses" in first
