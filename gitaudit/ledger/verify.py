@@ -9,7 +9,7 @@
 
 Verified tips are recorded, so a second call verifies only what is new.
 
-Many run commits to verify (a fresh clone, a first ``verify``) are split among worker processes,
+Many run commits to verify (a fresh clone, a first ``verify``) are shared with worker processes,
 one per core: each verifies its share of the chain (the signature and the tree of each commit)
 and the first problem in chain order is reported, as one process would.
 """
@@ -159,22 +159,29 @@ def _verify_runs(
     """Verify a runs ref from its verified mark to *tip*: (commits verified, the first problem).
 
     The chain is walked first (linear, every object present); the commits it reached are then
-    verified, in worker processes when there are many, and the first problem in chain order
-    wins, a walk error coming after every commit walked before it."""
+    verified, shared between this process and worker processes when there are many, and the
+    first problem in chain order wins, a walk error coming after every commit walked before it.
+    The workers start as soon as the walk has reached :data:`PARALLEL_FROM` commits, so their
+    interpreters start up while the rest of the chain is walked."""
     stop = pygit2.Oid(hex=mark) if mark else None
     oids: list[pygit2.Oid] = []
     walk_problem: str | None = None
+    workers: _Workers | None = None
     try:
-        for commit in chain.walk(git, tip, stop=stop, what=ref, linear=True):
-            oids.append(commit.id)
-    except GitAuditError as exc:
-        walk_problem = _problem(ref, exc)
-    jobs = _jobs(len(oids)) if gitdir is not None else 1
-    if jobs > 1:
-        assert gitdir is not None
-        first = _verify_parallel(os.fspath(gitdir), ref, oids, runners, jobs)
-    else:
-        first = _verify_chunk_in(git, ref, oids, runners)
+        try:
+            for commit in chain.walk(git, tip, stop=stop, what=ref, linear=True):
+                oids.append(commit.id)
+                if len(oids) == PARALLEL_FROM and gitdir is not None and (jobs := _jobs()) > 1:
+                    workers = _Workers(os.fspath(gitdir), jobs - 1)
+        except GitAuditError as exc:
+            walk_problem = _problem(ref, exc)
+        if workers is not None:
+            first = workers.verify(git, ref, oids, runners)
+        else:
+            first = _verify_chunk_in(git, ref, oids, runners)
+    finally:
+        if workers is not None:
+            workers.stop()
     if first is not None:
         return first
     return len(oids), walk_problem
@@ -219,66 +226,89 @@ def _worker() -> None:
     json.dump(_verify_chunk_in(git, request["ref"], oids, runners), sys.stdout)
 
 
-def _jobs(count: int) -> int:
-    if count < PARALLEL_FROM:
-        return 1
+def _jobs() -> int:
+    """Processes verifying at once (this one included): one per core, at most 8."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(cores or 1, 8))
 
 
-def _verify_parallel(
-    gitdir: str, ref: str, oids: list[pygit2.Oid], runners: list[PublicKey], jobs: int
-) -> tuple[int, str] | None:
-    """:func:`_verify_chunk_in` over *oids*, split among *jobs* worker processes (fresh
-    interpreters: nothing of this process's libgit2 state is shared)."""
-    import contextlib
-    import json
-    import subprocess
-    import sys
+class _Workers:
+    """Worker processes (fresh interpreters: nothing of this process's libgit2 state is shared)
+    that verify their shares of a chain beside this process, which verifies the first share."""
 
-    import gitaudit
+    def __init__(self, gitdir: str, count: int) -> None:
+        import subprocess
+        import sys
 
-    size = -(-len(oids) // jobs)
-    starts = list(range(0, len(oids), size))
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(gitaudit.__file__)))
-    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "PYTHONPATH": path}
-    code = "from gitaudit.ledger.verify import _worker; _worker()"
-    workers = []
-    for start in starts:
-        request = {
-            "gitdir": gitdir,
-            "ref": ref,
-            "runners": [k.raw.hex() for k in runners],
-            "commits": [str(o) for o in oids[start : start + size]],
-        }
-        proc = subprocess.Popen(
-            [sys.executable, "-c", code],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-        )
-        workers.append((start, proc, json.dumps(request).encode()))
-    # every worker gets its share before any answer is awaited (communicate() would hand the
-    # second worker its request only once the first had finished: no parallelism at all); a
-    # worker reads all of its request before it writes anything
-    for _, proc, sent in workers:
-        assert proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError):  # a worker that died is reported below
-            proc.stdin.write(sent)
-            proc.stdin.close()
-    first: tuple[int, str] | None = None
-    for start, proc, _ in workers:
-        assert proc.stdout is not None
-        with proc.stdout:
-            out = proc.stdout.read()
-        proc.wait()
-        if proc.returncode != 0:
-            raise LedgerError(
-                f"{ref}: a verification worker failed (exit {proc.returncode})",
-                hint="run `git audit verify --debug`, or free memory and retry",
+        import gitaudit
+
+        self.gitdir = gitdir
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(gitaudit.__file__)))
+        path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+        code = "from gitaudit.ledger.verify import _worker; _worker()"
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", code],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env={**os.environ, "PYTHONPATH": path},
             )
-        found = json.loads(out)
-        if found is not None and first is None:
-            first = start + int(found[0]), str(found[1])
-    return first
+            for _ in range(count)
+        ]
+
+    def verify(
+        self,
+        git: pygit2.Repository,
+        ref: str,
+        oids: list[pygit2.Oid],
+        runners: list[PublicKey],
+    ) -> tuple[int, str] | None:
+        """:func:`_verify_chunk_in` over *oids*, one share here and one per worker."""
+        import contextlib
+        import json
+
+        size = -(-len(oids) // (len(self.procs) + 1))
+        starts = list(range(0, len(oids), size))
+        shares = list(zip(starts[1:], self.procs, strict=False))
+        # every worker gets its share before any answer is awaited, and before this process
+        # starts on its own; a worker reads all of its request before it writes anything
+        for start, proc in shares:
+            request = {
+                "gitdir": self.gitdir,
+                "ref": ref,
+                "runners": [k.raw.hex() for k in runners],
+                "commits": [str(o) for o in oids[start : start + size]],
+            }
+            assert proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError):  # a worker that died is reported below
+                proc.stdin.write(json.dumps(request).encode())
+                proc.stdin.close()
+        first = _verify_chunk_in(git, ref, oids[:size], runners)
+        for start, proc in shares:
+            assert proc.stdout is not None
+            with proc.stdout:
+                out = proc.stdout.read()
+            proc.wait()
+            if proc.returncode != 0:
+                raise LedgerError(
+                    f"{ref}: a verification worker failed (exit {proc.returncode})",
+                    hint="run `git audit verify --debug`, or free memory and retry",
+                )
+            found = json.loads(out)
+            if found is not None and first is None:
+                first = start + int(found[0]), str(found[1])
+        return first
+
+    def stop(self) -> None:
+        """End the workers still running (one without a share waits for its request, one
+        whose share is not awaited after an error is not needed) and reap every one."""
+        import contextlib
+
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            for pipe in (proc.stdin, proc.stdout):
+                if pipe is not None:
+                    with contextlib.suppress(OSError):
+                        pipe.close()

@@ -163,7 +163,7 @@ def test_verification_split_among_processes_reports_as_one_process(
     serial = report()
     assert len(serial[1]) == 1 and serial[0]["refs/audit/runs/default"] == 5, serial
     monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
-    monkeypatch.setattr(verify, "_jobs", lambda count: 3)
+    monkeypatch.setattr(verify, "_jobs", lambda: 3)
     assert report() == serial
 
 
@@ -189,8 +189,44 @@ def test_every_verification_worker_has_its_share_before_any_finishes(
     )
     wrapper.chmod(0o755)
     monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
-    monkeypatch.setattr(verify, "_jobs", lambda count: 3)
+    monkeypatch.setattr(verify, "_jobs", lambda: 3)
     monkeypatch.setattr(sys, "executable", str(wrapper))
     got = verify.verify_all(open_repo(repo.path), remember=False)
     assert got.ok and got.verified["refs/audit/runs/default"] == 9, got
-    assert log.read_text().split() == ["got"] * 3 + ["done"] * 3
+    assert log.read_text().split() == ["got"] * 2 + ["done"] * 2
+
+
+def test_workers_started_before_the_walk_ends_are_all_reaped(
+    repo: GitRepo,
+    sealed: Sealer,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The workers start while the chain is still being walked, before the number of commits is
+    known: those left without a share (more workers than shares) are ended, every worker is
+    reaped, none complains, and the count is what one process reports."""
+    import subprocess
+
+    from gitaudit.ledger import verify
+
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    _copies(repo, 8)
+    started: list[subprocess.Popen[bytes]] = []
+    real_popen = subprocess.Popen
+
+    def popen(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        proc: subprocess.Popen[bytes] = real_popen(*args, **kwargs)  # type: ignore[call-overload]
+        started.append(proc)
+        return proc
+
+    monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(verify, "_jobs", lambda: 8)  # 9 commits: shares of 2, 5 shares for 8
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    capfd.readouterr()
+    got = verify.verify_all(open_repo(repo.path), remember=False)
+    assert got.ok and got.verified["refs/audit/runs/default"] == 9, got
+    assert len(started) == 7
+    assert all(proc.returncode is not None for proc in started)
+    assert sorted(proc.returncode for proc in started).count(0) == 4  # the shares' workers
+    assert capfd.readouterr().err == ""
