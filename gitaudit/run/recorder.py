@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -177,26 +178,32 @@ def run_plan(
     prep = _prepare(repo, name, signer, checked, targets, reconcile or {}, tuple(labels))
     before = workspace_fingerprint(workdir)
     _check_reconcile(repo, prep, before.tree, reconcile or {})
-    prior = _prior(repo, prep, before.tree, fresh)
     plan = prep.plan
     live_steps = {s.id for s in plan.steps if plan.workspace_of(s) == "live"}
     whole_live = len(live_steps) == len(plan.steps)
-    carried, incremental, wanted = prior.carried, prior.incremental, list(prep.targets)
-    if not whole_live:
-        carried, incremental, wanted = _producers_run(
-            plan, carried, incremental, wanted, _in_tree(repo, before.tree)
-        )
     with checkout.acquire(repo.gitdir, workdir) as slot:
-        placed = None
+        # the checkout is brought up to date (mostly git's work) while what earlier runs
+        # proved is read and the input digests are worked out (Python's); an error in the
+        # latter waits for the checkout before it is raised
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            placing = None
+            if not whole_live:
+                placing = pool.submit(
+                    checkout.materialise,
+                    slot,
+                    repo.gitdir,
+                    workdir,
+                    before.tree,
+                    before.head,
+                    declared_filters=plan.filters,
+                    ignored_paths=plan.all_ignored_paths(),
+                )
+            prior = _prior(repo, prep, before.tree, fresh)
+            placed = placing.result() if placing is not None else None
+        carried, incremental, wanted = prior.carried, prior.incremental, list(prep.targets)
         if not whole_live:
-            placed = checkout.materialise(
-                slot,
-                repo.gitdir,
-                workdir,
-                before.tree,
-                before.head,
-                declared_filters=plan.filters,
-                ignored_paths=plan.all_ignored_paths(),
+            carried, incremental, wanted = _producers_run(
+                plan, carried, incremental, wanted, _in_tree(repo, before.tree)
             )
         sandbox = Sandbox(
             home=slot.home if plan.home == "private" else None,
