@@ -1,0 +1,178 @@
+"""`git audit push`'s replay, at the unit level: :func:`gitaudit.ledger.sync.reconcile_with`
+called directly on a real repository and a real bare remote (no hooks: only the replay's own
+rules are exercised). It signs again only local-only runs it verified, moves no ref when one
+fails, and adopts the remote's plans ref only when it verifies.
+
+End to end, through `git audit push` to a server with its hook: ``tests/adversarial/test_push.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pygit2
+import pytest
+
+from gitaudit.crypto.commits import create_signed_commit, verify_commit
+from gitaudit.crypto.signers import Signer
+from gitaudit.errors import GitAuditError, LedgerError
+from gitaudit.git.repo import open_repo
+from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.refs import PLANS_REF, runs_ref
+from gitaudit.ledger.sync import reconcile_with
+from tests.adversarial.conftest import World
+from tests.adversarial.conftest import proven as proven  # noqa: PLC0414 (re-exported fixtures)
+from tests.adversarial.conftest import sealed as sealed  # noqa: PLC0414
+from tests.adversarial.conftest import world as world  # noqa: PLC0414
+from tests.gitrepo import git
+
+RUNS = runs_ref("default")
+
+
+@dataclass
+class Diverged:
+    """The proven world with a bare remote ``origin`` holding its plans and first run (shared),
+    plus a run another machine pushed since (theirs): the local runs ref has diverged as soon
+    as anything is recorded locally."""
+
+    world: World
+    remote: Path
+    shared: str
+    theirs: str
+
+    def audit_refs(self) -> dict[str, str]:
+        out = self.world.repo.git("for-each-ref", "--format=%(refname) %(objectname)", "refs/audit")
+        return dict(line.split() for line in out.splitlines())
+
+    def reconcile(self) -> list[tuple[str, str]]:
+        actions = reconcile_with(self.world.handle(), "origin", self.world.ci)
+        return [(a.ref, a.action) for a in actions]
+
+
+@pytest.fixture
+def diverged(proven: World, tmp_path: Path) -> Diverged:
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    proven.repo.git("remote", "add", "origin", str(remote))
+    proven.repo.git("push", "-q", "origin", f"{PLANS_REF}:{PLANS_REF}", f"{RUNS}:{RUNS}")
+    shared = proven.ref(RUNS)
+    assert shared is not None
+    bare = pygit2.Repository(str(remote))
+    tip = bare.get(pygit2.Oid(hex=shared))
+    assert isinstance(tip, pygit2.Commit)
+    theirs = create_signed_commit(
+        bare, tree=tip.tree_id, parents=[tip.id], message=tip.message, signer=proven.ci
+    )
+    git(remote, "update-ref", RUNS, str(theirs), shared)
+    return Diverged(proven, remote, shared, str(theirs))
+
+
+def _pass(doc: dict[str, Any]) -> None:
+    doc["verdict"], doc["reasons"] = "PASS", []
+
+
+def _malformed(doc: dict[str, Any]) -> None:
+    doc["verdict"] = 42
+
+
+def _other_plan(doc: dict[str, Any]) -> None:
+    doc["plan"] = "other"
+
+
+def _forge(d: Diverged, signer: str | None, edit: Callable[[dict[str, Any]], None]) -> str:
+    key: Signer | None = None if signer is None else getattr(d.world, signer)
+    return str(d.world.forge_run(d.shared, edit=edit, signer=key))
+
+
+def _merge(d: Diverged) -> str:
+    """A ci-signed merge whose second parent is an unsigned forgery."""
+    w = d.world
+    hidden = w.forge_run(d.shared, edit=_pass, signer=None, move=False)
+    handle = w.handle().git
+    tree = handle.get(pygit2.Oid(hex=d.shared)).peel(pygit2.Commit).tree_id  # type: ignore[union-attr]
+    merge = World.commit_object(
+        handle, tree, [pygit2.Oid(hex=d.shared), hidden], "audit: merge\n", w.ci
+    )
+    w.set_ref(RUNS, merge)
+    return str(merge)
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda d: _forge(d, "mallory", _pass), "is not signed by a trusted runner (signed by"),
+        (lambda d: _forge(d, None, _pass), "is not signed by a trusted runner (it is not signed)"),
+        (lambda d: _forge(d, "alice", _pass), "is not signed by a trusted runner (signed by"),
+        (lambda d: _forge(d, "ci", _malformed), "run.json verdict: expected a verdict, found int"),
+        (lambda d: _forge(d, "ci", _other_plan), "is evidence for plan 'other', not 'default'"),
+        (_merge, "has 2 parents (a run has one)"),
+    ],
+    ids=["untrusted-key", "unsigned", "sealer-only-key", "malformed", "another-plan", "merge"],
+)
+def test_replay_refuses_a_run_it_cannot_verify(
+    diverged: Diverged, make: Callable[[Diverged], str], why: str
+) -> None:
+    """The local-only run reconcile_with would replay onto the remote's ledger is not a single-
+    parent commit signed by a runner trusted in the verified plans, holding a well-formed
+    run.json of the ref's plan: one LedgerError naming it, and no audit ref moves."""
+    forged = make(diverged)
+    before = diverged.audit_refs()
+    remote_before = git(diverged.remote, "for-each-ref")
+    with pytest.raises(LedgerError) as caught:
+        diverged.reconcile()
+    assert caught.value.message.startswith(f"{RUNS}: local run {forged[:12]}"), caught.value
+    assert why in caught.value.message, caught.value.message
+    assert caught.value.message.endswith("is not replayed; nothing was pushed")
+    assert diverged.audit_refs() == before and before[RUNS] == forged
+    assert git(diverged.remote, "for-each-ref") == remote_before
+
+
+def test_replay_signs_a_verified_run_again(diverged: Diverged) -> None:
+    """The control: ci's own honest local run is signed again on top of the remote's run, with
+    the same tree, message and times."""
+    w = diverged.world
+    w.repo.write("more.txt", "more\n")
+    w.repo.commit("more")
+    honest = w.run()
+    assert honest.verdict == "PASS"
+    assert (RUNS, "rebased 1") in diverged.reconcile()
+    handle = w.handle().git
+    tip = handle.revparse_single(RUNS).peel(pygit2.Commit)
+    original = handle.revparse_single(honest.commit).peel(pygit2.Commit)
+    assert [str(p) for p in tip.parent_ids] == [diverged.theirs]
+    assert (tip.tree_id, tip.message, tip.commit_time) == (
+        original.tree_id,
+        original.message,
+        original.commit_time,
+    )
+    assert verify_commit(handle, tip.id, [w.ci.public_key]).raw == w.ci.public_key.raw
+
+
+def test_replay_adopts_no_remote_plans_that_do_not_verify(diverged: Diverged) -> None:
+    """The remote's plans ref gained a commit mallory signed: it is not fast-forwarded to, and
+    nothing moves; a sealer's genuine change there is adopted (the control)."""
+    w = diverged.world
+    bare = pygit2.Repository(str(diverged.remote))
+    tip = bare.get(bare.references[PLANS_REF].target)
+    assert isinstance(tip, pygit2.Commit)
+    forged = create_signed_commit(
+        bare, tree=tip.tree_id, parents=[tip.id], message="plans: forged\n", signer=w.mallory
+    )
+    git(diverged.remote, "update-ref", PLANS_REF, str(forged), str(tip.id))
+    before = diverged.audit_refs()
+    with pytest.raises(GitAuditError) as caught:
+        diverged.reconcile()
+    assert f"plans commit {str(forged)[:12]}: not signed by a trusted sealer" in (
+        caught.value.message
+    )
+    assert diverged.audit_refs() == before
+    genuine = create_signed_commit(
+        bare, tree=tip.tree_id, parents=[tip.id], message="plans: genuine\n", signer=w.alice
+    )
+    git(diverged.remote, "update-ref", PLANS_REF, str(genuine), str(forged))
+    assert (PLANS_REF, "fast-forwarded") in diverged.reconcile()
+    assert w.ref(PLANS_REF) == str(genuine)
+    assert read_state(open_repo(w.path)).tip == genuine
