@@ -139,7 +139,7 @@ def _asked_reason(world: World) -> tuple[str, str] | None:
     return None if found is None else (found.code, found.message)
 
 
-def test_a_changed_request_is_unanswered_until_a_plan_answers_it(asked: Asked) -> None:
+def test_a_changed_request_is_unanswered_until_answered(asked: Asked) -> None:
     world = asked.world
     assert _asked_reason(world) is None  # the control: the sealed plan answers
     r3 = {"id": "R3", "description": "it is fast", "priority": "must"}
@@ -157,7 +157,7 @@ def test_a_changed_request_is_unanswered_until_a_plan_answers_it(asked: Asked) -
     assert _asked_reason(world) is None
 
 
-def test_a_request_file_edited_in_the_tree_differs_from_its_seal(asked: Asked) -> None:
+def test_a_request_file_edited_in_the_tree_differs(asked: Asked) -> None:
     world = asked.world
     world.repo.write_json(".gitaudit/requests/default.json", {"task": "x", "requirements": [R1]})
     world.repo.commit("a smaller request")
@@ -207,7 +207,7 @@ def _push(
     return code, capsys.readouterr().err
 
 
-def test_evidence_for_another_tree_does_not_count_on_the_client_or_the_server(
+def test_evidence_for_another_tree_is_refused_by_the_hooks(
     proven: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """ci's PASS is for HEAD's tree; a commit with one more file is another tree: no evidence
@@ -234,7 +234,7 @@ def test_evidence_for_another_tree_does_not_count_on_the_client_or_the_server(
     assert "rejecting refs/audit/runs/default" not in err  # the ledger itself is genuine
 
 
-def test_a_failing_check_blocks_the_push_and_the_server_refuses_it(
+def test_a_failing_check_blocks_pre_push_and_pre_receive(
     world: World,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,

@@ -50,7 +50,7 @@ Files = dict[str, bytes]
 # ------------------------------------------------------------------------------ trust anchors
 
 
-def test_the_anchor_pins_the_root_and_a_repinned_or_deleted_config_is_refused(
+def test_a_repinned_or_deleted_config_pin_is_refused(
     world: World,
 ) -> None:
     """trust init anchored alice's key outside the repository: audit.rootKey re-pinned to
@@ -76,9 +76,7 @@ def test_the_anchor_pins_the_root_and_a_repinned_or_deleted_config_is_refused(
     assert anchor.pinned_root(world.handle()) == mallory
 
 
-def test_another_repositorys_anchor_does_not_apply_even_copied_into_place(
-    world: World, tmp_path: Path
-) -> None:
+def test_another_repositorys_anchor_does_not_apply(world: World, tmp_path: Path) -> None:
     """mallory's repository has an anchor of its own (her key); copied over this repository's
     anchor files it names another repository, and is refused."""
     other = GitRepo.create(tmp_path / "other")
@@ -103,9 +101,7 @@ def test_another_repositorys_anchor_does_not_apply_even_copied_into_place(
 
 
 @pytest.mark.parametrize("how", ["gitfile", "commondir"])
-def test_a_git_dir_swapped_or_redirected_is_noticed_by_the_work_tree_key(
-    world: World, how: str
-) -> None:
+def test_a_git_dir_swapped_or_redirected_is_noticed(world: World, how: str) -> None:
     """The work tree's `.git` made a `gitdir:` file to a copy (or `commondir` pointing at one)
     with mallory's pin: git reads another repository, which has no anchor; the anchor kept
     under the work tree's path names the real one."""
@@ -237,14 +233,14 @@ PLANNER_SEALS: list[tuple[Callable[[], dict[str, Any]], str]] = [
 
 
 @pytest.mark.parametrize(("plan", "words"), PLANNER_SEALS, ids=lambda v: getattr(v, "__name__", ""))
-def test_a_planners_seal_that_does_not_keep_the_request_is_a_problem(
+def test_a_planner_seal_must_keep_the_request(
     planned: Asked, plan: Callable[[], dict[str, Any]], words: str
 ) -> None:
     problem = _judged(planned, _sealed_by(planned.world, planned.agent, plan()))
     assert problem is not None and problem.startswith(words), problem
 
 
-def test_a_planners_seal_that_keeps_the_request_is_no_problem(planned: Asked) -> None:
+def test_a_planner_seal_keeping_the_request_is_allowed(planned: Asked) -> None:
     """The control: a check added, recorded as a strengthening."""
     grown = copy.deepcopy(PLAN)
     grown["steps"][0]["verify"].append(check("true", "again"))
@@ -302,7 +298,7 @@ def test_a_planner_cannot_seal_a_plan_nobody_asked_for(planned: Asked) -> None:
         (lambda reqs: reqs.append({"id": "R3", "description": "mine"}), "cannot add requirement"),
     ],
 )
-def test_a_planner_keeps_the_requirements_of_a_single_file_plan(
+def test_a_planner_keeps_a_single_file_plans_requirements(
     world: World, edit: Callable[[list[dict[str, Any]]], object], words: str
 ) -> None:
     """No request: the plan's requirements sealed by alice are the request."""
@@ -354,7 +350,7 @@ def _reset(world: World, files: Files) -> None:
         (_reset, "the failed attempts of a step"),
     ],
 )
-def test_a_planner_cannot_change_the_request_trust_policy_or_resets(
+def test_a_planner_cannot_change_request_trust_policy_resets(
     planned: Asked, edit: Callable[[World, Files], None], what: str
 ) -> None:
     files = dict(_state(planned.world).files)
@@ -410,7 +406,7 @@ def test_the_chain_refuses_what_a_planner_signs_by_hand(planned: Asked) -> None:
     assert verify_chain(git, pygit2.Oid(hex=genuine)).seal("default") is not None  # the control
 
 
-def test_the_verified_mark_never_vouches_for_what_a_planner_signed(planned: Asked) -> None:
+def test_the_mark_never_vouches_for_a_planners_commit(planned: Asked) -> None:
     """The agent writes the verified mark on its own commit, then on a harmless planner commit
     on top of it: the reader verifies back to the last sealer's commit all the same."""
     world = planned.world
