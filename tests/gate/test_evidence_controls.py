@@ -1,0 +1,259 @@
+"""Controls of docs/threat-model.md at the unit level, on the gate's own functions: the per-ref
+runner rule (:func:`gitaudit.gate.runners.runners_for` and the evidence judge with a rule), the
+request checks (:mod:`gitaudit.gate.request`), evidence bound to the tree
+(:func:`gitaudit.gate.evidence.judge_evidence`), and the hooks' functions called in-process
+(:func:`gitaudit.hooks.entry.pre_push`, :func:`gitaudit.hooks.entry.pre_receive`).
+
+End to end (through the CLI, real pushes and the CI recipes): ``tests/e2e/test_hooks.py``,
+``tests/e2e/test_ci_runner.py`` and ``tests/adversarial/``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pygit2
+import pytest
+
+from gitaudit.gate.evidence import Evidence, Judging, judge_evidence
+from gitaudit.gate.plans import check_plan
+from gitaudit.gate.request import request_reason, requested_names
+from gitaudit.gate.runners import runners_for
+from gitaudit.hooks import entry
+from gitaudit.ledger.objects import dumps
+from gitaudit.ledger.plansref import PlansState, read_state
+from gitaudit.ledger.refs import runs_ref
+from gitaudit.ledger.request_ops import seal_request
+from gitaudit.ledger.trust import EvidenceRule
+from gitaudit.plan.catalog import check_worktree
+from gitaudit.plan.model import Plan
+from gitaudit.verdict import Verdict
+from tests.adversarial.conftest import STRICT, World, check, plan, step
+from tests.adversarial.test_request import PLAN, R1, R2, REQUEST, Asked
+from tests.adversarial.test_runner_rules import rule, runner
+
+MAIN = "refs/heads/main"
+RUNS = runs_ref("default")
+ZERO = "0" * 40
+
+
+def _state(world: World) -> PlansState:
+    return read_state(world.handle(), remember=False)
+
+
+def _model(world: World, name: str = "default") -> Plan:
+    (checked,) = check_worktree(world.path, name)
+    assert checked.plan is not None
+    return checked.plan
+
+
+def _head_tree(world: World) -> str:
+    return str(world.handle().git.revparse_single("HEAD^{tree}").id)
+
+
+def _evidence(world: World, *, ref: str | None = None) -> Evidence:
+    repo = world.handle()
+    state = read_state(repo)
+    judging = Judging(
+        repo,
+        state,
+        "default",
+        _model(world),
+        _head_tree(world),
+        time.time(),
+        None,
+        dict,
+        ref=ref,
+        rule=state.policy.evidence_rule(ref),
+    )
+    return judge_evidence(judging)
+
+
+# --------------------------------------------------------------------- trusted runners per ref
+
+
+def _runners(world: World, rule_: EvidenceRule) -> tuple[frozenset[str], frozenset[str]]:
+    repo = world.handle()
+    state = read_state(repo)
+    tip = world.ref(RUNS)
+    assert tip is not None
+    ledgers = [("default", pygit2.Oid(hex=tip))]
+    return runners_for(
+        repo, state, "default", _model(world), _head_tree(world), rule_, ledgers, time.time()
+    )
+
+
+def test_only_the_runners_a_ref_names_prove_a_tree_for_it(world: World) -> None:
+    """main takes evidence from ci alone (the CI recipes' `trust policy --evidence
+    refs/heads/main=ci`); the agent holds a runner key of its own. Its passing run is advisory
+    for main (UNKNOWN there) and proves the tree for a ref without a rule; ci's run is admitted;
+    a run of ci's that FAILs makes main FAIL (the gate judges when the runner failed)."""
+    world.seal(STRICT)
+    main = EvidenceRule(MAIN, ("ci",))
+    rule(world, main)
+    agent = runner(world, "agent")
+    assert world.run(signer=agent).verdict == "PASS"
+    assert _runners(world, main) == (frozenset(), frozenset({"agent"}))
+    judged = _evidence(world, ref=MAIN)
+    assert [r.code for r in judged.reasons] == ["evidence.runner-rule"]
+    assert judged.reasons[0].verdict == Verdict.UNKNOWN
+    assert judged.reasons[0].message == (
+        "plan 'default': refs/heads/main takes evidence from ci (1 distinct runner): passing "
+        "runs for this tree by none; runs by agent are advisory here"
+    )
+    assert _evidence(world, ref="refs/heads/topic").reasons == ()  # no rule there
+    assert world.run().verdict == "PASS"  # ci
+    assert _runners(world, main) == (frozenset({"ci"}), frozenset({"agent"}))
+    assert _evidence(world, ref=MAIN).reasons == ()
+    world.write_plan(plan(step("unit", check("false")), step("lint", check("true"))))
+    world.seal(allow_weaken=True, reason="a failing check")
+    assert world.run().verdict == "FAIL"  # ci's own run fails
+    failed = _evidence(world, ref=MAIN)
+    assert failed.reasons and failed.reasons[0].code == "step.failed"
+    assert failed.reasons[0].verdict == Verdict.FAIL
+
+
+# ---------------------------------------------------------------------------- the user's request
+
+
+@pytest.fixture
+def asked(world: World) -> Asked:
+    """alice sealed the request (R1, R2); the planner `agent` sealed PLAN answering it."""
+    from gitaudit.crypto.keystore import generate_key, load_signer
+    from gitaudit.ledger.seals import trust_add
+
+    generated = generate_key("agent")
+    agent = load_signer(generated.private_path)
+    trust_add(world.handle(), world.alice, agent.public_key, "planner", "agent")
+    out = Asked(world, agent, generated.private_path)
+    assert out.request(REQUEST).commit is not None
+    assert out.seal(PLAN).commit is not None
+    world.repo.commit("the plan and the request")
+    return out
+
+
+def _asked_reason(world: World) -> tuple[str, str] | None:
+    found = request_reason(
+        world.handle(), _state(world), "default", _model(world), _head_tree(world)
+    )
+    return None if found is None else (found.code, found.message)
+
+
+def test_a_changed_request_is_unanswered_until_answered(asked: Asked) -> None:
+    world = asked.world
+    assert _asked_reason(world) is None  # the control: the sealed plan answers
+    r3 = {"id": "R3", "description": "it is fast", "priority": "must"}
+    asked.request({**REQUEST, "requirements": [R1, R2, r3]}, reason="also fast")
+    world.repo.commit("request R3")
+    assert _asked_reason(world) == (
+        "request.unanswered",
+        "plan 'default' (seal v1) does not answer request v2: request requirement R3 (must) "
+        "is not among the plan's requirements",
+    )
+    answering = {**PLAN, "requirements": [R1, R2, r3]}
+    answering["steps"] = [*PLAN["steps"], step("fast", check("true"), covers=["R3"])]
+    assert asked.seal(answering).commit is not None
+    world.repo.commit("the plan answers R3")
+    assert _asked_reason(world) is None
+
+
+def test_a_request_file_edited_in_the_tree_differs(asked: Asked) -> None:
+    world = asked.world
+    world.repo.write_json(".gitaudit/requests/default.json", {"task": "x", "requirements": [R1]})
+    world.repo.commit("a smaller request")
+    assert _asked_reason(world) == (
+        "request.differs-from-seal",
+        "the request .gitaudit/requests/default.json in this tree differs from its seal v1",
+    )
+
+
+def test_a_request_sealed_with_no_plan_is_unplanned(world: World) -> None:
+    world.seal(STRICT)
+    seal_request(world.handle(), world.alice, "asked", dumps(REQUEST), source="asked.json")
+    state = _state(world)
+    assert "asked" in requested_names(world.handle(), state, _head_tree(world))
+    reasons = check_plan(state, "asked", None, environment=False).reasons
+    assert [(r.code, r.verdict, r.message) for r in reasons] == [
+        (
+            "request.unplanned",
+            Verdict.FAIL,
+            "request v1 of plan 'asked' is sealed, but no plan answering it is",
+        )
+    ]
+
+
+# ----------------------------------------------------------------------- evidence binds the tree
+
+
+def _receive(
+    world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *lines: str
+) -> tuple[int, str]:
+    """The server's pre-receive, as git runs it in the repository receiving *lines*."""
+    monkeypatch.setenv("GIT_DIR", str(world.handle().gitdir))
+    capsys.readouterr()
+    code = entry.pre_receive([], "".join(line + "\n" for line in lines))
+    monkeypatch.delenv("GIT_DIR")
+    return code, capsys.readouterr().err
+
+
+def _push(
+    world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[int, str]:
+    """The client's pre-push for HEAD to main, as git runs it in the work tree."""
+    sha = world.repo.git("rev-parse", "HEAD").strip()
+    monkeypatch.chdir(world.path)
+    capsys.readouterr()
+    code = entry.pre_push(["origin", "x"], f"refs/heads/main {sha} {MAIN} {ZERO}\n")
+    return code, capsys.readouterr().err
+
+
+def test_evidence_for_another_tree_is_refused_by_the_hooks(
+    proven: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ci's PASS is for HEAD's tree; a commit with one more file is another tree: no evidence
+    (UNKNOWN) for the evidence judge and pre-push, refused by pre-receive although the ledger
+    with the PASS run is pushed with it."""
+    passed = _evidence(proven)
+    assert passed.reasons == () and passed.record is not None
+    old_tree = passed.record.tree
+    assert _push(proven, capsys, monkeypatch)[0] == 0  # the control
+    proven.repo.write("notes.md", "a file without evidence\n")
+    sha = proven.repo.commit("another tree")
+    assert _head_tree(proven) != old_tree
+    judged = _evidence(proven)
+    assert [(r.code, r.verdict) for r in judged.reasons] == [("evidence.missing", Verdict.UNKNOWN)]
+    assert judged.record is None
+    code, err = _push(proven, capsys, monkeypatch)
+    assert code == 1
+    assert "gitaudit: push of refs/heads/main" in err and "UNKNOWN" in err
+    code, err = _receive(
+        proven, capsys, monkeypatch, f"{ZERO} {proven.ref(RUNS)} {RUNS}", f"{ZERO} {sha} {MAIN}"
+    )
+    assert code == 1
+    assert f"no evidence for tree {_head_tree(proven)[:12]}" in err
+    assert "rejecting refs/audit/runs/default" not in err  # the ledger itself is genuine
+
+
+def test_a_failing_check_blocks_pre_push_and_pre_receive(
+    world: World,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A check that fails for the new tree: pre-push blocks (FAIL), and with the hook skipped
+    (`--no-verify`) pre-receive refuses the branch while the failing evidence may travel."""
+    world.seal(plan(step("unit", check("sh", "-c", "test ! -e BROKEN")), step("lint")))
+    assert world.run().verdict == "PASS"
+    assert _push(world, capsys, monkeypatch)[0] == 0  # the control
+    world.repo.write("BROKEN", "yes\n")
+    sha = world.repo.commit("break it")
+    assert world.run().verdict == "FAIL"
+    code, err = _push(world, capsys, monkeypatch)
+    assert code == 1
+    assert f"push of refs/heads/main to refs/heads/main ({sha[:12]})" in err
+    assert "FAIL" in err and "step unit failed" in err
+    code, err = _receive(
+        world, capsys, monkeypatch, f"{ZERO} {world.ref(RUNS)} {RUNS}", f"{ZERO} {sha} {MAIN}"
+    )
+    assert code == 1
+    assert f"update of {MAIN} to {sha[:12]}" in err and "step unit failed" in err
+    assert "rejecting refs/audit/runs/default" not in err
