@@ -60,7 +60,7 @@ def world(tmp_path: Path) -> tuple[Path, Path, Path]:
 # --------------------------------------------------------------------------- environment (25)
 
 
-def test_undeclared_variables_and_the_users_home_do_not_reach_a_check(
+def test_undeclared_variables_and_dotfiles_are_not_seen(
     world: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
     """The caller has PYTHONPATH, PYTEST_ADDOPTS, GITAUDIT_PYTHON, GIT_DIR, LD_PRELOAD, BASH_ENV,
@@ -80,7 +80,7 @@ def test_undeclared_variables_and_the_users_home_do_not_reach_a_check(
     assert dotfile.outcome == "passed", dotfile.message
 
 
-def test_a_tool_planted_in_the_repository_is_not_on_a_checks_path(
+def test_a_tool_planted_in_the_repository_is_not_on_path(
     world: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
     """The caller puts a `grep` inside the repository first on PATH (also through a symlink
@@ -108,7 +108,7 @@ def test_a_tool_planted_in_the_repository_is_not_on_a_checks_path(
     assert environment.variables["PATH"] == SYSTEM_PATH
 
 
-def test_declared_variables_are_passed_recorded_and_a_missing_one_is_named(
+def test_declared_variables_passed_and_a_missing_one_named(
     world: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
     workspace, _, private = world
@@ -169,7 +169,7 @@ def test_the_signing_material_cannot_be_declared(
     ]
 
 
-def test_the_python_of_pytest_checks_is_not_chosen_by_a_variable(
+def test_the_pytest_python_is_not_chosen_by_a_variable(
     world: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
     """GITAUDIT_PYTHON (or PYTHONHOME, PYTHONPATH) in the caller's environment does not choose

@@ -176,9 +176,7 @@ def test_metacharacters_are_literal_without_a_shell(
     assert recorded(repo)["steps"]["literal"]["checks"][0]["argv"] == ["printf", "%s", text]
 
 
-def test_a_check_that_cannot_start_is_a_failed_check_not_a_crash(
-    repo: GitRepo, sealed: Sealer
-) -> None:
+def test_a_check_that_cannot_start_is_a_failed_check(repo: GitRepo, sealed: Sealer) -> None:
     repo.write("not-exec.sh", "#!/bin/sh\necho hi\n", mode=0o644)
     sealed(
         plan(

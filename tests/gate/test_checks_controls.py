@@ -38,7 +38,7 @@ def evidence(world: World, *, workdir: bool = False) -> Evidence:
     return judge_evidence(judging)
 
 
-def test_live_steps_are_noted_and_refused_when_the_policy_says_so(world: World) -> None:
+def test_live_steps_are_noted_and_refusable_by_the_policy(world: World) -> None:
     world.seal(plan(step("unit", check("true"), workspace="live"), step("lint", check("true"))))
     recorded = world.run()
     assert recorded.verdict == "PASS"
@@ -62,7 +62,7 @@ def test_live_steps_are_noted_and_refused_when_the_policy_says_so(world: World) 
     )
 
 
-def test_declared_ignored_paths_are_noted_and_rechecked_in_the_work_tree(world: World) -> None:
+def test_declared_ignored_paths_are_noted_and_rechecked(world: World) -> None:
     world.repo.write(".gitignore", "tools/\n")
     world.repo.write("tools/verdict", "ok\n")
     world.seal(

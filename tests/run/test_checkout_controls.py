@@ -99,7 +99,7 @@ def test_files_git_does_not_record_are_not_in_the_checkout(repo: GitRepo, tmp_pa
 # ------------------------------------------------------------- live edits during a run (21)
 
 
-def test_edits_to_the_work_tree_after_materialising_change_nothing_checked(
+def test_live_edits_after_materialising_change_nothing(
     repo: GitRepo,
 ) -> None:
     """Once the checkout is written, the live work tree is edited in place, a file is added and
@@ -254,7 +254,7 @@ def test_nothing_above_the_checkout_is_the_project(repo: GitRepo) -> None:
 # --------------------------------------------------- what a plan opens beyond the tree (26)
 
 
-def test_a_declared_ignored_path_is_linked_recorded_and_guarded(repo: GitRepo) -> None:
+def test_a_declared_ignored_path_is_linked_and_guarded(repo: GitRepo) -> None:
     """A declared ignored path is linked into the checkout; its listing is recorded; a write
     through the link during the run is what the run's purity check reports."""
     repo.write(".gitignore", "tools/\n")
