@@ -112,7 +112,7 @@ def test_a_timeout_kills_the_checks_whole_process_group(
     is killed, the outcome is UNKNOWN (exit 3), and the gate says UNKNOWN."""
     pidfile = tmp_path / "group.pid"
     script = f"sleep 300 & echo $! > {pidfile}; wait"
-    sealed(plan(step("slow", run("sh", "-c", script, timeout=1))))
+    sealed(plan(step("slow", run("sh", "-c", script, timeout=2))))
     with reaping(pidfile):
         result = audit_run(repo)
         assert result.code == 3, result.out + result.err
