@@ -1,0 +1,224 @@
+"""What a check sees, at the unit level: :func:`gitaudit.checks.execute.run_check` and
+:func:`gitaudit.checks.environment.check_environment` called directly with a given caller
+environment, running real processes (docs/threat-model.md, "Checks run on the tree": the
+environment is part of the contract; a directory does not satisfy a file check).
+
+End to end (the same through a run): tests/adversarial/test_hermetic.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from gitaudit.checks.environment import Sandbox, check_environment
+from gitaudit.checks.execute import CheckResult, run_check
+from gitaudit.plan.model import Check
+from gitaudit.plan.validate import validate_bytes
+
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+# what every check sees besides PATH and the allow-listed caller's variables
+ALWAYS = {"PATH", "HOME", "TMPDIR", "TMP", "TEMP", "PYTHONDONTWRITEBYTECODE"}
+UNDECLARED = {
+    "PYTHONPATH": "/tmp/planted",
+    "PYTEST_ADDOPTS": "-p planted",
+    "GITAUDIT_PYTHON": "/bin/true",
+    "GIT_DIR": "/tmp/elsewhere.git",
+    "LD_PRELOAD": "/nonexistent/planted.so",
+    "BASH_ENV": "/tmp/planted-bashrc",
+    "GITAUDIT_SIGNING_KEY": "/home/user/.config/gitaudit/keys/ci.key",
+    "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",
+    "UNRELATED": "x",
+}
+
+
+def run(argv: tuple[str, ...], workspace: Path, sandbox: Sandbox, **fields: object) -> CheckResult:
+    check = Check(type="run", json_path="$.steps[0].verify[0]", argv=argv, **fields)  # type: ignore[arg-type]
+    return run_check(check, workspace, sandbox)
+
+
+def seen(result: CheckResult) -> dict[str, str]:
+    """The environment the check's process had (it ran ``env -0``)."""
+    pairs = [item.partition("=") for item in result.stdout.decode().split("\0") if item]
+    return {name: value for name, _, value in pairs}
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(workspace, the user's HOME with a dotfile, the checks' private HOME)."""
+    workspace, user_home, private = tmp_path / "ws", tmp_path / "user", tmp_path / "private"
+    for folder in (workspace, user_home, private, tmp_path / "tmp"):
+        folder.mkdir()
+    (user_home / ".verdict").write_text("ok\n")
+    return workspace, user_home, private
+
+
+# --------------------------------------------------------------------------- environment (25)
+
+
+def test_undeclared_variables_and_dotfiles_are_not_seen(
+    world: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """The caller has PYTHONPATH, PYTEST_ADDOPTS, GITAUDIT_PYTHON, GIT_DIR, LD_PRELOAD, BASH_ENV,
+    the signing material and more: the check's process sees the allow-list only, a private
+    HOME and TMPDIR, and the run records exactly those names."""
+    workspace, user_home, private = world
+    caller = {**UNDECLARED, "PATH": SYSTEM_PATH, "HOME": str(user_home), "LANG": "C.UTF-8"}
+    sandbox = Sandbox(home=private, tmp=tmp_path / "tmp", caller=caller)
+    result = run(("env", "-0"), workspace, sandbox)
+    assert result.outcome == "passed", result.message
+    env = seen(result)
+    assert set(env) == ALWAYS | {"LANG"}
+    assert env["HOME"] == str(private) and env["TMPDIR"] == str(tmp_path / "tmp")
+    assert env["PATH"] == SYSTEM_PATH
+    assert result.extra["env"] == {"names": sorted(env), "declared": {}}
+    dotfile = run(("sh", "-c", 'test ! -e "$HOME/.verdict"'), workspace, sandbox)
+    assert dotfile.outcome == "passed", dotfile.message
+
+
+def test_a_tool_planted_in_the_repository_is_not_on_path(
+    world: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """The caller puts a `grep` inside the repository first on PATH (also through a symlink
+    from outside, and as a relative entry): the check runs the system's, and records it."""
+    workspace, _, private = world
+    repository = tmp_path / "repo"
+    planted = repository / ".git" / "bin"
+    planted.mkdir(parents=True)
+    (planted / "grep").write_text("#!/bin/sh\nexit 0\n")
+    (planted / "grep").chmod(0o755)
+    alias = tmp_path / "innocent-bin"
+    alias.symlink_to(planted)
+    path = f"{planted}:{alias}:.git/bin:.:{SYSTEM_PATH}"
+    sandbox = Sandbox(
+        home=private,
+        tmp=tmp_path / "tmp",
+        repository=(repository, repository / ".git"),
+        caller={"PATH": path},
+    )
+    result = run(("grep", "-q", "never-there", "/dev/null"), workspace, sandbox)
+    assert result.outcome == "failed" and result.exit_code == 1  # the real grep ran
+    real = os.path.realpath(shutil.which("grep", path=SYSTEM_PATH) or "")
+    assert result.extra["executable"] == real
+    environment = check_environment(sandbox, {})
+    assert environment.variables["PATH"] == SYSTEM_PATH
+
+
+def test_declared_variables_passed_and_a_missing_one_named(
+    world: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    workspace, _, private = world
+    caller = {"PATH": SYSTEM_PATH, "DEPLOY_ENV": "staging", "APP_MODE": "ci", "OTHER": "x"}
+    sandbox = Sandbox(
+        home=private, tmp=tmp_path / "tmp", pass_env=("DEPLOY_ENV", "APP_*"), caller=caller
+    )
+    result = run(("env", "-0"), workspace, sandbox)
+    assert result.outcome == "passed", result.message
+    env = seen(result)
+    assert (env["DEPLOY_ENV"], env["APP_MODE"]) == ("staging", "ci") and "OTHER" not in env
+    assert result.extra["env"]["declared"] == {"APP_MODE": "ci", "DEPLOY_ENV": "staging"}
+    without = Sandbox(
+        home=private,
+        tmp=tmp_path / "tmp",
+        pass_env=("DEPLOY_ENV",),
+        caller={"PATH": SYSTEM_PATH},
+    )
+    missing = run(("true",), workspace, without)
+    assert missing.outcome == "failed"
+    assert missing.message == (
+        "the plan passes DEPLOY_ENV to checks (pass_env), but the caller has not set it"
+    )
+
+
+def test_the_signing_material_cannot_be_declared(
+    world: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """A plan declaring GITAUDIT_* or SSH_AUTH_SOCK does not validate; and even handed to the
+    environment builder, they are not passed."""
+    workspace, _, private = world
+    sandbox = Sandbox(
+        home=private,
+        tmp=tmp_path / "tmp",
+        pass_env=("GITAUDIT_*", "SSH_AUTH_SOCK", "GITAUDIT_SIGNING_KEY"),
+        caller={**UNDECLARED, "PATH": SYSTEM_PATH},
+    )
+    env = seen(run(("env", "-0"), workspace, sandbox))
+    assert not {n for n in env if n.startswith("GITAUDIT_") or n == "SSH_AUTH_SOCK"}
+    plan = {
+        "task": "t",
+        "requirements": [{"id": "R", "description": "r"}],
+        "pass_env": ["GITAUDIT_*", "SSH_AUTH_SOCK", "DEPLOY_ENV"],
+        "steps": [
+            {
+                "id": "s",
+                "covers": ["R"],
+                "pass_env": ["GITAUDIT_SIGNING_KEY"],
+                "verify": [{"type": "run", "argv": ["true"]}],
+            }
+        ],
+    }
+    _, report = validate_bytes(json.dumps(plan).encode(), name="p", source="p.json")
+    assert [(p.path, p.code) for p in report.errors] == [
+        ("$.steps[0].pass_env[0]", "env.forbidden"),
+        ("$.pass_env[0]", "env.forbidden"),
+        ("$.pass_env[1]", "env.forbidden"),
+    ]
+
+
+def test_the_pytest_python_is_not_chosen_by_a_variable(
+    world: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """GITAUDIT_PYTHON (or PYTHONHOME, PYTHONPATH) in the caller's environment does not choose
+    or bend the interpreter of a pytest check: the plan's python, found on the checks' PATH."""
+    workspace, _, private = world
+    fake = tmp_path / "fake" / "python3"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    (workspace / "test_x.py").write_text("def test_x():\n    assert False\n")
+    bindir = str(Path(sys.executable).parent)
+    caller = {
+        "PATH": f"{bindir}:{SYSTEM_PATH}",
+        "GITAUDIT_PYTHON": str(fake),
+        "PYTHONHOME": str(tmp_path / "fake"),
+        "PYTHONPATH": str(tmp_path / "fake"),
+    }
+    sandbox = Sandbox(home=private, tmp=tmp_path / "tmp", caller=caller)
+    check = Check(
+        type="pytest",
+        json_path="$.steps[0].verify[0]",
+        argv=("-q", "-p", "no:cacheprovider", "test_x.py"),
+    )
+    result = run_check(check, workspace, sandbox)
+    assert result.outcome == "failed" and result.exit_code == 1, result.stdout
+    assert b"1 failed" in result.stdout  # pytest ran, in the plan's python, and the test failed
+    planned = shutil.which("python3", path=bindir)
+    assert planned is not None and result.extra["executable"] == os.path.realpath(planned)
+    assert result.extra["executable"] != str(fake)
+
+
+# ------------------------------------------------------------- a directory is not a file (26)
+
+
+def test_a_directory_does_not_satisfy_a_file_check(
+    world: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    workspace, _, private = world
+    (workspace / "out").mkdir()
+    (workspace / "file").write_text("x")
+    sandbox = Sandbox(home=private, tmp=tmp_path / "tmp")
+
+    def exists(path: str, kind: str = "file") -> CheckResult:
+        check = Check(type="file_exists", json_path="$.v", path=path, kind=kind)  # type: ignore[arg-type]
+        return run_check(check, workspace, sandbox)
+
+    as_file = exists("out")
+    assert as_file.outcome == "failed"
+    assert as_file.message == "out is a directory, not a file (declare kind: dir for a directory)"
+    assert exists("out", "dir").outcome == "passed"
+    assert exists("file").outcome == "passed"
+    assert exists("file", "dir").message == "file is not a directory"
