@@ -7,8 +7,8 @@
 * ``.pre-commit-hooks.yaml`` declares the two documented hooks, with entries that exist.
 * Every ``tests/<file>::<test>`` the threat model cites exists, and every relative link between the
   docs points at an existing file and heading.
-* Every defence in the threat model's table of defences under mutation cites a unit-level and a
-  separate end-to-end test.
+* Every control of the threat model, and every defence in its table of defences under mutation,
+  cites a unit-level and a separate end-to-end test.
 """
 
 from __future__ import annotations
@@ -447,6 +447,42 @@ def test_every_defence_under_mutation_has_a_unit_and_an_end_to_end_test() -> Non
             assert not path.startswith(END_TO_END), f"{defence}: {path}::{name} is not a unit test"
         for path, name, _ in ends:
             assert path.startswith(END_TO_END), f"{defence}: {path}::{name} is not end to end"
+
+
+def _control_claims(text: str) -> list[tuple[str, str]]:
+    """(subsection, text) of every claim of the Controls section that cites tests: each bullet,
+    and each paragraph outside bullets, except those that say what is out of scope."""
+    claims: list[tuple[str, str]] = []
+    heading, lines = "", []
+    for line in [*section(text, "Controls").splitlines(), ""]:
+        if line.startswith("### ") or line.startswith("- ") or not line.strip():
+            block = "\n".join(lines)
+            if CITATION.search(block) and not block.startswith("Out of scope"):
+                claims.append((heading, block))
+            lines = [line] if line.startswith("- ") else []
+            heading = line[4:] if line.startswith("### ") else heading
+        else:
+            lines.append(line)
+    return claims
+
+
+def test_every_control_is_caught_by_a_unit_and_an_end_to_end_test() -> None:
+    """Each defence the Controls section names cites at least two independent tests: one at the
+    unit level (the function itself) and one end to end (the command line, a hook, the server);
+    every cited test exists."""
+    claims = _control_claims(THREAT_DOC.read_text(encoding="utf-8"))
+    assert len(claims) >= 50, len(claims)
+    for heading, block in claims:
+        cited = CITATION.findall(block)
+        for path, name, param in cited:
+            _cited_test_exists(path, name, param or None)
+        first = block.splitlines()[0][:70]
+        assert any(not p.startswith(END_TO_END) for p, _, _ in cited), (
+            f"{heading}: {first!r} cites no unit-level test"
+        )
+        assert any(p.startswith(END_TO_END) for p, _, _ in cited), (
+            f"{heading}: {first!r} cites no end-to-end test"
+        )
 
 
 def test_make_mutate_defences_removes_each_defence_the_table_names() -> None:
