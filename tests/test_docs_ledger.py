@@ -453,7 +453,7 @@ def _control_claims(text: str) -> list[tuple[str, str]]:
     """(subsection, text) of every claim of the Controls section that cites tests: each bullet,
     and each paragraph outside bullets, except those that say what is out of scope."""
     claims: list[tuple[str, str]] = []
-    heading, lines = "", []
+    heading, lines = "", list[str]()
     for line in [*section(text, "Controls").splitlines(), ""]:
         if line.startswith("### ") or line.startswith("- ") or not line.strip():
             block = "\n".join(lines)
