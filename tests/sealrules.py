@@ -25,7 +25,7 @@ from gitaudit.ledger.objects import dumps, write_tree
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF
 from gitaudit.ledger.seals import seal_plan, set_policy
-from gitaudit.ledger.trust import Policy
+from gitaudit.ledger.trust import ROLES_PATH, Policy
 from gitaudit.plan.catalog import check_worktree
 
 PLAN = "default"
@@ -39,6 +39,7 @@ TRANSITIONS = {
     "seal version lowered": f"moves the seal of {PLAN!r} back from v2 to v1",
     "seal record deleted": f"deletes the seal record of plan {PLAN!r}",
     "locked policy relaxed": "relaxes a policy that forbids weakening",
+    "last sealer removed": "leaves no sealer trusted",
 }
 
 
@@ -105,6 +106,10 @@ def forge(repo: Repo, sealer: Signer, transition: str, v1: dict[str, bytes]) -> 
         files[PLAN_FILE], files[SEAL_FILE] = v1[PLAN_FILE], v1[SEAL_FILE]
     elif transition == "seal record deleted":
         del files[PLAN_FILE], files[SEAL_FILE]
+    elif transition == "last sealer removed":  # every key kept, none of them a sealer any more
+        roles = json.loads(files[ROLES_PATH])
+        roles["sealers"] = []
+        files[ROLES_PATH] = dumps(roles)
     else:  # the policy relaxed, the seal record carried over to it: consistent otherwise
         lax = Policy(allow_weaken=True)
         files["policy.json"] = dumps(lax.to_json())

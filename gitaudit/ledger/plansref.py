@@ -629,7 +629,10 @@ def transition_problem(before: PlansState, after: PlansState, where: str) -> str
     not recorded as one; a weakening or a laxer policy where the policy forbids weakening; a
     reset of failed attempts for a step not in a plan sealed as active, or under another
     contract; a request changed against its rules (:mod:`gitaudit.ledger.requests`), or a new
-    seal naming a request that is not the sealed one."""
+    seal naming a request that is not the sealed one; a trust set left without a sealer (nobody
+    could change trust, policy or seals again)."""
+    if before.trust.with_role("sealer") and not after.trust.with_role("sealer"):
+        return f"{where} leaves no sealer trusted, and nobody could change trust again"
     problem = (
         _policy_problem(before, after, where)
         or _resets_problem(before, after, where)
