@@ -587,23 +587,30 @@ def test_attack_agent_hides_an_edit_from_git_status(project: GitRepo) -> None:
     """The stop hook takes HEAD's tree when git shows the work tree clean. The agent edits
     greeter.py after the passing run and hides the edit from `git status`: assume-unchanged,
     skip-worktree, a file system monitor that answers "nothing changed", untracked files
-    switched off, an untracked cache, a local content filter. Each is judged by its real
-    content (UNKNOWN: no evidence for it) or refused (the filter)."""
+    switched off, an untracked cache whose folder's times are put back, a local content filter
+    that cleans the edit back to HEAD's content. Each hiding is checked to work (`git status`
+    shows nothing), then judged by the real content (UNKNOWN: no evidence for it) or refused
+    (the filter)."""
     run_passing(project)
     assert run_hook(project.path, "stop", stop(project.path)).allowed
     greeter = project.path / "greeter.py"
     original = greeter.read_text()
     monitor = project.path.parent / "fsmonitor.sh"
-    monitor.write_text("#!/bin/sh\nprintf '0\\0'\n")  # a token, and no changed path
+    monitor.write_text("#!/bin/sh\nprintf 'tok\\0'\n")  # a token, and no changed path
     monitor.chmod(0o755)
+    kept = project.path.parent / "greeter.orig"
+    kept.write_text(original)
 
     def hidden(*setup: tuple[str, ...], untracked: bool = False) -> None:
         for args in setup:
             project.git(*args)
         if untracked:
+            times = os.stat(project.path)
             project.write("helper_notes.py", "HIDDEN = True\n")
+            os.utime(project.path, ns=(times.st_atime_ns, times.st_mtime_ns))
         else:
-            greeter.write_text(original.replace("Hello", "Hi"))
+            greeter.write_text(original.replace("Hello", "Hallo"))  # the same size
+        assert project.git("status", "--porcelain") == "", setup  # the edit is hidden from git
         run = run_hook(project.path, "stop", stop(project.path))
         assert run.blocked, setup
         assert "UNKNOWN" in run.reason or "filter" in run.reason, run.reason
@@ -614,10 +621,20 @@ def test_attack_agent_hides_an_edit_from_git_status(project: GitRepo) -> None:
     project.git("update-index", "--no-assume-unchanged", "greeter.py")
     hidden(("update-index", "--skip-worktree", "greeter.py"))
     project.git("update-index", "--no-skip-worktree", "greeter.py")
-    hidden(("config", "core.fsmonitor", str(monitor)), ("status",))
+    hidden(
+        ("config", "core.fsmonitor", str(monitor)),
+        ("config", "core.fsmonitorHookVersion", "2"),
+        ("status",),  # the first answer sets the token, the second marks every entry valid
+        ("status",),
+    )
     project.git("config", "--unset", "core.fsmonitor")
     hidden(("config", "status.showUntrackedFiles", "no"), untracked=True)
-    hidden(("config", "core.untrackedCache", "true"), ("status",), untracked=True)
-    project.git("config", "filter.hide.clean", "cat")
+    project.git("config", "--unset", "status.showUntrackedFiles")
+    project.git("config", "core.untrackedCache", "true")
+    project.git("config", "core.trustctime", "false")
+    os.utime(project.path, (1_000_000_000, 1_000_000_000))  # the folder's time, long past
+    hidden(("status",), untracked=True)  # the cache is filled, then trusted for the folder
+    project.git("config", "--unset", "core.untrackedCache")
+    project.git("config", "filter.hide.clean", f"cat >/dev/null; cat '{kept}'")
     project.write(".git/info/attributes", "greeter.py filter=hide\n")
     hidden()
