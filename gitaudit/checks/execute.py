@@ -169,8 +169,6 @@ def _judge(
         if not re.search(check.output_regex, text, re.MULTILINE):
             outcome = "failed"
             message = f"output does not match /{check.output_regex}/"
-    if outcome == "passed" and result.leftovers_killed:
-        message += " (background processes it left were killed)"
     rel_cwd = os.path.relpath(cwd, workspace)
     recorded = base.pop("extra", {})
     return CheckResult(
