@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -193,8 +194,9 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_ctrl_c_is_recorded_as_interrupted_and_never_passes(repo: GitRepo) -> None:
-    _sealed(repo, [_step("long", "sleep", "60")])
+def test_ctrl_c_is_recorded_as_interrupted_and_never_passes(repo: GitRepo, tmp_path: Path) -> None:
+    started = tmp_path / "started"  # written by the check itself, outside the checkout
+    _sealed(repo, [_step("long", "sh", "-c", f"touch '{started}'; exec sleep 60")])
     proc = subprocess.Popen(
         [sys.executable, "-m", "gitaudit", "run"],
         cwd=repo.path,
@@ -211,7 +213,9 @@ def test_ctrl_c_is_recorded_as_interrupted_and_never_passes(repo: GitRepo) -> No
             break
         seen += line
     assert b"long running" in seen, seen.decode()
-    time.sleep(0.5)  # let the check start
+    while not started.exists() and time.monotonic() < deadline:  # the check itself has started
+        time.sleep(0.05)
+    assert started.exists(), seen.decode()
     proc.send_signal(signal.SIGINT)
     try:
         _, err = proc.communicate(timeout=30)

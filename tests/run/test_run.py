@@ -240,15 +240,20 @@ def test_a_daemon_left_behind_is_killed(repo: GitRepo, sealed: Sealer, tmp_path:
     sealed(make_plan(run_step("d", "sh", "-c", f"sleep 300 & echo $! > {pidfile}")))
     assert audit(repo.path, "run").code == 0
     pid = int(pidfile.read_text())
-    time.sleep(0.2)
-    try:
-        os.kill(pid, 0)
-        with open(f"/proc/{pid}/stat") as fh:
-            alive = fh.read().split()[2] != "Z"
-    except ProcessLookupError:
-        alive = False
+    deadline = time.monotonic() + 30  # SIGKILL is sent before the run returns; it lands soon
+    while (alive := _alive(pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not alive
     assert run_json(repo)["steps"]["d"]["checks"][0]["leftovers_killed"] is True
+
+
+def _alive(pid: int) -> bool:
+    """Whether *pid* runs (a zombie waiting to be reaped has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
 
 
 def test_symlink_escape_is_rejected(repo: GitRepo, sealed: Sealer) -> None:
@@ -377,8 +382,9 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_ctrl_c_is_recorded_as_interrupted(repo: GitRepo, sealed: Sealer) -> None:
-    sealed(make_plan(run_step("long", "sleep", "60")))
+def test_ctrl_c_is_recorded_as_interrupted(repo: GitRepo, sealed: Sealer, tmp_path: Path) -> None:
+    started = tmp_path / "started"  # written by the check itself, outside the checkout
+    sealed(make_plan(run_step("long", "sh", "-c", f"touch '{started}'; exec sleep 60")))
     proc = subprocess.Popen(
         [sys.executable, "-m", "gitaudit", "run"],
         cwd=repo.path,
@@ -395,7 +401,9 @@ def test_ctrl_c_is_recorded_as_interrupted(repo: GitRepo, sealed: Sealer) -> Non
             break
         seen += line
     assert b"long running" in seen, seen.decode()
-    time.sleep(0.5)
+    while not started.exists() and time.monotonic() < deadline:  # the check itself has started
+        time.sleep(0.05)
+    assert started.exists(), seen.decode()
     proc.send_signal(signal.SIGINT)
     try:
         _, err = proc.communicate(timeout=30)
