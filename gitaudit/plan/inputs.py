@@ -27,6 +27,12 @@ covered by its own text only: content outside the tree is no more part of the ev
 ignored file is (docs/plan-format.md). When following links would visit more than
 :data:`MAX_VISITS` entries, the step depends on the whole tree instead. Without symlinks the
 digest is what it always was.
+
+**How git writes the files counts too.** A ``.gitattributes`` file changes the bytes git checks
+out for the paths below its folder (line endings, ``working-tree-encoding``, a declared content
+filter) without changing their blobs, so every ``.gitattributes`` in the folder of a covered file
+or above it (the root's included) is covered as well, whether the globs match it or not. A tree
+without such files has the digest it always had.
 """
 
 from __future__ import annotations
@@ -514,6 +520,32 @@ def _covered(tree: _Tree, patterns: tuple[str, ...]) -> list[tuple[str, int, str
     return out
 
 
+ATTRIBUTES = ".gitattributes"
+
+
+def _attributes_over(
+    tree: _Tree, covered: list[tuple[str, int, str]]
+) -> list[tuple[str, int, str]]:
+    """The ``.gitattributes`` files of the folders *covered* files are in, and of every folder
+    above them, that *covered* does not hold already: (path, filemode, object id), sorted."""
+    folders: set[str] = set()
+    for path, _mode, _oid in covered:
+        folder = path.rpartition("/")[0]
+        while folder not in folders:
+            folders.add(folder)
+            if not folder:
+                break
+            folder = folder.rpartition("/")[0]
+    have = {path for path, _mode, _oid in covered}
+    found = []
+    for folder in sorted(folders):
+        path = f"{folder}/{ATTRIBUTES}" if folder else ATTRIBUTES
+        entry = tree.entry(path) if path not in have else None
+        if entry is not None:
+            found.append((path, *entry))
+    return found
+
+
 _DIGESTS: dict[tuple[object, ...], dict[StepId, str]] = {}  # the last few, by what they depend on
 _DIGESTS_KEPT = 8
 
@@ -565,7 +597,10 @@ def _input_digests(
                 lines[patterns] = (
                     f"\ntree {tree_id}".encode()
                     if covered is None
-                    else "".join(f"\n{mode:o} {path} {oid}" for path, mode, oid in covered).encode()
+                    else "".join(
+                        f"\n{mode:o} {path} {oid}"
+                        for path, mode, oid in [*covered, *_attributes_over(tree, covered)]
+                    ).encode()
                 )
             h.update(lines[patterns])
         else:

@@ -311,6 +311,20 @@ def materialise(
     (slot.git / "info" / "exclude").write_text("".join(f"/{p.strip('/')}\n" for p in ignored_paths))
     previous = str(meta["tree"]) if isinstance(meta.get("tree"), str) else None
     listing = _listing(slot, slot.git, slot.tree, previous, tree)
+    if previous is not None and listing.attributes:
+        # a .gitattributes changed: git rewrites only the files whose blobs changed, so files
+        # whose attributes changed would keep the bytes of the last tree; a fresh clone's
+        # bytes come from writing everything again
+        _forget(slot)
+        return materialise(
+            slot,
+            gitdir,
+            workdir,
+            tree,
+            head,
+            declared_filters=declared_filters,
+            ignored_paths=ignored_paths,
+        )
     requested = _requested(slot, listing, previous is None, tree, meta.get("requested"))
     filters = _filters(requested, declared_filters)
     config = [f"{key}={value}" for key, value in filters.items()]

@@ -67,3 +67,36 @@ def test_attack_inputs_link_retargeted_at_a_copy(world: World, variant: str) -> 
     world.repo.commit("retarget")
     assert world.run().verdict == "FAIL"
     assert_plan(world.gate(), "step.failed", "FAIL")
+
+
+# variant -> (the .gitattributes path, its line): each changes the bytes git writes for the
+# file the check reads, without changing the file's blob
+ATTRIBUTES: dict[str, tuple[str, str]] = {
+    "line endings, in the root": (".gitattributes", "*.txt text eol=crlf\n"),
+    "line endings, beside the file": ("src/.gitattributes", "impl.txt text eol=crlf\n"),
+    "line endings, by a macro": (".gitattributes", "[attr]dos text eol=crlf\n*.txt dos\n"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(ATTRIBUTES))
+def test_attack_inputs_attributes_outside_the_inputs_change_the_bytes(
+    world: World, variant: str
+) -> None:
+    """The step's inputs are `src/**`; the agent adds a `.gitattributes` that rewrites how git
+    checks out a file of them (CRLF line endings) while every blob the globs match stays the
+    same. A checkout of the new tree holds other bytes, so the step runs again (and fails)
+    instead of being carried."""
+    world.repo.write("src/impl.txt", "works\n")
+    reads = check(
+        "python3", "-c", "import sys; sys.exit(open('src/impl.txt','rb').read() != b'works\\n')"
+    )
+    world.seal(plan(step("unit", reads, inputs=["src/**"]), step("lint")))
+    assert world.run().verdict == "PASS"
+    path, line = ATTRIBUTES[variant]
+    world.repo.write(path, line)
+    world.repo.git("add", path)  # only the attributes: every blob the globs match is kept
+    world.repo.git("commit", "-q", "-m", "how git writes the file")
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
+    assert recorded.verdict == "FAIL"
+    assert_plan(world.gate(), "step.failed", "FAIL")

@@ -202,3 +202,37 @@ def _plan(globs: list[str]) -> Plan:
     plan, problems = build_plan(doc, name="default", source="test")
     assert not problems
     return plan
+
+
+def test_the_attributes_over_the_covered_files_count(repo: GitRepo) -> None:
+    """A ``.gitattributes`` in the root, or in the folder of a covered file or above it, changes
+    how git writes that file: it changes the digest although the globs do not match it. One in
+    a folder of no covered file does not; without any, the digest is what it always was: the
+    contract, then the covered files' lines."""
+    import hashlib
+
+    from gitaudit.plan.digest import step_digest
+
+    tree = _tree(repo, {})
+    git = open_repo(repo.path).git
+    plan = _plan(["real/*.txt"])
+    step = plan.steps[0]
+    covered = covered_files(git, tree, ["real/*.txt"])
+    assert covered is not None
+    lines = "".join(f"\n{mode:o} {path} {oid}" for path, mode, oid in covered)
+    old = "sha256:" + hashlib.sha256((step_digest(plan, step) + lines).encode()).hexdigest()
+    before = inputs.input_digests(git, plan, tree)[step.id]
+    assert before == old
+    seen = {before}
+    for path in ("other/.gitattributes", "real/.gitattributes", ".gitattributes"):
+        repo.write(path, "*.txt text eol=crlf\n")
+        repo.commit(f"attributes in {path}")
+        digest = inputs.input_digests(git, plan, repo.head_tree())[step.id]
+        if path.startswith("other/"):
+            assert digest == before, path  # no covered file is below it
+        else:
+            assert digest not in seen, path
+        seen.add(digest)
+    repo.write(".gitattributes", "*.txt -text\n")
+    repo.commit("the root's attributes changed")
+    assert inputs.input_digests(git, plan, repo.head_tree())[step.id] not in seen

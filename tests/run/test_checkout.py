@@ -147,3 +147,20 @@ def test_a_missing_object_is_a_clear_error(repo: GitRepo) -> None:
     path.unlink()
     with pytest.raises(RunError, match=f"object {blob[:12]} of the judged tree is missing"):
         place(repo, tree)
+
+
+def test_changed_attributes_write_the_checkout_again(repo: GitRepo) -> None:
+    """git rewrites only the files whose blobs changed; a changed ``.gitattributes`` changes how
+    the others are written too (here CRLF line endings), so the checkout is written afresh, as a
+    clone of the new tree would be."""
+    repo.write("src/a.txt", "a\n")
+    repo.commit("a file")
+    first = place(repo)
+    assert (first.slot.tree / "src/a.txt").read_bytes() == b"a\n"
+    repo.write("src/.gitattributes", "*.txt text eol=crlf\n")
+    repo.git("add", "src/.gitattributes")  # the file's blob is kept
+    repo.git("commit", "-q", "-m", "line endings")
+    second = place(repo)
+    assert second.fresh and second.slot == first.slot
+    assert (second.slot.tree / "src/a.txt").read_bytes() == b"a\r\n"
+    assert GitRepo(second.slot.tree).git("status", "--porcelain") == ""
