@@ -528,22 +528,23 @@ def _attributes_over(
 ) -> list[tuple[str, int, str]]:
     """The ``.gitattributes`` files of the folders *covered* files are in, and of every folder
     above them, that *covered* does not hold already: (path, filemode, object id), sorted."""
-    folders: set[str] = set()
-    for path, _mode, _oid in covered:
-        folder = path.rpartition("/")[0]
-        while folder not in folders:
-            folders.add(folder)
-            if not folder:
-                break
+    folders = {path.rpartition("/")[0] for path, _mode, _oid in covered}
+    for folder in list(folders):
+        while folder:
             folder = folder.rpartition("/")[0]
-    have = {path for path, _mode, _oid in covered}
+            if folder in folders:
+                break
+            folders.add(folder)
     found = []
     for folder in sorted(folders):
         path = f"{folder}/{ATTRIBUTES}" if folder else ATTRIBUTES
-        entry = tree.entry(path) if path not in have else None
+        entry = tree.entry(path)
         if entry is not None:
             found.append((path, *entry))
-    return found
+    if not found:
+        return found
+    have = {path for path, _mode, _oid in covered}
+    return [f for f in found if f[0] not in have]
 
 
 _DIGESTS: dict[tuple[object, ...], dict[StepId, str]] = {}  # the last few, by what they depend on
