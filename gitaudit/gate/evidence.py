@@ -39,6 +39,7 @@ from gitaudit.gate.result import Reason
 from gitaudit.gate.runners import describe, runners_for
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import index, lookup, watermark
+from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.plansref import PlansState
 from gitaudit.ledger.records import MalformedRun, RunRecord, StepEntry
 from gitaudit.ledger.refs import mirrored_runs, read_ref, runs_ref
@@ -132,6 +133,8 @@ def judge_evidence(j: Judging) -> Evidence:
             ledgers += [_Ledger(ref, ref, read_ref(git, ref), r) for r, ref in mirrors.items()]
         for ledger in ledgers:
             watermark.check_forward(git, gitdir, ledger.ref, ledger.tip, marks)
+        if ledgers[0].tip is not None:
+            commit_of(git, ledgers[0].tip, own)  # a ref overwritten with a blob is named
     except GitAuditError as exc:
         reason = Reason("evidence.ledger", exc.message, exc.hint or "restore the runs ref")
         return Evidence((reason,))

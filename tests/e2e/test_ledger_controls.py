@@ -487,7 +487,7 @@ def test_a_plans_ref_moved_back_to_an_older_seal_is_refused(setup: Setup) -> Non
 def test_an_audit_ref_pointing_at_a_non_commit_is_reported(setup: Setup, ref: str) -> None:
     """An audit ref overwritten with a blob (in a clone without marks, so it is not reported
     as a rewind first): `git audit verify` names the ref's object as not a commit, the gate
-    does not PASS (the plans ref: FAIL, naming it; a runs ref: no evidence, UNKNOWN), nothing
+    FAILs naming it (`plans.untrusted` for the plans ref, `evidence.ledger` for a runs ref), nothing
     crashes, and the server's hook refuses such a push (forced past git's own check)."""
     run_pass(setup)
     blob = setup.client.git("hash-object", "-w", "--stdin", input=b"not a commit\n").strip()
@@ -499,8 +499,9 @@ def test_an_audit_ref_pointing_at_a_non_commit_is_reported(setup: Setup, ref: st
         assert code == 1 and doc["verdict"] == "FAIL" and doc["plans"] == []
         assert reasons(doc) == [("plans.untrusted", why)], reasons(doc)
     else:
-        assert code == 3 and doc["verdict"] == "UNKNOWN"
-        assert [c for c, _m in reasons(doc)] == ["evidence.missing"], reasons(doc)
+        why = f"{ref} points at {blob[:12]}, a blob, not a commit"
+        assert code == 1 and doc["verdict"] == "FAIL"
+        assert reasons(doc) == [("evidence.ledger", why)], reasons(doc)
     verified = audit(setup.client.path, "verify")
     assert verified.code == 1 and "Traceback" not in verified.err
     assert f"{blob[:12]}" in verified.out + verified.err

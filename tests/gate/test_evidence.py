@@ -291,3 +291,15 @@ def test_a_pushed_run_carrying_a_step_is_traced_through_git(sealed: World) -> No
     pushed = sealed.forge_run(tip, edit=carried_from(str(stray)), signer=sealed.ci, move=False)
     (reason,) = _evidence(sealed, pushed).reasons
     assert (reason.code, reason.step) == ("evidence.carried-invalid", "unit")
+
+
+def test_a_runs_ref_overwritten_with_a_blob_is_named(proven: World) -> None:
+    """The plan's runs ref points at a blob: the gate names the ref and the object (FAIL), not
+    "no evidence"."""
+    repo = proven.handle()
+    blob = repo.git.create_blob(b"not a commit\n")
+    proven.set_ref(RUNS, str(blob))
+    (repo.gitdir / "gitaudit" / "watermarks.json").unlink()  # else: a rewind, reported first
+    (reason,) = _evidence(proven).reasons
+    assert (reason.code, reason.verdict) == ("evidence.ledger", Verdict.FAIL)
+    assert reason.message == f"{RUNS} points at {str(blob)[:12]}, a blob, not a commit"
