@@ -154,3 +154,35 @@ def test_trust_add_and_policy_commands(repo: GitRepo, tmp_path: Path) -> None:
         ).stdout
     )
     assert data["allow_weaken"] is False
+
+
+def test_a_retired_runner_is_refused_by_the_gate_and_kept_by_verify(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    """ci, a runner, records the evidence; then ci is removed from the trust set. The gate
+    refuses evidence at the ledger tip signed by a key that is no longer a runner; `git audit
+    verify` keeps accepting the commits ci signed while it was one (old evidence stays
+    verifiable after a key is retired)."""
+    from tests.run.conftest import make_plan, run_step
+
+    repo.write_plan(make_plan(run_step("a", "true")))
+    repo.commit("plan")
+    for args in (["keys", "generate"], ["trust", "init"], ["plan", "seal", "-m", "first"]):
+        assert audit(repo.path, *args).code == 0, args
+    key = tmp_path / "ci"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    added = audit(repo.path, "trust", "add", f"{key}.pub", "--role", "runner", "--name", "ci")
+    assert added.code == 0, added.err
+    ran = audit(repo.path, "run", "--key", str(key))
+    assert ran.code == 0, ran.err
+    assert audit(repo.path, "status").code == 0
+    removed = audit(repo.path, "trust", "remove", "ci")
+    assert removed.code == 0, removed.err
+    judged = audit(repo.path, "status", "--json")
+    assert judged.code == 1
+    codes = [r["code"] for p in judged.json()["plans"] for r in p["reasons"]]
+    assert codes == ["evidence.untrusted"], judged.out
+    (repo.path / ".git" / "gitaudit" / "watermarks.json").unlink()  # verify everything again
+    verified = audit(repo.path, "verify", "--json")
+    assert verified.code == 0, verified.out + verified.err
+    assert verified.json()["verified"]["refs/audit/runs/default"] == 1
