@@ -109,10 +109,11 @@ def test_a_timeout_kills_the_checks_whole_process_group(
     repo: GitRepo, sealed: Sealer, tmp_path: Path
 ) -> None:
     """The check's shell starts a background `sleep` and waits: at the timeout the whole group
-    is killed, the outcome is UNKNOWN (exit 3), and the gate says UNKNOWN."""
+    is killed, the outcome is UNKNOWN (exit 3), and the gate says UNKNOWN. (5 s: time enough for
+    the shell to write the pid first on a loaded machine.)"""
     pidfile = tmp_path / "group.pid"
     script = f"sleep 300 & echo $! > {pidfile}; wait"
-    sealed(plan(step("slow", run("sh", "-c", script, timeout=2))))
+    sealed(plan(step("slow", run("sh", "-c", script, timeout=5))))
     with reaping(pidfile):
         result = audit_run(repo)
         assert result.code == 3, result.out + result.err
