@@ -27,12 +27,14 @@ when another run in this work tree holds ``build/mutate/.lock``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import json
 import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -171,32 +173,44 @@ def prepare(name: str, group: Group) -> Path:
     return work
 
 
+def _kill_session(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # every process of it had ended already
+        os.killpg(pid, signal.SIGKILL)
+
+
 def phase(work: Path, label: str, argv: list[str], limit: float) -> str:
     """Run one step in *work*, its output kept in ``<label>.log``; raise PhaseFailed if it fails."""
     env = {k: v for k, v in os.environ.items() if k != "MUTANT_UNDER_TEST"}
     env["PYTHONPATH"] = os.pathsep.join([str(work / "shim"), str(work / "mutants")])
     env["MUTATE_HITS"] = str(work / "subprocess-hits.txt")
     log = work / f"{label}.log"
+    # a session of its own: on the time limit the whole group goes (mutmut forks workers, which
+    # would otherwise go on testing mutants beside the next group)
+    proc = subprocess.Popen(
+        [sys.executable, *argv],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        proc = subprocess.run(
-            [sys.executable, *argv],
-            cwd=work,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            check=False,
-            timeout=limit,
-        )
-    except subprocess.TimeoutExpired as expired:
-        out = expired.stdout if isinstance(expired.stdout, str) else ""
-        log.write_text(out, encoding="utf-8")
+        out, _ = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        _kill_session(proc.pid)
+        out, _ = proc.communicate()
+        log.write_text(out or "", encoding="utf-8")
         raise PhaseFailed(f"{label}: still running after {limit:.0f} s (see {log})") from None
-    log.write_text(proc.stdout, encoding="utf-8")
+    except BaseException:
+        _kill_session(proc.pid)
+        proc.wait()
+        raise
+    log.write_text(out, encoding="utf-8")
     if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.splitlines()[-40:])
+        tail = "\n".join(out.splitlines()[-40:])
         raise PhaseFailed(f"{label}: exit {proc.returncode} (see {log})\n{tail}")
-    return proc.stdout
+    return out
 
 
 def module_of(mutant: str) -> str:
