@@ -321,7 +321,9 @@ STATUS_PROBE = (
 )
 
 
-def status_probe(repo: GitRepo, probe: str = STATUS_PROBE) -> tuple[int, str, str]:
+def status_probe(
+    repo: GitRepo, probe: str = STATUS_PROBE, env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
     """(exit code, stdout, what *probe* wrote on stderr) of a `status` run in a fresh process."""
     proc = subprocess.run(
         [sys.executable, "-c", probe],
@@ -329,6 +331,7 @@ def status_probe(repo: GitRepo, probe: str = STATUS_PROBE) -> tuple[int, str, st
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
     return proc.returncode, proc.stdout, proc.stderr.strip()
 
@@ -383,8 +386,12 @@ def test_a_bare_status_served_from_the_memo_imports_no_grammar_and_no_dataclasse
     )
     assert probe != STATUS_PROBE
 
+    # the installed code's imports: under `make mutate` PYTHONPATH puts the instrumented copy
+    # (which imports mutmut's trampolines, and `dataclasses` with them) first
+    plain = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MUTANT_UNDER_TEST")}
+
     def loaded() -> tuple[int, str]:
-        code, _, modules = status_probe(passing, probe)
+        code, _, modules = status_probe(passing, probe, plain)
         return code, modules
 
     code, first = loaded()  # judged in full: everything is imported, and the PASS remembered
