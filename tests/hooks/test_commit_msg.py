@@ -78,3 +78,20 @@ def test_a_hook_that_cannot_do_its_work_fails_closed_in_one_line(
     monkeypatch.setenv("GITAUDIT_DEBUG", "1")
     with pytest.raises(FileNotFoundError):
         entry.main(["commit-msg", str(missing)])
+
+
+def test_the_claim_quoted_is_the_whole_phrase_that_matched() -> None:
+    """The refusal quotes what the message says: the id and the words that claim it, whichever
+    comes first."""
+    from gitaudit.hooks.message import claims_completion
+
+    assert claims_completion("REQ-3 is fixed now", {"REQ-3"}) == "REQ-3 is fixed"
+    assert claims_completion("Fixes REQ-3 for good", {"REQ-3"}) == "Fixes REQ-3"
+
+
+@pytest.mark.parametrize("message", ["Audit-Verdict: PASS\n", "\n\nAudit-Run: abc\n"])
+def test_a_message_of_owned_trailers_alone_becomes_empty(message: str) -> None:
+    """Nothing but forged `Audit-*` trailers (and blank lines): nothing is left, no crash."""
+    from gitaudit.hooks.message import without_owned_trailers
+
+    assert without_owned_trailers(message) == ""
