@@ -716,3 +716,24 @@ def test_a_seal_record_of_another_format_is_refused_by_name(
         f"plans commit {str(oid)[:12]}: seals/default.json: malformed seal record "
         "(not a gitaudit.seal/1 record)"
     ), info.value.message
+
+
+def test_the_root_of_trust_is_the_first_plans_commit_and_its_signer(
+    repo: GitRepo, trusted: Repo, sealer: Ed25519Signer
+) -> None:
+    """What `git audit trust anchor` shows before pinning: the root commit of the plans ref, the
+    key that signed it and its name, after more commits on top; without a plans ref, a refusal
+    that says how to get one."""
+    from gitaudit.ledger.plansref import root_of_trust
+
+    (checked,) = check_worktree(repo.path, "default")
+    seal_plan(trusted, sealer, checked)
+    root = repo.git("rev-list", "--max-parents=0", PLANS_REF).strip()
+    assert repo.git("rev-list", "--count", PLANS_REF).strip() == "2"
+    oid, key, principal = root_of_trust(trusted)
+    assert (str(oid), key, principal) == (root, sealer.public_key, "alice")
+    repo.git("update-ref", "-d", PLANS_REF)
+    with pytest.raises(TrustError) as refused:
+        root_of_trust(open_repo(repo.path))
+    assert refused.value.message == f"{PLANS_REF} does not exist: there is no root of trust to pin"
+    assert refused.value.hint is not None and "`git audit init`" in refused.value.hint
