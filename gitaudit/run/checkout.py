@@ -298,6 +298,19 @@ def materialise(
 ) -> Materialised:
     """Bring *slot* to exactly *tree* (see the module docstring). RunError, naming the path,
     the filter or the object, when the tree cannot be materialised as a fresh clone would."""
+
+    def afresh() -> Materialised:
+        _forget(slot)  # the slot's state goes: the next attempt writes everything again
+        return materialise(
+            slot,
+            gitdir,
+            workdir,
+            tree,
+            head,
+            declared_filters=declared_filters,
+            ignored_paths=ignored_paths,
+        )
+
     objects = _objects_dir(gitdir)
     meta = _read_meta(slot, workdir)
     fresh = meta.get("objects") != str(objects) or meta.get("index") != _index_digest(slot.git)
@@ -315,16 +328,7 @@ def materialise(
         # a .gitattributes changed: git rewrites only the files whose blobs changed, so files
         # whose attributes changed would keep the bytes of the last tree; a fresh clone's
         # bytes come from writing everything again
-        _forget(slot)
-        return materialise(
-            slot,
-            gitdir,
-            workdir,
-            tree,
-            head,
-            declared_filters=declared_filters,
-            ignored_paths=ignored_paths,
-        )
+        return afresh()
     requested = _requested(slot, listing, previous is None, tree, meta.get("requested"))
     filters = _filters(requested, declared_filters)
     config = [f"{key}={value}" for key, value in filters.items()]
@@ -346,16 +350,7 @@ def materialise(
                 f"cannot write the private checkout of tree {tree[:12]} in {slot.tree}",
                 hint="check the disk space and permissions of the cache directory",
             )
-        _forget(slot)  # rebuild from scratch
-        return materialise(
-            slot,
-            gitdir,
-            workdir,
-            tree,
-            head,
-            declared_filters=declared_filters,
-            ignored_paths=ignored_paths,
-        )
+        return afresh()  # rebuild from scratch
     (slot.tree / ".git").write_text(f"gitdir: {slot.git}\n")
     _set_head(slot, slot.git, slot.tree, tree, head)
     submodules = _submodules(slot, gitdir, slot.git, slot.tree, tree, depth=0)
