@@ -70,3 +70,14 @@ def test_a_phase_that_succeeds_returns_its_output(tmp_path: Path) -> None:
 def test_a_phase_that_fails_says_so_with_its_tail(tmp_path: Path) -> None:
     with pytest.raises(PhaseFailed, match="broken: exit 3"):
         phase(tmp_path, "broken", ["-c", "import sys; print('why'); sys.exit(3)"], 60)
+
+
+def test_a_mutant_runs_its_fastest_tests_first() -> None:
+    """mutmut stops a mutant's run at its first failing test: fastest first, a test the stats run
+    never timed last, ties kept in their collected order."""
+    from mutation.shim.mutate_plugin import fastest_first
+
+    ids = ["e2e::slow", "unit::fast", "new::untimed", "unit::tie_a", "unit::tie_b"]
+    durations = {"e2e::slow": 4.0, "unit::fast": 0.01, "unit::tie_a": 0.5, "unit::tie_b": 0.5}
+    order = [ids[i] for i in fastest_first(ids, durations)]
+    assert order == ["unit::fast", "unit::tie_a", "unit::tie_b", "e2e::slow", "new::untimed"]
