@@ -260,6 +260,44 @@ def test_index_flags_do_not_hide_edits(repo: GitRepo, flag: str) -> None:
     assert snapshot(repo) == before  # the user's flags survive
 
 
+BLINDING_CONFIG = [
+    pytest.param(("core.checkStat", "minimal"), id="checkStat-minimal"),
+    pytest.param(("core.trustctime", "false"), id="trustctime-false"),
+]
+
+
+@pytest.mark.parametrize("blind", BLINDING_CONFIG)
+def test_config_cannot_blind_the_stat_comparison(repo: GitRepo, blind: tuple[str, str]) -> None:
+    """An edit that keeps the file's size, inode and modification time differs from the index
+    only in its change time; the repository's config can tell git to ignore that. The
+    fingerprint compares the stat data in full: the edit is hashed, before and after the private
+    index was kept for reuse."""
+    path = repo.path / "config.ini"
+    repo.write("config.ini", "mode=prod\n")
+    old = 1_600_000_000_123_456_789  # long before any index is written: never racily clean
+    os.utime(path, ns=(old, old))
+    repo.commit("config")
+    assert workspace_fingerprint(repo.path).clean  # a kept private index, config.ini in it
+    # git compares change times in whole seconds: the edit lands in a later second than the one
+    # the indexes recorded (within it, git sees no edit whatever its config: a known limit)
+    recorded = max(path.stat().st_ctime_ns, (repo.path / ".git/index").stat().st_mtime_ns)
+    later = (recorded // 10**9 + 1) * 10**9 + 100_000_000  # file times use a coarser clock
+    while time.time_ns() < later:
+        time.sleep(0.05)
+    with open(path, "r+b") as handle:  # in place: the same inode
+        handle.write(b"mode=test\n")  # the same size
+    os.utime(path, ns=(old, old))
+    assert "config.ini" in repo.git("status", "--porcelain")  # git, by default, sees it
+    repo.git("config", *blind)
+    assert repo.git("status", "--porcelain") == ""  # blinded: git no longer looks
+    for _ in range(2):
+        fp = workspace_fingerprint(repo.path)
+        assert not fp.clean
+        assert changed_paths(repo.path, repo.head_tree(), fp.tree) == ["config.ini"]
+    repo.git("config", "--unset", blind[0])
+    assert fp.tree == truth_throwaway_index(repo.path)
+
+
 @pytest.mark.parametrize("flag", ["--assume-unchanged", "--skip-worktree"])
 def test_a_file_with_one_index_flag_is_read_on_every_call(repo: GitRepo, flag: str) -> None:
     """One kind of flag alone (not both) must keep the user's index from being marked clean of

@@ -6,7 +6,8 @@ clean work tree, whose fingerprint is ``HEAD^{tree}``; that is shown with git pr
 side by side with the verdict memo's own:
 
 * ``git status --porcelain -z --untracked-files=all --ignore-submodules=none``, with the file
-  system monitor and the untracked cache switched off (as the fingerprint does), says nothing:
+  system monitor and the untracked cache switched off and git's stat comparison in full (as the
+  fingerprint does), says nothing:
   no staged, unstaged, deleted, untracked (non-ignored) or submodule change;
 * ``git ls-files -v`` shows no entry marked assume-unchanged or skip-worktree (status trusts
   those marks; the fingerprint does not);
@@ -28,7 +29,20 @@ from gitaudit.git.call import start_git
 if TYPE_CHECKING:
     from gitaudit.gate import memo
 
-_NO_HELPERS = ("-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false")
+# as the fingerprint: no helper answers for the files, and git's stat comparison in full (the
+# repository's config could blind it: see gitaudit.git.fingerprint._INDEX_CONFIG)
+_NO_HELPERS = (
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.untrackedCache=false",
+    "-c",
+    "core.checkStat=default",
+    "-c",
+    "core.trustctime=true",
+    "-c",
+    "core.ignoreStat=false",
+)
 
 
 def state(root: str) -> tuple[str, memo.Snapshot | None]:

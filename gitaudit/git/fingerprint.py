@@ -84,6 +84,16 @@ _INDEX_CONFIG: tuple[str, ...] = (
     "core.fsmonitor=false",
     "-c",
     "core.untrackedCache=false",
+    # How git decides a file is unchanged without reading it: its stat data against the index's.
+    # The repository's config could make that comparison blind (`core.checkStat=minimal` ignores
+    # the change time, the inode and sub-second times; `core.trustctime=false` the change time):
+    # an edit that keeps the size and puts the modification time back is then never hashed.
+    "-c",
+    "core.checkStat=default",
+    "-c",
+    "core.trustctime=true",
+    "-c",
+    "core.ignoreStat=false",
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import time
@@ -12,7 +13,15 @@ import pytest
 
 from gitaudit.errors import PlanError, RepositoryError
 from gitaudit.plan.catalog import check_worktree
-from tests.adversarial.conftest import World, assert_plan, check, plan, step
+from tests.adversarial.conftest import (
+    OLD_TIME,
+    World,
+    assert_plan,
+    check,
+    edit_keeping_times,
+    plan,
+    step,
+)
 from tests.gitrepo import GitRepo
 
 
@@ -152,6 +161,75 @@ def test_attack_workspace_clean_filter_hides_an_edit(world: World) -> None:
     with pytest.raises(RepositoryError, match="defines content filters"):
         world.run()  # refused: the checks would read other bytes than the fingerprint
     assert_plan(world.gate("HEAD"), "evidence.missing", "UNKNOWN")
+
+
+def _proven_app(world: World) -> Path:
+    """app.py (its times long past) committed and proven: the work tree's verdict is PASS."""
+    app = world.repo.write("app.py", "ANSWER = 42\n")
+    os.utime(app, ns=(OLD_TIME, OLD_TIME))
+    world.seal(plan(step("unit", check("true"))))
+    assert world.run().verdict == "PASS"
+    assert world.gate(None).verdict == "PASS"
+    return app
+
+
+@pytest.mark.parametrize(
+    "blind",
+    [
+        pytest.param(("core.checkStat", "minimal"), id="checkStat-minimal"),
+        pytest.param(("core.trustctime", "false"), id="trustctime-false"),
+    ],
+)
+def test_attack_workspace_config_blinds_the_stat_comparison(
+    world: World, blind: tuple[str, str]
+) -> None:
+    """app.py is proven. The agent edits it in place (the same size, its times put back) and
+    has the repository's config tell git to ignore the change time: `git status` is clean, but
+    the work tree's verdict is UNKNOWN (no evidence for the bytes on disk)."""
+    app = _proven_app(world)
+    edit_keeping_times(app, b"ANSWER = 41\n")
+    assert "app.py" in world.repo.git("status", "--porcelain")  # git, by default, sees it
+    world.repo.git("config", *blind)
+    assert world.repo.git("status", "--porcelain") == ""  # blinded
+    assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
+    assert world.cli("status", process=True).code == 3
+
+
+def _forge_index_blob(repo: GitRepo, path: str, blob: str) -> None:
+    """Point *path*'s entry of the user's index at *blob*, its stat data kept, the index's
+    checksum recomputed: what a hand-written index can say."""
+    index = repo.path / ".git" / "index"
+    data = index.read_bytes()
+    staged = bytes.fromhex(repo.git("ls-files", "-s", path).split()[1])
+    assert data.count(staged) == 1
+    body = data[:-20].replace(staged, bytes.fromhex(blob))
+    index.write_bytes(body + hashlib.sha1(body).digest())
+
+
+def test_attack_workspace_forged_index_stat_cache(world: World) -> None:
+    """KNOWN LIMIT. app.py is proven. The agent edits it, stages the edit (the index records the
+    new file's stat data), then rewrites that index entry's blob id to the proven content's by
+    hand. git's stat cache now says the file is unchanged: `git status`, `git diff`, `git
+    commit -a` and the work tree's fingerprint all see the proven tree, so the work tree's
+    verdict is PASS although the bytes on disk were never checked. Where it stops: nothing git
+    can commit or push carries the edit (every verdict on a commit, on the client and on the
+    server, is about checked bytes), and the edit surfaces as soon as the file's stat data
+    changes."""
+    app = _proven_app(world)
+    proven = world.repo.git("rev-parse", "HEAD:app.py").strip()
+    app.write_text("ANSWER = 0\n")
+    os.utime(app, ns=(OLD_TIME, OLD_TIME))  # older than the index: git does not re-read it
+    world.repo.git("add", "app.py")
+    _forge_index_blob(world.repo, "app.py", proven)
+    assert world.repo.git("status", "--porcelain") == ""
+    assert world.gate(None).verdict == "PASS"  # the limit: the work tree's verdict is fooled
+    assert world.repo.git("diff", "HEAD") == ""  # what git would commit is the proven tree
+    world.repo.git("commit", "-q", "-a", "--allow-empty", "-m", "after the forgery")
+    assert world.repo.git("rev-parse", "HEAD:app.py").strip() == proven
+    assert world.gate("HEAD").verdict == "PASS"  # true: HEAD holds the checked bytes
+    assert app.read_text() == "ANSWER = 0\n"
+    os.utime(app)  # any change of its stat data: git reads the file again
+    assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
 
 
 def test_attack_workspace_fsmonitor_hides_an_edit(world: World) -> None:
