@@ -99,7 +99,7 @@ def output_broken(passed: bool, outcomes: Iterable[str]) -> bool:
     return not passed and StepStatus.UNKNOWN.value not in set(outcomes)
 
 
-def unproven_step(status: StepStatus, *, upstream_broken: bool = False) -> Verdict:
+def unproven_step(status: StepStatus, *, upstream_broken: bool) -> Verdict:
     """The verdict a required step without proof contributes."""
     if status in (StepStatus.FAILED, StepStatus.EXHAUSTED) or upstream_broken:
         return Verdict.FAIL

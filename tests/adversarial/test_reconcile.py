@@ -94,7 +94,14 @@ def test_attack_reconcile_written_by_hand_with_the_runner_key(pending: World) ->
     forged = pending.forge_run(str(pending.ref(RUNS)), edit=observed_pass, signer=pending.ci)
     judged = assert_plan(pending.gate(), "evidence.unauthorised-reconcile", "FAIL")
     assert judged.run == str(forged) and judged.reasons[0].step == "deploy"
-    assert "neither a reconciler nor a sealer" in judged.reasons[0].message
+    assert judged.reasons[0].message == (
+        f"step deploy was settled as observed 'pass' in run {str(forged)[:12]}, signed by a key "
+        "that is neither a reconciler nor a sealer"
+    )
+    assert judged.reasons[0].hint == (
+        "only a reconciler or a sealer may settle an outcome by its word: have one check the "
+        "step's effect, or run it again (`git audit run deploy --plan default`)"
+    )
 
 
 def test_attack_reconcile_written_by_hand_with_another_mode(pending: World) -> None:
