@@ -51,6 +51,14 @@ def _report(exc: GitAuditError) -> NoReturn:
     sys.exit(int(exc.exit_code))
 
 
+class _Done(Exception):
+    """A fast command finished with this exit code."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 def _dispatch(args: list[str]) -> None:
     """Run the command: the fast path (:mod:`.fast`) when it knows it, else typer's app."""
     words = [a for a in args if a != "--debug"]
@@ -78,7 +86,7 @@ def _dispatch(args: list[str]) -> None:
 
     code = try_fast(args)
     if code is not None:
-        sys.exit(code)
+        raise _Done(code)
     from gitaudit.cli.app import app
 
     app(args=args, prog_name="git-audit")
@@ -92,6 +100,12 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in args or bool(os.environ.get("GITAUDIT_DEBUG"))
     try:
         _dispatch(args)
+    except _Done as done:
+        if argv is None:  # this process's own command: no interpreter teardown
+            from gitaudit.shutdown import leave
+
+            leave(done.code)
+        sys.exit(done.code)
     except GitAuditError as exc:
         if debug and exc.exit_code != 0:
             raise

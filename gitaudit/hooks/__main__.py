@@ -1,7 +1,6 @@
 """``python -m gitaudit.hooks NAME ARGS``: the entry point the installed shims call."""
 
-import sys
-
 from gitaudit.hooks.entry import main
+from gitaudit.shutdown import leave
 
-sys.exit(main())
+leave(main())

@@ -1,0 +1,33 @@
+"""Ending a short command's process without tearing the interpreter down.
+
+A normal exit frees every module and object one by one: 5-10 ms after a gate that took 150, paid
+by every ``git audit status``, hook and agent stop. :func:`leave` does what the exit must (the
+``atexit`` handlers, such as waiting for a fingerprint nobody took, and flushing the output) and
+then ends the process at once. It leaves the normal exit to the interpreter while a non-daemon
+thread is still running (the interpreter would wait for it) and when it is not the process's own
+command (a test calling an entry point in-process passes its *argv*).
+
+Standard library only, and light: the hooks' fast path imports it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import sys
+import threading
+from typing import NoReturn
+
+
+def leave(code: int) -> NoReturn:
+    """Exit with *code*: at once when nothing but the exit handlers is left to run."""
+    main = threading.main_thread()
+    if any(t is not main and t.is_alive() and not t.daemon for t in threading.enumerate()):
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        # a closed pipe, a closed stream: nothing left to say
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
