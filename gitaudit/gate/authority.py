@@ -61,12 +61,14 @@ def forced_past_exhaustion(
     """A FAIL reason when *step* passed in *record*, a forced run, although its failed attempts
     before that run (under the run's contract, since the last reset) had reached max_attempts.
     The failures are counted on the signed chain below the run, never in the lookup cache."""
+    if step not in _executed_passes(record):
+        return None
     model = plan.step(step)
-    if model is None or step not in _executed_passes(record):
+    if model is None:  # a step the plan does not have: nothing it allows or forbids
         return None
     reset = state.attempts_reset(name, record.contract)
-    before = _failures_before(git, state, name, plan, record)
-    if before.get(step, 0) - reset.get(step, 0) < model.max_attempts:
+    before = _failures_before(git, state, name, plan, record)  # every executed pass counted
+    if before[step] - reset.get(step, 0) < model.max_attempts:
         return None
     return Reason(
         "evidence.forced-past-exhaustion",
