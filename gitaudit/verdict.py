@@ -138,7 +138,8 @@ def judge_run(
         if status in PROVEN or step.id in optional:
             continue
         reasons.append(f"step {step.id} {status}")
-        verdicts.append(unproven_step(status, upstream_broken=step.id in broken))
+        # a broken upstream output has already made the run FAIL, above
+        verdicts.append(unproven_step(status, upstream_broken=False))
     for req in uncovered(plan, verified):
         reasons.append(uncovered_reason(req))
         verdicts.append(Verdict.UNKNOWN)
