@@ -52,11 +52,13 @@ def _report(exc: GitAuditError) -> NoReturn:
 
 
 class _Done(Exception):
-    """A fast command finished with this exit code."""
+    """A fast command finished with this exit code; *quick*: nothing of it can still be
+    running (a read-only command: not ``run``, whose background work the normal exit lets be)."""
 
-    def __init__(self, code: int) -> None:
+    def __init__(self, code: int, *, quick: bool) -> None:
         super().__init__(code)
         self.code = code
+        self.quick = quick
 
 
 def _dispatch(args: list[str]) -> None:
@@ -86,7 +88,7 @@ def _dispatch(args: list[str]) -> None:
 
     code = try_fast(args)
     if code is not None:
-        raise _Done(code)
+        raise _Done(code, quick=words[:1] != ["run"])
     from gitaudit.cli.app import app
 
     app(args=args, prog_name="git-audit")
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _dispatch(args)
     except _Done as done:
-        if argv is None:  # this process's own command: no interpreter teardown
+        if argv is None and done.quick:  # this process's own command: no teardown
             from gitaudit.shutdown import leave
 
             leave(done.code)
