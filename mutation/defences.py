@@ -123,13 +123,24 @@ DEFENCES = (
     ),
     Defence(
         "the fingerprint keeps no untracked cache",
-        "gitaudit/git/fingerprint.py",
+        "gitaudit/git/call.py",
         '    "-c",\n    "core.untrackedCache=false",\n',
         "",
         (
             "tests/test_fingerprint.py::test_kept_index_carries_no_untracked_cache_of_the_users_index",
             "tests/e2e/test_fingerprint.py::"
             "test_an_untracked_cache_in_the_users_index_is_neither_kept_nor_believed",
+        ),
+    ),
+    Defence(
+        "git's stat comparison in full, whatever the config",
+        "gitaudit/git/call.py",
+        '    "-c",\n    "core.checkStat=default",\n    "-c",\n    "core.trustctime=true",\n',
+        "",
+        (
+            "tests/test_fingerprint.py::test_config_cannot_blind_the_stat_comparison",
+            "tests/adversarial/test_workspace.py::"
+            "test_attack_workspace_config_blinds_the_stat_comparison",
         ),
     ),
 )

@@ -24,25 +24,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from gitaudit.git.call import start_git
+from gitaudit.git.call import AS_IT_IS, start_git
 
 if TYPE_CHECKING:
     from gitaudit.gate import memo
-
-# as the fingerprint: no helper answers for the files, and git's stat comparison in full (the
-# repository's config could blind it: see gitaudit.git.fingerprint._INDEX_CONFIG)
-_NO_HELPERS = (
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "core.untrackedCache=false",
-    "-c",
-    "core.checkStat=default",
-    "-c",
-    "core.trustctime=true",
-    "-c",
-    "core.ignoreStat=false",
-)
 
 
 def state(root: str) -> tuple[str, memo.Snapshot | None]:
@@ -51,7 +36,7 @@ def state(root: str) -> tuple[str, memo.Snapshot | None]:
 
     status = start_git(
         [
-            *_NO_HELPERS,
+            *AS_IT_IS,
             "status",
             "--porcelain",
             "-z",
@@ -60,7 +45,7 @@ def state(root: str) -> tuple[str, memo.Snapshot | None]:
         ],
         cwd=root,
     )
-    marks = start_git([*_NO_HELPERS, "ls-files", "-v", "-z"], cwd=root)
+    marks = start_git([*AS_IT_IS, "ls-files", "-v", "-z"], cwd=root)
     try:
         found = memo.snapshot(root, revs=["HEAD"])
     finally:

@@ -51,6 +51,26 @@ LOCATION_VARS = frozenset(
     }
 )
 
+# What git is told whenever gitaudit asks it about a work tree (the fingerprint, the stop hook's
+# `git status`): look at the files as they are. A file-system monitor or an untracked cache
+# answers "nothing changed" on their behalf (a hook the repository installs could lie), and the
+# repository's config can blind the stat comparison git decides "unchanged" by
+# (`core.checkStat=minimal` ignores change times, inodes and sub-second times;
+# `core.trustctime=false` change times): an edit made in place with its times put back would
+# then pass unread.
+AS_IT_IS: tuple[str, ...] = (
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.untrackedCache=false",
+    "-c",
+    "core.checkStat=default",
+    "-c",
+    "core.trustctime=true",
+    "-c",
+    "core.ignoreStat=false",
+)
+
 
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of every git process gitaudit starts (see the module docstring)."""

@@ -46,7 +46,7 @@ from typing import NamedTuple
 
 from gitaudit.errors import RepositoryError
 from gitaudit.git import index_files
-from gitaudit.git.call import GitResult, run_git
+from gitaudit.git.call import AS_IT_IS, GitResult, run_git
 from gitaudit.git.index_files import TEMP_PREFIX, VERIFIED_MARKER, WARM_PREFIX
 from gitaudit.places import STATE_DIRNAME
 
@@ -78,22 +78,7 @@ _INDEX_CONFIG: tuple[str, ...] = (
     "index.sparse=false",
     "-c",
     "advice.addEmbeddedRepo=false",
-    # A file-system monitor or an untracked cache answers "nothing changed" on behalf of the
-    # work tree; a hook installed in the repository could lie. Always look at the files.
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "core.untrackedCache=false",
-    # How git decides a file is unchanged without reading it: its stat data against the index's.
-    # The repository's config could make that comparison blind (`core.checkStat=minimal` ignores
-    # the change time, the inode and sub-second times; `core.trustctime=false` the change time):
-    # an edit that keeps the size and puts the modification time back is then never hashed.
-    "-c",
-    "core.checkStat=default",
-    "-c",
-    "core.trustctime=true",
-    "-c",
-    "core.ignoreStat=false",
+    *AS_IT_IS,
 )
 
 
