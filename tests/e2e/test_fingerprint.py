@@ -36,6 +36,8 @@ def test_an_untracked_cache_in_the_users_index_is_neither_kept_nor_believed(
     repo.git("status", "--porcelain")  # writes the cache (src/: nothing untracked)
     index = repo.path / ".git" / "index"
     assert b"UNTR" in index.read_bytes()
+    # an edit of a tracked file: the fingerprint's git rewrites the copy, which is then kept
+    repo.write("greeting.txt", "hello there\n")
 
     ran = audit(repo.path, "run", process=True)
     assert ran.code == 0, ran.err
