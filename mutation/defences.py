@@ -98,8 +98,8 @@ DEFENCES = (
     _seal_rule(
         "a policy that forbids weakening is not relaxed",
         "locked policy relaxed",
-        "    problem = _policy_problem(before, after, where) or ",
-        "    problem = ",
+        "        _policy_problem(before, after, where)\n        or _resets_problem",
+        "        None\n        or _resets_problem",
     ),
     Defence(
         "pre-receive: no unknown `refs/audit/*` ref",

@@ -81,3 +81,15 @@ def test_a_mutant_runs_its_fastest_tests_first() -> None:
     durations = {"e2e::slow": 4.0, "unit::fast": 0.01, "unit::tie_a": 0.5, "unit::tie_b": 0.5}
     order = [ids[i] for i in fastest_first(ids, durations)]
     assert order == ["unit::fast", "unit::tie_a", "unit::tie_b", "e2e::slow", "new::untimed"]
+
+
+def test_every_defence_of_make_mutate_defences_is_found_once_in_its_module() -> None:
+    """`make mutate-defences` removes each defence by its exact code: a defence whose code was
+    reworded since (found no more, or twice) would stop the run, so it is checked here, on every
+    test run."""
+    from mutation.defences import DEFENCES, ROOT
+
+    for defence in DEFENCES:
+        text = (ROOT / defence.path).read_text(encoding="utf-8")
+        assert text.count(defence.present) == 1, (defence.name, defence.path)
+        assert defence.removed != defence.present, defence.name
