@@ -281,6 +281,14 @@ def assert_plans_level(result: GateResult, code: str) -> None:
     assert [r.code for r in result.reasons] == [code], result.reasons
 
 
+def runner(world: World, name: str, labels: frozenset[str] = frozenset()) -> Ed25519Signer:
+    """A second trusted runner (an agent's own key, another CI), added by alice."""
+    signer = load_signer(generate_key(name).private_path)
+    assert isinstance(signer, Ed25519Signer)
+    trust_add(world.handle(), world.alice, signer.public_key, "runner", name, labels)
+    return signer
+
+
 @pytest.fixture
 def world(repo: GitRepo) -> World:
     """alice seals (not a runner), ci runs; no plan sealed yet."""

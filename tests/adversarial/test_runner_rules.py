@@ -11,24 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from gitaudit.crypto.keystore import generate_key, load_signer
-from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.hooks.install import install_hooks
 from gitaudit.ledger.plansref import read_state
-from gitaudit.ledger.seals import set_policy, trust_add
+from gitaudit.ledger.seals import set_policy
 from gitaudit.ledger.trust import EvidenceRule, Policy
-from tests.adversarial.conftest import STRICT, World, assert_plan, codes, only
+from tests.adversarial.conftest import STRICT, World, assert_plan, codes, only, runner
 from tests.gitrepo import git
 
 MAIN = "refs/heads/main"
-
-
-def runner(world: World, name: str, labels: frozenset[str] = frozenset()) -> Ed25519Signer:
-    """A second trusted runner (an agent's own key, another CI), added by alice."""
-    signer = load_signer(generate_key(name).private_path)
-    assert isinstance(signer, Ed25519Signer)
-    trust_add(world.handle(), world.alice, signer.public_key, "runner", name, labels)
-    return signer
 
 
 def rule(world: World, *rules: EvidenceRule, allow_weaken: bool = False) -> None:

@@ -21,7 +21,7 @@ from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import runs_ref
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.verdict import Verdict
-from tests.adversarial.conftest import World, check, plan, step
+from tests.adversarial.conftest import World, check, plan, runner, step
 
 RUNS = runs_ref("default")
 
@@ -243,6 +243,10 @@ def test_a_step_that_runs_on_a_label_needs_a_runner_carrying_it(world: World) ->
             Verdict.UNKNOWN,
         ),
     )
+    # a runner the trust set labels linux runs lint: composed with ci's run, the plan is proven
+    builder = runner(world, "builder", frozenset({"linux"}))
+    world.run(signer=builder, targets=["lint"], labels=["linux"])
+    assert _evidence(world).reasons == ()
 
 
 def test_an_older_run_that_cannot_be_read_stops_the_composition(world: World) -> None:

@@ -28,9 +28,9 @@ from gitaudit.ledger.trust import EvidenceRule
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.plan.model import Plan
 from gitaudit.verdict import Verdict
-from tests.adversarial.conftest import STRICT, World, check, plan, step
+from tests.adversarial.conftest import STRICT, World, check, plan, runner, step
 from tests.adversarial.test_request import PLAN, R1, R2, REQUEST, Asked
-from tests.adversarial.test_runner_rules import rule, runner
+from tests.adversarial.test_runner_rules import rule
 
 MAIN = "refs/heads/main"
 RUNS = runs_ref("default")
