@@ -307,3 +307,44 @@ def test_a_runs_ref_overwritten_with_a_blob_is_named(proven: World) -> None:
     (reason,) = _evidence(proven).reasons
     assert (reason.code, reason.verdict) == ("evidence.ledger", Verdict.FAIL)
     assert reason.message == f"{RUNS} points at {str(blob)[:12]}, a blob, not a commit"
+
+
+def test_the_only_run_for_the_tree_under_another_contract_is_stale_and_named(
+    world: World,
+) -> None:
+    """The only run for the tree was made under another contract (what a run from before a
+    reseal is to the gate; here ci signs one with another contract digest): UNKNOWN, the run
+    named, and the way out; on the ledger of another plan it is a replay (FAIL)."""
+    world.seal(plan(step("unit", check("true"))))
+    honest = world.run()
+    assert honest.commit is not None
+
+    def other_contract(doc: dict[str, Any]) -> None:
+        doc["contract_digest"] = "sha256:" + "0" * 64
+
+    # the ledger then holds this run alone (as in a clone that never saw the honest one)
+    (world.path / ".git" / "gitaudit" / "watermarks.json").unlink()
+    forged = world.forge_run(honest.commit, edit=other_contract, signer=world.ci, parent=None)
+    assert _evidence(world).reasons == (
+        Reason(
+            "evidence.stale-contract",
+            f"the evidence for this tree ({str(forged)[:12]}) was made under another contract",
+            "git audit run --plan default",
+            None,
+            Verdict.UNKNOWN,
+        ),
+    )
+
+    def other_plan(doc: dict[str, Any]) -> None:
+        other_contract(doc)
+        doc["plan"] = "b"
+
+    (world.path / ".git" / "gitaudit" / "watermarks.json").unlink()
+    replayed = world.forge_run(honest.commit, edit=other_plan, signer=world.ci, parent=None)
+    assert _evidence(world).reasons == (
+        Reason(
+            "evidence.replayed",
+            f"run {str(replayed)[:12]} on the ledger of 'default' is evidence for another plan",
+            "the ledger was tampered with; restore refs/audit/runs/default",
+        ),
+    )
