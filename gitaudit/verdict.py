@@ -99,7 +99,7 @@ def output_broken(passed: bool, outcomes: Iterable[str]) -> bool:
     return not passed and StepStatus.UNKNOWN.value not in set(outcomes)
 
 
-def unproven_step(status: StepStatus, *, upstream_broken: bool) -> Verdict:
+def unproven_step(status: StepStatus, *, upstream_broken: bool = False) -> Verdict:
     """The verdict a required step without proof contributes."""
     if status in (StepStatus.FAILED, StepStatus.EXHAUSTED) or upstream_broken:
         return Verdict.FAIL
@@ -138,8 +138,7 @@ def judge_run(
         if status in PROVEN or step.id in optional:
             continue
         reasons.append(f"step {step.id} {status}")
-        # a broken upstream output has already made the run FAIL, above
-        verdicts.append(unproven_step(status, upstream_broken=False))
+        verdicts.append(unproven_step(status))  # a broken upstream has made it FAIL above
     for req in uncovered(plan, verified):
         reasons.append(uncovered_reason(req))
         verdicts.append(Verdict.UNKNOWN)

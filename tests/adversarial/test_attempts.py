@@ -76,7 +76,14 @@ def test_attack_attempts_forced_past_exhaustion(exhausted: World) -> None:
     assert recorded.verdict == "PASS" and recorded.doc["steps"]["unit"]["status"] == "passed"
     judged = assert_plan(exhausted.gate(), "evidence.forced-past-exhaustion", "FAIL")
     assert judged.reasons[0].step == "unit"
-    assert "git audit plan reset-attempts unit --plan default" in judged.reasons[0].hint
+    assert judged.reasons[0].message == (
+        f"step unit passed in run {str(recorded.commit)[:12]} only because it was forced "
+        "(--force) past its 2 failed attempts"
+    )
+    assert judged.reasons[0].hint == (
+        "a forced run's evidence counts once a sealer lets the step be tried again: "
+        "`git audit plan reset-attempts unit --plan default --reason ...` (or reseal the plan)"
+    )
 
 
 def test_attack_attempts_forced_evidence_carried_by_a_targeted_run(exhausted: World) -> None:
