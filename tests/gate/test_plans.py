@@ -146,3 +146,18 @@ def test_an_unsealed_or_retired_plan(world: World) -> None:
         state, seals={"default": dataclasses.replace(record, retired=True)}
     )
     assert _reasons(retired, data) == (Reason("plan.unsealed", "plan 'default' is retired", fix),)
+
+
+def test_a_required_tool_missing_from_path_is_named_with_its_fix(world: World) -> None:
+    """The plan requires a tool this machine lacks: the gate says which, and how to fix it, before
+    anything else (and a run here FAILs for the same reason)."""
+    data = plan(step("unit", check("true")))
+    data["required_tools"] = ["gitaudit-no-such-tool"]
+    world.seal(data)
+    assert world.run().verdict == "FAIL"
+    (first, *_) = world.gate().plans[0].reasons
+    assert first == Reason(
+        "env.missing-tool",
+        "required tool 'gitaudit-no-such-tool' is not on PATH",
+        "install 'gitaudit-no-such-tool' or add it to PATH; the gate cannot PASS without it",
+    )
