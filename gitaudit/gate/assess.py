@@ -72,7 +72,7 @@ def assess(
     pushed_runs: Mapping[str, pygit2.Oid] | None = None,
     state: PlansState | None = None,
     tree: str | None = None,
-    with_states: bool = False,
+    with_states: bool,
     remember_plans: bool = True,
     for_ref: str | None = None,
 ) -> GateResult:

@@ -414,7 +414,13 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 
             reject(ref, "the server has no refs/audit/plans: nothing can PASS")
             continue
         result = assess(
-            repo, new, state=state, pushed_runs=pushed_runs, check_tools=False, for_ref=ref
+            repo,
+            new,
+            state=state,
+            pushed_runs=pushed_runs,
+            check_tools=False,
+            with_states=False,
+            for_ref=ref,
         )
         if result.verdict != "PASS":
             rejected = True

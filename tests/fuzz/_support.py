@@ -449,5 +449,6 @@ def judge_gate(pushed: pygit2.Oid | None = None) -> GateResult:
         open_repo(world.path),
         "HEAD",
         check_tools=False,
+        with_states=False,
         pushed_runs={world.plan: pushed} if pushed is not None else None,
     )

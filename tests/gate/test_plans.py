@@ -161,3 +161,15 @@ def test_a_required_tool_missing_from_path_is_named_with_its_fix(world: World) -
         "required tool 'gitaudit-no-such-tool' is not on PATH",
         "install 'gitaudit-no-such-tool' or add it to PATH; the gate cannot PASS without it",
     )
+
+
+def test_a_tree_without_any_plan_fails_and_says_how_to_start(world: World) -> None:
+    """Nothing sealed, no plan in the tree: FAIL (never PASS for want of anything to check),
+    with the one reason and the command that starts."""
+    world.repo.write("app.py", "print('hi')\n")
+    world.repo.commit("no plan")
+    result = world.gate()
+    assert result.verdict == "FAIL" and result.plans == ()
+    assert result.reasons == (
+        Reason("plans.none", "there are no active plans", "create one: `git audit init`"),
+    )
