@@ -4,8 +4,9 @@ A normal exit frees every module and object one by one: 5-10 ms after a gate tha
 by every ``git audit status``, hook and agent stop. :func:`leave` does what the exit must (the
 ``atexit`` handlers, such as waiting for a fingerprint nobody took, and flushing the output) and
 then ends the process at once. It leaves the normal exit to the interpreter while a non-daemon
-thread is still running (the interpreter would wait for it) and when it is not the process's own
-command (a test calling an entry point in-process passes its *argv*).
+thread is still running (the interpreter would wait for it) or a profiler or debugger is
+attached (``python -m cProfile`` writes its statistics after the program), and the callers use
+it only for the process's own command (a test calling an entry point in-process passes *argv*).
 
 Standard library only, and light: the hooks' fast path imports it.
 """
@@ -25,6 +26,8 @@ def leave(code: int) -> NoReturn:
     main = threading.main_thread()
     if any(t is not main and t.is_alive() and not t.daemon for t in threading.enumerate()):
         sys.exit(code)
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)  # a profiler or a debugger writes its findings after the program ends
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         # a closed pipe, a closed stream: nothing left to say

@@ -66,3 +66,20 @@ def test_leave_into_a_closed_pipe_keeps_its_exit_code(tmp_path: Path) -> None:
     done = _python(code, tmp_path)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
+
+
+def test_leave_lets_a_profiler_write_its_findings(tmp_path: Path) -> None:
+    """Under ``python -m cProfile`` the statistics are written after the program ends: the
+    normal exit (which cProfile turns into 0, as for any program)."""
+    script = tmp_path / "command.py"
+    script.write_text("from gitaudit.shutdown import leave\nleave(3)\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", str(tmp_path / "stats"), str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "stats").stat().st_size > 0
