@@ -298,6 +298,22 @@ def test_config_cannot_blind_the_stat_comparison(repo: GitRepo, blind: tuple[str
     assert fp.tree == truth_throwaway_index(repo.path)
 
 
+def test_config_cannot_pass_a_links_text_for_the_link(repo: GitRepo) -> None:
+    """With `core.symlinks=false` git takes a plain file holding a committed link's text for the
+    link (`git status` is clean); the fingerprint sees a plain file where the link was."""
+    repo.write("real.py", "print(1)\n")
+    os.symlink("real.py", repo.path / "link.py")
+    repo.commit("a link")
+    assert workspace_fingerprint(repo.path).clean
+    (repo.path / "link.py").unlink()
+    (repo.path / "link.py").write_text("real.py")
+    repo.git("config", "core.symlinks", "false")
+    assert repo.git("status", "--porcelain") == ""  # git no longer tells them apart
+    fp = workspace_fingerprint(repo.path)
+    assert not fp.clean
+    assert changed_paths(repo.path, repo.head_tree(), fp.tree) == ["link.py"]
+
+
 @pytest.mark.parametrize("flag", ["--assume-unchanged", "--skip-worktree"])
 def test_a_file_with_one_index_flag_is_read_on_every_call(repo: GitRepo, flag: str) -> None:
     """One kind of flag alone (not both) must keep the user's index from being marked clean of

@@ -57,7 +57,8 @@ LOCATION_VARS = frozenset(
 # repository's config can blind the stat comparison git decides "unchanged" by
 # (`core.checkStat=minimal` ignores change times, inodes and sub-second times;
 # `core.trustctime=false` change times): an edit made in place with its times put back would
-# then pass unread.
+# then pass unread. `core.symlinks=false` would let a plain file holding a link's text stand for
+# the committed link.
 AS_IT_IS: tuple[str, ...] = (
     "-c",
     "core.fsmonitor=false",
@@ -69,6 +70,8 @@ AS_IT_IS: tuple[str, ...] = (
     "core.trustctime=true",
     "-c",
     "core.ignoreStat=false",
+    "-c",
+    "core.symlinks=true",
 )
 
 

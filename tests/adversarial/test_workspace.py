@@ -195,6 +195,22 @@ def test_attack_workspace_config_blinds_the_stat_comparison(
     assert world.cli("status", process=True).code == 3
 
 
+def test_attack_workspace_link_replaced_by_its_text(world: World) -> None:
+    """`config.py` is a committed link to `settings/prod.py`, proven. The agent replaces the link
+    by a plain file holding the link's text and sets `core.symlinks=false`: `git status` is
+    clean, but the work tree's verdict is UNKNOWN (a plain file is not the proven link)."""
+    world.repo.write("settings/prod.py", "DEBUG = False\n")
+    os.symlink("settings/prod.py", world.path / "config.py")
+    world.seal(plan(step("unit", check("true"))))
+    assert world.run().verdict == "PASS"
+    assert world.gate(None).verdict == "PASS"
+    (world.path / "config.py").unlink()
+    (world.path / "config.py").write_text("settings/prod.py")
+    world.repo.git("config", "core.symlinks", "false")
+    assert world.repo.git("status", "--porcelain") == ""
+    assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
+
+
 def _forge_index_blob(repo: GitRepo, path: str, blob: str) -> None:
     """Point *path*'s entry of the user's index at *blob*, its stat data kept, the index's
     checksum recomputed: what a hand-written index can say."""
