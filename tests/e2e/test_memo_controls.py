@@ -180,13 +180,14 @@ def test_a_rewound_ledger_and_a_replayed_memo_are_judged(setup: Setup) -> None:
 
 
 def test_expired_evidence_is_judged_not_remembered(setup: Setup) -> None:
-    """Evidence valid for one second: once the memo's entry has expired, the push is judged in
-    full, and the expired evidence blocks it."""
+    """Evidence valid for ten seconds: once the memo's entry has expired, the push is judged in
+    full, and the expired evidence blocks it. (Ten, not one: the run remembers its PASS only
+    while the evidence is valid, and under a loaded machine's run one second had gone by.)"""
     short = json.loads(json.dumps(PLAN))
     for step in short["steps"]:
-        step["valid_for"] = "1s"
+        step["valid_for"] = "10s"
     setup.client.write_plan(short)
-    setup.client.commit("evidence lives one second")
+    setup.client.commit("evidence lives ten seconds")
     assert audit(setup.client.path, "plan", "seal", "-m", "short-lived evidence").code == 0
     _run(setup)
     (entry,) = _entries(setup)
