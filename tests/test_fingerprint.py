@@ -33,7 +33,7 @@ from gitaudit.git.fingerprint import (
     workspace_fingerprint,
 )
 from gitaudit.git.index_files import STALE_AFTER_SECONDS, VERIFIED_MARKER, WARM_PREFIX
-from tests.gitrepo import GitRepo, git
+from tests.gitrepo import OLD_TIME, GitRepo, edit_keeping_times, git
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -274,19 +274,10 @@ def test_config_cannot_blind_the_stat_comparison(repo: GitRepo, blind: tuple[str
     index was kept for reuse."""
     path = repo.path / "config.ini"
     repo.write("config.ini", "mode=prod\n")
-    old = 1_600_000_000_123_456_789  # long before any index is written: never racily clean
-    os.utime(path, ns=(old, old))
+    os.utime(path, ns=(OLD_TIME, OLD_TIME))  # never racily clean
     repo.commit("config")
     assert workspace_fingerprint(repo.path).clean  # a kept private index, config.ini in it
-    # git compares change times in whole seconds: the edit lands in a later second than the one
-    # the indexes recorded (within it, git sees no edit whatever its config: a known limit)
-    recorded = max(path.stat().st_ctime_ns, (repo.path / ".git/index").stat().st_mtime_ns)
-    later = (recorded // 10**9 + 1) * 10**9 + 100_000_000  # file times use a coarser clock
-    while time.time_ns() < later:
-        time.sleep(0.05)
-    with open(path, "r+b") as handle:  # in place: the same inode
-        handle.write(b"mode=test\n")  # the same size
-    os.utime(path, ns=(old, old))
+    edit_keeping_times(path, b"mode=test\n")  # the same inode and size, the times put back
     assert "config.ini" in repo.git("status", "--porcelain")  # git, by default, sees it
     repo.git("config", *blind)
     assert repo.git("status", "--porcelain") == ""  # blinded: git no longer looks

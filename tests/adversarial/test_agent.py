@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from tests.adversarial.conftest import OLD_TIME, edit_keeping_times
 from tests.agent.host import (
     PLAN,
     apply_patch,
@@ -29,7 +28,7 @@ from tests.agent.host import (
     stop,
     tool,
 )
-from tests.gitrepo import GitRepo
+from tests.gitrepo import OLD_TIME, GitRepo, edit_keeping_times
 
 
 @pytest.fixture

@@ -13,16 +13,8 @@ import pytest
 
 from gitaudit.errors import PlanError, RepositoryError
 from gitaudit.plan.catalog import check_worktree
-from tests.adversarial.conftest import (
-    OLD_TIME,
-    World,
-    assert_plan,
-    check,
-    edit_keeping_times,
-    plan,
-    step,
-)
-from tests.gitrepo import GitRepo
+from tests.adversarial.conftest import World, assert_plan, check, plan, step
+from tests.gitrepo import OLD_TIME, GitRepo, edit_keeping_times
 
 
 def _escape_in_plan(world: World, data: dict[str, Any], field: str) -> None:
