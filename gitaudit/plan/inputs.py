@@ -43,6 +43,7 @@ import hashlib
 import os
 import posixpath
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 
@@ -74,14 +75,15 @@ def _fnmatch_body(piece: str) -> str:
 
 
 @lru_cache(maxsize=1024)
-def _matcher(pattern: str) -> Callable[[str], bool]:
-    """:func:`matches_input` for *pattern*, taking a normalised path."""
+def _matcher(pattern: str) -> Callable[[str], object]:
+    """:func:`matches_input` for *pattern*, taking a normalised path (the answer is truthy or
+    not: a pattern with wildcards is its regex's ``match``, which :func:`filter` calls in C)."""
     pattern = _normalise_path(pattern)
     regex = _input_regex(pattern).match
     if not any(ch in pattern for ch in "*?["):
         below = pattern.rstrip("/") + "/"
         return lambda path: path.startswith(below) or regex(path) is not None
-    return lambda path: regex(path) is not None
+    return regex
 
 
 def matches_input(pattern: str, path: str) -> bool:
@@ -125,6 +127,34 @@ MAX_LINK_DEPTH = 8  # linked folders entered one inside another to match a glob 
 MAX_VISITS = 200_000  # entries looked at while following links, per step
 
 
+_FS_ENCODING = sys.getfilesystemencoding()  # how pygit2 decodes a tree entry's name
+_FOLDER = b"40000"
+_MODES = {b"100644": 0o100644, b"100755": 0o100755, b"120000": LINK, b"160000": GITLINK}
+_OBJ_TREE = 2  # the object type of a tree in the object database
+
+
+@lru_cache(maxsize=4)
+def _entry_patterns(size: int) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
+    """One entry of a raw tree object as git writes it (a mode git writes, a name without
+    ``/`` or NUL, a *size*-byte object id), and a whole object made of such entries."""
+    one = rb"(100644|100755|120000|160000|40000) ([^\0/]+)\0(.{%d})" % size
+    return re.compile(one, re.S), re.compile(rb"(?:%s)*" % one, re.S)
+
+
+def _raw_entries(kind: int, data: bytes, size: int) -> list[tuple[bytes, bytes, bytes]] | None:
+    """(mode, name, raw object id) of every entry of a raw tree object, read in C: several
+    times faster than pygit2's entry objects on large trees. None when the object is not a
+    tree exactly as git writes them (a mode git would not write, such as a zero-padded one;
+    a name with a ``/``; bytes left over): pygit2 reads those, so the two readings never
+    differ."""
+    if kind != _OBJ_TREE:
+        return None
+    entry, whole = _entry_patterns(size)
+    if whole.fullmatch(data) is None:
+        return None
+    return entry.findall(data)
+
+
 class _TooMany(Exception):
     """Following links would take too long: the step depends on the whole tree."""
 
@@ -145,6 +175,7 @@ class _Tree:
         root = repo[pygit2.Oid(hex=tree_id)]
         assert isinstance(root, pygit2.Tree)
         self.root = root
+        self._oid_size = len(root.id.raw)  # 20 bytes (SHA-1), 32 in a SHA-256 repository
         self._entries: dict[str, tuple[int, str] | None] = {}
         self._listed: dict[str, list[str]] = {}  # folder -> every file path below it, sorted
         self._matching: dict[str, list[str]] = {}  # pattern -> the file paths it matches
@@ -157,6 +188,9 @@ class _Tree:
         """(filemode, object id) of the file (blob, symlink or submodule) at *path*; None when
         there is none (a folder, or nothing)."""
         if path not in self._entries:
+            if path and self._read_whole(path.rpartition("/")[0]):
+                self._entries[path] = None  # its folder's entries are all known: none there
+                return None
             try:
                 found = self.root[path] if path else None
             except (KeyError, ValueError):
@@ -169,6 +203,16 @@ class _Tree:
             if found is not None and found.filemode == LINK:
                 self._links.add(path)
         return self._entries[path]
+
+    def _read_whole(self, folder: str) -> bool:
+        """Whether every entry below *folder* has been read (it, or a folder above it, has been
+        listed), so a path in it that :attr:`_entries` lacks is not there."""
+        listed = self._listed
+        while folder not in listed:
+            if not folder:
+                return False
+            folder = folder.rpartition("/")[0]
+        return True
 
     def _subtree(self, folder: str) -> pygit2.Tree | None:
         if not folder:
@@ -183,24 +227,49 @@ class _Tree:
         return sub if isinstance(sub, pygit2.Tree) else None
 
     def _walk_tree(self, prefix: str, tree: pygit2.Tree, out: list[str]) -> None:
-        todo: list[tuple[str, pygit2.Tree]] = [(prefix, tree)]
+        todo: list[tuple[str, pygit2.Oid]] = [(prefix, tree.id)]
         entries, links, odd = self._entries, self._links, self._odd
-        get = self.repo.__getitem__
+        read, size, Oid = self.repo.odb.read, self._oid_size, pygit2.Oid
         while todo:
-            at, current = todo.pop()
-            for entry in current:
-                name = entry.name or ""
+            at, oid = todo.pop()
+            raw = _raw_entries(*read(oid), size)
+            if raw is None:  # not a tree as git writes them: pygit2 reads it, entry by entry
+                self._walk_entries(at, oid, todo, out)
+                continue
+            for mode_text, name_bytes, entry_id in raw:
+                name = name_bytes.decode(_FS_ENCODING, "surrogateescape")
                 path = at + name
                 if name in _ODD_NAMES:
                     odd.add(path)
-                if entry.type == _TREE:
-                    todo.append((path + "/", get(entry.id)))  # type: ignore[arg-type]
+                if mode_text == _FOLDER:
+                    entries[path] = None
+                    todo.append((path + "/", Oid(raw=entry_id)))
                 else:
-                    mode = int(entry.filemode)
-                    entries[path] = (mode, str(entry.id))
+                    mode = _MODES[mode_text]
+                    entries[path] = (mode, entry_id.hex())
                     out.append(path)
                     if mode == LINK:
                         links.add(path)
+
+    def _walk_entries(
+        self, at: str, oid: pygit2.Oid, todo: list[tuple[str, pygit2.Oid]], out: list[str]
+    ) -> None:
+        tree = self.repo[oid]
+        assert isinstance(tree, pygit2.Tree)
+        for entry in tree:
+            name = entry.name or ""
+            path = at + name
+            if name in _ODD_NAMES:
+                self._odd.add(path)
+            if entry.type == _TREE:
+                self._entries[path] = None
+                todo.append((path + "/", entry.id))
+            else:
+                mode = int(entry.filemode)
+                self._entries[path] = (mode, str(entry.id))
+                out.append(path)
+                if mode == LINK:
+                    self._links.add(path)
 
     def under(self, folder: str) -> list[str]:
         """Every file path below *folder* ("" is the root), sorted."""
@@ -270,29 +339,14 @@ class _Tree:
             if pattern not in self._matching:
                 by_prefix.setdefault(_literal(pattern), []).append(pattern)
         for literal, group in by_prefix.items():
-            found: dict[str, list[str]] = {p: [] for p in group}
-            always: list[str] = []  # no literal suffix: every path is a candidate
-            by_suffix: dict[int, dict[str, list[str]]] = {}
-            for pattern in group:
-                suffix = _suffix(pattern)
-                if suffix:
-                    by_suffix.setdefault(len(suffix), {}).setdefault(suffix, []).append(pattern)
-                else:
-                    always.append(pattern)
-            lengths = sorted(by_suffix.items())
+            paths = self.starting_with(literal)
             odd = self._odd
-            for path in self.starting_with(literal):
-                candidates = always
-                for length, table in lengths:
-                    hit = table.get(path[-length:])
-                    if hit is not None:
-                        candidates = [*candidates, *hit] if candidates else hit
-                if candidates:
-                    normal = _normalise_path(path) if path in odd else path
-                    for pattern in candidates:
-                        if _matcher(pattern)(normal):
-                            found[pattern].append(path)
-            self._matching.update(found)
+            normal = (
+                paths
+                if not odd or odd.isdisjoint(paths)
+                else [_normalise_path(p) if p in odd else p for p in paths]
+            )
+            self._matching.update(_match_group(group, paths, normal))
 
     def links_for(self, patterns: Iterable[str]) -> list[str]:
         """The symlinks :func:`_could_match_below` can hold for: those whose path starts with a
@@ -379,6 +433,32 @@ class _Tree:
         return text.split("/")
 
 
+def _match_group(group: list[str], paths: list[str], normal: list[str]) -> dict[str, list[str]]:
+    """The *paths* (sorted; *normal* is each one normalised) each pattern of *group* matches."""
+    found: dict[str, list[str]] = {}
+    by_suffix: dict[int, dict[str, list[str]]] = {}
+    for pattern in group:
+        suffix = _suffix(pattern)
+        if suffix:
+            by_suffix.setdefault(len(suffix), {}).setdefault(suffix, []).append(pattern)
+            found[pattern] = []
+            continue
+        match = _matcher(pattern)  # no literal suffix: every path is a candidate, in one C pass
+        found[pattern] = (
+            list(filter(match, paths))
+            if normal is paths
+            else [p for p, n in zip(paths, normal, strict=True) if match(n)]
+        )
+    if by_suffix:  # only the paths that end in a pattern's literal suffix are tried
+        lengths = sorted(by_suffix.items())
+        for path, norm in zip(paths, normal, strict=True):
+            for length, table in lengths:
+                for pattern in table.get(path[-length:], ()):
+                    if _matcher(pattern)(norm):
+                        found[pattern].append(path)
+    return found
+
+
 def _literal(pattern: str) -> str:
     """The part of a (normalised) pattern before its first wildcard: every path it matches
     starts with it."""
@@ -427,14 +507,16 @@ class _Cover:
 
     def paths(self) -> list[str]:
         tree = self.tree
-        found: set[str] = set()
-        for pattern in self.patterns:
-            found.update(tree.matching(pattern))
-        follow = sorted(found)
+        lists = [tree.matching(pattern) for pattern in self.patterns]
+        follow = list(lists[0]) if len(lists) == 1 else sorted(set().union(*lists))
+        matched = len(follow)  # sorted, each path once
         passed: list[str] = []
         for link in tree.links_for(self.patterns):
             if not self.matches(link) and _could_match_below(self.patterns, link):
                 self.through(link, link, 0, [link.rpartition("/")[0]], follow, passed)
+        if not passed and len(follow) == matched and tree.no_links_among(follow):
+            self.visit(matched)  # nothing to follow: what matched is what is covered
+            return follow
         return sorted(self.closure(follow, passed))
 
     def through(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pygit2
 import pytest
 
 from gitaudit.git.repo import open_repo
@@ -236,3 +237,97 @@ def test_the_attributes_over_the_covered_files_count(repo: GitRepo) -> None:
     repo.write(".gitattributes", "*.txt -text\n")
     repo.commit("the root's attributes changed")
     assert inputs.input_digests(git, plan, repo.head_tree())[step.id] not in seen
+
+
+def _raw_tree(repo: GitRepo, entries: list[tuple[bytes, bytes, str]]) -> str:
+    """A tree object written byte for byte (``mode name\\0oid`` entries, as given): git's own
+    tools would refuse some of them."""
+    data = b"".join(mode + b" " + name + b"\0" + bytes.fromhex(oid) for mode, name, oid in entries)
+    return repo.git("hash-object", "-t", "tree", "-w", "--literally", "--stdin", input=data).strip()
+
+
+def _reading(git: object, tree: str) -> list[tuple[str, int, str]]:
+    reading = inputs._Tree(git, tree)  # type: ignore[arg-type]
+    entries = reading.listed_entries()
+    return [(path, *entries[path]) for path in reading.under("")]  # type: ignore[misc]
+
+
+def test_reading_raw_trees_is_pygit2s_reading(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trees are read from their raw bytes (in C, several times faster than pygit2's entry
+    objects): every path, mode and object id is what pygit2 reads entry by entry, names that
+    are not UTF-8 decoded alike, "." names kept as they are; a tree git would not write (a
+    zero-padded mode, a name with a slash, bytes left over) is read by pygit2 itself, never
+    guessed at."""
+    _tree(repo, {"pkg/lib": "../real"})
+    repo.write("bin/run.sh", "#!/bin/sh\n", mode=0o755)
+    repo.commit("an executable")
+    blob = repo.git("hash-object", "-w", "--stdin", input=b"odd\n").strip()
+    sub = repo.git("rev-parse", "HEAD").strip()
+    head = repo.head_tree()
+    inner = _raw_tree(repo, [(b"100644", b"caf\xc3\xa9.txt", blob), (b"100644", b"\xff.bin", blob)])
+    normal = _raw_tree(
+        repo,
+        [
+            (b"40000", b"base", head),
+            (b"100644", b"named \xff", blob),
+            (b"160000", b"sub", sub),
+            (b"40000", b"z", inner),
+        ],
+    )
+    git = open_repo(repo.path).git
+
+    def no_fallback(*_args: object) -> None:
+        raise AssertionError("a tree as git writes them fell back to pygit2's reading")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(inputs._Tree, "_walk_entries", no_fallback)
+        read = _reading(git, normal)
+    assert read == sorted(inputs.tree_files(git, normal))
+    assert ("z/\udcff.bin", 0o100644, blob) in read and ("sub", 0o160000, sub) in read
+
+    dotted = _raw_tree(repo, [(b"100644", b".", blob), (b"40000", b"base", head)])
+    assert _reading(git, dotted) == sorted(inputs.tree_files(git, dotted))
+    assert (".", 0o100644, blob) in _reading(git, dotted)
+
+    odd_trees = {
+        "a zero-padded mode": [(b"040000", b"base", head), (b"100644", b"f", blob)],
+        "a mode git would not write": [(b"100664", b"f", blob)],
+        "a name with a slash": [(b"100644", b"a/b", blob)],
+    }
+    for case, entries in odd_trees.items():
+        odd = _raw_tree(repo, entries)
+        fell_back: list[str] = []
+
+        def spy(
+            self: inputs._Tree,
+            at: str,
+            *rest: object,
+            seen: list[str] = fell_back,
+            original: object = inputs._Tree._walk_entries,
+        ) -> None:
+            seen.append(at)
+            original(self, at, *rest)  # type: ignore[operator]
+
+        with monkeypatch.context() as patched:
+            patched.setattr(inputs._Tree, "_walk_entries", spy)
+            read = _reading(git, odd)
+        assert fell_back, case
+        assert read == sorted(inputs.tree_files(git, odd)), case
+
+    # bytes left over: pygit2 cannot read the tree, and neither reading makes anything of it
+    left_over = repo.git(
+        "hash-object",
+        "-t",
+        "tree",
+        "-w",
+        "--literally",
+        "--stdin",
+        input=b"100644 f\0" + bytes.fromhex(blob) + b"100644 g\0\x01",
+    ).strip()
+    holder = _raw_tree(repo, [(b"40000", b"bad", left_over)])
+    with pytest.raises(pygit2.GitError):
+        inputs.tree_files(git, holder)
+    with pytest.raises(pygit2.GitError):
+        _reading(git, holder)
