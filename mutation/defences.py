@@ -143,6 +143,17 @@ DEFENCES = (
             "test_attack_workspace_config_blinds_the_stat_comparison",
         ),
     ),
+    Defence(
+        "the purity check writes the checkout's git settings again",
+        "gitaudit/run/checkout.py",
+        "    _own_settings(slot.git, [ignored.path for ignored in placed.ignored])\n",
+        "",
+        (
+            "tests/run/test_checkout.py::test_the_checks_cannot_blind_the_purity_check",
+            "tests/adversarial/test_hermetic.py::"
+            "test_attack_hermetic_check_blinds_the_purity_check[clean-filter]",
+        ),
+    ),
 )
 
 

@@ -142,11 +142,13 @@ def _exit_status(code: object) -> int:
 OLD_TIME = 1_600_000_000_123_456_789  # a file time long before any index: never racily clean
 
 
-def edit_keeping_times(path: Path, content: bytes) -> None:
-    """Rewrite *path* (at the top of a work tree) in place, the same inode, with *content*, in a
-    later whole second than git recorded its change time (git compares change times in seconds),
-    and put its access and modification times back: only the change time tells the edit apart."""
-    recorded = max(path.stat().st_ctime_ns, (path.parent / ".git/index").stat().st_mtime_ns)
+def edit_keeping_times(path: Path, content: bytes, index: Path | None = None) -> None:
+    """Rewrite *path* (at the top of a work tree, or with git's *index* named) in place, the same
+    inode, with *content*, in a later whole second than git recorded its change time (git
+    compares change times in seconds), and put its access and modification times back: only
+    the change time tells the edit apart."""
+    index = index or path.parent / ".git/index"
+    recorded = max(path.stat().st_ctime_ns, index.stat().st_mtime_ns)
     later = (recorded // 10**9 + 1) * 10**9 + 100_000_000  # file times use a coarser clock
     while time.time_ns() < later:
         time.sleep(0.05)

@@ -59,7 +59,7 @@ from pathlib import Path
 
 from gitaudit import secret
 from gitaudit.errors import RunError
-from gitaudit.git.call import GitResult, git_env, run_git
+from gitaudit.git.call import AS_IT_IS, GitResult, git_env, run_git
 from gitaudit.places import checkouts_dir
 
 META = "meta.json"
@@ -270,17 +270,27 @@ def _objects_dir(gitdir: Path) -> Path:
     return Path(found.out.strip())
 
 
-def _private_git_dir(git_dir: Path, objects: Path) -> None:
+def _private_git_dir(git_dir: Path, objects: Path, ignored_paths: Sequence[str] = ()) -> None:
     """A minimal git dir that borrows *objects* and has a neutral configuration of its own."""
     (git_dir / "objects" / "info").mkdir(parents=True, exist_ok=True)
     (git_dir / "refs").mkdir(exist_ok=True)
     (git_dir / "info").mkdir(exist_ok=True)
     (git_dir / "objects" / "info" / "alternates").write_text(f"{objects}\n")
-    (git_dir / "config").write_text(_PRIVATE_CONFIG)
-    with contextlib.suppress(FileNotFoundError):
-        (git_dir / "info" / "attributes").unlink()
+    _own_settings(git_dir, ignored_paths)
     if not (git_dir / "HEAD").exists():
         (git_dir / "HEAD").write_text("ref: refs/heads/gitaudit\n")
+
+
+def _own_settings(git_dir: Path, ignored_paths: Sequence[str]) -> None:
+    """(Re)write the settings of a private git dir: its config, and the excludes that keep the
+    declared ignored paths out of git's sight; no attributes of its own. The checks can write
+    these files (the checkout's ``.git`` names the dir), so the purity check writes them again
+    before it asks git what changed: a check that set ``core.trustctime=false``, or defined a
+    clean filter, would otherwise have git take an edited file for the tree's."""
+    (git_dir / "config").write_text(_PRIVATE_CONFIG)
+    (git_dir / "info" / "exclude").write_text("".join(f"/{p.strip('/')}\n" for p in ignored_paths))
+    with contextlib.suppress(FileNotFoundError):
+        (git_dir / "info" / "attributes").unlink()
 
 
 # ---------------------------------------------------------------------------- materialising
@@ -320,8 +330,7 @@ def materialise(
                 _remove_tree(folder)
         slot.tree.mkdir(parents=True)
         meta = {}
-    _private_git_dir(slot.git, objects)
-    (slot.git / "info" / "exclude").write_text("".join(f"/{p.strip('/')}\n" for p in ignored_paths))
+    _private_git_dir(slot.git, objects, ignored_paths)
     previous = str(meta["tree"]) if isinstance(meta.get("tree"), str) else None
     listing = _listing(slot, slot.git, slot.tree, previous, tree)
     if previous is not None and listing.attributes:
@@ -824,13 +833,13 @@ def changed(placed: Materialised) -> Purity:
 def _git_sees(slot: Slot, placed: Materialised) -> tuple[GitResult | None, str]:
     """``git add -A`` and ``git write-tree`` on a copy of the checkout's index: (the add when it
     failed, else None; the tree the checkout now holds)."""
+    _own_settings(slot.git, [ignored.path for ignored in placed.ignored])
     probe = slot.root / "purity.index"
     shutil.copy2(slot.git / "index", probe)
     try:
         env = {"GIT_INDEX_FILE": str(probe)}
-        added = _git(
-            slot, slot.git, slot.tree, ["add", "-A"], config=placed.config, env=env, check=False
-        )
+        add = [*AS_IT_IS, "add", "-A"]  # git's stat comparison in full, whatever was configured
+        added = _git(slot, slot.git, slot.tree, add, config=placed.config, env=env, check=False)
         if added.code != 0:
             return added, placed.tree
         return None, _git(slot, slot.git, slot.tree, ["write-tree"], env=env).out.strip()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -105,6 +106,59 @@ def test_attack_hermetic_check_writes_the_checkout_is_impure(world: World) -> No
     recorded = world.run()
     assert recorded.verdict == "FAIL"
     assert "verdict" in recorded.doc["purity"]["changed"]
+
+
+# a check's own way to blind the purity check: the checkout's ".git" names its private git dir,
+# whose settings the check can write before it edits a tracked file
+PRIVATE_GIT_DIR = "$(sed 's/^gitdir: //' .git)"
+EDIT_KEEPING_TIMES = (
+    "cp -p verdict ../times.tmp && printf 'ok\\nxxx\\n' > verdict "  # the same size as before
+    "&& touch -r ../times.tmp verdict && rm ../times.tmp"
+)
+BLINDS = {
+    "ctime-not-trusted": f"git config core.trustctime false && {EDIT_KEEPING_TIMES}",
+    "minimal-stat": f"git config core.checkStat minimal && {EDIT_KEEPING_TIMES}",
+    "no-stat-at-all": f"git config core.ignoreStat true && {EDIT_KEEPING_TIMES}",
+    "clean-filter": (
+        "cp verdict ../original.tmp "
+        f"&& git config filter.same.clean 'cat {{}}/../original.tmp' "
+        f"&& echo 'verdict filter=same' > {PRIVATE_GIT_DIR}/info/attributes "
+        "&& printf 'ok\\n' > verdict"
+    ),
+    "excluded-new-file": (
+        f"echo /planted > {PRIVATE_GIT_DIR}/info/exclude && printf 'ok\\n' > planted"
+    ),
+}
+
+
+@pytest.mark.parametrize("blind", sorted(BLINDS))
+def test_attack_hermetic_check_blinds_the_purity_check(world: World, blind: str) -> None:
+    """A check sets the checkout's private git dir up to hide its own edit (stat data git
+    would trust, a clean filter giving the old blob, an exclude for a new file), then edits:
+    the purity check writes those settings again and compares stat data in full, so the run
+    is impure. The edit comes in the second run, once the checkout's files are older than its
+    index (git re-reads racily clean files whatever it is told)."""
+    world.repo.write("verdict", "broken\n")
+    world.repo.write("planted.expected", "ok\n")
+    attack = BLINDS[blind].replace("{}", "$PWD")
+    fix = {"type": "run", "cmd": f"test -f armed || exit 0; {attack}", "shell": True}
+    reads = check("sh", "-c", "grep -qx ok verdict || cmp -s planted planted.expected")
+    output = [{"name": "v", "verify": [{"type": "file_exists", "path": "verdict"}]}]
+    world.seal(
+        plan(
+            step("fix", fix, outputs=output),
+            step("unit", reads, deps=["fix"], requires_outputs=[{"step": "fix", "name": "v"}]),
+        )
+    )
+    assert world.run().verdict == "FAIL"  # honest: the verdict says broken
+    time.sleep(1.1)  # the checkout's files (written above) now predate any index write
+    world.repo.write("armed", "")
+    world.repo.commit("arm the attack")
+    recorded = world.run()
+    assert recorded.doc["steps"]["fix"]["status"] == "passed", recorded.doc["steps"]["fix"]
+    assert recorded.verdict == "FAIL", recorded.doc
+    assert recorded.doc["purity"]["changed"], recorded.doc["purity"]
+    assert world.gate(None).verdict != "PASS"
 
 
 @pytest.mark.parametrize(

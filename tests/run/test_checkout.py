@@ -4,6 +4,7 @@ concurrent slots."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -12,7 +13,7 @@ import pytest
 from gitaudit.errors import RunError
 from gitaudit.git.repo import open_repo
 from gitaudit.run import checkout
-from tests.gitrepo import GitRepo
+from tests.gitrepo import OLD_TIME, GitRepo, edit_keeping_times
 
 
 def place(repo: GitRepo, tree: str | None = None) -> checkout.Materialised:
@@ -87,6 +88,54 @@ def test_leftovers_of_a_run_are_removed(repo: GitRepo) -> None:
     assert not (placed.slot.tree / "pipe").exists()
     again = place(repo)
     assert not again.fresh and checkout.changed(again).changed == ()
+
+
+def _trusting_stat_data(repo: GitRepo) -> checkout.Materialised:
+    """A checkout of a tree with ``a.txt``, whose index records stat data git will trust (the
+    file's times long before the index's: not racily clean)."""
+    repo.write("a.txt", "before\n")
+    repo.commit("a")
+    placed = place(repo)
+    os.utime(placed.slot.tree / "a.txt", ns=(OLD_TIME, OLD_TIME))
+    GitRepo(placed.slot.tree).git("update-index", "--refresh")
+    placed = dataclasses.replace(placed, index_digest=checkout._index_digest(placed.slot.git))
+    assert checkout.changed(placed).changed == ()  # nothing edited yet
+    return placed
+
+
+def test_the_checks_cannot_blind_the_purity_check(repo: GitRepo) -> None:
+    """The checks can write the checkout's private git dir (its ``.git`` names it): settings
+    that would have git trust stale stat data, a clean filter that hashes an edited file to its
+    old blob, an exclude for a new file. The purity check writes the dir's settings again and
+    compares stat data in full, so it still sees the edit and the new file."""
+    placed = _trusting_stat_data(repo)
+    slot, edited = placed.slot, placed.slot.tree / "a.txt"
+    original = slot.root / "original.tmp"
+    original.write_text("before\n")
+    with (slot.git / "config").open("a") as config:
+        config.write("[core]\n\ttrustctime = false\n\tcheckStat = minimal\n")
+        config.write(f'[filter "same"]\n\tclean = cat {original}\n')
+    (slot.git / "info" / "attributes").write_text("a.txt filter=same\n")
+    (slot.git / "info" / "exclude").write_text("/planted\n")
+    edit_keeping_times(edited, b"after!\n", slot.git / "index")  # the same size
+    (slot.tree / "planted").write_text("x\n")
+    assert set(checkout.changed(placed).changed) == {"a.txt", "planted"}
+    assert not (slot.git / "info" / "attributes").exists()
+    assert (slot.git / "info" / "exclude").read_text() == ""
+
+
+def test_the_stat_comparison_is_forced_whatever_the_settings_say(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check still running could write the settings again after the purity check rewrote
+    them: git's stat comparison is forced on its command line as well."""
+    placed = _trusting_stat_data(repo)
+    monkeypatch.setattr(checkout, "_own_settings", lambda *_args: None)  # written again since
+    with (placed.slot.git / "config").open("a") as config:
+        config.write("[core]\n\ttrustctime = false\n\tcheckStat = minimal\n")
+    edited = placed.slot.tree / "a.txt"
+    edit_keeping_times(edited, b"after!\n", placed.slot.git / "index")  # the same size
+    assert checkout.changed(placed).changed == ("a.txt",)
 
 
 def test_a_tampered_slot_state_is_rebuilt_from_scratch(repo: GitRepo) -> None:
