@@ -65,6 +65,23 @@ def entered_worktree(start: str | os.PathLike[str]) -> str | None:
         here = parent
 
 
+def require_entered(work_tree: str | os.PathLike[str], start: str | os.PathLike[str]) -> None:
+    """RepositoryError unless *work_tree* (what git reports) is the folder whose ``.git`` git
+    entered from *start*: ``core.worktree`` in that ``.git``'s config (which anything that
+    writes ``.git/`` can set) would have git read, and a verdict judge, another folder: a clean
+    copy of the proven tree, say, while this one holds edits."""
+    entered = entered_worktree(start)
+    if entered is not None and os.path.realpath(os.fspath(work_tree)) == entered:
+        return
+    from gitaudit.errors import RepositoryError
+
+    raise RepositoryError(
+        f"git reports {os.fspath(work_tree)} as the work tree of {entered or start}: "
+        "core.worktree points git at another folder, whose content would be judged instead",
+        hint="remove the setting (`git config --unset core.worktree`) and judge the folder itself",
+    )
+
+
 def state_dir(gitdir: str | os.PathLike[str]) -> str:
     """``<gitdir>/gitaudit``: gitaudit's private caches for the repository at *gitdir* (for a
     linked worktree, its own git dir)."""

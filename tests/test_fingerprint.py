@@ -33,6 +33,7 @@ from gitaudit.git.fingerprint import (
     workspace_fingerprint,
 )
 from gitaudit.git.index_files import STALE_AFTER_SECONDS, VERIFIED_MARKER, WARM_PREFIX
+from gitaudit.git.repo import open_repo
 from tests.gitrepo import OLD_TIME, GitRepo, edit_keeping_times, git
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -264,6 +265,31 @@ BLINDING_CONFIG = [
     pytest.param(("core.checkStat", "minimal"), id="checkStat-minimal"),
     pytest.param(("core.trustctime", "false"), id="trustctime-false"),
 ]
+
+
+def test_core_worktree_pointing_at_another_folder_is_refused(repo: GitRepo, tmp_path: Path) -> None:
+    """`core.worktree` would have git hash another folder (a clean copy, say) than the one
+    holding `.git`: the fingerprint refuses, naming the setting, and so does opening the
+    repository; a linked worktree, whose `.git` file leads to its own git dir, is its own
+    folder and fingerprints as usual."""
+    repo.write("a.txt", "a\n")
+    repo.commit("a")
+    linked = tmp_path / "linked"
+    repo.git("worktree", "add", "-q", str(linked))
+    assert workspace_fingerprint(linked).clean
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "a.txt").write_text("a\n")
+    repo.write("a.txt", "edited\n")
+    repo.git("config", "core.worktree", str(copy))
+    for start in (repo.path, repo.path / ".git"):
+        with pytest.raises(RepositoryError, match=r"core\.worktree"):
+            workspace_fingerprint(start)
+    with pytest.raises(RepositoryError, match=r"core\.worktree"):
+        open_repo(repo.path)
+    repo.git("config", "core.worktree", str(repo.path))  # naming its own folder is harmless
+    assert not workspace_fingerprint(repo.path).clean
+    assert open_repo(repo.path).workdir == repo.path.resolve()
 
 
 @pytest.mark.parametrize("blind", BLINDING_CONFIG)

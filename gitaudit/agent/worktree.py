@@ -12,7 +12,9 @@ side by side with the verdict memo's own:
 * ``git ls-files -v`` shows no entry marked assume-unchanged or skip-worktree (status trusts
   those marks; the fingerprint does not);
 * the repository's own configuration defines no content filter (the fingerprint refuses those,
-  and must be the one to say so).
+  and must be the one to say so);
+* git's work tree is the folder holding the ``.git`` it entered (no ``core.worktree`` pointing
+  it at another folder: the fingerprint refuses that, and must be the one to say so).
 
 Then the work tree is ``HEAD^{tree}``, resolved by the memo's snapshot. Anything else (a change,
 a mark, a filter, a repository without commits, a git that fails) falls back to the
@@ -25,6 +27,7 @@ import os
 from typing import TYPE_CHECKING
 
 from gitaudit.git.call import AS_IT_IS, start_git
+from gitaudit.places import entered_worktree
 
 if TYPE_CHECKING:
     from gitaudit.gate import memo
@@ -54,6 +57,7 @@ def state(root: str) -> tuple[str, memo.Snapshot | None]:
     snap = found[0] if found is not None else None
     clean = (
         found is not None
+        and os.path.realpath(found[0].workdir) == entered_worktree(root)  # no core.worktree
         and status.returncode == 0
         and marks.returncode == 0
         and not changes

@@ -48,7 +48,7 @@ from gitaudit.errors import RepositoryError
 from gitaudit.git import index_files
 from gitaudit.git.call import AS_IT_IS, GitResult, run_git
 from gitaudit.git.index_files import TEMP_PREFIX, VERIFIED_MARKER, WARM_PREFIX
-from gitaudit.places import STATE_DIRNAME
+from gitaudit.places import STATE_DIRNAME, require_entered
 
 __all__ = [
     "EMPTY_TREE",
@@ -155,11 +155,13 @@ def _locate(repo_path: Path | str) -> _Layout:
     lines = proc.stdout.decode("utf-8", errors="surrogateescape").splitlines()
     if proc.code == 0 and len(lines) >= 5:
         git_dir, common_dir, work_tree = (Path(line) for line in lines[:3])
+        require_entered(work_tree, start)
         return _Layout(git_dir, common_dir, work_tree, head=lines[3], head_tree=lines[4])
     proc = _run(where, cwd=start, env=env)
     lines = proc.stdout.decode("utf-8", errors="surrogateescape").splitlines()
     if proc.code == 0 and len(lines) == 3:
         git_dir, common_dir, work_tree = (Path(line) for line in lines)
+        require_entered(work_tree, start)
         return _Layout(git_dir, common_dir, work_tree, head=None, head_tree=None)
     # Diagnose on the failure path only: bare, inside the git dir, or not a repository at all.
     probe = _run(["rev-parse", "--is-bare-repository", "--is-inside-work-tree"], cwd=start, env=env)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pygit2
 
 from gitaudit.errors import RepositoryError
-from gitaudit.places import entered_worktree, state_dir
+from gitaudit.places import entered_worktree, require_entered, state_dir
 
 
 class StoredHistory(pygit2.Repository):
@@ -118,5 +118,7 @@ def open_repo(path: Path | str | None = None, *, from_env: bool = False) -> Repo
             )
         git = pygit2.Repository(found)
     workdir = Path(git.workdir).resolve() if git.workdir and not git.is_bare else None
+    if workdir is not None and not from_env:
+        require_entered(workdir, path if path is not None else Path.cwd())
     gitdir = Path(os.path.abspath(git.path))
     return Repo(git=StoredHistory(git), gitdir=gitdir, workdir=workdir, entered=entered)

@@ -14,6 +14,7 @@ import pytest
 from gitaudit.errors import PlanError, RepositoryError
 from gitaudit.plan.catalog import check_worktree
 from tests.adversarial.conftest import World, assert_plan, check, plan, step
+from tests.agent.host import run_hook, stop
 from tests.gitrepo import OLD_TIME, GitRepo, edit_keeping_times
 
 
@@ -185,6 +186,35 @@ def test_attack_workspace_config_blinds_the_stat_comparison(
     assert world.repo.git("status", "--porcelain") == ""  # blinded
     assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
     assert world.cli("status", process=True).code == 3
+
+
+@pytest.mark.parametrize("where", ["outside", "inside"])
+def test_attack_workspace_core_worktree_points_at_a_clean_copy(
+    world: World, tmp_path: Path, where: str
+) -> None:
+    """app.py is proven. The agent edits it, writes a clean copy of the proven tree to another
+    folder (outside the project, or in an ignored folder inside it) and points `core.worktree`
+    there: git, `git status` included, now reads the clean copy. The work tree's verdict and
+    the agents' stop hook refuse: git's work tree is not the folder holding `.git`."""
+    app = _proven_app(world)
+    copy = tmp_path / "clean" if where == "outside" else world.path / ".cache" / "clean"
+    copy.mkdir(parents=True)
+    if where == "inside":
+        world.repo.write(".git/info/exclude", ".cache/\n")
+    archive = subprocess.run(
+        ["git", "archive", "HEAD"], cwd=world.path, capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(copy)], input=archive, check=True)
+    app.write_text("ANSWER = 41\n")
+    assert "app.py" in world.repo.git("status", "--porcelain")
+    world.repo.git("config", "core.worktree", str(copy))
+    assert world.repo.git("status", "--porcelain") == ""  # git reads the clean copy
+    with pytest.raises(RepositoryError, match=r"core\.worktree"):
+        world.gate(None)
+    status = world.cli("status", process=True)
+    assert status.code == 1 and "core.worktree" in status.err, status
+    stopping = run_hook(world.path, "stop", stop(world.path))
+    assert stopping.blocked and "core.worktree" in stopping.reason, stopping
 
 
 def test_attack_workspace_link_replaced_by_its_text(world: World) -> None:
