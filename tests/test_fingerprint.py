@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from gitaudit.errors import RepositoryError
 from gitaudit.git import index_files
+from gitaudit.git.call import folds_case
 from gitaudit.git.fingerprint import (
     EMPTY_TREE,
     PRIVATE_DIR,
@@ -290,6 +291,46 @@ def test_core_worktree_pointing_at_another_folder_is_refused(repo: GitRepo, tmp_
     repo.git("config", "core.worktree", str(repo.path))  # naming its own folder is harmless
     assert not workspace_fingerprint(repo.path).clean
     assert open_repo(repo.path).workdir == repo.path.resolve()
+
+
+def test_ignorecase_is_what_the_file_system_does(repo: GitRepo) -> None:
+    """This file system tells `readme.md` from `README.md`: with `core.ignorecase=true` in the
+    repository's config git lists a case variant of a tracked file nowhere, but the fingerprint
+    tells git what the file system does, and covers it."""
+    repo.write("README.md", "proven\n")
+    repo.commit("readme")
+    assert not folds_case(repo.path)
+    repo.write("readme.md", "not proven\n")
+    repo.git("config", "core.ignorecase", "true")
+    assert repo.git("status", "--porcelain") == ""  # git alone does not see it
+    found = workspace_fingerprint(repo.path)
+    assert not found.clean
+    listed = repo.git("ls-tree", "--name-only", found.tree).split()
+    assert listed == ["README.md", "readme.md"]
+
+
+def test_only_a_folded_name_of_the_same_entry_means_case_folding(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    """`.GIT` beside `.git` folds case only when it is the very entry, and the entry has no
+    other name: a separate `.GIT`, a link to `.git`, or a hard link to a `.git` file, are what a
+    file system that tells case apart holds."""
+    assert not folds_case(repo.path)
+    (repo.path / ".GIT").mkdir()
+    assert not folds_case(repo.path)
+    (repo.path / ".GIT").rmdir()
+    (repo.path / ".GIT").symlink_to(".git")
+    assert not folds_case(repo.path)
+    (repo.path / ".GIT").unlink()
+    linked = tmp_path / "linked"
+    repo.write("a.txt", "a\n")
+    repo.commit("a")
+    repo.git("worktree", "add", "-q", str(linked))
+    assert (linked / ".git").is_file()
+    os.link(linked / ".git", linked / ".GIT")  # the same file under both names
+    assert os.path.samestat(os.lstat(linked / ".git"), os.lstat(linked / ".GIT"))
+    assert not folds_case(linked)
+    assert not folds_case(tmp_path / "nowhere")
 
 
 @pytest.mark.parametrize("blind", BLINDING_CONFIG)

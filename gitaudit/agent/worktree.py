@@ -6,8 +6,8 @@ clean work tree, whose fingerprint is ``HEAD^{tree}``; that is shown with git pr
 side by side with the verdict memo's own:
 
 * ``git status --porcelain -z --untracked-files=all --ignore-submodules=none``, with the file
-  system monitor and the untracked cache switched off and git's stat comparison in full (as the
-  fingerprint does), says nothing:
+  system monitor and the untracked cache switched off, git's stat comparison in full and
+  ``core.ignorecase`` as the file system does (as the fingerprint does), says nothing:
   no staged, unstaged, deleted, untracked (non-ignored) or submodule change;
 * ``git ls-files -v`` shows no entry marked assume-unchanged or skip-worktree (status trusts
   those marks; the fingerprint does not);
@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from gitaudit.git.call import AS_IT_IS, start_git
+from gitaudit.git.call import as_it_is, start_git
 from gitaudit.places import entered_worktree
 
 if TYPE_CHECKING:
@@ -37,9 +37,11 @@ def state(root: str) -> tuple[str, memo.Snapshot | None]:
     """The work tree's tree id and the memo's snapshot of the repository at *root*."""
     from gitaudit.gate import memo
 
+    entered = entered_worktree(root)
+    settings = as_it_is(entered or root)
     status = start_git(
         [
-            *AS_IT_IS,
+            *settings,
             "status",
             "--porcelain",
             "-z",
@@ -48,7 +50,7 @@ def state(root: str) -> tuple[str, memo.Snapshot | None]:
         ],
         cwd=root,
     )
-    marks = start_git([*AS_IT_IS, "ls-files", "-v", "-z"], cwd=root)
+    marks = start_git([*settings, "ls-files", "-v", "-z"], cwd=root)
     try:
         found = memo.snapshot(root, revs=["HEAD"])
     finally:
@@ -57,7 +59,7 @@ def state(root: str) -> tuple[str, memo.Snapshot | None]:
     snap = found[0] if found is not None else None
     clean = (
         found is not None
-        and os.path.realpath(found[0].workdir) == entered_worktree(root)  # no core.worktree
+        and os.path.realpath(found[0].workdir) == entered  # no core.worktree
         and status.returncode == 0
         and marks.returncode == 0
         and not changes

@@ -75,6 +75,33 @@ AS_IT_IS: tuple[str, ...] = (
 )
 
 
+def as_it_is(work_tree: str | os.PathLike[str]) -> tuple[str, ...]:
+    """:data:`AS_IT_IS` for the work tree at *work_tree* (the folder holding ``.git``), with
+    ``core.ignorecase`` set to what its file system does: ``true`` in the repository's config
+    on a file system that tells ``readme.md`` from ``README.md`` would hide from git a file
+    named as a case variant of a tracked one."""
+    folds = "true" if folds_case(work_tree) else "false"
+    return (*AS_IT_IS, "-c", f"core.ignorecase={folds}")
+
+
+def folds_case(folder: str | os.PathLike[str]) -> bool:
+    """Whether the file system folds the case of names in *folder*, which holds ``.git``: the
+    upper-case name ``.GIT`` must reach the very entry ``.git`` is (a folder, or a file with no
+    other name: a hard link could join two names on any file system). Nothing is written, and
+    when in doubt the answer is no, the stricter reading: git then sees a case variant as
+    another file, so a tree differs rather than hides one."""
+    import stat
+
+    base = os.fspath(folder)
+    try:
+        entry = os.lstat(os.path.join(base, ".git"))
+        upper = os.lstat(os.path.join(base, ".GIT"))
+    except OSError:
+        return False
+    only_name = stat.S_ISDIR(entry.st_mode) or entry.st_nlink == 1
+    return os.path.samestat(entry, upper) and only_name
+
+
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of every git process gitaudit starts (see the module docstring)."""
     env = {k: v for k, v in os.environ.items() if k not in LOCATION_VARS}

@@ -46,7 +46,7 @@ from typing import NamedTuple
 
 from gitaudit.errors import RepositoryError
 from gitaudit.git import index_files
-from gitaudit.git.call import AS_IT_IS, GitResult, run_git
+from gitaudit.git.call import GitResult, as_it_is, run_git
 from gitaudit.git.index_files import TEMP_PREFIX, VERIFIED_MARKER, WARM_PREFIX
 from gitaudit.places import STATE_DIRNAME, require_entered
 
@@ -78,7 +78,6 @@ _INDEX_CONFIG: tuple[str, ...] = (
     "index.sparse=false",
     "-c",
     "advice.addEmbeddedRepo=false",
-    *AS_IT_IS,
 )
 
 
@@ -104,6 +103,7 @@ class _Layout(NamedTuple):
     work_tree: Path
     head: str | None  # None: HEAD does not resolve to a commit (a repository without commits)
     head_tree: str | None
+    settings: tuple[str, ...]  # git.call.as_it_is for this work tree: on every index command
 
 
 class _Seed(NamedTuple):
@@ -156,13 +156,13 @@ def _locate(repo_path: Path | str) -> _Layout:
     if proc.code == 0 and len(lines) >= 5:
         git_dir, common_dir, work_tree = (Path(line) for line in lines[:3])
         require_entered(work_tree, start)
-        return _Layout(git_dir, common_dir, work_tree, head=lines[3], head_tree=lines[4])
+        return _Layout(git_dir, common_dir, work_tree, lines[3], lines[4], as_it_is(work_tree))
     proc = _run(where, cwd=start, env=env)
     lines = proc.stdout.decode("utf-8", errors="surrogateescape").splitlines()
     if proc.code == 0 and len(lines) == 3:
         git_dir, common_dir, work_tree = (Path(line) for line in lines)
         require_entered(work_tree, start)
-        return _Layout(git_dir, common_dir, work_tree, head=None, head_tree=None)
+        return _Layout(git_dir, common_dir, work_tree, None, None, as_it_is(work_tree))
     # Diagnose on the failure path only: bare, inside the git dir, or not a repository at all.
     probe = _run(["rev-parse", "--is-bare-repository", "--is-inside-work-tree"], cwd=start, env=env)
     answers = probe.stdout.decode().split()
@@ -215,7 +215,9 @@ def _settings_signature(layout: _Layout) -> str:
 
 
 def _list_index(layout: _Layout, env: Mapping[str, str]) -> list[bytes]:
-    proc = _run([*_INDEX_CONFIG, "ls-files", "-v", "-z"], cwd=layout.work_tree, env=env)
+    proc = _run(
+        [*_INDEX_CONFIG, *layout.settings, "ls-files", "-v", "-z"], cwd=layout.work_tree, env=env
+    )
     if proc.code != 0:
         raise RepositoryError(
             f"cannot read the index of {layout.work_tree}: {_stderr(proc)}",
@@ -236,7 +238,7 @@ def _unflag(layout: _Layout, env: Mapping[str, str], records: list[bytes]) -> bo
         if not paths:
             continue
         proc = _run(
-            [*_INDEX_CONFIG, "update-index", option, "-z", "--stdin"],
+            [*_INDEX_CONFIG, *layout.settings, "update-index", option, "-z", "--stdin"],
             cwd=layout.work_tree,
             env=env,
             stdin=b"\0".join(paths) + b"\0",
@@ -302,7 +304,7 @@ def _add_all(
     """``git add -A --verbose`` on the private index; returns git's (untranslated) report.
     *started* is called once git is hashing."""
     proc = _run(
-        [*_INDEX_CONFIG, "add", "-A", "--verbose"],
+        [*_INDEX_CONFIG, *layout.settings, "add", "-A", "--verbose"],
         cwd=layout.work_tree,
         env={**env, "LC_ALL": "C", "LANGUAGE": "C"},
         started=started,
@@ -317,7 +319,7 @@ def _add_all(
 
 
 def _write_tree(layout: _Layout, env: Mapping[str, str]) -> str:
-    proc = _run([*_INDEX_CONFIG, "write-tree"], cwd=layout.work_tree, env=env)
+    proc = _run([*_INDEX_CONFIG, *layout.settings, "write-tree"], cwd=layout.work_tree, env=env)
     tree = proc.stdout.decode("ascii", errors="replace").strip()
     if proc.code != 0 or not tree:
         raise RepositoryError(
@@ -348,7 +350,9 @@ def _compact(layout: _Layout, env: Mapping[str, str], index: Path) -> bool:
     if index_files.header(index)[0] == 4:
         return True
     proc = _run(
-        [*_INDEX_CONFIG, "update-index", "--index-version", "4"], cwd=layout.work_tree, env=env
+        [*_INDEX_CONFIG, *layout.settings, "update-index", "--index-version", "4"],
+        cwd=layout.work_tree,
+        env=env,
     )
     return proc.code == 0
 

@@ -217,6 +217,28 @@ def test_attack_workspace_core_worktree_points_at_a_clean_copy(
     assert stopping.blocked and "core.worktree" in stopping.reason, stopping
 
 
+@pytest.mark.parametrize("variant", ["readme.md", "src/App.py"])
+def test_attack_workspace_ignorecase_hides_a_case_variant(world: World, variant: str) -> None:
+    """README.md and src/app.py are proven. On this file system, which tells names apart by
+    case, the agent adds a file named as a case variant of a tracked one and sets
+    `core.ignorecase=true`: git lists it nowhere, `git status` is clean. The work tree's verdict
+    and the stop hook see it (git is told what the file system does): UNKNOWN."""
+    world.repo.write("README.md", "proven\n")
+    world.repo.write("src/app.py", "ANSWER = 42\n")
+    world.seal(plan(step("unit", check("true"))))
+    assert world.run().verdict == "PASS"
+    assert world.gate(None).verdict == "PASS"
+    assert run_hook(world.path, "stop", stop(world.path)).allowed
+    world.repo.write(variant, "not proven\n")
+    assert variant in world.repo.git("status", "--porcelain")
+    world.repo.git("config", "core.ignorecase", "true")
+    assert world.repo.git("status", "--porcelain") == ""  # hidden from git
+    assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
+    assert world.cli("status", process=True).code == 3
+    stopping = run_hook(world.path, "stop", stop(world.path))
+    assert stopping.blocked and "UNKNOWN" in stopping.reason, stopping
+
+
 def test_attack_workspace_link_replaced_by_its_text(world: World) -> None:
     """`config.py` is a committed link to `settings/prod.py`, proven. The agent replaces the link
     by a plain file holding the link's text and sets `core.symlinks=false`: `git status` is
