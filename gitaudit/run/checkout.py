@@ -56,6 +56,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from gitaudit import secret
 from gitaudit.errors import RunError
@@ -796,44 +797,75 @@ def _refuse_editable(rel: str, live: Path, workdir: Path) -> None:
 @dataclass(frozen=True)
 class Purity:
     """What the steps left: the checkout's tree now, the paths in which it no longer equals the
-    judged tree, and the entries git does not see (to remove)."""
+    judged tree, the entries git does not see (to remove), and whether anything may be left to
+    clean away (untracked or ignored files, empty folders): no when git listed nothing of the
+    kind and the walk found no empty folder."""
 
     after: str
     changed: tuple[str, ...]
     specials: tuple[Path, ...] = ()
+    leftovers: bool = True
 
 
 def changed(placed: Materialised) -> Purity:
     """Whether the checkout still equals the judged tree: tracked files changed or deleted and
-    untracked files that are not ignored (git, on a copy of the index), the index itself
-    rewritten, and what git does not see (``.git`` entries, FIFOs and other special files,
-    unreadable directories: a walk of the checkout)."""
+    untracked files that are not ignored (:func:`_git_sees`), the index itself rewritten, and
+    what git does not see (``.git`` entries, FIFOs and other special files, unreadable
+    directories: a walk of the checkout)."""
     slot, tree = placed.slot, placed.tree
     rewritten = _index_digest(slot.git) != placed.index_digest
     # the walk for what git does not see runs beside git's own look at the checkout (a walk of
     # the whole tree each, on two cores)
     with ThreadPoolExecutor(max_workers=1) as pool:
         walk = pool.submit(_special_entries, slot, placed)
-        added, now = (None, tree) if rewritten else _git_sees(slot, placed)
-        specials = walk.result()
+        seen = _Seen(None, tree, True) if rewritten else _git_sees(slot, placed)
+        specials, hollow = walk.result()
     found = [str(p.relative_to(slot.tree)) + why for p, why in specials]
     paths = tuple(p for p, _ in specials)
     if rewritten:
         found.append(".git index of the checkout (rewritten during the run)")
         return Purity(tree, tuple(found), paths)
-    if added is not None and added.code != 0:
-        return Purity(tree, (*found, f"(git cannot read the checkout: {added.err})"), paths)
-    if now != tree:
-        args = ["diff-tree", "-r", "-z", "--name-only", "--no-renames", tree, now]
+    if seen.failed is not None:
+        return Purity(tree, (*found, f"(git cannot read the checkout: {seen.failed.err})"), paths)
+    if seen.tree != tree:
+        args = ["diff-tree", "-r", "-z", "--name-only", "--no-renames", tree, seen.tree]
         diff = _git(slot, slot.git, slot.tree, args)
         found += sorted({os.fsdecode(p) for p in diff.stdout.split(b"\0") if p})
-    return Purity(now, tuple(found), paths)
+    leftovers = seen.leftovers or hollow or bool(specials)
+    return Purity(seen.tree, tuple(found), paths, leftovers)
 
 
-def _git_sees(slot: Slot, placed: Materialised) -> tuple[GitResult | None, str]:
-    """``git add -A`` and ``git write-tree`` on a copy of the checkout's index: (the add when it
-    failed, else None; the tree the checkout now holds)."""
+class _Seen(NamedTuple):
+    failed: GitResult | None  # git could not read the checkout
+    tree: str  # the tree the checkout holds now
+    leftovers: bool  # untracked or ignored files git listed (or could not tell)
+
+
+_STATUS = (
+    "status",
+    "--porcelain",
+    "-z",
+    "--untracked-files=all",
+    "--ignored=matching",
+    "--ignore-submodules=none",
+    "--no-renames",
+)
+
+
+def _git_sees(slot: Slot, placed: Materialised) -> _Seen:
+    """What git sees in the checkout, its own settings written again first (a check can write
+    them). Usually the checkout is the tree, which ``git status`` shows in one look: nothing
+    but ignored files listed (it compares stat data, and re-reads racily clean files, as ``git
+    add`` does; and the index with HEAD, the commit of the tree). Otherwise, and in a checkout
+    with submodules, ``git add -A`` and ``git write-tree`` on a copy of its index say which
+    tree it now holds."""
     _own_settings(slot.git, [ignored.path for ignored in placed.ignored])
+    if not placed.submodules:
+        status = [*AS_IT_IS, *_STATUS]  # git's stat comparison in full, whatever was configured
+        looked = _git(slot, slot.git, slot.tree, status, config=placed.config, check=False)
+        listed = [entry for entry in looked.stdout.split(b"\0") if entry]
+        if looked.code == 0 and all(entry.startswith(b"!! ") for entry in listed):
+            return _Seen(None, placed.tree, bool(listed))
     probe = slot.root / "purity.index"
     shutil.copy2(slot.git / "index", probe)
     try:
@@ -841,23 +873,26 @@ def _git_sees(slot: Slot, placed: Materialised) -> tuple[GitResult | None, str]:
         add = [*AS_IT_IS, "add", "-A"]  # git's stat comparison in full, whatever was configured
         added = _git(slot, slot.git, slot.tree, add, config=placed.config, env=env, check=False)
         if added.code != 0:
-            return added, placed.tree
-        return None, _git(slot, slot.git, slot.tree, ["write-tree"], env=env).out.strip()
+            return _Seen(added, placed.tree, True)
+        now = _git(slot, slot.git, slot.tree, ["write-tree"], env=env).out.strip()
+        return _Seen(None, now, True)
     finally:
         with contextlib.suppress(FileNotFoundError):
             probe.unlink()
 
 
-def _special_entries(slot: Slot, placed: Materialised) -> list[tuple[Path, str]]:
+def _special_entries(slot: Slot, placed: Materialised) -> tuple[list[tuple[Path, str]], bool]:
     """Entries of the checkout git would not report, with why: ``.git`` anywhere but where we
     put them, anything that is neither a file, a symlink nor a directory, unreadable
-    directories."""
+    directories; and whether there is an empty directory (git lists none: ``git clean``
+    removes it)."""
     # plain strings while walking (a Path per entry costs seconds on 50,000 files)
     skip = {str(slot.tree / p) for p in placed.submodules}
     skip |= {str(slot.tree / i.path) for i in placed.ignored}
     found: list[tuple[Path, str]] = []
     todo = [str(slot.tree), *(str(slot.tree / sub) for sub in placed.submodules)]
     roots = set(todo)
+    hollow = False
     while todo:
         folder = todo.pop()
         try:
@@ -865,6 +900,7 @@ def _special_entries(slot: Slot, placed: Materialised) -> list[tuple[Path, str]]
         except OSError:
             found.append((Path(folder), "/ (unreadable)"))
             continue
+        hollow = hollow or not entries
         for entry in entries:
             path = entry.path
             if entry.name == ".git" and folder in roots:
@@ -877,7 +913,7 @@ def _special_entries(slot: Slot, placed: Materialised) -> list[tuple[Path, str]]
                 todo.append(path)
             elif not (entry.is_file(follow_symlinks=False) or entry.is_symlink()):
                 found.append((Path(path), " (not a file)"))
-    return sorted(found)
+    return sorted(found), hollow
 
 
 def leave_clean(placed: Materialised, workdir: Path, purity: Purity) -> None:
@@ -895,7 +931,9 @@ def leave_clean(placed: Materialised, workdir: Path, purity: Purity) -> None:
             _remove_tree(special)
         except OSError:
             removed = False
-    cleaned = _git(slot, slot.git, slot.tree, ["clean", "-ffdxq"], check=False).code == 0
+    cleaned = True
+    if purity.leftovers or placed.submodules:  # else git would find nothing to remove
+        cleaned = _git(slot, slot.git, slot.tree, ["clean", "-ffdxq"], check=False).code == 0
     for sub in placed.submodules:
         work = slot.tree / sub
         git_dir = _read_gitfile(work)

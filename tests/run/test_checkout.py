@@ -138,6 +138,32 @@ def test_the_stat_comparison_is_forced_whatever_the_settings_say(
     assert checkout.changed(placed).changed == ("a.txt",)
 
 
+def test_what_a_run_left_decides_whether_the_checkout_is_swept(repo: GitRepo) -> None:
+    """A run that left nothing (git lists no untracked or ignored file, no empty folder) needs
+    no sweep; an ignored file, or an empty folder git lists nowhere, is swept away, and the
+    next run starts from the tree alone."""
+    repo.write(".gitignore", "*.log\n")
+    repo.write("src/a.py", "a = 1\n")
+    repo.commit("files")
+    placed = place(repo)
+    clean = checkout.changed(placed)
+    assert clean.changed == () and not clean.leftovers and clean.after == placed.tree
+    handle = open_repo(repo.path)
+    assert handle.workdir is not None
+    for leave in ("made/deeper", "run.log"):
+        target = placed.slot.tree / leave
+        if leave.endswith(".log"):
+            target.write_text("x\n")
+        else:
+            target.mkdir(parents=True)
+        purity = checkout.changed(placed)
+        assert purity.changed == () and purity.leftovers, leave  # git sees no change
+        checkout.leave_clean(placed, handle.workdir, purity)
+        assert not target.exists() and not (placed.slot.tree / "made").exists(), leave
+        again = place(repo)
+        assert not again.fresh and not checkout.changed(again).leftovers
+
+
 def test_a_tampered_slot_state_is_rebuilt_from_scratch(repo: GitRepo) -> None:
     placed = place(repo)
     meta = placed.slot.root / checkout.META
