@@ -82,6 +82,7 @@ _PRIVATE_CONFIG = (
     "\tbare = false\n"
     "\tlogallrefupdates = false\n"
     "\tattributesFile = /dev/null\n"
+    "\texcludesFile = /dev/null\n"  # not git's default, under the neutral XDG folder
     "\thooksPath = /dev/null\n"
     "\tuntrackedCache = false\n"
     "\tfsmonitor = false\n"

@@ -128,6 +128,11 @@ BLINDS = {
     "excluded-new-file": (
         f"echo /planted > {PRIVATE_GIT_DIR}/info/exclude && printf 'ok\\n' > planted"
     ),
+    # git's own default excludes file, under the XDG folder of git's neutral environment
+    "xdg-excluded-new-file": (
+        "mkdir -p ../neutral/git && echo /planted > ../neutral/git/ignore "
+        "&& printf 'ok\\n' > planted"
+    ),
 }
 
 
