@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from gitaudit.errors import LedgerError
 from gitaudit.verdict import StepStatus, Verdict
@@ -347,6 +347,15 @@ _NO_FIELDS: Mapping[str, Any] = {}  # an absent object field (only ever read)
 _STATUSES = {status.value: status for status in StepStatus}  # StepStatus(value), as a lookup
 _VERDICTS = {verdict.value: verdict for verdict in Verdict}
 _WORKSPACES = ("checkout", "live")
+_Record = TypeVar("_Record", CheckEntry, UpstreamEntry, StepEntry, RunRecord)
+
+
+def _built(cls: type[_Record], **fields: Any) -> _Record:
+    """``cls(**fields)`` for a frozen dataclass given every one of its fields, without the one
+    ``object.__setattr__`` call per field of its ``__init__`` (a third of the fast reading)."""
+    record = object.__new__(cls)
+    record.__dict__.update(fields)
+    return record
 
 
 def _plain_strings(value: object) -> tuple[str, ...] | None:
@@ -374,16 +383,17 @@ def _plain_check(raw: object) -> CheckEntry | None:
         and type(stdout_cut) is bool
         and type(stderr_cut) is bool
     ):
-        return CheckEntry(
-            check,
-            outcome,
-            message,
-            exit_code,
-            float(duration),
-            stdout_bytes,
-            stderr_bytes,
-            stdout_cut,
-            stderr_cut,
+        return _built(
+            CheckEntry,
+            check=check,
+            outcome=outcome,
+            message=message,
+            exit_code=exit_code,
+            duration=float(duration),
+            stdout_bytes=stdout_bytes,
+            stderr_bytes=stderr_bytes,
+            stdout_truncated=stdout_cut,
+            stderr_truncated=stderr_cut,
         )
     return None
 
@@ -407,7 +417,9 @@ def _plain_upstream(raw: object) -> UpstreamEntry | None:
     checks = _plain_checks(raw.get("checks", []))
     if type(step) is not str or type(output) is not str or type(passed) is not bool:
         return None
-    return None if checks is None else UpstreamEntry(step, output, passed, checks)
+    if checks is None:
+        return None
+    return _built(UpstreamEntry, step=step, output=output, passed=passed, checks=checks)
 
 
 def _plain_outputs(raw: Mapping[str, Any]) -> dict[str, tuple[CheckEntry, ...]] | None:
@@ -463,7 +475,8 @@ def _plain_step(raw: object) -> StepEntry | None:
     upstream = _plain_upstreams(upstream_raw)
     if checks is None or outputs is None or upstream is None:
         return None
-    return StepEntry(
+    return _built(
+        StepEntry,
         status=_STATUSES[status],
         title=title,
         reason=reason,
@@ -531,7 +544,8 @@ def _plain_run(commit: str, time: int, doc: Mapping[str, Any]) -> RunRecord | No
         if step is None:
             return None
         steps[str(sid)] = step
-    return RunRecord(
+    return _built(
+        RunRecord,
         commit=commit,
         time=time,
         plan=plan,

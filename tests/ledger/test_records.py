@@ -8,6 +8,7 @@ Hostile input at large: ``tests/fuzz/test_ledger_fuzz.py``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from typing import Any
 
@@ -300,6 +301,12 @@ def test_the_fast_reading_returns_what_the_typed_reading_returns(make: Any) -> N
     record is equal, field for field, to the one the typed reader builds."""
     fast, typed = _plain_run(COMMIT, 7, make()), _typed_run(COMMIT, 7, make())
     assert fast is not None and fast == typed
+    built: list[object] = [fast, *fast.steps.values()]
+    for step in fast.steps.values():
+        built += [*step.checks, *step.upstream, *(c for u in step.upstream for c in u.checks)]
+        built += [c for checks in step.outputs.values() for c in checks]
+    for record in built:  # every field set (_built), each of the type the typed reading gives
+        assert list(vars(record)) == [f.name for f in dataclasses.fields(record)]  # type: ignore[arg-type]
     assert [type(v) for v in vars(fast).values()] == [type(v) for v in vars(typed).values()]
     for sid, step in fast.steps.items():
         assert vars(step) == vars(typed.steps[sid])
