@@ -170,15 +170,18 @@ def _split_plain(raw: bytes) -> tuple[bytes, bytes] | None:
     if end < 0 or raw.startswith((b"\n", b"gpgsig")):
         return None
     # every other header line starts after a newline before *end*
-    at = raw.find(b"\ngpgsig", 0, end)
-    if at < 0 or raw[at + 7] != 0x20 or raw.find(b"\ngpgsig", at + 1, end) >= 0:
+    at = raw.find(b"\ngpgsig", 0, end) + 1  # the header line (0: none)
+    begin = at + len(SIGNATURE_HEADER) + 1  # its value, after "gpgsig "
+    if not at or raw[begin - 1] != 0x20 or raw.find(b"\ngpgsig", at, end) >= 0:
         return None
-    start = at + 1
-    stop = raw.find(b"\n", start)  # at most end: the signature's last newline
-    while raw[stop + 1] == 0x20:  # a continuation line (raw[end + 1] is the blank line)
-        stop = raw.find(b"\n", stop + 1)
-    value = raw[start + len(SIGNATURE_HEADER) + 1 : stop + 1].replace(b"\n ", b"\n")
-    return raw[:start] + raw[stop + 1 :], value
+    lines: list[bytes] = []
+    while True:
+        stop = raw.find(b"\n", begin)  # at most end
+        lines.append(raw[begin : stop + 1])
+        if raw[stop + 1] != 0x20:  # not a continuation line (raw[end + 1] is the blank line)
+            break
+        begin = stop + 2  # a continuation line, without its leading space
+    return raw[:at] + raw[stop + 1 :], b"".join(lines)
 
 
 def split_signature(raw: bytes, what: str = "commit") -> SignedCommit:
