@@ -59,7 +59,8 @@ class ParsedSignature:
     signature: bytes
 
 
-_HASH_FUNCTIONS = {"sha512": hashlib.sha512, "sha256": hashlib.sha256}  # hashlib.new, sooner
+# what hashlib.new(name) looks up, called directly (any other name still goes through it)
+_HASH_FUNCTIONS = {"sha512": hashlib.sha512, "sha256": hashlib.sha256}
 
 
 @functools.lru_cache(maxsize=16)
