@@ -161,8 +161,39 @@ def _header_lines(raw: bytes) -> tuple[list[bytes], bytes]:
     return kept, rest
 
 
+def _split_plain(raw: bytes) -> tuple[bytes, bytes] | None:
+    """(payload, signature) of a commit with exactly one ``gpgsig`` header, its value on one
+    line and its continuation lines, a blank line ending the headers, and no other header
+    starting with ``gpgsig`` (every signed run commit): what the line-by-line split gives, in
+    a few searches. None for any other layout, which the line-by-line split reads."""
+    end = raw.find(b"\n\n")  # the headers' last newline; the blank line is at end + 1
+    if end < 0 or raw.startswith((b"\n", b"gpgsig")):
+        return None
+    # every other header line starts after a newline before *end*
+    at = raw.find(b"\ngpgsig", 0, end) + 1  # the header line (0: none)
+    begin = at + len(SIGNATURE_HEADER) + 1  # its value, after "gpgsig "
+    if not at or raw[begin - 1] != 0x20 or raw.find(b"\ngpgsig", at, end) >= 0:
+        return None
+    lines: list[bytes] = []
+    while True:
+        stop = raw.find(b"\n", begin)  # at most end
+        lines.append(raw[begin : stop + 1])
+        if raw[stop + 1] != 0x20:  # not a continuation line (raw[end + 1] is the blank line)
+            break
+        begin = stop + 2  # a continuation line, without its leading space
+    return raw[:at] + raw[stop + 1 :], b"".join(lines)
+
+
 def split_signature(raw: bytes, what: str = "commit") -> SignedCommit:
     """Split a raw commit object into payload and SSH signature, rejecting ambiguous layouts."""
+    plain = _split_plain(raw)
+    if plain is not None:
+        return _ssh_signed(plain[0], plain[1], what)
+    return _split_lines(raw, what)
+
+
+def _split_lines(raw: bytes, what: str) -> SignedCommit:
+    """:func:`split_signature` line by line (the reference reading, for any layout)."""
     lines, rest = _header_lines(raw)
     payload: list[bytes] = []
     signatures: list[tuple[bytes, list[bytes]]] = []
@@ -190,14 +221,19 @@ def split_signature(raw: bytes, what: str = "commit") -> SignedCommit:
         raise SignatureError(f"{what} has only a gpgsig-sha256 header (no SHA-1 signature)")
     if len(names) > 1:
         raise SignatureError(f"{what} has {len(names)} gpgsig headers; exactly one is allowed")
+    return _ssh_signed(b"".join(payload), b"".join(signatures[0][1]), what)
+
+
+def _ssh_signed(payload: bytes, signature: bytes, what: str) -> SignedCommit:
+    """The split commit, if its one ``gpgsig`` header holds SSH signature armour."""
     try:
-        armoured = b"".join(signatures[0][1]).decode("ascii")
+        armoured = signature.decode("ascii")
     except UnicodeDecodeError:
         raise SignatureError(f"{what} has a gpgsig header that is not ASCII") from None
     if not armoured.startswith(_SSH_BEGIN):
         kind = "an OpenPGP" if armoured.startswith("-----BEGIN PGP") else "a non-SSH"
         raise SignatureError(f"{what} carries {kind} signature, not an SSH signature")
-    return SignedCommit(b"".join(payload), armoured)
+    return SignedCommit(payload, armoured)
 
 
 def read_commit_signature(repo: pygit2.Repository, oid: OidLike) -> SignedCommit:

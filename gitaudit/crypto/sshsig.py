@@ -18,6 +18,7 @@ string hash_algorithm || string H(message)``. The blob is armoured between
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ import nacl.signing
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.wire import (
     KEY_TYPE,
+    PUBLIC_KEY_LEN,
     SEED_LEN,
     SIGNATURE_LEN,
     WireFormatError,
@@ -57,16 +59,28 @@ class ParsedSignature:
     signature: bytes
 
 
-def signed_data(namespace: str, hash_algorithm: str, message: bytes) -> bytes:
-    """The exact bytes the Ed25519 signature covers (reserved is always empty)."""
-    digest = hashlib.new(hash_algorithm, message).digest()
+# what hashlib.new(name) looks up, called directly (any other name still goes through it)
+_HASH_FUNCTIONS = {"sha512": hashlib.sha512, "sha256": hashlib.sha256}
+
+
+@functools.lru_cache(maxsize=16)
+def _signed_prefix(namespace: str, hash_algorithm: str) -> bytes:
     return (
         MAGIC
         + ssh_string(namespace.encode("utf-8"))
         + ssh_string(b"")
         + ssh_string(hash_algorithm.encode("ascii"))
-        + ssh_string(digest)
     )
+
+
+def signed_data(namespace: str, hash_algorithm: str, message: bytes) -> bytes:
+    """The exact bytes the Ed25519 signature covers (reserved is always empty)."""
+    hash_function = _HASH_FUNCTIONS.get(hash_algorithm)
+    if hash_function is None:
+        digest = hashlib.new(hash_algorithm, message).digest()
+    else:
+        digest = hash_function(message).digest()
+    return _signed_prefix(namespace, hash_algorithm) + ssh_string(digest)
 
 
 def sign_raw(
@@ -112,7 +126,53 @@ def parse(armoured: str) -> ParsedSignature:
         raise SignatureError(f"malformed SSH signature: {exc}") from None
 
 
+# The blob ssh-keygen writes for an Ed25519 key, up to the key, and after the namespace (by hash
+# algorithm): the empty reserved field, the hash algorithm, the signature's type and length.
+_KEY_TYPE_STRING = ssh_string(KEY_TYPE.encode())
+_PLAIN_HEAD = (
+    MAGIC
+    + ssh_uint32(VERSION)
+    + ssh_uint32(len(_KEY_TYPE_STRING) + 4 + PUBLIC_KEY_LEN)
+    + _KEY_TYPE_STRING
+    + ssh_uint32(PUBLIC_KEY_LEN)
+)
+_PLAIN_TAILS = {
+    ssh_string(b"")
+    + ssh_string(name.encode("ascii"))
+    + ssh_uint32(len(_KEY_TYPE_STRING) + 4 + SIGNATURE_LEN)
+    + _KEY_TYPE_STRING
+    + ssh_uint32(SIGNATURE_LEN): name
+    for name in sorted(HASHES)
+}
+
+
 def _parse_blob(blob: bytes) -> ParsedSignature:
+    plain = _parse_plain(blob)
+    return plain if plain is not None else _parse_fields(blob)
+
+
+def _parse_plain(blob: bytes) -> ParsedSignature | None:
+    """The fields of a blob laid out exactly as ssh-keygen writes one for an Ed25519 key (with
+    any UTF-8 namespace), read by position: what :func:`_parse_fields` reads from it. None for
+    any other blob, which :func:`_parse_fields` reads (or refuses) field by field."""
+    key_end = len(_PLAIN_HEAD) + PUBLIC_KEY_LEN
+    if len(blob) < key_end + 4 + SIGNATURE_LEN or not blob.startswith(_PLAIN_HEAD):
+        return None
+    namespace_end = key_end + 4 + int.from_bytes(blob[key_end : key_end + 4], "big")
+    # empty (so no tail) when the namespace's length runs into the signature or past the end
+    hash_algorithm = _PLAIN_TAILS.get(blob[namespace_end:-SIGNATURE_LEN])
+    if hash_algorithm is None:
+        return None
+    try:
+        namespace = blob[key_end + 4 : namespace_end].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    public = PublicKey(blob[len(_PLAIN_HEAD) : key_end])
+    return ParsedSignature(public, namespace, hash_algorithm, blob[-SIGNATURE_LEN:])
+
+
+def _parse_fields(blob: bytes) -> ParsedSignature:
+    """:func:`_parse_blob` field by field (the reference reading, for any blob)."""
     reader = WireReader(blob)
     if reader.take(len(MAGIC), "signature magic") != MAGIC:
         raise SignatureError("malformed SSH signature: bad magic (not SSHSIG)")

@@ -97,7 +97,14 @@ def read_run(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str = "run") 
     """The typed record of a run commit (:mod:`gitaudit.ledger.records`); LedgerError naming the
     commit (and the JSON path) when it is malformed."""
     commit = commit_of(repo, oid if isinstance(oid, pygit2.Oid) else pygit2.Oid(hex=oid), what)
-    raw = blob_at(repo, commit.tree, "run.json")
+    return run_of(repo, commit, commit.tree, what)
+
+
+def run_of(
+    repo: pygit2.Repository, commit: pygit2.Commit, tree: pygit2.Tree, what: str = "run"
+) -> RunRecord:
+    """:func:`read_run` of a commit already looked up, and its tree (``commit.tree``)."""
+    raw = blob_at(repo, tree, "run.json")
     if raw is None:
         raise LedgerError(f"{what} {str(commit.id)[:12]} has no run.json")
     try:

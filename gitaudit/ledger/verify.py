@@ -32,7 +32,7 @@ from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.plansref import sealed_contract, state_at, verify_chain, verify_root
 from gitaudit.ledger.refs import PLANS_REF, RUNS_PREFIX, list_refs, read_ref
-from gitaudit.ledger.runs import read_run
+from gitaudit.ledger.runs import run_of
 
 
 @dataclass
@@ -66,8 +66,8 @@ def _runner_keys(repo: pygit2.Repository, tip: pygit2.Oid | None) -> list[Public
 
 
 def _check_run_tree(repo: pygit2.Repository, commit: pygit2.Commit) -> str | None:
-    record = read_run(repo, commit.id)
     tree = commit.tree
+    record = run_of(repo, commit, tree)
     for sid, entry in record.steps.items():
         groups = [("checks", entry.checks)]
         groups += [(f"outputs/{n}", cs) for n, cs in entry.outputs.items()]

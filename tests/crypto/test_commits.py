@@ -13,6 +13,8 @@ import pytest
 from gitaudit.crypto import sshsig
 from gitaudit.crypto.allowed_signers import format_allowed_signers
 from gitaudit.crypto.commits import (
+    _split_lines,
+    _split_plain,
     commit_payload,
     create_signed_commit,
     insert_signature,
@@ -353,3 +355,52 @@ def test_an_unsigned_object_is_called_a_commit_by_default() -> None:
     with pytest.raises(SignatureError) as caught:
         split_signature(raw)
     assert caught.value.message == "commit is not signed"
+
+
+def _signed_raw(*, before: bytes = b"", after: bytes = b"", header: bytes = b"gpgsig ") -> bytes:
+    sig = sshsig.sign_raw(bytes(32), b"x", "git")
+    body = "\n ".join(sig.rstrip("\n").split("\n")).encode()
+    return (
+        b"tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\n"
+        b"author a <a@b> 0 +0000\ncommitter a <a@b> 0 +0000\n"
+        + before
+        + header
+        + body
+        + b"\n"
+        + after
+        + b"\nmessage\n gpgsig lookalike\n\ngpgsig in the message\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "plain"),
+    [
+        (_signed_raw(), True),
+        (_signed_raw(after=b"mergetag object 0\n type commit\n  two spaces\n \n"), True),
+        (_signed_raw(before=b"encoding x\n continued\n"), True),
+        (_signed_raw(header=b"gpgsig  "), True),  # a value starting with a space
+        (_signed_raw(after=b"gpgsig-sha256 x\n"), False),
+        (_signed_raw(before=b"gpgsigs x\n"), False),  # any header named gpgsig... is read by line
+        (_signed_raw(before=b"gpgsig-sha256 x\n"), False),
+        (_signed_raw(after=b"gpgsig x\n"), False),
+        (_signed_raw(header=b"gpgsig-sha256 "), False),
+        (_signed_raw(header=b"gpgsig\n "), False),
+        (_signed_raw().replace(b"\n\nmessage", b"\n"), True),  # the headers end further down
+        (_signed_raw().split(b"\n\n")[0], False),  # no blank line, no final newline
+        (b"gpgsig " + _signed_raw(header=b"x "), False),  # the first line
+        (b"\n" + _signed_raw(), False),  # no headers at all
+    ],
+)
+def test_a_plain_layout_is_split_as_the_line_by_line_split_does(raw: bytes, plain: bool) -> None:
+    """Every signed run commit is split in a few searches (_split_plain); any layout it does
+    not take is split line by line, and both give the same payload and signature."""
+    assert (_split_plain(raw) is not None) is plain
+    try:
+        expected: object = _split_lines(raw, "commit")
+    except SignatureError as exc:
+        expected = exc.message
+    try:
+        found: object = split_signature(raw)
+    except SignatureError as exc:
+        found = exc.message
+    assert found == expected

@@ -6,6 +6,7 @@ import base64
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import nacl.signing
 import pytest
@@ -344,3 +345,59 @@ def test_a_truncated_ed25519_signature_is_named() -> None:
     with pytest.raises(SignatureError) as caught:
         sshsig.parse(armour("SSH SIGNATURE", blob))
     assert caught.value.message == "malformed SSH signature: truncated Ed25519 signature"
+
+
+@pytest.mark.parametrize(
+    ("namespace", "hash_algorithm"),
+    [("git", "sha512"), ("git", "sha256"), ("file", "sha512"), ("é/ns", "sha256")],
+)
+def test_a_signature_as_ssh_keygen_writes_it_is_read_by_position(
+    namespace: str, hash_algorithm: str
+) -> None:
+    """The blob of every signature gitaudit or ssh-keygen makes is read by position
+    (_parse_plain); field by field (_parse_fields) reads the same fields."""
+    armoured = sshsig.sign_raw(SEED, DATA, namespace, hash_algorithm=hash_algorithm)
+    blob = _blob(armoured)
+    plain = sshsig._parse_plain(blob)
+    assert plain is not None and plain == sshsig._parse_fields(blob)
+    assert (plain.namespace, plain.hash_algorithm) == (namespace, hash_algorithm)
+    assert plain.public_key.raw == bytes(nacl.signing.SigningKey(SEED).verify_key)
+    assert sshsig.verify(armoured, DATA, namespace) == plain.public_key
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"namespace": b"\xff"},  # not UTF-8
+        {"reserved": b"x"},
+        {"hash_alg": b"sha1"},
+        {"sig": bytes(63)},
+        {"sig_type": b"ssh-rsa"},
+        {"version": 2},
+        {"key": ssh_string(b"ssh-ed25519") + ssh_string(bytes(31))},
+    ],
+)
+def test_a_blob_out_of_the_plain_layout_is_refused_field_by_field(
+    fields: dict[str, Any],
+) -> None:
+    armoured = _sig_fields(**fields)
+    blob = _blob(armoured)
+    assert sshsig._parse_plain(blob) is None
+    with pytest.raises(SignatureError) as caught:
+        sshsig.parse(armoured)
+    with pytest.raises(SignatureError) as again:
+        sshsig._parse_fields(blob)
+    assert caught.value.message == again.value.message
+
+
+def test_signed_data_for_any_hashlib_name() -> None:
+    """signed_data hashes with hashlib.sha512/sha256 directly, and any other name hashlib knows
+    as before (sign_raw and verify only ever use sha512 and sha256)."""
+    import hashlib
+
+    for name in ("sha512", "sha256", "sha384"):
+        digest = hashlib.new(name, DATA).digest()
+        expected = (
+            b"SSHSIG" + ssh_string(b"git") + ssh_string(b"") + ssh_string(name.encode())
+        ) + ssh_string(digest)
+        assert sshsig.signed_data("git", name, DATA) == expected

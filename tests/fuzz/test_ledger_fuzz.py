@@ -27,7 +27,7 @@ from gitaudit.errors import KeyMaterialError, LedgerError, SealError, SignatureE
 from gitaudit.ledger import index
 from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.plansref import SealRecord, state_at
-from gitaudit.ledger.records import RUN_FORMAT
+from gitaudit.ledger.records import RUN_FORMAT, _typed_run, parse_run
 from gitaudit.ledger.refs import runs_ref
 from gitaudit.ledger.runs import read_run
 from gitaudit.ledger.trust import (
@@ -347,3 +347,51 @@ def test_parse_allowed_signers_raises_only_key_or_signature_errors(text: str) ->
         assert principals and '"' not in principals
         assert isinstance(key, PublicKey) and len(key.raw) == 32
         assert set(options) <= {"cert-authority", "namespaces", "valid-after", "valid-before"}
+
+
+FULL_RUN = {
+    "format": RUN_FORMAT,
+    "plan": "release",
+    "verdict": "FAIL",
+    "reasons": ["impure"],
+    "contract_digest": "sha256:c",
+    "tree": "t",
+    "head": None,
+    "seal": {"commit": "s", "version": 4},
+    "runner": {"name": "ci", "labels": ["linux"]},
+    "workspace": {"ignored_paths": {"node_modules": {"digest": "sha256:d"}}},
+    "purity": {"changed": ["src/a.py"]},
+    "forced": True,
+    "missing_tools": ["cargo"],
+    "steps": {
+        "build": {
+            "status": "carried",
+            "title": "Build",
+            "attempt": 2,
+            "attempts_used": 3,
+            "duration": 2,
+            "carried_from": None,
+            "checks": [{"check": "c", "outcome": "passed", "exit_code": 0, "duration": 1.5}],
+            "outputs": {"wheel": [{"outcome": "failed", "stdout_truncated": True}]},
+            "upstream": [{"step": "fetch", "output": "src", "passed": True, "checks": []}],
+            "input_digest": "sha256:i",
+            "reconciled": {"observed": "pass"},
+            "workspace": "checkout",
+        }
+    },
+}
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_parse_run_reads_a_damaged_record_as_the_typed_reader_does(data: st.DataObject) -> None:
+    """parse_run's fast reading of a well-formed record changes nothing: on any damaged record
+    it returns an equal record, or refuses it with the same message, as the typed reader."""
+    doc = mutate(data, FULL_RUN, leaves)
+    outcomes: list[object] = []
+    for read in (parse_run, _typed_run):
+        try:
+            outcomes.append(read("c0ffee" * 6 + "0000", 3, doc))
+        except LedgerError as exc:
+            outcomes.append((type(exc), exc.message))
+    assert outcomes[0] == outcomes[1]

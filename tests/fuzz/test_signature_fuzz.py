@@ -11,6 +11,7 @@ payload (``tests/crypto/test_sshsig.py`` already fuzzes random text and raw blob
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from functools import cache
 
 import pygit2
@@ -19,9 +20,15 @@ from hypothesis import strategies as st
 from pygit2.enums import ObjectType
 
 from gitaudit.crypto import sshsig
-from gitaudit.crypto.commits import NAMESPACE, create_signed_commit, split_signature
+from gitaudit.crypto.commits import (
+    NAMESPACE,
+    _split_lines,
+    _split_plain,
+    create_signed_commit,
+    split_signature,
+)
 from gitaudit.crypto.signers import Ed25519Signer
-from gitaudit.crypto.wire import WireReader, armour, dearmour
+from gitaudit.crypto.wire import WireFormatError, WireReader, armour, dearmour
 from gitaudit.errors import SignatureError
 from tests.fuzz._support import SEED, bare_repo, commit_files
 
@@ -131,6 +138,23 @@ def test_split_signature_raises_only_signature_error_and_never_forges(raw: bytes
     if _accepts(signed.armoured, signed.payload):
         # a valid signature means exactly the genuine payload is what it covers
         assert signed.payload == payload
+
+
+def _outcome(read: Callable[[], object]) -> object:
+    """What *read* returns, or the type and message of what it raises."""
+    try:
+        return read()
+    except (SignatureError, WireFormatError) as exc:
+        return type(exc), str(exc)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(damaged_commits(), st.binary(max_size=300)))
+def test_split_signature_splits_as_the_line_by_line_reading(raw: bytes) -> None:
+    """The search-based split of a plain layout gives what the line-by-line split gives."""
+    fast = _outcome(lambda: split_signature(raw, "run x"))
+    assert fast == _outcome(lambda: _split_lines(raw, "run x"))
+    event("plain layout" if _split_plain(raw) is not None else "read by line")
 
 
 # ----------------------------------------------------------------------------- armoured text
@@ -247,6 +271,11 @@ def test_rebuilt_wire_fields_raise_only_signature_error(
     )
     if _accepts(armour(sshsig.LABEL, rebuilt), payload):
         assert rebuilt == blob
+    # the blob read by position (the layout ssh-keygen writes) reads as read field by field
+    assert _outcome(lambda: sshsig._parse_blob(rebuilt)) == _outcome(
+        lambda: sshsig._parse_fields(rebuilt)
+    )
+    event("plain blob" if sshsig._parse_plain(rebuilt) is not None else "read by field")
     # the parser alone is strict too (no message involved)
     try:
         parsed = sshsig.parse(armour(sshsig.LABEL, rebuilt))
@@ -271,3 +300,31 @@ def test_resigned_fields_verify_only_for_their_own_namespace_and_data(
         except SignatureError:
             continue
         raise AssertionError(f"accepted for {other_ns!r} / {other_data!r}")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(st.sampled_from([b"git", b"file", "é".encode(), b""]), st.binary(max_size=12)),
+    # mostly in the layout, so that both the reading by position and its refusals are seen
+    st.sampled_from([0] * 8 + [-1, 1, 3, 64, 67, -5, 2**32 - 1]),
+    st.sampled_from([b"sha512", b"sha256"] * 3 + [b"sha1", b"sha512\x00"]),
+    st.one_of(st.binary(min_size=64, max_size=64), st.binary(max_size=70)),
+    st.sampled_from([b""] * 6 + [b"x"]),
+)
+def test_a_blob_near_the_plain_layout_reads_as_field_by_field(
+    namespace: bytes, lie: int, hash_name: bytes, signature: bytes, reserved: bytes
+) -> None:
+    """Blobs in (and near) the layout ssh-keygen writes, read by position: the same fields as
+    read field by field, or the same refusal."""
+    blob = (
+        sshsig.MAGIC
+        + struct.pack(">I", 1)
+        + _string(SIGNER.public_key.wire())
+        + _string(namespace, lie)
+        + _string(reserved)
+        + _string(hash_name)
+        + _string(_string(b"ssh-ed25519") + _string(signature))
+    )
+    fast = _outcome(lambda: sshsig._parse_blob(blob))
+    assert fast == _outcome(lambda: sshsig._parse_fields(blob))
+    event("plain blob" if sshsig._parse_plain(blob) is not None else "read by field")

@@ -8,6 +8,7 @@ Hostile input at large: ``tests/fuzz/test_ledger_fuzz.py``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from typing import Any
 
@@ -19,6 +20,8 @@ from gitaudit.ledger.records import (
     CheckEntry,
     MalformedRun,
     UpstreamEntry,
+    _plain_run,
+    _typed_run,
     lookup_keys,
     parse_run,
 )
@@ -225,6 +228,7 @@ def test_a_malformed_field_is_named_with_its_path_and_types(
 ) -> None:
     doc = copy.deepcopy(full_run())
     _set(doc, path, value)
+    assert _plain_run(COMMIT, 0, doc) is None  # the fast reading leaves it to the typed one
     with pytest.raises(MalformedRun) as caught:
         parse_run(COMMIT, 0, doc)
     found = type(value).__name__
@@ -256,10 +260,107 @@ REQUIRED = [
 def test_a_missing_required_field_is_named(path: str, expected: str) -> None:
     doc = copy.deepcopy(full_run())
     _set(doc, path, DELETE)
+    assert _plain_run(COMMIT, 0, doc) is None
     with pytest.raises(MalformedRun) as caught:
         parse_run(COMMIT, 0, doc)
     assert caught.value.message == (
         f"run {COMMIT[:12]}: run.json {path}: expected {expected}, it is missing"
+    )
+
+
+def _minimal_run() -> dict[str, Any]:
+    return {
+        "format": RUN_FORMAT,
+        "plan": "p",
+        "verdict": "PASS",
+        "contract_digest": "sha256:x",
+        "tree": "t",
+        "steps": {"s": {"status": "failed", "checks": [{"outcome": "failed"}]}},
+    }
+
+
+def _with_nulls() -> dict[str, Any]:
+    doc = _minimal_run()
+    doc["head"] = None
+    doc["steps"]["s"].update(attempt=None, carried_from=None, input_digest=None, reconciled=None)
+    doc["steps"]["s"]["checks"][0]["exit_code"] = None
+    return doc
+
+
+def _with_integers() -> dict[str, Any]:
+    doc = full_run()
+    doc["steps"]["build"]["duration"] = 2  # a number: read as 2.0 either way
+    doc["steps"]["build"]["checks"][0]["duration"] = 0
+    doc["steps"]["build"].update(workspace="live", upstream=[])
+    return doc
+
+
+@pytest.mark.parametrize("make", [full_run, _minimal_run, _with_nulls, _with_integers])
+def test_the_fast_reading_returns_what_the_typed_reading_returns(make: Any) -> None:
+    """parse_run takes a well-formed record in one pass of inlined checks (_plain_run): the
+    record is equal, field for field, to the one the typed reader builds."""
+    fast, typed = _plain_run(COMMIT, 7, make()), _typed_run(COMMIT, 7, make())
+    assert fast is not None and fast == typed
+    built: list[object] = [fast, *fast.steps.values()]
+    for step in fast.steps.values():
+        built += [*step.checks, *step.upstream, *(c for u in step.upstream for c in u.checks)]
+        built += [c for checks in step.outputs.values() for c in checks]
+    for record in built:  # every field set (_built), each of the type the typed reading gives
+        assert list(vars(record)) == [f.name for f in dataclasses.fields(record)]  # type: ignore[arg-type]
+    assert [type(v) for v in vars(fast).values()] == [type(v) for v in vars(typed).values()]
+    for sid, step in fast.steps.items():
+        assert vars(step) == vars(typed.steps[sid])
+        assert type(step.duration) is float and type(step.status) is StepStatus
+    assert type(fast.verdict) is Verdict
+
+
+class _Text(str):
+    """A str subclass: json.loads never makes one, but the typed reader accepts it."""
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "fast"),
+    [
+        ("plan", _Text("release"), False),
+        ("steps.build.checks[0].outcome", _Text("passed"), False),
+        ("steps.build.workspace", _Text("checkout"), True),  # compared, as _one_of does
+        ("seal.commit", DELETE, True),
+        ("steps.build.workspace", DELETE, True),
+        ("runner", DELETE, True),
+    ],
+)
+def test_what_the_fast_reading_leaves_is_read_the_same_by_the_typed_one(
+    path: str, value: Any, fast: bool
+) -> None:
+    doc = full_run()
+    _set(doc, path, value)
+    assert (_plain_run(COMMIT, 0, doc) is not None) is fast
+    assert parse_run(COMMIT, 0, doc) == _typed_run(COMMIT, 0, doc)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        # absent reads as null, but an explicit null is refused: the fast reading must not take it
+        ("seal.commit", None, "a string"),
+        ("seal.version", None, "an integer"),
+        ("runner.name", None, "a string"),
+        ("steps.build.workspace", None, "checkout or live"),
+        ("steps.build.checks[0].stdout_bytes", True, "an integer"),
+        ("steps.build.attempts_used", False, "an integer"),
+    ],
+)
+def test_a_null_or_boolean_where_its_default_would_pass_is_refused(
+    path: str, value: Any, expected: str
+) -> None:
+    doc = full_run()
+    _set(doc, path, value)
+    assert _plain_run(COMMIT, 0, doc) is None
+    with pytest.raises(MalformedRun) as caught:
+        parse_run(COMMIT, 0, doc)
+    found = type(value).__name__
+    assert caught.value.message == (
+        f"run {COMMIT[:12]}: run.json {path}: expected {expected}, found {found}"
     )
 
 
