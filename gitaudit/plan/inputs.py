@@ -131,6 +131,7 @@ _FS_ENCODING = sys.getfilesystemencoding()  # how pygit2 decodes a tree entry's 
 _FOLDER = b"40000"
 _MODES = {b"100644": 0o100644, b"100755": 0o100755, b"120000": LINK, b"160000": GITLINK}
 _OBJ_TREE = 2  # the object type of a tree in the object database
+_ATTRIBUTES_ENTRY = b" .gitattributes\0"  # in a raw tree: an entry of that name (or bytes alike)
 
 
 @lru_cache(maxsize=4)
@@ -183,6 +184,8 @@ class _Tree:
         self._links: set[str] = set()  # every symlink listed so far
         self._odd: set[str] = set()  # paths listed with a "", "." or ".." part (not normal)
         self._targets: dict[str, str] = {}
+        self._attributes: dict[str, dict[str, tuple[str, int, str]]] = {}  # attributes_of
+        self._attributes_seen = False  # a tree read so far may hold a .gitattributes file
 
     def entry(self, path: str) -> tuple[int, str] | None:
         """(filemode, object id) of the file (blob, symlink or submodule) at *path*; None when
@@ -232,10 +235,14 @@ class _Tree:
         read, size, Oid = self.repo.odb.read, self._oid_size, pygit2.Oid
         while todo:
             at, oid = todo.pop()
-            raw = _raw_entries(*read(oid), size)
+            kind, data = read(oid)
+            raw = _raw_entries(kind, data, size)
             if raw is None:  # not a tree as git writes them: pygit2 reads it, entry by entry
+                self._attributes_seen = True  # whatever it holds
                 self._walk_entries(at, oid, todo, out)
                 continue
+            if _ATTRIBUTES_ENTRY in data:
+                self._attributes_seen = True
             for mode_text, name_bytes, entry_id in raw:
                 name = name_bytes.decode(_FS_ENCODING, "surrogateescape")
                 path = at + name
@@ -362,6 +369,26 @@ class _Tree:
                     links.add(literal[:at])
         return sorted(links)
 
+    def without_attributes(self) -> bool:
+        """Whether the whole tree has been read and holds no ``.gitattributes`` file."""
+        return "" in self._listed and not self._attributes_seen
+
+    def attributes_of(self, folder: str) -> dict[str, tuple[str, int, str]]:
+        """The ``.gitattributes`` files of *folder* and of every folder above it, by folder:
+        (path, filemode, object id). Worked out once per folder, for all the steps."""
+        missing = []
+        while folder not in self._attributes:
+            missing.append(folder)
+            if not folder:
+                break
+            folder = folder.rpartition("/")[0]
+        for folder in reversed(missing):  # from the top down: each folder extends its parent's
+            above = self._attributes[folder.rpartition("/")[0]] if folder else {}
+            path = f"{folder}/{ATTRIBUTES}" if folder else ATTRIBUTES
+            entry = self.entry(path)
+            self._attributes[folder] = {**above, folder: (path, *entry)} if entry else above
+        return self._attributes[missing[0] if missing else folder]
+
     def listed_entries(self) -> dict[str, tuple[int, str] | None]:
         """(filemode, object id) of every path looked at so far, None for none there."""
         return self._entries
@@ -449,13 +476,15 @@ def _match_group(group: list[str], paths: list[str], normal: list[str]) -> dict[
             if normal is paths
             else [p for p, n in zip(paths, normal, strict=True) if match(n)]
         )
-    if by_suffix:  # only the paths that end in a pattern's literal suffix are tried
-        lengths = sorted(by_suffix.items())
-        for path, norm in zip(paths, normal, strict=True):
-            for length, table in lengths:
-                for pattern in table.get(path[-length:], ()):
-                    if _matcher(pattern)(norm):
-                        found[pattern].append(path)
+    # only the paths that end in a pattern's literal suffix are tried (picked out in one pass
+    # per suffix length; each pattern has one suffix, so its paths stay in order)
+    for length, table in sorted(by_suffix.items()):
+        matchers = {p: _matcher(p) for patterns in table.values() for p in patterns}
+        for at in [at for at, path in enumerate(paths) if path[-length:] in table]:
+            path = paths[at]
+            for pattern in table[path[-length:]]:
+                if matchers[pattern](normal[at]):
+                    found[pattern].append(path)
     return found
 
 
@@ -610,23 +639,16 @@ def _attributes_over(
 ) -> list[tuple[str, int, str]]:
     """The ``.gitattributes`` files of the folders *covered* files are in, and of every folder
     above them, that *covered* does not hold already: (path, filemode, object id), sorted."""
-    folders = {path.rpartition("/")[0] for path, _mode, _oid in covered}
-    for folder in list(folders):
-        while folder:
-            folder = folder.rpartition("/")[0]
-            if folder in folders:
-                break
-            folders.add(folder)
-    found = []
-    for folder in sorted(folders):
-        path = f"{folder}/{ATTRIBUTES}" if folder else ATTRIBUTES
-        entry = tree.entry(path)
-        if entry is not None:
-            found.append((path, *entry))
-    if not found:
-        return found
+    if tree.without_attributes():
+        return []
+    chosen: dict[str, tuple[str, int, str]] = {}  # by folder
+    for folder in {path.rpartition("/")[0] for path, _mode, _oid in covered}:
+        chosen.update(tree.attributes_of(folder))
+    if not chosen:
+        return []
     have = {path for path, _mode, _oid in covered}
-    return [f for f in found if f[0] not in have]
+    found = (chosen[folder] for folder in sorted(chosen))  # the order of their folders
+    return [entry for entry in found if entry[0] not in have]
 
 
 _DIGESTS: dict[tuple[object, ...], dict[StepId, str]] = {}  # the last few, by what they depend on

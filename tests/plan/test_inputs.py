@@ -205,20 +205,23 @@ def _plan(globs: list[str]) -> Plan:
     return plan
 
 
-def test_the_attributes_over_the_covered_files_count(repo: GitRepo) -> None:
+@pytest.mark.parametrize("glob", ["real/*.txt", "**/a.txt"])
+def test_the_attributes_over_the_covered_files_count(repo: GitRepo, glob: str) -> None:
     """A ``.gitattributes`` in the root, or in the folder of a covered file or above it, changes
     how git writes that file: it changes the digest although the globs do not match it. One in
     a folder of no covered file does not; without any, the digest is what it always was: the
-    contract, then the covered files' lines."""
+    contract, then the covered files' lines. (A glob naming a folder reads that folder; one
+    without a literal prefix reads the whole tree, where no attributes file at all is known
+    without a lookup per folder.)"""
     import hashlib
 
     from gitaudit.plan.digest import step_digest
 
     tree = _tree(repo, {})
     git = open_repo(repo.path).git
-    plan = _plan(["real/*.txt"])
+    plan = _plan([glob])
     step = plan.steps[0]
-    covered = covered_files(git, tree, ["real/*.txt"])
+    covered = covered_files(git, tree, [glob])
     assert covered is not None
     lines = "".join(f"\n{mode:o} {path} {oid}" for path, mode, oid in covered)
     old = "sha256:" + hashlib.sha256((step_digest(plan, step) + lines).encode()).hexdigest()
