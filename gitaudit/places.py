@@ -77,7 +77,8 @@ def require_entered(work_tree: str | os.PathLike[str], start: str | os.PathLike[
 
     raise RepositoryError(
         f"git reports {os.fspath(work_tree)} as the work tree of {entered or start}: "
-        "core.worktree points git at another folder, whose content would be judged instead",
+        "core.worktree (or a .git leading elsewhere) points git at another folder, whose "
+        "content would be judged instead",
         hint="remove the setting (`git config --unset core.worktree`) and judge the folder itself",
     )
 

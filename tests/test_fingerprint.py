@@ -293,6 +293,23 @@ def test_core_worktree_pointing_at_another_folder_is_refused(repo: GitRepo, tmp_
     assert open_repo(repo.path).workdir == repo.path.resolve()
 
 
+def test_a_separate_git_dir_has_the_folder_of_its_gitdir_file_as_work_tree(
+    tmp_path: Path,
+) -> None:
+    """`git init --separate-git-dir` leaves a `gitdir:` file in the work tree: the repository
+    opens with that folder as its work tree, as git has it (the git dir opened by itself would
+    name its own parent), and it fingerprints as usual."""
+    work = tmp_path / "work"
+    (tmp_path / "store").mkdir()
+    git(tmp_path, "init", "-q", f"--separate-git-dir={tmp_path / 'store' / 'x.git'}", str(work))
+    repo = GitRepo(work)
+    repo.write("a.txt", "a\n")
+    repo.commit("a")
+    (work / "sub").mkdir()
+    assert open_repo(work / "sub").workdir == work.resolve()
+    assert workspace_fingerprint(work / "sub").clean
+
+
 def test_ignorecase_is_what_the_file_system_does(repo: GitRepo) -> None:
     """This file system tells `readme.md` from `README.md`: with `core.ignorecase=true` in the
     repository's config git lists a case variant of a tracked file nowhere, but the fingerprint

@@ -116,7 +116,10 @@ def open_repo(path: Path | str | None = None, *, from_env: bool = False) -> Repo
                 f"{origin} is not inside a git repository",
                 hint="run `git init` first, or cd into a repository",
             )
-        git = pygit2.Repository(found)
+        # opened from the work tree, as git finds it: libgit2 then takes the work tree from a
+        # `gitdir:` file's folder (a --separate-git-dir clone, a redirected .git), where the git
+        # dir opened by itself would name its own parent folder
+        git = pygit2.Repository(str(origin if origin.is_dir() else origin.parent))
     workdir = Path(git.workdir).resolve() if git.workdir and not git.is_bare else None
     if workdir is not None and not from_env:
         require_entered(workdir, path if path is not None else Path.cwd())
