@@ -348,6 +348,7 @@ _STATUSES = {status.value: status for status in StepStatus}  # StepStatus(value)
 _VERDICTS = {verdict.value: verdict for verdict in Verdict}
 _WORKSPACES = ("checkout", "live")
 _Record = TypeVar("_Record", CheckEntry, UpstreamEntry, StepEntry, RunRecord)
+_Item = TypeVar("_Item")
 
 
 def _built(cls: type[_Record], **fields: Any) -> _Record:
@@ -398,16 +399,21 @@ def _plain_check(raw: object) -> CheckEntry | None:
     return None
 
 
-def _plain_checks(raw: object) -> tuple[CheckEntry, ...] | None:
+def _plain_list(raw: object, read: Callable[[object], _Item | None]) -> tuple[_Item, ...] | None:
+    """Each item of the JSON array *raw* read by *read*; None unless every one reads."""
     if type(raw) is not list:
         return None
-    entries: list[CheckEntry] = []
+    entries: list[_Item] = []
     for item in raw:
-        entry = _plain_check(item)
+        entry = read(item)
         if entry is None:
             return None
         entries.append(entry)
     return tuple(entries)
+
+
+def _plain_checks(raw: object) -> tuple[CheckEntry, ...] | None:
+    return _plain_list(raw, _plain_check)
 
 
 def _plain_upstream(raw: object) -> UpstreamEntry | None:
@@ -430,16 +436,6 @@ def _plain_outputs(raw: Mapping[str, Any]) -> dict[str, tuple[CheckEntry, ...]] 
             return None
         outputs[str(name)] = checks
     return outputs
-
-
-def _plain_upstreams(raw: list[Any]) -> tuple[UpstreamEntry, ...] | None:
-    entries: list[UpstreamEntry] = []
-    for item in raw:
-        entry = _plain_upstream(item)
-        if entry is None:
-            return None
-        entries.append(entry)
-    return tuple(entries)
 
 
 def _plain_step(raw: object) -> StepEntry | None:
@@ -472,7 +468,7 @@ def _plain_step(raw: object) -> StepEntry | None:
         return None
     checks = _plain_checks(get("checks", []))
     outputs = _plain_outputs(outputs_raw)
-    upstream = _plain_upstreams(upstream_raw)
+    upstream = _plain_list(upstream_raw, _plain_upstream)
     if checks is None or outputs is None or upstream is None:
         return None
     return _built(

@@ -113,14 +113,7 @@ def test_every_field_is_read_from_its_key() -> None:
 
 
 def test_optional_fields_take_their_documented_defaults() -> None:
-    doc: dict[str, Any] = {
-        "format": RUN_FORMAT,
-        "plan": "p",
-        "verdict": "PASS",
-        "contract_digest": "sha256:x",
-        "tree": "t",
-        "steps": {"s": {"status": "failed", "checks": [{"outcome": "failed"}]}},
-    }
+    doc = _minimal_run()
     run = parse_run(COMMIT, 0, doc)
     assert run.reasons == () and run.head is None
     assert (run.seal_commit, run.seal_version, run.runner) == (None, None, None)
