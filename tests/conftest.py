@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,3 +71,14 @@ def repo(tmp_path: Path) -> GitRepo:
     r.write("README.md", "sample\n")
     r.commit("initial")
     return r
+
+
+@pytest.fixture
+def sigint_delivered() -> Iterator[None]:
+    """SIGINT delivered as from a terminal (``KeyboardInterrupt`` here, the default action in the
+    processes started), even when the suite was started with it ignored: a shell does that to
+    a job it starts in the background without job control, and the ignored signal is inherited
+    by every process started, so nothing could be interrupted."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

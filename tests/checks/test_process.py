@@ -356,9 +356,8 @@ def test_setsid_escapee_does_not_hang_the_run(tmp_path: Path) -> None:
         assert r.exit_code == 0 and r.stdout == b"out\n"
 
 
+@pytest.mark.usefixtures("sigint_delivered")
 def test_keyboard_interrupt_kills_the_group_and_propagates(tmp_path: Path) -> None:
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        pytest.skip("SIGINT is not delivered as KeyboardInterrupt here")
     pidfile = tmp_path / "pids"
     ready = tmp_path / "ready"
     script = f'sleep 100 & echo "$$ $!" > {pidfile}.tmp; mv {pidfile}.tmp {ready}; sleep 100'

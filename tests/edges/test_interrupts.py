@@ -16,8 +16,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from gitaudit.run import interrupts
 from tests.gitrepo import GitRepo, audit
+
+pytestmark = pytest.mark.usefixtures("sigint_delivered")  # the suite may run with it ignored
 
 
 def _plan(repo: GitRepo, flag: Path) -> None:
