@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -157,3 +158,45 @@ def edit_keeping_times(path: Path, content: bytes, index: Path | None = None) ->
         handle.write(content)
         handle.truncate()
     os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+
+
+# ------------------------------------------------------------------ a hand-written index
+
+
+def _index_extensions(data: bytes) -> int:
+    """Where the extensions of a version-2 index (as git writes one by default) begin."""
+    assert data[:4] == b"DIRC" and int.from_bytes(data[4:8], "big") == 2
+    pos = 12
+    for _ in range(int.from_bytes(data[8:12], "big")):
+        name_length = int.from_bytes(data[pos + 60 : pos + 62], "big") & 0xFFF
+        pos += (62 + name_length + 8) // 8 * 8
+    return pos
+
+
+def cached_trees(data: bytes) -> bytes:
+    """The index's ``TREE`` extension, whole (its signature and size included)."""
+    pos = _index_extensions(data)
+    while pos < len(data) - 20:
+        size = int.from_bytes(data[pos + 4 : pos + 8], "big")
+        if data[pos : pos + 4] == b"TREE":
+            return data[pos : pos + 8 + size]
+        pos += 8 + size
+    raise AssertionError("the index caches no tree ids")
+
+
+def with_cached_trees(data: bytes, trees: bytes) -> bytes:
+    """*data* with *trees* as its ``TREE`` extension, the checksum recomputed."""
+    old = cached_trees(data)
+    body = data[:-20].replace(old, trees)
+    return body + hashlib.sha1(body).digest()
+
+
+def root_left_to_compute(trees: bytes) -> bytes:
+    """*trees* with the root's cached id dropped (``-1``): git computes the root again, from
+    the folders' cached ids."""
+    body = trees[8:]
+    head, rest = body.split(b"\n", 1)
+    assert head[:1] == b"\0" and not head.startswith(b"\0-1")
+    subtrees = head.split()[1]
+    new = b"\0-1 " + subtrees + b"\n" + rest[20:]
+    return b"TREE" + len(new).to_bytes(4, "big") + new

@@ -17,13 +17,14 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gitaudit.errors import RepositoryError
-from gitaudit.git import index_files
+from gitaudit.git import fingerprint
 from gitaudit.git.call import folds_case
 from gitaudit.git.fingerprint import (
     EMPTY_TREE,
@@ -33,9 +34,17 @@ from gitaudit.git.fingerprint import (
     tree_of,
     workspace_fingerprint,
 )
-from gitaudit.git.index_files import STALE_AFTER_SECONDS, VERIFIED_MARKER, WARM_PREFIX
+from gitaudit.git.index_files import STALE_AFTER_SECONDS, WARM_PREFIX, tag_path
 from gitaudit.git.repo import open_repo
-from tests.gitrepo import OLD_TIME, GitRepo, edit_keeping_times, git
+from tests.gitrepo import (
+    OLD_TIME,
+    GitRepo,
+    cached_trees,
+    edit_keeping_times,
+    git,
+    root_left_to_compute,
+    with_cached_trees,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,23 +102,25 @@ def snapshot(repo: GitRepo) -> dict[str, object]:
 
 
 def private_files(repo: GitRepo) -> set[str]:
-    """Names in the private dir apart from kept indexes (which must all be whole indexes)."""
+    """Names in the private dir apart from kept indexes (which must all be whole indexes, each
+    with its tag) and their tags."""
     private = repo.path / ".git" / PRIVATE_DIR
     names = {p.name for p in private.iterdir()} if private.exists() else set()
     for name in names:
-        if name.startswith(WARM_PREFIX):
+        if name.startswith(WARM_PREFIX) and name.endswith(".index"):
             data = (private / name).read_bytes()
             assert data[:4] == b"DIRC"
             assert hashlib.sha1(data[:-20]).digest() == data[-20:]
+            assert tag_path(private / name).name in names
     return {name for name in names if not name.startswith(WARM_PREFIX)}
 
 
 def _must_not_be_called(*args: object) -> None:
-    raise AssertionError("the user's index was copied although a kept index applied")
+    raise AssertionError("the user's index was read although a kept index applied")
 
 
 def warm_files(repo: GitRepo) -> list[Path]:
-    return sorted((repo.path / ".git" / PRIVATE_DIR).glob(WARM_PREFIX + "*"))
+    return sorted((repo.path / ".git" / PRIVATE_DIR).glob(WARM_PREFIX + "*.index"))
 
 
 def index_entries(index: Path) -> int:
@@ -262,6 +273,30 @@ def test_index_flags_do_not_hide_edits(repo: GitRepo, flag: str) -> None:
     assert snapshot(repo) == before  # the user's flags survive
 
 
+@pytest.mark.parametrize("where", ["root", "folder"])
+def test_cached_tree_ids_are_computed_from_the_entries(repo: GitRepo, where: str) -> None:
+    """The tree ids the user's index caches for its folders (``TREE``) are written by whoever
+    writes the index; `git write-tree` trusts any that names an existing tree. They are
+    computed again from the entries, on every call."""
+    app = repo.write("src/app.py", "ANSWER = 42\n")
+    repo.commit("app")
+    index = repo.path / ".git" / "index"
+    proven = cached_trees(index.read_bytes())
+    if where == "folder":
+        proven = root_left_to_compute(proven)
+    app.write_text("ANSWER = 0\n")
+    os.utime(app, ns=(OLD_TIME, OLD_TIME))
+    repo.git("add", "src/app.py")
+    index.write_bytes(with_cached_trees(index.read_bytes(), proven))
+    assert repo.git("write-tree").strip() == repo.head_tree()  # git trusts them
+    before = snapshot(repo)
+    for _ in range(2):  # the second call starts from the checked copy
+        fp = workspace_fingerprint(repo.path)
+        assert fp.tree == truth_throwaway_index(repo.path) != repo.head_tree()
+    assert changed_paths(repo.path, "HEAD", fp.tree) == ["src/app.py"]
+    assert snapshot(repo) == before  # the user's index, forged ids and all, is left alone
+
+
 BLINDING_CONFIG = [
     pytest.param(("core.checkStat", "minimal"), id="checkStat-minimal"),
     pytest.param(("core.trustctime", "false"), id="trustctime-false"),
@@ -411,7 +446,7 @@ def test_a_file_with_one_index_flag_is_read_on_every_call(repo: GitRepo, flag: s
 
 def test_index_flags_set_after_a_cached_verdict_are_seen(repo: GitRepo) -> None:
     assert workspace_fingerprint(repo.path).clean
-    assert (repo.path / ".git" / PRIVATE_DIR / VERIFIED_MARKER).exists()
+    assert warm_files(repo)  # this version of the user's index was checked and kept
     repo.git("update-index", "--assume-unchanged", "README.md")
     repo.write("README.md", "edited behind git's back\n")
     fp = workspace_fingerprint(repo.path)
@@ -467,7 +502,7 @@ def test_user_index_status_and_files_are_untouched(repo: GitRepo) -> None:
     workspace_fingerprint(repo.path)
     workspace_fingerprint(repo.path)
     assert snapshot(repo) == before
-    assert private_files(repo) == {VERIFIED_MARKER}
+    assert private_files(repo) == set()
 
 
 def test_works_with_hook_environment_pointing_elsewhere(
@@ -553,7 +588,7 @@ def test_concurrent_fingerprints_in_threads_agree(repo: GitRepo) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         trees = list(pool.map(lambda _: workspace_fingerprint(repo.path).tree, range(16)))
     assert set(trees) == {expected}
-    assert private_files(repo) == {VERIFIED_MARKER}
+    assert private_files(repo) == set()
     assert snapshot(repo) == before
 
 
@@ -575,8 +610,8 @@ def test_concurrent_fingerprints_in_processes_agree(repo: GitRepo) -> None:
     trees = {p.communicate()[0].decode().strip() for p in procs}
     assert all(p.returncode == 0 for p in procs)
     assert trees == {expected}
-    assert private_files(repo) == {VERIFIED_MARKER}
-    assert (repo.path / ".git" / PRIVATE_DIR / VERIFIED_MARKER).read_text().count(":") == 5
+    assert private_files(repo) == set()
+    assert len(warm_files(repo)) == 1  # the racing writers left one kept index, tagged
 
 
 def test_stale_temporary_files_are_swept_and_fresh_ones_kept(repo: GitRepo) -> None:
@@ -592,7 +627,7 @@ def test_stale_temporary_files_are_swept_and_fresh_ones_kept(repo: GitRepo) -> N
     for path in (dead, dead_lock, foreign):
         os.utime(path, (old, old))
     assert workspace_fingerprint(repo.path).clean
-    assert private_files(repo) == {live.name, foreign.name, VERIFIED_MARKER}
+    assert private_files(repo) == {live.name, foreign.name}
 
 
 def test_copy_works_without_sendfile(repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -603,17 +638,35 @@ def test_copy_works_without_sendfile(repo: GitRepo, monkeypatch: pytest.MonkeyPa
     assert workspace_fingerprint(repo.path).tree == expected
 
 
-def test_corrupt_marker_is_ignored_and_rewritten(repo: GitRepo) -> None:
-    repo.git("update-index", "--assume-unchanged", "README.md")
-    repo.write("README.md", "hidden edit\n")
-    private = repo.path / ".git" / PRIVATE_DIR
-    private.mkdir()
-    (private / VERIFIED_MARKER).write_bytes(b"\xff\xfe not an identity")
-    assert workspace_fingerprint(repo.path).tree == truth_throwaway_index(repo.path)
-    repo.git("update-index", "--no-assume-unchanged", "README.md")
-    repo.write("README.md", "sample\n")
-    assert workspace_fingerprint(repo.path).clean
-    assert (private / VERIFIED_MARKER).read_text().count(":") == 5
+@pytest.mark.parametrize("damage", ["garbage", "empty", "missing", "another-files"])
+def test_a_kept_index_without_its_own_tag_is_not_used(repo: GitRepo, damage: str) -> None:
+    """A kept index is used only with the tag its writer made for that very file."""
+    repo.write("README.md", "edited\n")
+    expected = workspace_fingerprint(repo.path)
+    [warm] = warm_files(repo)
+    tag = tag_path(warm)
+    if damage == "missing":
+        tag.unlink()
+    elif damage == "another-files":  # an honest tag, of a copy: another inode, change time
+        copy = warm.with_name("copy.index")
+        copy.write_bytes(warm.read_bytes())
+        os.utime(copy, ns=(warm.stat().st_atime_ns, warm.stat().st_mtime_ns))
+        os.replace(copy, warm)
+    else:
+        tag.write_bytes({"garbage": b"\xff\xfe not a tag", "empty": b""}[damage])
+    with pytest.MonkeyPatch.context() as patch:
+        calls: list[object] = []
+        real = fingerprint._list_index
+
+        def listing(*args: Any) -> list[bytes]:
+            calls.append(args)
+            return real(*args)
+
+        patch.setattr(fingerprint, "_list_index", listing)
+        assert workspace_fingerprint(repo.path) == expected
+        assert calls  # the user's index was read and checked again
+    assert workspace_fingerprint(repo.path) == expected
+    assert private_files(repo) == set()
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "garbage"])
@@ -652,13 +705,18 @@ def test_damaged_stat_data_cannot_fool_the_fingerprint(repo: GitRepo) -> None:
 
 
 def test_a_result_is_kept_only_when_git_rewrote_the_private_index(repo: GitRepo) -> None:
-    """Keeping a result costs a write in the user's git dir on every call; it is only done when
-    git changed the private index (a file re-hashed), never for a call that found nothing new."""
+    """Keeping a result costs a write in the user's git dir; it is done once per version of the
+    user's index (its checked copy) and then only when git changed the private index (a file
+    re-hashed), never for a call that found nothing new."""
     old = 1_700_000_000
     os.utime(repo.path / "README.md", (old, old))
     repo.git("update-index", "--really-refresh")  # the user's index now has nothing racy
     assert workspace_fingerprint(repo.path).clean
-    assert warm_files(repo) == []  # nothing was re-hashed: nothing worth keeping
+    [checked] = warm_files(repo)  # the checked copy of this version of the user's index
+    kept = checked.stat()
+    assert workspace_fingerprint(repo.path).clean
+    again = checked.stat()
+    assert (again.st_ino, again.st_ctime_ns) == (kept.st_ino, kept.st_ctime_ns)  # not rewritten
     edited = repo.write("README.md", "edited\n")
     os.utime(edited, (old + 60, old + 60))  # not racy: the kept stat data is trusted
     first = workspace_fingerprint(repo.path)
@@ -685,7 +743,7 @@ def test_unstaged_edits_are_kept_and_results_stay_exact(
     assert index_entries(warm) == index_entries(user_index)
     assert int.from_bytes(warm.read_bytes()[4:8], "big") == 2  # kept as git wrote it, first
     with monkeypatch.context() as patch:  # prove the next call starts from the kept index
-        patch.setattr(index_files, "copy_open_file", _must_not_be_called)
+        patch.setattr(fingerprint, "_list_index", _must_not_be_called)
         assert workspace_fingerprint(repo.path) == first
     repo.write("a.txt", "edited a again\n")
     assert workspace_fingerprint(repo.path).tree == truth_in_copy(repo.path)
@@ -855,7 +913,7 @@ def test_embedded_repository_without_commits_is_a_clear_error(repo: GitRepo) -> 
     with pytest.raises(RepositoryError, match="vendored"):
         workspace_fingerprint(repo.path)
     assert snapshot(repo) == before
-    assert private_files(repo) <= {VERIFIED_MARKER}
+    assert private_files(repo) == set()
 
 
 def test_unreadable_file_is_a_clear_error(repo: GitRepo) -> None:
@@ -1072,7 +1130,7 @@ def test_random_trees_match_git_add_all(
             assert fp.tree == truth_in_copy(repo.path)
             assert fp.clean == (fp.tree == repo.head_tree())
             assert snapshot(repo) == before
-            assert private_files(repo) <= {VERIFIED_MARKER}
+            assert private_files(repo) == set()
 
 
 def test_kept_index_carries_no_untracked_cache_of_the_users_index(repo: GitRepo) -> None:

@@ -9,8 +9,9 @@ side by side with the verdict memo's own:
   system monitor and the untracked cache switched off, git's stat comparison in full and
   ``core.ignorecase`` as the file system does (as the fingerprint does), says nothing:
   no staged, unstaged, deleted, untracked (non-ignored) or submodule change;
-* ``git ls-files -v`` shows no entry marked assume-unchanged or skip-worktree (status trusts
-  those marks; the fingerprint does not);
+* ``git ls-files --stage -v`` shows exactly the entries of ``git ls-tree -r HEAD``, none
+  marked assume-unchanged or skip-worktree (status trusts those marks, and the tree ids the
+  index caches for its folders; the fingerprint does not);
 * the repository's own configuration defines no content filter (the fingerprint refuses those,
   and must be the one to say so);
 * git's work tree is the folder holding the ``.git`` it entered (no ``core.worktree`` pointing
@@ -38,7 +39,8 @@ def state(root: str) -> tuple[str, memo.Snapshot | None]:
     from gitaudit.gate import memo
 
     entered = entered_worktree(root)
-    settings = as_it_is(entered or root)
+    top = entered or root  # the listings cover the whole work tree, whatever folder *root* is
+    settings = as_it_is(top)
     status = start_git(
         [
             *settings,
@@ -50,20 +52,25 @@ def state(root: str) -> tuple[str, memo.Snapshot | None]:
         ],
         cwd=root,
     )
-    marks = start_git([*settings, "ls-files", "-v", "-z"], cwd=root)
+    listing = start_git([*settings, "ls-files", "--stage", "-v", "-z"], cwd=top)
+    committed = start_git(
+        ["ls-tree", "-r", "-z", "--full-tree", f"--format={_ENTRY}", "HEAD"], cwd=top
+    )
     try:
         found = memo.snapshot(root, revs=["HEAD"])
     finally:
         changes, _ = status.communicate()
-        listing, _ = marks.communicate()
+        entries, _ = listing.communicate()
+        tree, _ = committed.communicate()
     snap = found[0] if found is not None else None
     clean = (
         found is not None
         and os.path.realpath(found[0].workdir) == entered  # no core.worktree
         and status.returncode == 0
-        and marks.returncode == 0
+        and listing.returncode == 0
+        and committed.returncode == 0
         and not changes
-        and not _marked(listing)
+        and _entries_are(entries, tree)
         and not _local_filters(found[0].gitdir)
     )
     if clean and found is not None:
@@ -73,12 +80,24 @@ def state(root: str) -> tuple[str, memo.Snapshot | None]:
     return workspace_fingerprint(root).tree, snap
 
 
-def _marked(listing: bytes) -> bool:
-    """Whether ``git ls-files -v -z`` shows an assume-unchanged (lower-case tag) or
-    skip-worktree (``S``) entry."""
-    return any(
-        record[:1].islower() or record[:1] == b"S" for record in listing.split(b"\0") if record
-    )
+_ENTRY = "%(objectmode) %(objectname) 0%x09%(path)"
+"""An entry of ``git ls-tree`` as ``git ls-files --stage`` writes one (stage 0)."""
+
+
+def _entries_are(listing: bytes, tree: bytes) -> bool:
+    """Whether ``git ls-files --stage -v -z`` (*listing*) shows exactly the entries of
+    ``git ls-tree -r`` (*tree*, in :data:`_ENTRY`'s form), none marked assume-unchanged
+    (a lower-case tag) or skip-worktree (``S``), none unmerged (stages 1-3 are not in a tree).
+
+    ``git status`` compares the index with HEAD folder by folder, trusting the tree id the
+    index caches for a folder (its ``TREE`` extension, which anyone who writes ``.git`` can
+    set to HEAD's while the entries hold an edit), and trusts those marks: the entries
+    themselves are compared here."""
+    import re
+
+    if re.search(rb"(?:^|\0)[a-zS] ", listing):
+        return False
+    return re.sub(rb"(^|\0)[A-Z] ", rb"\1", listing) == tree
 
 
 def _local_filters(gitdir: str) -> bool:

@@ -24,11 +24,14 @@ How it is computed, and why that way:
   from.  Seeding from it then differs from seeding from the user's index in stat data alone,
   which only decides what gets re-hashed, never the result.  Files the user edited but has not
   staged are thereby hashed once, not on every call.  Untracked files are hashed on every call.
-* The user's index is checked once per version (its identity is cached in
-  ``fingerprint.verified``): git reads an index without verifying its checksum, so a damaged seed
-  would silently change what counts as tracked; a damaged one is replaced by an empty seed.
-  Entries marked ``assume-unchanged`` or ``skip-worktree`` are unmarked in the private copy, so
-  content hidden from ``git status`` is still fingerprinted: an audit must see what was tested.
+* The user's index is anyone's to write, so it is checked each time it seeds: git reads an index
+  without verifying its checksum, so a damaged seed would silently change what counts as
+  tracked (a damaged one is replaced by an empty seed); entries marked ``assume-unchanged`` or
+  ``skip-worktree`` are unmarked in the private copy, so content hidden from ``git status`` is
+  still fingerprinted; and the tree ids it caches for its folders (which ``git write-tree``
+  trusts) are computed again from its entries.  The checked copy is kept, with a tag (a MAC
+  under the local key, :mod:`gitaudit.git.index_files`) binding it to the file gitaudit wrote, so
+  later calls for that version start from it; a kept index without its own tag is not used.
 * Inside hooks git exports ``GIT_DIR``, ``GIT_INDEX_FILE``, ``GIT_WORK_TREE``, ``GIT_PREFIX``
   and friends, pointing at *its* index.  Every git process started here runs with the one
   environment policy of :mod:`gitaudit.git.call` (which drops them) plus the ones it needs set
@@ -44,10 +47,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from gitaudit import secret
 from gitaudit.errors import RepositoryError
 from gitaudit.git import index_files
 from gitaudit.git.call import GitResult, as_it_is, run_git
-from gitaudit.git.index_files import TEMP_PREFIX, VERIFIED_MARKER, WARM_PREFIX
+from gitaudit.git.index_files import TEMP_PREFIX, WARM_PREFIX
 from gitaudit.places import STATE_DIRNAME, require_entered
 
 __all__ = [
@@ -109,8 +113,9 @@ class _Layout(NamedTuple):
 class _Seed(NamedTuple):
     identity: str | None  # the user-index version the private index started from; None: empty
     entries: int  # its entry count, or -1 when the result must not be kept for reuse
-    warm: Path | None  # where a reusable result for this version lives
+    warm: Path | None  # where a reusable result for this version lives (None: no local key)
     from_warm: bool
+    key: bytes | None = None  # the local key that tags kept results
 
 
 def _run(
@@ -251,51 +256,62 @@ def _unflag(layout: _Layout, env: Mapping[str, str], records: list[bytes]) -> bo
     return bool(assumed or skipped)
 
 
-def _verdict(identity: str, entries: int | str) -> str:
-    """The marker line for *identity*; *entries* may be a whole line to re-derive and compare."""
-    if isinstance(entries, str):
-        fields = entries.split()
-        if len(fields) != 3 or not fields[1].lstrip("-").isdigit():
-            return ""
-        entries = int(fields[1])
-    check = hashlib.sha256(f"{identity} {entries}".encode()).hexdigest()[:16]
-    return f"{identity} {entries} {check}"
-
-
 def _seed(
     layout: _Layout, private_dir: Path, temp: Path, env: Mapping[str, str], *, allow_warm: bool
 ) -> _Seed:
-    """Fill *temp* with the best starting point that is guaranteed to give the exact result."""
+    """Fill *temp* with the best starting point that is guaranteed to give the exact result:
+    the kept index of this version of the user's index when its tag vouches for it, else the
+    user's index, checked and cleaned (and then kept, tagged, for the next call)."""
     try:
         src_fd = os.open(layout.git_dir / "index", os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return _Seed(identity=None, entries=-1, warm=None, from_warm=False)
+    key = secret.local_key(str(layout.work_tree), create=True)
     try:
         st = os.fstat(src_fd)
         identity = index_files.identity(src_fd, st)
-        verdict = index_files.read_text(private_dir / VERIFIED_MARKER)
-        verified = verdict.startswith(identity + " ") and verdict == _verdict(identity, verdict)
-        entries = int(verdict.split()[1]) if verified else -1
-        key = f"{identity}|{_settings_signature(layout)}"
-        warm = private_dir / f"{WARM_PREFIX}{hashlib.sha256(key.encode()).hexdigest()[:32]}.index"
-        if verified and entries >= 0 and allow_warm and index_files.copy_warm(warm, temp):
-            return _Seed(identity, entries, warm, from_warm=True)
+        slot = hashlib.sha256(f"{identity}|{_settings_signature(layout)}".encode()).hexdigest()
+        warm = private_dir / f"{WARM_PREFIX}{slot[:32]}.index" if key else None
+        if warm is not None and key is not None and allow_warm:
+            entries = index_files.copy_vouched(warm, temp, key)
+            if entries >= 0:
+                return _Seed(identity, entries, warm, from_warm=True, key=key)
         index_files.copy_open_file(src_fd, st, temp)
     finally:
         os.close(src_fd)
-    if verified:
-        return _Seed(identity, entries, warm, from_warm=False)
-    # First sight of this version of the user's index: is it whole, and does it hide anything?
+    # The user's index as it is, written by git or by anyone else: is it whole, and does it hide
+    # anything (marks, or cached tree ids that its entries do not make)?
     if not index_files.index_intact(temp):
         temp.unlink()  # nothing trustworthy says what is tracked: hash the whole work tree
         return _Seed(identity=None, entries=-1, warm=None, from_warm=False)
     records = _list_index(layout, env)
-    if _unflag(layout, env, records):
-        return _Seed(identity, entries=-1, warm=None, from_warm=False)
+    flagged = _unflag(layout, env, records)
+    if not _rebuild_cached_trees(layout, env):
+        temp.unlink()  # unmerged entries, or entries naming missing objects: hash everything
+        return _Seed(identity=None, entries=-1, warm=None, from_warm=False)
     unmerged = any(r[:1] in (b"M", b"m") for r in records)
-    entries = -1 if unmerged else len(records)  # conflicts collapse on add: count says nothing
-    index_files.write_atomic(private_dir / VERIFIED_MARKER, _verdict(identity, entries))
-    return _Seed(identity, entries, warm, from_warm=False)
+    # conflicts collapse on add, marks are gone: the entry count says nothing about the result
+    entries = -1 if unmerged or flagged else len(records)
+    if warm is not None and key is not None and entries >= 0:
+        # this version's checked and cleaned copy, for the calls to come
+        kept = temp.with_name(f"{temp.stem}-kept.index")
+        index_files.copy_file(temp, kept)
+        index_files.keep_vouched(kept, warm, key)
+        index_files.sweep(private_dir, keep=warm)  # the kept copies of older versions
+    return _Seed(identity, entries, warm, from_warm=False, key=key)
+
+
+def _rebuild_cached_trees(layout: _Layout, env: Mapping[str, str]) -> bool:
+    """Replace the tree ids cached in the private index (its ``TREE`` extension) with the ones
+    its entries make. ``git write-tree`` trusts a cached id that names an existing tree, so an
+    index written by hand could name the proven tree while its entries hold an edit. False when
+    git cannot (unmerged entries, an entry naming a missing object)."""
+    proc = _run(
+        [*_INDEX_CONFIG, *layout.settings, "write-tree", "--ignore-cache-tree"],
+        cwd=layout.work_tree,
+        env=env,
+    )
+    return proc.code == 0
 
 
 def _add_all(
@@ -398,9 +414,10 @@ def _private_tree(layout: _Layout, started: Callable[[], None] | None = None) ->
             and _file_state(temp) != before  # git rewrote it: otherwise nothing is gained
             and index_files.header(temp)[1]
             == seed.entries  # nothing added either: the user's paths
+            and seed.key is not None
             and (not seed.from_warm or _compact(layout, env, temp))
         ):
-            os.replace(temp, seed.warm)
+            index_files.keep_vouched(temp, seed.warm, seed.key)
             index_files.sweep(private_dir, keep=seed.warm)
         return tree
     finally:

@@ -2,25 +2,35 @@
 
 Byte copies of git index files that keep their timestamps, checks that a copy is a whole index,
 and the housekeeping of the per-process and kept ("warm") files under the state directory.
+
+A kept index is only ever used with a tag beside it (``warm-<slot>.mac``): a MAC, under the
+local key (:mod:`gitaudit.secret`), of its name, its stat data and its trailing checksum, made
+by the process that wrote it. The state directory is in the git dir, which anything in the work
+tree can write; a kept index written by anyone else (entries marked skip-worktree, stat data or
+cached tree ids copied from an edit) is not used. Its change time and inode, which nobody can
+set, stand for its content: a file rewritten in place, or another file renamed over it, no
+longer matches its tag.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import os
 import time
 from pathlib import Path
+
+from gitaudit import secret
 
 TEMP_PREFIX = "fingerprint-"
 """Per-process temporary files; any older than :data:`STALE_AFTER_SECONDS` are debris."""
 STALE_AFTER_SECONDS = 15 * 60
 
-VERIFIED_MARKER = "fingerprint.verified"
-"""``<identity> <entries> <check>`` of the last user index found intact and free of index flags."""
-
 WARM_PREFIX = "warm-"
-"""Reusable private indexes, named after the user-index version and settings they belong to."""
+"""Reusable private indexes (``warm-<slot>.index``), named after the user-index version and
+settings they belong to, each with its tag (``warm-<slot>.mac``)."""
+TAG_SUFFIX = ".mac"
 
 
 def copy_open_file(src_fd: int, st: os.stat_result, dst: Path) -> None:
@@ -76,7 +86,7 @@ def intact(data: bytes) -> bool:
 
     git itself skips the checksum when reading an index (only ``git fsck`` checks it), and reads a
     truncated one as entries with null ids, so a damaged seed would silently change the result.
-    The user's index is checked once per version, a kept private index each time it is used.
+    The user's index is checked each time it seeds (a kept index is vouched for by its tag).
     """
     if data[:4] != b"DIRC" or int.from_bytes(data[4:8], "big") not in (2, 3, 4):
         return False
@@ -98,25 +108,61 @@ def index_intact(path: Path) -> bool:
         return False
 
 
-def copy_warm(warm: Path, dst: Path) -> bool:
-    """Seed *dst* from a kept private index if it exists and is intact; drop it if damaged."""
+def tag_path(warm: Path) -> Path:
+    """Where the tag of the kept index *warm* lives."""
+    return warm.with_suffix(TAG_SUFFIX)
+
+
+def _statement(warm: Path, fd: int, st: os.stat_result) -> bytes:
+    """What a kept index's tag vouches for: its name (the slot), the stat data of the file
+    (the change time and inode cannot be set back) and its trailing checksum."""
+    trailer = os.pread(fd, 32, max(0, st.st_size - 32)).hex()
+    stat = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+    return f"gitaudit kept index\0{warm.name}\0{stat}\0{trailer}".encode()
+
+
+def copy_vouched(warm: Path, dst: Path, key: bytes) -> int:
+    """Seed the new file *dst* from the kept index *warm* if its tag vouches for it; return
+    its entry count, or -1 (nothing written) when there is none or it is not the one its tag
+    names (a kept index or tag written by someone else, or a race between two writers)."""
     try:
-        with open(warm, "rb") as handle:
-            st = os.fstat(handle.fileno())
-            data = handle.read()
-    except FileNotFoundError:
-        return False
-    if not intact(data):
-        with contextlib.suppress(OSError):
-            warm.unlink()
-        return False
-    dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        fd = os.open(warm, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return -1
     try:
-        write_all(dst_fd, data)
+        st = os.fstat(fd)
+        tag = read_text(tag_path(warm))
+        expected = secret.mac(key, _statement(warm, fd, st))
+        if not tag.isascii() or not hmac.compare_digest(tag, expected):
+            return -1
+        head = os.pread(fd, 12, 0)
+        entries = int.from_bytes(head[8:12], "big") if head[:4] == b"DIRC" else -1
+        if entries >= 0:
+            copy_open_file(fd, st, dst)
+        return entries
     finally:
-        os.close(dst_fd)
-    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
-    return True
+        os.close(fd)
+
+
+def keep_vouched(src: Path, warm: Path, key: bytes) -> None:
+    """Move the private index *src* to *warm* and tag it. The tag is made from the moved file
+    itself (an open descriptor: a file renamed over *warm* meanwhile is not what it names)."""
+    fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        os.replace(src, warm)
+        st = os.fstat(fd)  # after the move: a rename changes the file's change time
+        write_atomic(tag_path(warm), secret.mac(key, _statement(warm, fd, st)))
+    finally:
+        os.close(fd)
+
+
+def copy_file(src: Path, dst: Path) -> None:
+    """Copy *src* to the new file *dst* with its timestamps (:func:`copy_open_file`)."""
+    fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        copy_open_file(fd, os.fstat(fd), dst)
+    finally:
+        os.close(fd)
 
 
 def header(path: Path) -> tuple[int, int]:
@@ -158,5 +204,9 @@ def sweep(private_dir: Path, keep: Path | None = None) -> None:
             if entry.name.startswith(TEMP_PREFIX):
                 if entry.stat(follow_symlinks=False).st_mtime < cutoff:
                     os.unlink(entry.path)
-            elif keep and entry.name.startswith(WARM_PREFIX) and entry.name != keep.name:
+            elif (
+                keep
+                and entry.name.startswith(WARM_PREFIX)
+                and entry.name not in (keep.name, tag_path(keep).name)
+            ):
                 os.unlink(entry.path)

@@ -583,6 +583,27 @@ def test_attack_agent_evades_the_guard_with_a_script_and_the_stop_hook_holds(
     assert run.blocked and "UNKNOWN" in run.reason
 
 
+@pytest.mark.parametrize("mark", ["--skip-worktree", "--assume-unchanged"])
+def test_attack_agent_marks_an_edit_outside_the_project_folder(project: GitRepo, mark: str) -> None:
+    """The host's project folder is a folder of the repository (a package of a monorepo): the
+    stop hook runs there. The agent marks greeter.py, at the repository's root, and edits it:
+    `git status` shows nothing, and `git ls-files` run in the project folder lists only that
+    folder's entries, so the mark went unseen and HEAD's tree was taken for the work tree.
+    The entries of the whole index are read: UNKNOWN."""
+    package = project.path / "pkg"
+    project.write("pkg/README.md", "a package\n")
+    project.git("add", "-A")
+    project.git("commit", "-q", "--no-verify", "-m", "package")
+    run_passing(project)
+    assert run_hook(package, "stop", stop(package)).allowed
+    greeter = project.path / "greeter.py"
+    project.git("update-index", mark, "greeter.py")
+    greeter.write_text(greeter.read_text().replace("Hello", "Hallo"))  # the same size
+    assert project.git("status", "--porcelain") == ""
+    run = run_hook(package, "stop", stop(package))
+    assert run.blocked and "UNKNOWN" in run.reason, run.reason
+
+
 def test_attack_agent_hides_an_edit_from_git_status(project: GitRepo) -> None:
     """The stop hook takes HEAD's tree when git shows the work tree clean. The agent edits
     greeter.py after the passing run and hides the edit from `git status`: assume-unchanged,

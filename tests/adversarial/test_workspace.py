@@ -15,7 +15,14 @@ from gitaudit.errors import PlanError, RepositoryError
 from gitaudit.plan.catalog import check_worktree
 from tests.adversarial.conftest import World, assert_plan, check, plan, step
 from tests.agent.host import run_hook, stop
-from tests.gitrepo import OLD_TIME, GitRepo, edit_keeping_times
+from tests.gitrepo import (
+    OLD_TIME,
+    GitRepo,
+    cached_trees,
+    edit_keeping_times,
+    root_left_to_compute,
+    with_cached_trees,
+)
 
 
 def _escape_in_plan(world: World, data: dict[str, Any], field: str) -> None:
@@ -290,6 +297,87 @@ def test_attack_workspace_forged_index_stat_cache(world: World) -> None:
     assert app.read_text() == "ANSWER = 0\n"
     os.utime(app)  # any change of its stat data: git reads the file again
     assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
+
+
+@pytest.mark.parametrize("where", ["root", "folder"])
+def test_attack_workspace_forged_cached_tree_ids(world: World, where: str) -> None:
+    """src/app.py is proven. The agent edits and stages it, then writes into the user's index
+    the tree ids git cached for the proven tree (the ``TREE`` extension): for the root, or for
+    the folder alone (git then computes the root from it). `git write-tree`, and `git commit`,
+    trust cached ids that name existing trees: they answer the proven tree although the index
+    and the file hold the edit. The work tree's verdict reads the entries: UNKNOWN, through
+    `git audit status` and the stop hook."""
+    app = world.repo.write("src/app.py", "ANSWER = 42\n")
+    world.repo.write("README.md", "the app\n")
+    world.seal(plan(step("unit", check("true"))))
+    assert world.run().verdict == "PASS"
+    assert run_hook(world.path, "stop", stop(world.path)).allowed
+    index = world.path / ".git" / "index"
+    proven = cached_trees(index.read_bytes())
+    if where == "folder":
+        proven = root_left_to_compute(proven)
+    app.write_text("ANSWER = 0\n")
+    os.utime(app, ns=(OLD_TIME, OLD_TIME))  # not racily clean: git keeps the entry as it is
+    world.repo.git("add", "src/app.py")
+    index.write_bytes(with_cached_trees(index.read_bytes(), proven))
+    assert world.repo.git("write-tree").strip() == world.repo.head_tree()  # git is fooled
+    assert world.repo.git("status", "--porcelain") == ""  # and so is its status
+    assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
+    stopping = run_hook(world.path, "stop", stop(world.path))
+    assert stopping.blocked and "UNKNOWN" in stopping.reason, stopping
+
+
+def _forge_old_marker(world: World) -> None:
+    """The marker that once told the fingerprint "this version of the user's index was checked
+    (no marks)": the index's identity, an entry count and a check value, which is no secret."""
+    index = world.path / ".git" / "index"
+    st = index.stat()
+    trailer = index.read_bytes()[-32:].hex()
+    identity = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{trailer}"
+    entries = len(world.repo.git("ls-files", "-z").split("\0")) - 1
+    check_value = hashlib.sha256(f"{identity} {entries}".encode()).hexdigest()[:16]
+    line = f"{identity} {entries} {check_value}\n"
+    (world.path / ".git" / "gitaudit" / "fingerprint.verified").write_text(line)
+
+
+@pytest.mark.parametrize("forgery", ["marker", "kept-in-place", "kept-renamed-over"])
+def test_attack_workspace_forged_fingerprint_state(world: World, forgery: str) -> None:
+    """app.py is proven; the agent edits it. The fingerprint starts from a copy of the user's
+    index that it checked (marks removed) and kept in the git dir, so the agent forges that
+    state: (marker) it marks app.py skip-worktree (git stops looking at the file) and writes
+    the marker that once said "this version of the index was checked"; or it rewrites the
+    kept copy, in place or by a file renamed over it, with app.py's entry naming the proven
+    blob beside the edited file's stat data. Before the fix each fooled `git audit status` and
+    the stop hook (PASS). A kept copy is now used only with the tag its writer made under a key
+    the agent cannot read, and nothing else is taken as checked: UNKNOWN."""
+    app = _proven_app(world)
+    proven = bytes.fromhex(world.repo.git("rev-parse", "HEAD:app.py").strip())
+    private = world.path / ".git" / "gitaudit"
+    if forgery == "marker":
+        world.repo.git("update-index", "--skip-worktree", "app.py")
+    app.write_text("ANSWER = 0\n")  # the same size
+    os.utime(app, ns=(OLD_TIME, OLD_TIME))
+    if forgery == "marker":
+        assert world.repo.git("status", "--porcelain") == ""  # hidden from git
+        _forge_old_marker(world)
+    else:
+        assert world.repo.git("status", "--porcelain") == " M app.py\n"
+        assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")  # keeps a checked copy
+        edited = bytes.fromhex(world.repo.git("hash-object", "app.py").strip())
+        [kept] = sorted(private.glob("warm-*.index"))
+        data = kept.read_bytes()
+        assert data.count(edited) == 1  # the copy holds the edit, with the file's stat data
+        body = data[:-20].replace(edited, proven)
+        forged = body + hashlib.sha1(body).digest()
+        if forgery == "kept-in-place":
+            with open(kept, "r+b") as handle:
+                handle.write(forged)
+        else:
+            (private / "forged.index").write_bytes(forged)
+            os.replace(private / "forged.index", kept)
+    assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
+    stopping = run_hook(world.path, "stop", stop(world.path))
+    assert stopping.blocked and "UNKNOWN" in stopping.reason, stopping
 
 
 def test_attack_workspace_fsmonitor_hides_an_edit(world: World) -> None:

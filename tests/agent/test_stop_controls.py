@@ -19,8 +19,8 @@ import pytest
 from gitaudit.agent import stop, worktree
 from gitaudit.errors import RepositoryError
 from gitaudit.git.fingerprint import workspace_fingerprint
-from tests.agent.host import GREETER, run_passing, sealed_project
-from tests.gitrepo import GitRepo
+from tests.agent.host import CHECK, GREETER, run_passing, sealed_project
+from tests.gitrepo import OLD_TIME, GitRepo, cached_trees, root_left_to_compute, with_cached_trees
 
 EDITED = GREETER.replace("Hello", "Howdy")  # the same size: only the content tells
 
@@ -114,6 +114,48 @@ def test_an_edit_hidden_from_git_status_is_fingerprinted(
     edit(passed)
     assert passed.git("status", "--porcelain", *shown) == ""  # git itself is fooled
     tree, snap = worktree.state(str(passed.path))
+    assert snap is not None
+    assert tree == workspace_fingerprint(passed.path).tree != passed.head_tree()
+    assert not _stops(passed)
+
+
+@pytest.mark.parametrize("where", ["root", "folder"])
+def test_the_entries_not_the_cached_tree_ids_decide_clean(passed: GitRepo, where: str) -> None:
+    """An edit of a file in a folder staged, then the tree ids the index caches for its folders
+    set back to HEAD's by hand: `git status` skips a folder whose cached id is HEAD's and shows
+    nothing. The entries are compared with HEAD's: the work tree's id is its fingerprint, and
+    the agent may not stop."""
+    index = passed.path / ".git" / "index"
+    passed.git("write-tree")  # the index caches every folder's id
+    proven = cached_trees(index.read_bytes())
+    if where == "folder":
+        proven = root_left_to_compute(proven)
+    edited = passed.write("tests/check_greeting.py", CHECK + "# edited\n")
+    os.utime(edited, ns=(OLD_TIME, OLD_TIME))  # never racily clean
+    passed.git("add", "tests/check_greeting.py")
+    index.write_bytes(with_cached_trees(index.read_bytes(), proven))
+    assert passed.git("status", "--porcelain") == ""  # git itself is fooled
+    tree, snap = worktree.state(str(passed.path))
+    assert snap is not None
+    assert tree == workspace_fingerprint(passed.path).tree != passed.head_tree()
+    assert not _stops(passed)
+
+
+@pytest.mark.parametrize("mark", [_assume_unchanged, _skip_worktree], ids=["assume", "skip"])
+def test_marks_outside_the_project_folder_are_seen(
+    passed: GitRepo, mark: Step, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The project folder is a folder of the repository: the index is read whole, so a mark on
+    a file outside that folder (greeter.py, at the root) is seen."""
+    package = passed.path / "pkg"
+    package.mkdir()
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(package))
+    monkeypatch.chdir(package)
+    assert worktree.state(str(package))[0] == passed.head_tree()  # clean: the control
+    mark(passed)
+    _edit(passed)
+    assert passed.git("status", "--porcelain") == ""
+    tree, snap = worktree.state(str(package))
     assert snap is not None
     assert tree == workspace_fingerprint(passed.path).tree != passed.head_tree()
     assert not _stops(passed)
