@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _util import Stat, big_repo, copy_repo, git, hermetic_env, spread, time_once
 
-from gitaudit.git.fingerprint import PRIVATE_DIR, workspace_fingerprint
+from gitaudit.git.fingerprint import private_folder, workspace_fingerprint
 
 WARM_TARGET = 1.5
 COLD_TARGET = 3.0
@@ -139,7 +139,7 @@ def main() -> int:
         print(f"building/reusing a {args.files}-file repository in {args.dirs} directories ...")
         pristine = big_repo(args.files, args.dirs)
         repo = copy_repo(pristine, scratch / "repo")
-        private = repo / ".git" / PRIVATE_DIR
+        private = private_folder(repo / ".git")
         status = git_status(repo)
         status()  # warm the page cache for both contenders
         head_tree = git(repo, "rev-parse", "HEAD^{tree}").strip()

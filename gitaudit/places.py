@@ -3,13 +3,14 @@
 * The user's **gitaudit home** (:func:`home_dir`): keys, the memo key and the repositories'
   trust anchors (:func:`anchor_path`), outside every work tree.
 * A repository's **state directory** (:func:`state_dir`, ``<gitdir>/gitaudit``): caches that can
-  always be rebuilt (the fingerprint's private indexes, the lookup cache, the high-water marks,
-  the verdict memo). git never reads it.
+  always be rebuilt (the lookup cache, the high-water marks, the verdict memo). git never reads
+  it.
 * The user's **cache directory** (:func:`cache_dir`): the private checkouts the checks run in,
-  one folder per repository (:func:`checkouts_dir`). They live outside the project directory so
-  that nothing in it (an ignored ``conftest.py``, ``node_modules``, a ``.git``) is found by a
-  tool that looks upwards from a check's directory, and so that an agent confined to the project
-  cannot edit them.
+  one folder per repository (:func:`checkouts_dir`), and the workspace fingerprint's private
+  indexes, one folder per work tree (:func:`fingerprint_dir`). They live outside the project
+  directory so that nothing in it (an ignored ``conftest.py``, ``node_modules``, a ``.git``) is
+  found by a tool that looks upwards from a check's directory, and so that an agent confined
+  to the project cannot edit them.
 
 Standard library only, and light: the hooks' fast path imports it.
 """
@@ -107,6 +108,17 @@ def checkouts_dir(gitdir: str | os.PathLike[str]) -> str:
     real = os.path.realpath(os.fspath(gitdir))
     key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:20]
     return os.path.join(cache_dir(), "checkouts", key)
+
+
+def fingerprint_dir(gitdir: str | os.PathLike[str]) -> str:
+    """The private indexes of the workspace fingerprint of the work tree whose (per-worktree)
+    git dir is *gitdir*: keyed by its real path, outside the git dir, where a process that
+    writes ``.git`` (the agent being audited) cannot swap them while git reads them."""
+    import hashlib  # not at module level: the hooks' fast path does without it
+
+    real = os.path.realpath(os.fspath(gitdir))
+    key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:20]
+    return os.path.join(cache_dir(), "fingerprint", key)
 
 
 def gitaudit_home() -> Path:

@@ -28,9 +28,9 @@ from gitaudit.git import fingerprint
 from gitaudit.git.call import folds_case
 from gitaudit.git.fingerprint import (
     EMPTY_TREE,
-    PRIVATE_DIR,
     Fingerprint,
     changed_paths,
+    private_folder,
     tree_of,
     workspace_fingerprint,
 )
@@ -104,7 +104,7 @@ def snapshot(repo: GitRepo) -> dict[str, object]:
 def private_files(repo: GitRepo) -> set[str]:
     """Names in the private dir apart from kept indexes (which must all be whole indexes, each
     with its tag) and their tags."""
-    private = repo.path / ".git" / PRIVATE_DIR
+    private = private_folder(repo.path / ".git")
     names = {p.name for p in private.iterdir()} if private.exists() else set()
     for name in names:
         if name.startswith(WARM_PREFIX) and name.endswith(".index"):
@@ -120,7 +120,7 @@ def _must_not_be_called(*args: object) -> None:
 
 
 def warm_files(repo: GitRepo) -> list[Path]:
-    return sorted((repo.path / ".git" / PRIVATE_DIR).glob(WARM_PREFIX + "*.index"))
+    return sorted(private_folder(repo.path / ".git").glob(WARM_PREFIX + "*.index"))
 
 
 def index_entries(index: Path) -> int:
@@ -485,7 +485,7 @@ def test_linked_worktree_uses_its_own_index(repo: GitRepo, tmp_path: Path) -> No
     fp = workspace_fingerprint(wt)
     assert fp.tree == truth_throwaway_index(wt)
     assert fp.tree != workspace_fingerprint(repo.path).tree
-    assert (repo.path / ".git" / "worktrees" / "wt" / PRIVATE_DIR).is_dir()
+    assert private_folder(repo.path / ".git" / "worktrees" / "wt").is_dir()
 
 
 # --------------------------------------------------------------------------- leaves things alone
@@ -615,8 +615,8 @@ def test_concurrent_fingerprints_in_processes_agree(repo: GitRepo) -> None:
 
 
 def test_stale_temporary_files_are_swept_and_fresh_ones_kept(repo: GitRepo) -> None:
-    private = repo.path / ".git" / PRIVATE_DIR
-    private.mkdir()
+    private = private_folder(repo.path / ".git")
+    private.mkdir(parents=True)
     dead = private / "fingerprint-999999-dead.index"
     dead_lock = private / "fingerprint-999999-dead.index.lock"
     live = private / "fingerprint-1-live.index"

@@ -8,7 +8,7 @@ import pytest
 
 from gitaudit.errors import RepositoryError
 from gitaudit.git import fingerprint
-from gitaudit.git.fingerprint import prefetch, workspace_fingerprint
+from gitaudit.git.fingerprint import prefetch, private_folder, workspace_fingerprint
 from gitaudit.git.index_files import TEMP_PREFIX
 from tests.gitrepo import GitRepo
 
@@ -91,8 +91,9 @@ def test_a_command_that_fails_early_leaves_no_private_index_behind(
         repo.write(f"many/{n}.txt", f"{n}\n")
     result = audit(repo.path, command, process=True)
     assert result.code != 0
-    private = repo.path / ".git" / "gitaudit"
-    left = sorted(p.name for p in private.iterdir()) if private.exists() else []
+    private = private_folder(repo.path / ".git")
+    assert private.is_dir()  # the prefetch started
+    left = sorted(p.name for p in private.iterdir())
     assert not [name for name in left if name.startswith(TEMP_PREFIX)], left
 
 
@@ -109,6 +110,6 @@ def test_a_prefetch_replaced_by_another_is_still_waited_for_at_exit(
     fingerprint._finish_prefetch()  # what the interpreter runs at exit
     assert not first.thread.is_alive() and not fingerprint._RUNNING
     for where in (repo.path, other.path):
-        left = [p.name for p in (where / ".git" / "gitaudit").iterdir()]
+        left = [p.name for p in private_folder(where / ".git").iterdir()]
         assert not [n for n in left if n.startswith(TEMP_PREFIX)], left
     fingerprint.drop_prefetch()

@@ -10,8 +10,10 @@ evidence recorded on a clean workspace is directly comparable with commits.
 How it is computed, and why that way:
 
 * The user's index and work tree are never written.  ``git add -A`` and ``git write-tree`` run
-  against a *private* index: a per-process file under ``<gitdir>/gitaudit/``, seeded from a byte
-  copy of the user's index that keeps its mtime (git's racy-timestamp check depends on it).  The
+  against a *private* index: a per-process file in the work tree's folder of the user's cache
+  (:func:`private_folder`; not in the git dir, which anything in the work tree can write, and
+  where another process could swap the file while git reads it), seeded from a byte copy of
+  the user's index that keeps its mtime (git's racy-timestamp check depends on it).  The
   copy carries the user's stat data, so only files changed since git last looked at them are
   hashed; hashing everything (an empty index, or pygit2's ``Index.add_all``) is 4x-40x slower on a
   large tree.  Each process has its own file, so concurrent fingerprints never contend for a lock
@@ -52,7 +54,7 @@ from gitaudit.errors import RepositoryError
 from gitaudit.git import index_files
 from gitaudit.git.call import GitResult, as_it_is, run_git
 from gitaudit.git.index_files import TEMP_PREFIX, WARM_PREFIX
-from gitaudit.places import STATE_DIRNAME, require_entered
+from gitaudit.places import fingerprint_dir, require_entered
 
 __all__ = [
     "EMPTY_TREE",
@@ -66,8 +68,12 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 """The id of the empty tree: the fingerprint of an empty work tree (SHA-1 repositories)."""
 EMPTY_TREE_SHA256 = "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"
 
-PRIVATE_DIR = STATE_DIRNAME
-"""Directory under the (per-worktree) git dir for gitaudit's private files; git never reads it."""
+
+def private_folder(git_dir: str | os.PathLike[str]) -> Path:
+    """The folder of the private indexes of the work tree whose (per-worktree) git dir is
+    *git_dir* (:func:`gitaudit.places.fingerprint_dir`)."""
+    return Path(fingerprint_dir(git_dir))
+
 
 # Settings forced on the git processes that touch the private index.  The split index would make
 # git create `sharedindex.*` files in the user's git dir (and hide the true entry count); sparse
@@ -376,13 +382,13 @@ def _compact(layout: _Layout, env: Mapping[str, str], index: Path) -> bool:
 def _private_tree(layout: _Layout, started: Callable[[], None] | None = None) -> str:
     """``git add -A`` + ``git write-tree`` on a private index; keep the result when it is safe.
     *started* is called once git is hashing the work tree."""
-    private_dir = layout.git_dir / PRIVATE_DIR
+    private_dir = private_folder(layout.git_dir)
     try:
-        private_dir.mkdir(exist_ok=True)
+        private_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
         raise RepositoryError(
             f"cannot create {private_dir}: {exc.strerror}",
-            hint="gitaudit needs write access to the git directory",
+            hint="gitaudit needs a cache folder it can write (set GITAUDIT_CACHE to choose one)",
         ) from exc
     index_files.sweep(private_dir)
     temp = private_dir / f"{TEMP_PREFIX}{os.getpid()}-{os.urandom(6).hex()}.index"
@@ -525,7 +531,7 @@ _RUNNING: list[_Prefetch] = []  # prefetches started and perhaps still running, 
 def _finish_prefetch() -> None:
     """At exit, a prefetch still running (nobody took it: the command failed before it judged
     the work tree) is waited for, so its git finishes and its private index is removed: a
-    command leaves nothing behind in the git dir. An interrupted command drops it first
+    command leaves nothing behind. An interrupted command drops it first
     (:func:`drop_prefetch`)."""
     while _RUNNING:
         _RUNNING.pop().thread.join()

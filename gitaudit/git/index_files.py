@@ -1,13 +1,14 @@
 """The private index files of the workspace fingerprint (:mod:`gitaudit.git.fingerprint`).
 
 Byte copies of git index files that keep their timestamps, checks that a copy is a whole index,
-and the housekeeping of the per-process and kept ("warm") files under the state directory.
+and the housekeeping of the per-process and kept ("warm") files in their private folder (in the
+user's cache, :func:`gitaudit.places.fingerprint_dir`).
 
 A kept index is only ever used with a tag beside it (``warm-<slot>.mac``): a MAC, under the
 local key (:mod:`gitaudit.secret`), of its name, its stat data and its trailing checksum, made
-by the process that wrote it. The state directory is in the git dir, which anything in the work
-tree can write; a kept index written by anyone else (entries marked skip-worktree, stat data or
-cached tree ids copied from an edit) is not used. Its change time and inode, which nobody can
+by the process that wrote it, so a kept index written by anyone else (entries marked
+skip-worktree, stat data or cached tree ids copied from an edit) is not used, wherever the
+folder is (``GITAUDIT_CACHE`` may put it anywhere). Its change time and inode, which nobody can
 set, stand for its content: a file rewritten in place, or another file renamed over it, no
 longer matches its tag.
 """

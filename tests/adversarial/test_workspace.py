@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from gitaudit.errors import PlanError, RepositoryError
+from gitaudit.git.fingerprint import private_folder
 from gitaudit.plan.catalog import check_worktree
 from tests.adversarial.conftest import World, assert_plan, check, plan, step
 from tests.agent.host import run_hook, stop
@@ -343,16 +344,17 @@ def _forge_old_marker(world: World) -> None:
 @pytest.mark.parametrize("forgery", ["marker", "kept-in-place", "kept-renamed-over"])
 def test_attack_workspace_forged_fingerprint_state(world: World, forgery: str) -> None:
     """app.py is proven; the agent edits it. The fingerprint starts from a copy of the user's
-    index that it checked (marks removed) and kept in the git dir, so the agent forges that
-    state: (marker) it marks app.py skip-worktree (git stops looking at the file) and writes
-    the marker that once said "this version of the index was checked"; or it rewrites the
-    kept copy, in place or by a file renamed over it, with app.py's entry naming the proven
-    blob beside the edited file's stat data. Before the fix each fooled `git audit status` and
-    the stop hook (PASS). A kept copy is now used only with the tag its writer made under a key
-    the agent cannot read, and nothing else is taken as checked: UNKNOWN."""
+    index that it checked (marks removed) and kept, so the agent forges that state: (marker) it
+    marks app.py skip-worktree (git stops looking at the file) and writes, in the git dir, the
+    marker that once said "this version of the index was checked"; or it rewrites the kept copy
+    (kept in the git dir before the fix, now in the user's cache: as if the agent reached it),
+    in place or by a file renamed over it, with app.py's entry naming the proven blob beside
+    the edited file's stat data. Before the fix each fooled `git audit status` and the stop
+    hook (PASS). Nothing in the git dir is taken as checked now, and a kept copy is used only
+    with the tag its writer made under a key the agent cannot read: UNKNOWN."""
     app = _proven_app(world)
     proven = bytes.fromhex(world.repo.git("rev-parse", "HEAD:app.py").strip())
-    private = world.path / ".git" / "gitaudit"
+    private = private_folder(world.path / ".git")
     if forgery == "marker":
         world.repo.git("update-index", "--skip-worktree", "app.py")
     app.write_text("ANSWER = 0\n")  # the same size

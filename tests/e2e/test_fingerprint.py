@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gitaudit.git.fingerprint import PRIVATE_DIR
+from gitaudit.git.fingerprint import private_folder
 from gitaudit.git.index_files import WARM_PREFIX
 from tests.e2e.conftest import PLAN
 from tests.gitrepo import GitRepo, audit
 
 
 def _kept(repo: GitRepo) -> list[Path]:
-    return sorted((repo.path / ".git" / PRIVATE_DIR).glob(WARM_PREFIX + "*"))
+    return sorted(private_folder(repo.path / ".git").glob(WARM_PREFIX + "*.index"))
 
 
 def test_an_untracked_cache_in_the_users_index_is_neither_kept_nor_believed(
