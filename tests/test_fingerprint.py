@@ -638,7 +638,7 @@ def test_copy_works_without_sendfile(repo: GitRepo, monkeypatch: pytest.MonkeyPa
     assert workspace_fingerprint(repo.path).tree == expected
 
 
-@pytest.mark.parametrize("damage", ["garbage", "empty", "missing", "another-files"])
+@pytest.mark.parametrize("damage", ["garbage", "empty", "missing", "another-files", "tree"])
 def test_a_kept_index_without_its_own_tag_is_not_used(repo: GitRepo, damage: str) -> None:
     """A kept index is used only with the tag its writer made for that very file."""
     repo.write("README.md", "edited\n")
@@ -652,6 +652,9 @@ def test_a_kept_index_without_its_own_tag_is_not_used(repo: GitRepo, damage: str
         copy.write_bytes(warm.read_bytes())
         os.utime(copy, ns=(warm.stat().st_atime_ns, warm.stat().st_mtime_ns))
         os.replace(copy, warm)
+    elif damage == "tree":  # its MAC kept, another tree named: the tree is vouched for too
+        mac, _, _ = tag.read_text().strip().partition(" ")
+        tag.write_text(f"{mac} {repo.head_tree()}\n")
     else:
         tag.write_bytes({"garbage": b"\xff\xfe not a tag", "empty": b""}[damage])
     with pytest.MonkeyPatch.context() as patch:
@@ -726,6 +729,31 @@ def test_a_result_is_kept_only_when_git_rewrote_the_private_index(repo: GitRepo)
     again = warm.stat()
     assert [warm] == warm_files(repo)
     assert (again.st_ino, again.st_mtime_ns) == (kept.st_ino, kept.st_mtime_ns)  # not rewritten
+
+
+def test_a_call_that_changes_nothing_takes_the_tree_from_the_tag(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tag of a kept index names the tree its entries make: a call whose `git add -A`
+    changes nothing needs no `git write-tree`; one that changes something runs it."""
+    edited = repo.write("README.md", "edited\n")
+    os.utime(edited, ns=(OLD_TIME, OLD_TIME))  # never racily clean: git need not look again
+    first = workspace_fingerprint(repo.path)
+    assert first.tree == truth_in_copy(repo.path)
+    with monkeypatch.context() as patch:
+        patch.setattr(fingerprint, "_write_tree", _must_not_be_called)
+        assert workspace_fingerprint(repo.path) == first
+    calls: list[object] = []
+    real = fingerprint._write_tree
+
+    def write_tree(*args: Any) -> str:
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(fingerprint, "_write_tree", write_tree)
+    repo.write("README.md", "edited again\n")
+    assert workspace_fingerprint(repo.path).tree == truth_in_copy(repo.path) != first.tree
+    assert calls
 
 
 def test_unstaged_edits_are_kept_and_results_stay_exact(

@@ -122,6 +122,7 @@ class _Seed(NamedTuple):
     warm: Path | None  # where a reusable result for this version lives (None: no local key)
     from_warm: bool
     key: bytes | None = None  # the local key that tags kept results
+    tree: str | None = None  # the tree the seed's entries make, when known
 
 
 def _run(
@@ -279,9 +280,9 @@ def _seed(
         slot = hashlib.sha256(f"{identity}|{_settings_signature(layout)}".encode()).hexdigest()
         warm = private_dir / f"{WARM_PREFIX}{slot[:32]}.index" if key else None
         if warm is not None and key is not None and allow_warm:
-            entries = index_files.copy_vouched(warm, temp, key)
-            if entries >= 0:
-                return _Seed(identity, entries, warm, from_warm=True, key=key)
+            found = index_files.copy_vouched(warm, temp, key)
+            if found is not None:
+                return _Seed(identity, found.entries, warm, True, key, found.tree)
         index_files.copy_open_file(src_fd, st, temp)
     finally:
         os.close(src_fd)
@@ -292,7 +293,8 @@ def _seed(
         return _Seed(identity=None, entries=-1, warm=None, from_warm=False)
     records = _list_index(layout, env)
     flagged = _unflag(layout, env, records)
-    if not _rebuild_cached_trees(layout, env):
+    tree = _rebuild_cached_trees(layout, env)
+    if tree is None:
         temp.unlink()  # unmerged entries, or entries naming missing objects: hash everything
         return _Seed(identity=None, entries=-1, warm=None, from_warm=False)
     unmerged = any(r[:1] in (b"M", b"m") for r in records)
@@ -300,24 +302,26 @@ def _seed(
     entries = -1 if unmerged or flagged else len(records)
     if warm is not None and key is not None and entries >= 0:
         # this version's checked and cleaned copy, for the calls to come
-        kept = temp.with_name(f"{temp.stem}-kept.index")
-        index_files.copy_file(temp, kept)
-        index_files.keep_vouched(kept, warm, key)
+        checked = temp.with_name(f"{temp.stem}-kept.index")
+        index_files.copy_file(temp, checked)
+        index_files.keep_vouched(checked, warm, key, tree)
         index_files.sweep(private_dir, keep=warm)  # the kept copies of older versions
-    return _Seed(identity, entries, warm, from_warm=False, key=key)
+    return _Seed(identity, entries, warm, False, key, tree)
 
 
-def _rebuild_cached_trees(layout: _Layout, env: Mapping[str, str]) -> bool:
+def _rebuild_cached_trees(layout: _Layout, env: Mapping[str, str]) -> str | None:
     """Replace the tree ids cached in the private index (its ``TREE`` extension) with the ones
-    its entries make. ``git write-tree`` trusts a cached id that names an existing tree, so an
-    index written by hand could name the proven tree while its entries hold an edit. False when
-    git cannot (unmerged entries, an entry naming a missing object)."""
+    its entries make, and return the tree they make. ``git write-tree`` trusts a cached id that
+    names an existing tree, so an index written by hand could name the proven tree while its
+    entries hold an edit. None when git cannot (unmerged entries, an entry naming a missing
+    object)."""
     proc = _run(
         [*_INDEX_CONFIG, *layout.settings, "write-tree", "--ignore-cache-tree"],
         cwd=layout.work_tree,
         env=env,
     )
-    return proc.code == 0
+    tree = proc.stdout.decode("ascii", errors="replace").strip()
+    return tree if proc.code == 0 and tree else None
 
 
 def _add_all(
@@ -411,19 +415,21 @@ def _private_tree(layout: _Layout, started: Callable[[], None] | None = None) ->
             seed = _seed(layout, private_dir, temp, env, allow_warm=False)
             before = _file_state(temp)
             report = _add_all(layout, env)
-        tree = _write_tree(layout, env)
+        rewritten = _file_state(temp) != before
+        # git rewrites the index whenever it changed an entry: else the tree is the seed's
+        tree = seed.tree if seed.tree and not rewritten else _write_tree(layout, env)
         removed = any(line.startswith(b"remove '") for line in report.splitlines())
         if (
             seed.warm is not None
             and seed.entries >= 0
             and not removed
-            and _file_state(temp) != before  # git rewrote it: otherwise nothing is gained
+            and rewritten  # git changed it: otherwise nothing is gained
             and index_files.header(temp)[1]
             == seed.entries  # nothing added either: the user's paths
             and seed.key is not None
             and (not seed.from_warm or _compact(layout, env, temp))
         ):
-            index_files.keep_vouched(temp, seed.warm, seed.key)
+            index_files.keep_vouched(temp, seed.warm, seed.key, tree)
             index_files.sweep(private_dir, keep=seed.warm)
         return tree
     finally:

@@ -5,8 +5,9 @@ and the housekeeping of the per-process and kept ("warm") files in their private
 user's cache, :func:`gitaudit.places.fingerprint_dir`).
 
 A kept index is only ever used with a tag beside it (``warm-<slot>.mac``): a MAC, under the
-local key (:mod:`gitaudit.secret`), of its name, its stat data and its trailing checksum, made
-by the process that wrote it, so a kept index written by anyone else (entries marked
+local key (:mod:`gitaudit.secret`), of its name, its stat data, its trailing checksum and the
+tree its entries make (so a call that changes nothing needs no ``git write-tree``), made by the
+process that wrote it, so a kept index written by anyone else (entries marked
 skip-worktree, stat data or cached tree ids copied from an edit) is not used, wherever the
 folder is (``GITAUDIT_CACHE`` may put it anywhere). Its change time and inode, which nobody can
 set, stand for its content: a file rewritten in place, or another file renamed over it, no
@@ -21,6 +22,7 @@ import hmac
 import os
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from gitaudit import secret
 
@@ -114,45 +116,56 @@ def tag_path(warm: Path) -> Path:
     return warm.with_suffix(TAG_SUFFIX)
 
 
-def _statement(warm: Path, fd: int, st: os.stat_result) -> bytes:
+def _statement(warm: Path, fd: int, st: os.stat_result, tree: str) -> bytes:
     """What a kept index's tag vouches for: its name (the slot), the stat data of the file
-    (the change time and inode cannot be set back) and its trailing checksum."""
+    (the change time and inode cannot be set back), its trailing checksum and the tree its
+    entries make."""
     trailer = os.pread(fd, 32, max(0, st.st_size - 32)).hex()
     stat = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
-    return f"gitaudit kept index\0{warm.name}\0{stat}\0{trailer}".encode()
+    return f"gitaudit kept index\0{warm.name}\0{stat}\0{trailer}\0{tree}".encode()
 
 
-def copy_vouched(warm: Path, dst: Path, key: bytes) -> int:
-    """Seed the new file *dst* from the kept index *warm* if its tag vouches for it; return
-    its entry count, or -1 (nothing written) when there is none or it is not the one its tag
-    names (a kept index or tag written by someone else, or a race between two writers)."""
+class Kept(NamedTuple):
+    """A kept index copied as a seed: its entry count and the tree its entries make."""
+
+    entries: int
+    tree: str
+
+
+def copy_vouched(warm: Path, dst: Path, key: bytes) -> Kept | None:
+    """Seed the new file *dst* from the kept index *warm* if its tag vouches for it; None
+    (nothing written) when there is none or it is not the one its tag names (a kept index or
+    tag written by someone else, or a race between two writers)."""
     try:
         fd = os.open(warm, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
-        return -1
+        return None
     try:
         st = os.fstat(fd)
-        tag = read_text(tag_path(warm))
-        expected = secret.mac(key, _statement(warm, fd, st))
-        if not tag.isascii() or not hmac.compare_digest(tag, expected):
-            return -1
+        mac, _, tree = read_text(tag_path(warm)).partition(" ")
+        if not (tree.isascii() and tree.isalnum() and len(tree) in (40, 64) and mac.isascii()):
+            return None
+        if not hmac.compare_digest(mac, secret.mac(key, _statement(warm, fd, st, tree))):
+            return None
         head = os.pread(fd, 12, 0)
-        entries = int.from_bytes(head[8:12], "big") if head[:4] == b"DIRC" else -1
-        if entries >= 0:
-            copy_open_file(fd, st, dst)
-        return entries
+        if head[:4] != b"DIRC":
+            return None
+        copy_open_file(fd, st, dst)
+        return Kept(int.from_bytes(head[8:12], "big"), tree)
     finally:
         os.close(fd)
 
 
-def keep_vouched(src: Path, warm: Path, key: bytes) -> None:
-    """Move the private index *src* to *warm* and tag it. The tag is made from the moved file
-    itself (an open descriptor: a file renamed over *warm* meanwhile is not what it names)."""
+def keep_vouched(src: Path, warm: Path, key: bytes, tree: str) -> None:
+    """Move the private index *src*, whose entries make *tree*, to *warm* and tag it. The tag
+    is made from the moved file itself (an open descriptor: a file renamed over *warm*
+    meanwhile is not what it names)."""
     fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
     try:
         os.replace(src, warm)
         st = os.fstat(fd)  # after the move: a rename changes the file's change time
-        write_atomic(tag_path(warm), secret.mac(key, _statement(warm, fd, st)))
+        tag = secret.mac(key, _statement(warm, fd, st, tree))
+        write_atomic(tag_path(warm), f"{tag} {tree}")
     finally:
         os.close(fd)
 
