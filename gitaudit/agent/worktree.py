@@ -80,24 +80,21 @@ def state(root: str) -> tuple[str, memo.Snapshot | None]:
     return workspace_fingerprint(root).tree, snap
 
 
-_ENTRY = "%(objectmode) %(objectname) 0%x09%(path)"
-"""An entry of ``git ls-tree`` as ``git ls-files --stage`` writes one (stage 0)."""
+_ENTRY = "H %(objectmode) %(objectname) 0%x09%(path)"
+"""An entry of ``git ls-tree`` as ``git ls-files --stage -v`` writes one in the index: at stage
+0, tagged ``H`` (cached: neither marked nor unmerged)."""
 
 
 def _entries_are(listing: bytes, tree: bytes) -> bool:
     """Whether ``git ls-files --stage -v -z`` (*listing*) shows exactly the entries of
-    ``git ls-tree -r`` (*tree*, in :data:`_ENTRY`'s form), none marked assume-unchanged
-    (a lower-case tag) or skip-worktree (``S``), none unmerged (stages 1-3 are not in a tree).
+    ``git ls-tree -r`` (*tree*, in :data:`_ENTRY`'s form), each tagged ``H``: none marked
+    assume-unchanged (a lower-case tag) or skip-worktree (``S``), none unmerged (``M``).
 
     ``git status`` compares the index with HEAD folder by folder, trusting the tree id the
     index caches for a folder (its ``TREE`` extension, which anyone who writes ``.git`` can
     set to HEAD's while the entries hold an edit), and trusts those marks: the entries
-    themselves are compared here."""
-    import re
-
-    if re.search(rb"(?:^|\0)[a-zS] ", listing):
-        return False
-    return re.sub(rb"(^|\0)[A-Z] ", rb"\1", listing) == tree
+    themselves are compared here, byte for byte."""
+    return listing == tree
 
 
 def _local_filters(gitdir: str) -> bool:
