@@ -110,6 +110,18 @@ def checkouts_dir(gitdir: str | os.PathLike[str]) -> str:
     return os.path.join(cache_dir(), "checkouts", key)
 
 
+def enclosing(path: str | os.PathLike[str], *roots: str | os.PathLike[str]) -> str | None:
+    """The first of *roots* that *path* is, or lies inside (real paths), else None: a cache
+    folder must not lie in the repository it serves (an environment variable may put it
+    anywhere)."""
+    real = os.path.realpath(os.fspath(path))
+    for root in roots:
+        top = os.path.realpath(os.fspath(root))
+        if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
+            return os.fspath(root)
+    return None
+
+
 def fingerprint_dir(gitdir: str | os.PathLike[str]) -> str:
     """The private indexes of the workspace fingerprint of the work tree whose (per-worktree)
     git dir is *gitdir*: keyed by its real path, outside the git dir, where a process that

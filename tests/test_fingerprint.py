@@ -630,6 +630,20 @@ def test_stale_temporary_files_are_swept_and_fresh_ones_kept(repo: GitRepo) -> N
     assert private_files(repo) == {live.name, foreign.name}
 
 
+@pytest.mark.parametrize("where", ["work tree", "git dir"])
+def test_a_cache_folder_inside_the_repository_is_refused(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """In the work tree the private indexes would be fingerprinted themselves; in the git dir
+    anything in the work tree could swap them. Refused, naming the folder and the setting."""
+    inside = repo.path / "cache" if where == "work tree" else repo.path / ".git" / "cache"
+    monkeypatch.setenv("GITAUDIT_CACHE", str(inside))
+    with pytest.raises(RepositoryError, match="inside the repository") as raised:
+        workspace_fingerprint(repo.path)
+    assert "GITAUDIT_CACHE" in (raised.value.hint or "")
+    assert not inside.exists()
+
+
 def test_copy_works_without_sendfile(repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
     """macOS sendfile only writes to sockets; the copy must fall back to plain reads."""
     repo.write("README.md", "edited\n")

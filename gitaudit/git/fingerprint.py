@@ -54,7 +54,7 @@ from gitaudit.errors import RepositoryError
 from gitaudit.git import index_files
 from gitaudit.git.call import GitResult, as_it_is, run_git
 from gitaudit.git.index_files import TEMP_PREFIX, WARM_PREFIX
-from gitaudit.places import fingerprint_dir, require_entered
+from gitaudit.places import enclosing, fingerprint_dir, require_entered
 
 __all__ = [
     "EMPTY_TREE",
@@ -387,6 +387,13 @@ def _private_tree(layout: _Layout, started: Callable[[], None] | None = None) ->
     """``git add -A`` + ``git write-tree`` on a private index; keep the result when it is safe.
     *started* is called once git is hashing the work tree."""
     private_dir = private_folder(layout.git_dir)
+    if enclosing(private_dir, layout.work_tree, layout.git_dir, layout.common_dir) is not None:
+        # in the work tree, its files would be fingerprinted too; in the git dir, anything in
+        # the work tree could swap them
+        raise RepositoryError(
+            f"the fingerprint's private indexes would be inside the repository ({private_dir})",
+            hint="unset GITAUDIT_CACHE / XDG_CACHE_HOME, or point it outside the repository",
+        )
     try:
         private_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:

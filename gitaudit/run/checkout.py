@@ -61,7 +61,7 @@ from typing import NamedTuple
 from gitaudit import secret
 from gitaudit.errors import RunError
 from gitaudit.git.call import AS_IT_IS, GitResult, git_env, run_git
-from gitaudit.places import checkouts_dir
+from gitaudit.places import checkouts_dir, enclosing
 
 META = "meta.json"
 META_FORMAT = 1
@@ -164,14 +164,11 @@ class Materialised:
 
 def _base(gitdir: Path, workdir: Path) -> Path:
     base = Path(checkouts_dir(gitdir))
-    real = os.path.realpath(base)
-    for inside in (workdir, gitdir):
-        root = os.path.realpath(inside)
-        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
-            raise RunError(
-                f"the private checkouts would be inside the repository ({base})",
-                hint="unset GITAUDIT_CACHE / XDG_CACHE_HOME, or point it outside the repository",
-            )
+    if enclosing(base, workdir, gitdir) is not None:
+        raise RunError(
+            f"the private checkouts would be inside the repository ({base})",
+            hint="unset GITAUDIT_CACHE / XDG_CACHE_HOME, or point it outside the repository",
+        )
     return base
 
 
