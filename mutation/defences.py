@@ -154,6 +154,42 @@ DEFENCES = (
             "test_attack_hermetic_check_blinds_the_purity_check[clean-filter]",
         ),
     ),
+    Defence(
+        "the fingerprint computes the index's cached tree ids again",
+        "gitaudit/git/fingerprint.py",
+        '        [*_INDEX_CONFIG, *layout.settings, "write-tree", "--ignore-cache-tree"],\n',
+        '        [*_INDEX_CONFIG, *layout.settings, "write-tree"],\n',
+        (
+            "tests/test_fingerprint.py::test_cached_tree_ids_are_computed_from_the_entries[root]",
+            "tests/adversarial/test_workspace.py::test_attack_workspace_forged_cached_tree_ids[root]",
+        ),
+    ),
+    Defence(
+        "the stop hook compares the index's entries with HEAD's",
+        "gitaudit/agent/worktree.py",
+        "    return listing == tree\n",
+        '    return not any(r[:1].islower() or r[:1] == b"S"'
+        ' for r in listing.split(b"\\0") if r)\n',
+        (
+            "tests/agent/test_stop_controls.py::"
+            "test_the_entries_not_the_cached_tree_ids_decide_clean[folder]",
+            "tests/adversarial/test_workspace.py::"
+            "test_attack_workspace_forged_cached_tree_ids[folder]",
+        ),
+    ),
+    Defence(
+        "a kept index is used only with its own tag",
+        "gitaudit/git/index_files.py",
+        "        if not hmac.compare_digest(mac, secret.mac(key, _statement(warm, fd, st, tree)))"
+        ":\n            return None\n",
+        "",
+        (
+            "tests/test_fingerprint.py::test_a_kept_index_without_its_own_tag_is_not_used"
+            "[another-files]",
+            "tests/adversarial/test_workspace.py::"
+            "test_attack_workspace_forged_fingerprint_state[kept-renamed-over]",
+        ),
+    ),
 )
 
 

@@ -349,9 +349,10 @@ def test_attack_workspace_forged_fingerprint_state(world: World, forgery: str) -
     marker that once said "this version of the index was checked"; or it rewrites the kept copy
     (kept in the git dir before the fix, now in the user's cache: as if the agent reached it),
     in place or by a file renamed over it, with app.py's entry naming the proven blob beside
-    the edited file's stat data. Before the fix each fooled `git audit status` and the stop
-    hook (PASS). Nothing in the git dir is taken as checked now, and a kept copy is used only
-    with the tag its writer made under a key the agent cannot read: UNKNOWN."""
+    the edited file's stat data (and its tag naming the proven tree). Before the fix each
+    fooled `git audit status` and the stop hook (PASS). Nothing in the git dir is taken as
+    checked now, and a kept copy is used only with the tag its writer made under a key the
+    agent cannot read: UNKNOWN."""
     app = _proven_app(world)
     proven = bytes.fromhex(world.repo.git("rev-parse", "HEAD:app.py").strip())
     private = private_folder(world.path / ".git")
@@ -371,6 +372,9 @@ def test_attack_workspace_forged_fingerprint_state(world: World, forgery: str) -
         assert data.count(edited) == 1  # the copy holds the edit, with the file's stat data
         body = data[:-20].replace(edited, proven)
         forged = body + hashlib.sha1(body).digest()
+        # and its tag names the proven tree (a MAC the agent cannot make: its old one kept)
+        mac, _, _ = kept.with_suffix(".mac").read_text().strip().partition(" ")
+        kept.with_suffix(".mac").write_text(f"{mac} {world.repo.head_tree()}\n")
         if forgery == "kept-in-place":
             with open(kept, "r+b") as handle:
                 handle.write(forged)
