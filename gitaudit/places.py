@@ -101,36 +101,37 @@ def cache_dir() -> str:
     return os.path.join(os.path.expanduser("~"), ".cache", "gitaudit")
 
 
-def checkouts_dir(gitdir: str | os.PathLike[str]) -> str:
-    """The private checkouts of the repository at *gitdir*: keyed by its real path."""
+def _repository_cache(kind: str, gitdir: str | os.PathLike[str]) -> str:
+    """``<cache>/<kind>/<digest of the real path of *gitdir*>``."""
     import hashlib  # not at module level: the hooks' fast path does without it
 
     real = os.path.realpath(os.fspath(gitdir))
     key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:20]
-    return os.path.join(cache_dir(), "checkouts", key)
+    return os.path.join(cache_dir(), kind, key)
 
 
-def enclosing(path: str | os.PathLike[str], *roots: str | os.PathLike[str]) -> str | None:
-    """The first of *roots* that *path* is, or lies inside (real paths), else None: a cache
-    folder must not lie in the repository it serves (an environment variable may put it
-    anywhere)."""
-    real = os.path.realpath(os.fspath(path))
-    for root in roots:
-        top = os.path.realpath(os.fspath(root))
-        if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
-            return os.fspath(root)
-    return None
+def checkouts_dir(gitdir: str | os.PathLike[str]) -> str:
+    """The private checkouts of the repository at *gitdir*: keyed by its real path."""
+    return _repository_cache("checkouts", gitdir)
 
 
 def fingerprint_dir(gitdir: str | os.PathLike[str]) -> str:
     """The private indexes of the workspace fingerprint of the work tree whose (per-worktree)
     git dir is *gitdir*: keyed by its real path, outside the git dir, where a process that
     writes ``.git`` (the agent being audited) cannot swap them while git reads them."""
-    import hashlib  # not at module level: the hooks' fast path does without it
+    return _repository_cache("fingerprint", gitdir)
 
-    real = os.path.realpath(os.fspath(gitdir))
-    key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:20]
-    return os.path.join(cache_dir(), "fingerprint", key)
+
+def inside(path: str | os.PathLike[str], *roots: str | os.PathLike[str]) -> bool:
+    """Whether *path* is one of *roots* or lies inside one, symbolic links resolved: a key or
+    a cache folder must not lie in the repository it serves (an environment variable may put
+    it anywhere)."""
+    real = os.path.realpath(os.fspath(path))
+    for root in roots:
+        top = os.path.realpath(os.fspath(root))
+        if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
+            return True
+    return False
 
 
 def gitaudit_home() -> Path:

@@ -16,7 +16,7 @@ import hashlib
 import hmac
 import os
 
-from gitaudit.places import home_dir
+from gitaudit.places import home_dir, inside
 
 KEY_FILENAME = "memo.key"
 
@@ -25,16 +25,11 @@ def _key_path() -> str:
     return os.path.join(home_dir(), KEY_FILENAME)
 
 
-def _inside(path: str, root: str) -> bool:
-    path, root = os.path.realpath(path), os.path.realpath(root)
-    return os.path.commonpath([path, root]) == root
-
-
 def local_key(workdir: str | None, *, create: bool) -> bytes | None:
     """The memo key; None when there is none (and *create* is off) or it is not private: a key
     inside the work tree, or readable or writable by others, authenticates nothing."""
     path = _key_path()
-    if workdir is not None and _inside(path, workdir):
+    if workdir is not None and inside(path, workdir):
         return None
     with contextlib.suppress(FileNotFoundError):
         return _read_key(path)

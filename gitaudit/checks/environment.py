@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gitaudit.places import inside
 from gitaudit.plan.exposure import forbidden
 
 ALLOWED = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME")
@@ -65,13 +66,9 @@ class Environment:
 
 def clean_path(value: str, repository: Sequence[Path]) -> str:
     """PATH without relative entries and without directories inside the repository."""
-    roots = [os.path.realpath(r) for r in repository]
     kept = []
     for entry in value.split(os.pathsep):
-        if not entry or not os.path.isabs(entry):
-            continue
-        real = os.path.realpath(entry)
-        if any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+        if not entry or not os.path.isabs(entry) or inside(entry, *repository):
             continue
         kept.append(entry)
     return os.pathsep.join(kept)

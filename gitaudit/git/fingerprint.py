@@ -54,7 +54,7 @@ from gitaudit.errors import RepositoryError
 from gitaudit.git import index_files
 from gitaudit.git.call import GitResult, as_it_is, run_git
 from gitaudit.git.index_files import TEMP_PREFIX, WARM_PREFIX
-from gitaudit.places import enclosing, fingerprint_dir, require_entered
+from gitaudit.places import fingerprint_dir, inside, require_entered
 
 __all__ = [
     "EMPTY_TREE",
@@ -387,7 +387,7 @@ def _private_tree(layout: _Layout, started: Callable[[], None] | None = None) ->
     """``git add -A`` + ``git write-tree`` on a private index; keep the result when it is safe.
     *started* is called once git is hashing the work tree."""
     private_dir = private_folder(layout.git_dir)
-    if enclosing(private_dir, layout.work_tree, layout.git_dir, layout.common_dir) is not None:
+    if inside(private_dir, layout.work_tree, layout.git_dir, layout.common_dir):
         # in the work tree, its files would be fingerprinted too; in the git dir, anything in
         # the work tree could swap them
         raise RepositoryError(

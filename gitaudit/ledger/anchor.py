@@ -30,7 +30,7 @@ from pathlib import Path
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError, TrustError
 from gitaudit.git.repo import Repo
-from gitaudit.places import anchor_path
+from gitaudit.places import anchor_path, inside
 
 FORMAT = "gitaudit.anchor/1"
 CODE = "plans.anchor-mismatch"
@@ -119,7 +119,7 @@ def _read(path: str, repo: Repo) -> Anchor | None:
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         raw = handle.read(1 << 16)
-    if repo.workdir is not None and _inside(path, repo.workdir):
+    if repo.workdir is not None and inside(path, repo.workdir):
         raise AnchorError(
             f"the trust anchor {path} is inside the work tree, where anything that edits the "
             "work tree can rewrite it",
@@ -156,11 +156,6 @@ def _text(value: object) -> str:
     if not isinstance(value, str) or not value:
         raise TypeError("expected a non-empty string")
     return value
-
-
-def _inside(path: str, root: Path) -> bool:
-    real, top = os.path.realpath(path), os.path.realpath(root)
-    return os.path.commonpath([real, top]) == top
 
 
 def same_key(configured: str, fingerprint: str) -> bool:
@@ -207,7 +202,7 @@ def write(repo: Repo, root_key: str) -> Anchor:
     paths = files(repo)
     anchor = Anchor(paths[0], here, worktree, root_key)
     for path in paths:
-        if repo.workdir is not None and _inside(path, repo.workdir):
+        if repo.workdir is not None and inside(path, repo.workdir):
             raise AnchorError(
                 f"the trust anchor would be inside the work tree ({path})",
                 hint="set GITAUDIT_HOME outside the repository",

@@ -61,7 +61,7 @@ from typing import NamedTuple
 from gitaudit import secret
 from gitaudit.errors import RunError
 from gitaudit.git.call import AS_IT_IS, GitResult, git_env, run_git
-from gitaudit.places import checkouts_dir, enclosing
+from gitaudit.places import checkouts_dir, inside
 
 META = "meta.json"
 META_FORMAT = 1
@@ -164,7 +164,7 @@ class Materialised:
 
 def _base(gitdir: Path, workdir: Path) -> Path:
     base = Path(checkouts_dir(gitdir))
-    if enclosing(base, workdir, gitdir) is not None:
+    if inside(base, workdir, gitdir):
         raise RunError(
             f"the private checkouts would be inside the repository ({base})",
             hint="unset GITAUDIT_CACHE / XDG_CACHE_HOME, or point it outside the repository",
