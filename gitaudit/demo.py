@@ -34,6 +34,7 @@ class Demo:
             **{k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GITAUDIT_"))},
             "HOME": str(self.home),
             "XDG_CONFIG_HOME": str(self.home / ".config"),
+            "XDG_CACHE_HOME": str(self.home / ".cache"),  # the checkouts, the fingerprint's
             "GITAUDIT_HOME": str(self.home / ".config" / "gitaudit"),
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_AUTHOR_NAME": "Demo Developer",
