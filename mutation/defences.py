@@ -155,33 +155,30 @@ DEFENCES = (
         ),
     ),
     Defence(
-        "the fingerprint computes the index's cached tree ids again",
+        "the fingerprint's stat data are its own",
         "gitaudit/git/fingerprint.py",
-        '        [*_INDEX_CONFIG, *layout.settings, "write-tree", "--ignore-cache-tree"],\n',
-        '        [*_INDEX_CONFIG, *layout.settings, "write-tree"],\n',
+        "    finally:\n"
+        "        with contextlib.suppress(FileNotFoundError):\n"
+        "            user.unlink()\n"
+        "    same = _reconcile(layout, env, listing, "
+        '_list(layout, env) if kept is not None else b"")\n',
+        "    finally:\n"
+        "        with contextlib.suppress(FileNotFoundError):\n"
+        "            os.replace(user, temp)\n"
+        "    same = False\n",
         (
-            "tests/test_fingerprint.py::test_cached_tree_ids_are_computed_from_the_entries[root]",
-            "tests/adversarial/test_workspace.py::test_attack_workspace_forged_cached_tree_ids[root]",
-        ),
-    ),
-    Defence(
-        "the stop hook compares the index's entries with HEAD's",
-        "gitaudit/agent/worktree.py",
-        "    return listing == tree\n",
-        '    return not any(r[:1].islower() or r[:1] == b"S"'
-        ' for r in listing.split(b"\\0") if r)\n',
-        (
-            "tests/agent/test_stop_controls.py::"
-            "test_the_entries_not_the_cached_tree_ids_decide_clean[folder]",
+            "tests/test_fingerprint.py::test_the_stat_data_of_the_users_index_is_not_trusted[kept]",
             "tests/adversarial/test_workspace.py::"
-            "test_attack_workspace_forged_cached_tree_ids[folder]",
+            "test_attack_workspace_forged_index_stat_cache[after-a-run]",
         ),
     ),
     Defence(
         "a kept index is used only with its own tag",
         "gitaudit/git/index_files.py",
-        "        if not hmac.compare_digest(mac, secret.mac(key, _statement(warm, fd, st, tree)))"
-        ":\n            return None\n",
+        "        if not basis.isascii() or not hmac.compare_digest(\n"
+        "            mac, secret.mac(key, _statement(warm, fd, st, basis, tree))\n"
+        "        ):\n"
+        "            return None\n",
         "",
         (
             "tests/test_fingerprint.py::test_a_kept_index_without_its_own_tag_is_not_used"

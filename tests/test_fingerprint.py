@@ -42,6 +42,7 @@ from tests.gitrepo import (
     cached_trees,
     edit_keeping_times,
     git,
+    point_entry_at,
     root_left_to_compute,
     with_cached_trees,
 )
@@ -290,7 +291,7 @@ def test_cached_tree_ids_are_computed_from_the_entries(repo: GitRepo, where: str
     index.write_bytes(with_cached_trees(index.read_bytes(), proven))
     assert repo.git("write-tree").strip() == repo.head_tree()  # git trusts them
     before = snapshot(repo)
-    for _ in range(2):  # the second call starts from the checked copy
+    for _ in range(2):  # the second call starts from the kept index
         fp = workspace_fingerprint(repo.path)
         assert fp.tree == truth_throwaway_index(repo.path) != repo.head_tree()
     assert changed_paths(repo.path, "HEAD", fp.tree) == ["src/app.py"]
@@ -667,21 +668,21 @@ def test_a_kept_index_without_its_own_tag_is_not_used(repo: GitRepo, damage: str
         os.utime(copy, ns=(warm.stat().st_atime_ns, warm.stat().st_mtime_ns))
         os.replace(copy, warm)
     elif damage == "tree":  # its MAC kept, another tree named: the tree is vouched for too
-        mac, _, _ = tag.read_text().strip().partition(" ")
-        tag.write_text(f"{mac} {repo.head_tree()}\n")
+        mac, _, basis = tag.read_text().strip().split(" ")
+        tag.write_text(f"{mac} {repo.head_tree()} {basis}\n")
     else:
         tag.write_bytes({"garbage": b"\xff\xfe not a tag", "empty": b""}[damage])
     with pytest.MonkeyPatch.context() as patch:
-        calls: list[object] = []
-        real = fingerprint._list_index
+        calls: list[bytes] = []
+        real = fingerprint._reconcile
 
-        def listing(*args: Any) -> list[bytes]:
-            calls.append(args)
-            return real(*args)
+        def reconcile(layout: Any, env: Any, listing: bytes, ours: bytes) -> bool:
+            calls.append(ours)
+            return real(layout, env, listing, ours)
 
-        patch.setattr(fingerprint, "_list_index", listing)
+        patch.setattr(fingerprint, "_reconcile", reconcile)
         assert workspace_fingerprint(repo.path) == expected
-        assert calls  # the user's index was read and checked again
+        assert calls == [b""]  # started from nothing: every file hashed again
     assert workspace_fingerprint(repo.path) == expected
     assert private_files(repo) == set()
 
@@ -722,14 +723,14 @@ def test_damaged_stat_data_cannot_fool_the_fingerprint(repo: GitRepo) -> None:
 
 
 def test_a_result_is_kept_only_when_git_rewrote_the_private_index(repo: GitRepo) -> None:
-    """Keeping a result costs a write in the user's git dir; it is done once per version of the
-    user's index (its checked copy) and then only when git changed the private index (a file
-    re-hashed), never for a call that found nothing new."""
+    """Keeping a result costs a write in the user's cache; it is done once per version of the
+    user's index and then only when git changed the private index (a file re-hashed), never
+    for a call that found nothing new."""
     old = 1_700_000_000
     os.utime(repo.path / "README.md", (old, old))
     repo.git("update-index", "--really-refresh")  # the user's index now has nothing racy
     assert workspace_fingerprint(repo.path).clean
-    [checked] = warm_files(repo)  # the checked copy of this version of the user's index
+    [checked] = warm_files(repo)  # kept for this version of the user's index
     kept = checked.stat()
     assert workspace_fingerprint(repo.path).clean
     again = checked.stat()
@@ -783,18 +784,108 @@ def test_unstaged_edits_are_kept_and_results_stay_exact(
     [warm] = warm_files(repo)
     user_index = repo.path / ".git" / "index"
     assert index_entries(warm) == index_entries(user_index)
-    assert int.from_bytes(warm.read_bytes()[4:8], "big") == 2  # kept as git wrote it, first
+    assert int.from_bytes(warm.read_bytes()[4:8], "big") == 4  # prefix-compressed paths
+    basis = tag_path(warm).read_text().split()[2]
     with monkeypatch.context() as patch:  # prove the next call starts from the kept index
-        patch.setattr(fingerprint, "_list_index", _must_not_be_called)
+        patch.setattr(fingerprint, "_list", _must_not_be_called)
         assert workspace_fingerprint(repo.path) == first
     repo.write("a.txt", "edited a again\n")
     assert workspace_fingerprint(repo.path).tree == truth_in_copy(repo.path)
     [kept] = warm_files(repo)
-    assert int.from_bytes(kept.read_bytes()[4:8], "big") == 4  # compacted when replaced
-    repo.git("add", "b.txt")  # a new version of the user's index supersedes the kept one
+    assert int.from_bytes(kept.read_bytes()[4:8], "big") == 4
+    repo.git("add", "b.txt")  # a new version of the user's index: the kept one follows it
     assert workspace_fingerprint(repo.path).tree == truth_in_copy(repo.path)
-    assert warm not in warm_files(repo)
-    assert len(warm_files(repo)) <= 1
+    [kept] = warm_files(repo)
+    assert tag_path(kept).read_text().split()[2] != basis
+
+
+@pytest.mark.parametrize("seen", ["kept", "first-contact"])
+def test_the_stat_data_of_the_users_index_is_not_trusted(repo: GitRepo, seen: str) -> None:
+    """An edit staged, then its entry pointed at the committed blob by hand: the user's index
+    says (by its stat data) that the file holds the committed content, and git believes it.
+    The fingerprint's stat data is its own, recorded when git hashed the file for gitaudit; on
+    first contact (nothing kept) every file is hashed."""
+    committed = repo.git("rev-parse", "HEAD:README.md").strip()
+    if seen == "kept":
+        assert workspace_fingerprint(repo.path).clean
+        assert warm_files(repo)
+    edited = repo.write("README.md", "edited\n")
+    os.utime(edited, ns=(OLD_TIME, OLD_TIME))  # never racily clean
+    repo.git("add", "README.md")
+    point_entry_at(repo, "README.md", committed)
+    assert repo.git("status", "--porcelain") == ""  # git is fooled
+    expected = truth_throwaway_index(repo.path)  # every file hashed
+    assert expected != repo.head_tree()
+    for _ in range(2):
+        assert workspace_fingerprint(repo.path).tree == expected
+
+
+def test_a_new_version_of_the_users_index_rehashes_only_what_changed(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kept index follows the user's paths (added, removed, force-added while ignored)
+    without hashing again the files whose stat data git recorded for gitaudit."""
+    repo.write(".gitignore", "*.o\n")
+    for i in range(5):
+        repo.write(f"f{i}.txt", f"{i}\n")
+    repo.commit("five files")
+    for name in repo.git("ls-files").splitlines():
+        os.utime(repo.path / name, ns=(OLD_TIME, OLD_TIME))  # never racily clean
+    assert workspace_fingerprint(repo.path).clean
+    repo.write("new.txt", "added\n")
+    repo.write("build.o", "object\n")
+    repo.git("add", "new.txt")
+    repo.git("add", "-f", "build.o")
+    repo.git("rm", "-q", "--cached", "f0.txt")
+    repo.write(".git/info/exclude", "f0.txt\n")  # untracked now, and ignored
+    updates: list[tuple[str, list[bytes]]] = []
+    real = fingerprint._update
+
+    def update(layout: Any, env: Any, options: Any, records: list[bytes]) -> None:
+        updates.append((options[0], [r.rpartition(b"\t")[2] for r in records]))
+        real(layout, env, options, records)
+
+    monkeypatch.setattr(fingerprint, "_update", update)
+    assert workspace_fingerprint(repo.path).tree == truth_in_copy(repo.path)
+    # the path the user no longer tracks taken out, the new ones entered without stat data
+    # (git hashes them); the others keep the stat data git recorded for gitaudit
+    assert updates == [("--force-remove", [b"f0.txt"]), ("--index-info", [b"build.o", b"new.txt"])]
+    [warm] = warm_files(repo)
+    kept = subprocess.run(
+        ["git", "ls-files"],
+        cwd=repo.path,
+        env={**os.environ, "GIT_INDEX_FILE": str(warm)},
+        capture_output=True,
+        check=True,
+    )
+    assert kept.stdout.decode() == repo.git("ls-files")  # the user's paths, kept
+
+
+@pytest.mark.parametrize("checked_out", [False, True])
+def test_a_submodule_keeps_the_users_gitlink_when_not_checked_out(
+    repo: GitRepo, checked_out: bool
+) -> None:
+    """A submodule that is not checked out (an empty folder) counts with the commit the user's
+    index records for it, as `git add -A` on that index does; one checked out, with its HEAD."""
+    inner = GitRepo.create(repo.path.parent / "inner")
+    inner.write("lib.txt", "v1\n")
+    first = inner.commit("v1")
+    inner.write("lib.txt", "v2\n")
+    second = inner.commit("v2")
+    if checked_out:
+        repo.git("clone", "-q", str(inner.path), "sub")
+        repo.git("-C", "sub", "checkout", "-q", first)
+    else:
+        (repo.path / "sub").mkdir()
+    repo.git("update-index", "--add", "--cacheinfo", f"160000,{first},sub")
+    repo.commit("a submodule")
+    assert workspace_fingerprint(repo.path).clean
+    repo.git("update-index", "--cacheinfo", f"160000,{second},sub")  # the user moves it
+    if checked_out:
+        repo.git("-C", "sub", "checkout", "-q", second)
+    fp = workspace_fingerprint(repo.path)
+    assert fp.tree == truth_in_copy(repo.path) != repo.head_tree()
+    assert repo.git("ls-tree", fp.tree, "sub").split()[2] == second
 
 
 def test_kept_index_never_holds_untracked_paths(repo: GitRepo) -> None:

@@ -2,10 +2,9 @@
 
 The answer comes, fastest first, from:
 
-1. the verdict memo (:mod:`gitaudit.gate.memo`): the work tree's tree id
-   (:mod:`gitaudit.agent.worktree`: ``HEAD^{tree}`` when git shows the work tree clean, else the
-   fingerprint) and the memo's state, from git processes run side by side, find a PASS
-   remembered for exactly this tree and state, without importing pygit2;
+1. the verdict memo (:mod:`gitaudit.gate.memo`): the work tree's tree id (its fingerprint,
+   :mod:`gitaudit.agent.worktree`) and the memo's state, from git processes run side by side,
+   find a PASS remembered for exactly this tree and state, without importing pygit2;
 2. on a repeated stop (``stop_hook_active``: the host is continuing because this hook blocked),
    the block it gave last time, when neither the tree nor the state has moved since (an agent
    that stops again without doing anything gets the same answer, cheaply); a block is never

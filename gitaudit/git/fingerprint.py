@@ -12,28 +12,24 @@ How it is computed, and why that way:
 * The user's index and work tree are never written.  ``git add -A`` and ``git write-tree`` run
   against a *private* index: a per-process file in the work tree's folder of the user's cache
   (:func:`private_folder`; not in the git dir, which anything in the work tree can write, and
-  where another process could swap the file while git reads it), seeded from a byte copy of
-  the user's index that keeps its mtime (git's racy-timestamp check depends on it).  The
-  copy carries the user's stat data, so only files changed since git last looked at them are
-  hashed; hashing everything (an empty index, or pygit2's ``Index.add_all``) is 4x-40x slower on a
-  large tree.  Each process has its own file, so concurrent fingerprints never contend for a lock
+  where another process could swap the file while git reads it).
+* It is seeded from gitaudit's own stat cache, the *kept* index (``warm-*.index``): the paths
+  of the user's index, each with the stat data git recorded when it last hashed the file *for
+  gitaudit*, so only files changed since then are hashed (hashing everything, an empty index
+  or pygit2's ``Index.add_all``, is 4x-40x slower on a large tree).  The user's index is
+  anyone's to write: it says which paths are tracked (a force-added ignored file counts, a file
+  the user stopped tracking and ignores does not, a submodule that is not checked out keeps its
+  commit), never what they hold.  Its stat data, blob ids, marks (``assume-unchanged``,
+  ``skip-worktree``) and cached tree ids never reach the private index: a hand-written entry
+  with an edited file's stat data and the proven blob id, which has ``git status`` and ``git
+  commit`` take the edit for the proven file, is hashed like any path the kept index lacks.
+  With nothing kept (a fresh clone, an emptied cache, new settings) every file is hashed.
+* The kept index holds exactly the user's paths (untracked files are hashed on every call, and
+  taken out before keeping), so a clean workspace keeps fingerprinting to ``HEAD^{tree}``.  It
+  is used only with its tag (a MAC under the local key, :mod:`gitaudit.git.index_files`)
+  binding it to the file gitaudit wrote and to the user-index version whose paths it holds.
+  Each process has its own private index, so concurrent fingerprints never contend for a lock
   or corrupt each other; a crash leaves at worst a stray file that later calls remove.
-* A plain persistent private index would drift from the user's: a file fingerprinted once while
-  untracked would stay "tracked" in it after the user adds it to ``.gitignore`` (and a file the
-  user force-adds would be missed), so a clean workspace would stop fingerprinting to
-  ``HEAD^{tree}``.  So a result is kept for reuse (``warm-*.index``) only when it holds exactly the
-  user's paths (same entry count, nothing removed), and only for the user-index version it came
-  from.  Seeding from it then differs from seeding from the user's index in stat data alone,
-  which only decides what gets re-hashed, never the result.  Files the user edited but has not
-  staged are thereby hashed once, not on every call.  Untracked files are hashed on every call.
-* The user's index is anyone's to write, so it is checked each time it seeds: git reads an index
-  without verifying its checksum, so a damaged seed would silently change what counts as
-  tracked (a damaged one is replaced by an empty seed); entries marked ``assume-unchanged`` or
-  ``skip-worktree`` are unmarked in the private copy, so content hidden from ``git status`` is
-  still fingerprinted; and the tree ids it caches for its folders (which ``git write-tree``
-  trusts) are computed again from its entries.  The checked copy is kept, with a tag (a MAC
-  under the local key, :mod:`gitaudit.git.index_files`) binding it to the file gitaudit wrote, so
-  later calls for that version start from it; a kept index without its own tag is not used.
 * Inside hooks git exports ``GIT_DIR``, ``GIT_INDEX_FILE``, ``GIT_WORK_TREE``, ``GIT_PREFIX``
   and friends, pointing at *its* index.  Every git process started here runs with the one
   environment policy of :mod:`gitaudit.git.call` (which drops them) plus the ones it needs set
@@ -45,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -88,6 +85,8 @@ _INDEX_CONFIG: tuple[str, ...] = (
     "index.sparse=false",
     "-c",
     "advice.addEmbeddedRepo=false",
+    "-c",
+    "index.version=4",
 )
 
 
@@ -117,12 +116,13 @@ class _Layout(NamedTuple):
 
 
 class _Seed(NamedTuple):
-    identity: str | None  # the user-index version the private index started from; None: empty
+    identity: str | None  # the user-index version whose paths the private index holds
     entries: int  # its entry count, or -1 when the result must not be kept for reuse
-    warm: Path | None  # where a reusable result for this version lives (None: no local key)
-    from_warm: bool
+    warm: Path | None  # where a reusable result lives (None: no local key)
+    from_warm: bool  # the stat data came from the kept index (else every file is hashed)
     key: bytes | None = None  # the local key that tags kept results
     tree: str | None = None  # the tree the seed's entries make, when known
+    current: bool = False  # the kept index as it is, for this very version of the user's
 
 
 def _run(
@@ -226,102 +226,117 @@ def _settings_signature(layout: _Layout) -> str:
 # --------------------------------------------------------------------------- the computation
 
 
-def _list_index(layout: _Layout, env: Mapping[str, str]) -> list[bytes]:
+_GITLINK = b"160000 "
+_UNMERGED = (b" 1\t", b" 2\t", b" 3\t")
+_PATHS = re.compile(rb"\t([^\0]*)\0")
+_RECORDS = re.compile(rb"([^\0\t]*)\t([^\0]*)\0")
+
+
+def _list(layout: _Layout, env: Mapping[str, str], *options: str) -> bytes:
     proc = _run(
-        [*_INDEX_CONFIG, *layout.settings, "ls-files", "-v", "-z"], cwd=layout.work_tree, env=env
+        [*_INDEX_CONFIG, *layout.settings, "ls-files", "-z", *options],
+        cwd=layout.work_tree,
+        env=env,
     )
     if proc.code != 0:
         raise RepositoryError(
             f"cannot read the index of {layout.work_tree}: {_stderr(proc)}",
             hint="check the repository with `git status`",
         )
-    return [record for record in proc.stdout.split(b"\0") if len(record) >= 3]
+    return proc.stdout
 
 
-def _unflag(layout: _Layout, env: Mapping[str, str], records: list[bytes]) -> bool:
-    """Clear assume-unchanged/skip-worktree in the private index; True if anything was flagged.
-
-    With those bits set ``git add -A`` would trust the index over the file on disk; the audit must
-    not.  (One mark per ``update-index`` call: git applies only the last mark option given.)
-    """
-    assumed = [r[2:] for r in records if r[:1].islower()]
-    skipped = [r[2:] for r in records if r[:1] in (b"S", b"s")]
-    for option, paths in (("--no-assume-unchanged", assumed), ("--no-skip-worktree", skipped)):
-        if not paths:
-            continue
-        proc = _run(
-            [*_INDEX_CONFIG, *layout.settings, "update-index", option, "-z", "--stdin"],
-            cwd=layout.work_tree,
-            env=env,
-            stdin=b"\0".join(paths) + b"\0",
+def _update(
+    layout: _Layout, env: Mapping[str, str], options: Sequence[str], records: list[bytes]
+) -> None:
+    """``git update-index -z OPTIONS`` on the private index, fed *records*."""
+    if not records:
+        return
+    proc = _run(
+        [*_INDEX_CONFIG, *layout.settings, "update-index", "-z", *options],
+        cwd=layout.work_tree,
+        env=env,
+        stdin=b"\0".join(records) + b"\0",
+    )
+    if proc.code != 0:
+        raise RepositoryError(
+            f"cannot update the private index of {layout.work_tree}: {_stderr(proc)}",
+            hint="check the repository with `git status`",
         )
-        if proc.code != 0:
-            raise RepositoryError(
-                f"cannot read the index of {layout.work_tree}: {_stderr(proc)}",
-                hint="check the repository with `git status`",
-            )
-    return bool(assumed or skipped)
 
 
 def _seed(
     layout: _Layout, private_dir: Path, temp: Path, env: Mapping[str, str], *, allow_warm: bool
 ) -> _Seed:
-    """Fill *temp* with the best starting point that is guaranteed to give the exact result:
-    the kept index of this version of the user's index when its tag vouches for it, else the
-    user's index, checked and cleaned (and then kept, tagged, for the next call)."""
+    """Fill *temp* with the paths of the user's index, each with gitaudit's own stat data.
+
+    The user's index says which paths are tracked (an ignored file stays counted while it is
+    tracked), never what they hold: its stat data, blob ids, marks and cached tree ids are
+    anyone's to write. The kept index holds the paths of one version of the user's index with
+    the stat data git recorded when it hashed each file for gitaudit; it is taken as it is for
+    that version, or brought to the paths of the current one: paths the user no longer tracks
+    are removed, the ones it lacks are entered with no stat data, so git hashes them. With no
+    kept index (the first call in a clone, new settings) every file is hashed."""
+    key = secret.local_key(str(layout.work_tree), create=True)
+    slot = hashlib.sha256(_settings_signature(layout).encode()).hexdigest()
+    warm = private_dir / f"{WARM_PREFIX}{slot[:32]}.index" if key else None
+    user = temp.with_name(f"{temp.stem}-user.index")
+    kept = None
     try:
         src_fd = os.open(layout.git_dir / "index", os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
-        return _Seed(identity=None, entries=-1, warm=None, from_warm=False)
-    key = secret.local_key(str(layout.work_tree), create=True)
+        src_fd = -1
     try:
-        st = os.fstat(src_fd)
-        identity = index_files.identity(src_fd, st)
-        slot = hashlib.sha256(f"{identity}|{_settings_signature(layout)}".encode()).hexdigest()
-        warm = private_dir / f"{WARM_PREFIX}{slot[:32]}.index" if key else None
+        st = os.fstat(src_fd) if src_fd >= 0 else None
+        identity = index_files.identity(src_fd, st) if st is not None else None
         if warm is not None and key is not None and allow_warm:
-            found = index_files.copy_vouched(warm, temp, key)
-            if found is not None:
-                return _Seed(identity, found.entries, warm, True, key, found.tree)
-        index_files.copy_open_file(src_fd, st, temp)
+            kept = index_files.copy_vouched(warm, temp, key)
+            if kept is not None and kept.basis == identity:
+                return _Seed(identity, kept.entries, warm, True, key, kept.tree, current=True)
+        if st is not None:
+            index_files.copy_open_file(src_fd, st, user)
     finally:
-        os.close(src_fd)
-    # The user's index as it is, written by git or by anyone else: is it whole, and does it hide
-    # anything (marks, or cached tree ids that its entries do not make)?
-    if not index_files.index_intact(temp):
-        temp.unlink()  # nothing trustworthy says what is tracked: hash the whole work tree
-        return _Seed(identity=None, entries=-1, warm=None, from_warm=False)
-    records = _list_index(layout, env)
-    flagged = _unflag(layout, env, records)
-    tree = _rebuild_cached_trees(layout, env)
-    if tree is None:
-        temp.unlink()  # unmerged entries, or entries naming missing objects: hash everything
-        return _Seed(identity=None, entries=-1, warm=None, from_warm=False)
-    unmerged = any(r[:1] in (b"M", b"m") for r in records)
-    # conflicts collapse on add, marks are gone: the entry count says nothing about the result
-    entries = -1 if unmerged or flagged else len(records)
-    if warm is not None and key is not None and entries >= 0:
-        # this version's checked and cleaned copy, for the calls to come
-        checked = temp.with_name(f"{temp.stem}-kept.index")
-        index_files.copy_file(temp, checked)
-        index_files.keep_vouched(checked, warm, key, tree)
-        index_files.sweep(private_dir, keep=warm)  # the kept copies of older versions
-    return _Seed(identity, entries, warm, False, key, tree)
+        if src_fd >= 0:
+            os.close(src_fd)
+    try:
+        # What the user's index tracks, read from a copy of the version named (whole: git reads
+        # a truncated index as entries with null ids); nothing trustworthy says it otherwise,
+        # and the whole work tree is hashed as if nothing were tracked.
+        listing = b""
+        if identity is not None and index_files.index_intact(user):
+            listing = _list(layout, {**env, "GIT_INDEX_FILE": str(user)}, "--stage")
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            user.unlink()
+    same = _reconcile(layout, env, listing, _list(layout, env) if kept is not None else b"")
+    paths = len(_PATHS.findall(listing))
+    unmerged = any(stage in listing for stage in _UNMERGED)
+    keep = identity is not None and listing and not unmerged  # conflicts collapse on add
+    tree = kept.tree if kept is not None and same else None
+    return _Seed(identity, paths if keep else -1, warm, kept is not None, key, tree)
 
 
-def _rebuild_cached_trees(layout: _Layout, env: Mapping[str, str]) -> str | None:
-    """Replace the tree ids cached in the private index (its ``TREE`` extension) with the ones
-    its entries make, and return the tree they make. ``git write-tree`` trusts a cached id that
-    names an existing tree, so an index written by hand could name the proven tree while its
-    entries hold an edit. None when git cannot (unmerged entries, an entry naming a missing
-    object)."""
-    proc = _run(
-        [*_INDEX_CONFIG, *layout.settings, "write-tree", "--ignore-cache-tree"],
-        cwd=layout.work_tree,
-        env=env,
-    )
-    tree = proc.stdout.decode("ascii", errors="replace").strip()
-    return tree if proc.code == 0 and tree else None
+def _reconcile(layout: _Layout, env: Mapping[str, str], listing: bytes, ours: bytes) -> bool:
+    """Bring the private index (listed by *ours*, ``ls-files -z``) to the paths of the user's
+    (*listing*, ``ls-files --stage -z``): remove the paths it lacks, enter its other entries
+    with no stat data (git hashes the file, or removes the entry when the file is gone), and
+    take its gitlinks as they are (a submodule that is not checked out keeps its commit).
+    True when the private index was already there."""
+    wanted = _PATHS.findall(listing)
+    have = ours.split(b"\0")[:-1]
+    gitlinks = listing.startswith(_GITLINK) or b"\0" + _GITLINK in listing
+    if wanted == have and not gitlinks:
+        return True
+    records = {path: info for info, path in _RECORDS.findall(listing)}
+    present = set(have)
+    _update(layout, env, ("--force-remove", "--stdin"), [p for p in have if p not in records])
+    entries = [
+        b"%s %s 0\t%s" % (*info.split(b" ")[:2], path)
+        for path, info in records.items()
+        if path not in present or info.startswith(_GITLINK)
+    ]
+    _update(layout, env, ("--index-info",), entries)
+    return False
 
 
 def _add_all(
@@ -364,25 +379,6 @@ def _file_state(path: Path) -> tuple[int, int] | None:
     return st.st_ino, st.st_mtime_ns
 
 
-def _compact(layout: _Layout, env: Mapping[str, str], index: Path) -> bool:
-    """Store a kept index in format 4 (prefix-compressed paths, about a fifth smaller).
-
-    Every later call that starts from it and changes anything has git hash and write the whole
-    file twice (``add``, then ``write-tree``); measured 10-20% faster on 50,000 files.  Converting
-    costs one extra write, once per kept index, paid by the first call that replaces a kept index
-    (the very first fingerprint, in a fresh clone say, keeps its result as git wrote it).  False
-    if git refused.
-    """
-    if index_files.header(index)[0] == 4:
-        return True
-    proc = _run(
-        [*_INDEX_CONFIG, *layout.settings, "update-index", "--index-version", "4"],
-        cwd=layout.work_tree,
-        env=env,
-    )
-    return proc.code == 0
-
-
 def _private_tree(layout: _Layout, started: Callable[[], None] | None = None) -> str:
     """``git add -A`` + ``git write-tree`` on a private index; keep the result when it is safe.
     *started* is called once git is hashing the work tree."""
@@ -408,41 +404,83 @@ def _private_tree(layout: _Layout, started: Callable[[], None] | None = None) ->
         "GIT_WORK_TREE": str(layout.work_tree),
         "GIT_INDEX_FILE": str(temp),
     }
+    base = temp.with_name(f"{temp.stem}-base.index")
     try:
         seed = _seed(layout, private_dir, temp, env, allow_warm=True)
         before = _file_state(temp)
+        _copy_base(temp, base)
         report = _add_all(layout, env, started)
         if seed.from_warm and b".gitattributes" in report:
             # Attributes in the tree changed since the kept result was made: its blobs may have
-            # been hashed under the old ones.  Drop it and start over from the user's index.
+            # been hashed under the old ones.  Drop it and hash every file again.
             temp.unlink()
             if seed.warm is not None:
                 with contextlib.suppress(OSError):
                     seed.warm.unlink()
             seed = _seed(layout, private_dir, temp, env, allow_warm=False)
             before = _file_state(temp)
+            _copy_base(temp, base)
             report = _add_all(layout, env)
         rewritten = _file_state(temp) != before
         # git rewrites the index whenever it changed an entry: else the tree is the seed's
         tree = seed.tree if seed.tree and not rewritten else _write_tree(layout, env)
-        removed = any(line.startswith(b"remove '") for line in report.splitlines())
-        if (
-            seed.warm is not None
-            and seed.entries >= 0
-            and not removed
-            and rewritten  # git changed it: otherwise nothing is gained
-            and index_files.header(temp)[1]
-            == seed.entries  # nothing added either: the user's paths
-            and seed.key is not None
-            and (not seed.from_warm or _compact(layout, env, temp))
-        ):
-            index_files.keep_vouched(temp, seed.warm, seed.key, tree)
-            index_files.sweep(private_dir, keep=seed.warm)
+        if rewritten or not seed.current:
+            _keep(layout, env, seed, temp, base, report, tree)
         return tree
     finally:
-        for leftover in (temp, temp.with_name(temp.name + ".lock")):
+        for leftover in (temp, temp.with_name(temp.name + ".lock"), base):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
+
+
+def _copy_base(temp: Path, base: Path) -> None:
+    """Keep the seed as *base*: what the kept index is brought back to after ``git add -A``.
+    A second name for the same file, not a copy: git never writes an index in place (it
+    writes a new file and renames it over the old), so *base* keeps the seed's bytes."""
+    with contextlib.suppress(FileNotFoundError):
+        base.unlink()
+    try:
+        os.link(temp, base)
+    except FileNotFoundError:
+        pass  # no seed: nothing to bring back
+    except OSError:  # a file system without hard links
+        index_files.copy_file(temp, base)
+
+
+def _keep(
+    layout: _Layout,
+    env: Mapping[str, str],
+    seed: _Seed,
+    temp: Path,
+    base: Path,
+    report: bytes,
+    tree: str,
+) -> None:
+    """Keep the private index *temp*, tagged, for the next calls: it holds the stat data git
+    recorded for the files it hashed (or found unchanged) this time. It is kept with the user's
+    paths only, so that a file counts while the user tracks it and never after (say, once
+    ignored): when ``git add -A`` added untracked files or removed missing ones, those are
+    taken out and put back (as in *base*, the seed), which is worth its two listings only when
+    a tracked file changed or the user's index is new to the kept one. (Otherwise a tracked
+    file touched without a change is read again by each call, until then.)"""
+    if seed.warm is None or seed.key is None or seed.identity is None or seed.entries < 0:
+        return
+    lines = report.splitlines()
+    removed = sum(1 for line in lines if line.startswith(b"remove '"))
+    count = index_files.header(temp)[1]
+    tree_named: str | None = tree
+    if count != seed.entries or removed:
+        untracked = count - seed.entries + removed
+        changed = sum(1 for line in lines if line.startswith(b"add '")) - untracked
+        if (seed.current and changed <= 0) or not base.exists():
+            return
+        base_env = {**env, "GIT_INDEX_FILE": str(base)}
+        _reconcile(layout, env, _list(layout, base_env, "--stage"), _list(layout, env))
+        if index_files.header(temp)[1] != seed.entries:
+            return
+        tree_named = None  # its entries no longer make the tree just computed
+    index_files.keep_vouched(temp, seed.warm, seed.key, seed.identity, tree_named)
+    index_files.sweep(private_dir=temp.parent, keep=seed.warm)
 
 
 # --------------------------------------------------------------------------- public API

@@ -4,14 +4,17 @@ Byte copies of git index files that keep their timestamps, checks that a copy is
 and the housekeeping of the per-process and kept ("warm") files in their private folder (in the
 user's cache, :func:`gitaudit.places.fingerprint_dir`).
 
-A kept index is only ever used with a tag beside it (``warm-<slot>.mac``): a MAC, under the
-local key (:mod:`gitaudit.secret`), of its name, its stat data, its trailing checksum and the
+A kept index is gitaudit's own stat cache of the work tree: it holds the paths of one version
+of the user's index (its *basis*), each with the stat data and blob id git recorded when it
+hashed the file for gitaudit, never the user's (which anyone who writes ``.git`` can forge). It
+is only ever used with a tag beside it (``warm-<slot>.mac``): a MAC, under the local key
+(:mod:`gitaudit.secret`), of its name, its stat data, its trailing checksum, its basis and the
 tree its entries make (so a call that changes nothing needs no ``git write-tree``), made by the
-process that wrote it, so a kept index written by anyone else (entries marked
-skip-worktree, stat data or cached tree ids copied from an edit) is not used, wherever the
-folder is (``GITAUDIT_CACHE`` may put it anywhere). Its change time and inode, which nobody can
-set, stand for its content: a file rewritten in place, or another file renamed over it, no
-longer matches its tag.
+process that wrote it, so a kept index written by anyone else (entries marked skip-worktree,
+stat data or cached tree ids copied from an edit) is not used, wherever the folder is
+(``GITAUDIT_CACHE`` may put it anywhere). Its change time and inode, which nobody can set, stand
+for its content: a file rewritten in place, or another file renamed over it, no longer matches
+its tag.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ WARM_PREFIX = "warm-"
 """Reusable private indexes (``warm-<slot>.index``), named after the user-index version and
 settings they belong to, each with its tag (``warm-<slot>.mac``)."""
 TAG_SUFFIX = ".mac"
+UNKNOWN = "-"
+"""The tree a tag names for a kept index whose tree is not known."""
 
 
 def copy_open_file(src_fd: int, st: os.stat_result, dst: Path) -> None:
@@ -116,20 +121,22 @@ def tag_path(warm: Path) -> Path:
     return warm.with_suffix(TAG_SUFFIX)
 
 
-def _statement(warm: Path, fd: int, st: os.stat_result, tree: str) -> bytes:
+def _statement(warm: Path, fd: int, st: os.stat_result, basis: str, tree: str) -> bytes:
     """What a kept index's tag vouches for: its name (the slot), the stat data of the file
-    (the change time and inode cannot be set back), its trailing checksum and the tree its
-    entries make."""
+    (the change time and inode cannot be set back), its trailing checksum, the user-index
+    version whose paths it holds (:func:`identity`) and the tree its entries make."""
     trailer = os.pread(fd, 32, max(0, st.st_size - 32)).hex()
     stat = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
-    return f"gitaudit kept index\0{warm.name}\0{stat}\0{trailer}\0{tree}".encode()
+    return f"gitaudit kept index 2\0{warm.name}\0{stat}\0{trailer}\0{basis}\0{tree}".encode()
 
 
 class Kept(NamedTuple):
-    """A kept index copied as a seed: its entry count and the tree its entries make."""
+    """A kept index copied as a seed: its entry count, the user-index version whose paths it
+    holds and the tree its entries make."""
 
     entries: int
-    tree: str
+    basis: str
+    tree: str | None  # None: not known
 
 
 def copy_vouched(warm: Path, dst: Path, key: bytes) -> Kept | None:
@@ -142,30 +149,36 @@ def copy_vouched(warm: Path, dst: Path, key: bytes) -> Kept | None:
         return None
     try:
         st = os.fstat(fd)
-        mac, _, tree = read_text(tag_path(warm)).partition(" ")
-        if not (tree.isascii() and tree.isalnum() and len(tree) in (40, 64) and mac.isascii()):
+        mac, _, rest = read_text(tag_path(warm)).partition(" ")
+        tree, _, basis = rest.partition(" ")
+        known = tree.isascii() and tree.isalnum() and len(tree) in (40, 64)
+        if not (known or tree == UNKNOWN) or not mac.isascii():
             return None
-        if not hmac.compare_digest(mac, secret.mac(key, _statement(warm, fd, st, tree))):
+        if not basis.isascii() or not hmac.compare_digest(
+            mac, secret.mac(key, _statement(warm, fd, st, basis, tree))
+        ):
             return None
         head = os.pread(fd, 12, 0)
         if head[:4] != b"DIRC":
             return None
         copy_open_file(fd, st, dst)
-        return Kept(int.from_bytes(head[8:12], "big"), tree)
+        return Kept(int.from_bytes(head[8:12], "big"), basis, tree if known else None)
     finally:
         os.close(fd)
 
 
-def keep_vouched(src: Path, warm: Path, key: bytes, tree: str) -> None:
-    """Move the private index *src*, whose entries make *tree*, to *warm* and tag it. The tag
-    is made from the moved file itself (an open descriptor: a file renamed over *warm*
-    meanwhile is not what it names)."""
+def keep_vouched(src: Path, warm: Path, key: bytes, basis: str, tree: str | None) -> None:
+    """Move the private index *src*, which holds the paths of the user-index version *basis*
+    and whose entries make *tree* (None: not known), to *warm* and tag it. The tag is made
+    from the moved file itself (an open descriptor: a file renamed over *warm* meanwhile is
+    not what it names)."""
     fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
     try:
         os.replace(src, warm)
         st = os.fstat(fd)  # after the move: a rename changes the file's change time
-        tag = secret.mac(key, _statement(warm, fd, st, tree))
-        write_atomic(tag_path(warm), f"{tag} {tree}")
+        named = tree or UNKNOWN
+        tag = secret.mac(key, _statement(warm, fd, st, basis, named))
+        write_atomic(tag_path(warm), f"{tag} {named} {basis}")
     finally:
         os.close(fd)
 

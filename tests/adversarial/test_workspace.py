@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from tests.gitrepo import (
     GitRepo,
     cached_trees,
     edit_keeping_times,
+    point_entry_at,
     root_left_to_compute,
     with_cached_trees,
 )
@@ -263,41 +265,36 @@ def test_attack_workspace_link_replaced_by_its_text(world: World) -> None:
     assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
 
 
-def _forge_index_blob(repo: GitRepo, path: str, blob: str) -> None:
-    """Point *path*'s entry of the user's index at *blob*, its stat data kept, the index's
-    checksum recomputed: what a hand-written index can say."""
-    index = repo.path / ".git" / "index"
-    data = index.read_bytes()
-    staged = bytes.fromhex(repo.git("ls-files", "-s", path).split()[1])
-    assert data.count(staged) == 1
-    body = data[:-20].replace(staged, bytes.fromhex(blob))
-    index.write_bytes(body + hashlib.sha1(body).digest())
-
-
-def test_attack_workspace_forged_index_stat_cache(world: World) -> None:
-    """KNOWN LIMIT. app.py is proven. The agent edits it, stages the edit (the index records the
-    new file's stat data), then rewrites that index entry's blob id to the proven content's by
-    hand. git's stat cache now says the file is unchanged: `git status`, `git diff`, `git
-    commit -a` and the work tree's fingerprint all see the proven tree, so the work tree's
-    verdict is PASS although the bytes on disk were never checked. Where it stops: nothing git
-    can commit or push carries the edit (every verdict on a commit, on the client and on the
-    server, is about checked bytes), and the edit surfaces as soon as the file's stat data
-    changes."""
+@pytest.mark.parametrize("seen", ["after-a-run", "first-contact", "new-settings"])
+def test_attack_workspace_forged_index_stat_cache(world: World, seen: str) -> None:
+    """app.py is proven. The agent edits it, stages the edit (the index records the edited
+    file's stat data), then rewrites that index entry's blob id to the proven content's by hand.
+    git's stat cache now says the file is unchanged: `git status`, `git diff` and `git commit
+    -a` see the proven tree. The work tree's fingerprint keeps stat data of its own, recorded
+    when git hashed each file for gitaudit, and hashes every file when it has none: on first
+    contact (here: its cache emptied, as in a fresh clone) and under new settings (the agent
+    also writes the repository's config, so nothing kept applies): the edit is read, and the
+    work tree's verdict is UNKNOWN through `git audit status` and the stop hook."""
     app = _proven_app(world)
+    assert run_hook(world.path, "stop", stop(world.path)).allowed
     proven = world.repo.git("rev-parse", "HEAD:app.py").strip()
     app.write_text("ANSWER = 0\n")
     os.utime(app, ns=(OLD_TIME, OLD_TIME))  # older than the index: git does not re-read it
     world.repo.git("add", "app.py")
-    _forge_index_blob(world.repo, "app.py", proven)
-    assert world.repo.git("status", "--porcelain") == ""
-    assert world.gate(None).verdict == "PASS"  # the limit: the work tree's verdict is fooled
-    assert world.repo.git("diff", "HEAD") == ""  # what git would commit is the proven tree
-    world.repo.git("commit", "-q", "-a", "--allow-empty", "-m", "after the forgery")
-    assert world.repo.git("rev-parse", "HEAD:app.py").strip() == proven
-    assert world.gate("HEAD").verdict == "PASS"  # true: HEAD holds the checked bytes
-    assert app.read_text() == "ANSWER = 0\n"
-    os.utime(app)  # any change of its stat data: git reads the file again
+    point_entry_at(world.repo, "app.py", proven)
+    if seen == "first-contact":
+        shutil.rmtree(private_folder(world.path / ".git"))
+    if seen == "new-settings":
+        world.repo.git("config", "color.ui", "never")
+    assert world.repo.git("status", "--porcelain") == ""  # git is fooled
+    assert world.repo.git("diff", "HEAD") == ""
     assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
+    stopping = run_hook(world.path, "stop", stop(world.path))
+    assert stopping.blocked and "UNKNOWN" in stopping.reason, stopping
+    world.repo.git("commit", "-q", "-a", "--allow-empty", "-m", "after the forgery")
+    assert world.repo.git("rev-parse", "HEAD:app.py").strip() == proven  # what git commits
+    assert world.gate("HEAD").verdict == "PASS"  # true: HEAD holds the checked bytes
+    assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")  # the work tree does not
 
 
 @pytest.mark.parametrize("where", ["root", "folder"])
@@ -343,8 +340,8 @@ def _forge_old_marker(world: World) -> None:
 
 @pytest.mark.parametrize("forgery", ["marker", "kept-in-place", "kept-renamed-over"])
 def test_attack_workspace_forged_fingerprint_state(world: World, forgery: str) -> None:
-    """app.py is proven; the agent edits it. The fingerprint starts from a copy of the user's
-    index that it checked (marks removed) and kept, so the agent forges that state: (marker) it
+    """app.py is proven; the agent edits it. The fingerprint starts from an index it kept, so
+    the agent forges that state: (marker) it
     marks app.py skip-worktree (git stops looking at the file) and writes, in the git dir, the
     marker that once said "this version of the index was checked"; or it rewrites the kept copy
     (kept in the git dir before the fix, now in the user's cache: as if the agent reached it),
@@ -365,7 +362,7 @@ def test_attack_workspace_forged_fingerprint_state(world: World, forgery: str) -
         _forge_old_marker(world)
     else:
         assert world.repo.git("status", "--porcelain") == " M app.py\n"
-        assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")  # keeps a checked copy
+        assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")  # keeps its index
         edited = bytes.fromhex(world.repo.git("hash-object", "app.py").strip())
         [kept] = sorted(private.glob("warm-*.index"))
         data = kept.read_bytes()
@@ -373,8 +370,8 @@ def test_attack_workspace_forged_fingerprint_state(world: World, forgery: str) -
         body = data[:-20].replace(edited, proven)
         forged = body + hashlib.sha1(body).digest()
         # and its tag names the proven tree (a MAC the agent cannot make: its old one kept)
-        mac, _, _ = kept.with_suffix(".mac").read_text().strip().partition(" ")
-        kept.with_suffix(".mac").write_text(f"{mac} {world.repo.head_tree()}\n")
+        mac, _, basis = kept.with_suffix(".mac").read_text().strip().split(" ")
+        kept.with_suffix(".mac").write_text(f"{mac} {world.repo.head_tree()} {basis}\n")
         if forgery == "kept-in-place":
             with open(kept, "r+b") as handle:
                 handle.write(forged)
