@@ -673,16 +673,17 @@ def test_a_kept_index_without_its_own_tag_is_not_used(repo: GitRepo, damage: str
     else:
         tag.write_bytes({"garbage": b"\xff\xfe not a tag", "empty": b""}[damage])
     with pytest.MonkeyPatch.context() as patch:
-        calls: list[bytes] = []
-        real = fingerprint._reconcile
+        seeds: list[bool] = []
+        real = fingerprint._seed
 
-        def reconcile(layout: Any, env: Any, listing: bytes, ours: bytes) -> bool:
-            calls.append(ours)
-            return real(layout, env, listing, ours)
+        def seed(*args: Any, **kwargs: Any) -> Any:
+            got = real(*args, **kwargs)
+            seeds.append(got.from_warm)
+            return got
 
-        patch.setattr(fingerprint, "_reconcile", reconcile)
+        patch.setattr(fingerprint, "_seed", seed)
         assert workspace_fingerprint(repo.path) == expected
-        assert calls == [b""]  # started from nothing: every file hashed again
+        assert seeds == [False]  # not seeded from the kept index: every file hashed again
     assert workspace_fingerprint(repo.path) == expected
     assert private_files(repo) == set()
 
@@ -886,6 +887,38 @@ def test_a_submodule_keeps_the_users_gitlink_when_not_checked_out(
     fp = workspace_fingerprint(repo.path)
     assert fp.tree == truth_in_copy(repo.path) != repo.head_tree()
     assert repo.git("ls-tree", fp.tree, "sub").split()[2] == second
+
+
+def test_a_new_version_of_the_users_index_with_the_same_paths_is_followed_once(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user's index rewritten with the same paths (`git status` refreshing it, say): the
+    next call lists it once and keeps its index for that version, nothing hashed again; the
+    call after starts from the kept index as it is."""
+    for name in repo.git("ls-files").splitlines():
+        os.utime(repo.path / name, ns=(OLD_TIME, OLD_TIME))  # never racily clean
+    first = workspace_fingerprint(repo.path)
+    repo.git("update-index", "--index-version", "3")  # another version, the same paths
+    assert workspace_fingerprint(repo.path) == first
+    with monkeypatch.context() as patch:
+        patch.setattr(fingerprint, "_list", _must_not_be_called)
+        patch.setattr(fingerprint, "_write_tree", _must_not_be_called)
+        assert workspace_fingerprint(repo.path) == first
+
+
+def test_with_file_mode_off_the_users_executable_bits_count(repo: GitRepo) -> None:
+    """Under `core.fileMode=false` git takes executable bits from the index, not the disk: the
+    user's modes count as its paths do, on first contact and when the user changes one."""
+    repo.write("run.sh", "#!/bin/sh\n", mode=0o755)
+    repo.commit("a script")
+    repo.git("config", "core.fileMode", "false")
+    os.chmod(repo.path / "run.sh", 0o644)  # the disk says otherwise: not counted
+    fp = workspace_fingerprint(repo.path)
+    assert fp.clean and fp.tree == truth_in_copy(repo.path)
+    repo.git("update-index", "--chmod=-x", "run.sh")
+    fp = workspace_fingerprint(repo.path)
+    assert fp.tree == truth_in_copy(repo.path) != repo.head_tree()
+    assert repo.git("ls-tree", fp.tree, "run.sh").split()[0] == "100644"
 
 
 def test_kept_index_never_holds_untracked_paths(repo: GitRepo) -> None:

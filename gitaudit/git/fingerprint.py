@@ -44,7 +44,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from gitaudit import secret
 from gitaudit.errors import RepositoryError
@@ -123,6 +123,8 @@ class _Seed(NamedTuple):
     key: bytes | None = None  # the local key that tags kept results
     tree: str | None = None  # the tree the seed's entries make, when known
     current: bool = False  # the kept index as it is, for this very version of the user's
+    added: bytes | None = None  # the report of a `git add -A` the seeding already ran
+    modes: bool = False  # the user's modes count (core.fileMode=false)
 
 
 def _run(
@@ -229,6 +231,7 @@ def _settings_signature(layout: _Layout) -> str:
 _GITLINK = b"160000 "
 _UNMERGED = (b" 1\t", b" 2\t", b" 3\t")
 _PATHS = re.compile(rb"\t([^\0]*)\0")
+_MODE_PATHS = re.compile(rb"(\d+) [^\0\t]*\t([^\0]*)\0")
 _RECORDS = re.compile(rb"([^\0\t]*)\t([^\0]*)\0")
 
 
@@ -266,7 +269,13 @@ def _update(
 
 
 def _seed(
-    layout: _Layout, private_dir: Path, temp: Path, env: Mapping[str, str], *, allow_warm: bool
+    layout: _Layout,
+    private_dir: Path,
+    temp: Path,
+    env: Mapping[str, str],
+    *,
+    allow_warm: bool,
+    started: Callable[[], None] | None = None,
 ) -> _Seed:
     """Fill *temp* with the paths of the user's index, each with gitaudit's own stat data.
 
@@ -276,7 +285,8 @@ def _seed(
     the stat data git recorded when it hashed each file for gitaudit; it is taken as it is for
     that version, or brought to the paths of the current one: paths the user no longer tracks
     are removed, the ones it lacks are entered with no stat data, so git hashes them. With no
-    kept index (the first call in a clone, new settings) every file is hashed."""
+    kept index (the first call in a clone, new settings) every file is hashed, by a ``git add
+    -A`` from no index whose report the seed carries when it needs no second one."""
     key = secret.local_key(str(layout.work_tree), create=True)
     slot = hashlib.sha256(_settings_signature(layout).encode()).hexdigest()
     warm = private_dir / f"{WARM_PREFIX}{slot[:32]}.index" if key else None
@@ -308,32 +318,53 @@ def _seed(
     finally:
         with contextlib.suppress(FileNotFoundError):
             user.unlink()
-    same = _reconcile(layout, env, listing, _list(layout, env) if kept is not None else b"")
+    # git takes executable bits from the index, not the disk, under core.fileMode=false: the
+    # user's modes then count like its paths
+    modes = _index_modes(layout, env)
+    report = None
+    if kept is None and not modes:  # nothing kept says what any file holds: hash them all
+        # (from no index, which costs a third less than entering the user's paths first)
+        report = _add_all(layout, env, started)
+    same = _reconcile(layout, env, listing, modes=modes)
     paths = len(_PATHS.findall(listing))
     unmerged = any(stage in listing for stage in _UNMERGED)
     keep = identity is not None and listing and not unmerged  # conflicts collapse on add
     tree = kept.tree if kept is not None and same else None
-    return _Seed(identity, paths if keep else -1, warm, kept is not None, key, tree)
+    added = report if same else None  # the paths were the user's already: nothing to add again
+    return _Seed(
+        identity, paths if keep else -1, warm, kept is not None, key, tree, added=added, modes=modes
+    )
 
 
-def _reconcile(layout: _Layout, env: Mapping[str, str], listing: bytes, ours: bytes) -> bool:
-    """Bring the private index (listed by *ours*, ``ls-files -z``) to the paths of the user's
-    (*listing*, ``ls-files --stage -z``): remove the paths it lacks, enter its other entries
+def _index_modes(layout: _Layout, env: Mapping[str, str]) -> bool:
+    """Whether git takes executable bits from the index (``core.fileMode=false``)."""
+    proc = _run(["config", "--type=bool", "core.fileMode"], cwd=layout.work_tree, env=env)
+    return proc.stdout.strip() == b"false"
+
+
+def _reconcile(layout: _Layout, env: Mapping[str, str], listing: bytes, *, modes: bool) -> bool:
+    """Bring the private index to the paths of the user's (*listing*, ``ls-files --stage
+    -z``), and to its modes with *modes*: remove the paths it lacks, enter its other entries
     with no stat data (git hashes the file, or removes the entry when the file is gone), and
     take its gitlinks as they are (a submodule that is not checked out keeps its commit).
     True when the private index was already there."""
-    wanted = _PATHS.findall(listing)
-    have = ours.split(b"\0")[:-1]
+    ours = b""
+    if os.path.exists(env["GIT_INDEX_FILE"]):
+        ours = _list(layout, env, *(("--stage",) if modes else ()))
+    wanted: list[Any] = (_MODE_PATHS if modes else _PATHS).findall(listing)
+    have: list[Any] = _MODE_PATHS.findall(ours) if modes else ours.split(b"\0")[:-1]
     gitlinks = listing.startswith(_GITLINK) or b"\0" + _GITLINK in listing
     if wanted == have and not gitlinks:
         return True
     records = {path: info for info, path in _RECORDS.findall(listing)}
     present = set(have)
-    _update(layout, env, ("--force-remove", "--stdin"), [p for p in have if p not in records])
+    paths = [h[1] for h in have] if modes else have
+    _update(layout, env, ("--force-remove", "--stdin"), [p for p in paths if p not in records])
     entries = [
         b"%s %s 0\t%s" % (*info.split(b" ")[:2], path)
         for path, info in records.items()
-        if path not in present or info.startswith(_GITLINK)
+        if ((info[: info.index(b" ")], path) if modes else path) not in present
+        or info.startswith(_GITLINK)
     ]
     _update(layout, env, ("--index-info",), entries)
     return False
@@ -406,10 +437,10 @@ def _private_tree(layout: _Layout, started: Callable[[], None] | None = None) ->
     }
     base = temp.with_name(f"{temp.stem}-base.index")
     try:
-        seed = _seed(layout, private_dir, temp, env, allow_warm=True)
+        seed = _seed(layout, private_dir, temp, env, allow_warm=True, started=started)
         before = _file_state(temp)
         _copy_base(temp, base)
-        report = _add_all(layout, env, started)
+        report = seed.added if seed.added is not None else _add_all(layout, env, started)
         if seed.from_warm and b".gitattributes" in report:
             # Attributes in the tree changed since the kept result was made: its blobs may have
             # been hashed under the old ones.  Drop it and hash every file again.
@@ -475,10 +506,13 @@ def _keep(
         if (seed.current and changed <= 0) or not base.exists():
             return
         base_env = {**env, "GIT_INDEX_FILE": str(base)}
-        _reconcile(layout, env, _list(layout, base_env, "--stage"), _list(layout, env))
+        _reconcile(layout, env, _list(layout, base_env, "--stage"), modes=seed.modes)
         if index_files.header(temp)[1] != seed.entries:
             return
         tree_named = None  # its entries no longer make the tree just computed
+    # the seed's second name goes first: unlinking it later would change the kept file's
+    # change time, and its tag would no longer match
+    base.unlink(missing_ok=True)
     index_files.keep_vouched(temp, seed.warm, seed.key, seed.identity, tree_named)
     index_files.sweep(private_dir=temp.parent, keep=seed.warm)
 
