@@ -5,8 +5,9 @@ costs.  Targets (ratios measured side by side in one run, because absolute times
 between machines): warm <= 1.5x and cold <= 3x the median `git status --porcelain`, and the
 first fingerprint in a fresh clone <= 2x the first `git status` in a fresh clone.
 
-* cold: the first fingerprint ever (``<gitdir>/gitaudit`` removed before each run): it also
-  validates the user's index (checksum) and lists it for assume-unchanged/skip-worktree entries.
+* cold: the first fingerprint ever (its private folder removed before each run): with no stat
+  data of its own (it never takes the user's index's, which anyone who writes ``.git`` can
+  forge), it hashes every file, once; this row and the fresh clone's measure that on purpose.
 * warm: nothing changed since the previous fingerprint (clean checkout).
 * warm, 10 files just modified: before each timed call 10 tracked files get new content (not
   staged), so every call hashes them and writes its private index twice (``add``, ``write-tree``).
@@ -14,7 +15,7 @@ first fingerprint in a fresh clone <= 2x the first `git status` in a fresh clone
   private index kept by the previous one, so nothing is hashed or written.
 * fresh clone: each round clones the repository twice (``git clone``, untimed); the first
   ``git status --porcelain`` in one clone is the baseline of the first fingerprint in the other
-  (the index as checkout wrote it, no private files yet).
+  (the index as checkout wrote it, no private files yet: every file is hashed, as when cold).
 
 Every row prints the median and the [min-max] of its rounds.
 
