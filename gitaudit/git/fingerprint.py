@@ -326,9 +326,9 @@ def _seed(
         # (from no index, which costs a third less than entering the user's paths first)
         report = _add_all(layout, env, started)
     same = _reconcile(layout, env, listing, modes=modes)
-    paths = len(_PATHS.findall(listing))
     unmerged = any(stage in listing for stage in _UNMERGED)
     keep = identity is not None and listing and not unmerged  # conflicts collapse on add
+    paths = listing.count(b"\0")  # one record a path, when none is unmerged
     tree = kept.tree if kept is not None and same else None
     added = report if same else None  # the paths were the user's already: nothing to add again
     return _Seed(

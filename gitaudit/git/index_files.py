@@ -34,8 +34,8 @@ TEMP_PREFIX = "fingerprint-"
 STALE_AFTER_SECONDS = 15 * 60
 
 WARM_PREFIX = "warm-"
-"""Reusable private indexes (``warm-<slot>.index``), named after the user-index version and
-settings they belong to, each with its tag (``warm-<slot>.mac``)."""
+"""Reusable private indexes (``warm-<slot>.index``), named after the settings they were hashed
+under, each with its tag (``warm-<slot>.mac``, which names the user-index version too)."""
 TAG_SUFFIX = ".mac"
 UNKNOWN = "-"
 """The tree a tag names for a kept index whose tree is not known."""
