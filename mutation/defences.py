@@ -123,7 +123,7 @@ DEFENCES = (
     ),
     Defence(
         "the fingerprint keeps no untracked cache",
-        "gitaudit/git/call.py",
+        "gitaudit/git/environment.py",
         '    "-c",\n    "core.untrackedCache=false",\n',
         "",
         (
@@ -134,7 +134,7 @@ DEFENCES = (
     ),
     Defence(
         "git's stat comparison in full, whatever the config",
-        "gitaudit/git/call.py",
+        "gitaudit/git/environment.py",
         '    "-c",\n    "core.checkStat=default",\n    "-c",\n    "core.trustctime=true",\n',
         "",
         (
@@ -177,14 +177,14 @@ DEFENCES = (
     Defence(
         "a kept index is used only with its own tag",
         "gitaudit/git/index_files.py",
-        "        if not basis.isascii() or not hmac.compare_digest(\n"
-        "            mac, secret.mac(key, _statement(warm, fd, st, basis, tree))\n"
-        "        ):\n"
-        "            return None\n",
+        "    if not hmac.compare_digest(tagged.mac, secret.mac(key, statement)):\n"
+        "        return None\n",
         "",
         (
             "tests/test_fingerprint.py::test_a_kept_index_without_its_own_tag_is_not_used"
             "[another-files]",
+            "tests/test_head_start.py::test_a_kept_index_written_by_someone_else_is_not_taken"
+            "[replaced]",
             "tests/adversarial/test_workspace.py::"
             "test_attack_workspace_forged_fingerprint_state[kept-renamed-over]",
         ),

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from gitaudit.errors import RepositoryError
 from gitaudit.git import fingerprint
-from gitaudit.git.call import folds_case
+from gitaudit.git.environment import folds_case
 from gitaudit.git.fingerprint import (
     EMPTY_TREE,
     Fingerprint,

@@ -1,139 +1,36 @@
-"""Running git: the one helper, with one environment policy.
+"""Running git: :func:`run_git` and :func:`start_git`, the one way gitaudit starts git.
 
-Standard library only, and light (the hooks' fast path uses it). Every git process gitaudit
-starts goes through :func:`run_git` or :func:`start_git`, so they all see the same environment:
-
-* Variables through which a caller points git at another repository, index, object store or path
-  prefix (set by git for a hook or an alias, by ``git -C``, or by anyone invoking gitaudit) are
-  dropped; the repository is always given explicitly (``--git-dir``/``cwd``). A server hook sees
-  the quarantined objects of a push through pygit2 (:func:`gitaudit.git.repo.open_repo` with
-  ``from_env``); no git process of gitaudit needs them.
-* ``GIT_NO_REPLACE_OBJECTS=1`` and an empty graft file: ``refs/replace/*`` and grafts never change
-  what gitaudit reads. ``-c core.commitGraph=false``: git takes a commit's parents and root tree
-  from ``objects/info/commit-graph`` when there is one, and a hand-made graph (its checksum is
-  no secret) would lie to ``rev-list`` and ``log`` while ``cat-file`` shows the real commit.
-* ``GIT_OPTIONAL_LOCKS=0``: a read-only command never rewrites (refreshes) an index.
-
-A failure names the command line: :class:`GitCommandError`.
+Every git process runs with the one environment policy of :mod:`gitaudit.git.environment`,
+started by :mod:`gitaudit.git.spawn` (``os.posix_spawn``: no ``subprocess`` import on the hooks'
+fast path), in the folder given (git's ``-C``). A failure names the command line:
+:class:`GitCommandError`.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
 
 from gitaudit.errors import RepositoryError
-
-LOCATION_VARS = frozenset(
-    {
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_INDEX_VERSION",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-        "GIT_QUARANTINE_PATH",
-        "GIT_COMMON_DIR",
-        "GIT_PREFIX",
-        "GIT_IMPLICIT_WORK_TREE",
-        "GIT_INTERNAL_SUPER_PREFIX",
-        "GIT_SHALLOW_FILE",
-        "GIT_GRAFT_FILE",
-        "GIT_NAMESPACE",
-        "GIT_NO_REPLACE_OBJECTS",
-        "GIT_REPLACE_REF_BASE",
-        "GIT_LITERAL_PATHSPECS",
-        "GIT_GLOB_PATHSPECS",
-        "GIT_NOGLOB_PATHSPECS",
-        "GIT_ICASE_PATHSPECS",
-    }
-)
-
-# What git is told whenever gitaudit asks it about a work tree (the fingerprint, the stop hook's
-# `git status`): look at the files as they are. A file-system monitor or an untracked cache
-# answers "nothing changed" on their behalf (a hook the repository installs could lie), and the
-# repository's config can blind the stat comparison git decides "unchanged" by
-# (`core.checkStat=minimal` ignores change times, inodes and sub-second times;
-# `core.trustctime=false` change times): an edit made in place with its times put back would
-# then pass unread. `core.symlinks=false` would let a plain file holding a link's text stand for
-# the committed link.
-AS_IT_IS: tuple[str, ...] = (
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "core.untrackedCache=false",
-    "-c",
-    "core.checkStat=default",
-    "-c",
-    "core.trustctime=true",
-    "-c",
-    "core.ignoreStat=false",
-    "-c",
-    "core.symlinks=true",
-)
-
-
-def as_it_is(work_tree: str | os.PathLike[str]) -> tuple[str, ...]:
-    """:data:`AS_IT_IS` for the work tree at *work_tree* (the folder holding ``.git``), with
-    ``core.ignorecase`` set to what its file system does: ``true`` in the repository's config
-    on a file system that tells ``readme.md`` from ``README.md`` would hide from git a file
-    named as a case variant of a tracked one."""
-    folds = "true" if folds_case(work_tree) else "false"
-    return (*AS_IT_IS, "-c", f"core.ignorecase={folds}")
-
-
-def folds_case(folder: str | os.PathLike[str]) -> bool:
-    """Whether the file system folds the case of names in *folder*, which holds ``.git``: the
-    upper-case name ``.GIT`` must reach the very entry ``.git`` is (a folder, or a file with no
-    other name: a hard link could join two names on any file system). Nothing is written, and
-    when in doubt the answer is no, the stricter reading: git then sees a case variant as
-    another file, so a tree differs rather than hides one."""
-    import stat
-
-    base = os.fspath(folder)
-    try:
-        entry = os.lstat(os.path.join(base, ".git"))
-        upper = os.lstat(os.path.join(base, ".GIT"))
-    except OSError:
-        return False
-    only_name = stat.S_ISDIR(entry.st_mode) or entry.st_nlink == 1
-    return os.path.samestat(entry, upper) and only_name
-
-
-def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of every git process gitaudit starts (see the module docstring)."""
-    env = {k: v for k, v in os.environ.items() if k not in LOCATION_VARS}
-    env["GIT_NO_REPLACE_OBJECTS"] = "1"
-    env["GIT_GRAFT_FILE"] = os.devnull
-    env["GIT_OPTIONAL_LOCKS"] = "0"
-    # grafts are switched off above; git's hint that they are deprecated is noise to our users
-    try:
-        n = int(env.get("GIT_CONFIG_COUNT", "0"))
-    except ValueError:
-        n = -1  # someone else's malformed count: leave git's own handling alone
-    if n >= 0:
-        env[f"GIT_CONFIG_KEY_{n}"] = "advice.graftFileDeprecated"
-        env[f"GIT_CONFIG_VALUE_{n}"] = "false"
-        env["GIT_CONFIG_COUNT"] = str(n + 1)
-    if extra:
-        env.update(extra)
-    return env
+from gitaudit.git.environment import CONFIG, git_env
+from gitaudit.git.spawn import DEVNULL, PIPE, Process
 
 
 class GitCommandError(RepositoryError):
     """A git command failed; the message names it."""
 
 
-class GitResult(NamedTuple):
-    """What one git process did (a NamedTuple, not a dataclass: the hooks' fast path stays
-    light)."""
+class GitResult:
+    """What one git process did (a plain class, not a dataclass or a NamedTuple: the
+    fingerprint's head start runs git before ``typing`` is imported, about 6 ms)."""
 
-    argv: tuple[str, ...]
-    code: int
-    stdout: bytes
-    stderr: bytes
+    __slots__ = ("argv", "code", "stderr", "stdout")
+
+    def __init__(self, argv: tuple[str, ...], code: int, stdout: bytes, stderr: bytes) -> None:
+        self.argv = argv
+        self.code = code
+        self.stdout = stdout
+        self.stderr = stderr
 
     @property
     def out(self) -> str:
@@ -151,18 +48,35 @@ class GitResult(NamedTuple):
         return GitCommandError(f"{what or command}: {self.err}", hint=hint)
 
 
-# before every command: the objects as stored, never a commit-graph's summary of them
-CONFIG = ("-c", "core.commitGraph=false")
-
-
 def _argv(args: Sequence[str], git_dir: str | os.PathLike[str] | None) -> list[str]:
     """The command as messages name it (:data:`CONFIG` is added when it is started)."""
     where = [f"--git-dir={os.fspath(git_dir)}"] if git_dir is not None else []
     return ["git", *where, *args]
 
 
-def _started(argv: Sequence[str]) -> list[str]:
-    return [argv[0], *CONFIG, *argv[1:]]
+def _started(argv: Sequence[str], cwd: str | os.PathLike[str] | None) -> list[str]:
+    """The command as started: in *cwd* (git's ``-C``, checked first so that a missing folder
+    is named as such), with :data:`CONFIG`."""
+    if cwd is None:
+        return [argv[0], *CONFIG, *argv[1:]]
+    where = os.fspath(cwd)
+    if not os.path.isdir(where):
+        raise RepositoryError(f"not a directory: {where}")
+    return [argv[0], "-C", where, *CONFIG, *argv[1:]]
+
+
+def _start(
+    argv: list[str],
+    env: Mapping[str, str],
+    *,
+    input: bytes | None = None,
+    stdout: int = PIPE,
+    stderr: int = PIPE,
+) -> Process:
+    try:
+        return Process(argv, env=env, input=input, stdout=stdout, stderr=stderr)
+    except FileNotFoundError as exc:
+        raise RepositoryError("git is not installed or not on PATH", hint="install git") from exc
 
 
 def run_git(
@@ -175,32 +89,20 @@ def run_git(
     check: bool = True,
     started: Callable[[], None] | None = None,
 ) -> GitResult:
-    """Run ``git [--git-dir=GIT_DIR] ARGS`` with :func:`git_env` (plus *env*). With *check*, a
-    non-zero exit raises :class:`GitCommandError` naming the command. *started* is called once
-    git is running (before its output is read)."""
+    """Run ``git [--git-dir=GIT_DIR] ARGS`` with :func:`~gitaudit.git.environment.git_env`
+    (plus *env*) in *cwd*. With *check*, a non-zero exit raises :class:`GitCommandError`
+    naming the command. *started* is called once git is running (before its output is
+    read)."""
     argv = _argv(args, git_dir)
-    try:
-        proc = subprocess.Popen(
-            _started(argv),
-            cwd=cwd,
-            env=git_env(env),
-            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-    except FileNotFoundError as exc:
-        if cwd is not None and not os.path.isdir(cwd):
-            raise RepositoryError(f"not a directory: {os.fspath(cwd)}") from exc
-        raise RepositoryError("git is not installed or not on PATH", hint="install git") from exc
-    with proc:
-        if started is not None:
-            started()
+    with _start(_started(argv, cwd), git_env(env), input=input) as proc:
         try:
-            stdout, stderr = proc.communicate(input)
+            if started is not None:
+                started()
+            stdout, stderr = proc.communicate()
         except BaseException:  # as subprocess.run does: never leave git running behind us
             proc.kill()
             raise
-    result = GitResult(tuple(argv), proc.returncode, stdout, stderr)
+    result = GitResult(tuple(argv), proc.wait(), stdout, stderr)
     if check and result.code != 0:
         raise result.error()
     return result
@@ -211,13 +113,6 @@ def start_git(
     *,
     cwd: str | os.PathLike[str] | None = None,
     git_dir: str | os.PathLike[str] | None = None,
-) -> subprocess.Popen[bytes]:
+) -> Process:
     """Start ``git ARGS`` (stdout piped, stderr discarded) to run beside others."""
-    return subprocess.Popen(
-        _started(_argv(args, git_dir)),
-        cwd=cwd,
-        env=git_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
+    return _start(_started(_argv(args, git_dir), cwd), git_env(), stdout=PIPE, stderr=DEVNULL)

@@ -32,14 +32,13 @@ How it is computed, and why that way:
   or corrupt each other; a crash leaves at worst a stray file that later calls remove.
 * Inside hooks git exports ``GIT_DIR``, ``GIT_INDEX_FILE``, ``GIT_WORK_TREE``, ``GIT_PREFIX``
   and friends, pointing at *its* index.  Every git process started here runs with the one
-  environment policy of :mod:`gitaudit.git.call` (which drops them) plus the ones it needs set
-  explicitly, so the result does not depend on where it is called from.
+  environment policy of :mod:`gitaudit.git.environment` (which drops them) plus the ones it
+  needs set explicitly, so the result does not depend on where it is called from.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -48,9 +47,10 @@ from typing import Any, NamedTuple
 
 from gitaudit import secret
 from gitaudit.errors import RepositoryError
-from gitaudit.git import index_files
-from gitaudit.git.call import GitResult, as_it_is, run_git
-from gitaudit.git.index_files import TEMP_PREFIX, WARM_PREFIX
+from gitaudit.git import head_start, index_files
+from gitaudit.git.call import GitResult, run_git
+from gitaudit.git.environment import as_it_is
+from gitaudit.git.head_start import ADD_ALL, ADD_ENV, INDEX_CONFIG
 from gitaudit.places import fingerprint_dir, inside, require_entered
 
 __all__ = [
@@ -70,24 +70,6 @@ def private_folder(git_dir: str | os.PathLike[str]) -> Path:
     """The folder of the private indexes of the work tree whose (per-worktree) git dir is
     *git_dir* (:func:`gitaudit.places.fingerprint_dir`)."""
     return Path(fingerprint_dir(git_dir))
-
-
-# Settings forced on the git processes that touch the private index.  The split index would make
-# git create `sharedindex.*` files in the user's git dir (and hide the true entry count); sparse
-# checkout would make `add -A` refuse or skip paths outside the cone; the embedded-repo advice is
-# noise on stderr.
-_INDEX_CONFIG: tuple[str, ...] = (
-    "-c",
-    "core.splitIndex=false",
-    "-c",
-    "core.sparseCheckout=false",
-    "-c",
-    "index.sparse=false",
-    "-c",
-    "advice.addEmbeddedRepo=false",
-    "-c",
-    "index.version=4",
-)
 
 
 class Fingerprint(NamedTuple):
@@ -112,7 +94,7 @@ class _Layout(NamedTuple):
     work_tree: Path
     head: str | None  # None: HEAD does not resolve to a commit (a repository without commits)
     head_tree: str | None
-    settings: tuple[str, ...]  # git.call.as_it_is for this work tree: on every index command
+    settings: tuple[str, ...]  # environment.as_it_is for this work tree: on every index command
 
 
 class _Seed(NamedTuple):
@@ -158,13 +140,7 @@ def _locate(repo_path: Path | str) -> _Layout:
     """
     start = _start_dir(repo_path)
     env = None
-    where = [
-        "rev-parse",
-        "--path-format=absolute",
-        "--git-dir",
-        "--git-common-dir",
-        "--show-toplevel",
-    ]
+    where = list(head_start.LOCATE)
     proc = _run([*where, "HEAD^{commit}", "HEAD^{tree}", "--"], cwd=start, env=env)
     lines = proc.stdout.decode("utf-8", errors="surrogateescape").splitlines()
     if proc.code == 0 and len(lines) >= 5:
@@ -196,35 +172,6 @@ def _locate(repo_path: Path | str) -> _Layout:
     )
 
 
-def _settings_signature(layout: _Layout) -> str:
-    """Stat data of the files outside the work tree that change how git hashes files.
-
-    Attributes and filters (``core.autocrlf``, ``filter.*.clean``, ``info/attributes``) decide the
-    blob a file hashes to.  A kept result holds blobs hashed under the settings of its time, so it
-    is only reused while none of these files changed.
-    """
-    home = Path.home()
-    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
-    candidates = [
-        layout.common_dir / "config",
-        layout.git_dir / "config.worktree",
-        layout.common_dir / "info" / "attributes",
-        Path(os.environ.get("GIT_CONFIG_GLOBAL") or home / ".gitconfig"),
-        xdg / "git" / "config",
-        xdg / "git" / "attributes",
-        Path(os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"),
-    ]
-    parts = [os.environ.get("GIT_CONFIG_PARAMETERS", ""), os.environ.get("GIT_CONFIG_COUNT", "")]
-    for path in candidates:
-        try:
-            st = path.stat()
-        except OSError:
-            parts.append("-")
-            continue
-        parts.append(f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
-    return "|".join(parts)
-
-
 # --------------------------------------------------------------------------- the computation
 
 
@@ -237,7 +184,7 @@ _RECORDS = re.compile(rb"([^\0\t]*)\t([^\0]*)\0")
 
 def _list(layout: _Layout, env: Mapping[str, str], *options: str) -> bytes:
     proc = _run(
-        [*_INDEX_CONFIG, *layout.settings, "ls-files", "-z", *options],
+        [*INDEX_CONFIG, *layout.settings, "ls-files", "-z", *options],
         cwd=layout.work_tree,
         env=env,
     )
@@ -256,7 +203,7 @@ def _update(
     if not records:
         return
     proc = _run(
-        [*_INDEX_CONFIG, *layout.settings, "update-index", "-z", *options],
+        [*INDEX_CONFIG, *layout.settings, "update-index", "-z", *options],
         cwd=layout.work_tree,
         env=env,
         stdin=b"\0".join(records) + b"\0",
@@ -288,8 +235,8 @@ def _seed(
     kept index (the first call in a clone, new settings) every file is hashed, by a ``git add
     -A`` from no index whose report the seed carries when it needs no second one."""
     key = secret.local_key(str(layout.work_tree), create=True)
-    slot = hashlib.sha256(_settings_signature(layout).encode()).hexdigest()
-    warm = private_dir / f"{WARM_PREFIX}{slot[:32]}.index" if key else None
+    slot = head_start.warm_path(str(private_dir), str(layout.git_dir), str(layout.common_dir))
+    warm = Path(slot) if key else None
     user = temp.with_name(f"{temp.stem}-user.index")
     kept = None
     try:
@@ -376,11 +323,16 @@ def _add_all(
     """``git add -A --verbose`` on the private index; returns git's (untranslated) report.
     *started* is called once git is hashing."""
     proc = _run(
-        [*_INDEX_CONFIG, *layout.settings, "add", "-A", "--verbose"],
+        [*INDEX_CONFIG, *layout.settings, *ADD_ALL],
         cwd=layout.work_tree,
-        env={**env, "LC_ALL": "C", "LANGUAGE": "C"},
+        env={**env, **ADD_ENV},
         started=started,
     )
+    return _added(layout, proc)
+
+
+def _added(layout: _Layout, proc: GitResult) -> bytes:
+    """The report of a finished ``git add -A --verbose``; RepositoryError when it failed."""
     if proc.code != 0:
         raise RepositoryError(
             f"cannot fingerprint the work tree {layout.work_tree}: {_stderr(proc)}",
@@ -391,7 +343,7 @@ def _add_all(
 
 
 def _write_tree(layout: _Layout, env: Mapping[str, str]) -> str:
-    proc = _run([*_INDEX_CONFIG, *layout.settings, "write-tree"], cwd=layout.work_tree, env=env)
+    proc = _run([*INDEX_CONFIG, *layout.settings, "write-tree"], cwd=layout.work_tree, env=env)
     tree = proc.stdout.decode("ascii", errors="replace").strip()
     if proc.code != 0 or not tree:
         raise RepositoryError(
@@ -410,9 +362,8 @@ def _file_state(path: Path) -> tuple[int, int] | None:
     return st.st_ino, st.st_mtime_ns
 
 
-def _private_tree(layout: _Layout, started: Callable[[], None] | None = None) -> str:
-    """``git add -A`` + ``git write-tree`` on a private index; keep the result when it is safe.
-    *started* is called once git is hashing the work tree."""
+def _private_dir(layout: _Layout) -> Path:
+    """The folder of the work tree's private indexes, made if need be and swept of debris."""
     private_dir = private_folder(layout.git_dir)
     if inside(private_dir, layout.work_tree, layout.git_dir, layout.common_dir):
         # in the work tree, its files would be fingerprinted too; in the git dir, anything in
@@ -429,18 +380,64 @@ def _private_tree(layout: _Layout, started: Callable[[], None] | None = None) ->
             hint="gitaudit needs a cache folder it can write (set GITAUDIT_CACHE to choose one)",
         ) from exc
     index_files.sweep(private_dir)
-    temp = private_dir / f"{TEMP_PREFIX}{os.getpid()}-{os.urandom(6).hex()}.index"
+    return private_dir
+
+
+class _Taken(NamedTuple):
+    seed: _Seed
+    before: tuple[int, int] | None  # the private index as git found it
+    report: bytes
+
+
+def _take(layout: _Layout, started: head_start.Started) -> _Taken | None:
+    """The result of the head start's ``git add -A`` if the kept index it started from is
+    vouched for by its tag and nothing wrote it since; else None, with the head start
+    stopped and removed (the caller computes the fingerprint from the start). RepositoryError
+    when git failed."""
+    key = secret.local_key(str(layout.work_tree), create=True)
+    tagged = started.kept
+    kept = index_files.vouched(tagged, key) if key is not None and tagged is not None else None
+    if kept is None or tagged is None or not tagged.unchanged() or kept.basis != started.identity:
+        started.discard()
+        return None
+    code, out, err = started.finish()
+    started.discard(keep_index=True)
+    report = _added(layout, GitResult(("git", *ADD_ALL), code, out, err))
+    warm = Path(started.warm)
+    seed = _Seed(started.identity, kept.entries, warm, True, key, kept.tree, current=True)
+    return _Taken(seed, started.before, report)
+
+
+def _private_tree(
+    layout: _Layout,
+    started: Callable[[], None] | None = None,
+    launched: head_start.Started | None = None,
+) -> str:
+    """``git add -A`` + ``git write-tree`` on a private index; keep the result when it is safe.
+    *started* is called once git is hashing the work tree; *launched*: the head start's git,
+    taken when its seed is vouched for."""
+    private_dir = _private_dir(layout)
+    try:
+        taken = _take(layout, launched) if launched is not None else None
+    except BaseException:
+        if launched is not None:
+            launched.discard()
+        raise
+    temp = Path(launched.temp if taken and launched else head_start.temp_path(str(private_dir)))
     env = {
         "GIT_DIR": str(layout.git_dir),
         "GIT_WORK_TREE": str(layout.work_tree),
         "GIT_INDEX_FILE": str(temp),
     }
-    base = temp.with_name(f"{temp.stem}-base.index")
+    base = Path(head_start.base_path(str(temp)))
     try:
-        seed = _seed(layout, private_dir, temp, env, allow_warm=True, started=started)
-        before = _file_state(temp)
-        _copy_base(temp, base)
-        report = seed.added if seed.added is not None else _add_all(layout, env, started)
+        if taken is not None:
+            seed, before, report = taken
+        else:
+            seed = _seed(layout, private_dir, temp, env, allow_warm=True, started=started)
+            before = _file_state(temp)
+            _copy_base(temp, base)
+            report = seed.added if seed.added is not None else _add_all(layout, env, started)
         if seed.from_warm and b".gitattributes" in report:
             # Attributes in the tree changed since the kept result was made: its blobs may have
             # been hashed under the old ones.  Drop it and hash every file again.
@@ -593,21 +590,26 @@ _PREFETCHED: list[_Prefetch] = []  # at most one, taken by the next workspace_fi
 _LAUNCH_WAIT = 1.0  # seconds a prefetch waits for git to start hashing (a slow disk, a first seed)
 
 
-def prefetch(repo_path: Path | str) -> None:
+def prefetch(repo_path: Path | str, *, head_start_tried: bool = False) -> None:
     """Start fingerprinting the work tree containing *repo_path* in the background; the next
     :func:`workspace_fingerprint` of that work tree in this process takes the result (once).
-    For a command that judges the work tree as it is when the command starts."""
+    For a command that judges the work tree as it is when the command starts. The usual case
+    gets a head start (:func:`gitaudit.git.head_start.launch`, which the entry points try
+    before importing this module: *head_start_tried*); anything else runs in a thread here."""
     with contextlib.suppress(RepositoryError, RuntimeError):
         start = _start_dir(repo_path)
-        if not any(p.start == start for p in _PREFETCHED):  # started once per command
-            started = _Prefetch(start)
-            _PREFETCHED[:] = [started]
-            if not _RUNNING:
-                import atexit
+        if any(p.start == start for p in _PREFETCHED):  # started once per command
+            return
+        if not head_start_tried and head_start.launch(start):
+            return
+        started = _Prefetch(start)
+        _PREFETCHED[:] = [started]
+        if not _RUNNING:
+            import atexit
 
-                atexit.unregister(_finish_prefetch)  # registered once
-                atexit.register(_finish_prefetch)
-            _RUNNING[:] = [p for p in _RUNNING if p.thread.is_alive()] + [started]
+            atexit.unregister(_finish_prefetch)  # registered once
+            atexit.register(_finish_prefetch)
+        _RUNNING[:] = [p for p in _RUNNING if p.thread.is_alive()] + [started]
 
 
 _RUNNING: list[_Prefetch] = []  # prefetches started and perhaps still running, for the exit
@@ -636,6 +638,11 @@ def workspace_fingerprint(repo_path: Path | str) -> Fingerprint:
     work tree git cannot hash (an unreadable file, an embedded repository without commits). A
     fingerprint started by :func:`prefetch` for this work tree is taken instead (once).
     """
+    launched = head_start.take(repo_path)
+    if launched is not None:
+        where = (Path(launched.git_dir), Path(launched.common_dir), Path(launched.work_tree))
+        layout = _Layout(*where, launched.head, launched.head_tree, launched.settings)
+        return _fingerprint(layout, launched=launched)
     while _PREFETCHED:
         found = _PREFETCHED.pop().take(repo_path)
         if found is not None:
@@ -643,9 +650,18 @@ def workspace_fingerprint(repo_path: Path | str) -> Fingerprint:
     return _fingerprint(_locate(repo_path))
 
 
-def _fingerprint(layout: _Layout, started: Callable[[], None] | None = None) -> Fingerprint:
-    _refuse_local_filters(layout)
-    tree = _private_tree(layout, started)
+def _fingerprint(
+    layout: _Layout,
+    started: Callable[[], None] | None = None,
+    launched: head_start.Started | None = None,
+) -> Fingerprint:
+    try:
+        _refuse_local_filters(layout)
+    except BaseException:
+        if launched is not None:
+            launched.discard()
+        raise
+    tree = _private_tree(layout, started, launched)
     empty = EMPTY_TREE_SHA256 if len(tree) == len(EMPTY_TREE_SHA256) else EMPTY_TREE
     clean = tree == (layout.head_tree or empty)
     return Fingerprint(tree=tree, head=layout.head, clean=clean)

@@ -20,14 +20,12 @@ its tag.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import os
 import time
-from pathlib import Path
-from typing import NamedTuple
 
-from gitaudit import secret
+TYPE_CHECKING = False  # standard library and light: the fingerprint's head start imports it
+if TYPE_CHECKING:
+    from pathlib import Path
 
 TEMP_PREFIX = "fingerprint-"
 """Per-process temporary files; any older than :data:`STALE_AFTER_SECONDS` are debris."""
@@ -41,7 +39,7 @@ UNKNOWN = "-"
 """The tree a tag names for a kept index whose tree is not known."""
 
 
-def copy_open_file(src_fd: int, st: os.stat_result, dst: Path) -> None:
+def copy_open_file(src_fd: int, st: os.stat_result, dst: str | os.PathLike[str]) -> None:
     """Copy the open file *src_fd* to the new file *dst*, giving it the source's timestamps.
 
     The mtime matters: git treats entries whose mtime is not older than the index file as
@@ -96,6 +94,8 @@ def intact(data: bytes) -> bool:
     truncated one as entries with null ids, so a damaged seed would silently change the result.
     The user's index is checked each time it seeds (a kept index is vouched for by its tag).
     """
+    import hashlib
+
     if data[:4] != b"DIRC" or int.from_bytes(data[4:8], "big") not in (2, 3, 4):
         return False
     for algorithm, size in (("sha1", 20), ("sha256", 32)):
@@ -121,50 +121,113 @@ def tag_path(warm: Path) -> Path:
     return warm.with_suffix(TAG_SUFFIX)
 
 
-def _statement(warm: Path, fd: int, st: os.stat_result, basis: str, tree: str) -> bytes:
+def _statement(warm_name: str, fd: int, st: os.stat_result, basis: str, tree: str) -> bytes:
     """What a kept index's tag vouches for: its name (the slot), the stat data of the file
     (the change time and inode cannot be set back), its trailing checksum, the user-index
     version whose paths it holds (:func:`identity`) and the tree its entries make."""
     trailer = os.pread(fd, 32, max(0, st.st_size - 32)).hex()
     stat = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
-    return f"gitaudit kept index 2\0{warm.name}\0{stat}\0{trailer}\0{basis}\0{tree}".encode()
+    return f"gitaudit kept index 2\0{warm_name}\0{stat}\0{trailer}\0{basis}\0{tree}".encode()
 
 
-class Kept(NamedTuple):
+class Kept:
     """A kept index copied as a seed: its entry count, the user-index version whose paths it
-    holds and the tree its entries make."""
+    holds and the tree its entries make (a plain class: the head start does without
+    ``typing``)."""
 
-    entries: int
-    basis: str
-    tree: str | None  # None: not known
+    __slots__ = ("basis", "entries", "tree")
+
+    def __init__(self, entries: int, basis: str, tree: str | None) -> None:
+        self.entries = entries
+        self.basis = basis
+        self.tree = tree  # None: not known
 
 
-def copy_vouched(warm: Path, dst: Path, key: bytes) -> Kept | None:
-    """Seed the new file *dst* from the kept index *warm* if its tag vouches for it; None
-    (nothing written) when there is none or it is not the one its tag names (a kept index or
-    tag written by someone else, or a race between two writers)."""
+class Tagged:
+    """A kept index opened (the descriptor stays open until :meth:`close`) with what its tag
+    says, not yet checked: :func:`vouched` checks it."""
+
+    __slots__ = ("basis", "fd", "mac", "name", "st", "tree")
+
+    def __init__(self, name: str, fd: int, mac: str, tree: str, basis: str) -> None:
+        self.name = name
+        self.fd = fd
+        self.st = os.fstat(fd)
+        self.mac = mac
+        self.tree = tree
+        self.basis = basis
+
+    def unchanged(self) -> bool:
+        """Whether the file is still what it was when opened (nothing wrote it in place)."""
+        now = os.fstat(self.fd)
+        return (now.st_size, now.st_mtime_ns, now.st_ctime_ns) == (
+            self.st.st_size,
+            self.st.st_mtime_ns,
+            self.st.st_ctime_ns,
+        )
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def open_kept(warm: str | os.PathLike[str]) -> Tagged | None:
+    """The kept index *warm*, opened, with what its tag says; None when either is missing or
+    the tag is malformed. Nothing is checked yet (:func:`vouched`)."""
+    path = os.fspath(warm)
+    tag = _read_ascii(os.path.splitext(path)[0] + TAG_SUFFIX)
+    mac, _, rest = tag.partition(" ")
+    tree, _, basis = rest.partition(" ")
+    known = tree.isascii() and tree.isalnum() and len(tree) in (40, 64)
+    if not (known or tree == UNKNOWN) or not (mac.isascii() and basis.isascii() and basis):
+        return None
     try:
-        fd = os.open(warm, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return None
     try:
-        st = os.fstat(fd)
-        mac, _, rest = read_text(tag_path(warm)).partition(" ")
-        tree, _, basis = rest.partition(" ")
-        known = tree.isascii() and tree.isalnum() and len(tree) in (40, 64)
-        if not (known or tree == UNKNOWN) or not mac.isascii():
-            return None
-        if not basis.isascii() or not hmac.compare_digest(
-            mac, secret.mac(key, _statement(warm, fd, st, basis, tree))
-        ):
-            return None
-        head = os.pread(fd, 12, 0)
-        if head[:4] != b"DIRC":
-            return None
-        copy_open_file(fd, st, dst)
-        return Kept(int.from_bytes(head[8:12], "big"), basis, tree if known else None)
-    finally:
+        return Tagged(os.path.basename(path), fd, mac, tree, basis)
+    except OSError:
         os.close(fd)
+        return None
+
+
+def vouched(tagged: Tagged, key: bytes) -> Kept | None:
+    """What *tagged* holds if its tag vouches for it under *key*; None when it is not the file
+    its tag names (a kept index or tag written by someone else, or a race between two
+    writers)."""
+    import hmac
+
+    from gitaudit import secret
+
+    statement = _statement(tagged.name, tagged.fd, tagged.st, tagged.basis, tagged.tree)
+    if not hmac.compare_digest(tagged.mac, secret.mac(key, statement)):
+        return None
+    head = os.pread(tagged.fd, 12, 0)
+    if head[:4] != b"DIRC":
+        return None
+    tree = None if tagged.tree == UNKNOWN else tagged.tree
+    return Kept(int.from_bytes(head[8:12], "big"), tagged.basis, tree)
+
+
+def copy_vouched(warm: Path, dst: Path, key: bytes) -> Kept | None:
+    """Seed the new file *dst* from the kept index *warm* if its tag vouches for it (and
+    nothing wrote it while it was copied); None (nothing left written) otherwise."""
+    tagged = open_kept(warm)
+    if tagged is None:
+        return None
+    try:
+        kept = vouched(tagged, key)
+        if kept is None:
+            return None
+        copy_open_file(tagged.fd, tagged.st, dst)
+        if not tagged.unchanged():
+            dst.unlink()
+            return None
+        return kept
+    finally:
+        tagged.close()
 
 
 def keep_vouched(src: Path, warm: Path, key: bytes, basis: str, tree: str | None) -> None:
@@ -177,7 +240,9 @@ def keep_vouched(src: Path, warm: Path, key: bytes, basis: str, tree: str | None
         os.replace(src, warm)
         st = os.fstat(fd)  # after the move: a rename changes the file's change time
         named = tree or UNKNOWN
-        tag = secret.mac(key, _statement(warm, fd, st, basis, named))
+        from gitaudit import secret
+
+        tag = secret.mac(key, _statement(warm.name, fd, st, basis, named))
         write_atomic(tag_path(warm), f"{tag} {named} {basis}")
     finally:
         os.close(fd)
@@ -201,9 +266,10 @@ def header(path: Path) -> tuple[int, int]:
     return int.from_bytes(header[4:8], "big"), int.from_bytes(header[8:12], "big")
 
 
-def read_text(path: Path) -> str:
+def _read_ascii(path: str) -> str:
     try:
-        return path.read_text(encoding="ascii", errors="replace").strip()
+        with open(path, "rb") as handle:
+            return handle.read(4096).decode("ascii", "replace").strip()
     except OSError:
         return ""
 

@@ -60,7 +60,8 @@ from typing import NamedTuple
 
 from gitaudit import secret
 from gitaudit.errors import RunError
-from gitaudit.git.call import AS_IT_IS, GitResult, git_env, run_git
+from gitaudit.git.call import GitResult, run_git
+from gitaudit.git.environment import AS_IT_IS, git_env
 from gitaudit.places import checkouts_dir, inside
 
 META = "meta.json"

@@ -289,6 +289,8 @@ def test_attack_workspace_forged_index_stat_cache(world: World, seen: str) -> No
     assert world.repo.git("status", "--porcelain") == ""  # git is fooled
     assert world.repo.git("diff", "HEAD") == ""
     assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
+    status = world.cli("status", process=True)
+    assert status.code == 3 and "UNKNOWN" in status.out, status
     stopping = run_hook(world.path, "stop", stop(world.path))
     assert stopping.blocked and "UNKNOWN" in stopping.reason, stopping
     world.repo.git("commit", "-q", "-a", "--allow-empty", "-m", "after the forgery")
@@ -379,6 +381,9 @@ def test_attack_workspace_forged_fingerprint_state(world: World, forgery: str) -
             (private / "forged.index").write_bytes(forged)
             os.replace(private / "forged.index", kept)
     assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
+    # the command line gives git a head start on a copy of the kept index, checked after
+    status = world.cli("status", process=True)
+    assert status.code == 3 and "UNKNOWN" in status.out, status
     stopping = run_hook(world.path, "stop", stop(world.path))
     assert stopping.blocked and "UNKNOWN" in stopping.reason, stopping
 

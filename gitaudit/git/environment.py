@@ -1,0 +1,123 @@
+"""The one environment policy of every git process gitaudit starts (standard library, ``os``
+alone: the fingerprint's head start uses it before anything else is imported).
+
+* Variables through which a caller points git at another repository, index, object store or path
+  prefix (set by git for a hook or an alias, by ``git -C``, or by anyone invoking gitaudit) are
+  dropped; the repository is always given explicitly (``--git-dir``/``-C``). A server hook sees
+  the quarantined objects of a push through pygit2 (:func:`gitaudit.git.repo.open_repo` with
+  ``from_env``); no git process of gitaudit needs them.
+* ``GIT_NO_REPLACE_OBJECTS=1`` and an empty graft file: ``refs/replace/*`` and grafts never change
+  what gitaudit reads. ``-c core.commitGraph=false`` (:data:`CONFIG`): git takes a commit's
+  parents and root tree from ``objects/info/commit-graph`` when there is one, and a hand-made
+  graph (its checksum is no secret) would lie to ``rev-list`` and ``log`` while ``cat-file``
+  shows the real commit.
+* ``GIT_OPTIONAL_LOCKS=0``: a read-only command never rewrites (refreshes) an index.
+* :func:`as_it_is`: what git is told whenever gitaudit asks it about a work tree.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+LOCATION_VARS = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_INDEX_VERSION",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_QUARANTINE_PATH",
+        "GIT_COMMON_DIR",
+        "GIT_PREFIX",
+        "GIT_IMPLICIT_WORK_TREE",
+        "GIT_INTERNAL_SUPER_PREFIX",
+        "GIT_SHALLOW_FILE",
+        "GIT_GRAFT_FILE",
+        "GIT_NAMESPACE",
+        "GIT_NO_REPLACE_OBJECTS",
+        "GIT_REPLACE_REF_BASE",
+        "GIT_LITERAL_PATHSPECS",
+        "GIT_GLOB_PATHSPECS",
+        "GIT_NOGLOB_PATHSPECS",
+        "GIT_ICASE_PATHSPECS",
+    }
+)
+
+# What git is told whenever gitaudit asks it about a work tree (the fingerprint, the stop hook's
+# `git status`): look at the files as they are. A file-system monitor or an untracked cache
+# answers "nothing changed" on their behalf (a hook the repository installs could lie), and the
+# repository's config can blind the stat comparison git decides "unchanged" by
+# (`core.checkStat=minimal` ignores change times, inodes and sub-second times;
+# `core.trustctime=false` change times): an edit made in place with its times put back would
+# then pass unread. `core.symlinks=false` would let a plain file holding a link's text stand for
+# the committed link.
+AS_IT_IS: tuple[str, ...] = (
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.untrackedCache=false",
+    "-c",
+    "core.checkStat=default",
+    "-c",
+    "core.trustctime=true",
+    "-c",
+    "core.ignoreStat=false",
+    "-c",
+    "core.symlinks=true",
+)
+
+
+def as_it_is(work_tree: str | os.PathLike[str]) -> tuple[str, ...]:
+    """:data:`AS_IT_IS` for the work tree at *work_tree* (the folder holding ``.git``), with
+    ``core.ignorecase`` set to what its file system does: ``true`` in the repository's config
+    on a file system that tells ``readme.md`` from ``README.md`` would hide from git a file
+    named as a case variant of a tracked one."""
+    folds = "true" if folds_case(work_tree) else "false"
+    return (*AS_IT_IS, "-c", f"core.ignorecase={folds}")
+
+
+def folds_case(folder: str | os.PathLike[str]) -> bool:
+    """Whether the file system folds the case of names in *folder*, which holds ``.git``: the
+    upper-case name ``.GIT`` must reach the very entry ``.git`` is (a folder, or a file with no
+    other name: a hard link could join two names on any file system). Nothing is written, and
+    when in doubt the answer is no, the stricter reading: git then sees a case variant as
+    another file, so a tree differs rather than hides one."""
+    import stat
+
+    base = os.fspath(folder)
+    try:
+        entry = os.lstat(os.path.join(base, ".git"))
+        upper = os.lstat(os.path.join(base, ".GIT"))
+    except OSError:
+        return False
+    only_name = stat.S_ISDIR(entry.st_mode) or entry.st_nlink == 1
+    return os.path.samestat(entry, upper) and only_name
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of every git process gitaudit starts (see the module docstring)."""
+    env = {k: v for k, v in os.environ.items() if k not in LOCATION_VARS}
+    env["GIT_NO_REPLACE_OBJECTS"] = "1"
+    env["GIT_GRAFT_FILE"] = os.devnull
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    # grafts are switched off above; git's hint that they are deprecated is noise to our users
+    try:
+        n = int(env.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        n = -1  # someone else's malformed count: leave git's own handling alone
+    if n >= 0:
+        env[f"GIT_CONFIG_KEY_{n}"] = "advice.graftFileDeprecated"
+        env[f"GIT_CONFIG_VALUE_{n}"] = "false"
+        env["GIT_CONFIG_COUNT"] = str(n + 1)
+    if extra:
+        env.update(extra)
+    return env
+
+
+# before every command: the objects as stored, never a commit-graph's summary of them
+CONFIG = ("-c", "core.commitGraph=false")

@@ -1,0 +1,149 @@
+"""The fingerprint's head start: git hashes before gitaudit is imported, and its result is
+taken only when the kept index it started from is vouched for (:mod:`gitaudit.git.head_start`)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gitaudit.errors import RepositoryError
+from gitaudit.git import fingerprint, head_start
+from gitaudit.git.fingerprint import private_folder, workspace_fingerprint
+from gitaudit.git.index_files import TEMP_PREFIX
+from tests.gitrepo import OLD_TIME, GitRepo
+from tests.test_fingerprint import truth_throwaway_index, warm_files
+
+
+def _leftovers(repo: GitRepo) -> list[str]:
+    """The per-process files left in the work tree's private folder."""
+    folder = private_folder(repo.path / ".git")
+    return sorted(p.name for p in folder.glob("*") if TEMP_PREFIX in p.name)
+
+
+def test_the_usual_case_starts_git_and_its_result_is_the_fingerprint(repo: GitRepo) -> None:
+    repo.write("new.txt", "untracked\n")
+    expected = workspace_fingerprint(repo.path)  # keeps an index for the user's index
+    assert head_start.launch(repo.path)
+    (started,) = head_start._STARTED
+    assert started.process is not None  # git is hashing already
+    assert head_start.launch(repo.path / "new.txt")  # the same work tree: started once
+    assert len(head_start._STARTED) == 1 and head_start._STARTED[0] is started
+    assert workspace_fingerprint(repo.path) == expected
+    assert not head_start._STARTED
+    assert _leftovers(repo) == []
+
+
+@pytest.mark.parametrize("case", ["nothing kept", "user index changed", "no commit", "filters"])
+def test_anything_but_the_usual_case_is_left_to_the_fingerprint(
+    repo: GitRepo, tmp_path: Path, case: str
+) -> None:
+    if case == "no commit":
+        repo = GitRepo.create(tmp_path / "empty")
+        repo.write("a.txt", "a\n")
+    if case != "nothing kept":
+        workspace_fingerprint(repo.path)
+    if case == "user index changed":
+        repo.write("a.txt", "a\n")
+        repo.git("add", "a.txt")
+    if case == "filters":
+        repo.git("config", "filter.x.smudge", "cat")  # the fingerprint decides about these
+    assert not head_start.launch(repo.path)
+    assert not head_start._STARTED
+    assert _leftovers(repo) == []
+    assert workspace_fingerprint(repo.path).tree == truth_throwaway_index(repo.path)
+
+
+def _forged_kept_index(repo: GitRepo, path: str, blob: str) -> bytes:
+    """An index whose entry for *path* has the file's current stat data and *blob*: what a
+    kept index written by anyone but gitaudit could say."""
+    forged = repo.path.parent / "forged.index"
+    env = {**os.environ, "GIT_INDEX_FILE": str(forged)}
+    for args in (["read-tree", "HEAD"], ["add", path]):
+        subprocess.run(["git", *args], cwd=repo.path, env=env, check=True)
+    data = forged.read_bytes()
+    staged = subprocess.run(
+        ["git", "ls-files", "-s", path], cwd=repo.path, env=env, check=True, capture_output=True
+    ).stdout.split()[1]
+    body = data[:-20].replace(bytes.fromhex(staged.decode()), bytes.fromhex(blob))
+    return body + hashlib.sha1(body).digest()
+
+
+@pytest.mark.parametrize("how", ["replaced", "rewritten in place"])
+def test_a_kept_index_written_by_someone_else_is_not_taken(repo: GitRepo, how: str) -> None:
+    """The head start copies the kept index unchecked: an edit with its entry forged (the edited
+    file's stat data, the committed blob) makes git's result the committed tree. The tag no
+    longer vouches for the file, so that result is thrown away and every file is hashed."""
+    committed = repo.git("rev-parse", "HEAD:README.md").strip()
+    assert workspace_fingerprint(repo.path).clean
+    [kept] = warm_files(repo)
+    edited = repo.write("README.md", "edited\n")
+    os.utime(edited, ns=(OLD_TIME, OLD_TIME))  # never racily clean
+    forged = _forged_kept_index(repo, "README.md", committed)
+    if how == "replaced":
+        kept.with_name("forged").write_bytes(forged)
+        os.replace(kept.with_name("forged"), kept)
+    else:
+        with open(kept, "r+b") as handle:
+            handle.write(forged)
+            handle.truncate()
+    assert head_start.launch(repo.path)  # the kept index still names the user's index
+    expected = truth_throwaway_index(repo.path)
+    assert expected != repo.head_tree()
+    assert workspace_fingerprint(repo.path).tree == expected
+    assert _leftovers(repo) == []
+
+
+def test_a_kept_index_written_after_the_copy_is_not_taken(repo: GitRepo) -> None:
+    """Nothing may write the kept index between the head start's copy and the check of its tag
+    (the copy would not be what the tag vouches for)."""
+    assert workspace_fingerprint(repo.path).clean
+    [kept] = warm_files(repo)
+    assert head_start.launch(repo.path)
+    started = head_start.take(repo.path)
+    assert started is not None
+    with open(kept, "r+b") as handle:  # the same bytes, written again: only its times change
+        handle.write(handle.read())
+    layout = fingerprint._locate(repo.path)
+    assert fingerprint._take(layout, started) is None
+    assert _leftovers(repo) == []
+
+
+def test_git_failing_after_its_head_start_is_explained_as_without_one(repo: GitRepo) -> None:
+    assert workspace_fingerprint(repo.path).clean
+    subprocess.run(["git", "init", "-q", str(repo.path / "sub")], check=True)  # no commit
+    with pytest.raises(RepositoryError) as without:
+        workspace_fingerprint(repo.path)
+    assert head_start.launch(repo.path)
+    with pytest.raises(RepositoryError) as taken:
+        workspace_fingerprint(repo.path)
+    assert str(taken.value) == str(without.value)
+    assert "cannot fingerprint the work tree" in str(taken.value)
+    assert _leftovers(repo) == []
+
+
+def test_a_head_start_nobody_takes_is_stopped_and_removed_at_exit(repo: GitRepo) -> None:
+    for n in range(2000):  # git still hashing when the process ends
+        repo.write(f"many/{n}.txt", f"{n}\n")
+    workspace_fingerprint(repo.path)
+    assert head_start.launch(repo.path)
+    (started,) = head_start._STARTED
+    head_start._discard_at_exit()  # what the interpreter runs at exit
+    assert started.process is not None and started.process.returncode is not None
+    assert not head_start._STARTED
+    assert _leftovers(repo) == []
+    assert started.kept is not None and started.kept.fd == -1
+
+
+def test_a_head_start_of_another_work_tree_is_not_taken(repo: GitRepo, tmp_path: Path) -> None:
+    other = GitRepo.create(tmp_path / "other")
+    other.write("x.txt", "x\n")
+    other.commit("other")
+    workspace_fingerprint(other.path)
+    assert head_start.launch(other.path)
+    assert workspace_fingerprint(repo.path).tree == repo.head_tree()
+    assert not head_start._STARTED
+    assert _leftovers(other) == []
