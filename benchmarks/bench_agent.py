@@ -7,16 +7,17 @@ judgement leaves it):
 
 * the stop hook: the command line ``git audit agent install --host claude-code`` writes
   (``git-audit agent stop --host claude-code || exit 2``), run through ``sh -c`` in the work
-  tree with a Claude Code ``Stop`` payload on stdin and ``CLAUDE_PROJECT_DIR`` set: git shows
-  the work tree clean, so it is HEAD's tree, and the remembered PASS answers (five git
-  processes side by side: status, ls-files and the memo's three);
+  tree with a Claude Code ``Stop`` payload on stdin and ``CLAUDE_PROJECT_DIR`` set: the work
+  tree's fingerprint (its head start: ``rev-parse`` and ``git add -A`` on a copy of the kept
+  index, begun before the rest is imported) is HEAD's tree, and the remembered PASS answers
+  (the memo's three git processes beside git's hashing);
 * the pre-push hook: the installed shim ``.git/hooks/pre-push`` with the push line of HEAD on
   stdin: it resolves HEAD's tree and finds the same remembered PASS.
 
 Rounds are interleaved (``_ledger_util.interleaved``) and the medians compared; the ratio is
 the result. Printed for information: both through ``python -m`` without the shell, the stop
-hook on a passing tree with uncommitted changes (the fingerprint: three more git processes in a
-row), with the memo deleted (the full gate), a repeated stop on an unproven tree
+hook on a passing tree with uncommitted changes (the fingerprint writes and keeps a tree: more
+git processes in a row), with the memo deleted (the full gate), a repeated stop on an unproven tree
 (``stop_hook_active``: the remembered block), a first stop on it (the full gate), and the guard
 for an ordinary edit and an ordinary shell command. A sanity check first makes sure the stop
 hook blocks an unproven tree and allows the passing one without importing pygit2.

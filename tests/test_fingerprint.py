@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gitaudit.errors import RepositoryError
-from gitaudit.git import fingerprint
+from gitaudit.git import fingerprint, head_start
 from gitaudit.git.environment import folds_case
 from gitaudit.git.fingerprint import (
     EMPTY_TREE,
@@ -1048,6 +1048,51 @@ def test_a_repository_config_that_is_not_utf8_is_still_read(repo: GitRepo) -> No
     repo.git("config", "filter.hide.clean", "cat")
     with pytest.raises(RepositoryError, match=r"defines content filters \(filter\.hide\.clean\)"):
         workspace_fingerprint(repo.path)
+
+
+def _define_filter(repo: GitRepo, how: str) -> None:
+    """A clean filter `hide` in the repository's configuration, defined *how*."""
+    git_dir = repo.path / ".git"
+    if how == "directly":
+        repo.git("config", "filter.hide.clean", "cat")
+    elif how == "upper case":
+        with (git_dir / "config").open("a") as handle:
+            handle.write('[FILTER "hide"]\n\tCLEAN = cat\n')
+    elif how in ("include", "includeIf"):
+        (git_dir / "more.cfg").write_text('[filter "hide"]\n\tclean = cat\n')
+        key = "include.path" if how == "include" else f"includeIf.gitdir:{repo.path}/.path"
+        repo.git("config", key, "more.cfg")
+    elif how == "worktree config":
+        repo.git("config", "extensions.worktreeConfig", "true")
+        repo.git("config", "--worktree", "filter.hide.clean", "cat")
+    else:
+        raise AssertionError(how)
+
+
+@pytest.mark.parametrize(
+    "how", ["directly", "upper case", "include", "includeIf", "worktree config"]
+)
+def test_a_content_filter_of_the_repository_config_is_refused_however_defined(
+    repo: GitRepo, how: str
+) -> None:
+    """However the repository's own configuration defines a clean filter (a section in upper
+    case, a file it includes, the work tree's own config), the fingerprint refuses, with or
+    without a head start, as git itself would apply it."""
+    assert workspace_fingerprint(repo.path).clean  # an index kept: a head start is possible
+    _define_filter(repo, how)
+    assert repo.git("config", "--get", "filter.hide.clean").strip() == "cat"  # git applies it
+    for _ in range(2):
+        launched = head_start.launch(repo.path)
+        assert not launched  # the fingerprint decides, from the start
+        with pytest.raises(RepositoryError, match=r"defines content filters \(filter\.hide\."):
+            workspace_fingerprint(repo.path)
+
+
+def test_filters_of_the_global_config_and_harmless_includes_are_allowed(repo: GitRepo) -> None:
+    repo.git("config", "--global", "filter.lfs.clean", "cat")
+    (repo.path / ".git" / "more.cfg").write_text("[color]\n\tui = never\n")
+    repo.git("config", "include.path", "more.cfg")
+    assert workspace_fingerprint(repo.path).clean
 
 
 def test_bare_repository_is_refused(tmp_path: Path) -> None:

@@ -517,32 +517,36 @@ def _keep(
 # --------------------------------------------------------------------------- public API
 
 
+_FILTER_DRIVERS = r"^filter\..*\.(clean|process)$"
+
+
 def _refuse_local_filters(layout: _Layout) -> None:
     """Content filters defined in the repository's own config (which anything in the work tree
     can write) would let the bytes that checks read differ from the bytes fingerprinted, so
-    evidence would prove a tree that was never tested. They are refused; filters configured in
-    the user's global config (git-lfs, say) are outside the work tree and trusted like the key
-    directory."""
-    config = layout.common_dir / "config"
-    try:
-        text = config.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return
-    if "filter" not in text:
-        return
-    import pygit2
-
-    try:
-        entries = [e.name for e in pygit2.Config(str(config))]
-    except pygit2.GitError:
-        return
-    drivers = sorted(
-        {n for n in entries if n.startswith("filter.") and n.endswith((".clean", ".process"))}
-    )
+    evidence would prove a tree that was never tested. They are refused, wherever the
+    repository's config takes them from (``.git/config``, ``config.worktree`` and any file
+    they include, in any letter case: git answers, with the scope of each); filters configured
+    in the user's global config (git-lfs, say) are outside the work tree and trusted like the
+    key directory."""
+    sources = (layout.common_dir / "config", layout.git_dir / "config.worktree")
+    if not any(head_start.may_name_filters(str(path)) for path in sources):
+        return  # neither a filter section nor an include: nothing to ask git
+    proc = _run(["config", "--show-scope", "--get-regexp", _FILTER_DRIVERS], cwd=layout.work_tree)
+    if proc.code not in (0, 1):  # 1: no such setting
+        raise RepositoryError(
+            f"cannot read the configuration of {layout.work_tree}: {_stderr(proc)}",
+            hint="repair the repository config (`git config --list` names the problem)",
+        )
+    drivers = set()
+    for line in proc.out.splitlines():
+        scope, _, setting = line.partition("\t")
+        if scope in ("local", "worktree"):
+            drivers.add(setting.partition(" ")[0])
     if drivers:
         raise RepositoryError(
-            f"{config} defines content filters ({', '.join(drivers)}): the bytes checks read "
-            "could differ from the tree gitaudit fingerprints",
+            f"{sources[0]} defines content filters ({', '.join(sorted(drivers))}), itself or "
+            "through a file it includes: the bytes checks read could differ from the tree "
+            "gitaudit fingerprints",
             hint="remove them from the repository config (`git config --unset ...`); filters "
             "from your global config are allowed",
         )

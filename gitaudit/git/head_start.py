@@ -11,7 +11,8 @@ Nothing is trusted here. The kept index is copied as it is, its tag unchecked, a
 descriptor it was copied from stays open: the fingerprint checks the tag against that
 descriptor, and that nothing wrote the file meanwhile, before it takes git's result; otherwise
 it throws the result away and computes the fingerprint from the start. Only the usual case gets
-a head start: HEAD is a commit, the repository's config names no content filter, and a kept
+a head start: HEAD is a commit, the repository's config names no content filter and includes
+no other file, and a kept
 index exists whose tag names the current version of the user's index. Anything else (the first
 call, a new version of the user's index, new settings) is left to the fingerprint.
 """
@@ -113,14 +114,15 @@ def user_index_identity(git_dir: str) -> str | None:
         os.close(fd)
 
 
-def names_filters(config: str) -> bool:
-    """Whether the repository's config at *config* may define a content filter (the word
-    appears in it: the fingerprint decides)."""
+def may_name_filters(config: str) -> bool:
+    """Whether the config file *config* may define a content filter: the word appears in it, or
+    it includes other files (in any letter case; git decides, for the fingerprint)."""
     try:
         with open(config, "rb") as handle:
-            return b"filter" in handle.read()
+            text = handle.read().lower()
     except OSError:
         return False
+    return b"filter" in text or b"include" in text
 
 
 class Started:
@@ -257,7 +259,8 @@ def _launch(start: str) -> Started | None:
     if (
         os.path.realpath(work_tree) != entered_worktree(start)
         or inside(private_dir, work_tree, git_dir, common_dir)
-        or names_filters(os.path.join(common_dir, "config"))
+        or may_name_filters(os.path.join(common_dir, "config"))
+        or may_name_filters(os.path.join(git_dir, "config.worktree"))
     ):
         return None
     started = Started(start, where[:5], private_dir, warm_path(private_dir, git_dir, common_dir))

@@ -151,19 +151,37 @@ def test_attack_workspace_submodule_checkout_changed(world: World, tmp_path: Pat
     assert world.repo.head_tree()[:12] not in judged.reasons[0].message
 
 
-def test_attack_workspace_clean_filter_hides_an_edit(world: World) -> None:
+@pytest.mark.parametrize("how", ["config", "include", "upper-case", "worktree-config"])
+def test_attack_workspace_clean_filter_hides_an_edit(world: World, how: str) -> None:
     """`check.sh` fails as committed. The agent edits it to pass and hides the edit from the
-    fingerprint with a clean filter that prints the committed version (`git status` is clean)."""
+    fingerprint with a clean filter that prints the committed version (`git status` is clean):
+    defined in the repository's config, in a file that config includes, in a section written
+    in upper case, or in the work tree's own config (the last three got past the check, which
+    read `.git/config` for the word "filter", before the fix)."""
     world.repo.write("check.sh", "exit 1\n")
     world.seal(plan(step("unit", check("sh", "check.sh"))))
+    assert world.run().verdict == "FAIL"
     world.repo.write("check.sh", "exit 0\n")
     (world.path / ".git/info").mkdir(exist_ok=True)
     (world.path / ".git/info/attributes").write_text("check.sh filter=hide\n")
-    world.repo.git("config", "filter.hide.clean", "git show HEAD:check.sh")
+    driver = '[filter "hide"]\n\tclean = git show HEAD:check.sh\n'
+    if how == "config":
+        world.repo.git("config", "filter.hide.clean", "git show HEAD:check.sh")
+    elif how == "include":
+        (world.path / ".git" / "tools.cfg").write_text(driver)
+        world.repo.git("config", "include.path", "tools.cfg")
+    elif how == "upper-case":
+        with (world.path / ".git" / "config").open("a") as handle:
+            handle.write(driver.replace("filter", "FILTER").replace("clean", "CLEAN"))
+    else:
+        world.repo.git("config", "extensions.worktreeConfig", "true")
+        world.repo.git("config", "--worktree", "filter.hide.clean", "git show HEAD:check.sh")
     assert world.repo.git("status", "--porcelain") == ""
     with pytest.raises(RepositoryError, match="defines content filters"):
         world.run()  # refused: the checks would read other bytes than the fingerprint
-    assert_plan(world.gate("HEAD"), "evidence.missing", "UNKNOWN")
+    status = world.cli("status", process=True)
+    assert status.code == 1 and "defines content filters" in status.err, status
+    assert_plan(world.gate("HEAD"), "step.failed", "FAIL")  # the committed script, as run
 
 
 def _proven_app(world: World) -> Path:
