@@ -62,6 +62,10 @@ def hermetic(
     finally:
         for level, value in saved.items():
             settings.search_path[level] = value
+        # a fingerprint's head start a test left untaken would outlive it (its git, its files)
+        from gitaudit.git import head_start
+
+        head_start._discard_at_exit()
 
 
 @pytest.fixture

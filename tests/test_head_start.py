@@ -24,13 +24,19 @@ def _leftovers(repo: GitRepo) -> list[str]:
     return sorted(p.name for p in folder.glob("*") if TEMP_PREFIX in p.name)
 
 
-def test_the_usual_case_starts_git_and_its_result_is_the_fingerprint(repo: GitRepo) -> None:
-    repo.write("new.txt", "untracked\n")
+@pytest.mark.parametrize("untracked", [1, 3000])
+def test_the_usual_case_starts_git_and_its_result_is_the_fingerprint(
+    repo: GitRepo, untracked: int
+) -> None:
+    """git's report goes to a file, not a pipe nobody reads while gitaudit imports: 3,000
+    untracked files (a report of about 100 KiB, more than a pipe holds) do not stall it."""
+    for n in range(untracked):
+        repo.write(f"new/a-rather-long-folder-name/{n:05}.txt", f"{n}\n")
     expected = workspace_fingerprint(repo.path)  # keeps an index for the user's index
     assert head_start.launch(repo.path)
     (started,) = head_start._STARTED
     assert started.process is not None  # git is hashing already
-    assert head_start.launch(repo.path / "new.txt")  # the same work tree: started once
+    assert head_start.launch(repo.path / "new")  # the same work tree: started once
     assert len(head_start._STARTED) == 1 and head_start._STARTED[0] is started
     assert workspace_fingerprint(repo.path) == expected
     assert not head_start._STARTED
@@ -143,7 +149,67 @@ def test_a_head_start_of_another_work_tree_is_not_taken(repo: GitRepo, tmp_path:
     other.write("x.txt", "x\n")
     other.commit("other")
     workspace_fingerprint(other.path)
-    assert head_start.launch(other.path)
+    workspace_fingerprint(repo.path)
+    assert head_start.launch(repo.path)
+    (first,) = head_start._STARTED
+    assert head_start.launch(other.path)  # one at a time: the first is stopped and removed
+    assert first not in head_start._STARTED and first.process is not None
+    assert first.process.returncode is not None and _leftovers(repo) == []
     assert workspace_fingerprint(repo.path).tree == repo.head_tree()
     assert not head_start._STARTED
     assert _leftovers(other) == []
+
+
+def _slot(repo: GitRepo) -> str:
+    git_dir = str(repo.path / ".git")
+    return head_start.warm_path(str(private_folder(repo.path / ".git")), git_dir, git_dir)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("remote", "add", "origin", "https://example.test/repo.git"),
+        ("config", "branch.main.remote", "origin"),
+        ("config", "user.email", "someone@example.test"),
+        ("config", "audit.signingKey", "/elsewhere/key"),
+    ],
+)
+def test_config_writes_that_never_change_hashing_keep_the_kept_index(
+    repo: GitRepo, args: tuple[str, ...]
+) -> None:
+    """`git push -u`, `git remote add`, an identity or gitaudit's own settings write the
+    repository's config, but nothing `git add` reads: the kept index stays in use (before, any
+    write of the file made the next fingerprint hash every file)."""
+    assert workspace_fingerprint(repo.path).clean
+    slot = _slot(repo)
+    repo.git(*args)
+    assert _slot(repo) == slot
+    assert head_start.launch(repo.path)  # the kept index still applies
+    assert workspace_fingerprint(repo.path).clean
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[core]\n\tautocrlf = true\n",
+        "[Core]\n\tAutoCRLF = true\n",
+        '[remote "x"][core] autocrlf = true\n',  # a second header on the line
+        '[core]\n\texcludesFile = x\r[remote "y"]\n\tautocrlf = true\n',  # \r breaks no line
+        '[remote "z"]\n\turl = a\n[core]\n\tautocrlf = true\n',
+        "[include]\n\tpath = nothing-here.cfg\n",  # an include: the file counts whole
+    ],
+)
+def test_a_config_write_that_may_change_hashing_changes_the_kept_index(
+    repo: GitRepo, text: str
+) -> None:
+    """Whatever git may read as another setting than an inert one counts: a new kept index,
+    every file hashed. (Each of these has git read core.autocrlf=true, or includes a file.)"""
+    assert workspace_fingerprint(repo.path).clean
+    slot = _slot(repo)
+    with (repo.path / ".git" / "config").open("a", newline="") as handle:
+        handle.write(text)
+    if "autocrlf" in text:
+        assert repo.git("config", "--get", "core.autocrlf").strip() == "true"
+    assert _slot(repo) != slot
+    assert not head_start.launch(repo.path)
+    assert workspace_fingerprint(repo.path).tree == truth_throwaway_index(repo.path)

@@ -56,33 +56,92 @@ ADD_ENV = {"LC_ALL": "C", "LANGUAGE": "C"}
 """git's report untranslated: the fingerprint reads it."""
 
 
+# Sections of git's configuration that never change what `git add` makes of a file: a write to
+# them (`git push -u`, `git remote add`, `git config user.email`, gitaudit's own `audit.*`) keeps
+# the kept index. Any other section counts, and so does anything not read as one of these.
+INERT_SECTIONS = frozenset(
+    [
+        *("advice", "alias", "audit", "author", "blame", "branch", "color", "column", "commit"),
+        *("committer", "credential", "diff", "difftool", "fetch", "format", "gc", "gpg", "grep"),
+        *("gui", "help", "http", "init", "log", "maintenance", "merge", "mergetool", "notes"),
+        *("pager", "pretty", "protocol", "pull", "push", "rebase", "receive", "remote", "rerere"),
+        *("sendemail", "stash", "status", "tag", "transfer", "url", "user"),
+    ]
+)
+
+
+def config_part(path: str) -> str:
+    """What of the repository's config file at *path* the kept index depends on: its lines
+    outside the :data:`INERT_SECTIONS` (digested). Only what is plainly inert is left out: a
+    section header with anything after it on its line (git reads a second header there), and
+    every line after it until the next header, count; lines are split where git splits them
+    (a lone carriage return is no line break to git). A file that includes others counts by
+    its stat data, whole, like the other settings files."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return "-"
+    if b"include" in data.lower():
+        return _stat_part(path)
+    kept = []
+    inert = False
+    for line in data.split(b"\n"):
+        text = line.strip()
+        if text.startswith(b"["):
+            header, closed, rest = text[1:].partition(b"]")
+            name = header.split(b'"', 1)[0].strip().split(b".", 1)[0].lower()
+            plain = closed and (not rest.strip() or rest.lstrip()[:1] in (b"#", b";"))
+            inert = bool(plain) and name.decode("ascii", "replace") in INERT_SECTIONS
+        if text and not inert:  # a blank line means nothing to git
+            kept.append(line)
+    return sha256_hex(b"\n".join(kept))
+
+
+def _stat_part(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "-"
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
 def settings_signature(git_dir: str, common_dir: str) -> str:
-    """Stat data of the files outside the work tree that change how git hashes files.
+    """What outside the work tree changes how git hashes files: the repository's config (what
+    of it counts, :func:`config_part`), the stat data of the other settings files, and the
+    settings given in the environment.
 
     Attributes and filters (``core.autocrlf``, ``filter.*.clean``, ``info/attributes``) decide the
     blob a file hashes to.  A kept result holds blobs hashed under the settings of its time, so it
-    is only reused while none of these files changed.
+    is only reused while none of these changed.
     """
     home = os.path.expanduser("~")
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    candidates = [
-        os.path.join(common_dir, "config"),
-        os.path.join(git_dir, "config.worktree"),
+    others = [
         os.path.join(common_dir, "info", "attributes"),
         os.environ.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"),
         os.path.join(xdg, "git", "config"),
         os.path.join(xdg, "git", "attributes"),
         os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig",
     ]
-    parts = [os.environ.get("GIT_CONFIG_PARAMETERS", ""), os.environ.get("GIT_CONFIG_COUNT", "")]
-    for path in candidates:
-        try:
-            st = os.stat(path)
-        except OSError:
-            parts.append("-")
-            continue
-        parts.append(f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
+    parts = [
+        config_part(os.path.join(common_dir, "config")),
+        config_part(os.path.join(git_dir, "config.worktree")),
+        *(_stat_part(path) for path in others),
+        os.environ.get("GIT_CONFIG_PARAMETERS", ""),
+        os.environ.get("GIT_CONFIG_COUNT", ""),
+    ]
+    for n in range(min(_count(os.environ.get("GIT_CONFIG_COUNT")), 1000)):
+        parts.append(os.environ.get(f"GIT_CONFIG_KEY_{n}", "") + "=")
+        parts.append(os.environ.get(f"GIT_CONFIG_VALUE_{n}", ""))
     return "|".join(parts)
+
+
+def _count(text: str | None) -> int:
+    try:
+        return max(0, int(text or "0"))
+    except ValueError:
+        return 0
 
 
 def warm_path(private_dir: str, git_dir: str, common_dir: str) -> str:
@@ -136,11 +195,11 @@ class Started:
         "head_tree",
         "identity",
         "kept",
-        "outputs",
         "private_dir",
         "process",
         "settings",
         "start",
+        "streams",
         "temp",
         "warm",
         "work_tree",
@@ -156,12 +215,16 @@ class Started:
         self.identity: str | None = None
         self.kept: Tagged | None = None
         self.before: tuple[int, int] | None = None
-        self.outputs = (self.temp + "-out", self.temp + "-err")
+        self.streams: list[int] = []  # git's output and messages: unlinked files, read here
         self.process: Process | None = None
 
     @property
     def base(self) -> str:
         return base_path(self.temp)
+
+    def covers(self, folder: str) -> bool:
+        """Whether *folder* (a real path) is in this work tree (the one git enters from it)."""
+        return folder == self.start or entered_worktree(folder) == os.path.realpath(self.work_tree)
 
     def launch(self) -> bool:
         """Copy the kept index and start git on the copy; False (nothing left behind) when the
@@ -174,27 +237,28 @@ class Started:
         os.link(self.temp, self.base)
         st = os.stat(self.temp)
         self.before = (st.st_ino, st.st_mtime_ns)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-        out, err = (os.open(path, flags, 0o600) for path in self.outputs)
-        try:
-            env = {
-                "GIT_DIR": self.git_dir,
-                "GIT_WORK_TREE": self.work_tree,
-                "GIT_INDEX_FILE": self.temp,
-                **ADD_ENV,
-            }
-            argv = ["git", "-C", self.work_tree, *CONFIG, *INDEX_CONFIG, *self.settings, *ADD_ALL]
-            self.process = Process(argv, env=git_env(env), stdout=out, stderr=err)
-        finally:
-            os.close(out)
-            os.close(err)
+        # files, not pipes: nobody reads git's report until the rest is imported, and a pipe
+        # would stop git once full (a report of many untracked files); unlinked at once
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+        for suffix in ("-out", "-err"):
+            self.streams.append(os.open(self.temp + suffix, flags, 0o600))
+            os.unlink(self.temp + suffix)
+        env = {
+            "GIT_DIR": self.git_dir,
+            "GIT_WORK_TREE": self.work_tree,
+            "GIT_INDEX_FILE": self.temp,
+            **ADD_ENV,
+        }
+        argv = ["git", "-C", self.work_tree, *CONFIG, *INDEX_CONFIG, *self.settings, *ADD_ALL]
+        out, err = self.streams
+        self.process = Process(argv, env=git_env(env), stdout=out, stderr=err)
         return True
 
     def finish(self) -> tuple[int, bytes, bytes]:
         """Wait for git: its exit code, report and messages."""
         assert self.process is not None
         code = self.process.wait()
-        out, err = (_read(path) for path in self.outputs)
+        out, err = (os.pread(fd, os.fstat(fd).st_size, 0) for fd in self.streams)
         return code, out, err
 
     def discard(self, *, keep_index: bool = False) -> None:
@@ -205,20 +269,13 @@ class Started:
             self.process.wait()
         if self.kept is not None:
             self.kept.close()
-        names = [*self.outputs]
-        if not keep_index:
-            names += [self.temp, self.temp + ".lock", self.base]
-        for name in names:
+        while self.streams:
+            os.close(self.streams.pop())
+        if keep_index:
+            return
+        for name in (self.temp, self.temp + ".lock", self.base):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name)
-
-
-def _read(path: str) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return b""
 
 
 _STARTED: list[Started] = []  # at most one: taken by the fingerprint of its work tree
@@ -226,13 +283,11 @@ _STARTED: list[Started] = []  # at most one: taken by the fingerprint of its wor
 
 def launch(repo_path: str | os.PathLike[str]) -> bool:
     """Start fingerprinting the work tree containing *repo_path* now if this is the usual case
-    (see the module docstring); whether git is hashing. Never raises: the fingerprint itself
-    explains what is wrong."""
+    (see the module docstring); whether git is hashing. Once per work tree: another one started
+    before is stopped. Never raises: the fingerprint itself explains what is wrong."""
     try:
-        start = os.path.realpath(os.fspath(repo_path))
-        if not os.path.isdir(start):
-            start = os.path.dirname(start)
-        if any(s.start == start for s in _STARTED):
+        start = _folder(repo_path)
+        if any(s.covers(start) for s in _STARTED):
             return True
         started = _launch(start)
     except (OSError, ValueError):
@@ -242,9 +297,17 @@ def launch(repo_path: str | os.PathLike[str]) -> bool:
     if not _STARTED:
         import atexit
 
+        atexit.unregister(_discard_at_exit)  # registered once
         atexit.register(_discard_at_exit)
-    _STARTED[:] = [started]
+    _discard_at_exit()  # at most one: the last one started
+    _STARTED.append(started)
     return True
+
+
+def _folder(repo_path: str | os.PathLike[str]) -> str:
+    """The real path of the folder *repo_path* is, or is in."""
+    path = os.path.realpath(os.fspath(repo_path))
+    return path if os.path.isdir(path) else os.path.dirname(path)
 
 
 def _launch(start: str) -> Started | None:
@@ -276,14 +339,12 @@ def _launch(start: str) -> Started | None:
 
 def take(repo_path: str | os.PathLike[str]) -> Started | None:
     """The started fingerprint of the work tree containing *repo_path*, once; any other is
-    discarded."""
-    wanted = os.path.realpath(os.fspath(repo_path))
-    if not os.path.isdir(wanted):
-        wanted = os.path.dirname(wanted)
+    stopped and removed."""
+    wanted = _folder(repo_path)
     found = None
     while _STARTED:
         started = _STARTED.pop()
-        if wanted in (started.start, os.path.realpath(started.work_tree)):
+        if started.covers(wanted):
             found = started
         else:
             started.discard()

@@ -303,7 +303,7 @@ def test_attack_workspace_forged_index_stat_cache(world: World, seen: str) -> No
     if seen == "first-contact":
         shutil.rmtree(private_folder(world.path / ".git"))
     if seen == "new-settings":
-        world.repo.git("config", "color.ui", "never")
+        world.repo.git("config", "core.quotePath", "false")  # a setting of git's core
     assert world.repo.git("status", "--porcelain") == ""  # git is fooled
     assert world.repo.git("diff", "HEAD") == ""
     assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
