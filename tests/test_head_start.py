@@ -191,23 +191,32 @@ def test_config_writes_that_never_change_hashing_keep_the_kept_index(
 @pytest.mark.parametrize(
     "text",
     [
-        "[core]\n\tautocrlf = true\n",
-        "[Core]\n\tAutoCRLF = true\n",
-        '[remote "x"][core] autocrlf = true\n',  # a second header on the line
-        '[core]\n\texcludesFile = x\r[remote "y"]\n\tautocrlf = true\n',  # \r breaks no line
-        '[remote "z"]\n\turl = a\n[core]\n\tautocrlf = true\n',
-        "[include]\n\tpath = nothing-here.cfg\n",  # an include: the file counts whole
+        "[core]\n\tautocrlf = VALUE\n",
+        "[Core]\n\tAutoCRLF = VALUE\n",
+        '[remote "x"][core] autocrlf = VALUE\n',  # a second header on the line
+        '[core]\n\texcludesFile = x\r[remote "y"]\n\tautocrlf = VALUE\n',  # \r breaks no line
+        '[remote "z"]\n\turl = a\n[core]\n\tautocrlf = VALUE\n',
+        # a continued value: git reads the header-like line as part of it, and stays in core
+        '[core]\n\texcludesFile = a\\\n[remote "x"]\n\tautocrlf = VALUE\n',
+        "[include]\n\tpath = VALUE.cfg\n",  # an include: the file counts whole
     ],
 )
 def test_a_config_write_that_may_change_hashing_changes_the_kept_index(
     repo: GitRepo, text: str
 ) -> None:
     """Whatever git may read as another setting than an inert one counts: a new kept index,
-    every file hashed. (Each of these has git read core.autocrlf=true, or includes a file.)"""
+    every file hashed. In each of these git reads core.autocrlf from the line changed (or the
+    file includes another); the text around it is there before the first fingerprint."""
+    config = repo.path / ".git" / "config"
+    original = config.read_bytes()
+    config.write_bytes(original + text.replace("VALUE", "false").encode())
+    if "autocrlf" in text:
+        assert repo.git("config", "--get", "core.autocrlf").strip() == "false"
     assert workspace_fingerprint(repo.path).clean
     slot = _slot(repo)
-    with (repo.path / ".git" / "config").open("a", newline="") as handle:
-        handle.write(text)
+    if "include" not in text:  # (an include has no head start: the fingerprint decides)
+        assert head_start.launch(repo.path) and head_start.take(repo.path)  # kept: applies
+    config.write_bytes(original + text.replace("VALUE", "true").encode())
     if "autocrlf" in text:
         assert repo.git("config", "--get", "core.autocrlf").strip() == "true"
     assert _slot(repo) != slot

@@ -75,8 +75,9 @@ def config_part(path: str) -> str:
     outside the :data:`INERT_SECTIONS` (digested). Only what is plainly inert is left out: a
     section header with anything after it on its line (git reads a second header there), and
     every line after it until the next header, count; lines are split where git splits them
-    (a lone carriage return is no line break to git). A file that includes others counts by
-    its stat data, whole, like the other settings files."""
+    (a lone carriage return is no line break to git); a file with a value continued on the
+    next line (a backslash before the line break) counts whole. A file that includes others
+    counts by its stat data, whole, like the other settings files."""
     try:
         with open(path, "rb") as handle:
             data = handle.read()
@@ -84,6 +85,10 @@ def config_part(path: str) -> str:
         return "-"
     if b"include" in data.lower():
         return _stat_part(path)
+    if b"\\\n" in data.replace(b"\r\n", b"\n") or data.endswith(b"\\"):
+        # a value continued on the next line: git reads that line as part of the value, even
+        # one that looks like a header, and the lines after it as the section it continues
+        return sha256_hex(data)
     kept = []
     inert = False
     for line in data.split(b"\n"):
