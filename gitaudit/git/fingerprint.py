@@ -417,12 +417,7 @@ def _private_tree(
     *started* is called once git is hashing the work tree; *launched*: the head start's git,
     taken when its seed is vouched for."""
     private_dir = _private_dir(layout)
-    try:
-        taken = _take(layout, launched) if launched is not None else None
-    except BaseException:
-        if launched is not None:
-            launched.discard()
-        raise
+    taken = _take(layout, launched) if launched is not None else None
     temp = Path(launched.temp if taken and launched else head_start.temp_path(str(private_dir)))
     env = {
         "GIT_DIR": str(layout.git_dir),
@@ -646,7 +641,11 @@ def workspace_fingerprint(repo_path: Path | str) -> Fingerprint:
     if launched is not None:
         where = (Path(launched.git_dir), Path(launched.common_dir), Path(launched.work_tree))
         layout = _Layout(*where, launched.head, launched.head_tree, launched.settings)
-        return _fingerprint(layout, launched=launched)
+        try:
+            return _fingerprint(layout, launched=launched)
+        except BaseException:  # whatever failed: its git stopped, its files removed
+            launched.discard()
+            raise
     while _PREFETCHED:
         found = _PREFETCHED.pop().take(repo_path)
         if found is not None:
@@ -659,12 +658,7 @@ def _fingerprint(
     started: Callable[[], None] | None = None,
     launched: head_start.Started | None = None,
 ) -> Fingerprint:
-    try:
-        _refuse_local_filters(layout)
-    except BaseException:
-        if launched is not None:
-            launched.discard()
-        raise
+    _refuse_local_filters(layout)
     tree = _private_tree(layout, started, launched)
     empty = EMPTY_TREE_SHA256 if len(tree) == len(EMPTY_TREE_SHA256) else EMPTY_TREE
     clean = tree == (layout.head_tree or empty)

@@ -200,7 +200,6 @@ class Started:
         "head_tree",
         "identity",
         "kept",
-        "private_dir",
         "process",
         "settings",
         "start",
@@ -214,7 +213,6 @@ class Started:
         self.start = start
         self.git_dir, self.common_dir, self.work_tree, self.head, self.head_tree = where
         self.settings = as_it_is(self.work_tree)
-        self.private_dir = private_dir
         self.warm = warm
         self.temp = temp_path(private_dir)
         self.identity: str | None = None
