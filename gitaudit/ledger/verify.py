@@ -10,8 +10,9 @@
 Verified tips are recorded, so a second call verifies only what is new.
 
 Many run commits to verify (a fresh clone, a first ``verify``) are shared with worker processes,
-one per core: each verifies its share of the chain (the signature and the tree of each commit)
-and the first problem in chain order is reported, as one process would.
+one per core: the chain is cut into shares of a few hundred commits, each process verifies the
+shares it takes (the signature and the tree of each commit) as fast as it gets them done, and the
+first problem in chain order is reported, as one process would.
 """
 
 from __future__ import annotations
@@ -146,6 +147,8 @@ def _verify_plans(repo: Repo, tip: pygit2.Oid, mark: str | None) -> int:
 
 
 PARALLEL_FROM = 2_000  # run commits to verify before worker processes pay for themselves
+CHUNK = 250  # run commits per share: about 25 ms of work
+AHEAD = 2  # shares a worker holds at once: the next one is there when it finishes one
 
 
 def _verify_runs(
@@ -161,27 +164,30 @@ def _verify_runs(
     The chain is walked first (linear, every object present); the commits it reached are then
     verified, shared between this process and worker processes when there are many, and the
     first problem in chain order wins, a walk error coming after every commit walked before it.
-    The workers start as soon as the walk has reached :data:`PARALLEL_FROM` commits, so their
-    interpreters start up while the rest of the chain is walked."""
+    The workers start as soon as the walk has reached :data:`PARALLEL_FROM` commits, and take
+    shares of the walked chain while the rest of it is walked (:class:`_Shares`)."""
     stop = pygit2.Oid(hex=mark) if mark else None
     oids: list[pygit2.Oid] = []
     walk_problem: str | None = None
-    workers: _Workers | None = None
+    shares: _Shares | None = None
     try:
         try:
             for commit in chain.walk(git, tip, stop=stop, what=ref, linear=True):
                 oids.append(commit.id)
-                if len(oids) == PARALLEL_FROM and gitdir is not None and (jobs := _jobs()) > 1:
-                    workers = _Workers(os.fspath(gitdir), jobs - 1)
+                if shares is not None and len(oids) % CHUNK == 0:
+                    shares.hand_out(oids)
+                elif len(oids) == PARALLEL_FROM and gitdir is not None and (jobs := _jobs()) > 1:
+                    shares = _Shares(os.fspath(gitdir), jobs - 1, ref, runners)
+                    shares.hand_out(oids)
         except GitAuditError as exc:
             walk_problem = _problem(ref, exc)
-        if workers is not None:
-            first = workers.verify(git, ref, oids, runners)
+        if shares is not None:
+            first = shares.finish(git, oids)
         else:
             first = _verify_chunk_in(git, ref, oids, runners)
     finally:
-        if workers is not None:
-            workers.stop()
+        if shares is not None:
+            shares.stop()
     if first is not None:
         return first
     return len(oids), walk_problem
@@ -214,16 +220,23 @@ def _verify_chunk_in(
 
 
 def _worker() -> None:
-    """A worker process (``python -c``): a JSON request on stdin, the first problem of its share
-    of the chain (or null) as JSON on stdout."""
+    """A worker process (``python -c``): on stdin, one JSON line naming the repository, the ref
+    and the runner keys, then one line per share (the index of its first commit in the chain,
+    and its commits); for each share, one line on stdout: its index and its first problem
+    (:func:`_verify_chunk_in`: ``[index, problem]`` within the share, or null)."""
     import json
     import sys
 
-    request = json.load(sys.stdin)
-    git = open_repo(request["gitdir"]).git
-    runners = [PublicKey(bytes.fromhex(k)) for k in request["runners"]]
-    oids = [pygit2.Oid(hex=h) for h in request["commits"]]
-    json.dump(_verify_chunk_in(git, request["ref"], oids, runners), sys.stdout)
+    read = sys.stdin.buffer.readline
+    setup = json.loads(read())
+    git = open_repo(setup["gitdir"]).git
+    ref = setup["ref"]
+    runners = [PublicKey(bytes.fromhex(k)) for k in setup["runners"]]
+    while line := read():
+        start, commits = json.loads(line)
+        found = _verify_chunk_in(git, ref, [pygit2.Oid(hex=h) for h in commits], runners)
+        sys.stdout.write(json.dumps([start, found]) + "\n")
+        sys.stdout.flush()
 
 
 def _jobs() -> int:
@@ -232,17 +245,31 @@ def _jobs() -> int:
     return max(1, min(cores or 1, 8))
 
 
-class _Workers:
-    """Worker processes (fresh interpreters: nothing of this process's libgit2 state is shared)
-    that verify their shares of a chain beside this process, which verifies the first share."""
+class _Shares:
+    """One chain's verification shared with worker processes (fresh interpreters: nothing of
+    this process's libgit2 state is shared).
 
-    def __init__(self, gitdir: str, count: int) -> None:
+    The chain is cut into shares of :data:`CHUNK` commits. Workers take shares from its newest
+    end, :data:`AHEAD` at a time each, as soon as the walk has reached them; this process takes
+    shares from its oldest end once the walk is done, and hands a worker its next share whenever
+    it answers one. So the work splits by what each process gets done: a worker that starts
+    late or shares a busy core takes fewer shares (a fixed split waited for the slowest). A share
+    wholly after a problem already found is not verified; the first problem in chain order is
+    reported, as one process would."""
+
+    def __init__(self, gitdir: str, count: int, ref: str, runners: list[PublicKey]) -> None:
+        import json
+        import select
         import subprocess
         import sys
 
         import gitaudit
 
-        self.gitdir = gitdir
+        self.ref, self.runners = ref, runners
+        self.front = 0  # the next share a worker gets
+        self.back: int | None = None  # one past the last share left; None while walking
+        self.found: list[tuple[int, str]] = []  # (index in the chain, problem)
+        self.failed: subprocess.Popen[bytes] | None = None  # a worker that died
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(gitaudit.__file__)))
         path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
         code = "from gitaudit.ledger.verify import _worker; _worker()"
@@ -255,53 +282,91 @@ class _Workers:
             )
             for _ in range(count)
         ]
+        self.held = [0] * count  # shares handed to each worker and not answered yet
+        self.pending = [b""] * count  # the start of an answer line not read whole yet
+        self.poller = select.poll()
+        self.by_fd: dict[int, int] = {}
+        setup = {"gitdir": gitdir, "ref": ref, "runners": [k.raw.hex() for k in runners]}
+        for n, proc in enumerate(self.procs):
+            assert proc.stdout is not None
+            self.by_fd[proc.stdout.fileno()] = n
+            self.poller.register(proc.stdout.fileno(), select.POLLIN)
+            self._send(n, json.dumps(setup))
 
-    def verify(
-        self,
-        git: pygit2.Repository,
-        ref: str,
-        oids: list[pygit2.Oid],
-        runners: list[PublicKey],
-    ) -> tuple[int, str] | None:
-        """:func:`_verify_chunk_in` over *oids*, one share here and one per worker."""
-        import contextlib
+    def _send(self, n: int, line: str) -> None:
+        proc = self.procs[n]
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(line.encode() + b"\n")
+            proc.stdin.flush()
+        except BrokenPipeError:  # the worker died: its answers end too (read below)
+            pass
+
+    def _open(self, start: int) -> bool:
+        """Whether the share starting at *start* may still hold the first problem."""
+        return not self.found or start < min(self.found)[0]
+
+    def hand_out(self, oids: Sequence[pygit2.Oid]) -> None:
+        """Read the answers there are, then fill every worker up to :data:`AHEAD` shares from
+        the newest end, with shares the walk has reached in whole (all of them, once done)."""
         import json
 
-        size = -(-len(oids) // (len(self.procs) + 1))
-        starts = list(range(0, len(oids), size))
-        shares = list(zip(starts[1:], self.procs, strict=False))
-        # every worker gets its share before any answer is awaited, and before this process
-        # starts on its own; a worker reads all of its request before it writes anything
-        for start, proc in shares:
-            request = {
-                "gitdir": self.gitdir,
-                "ref": ref,
-                "runners": [k.raw.hex() for k in runners],
-                "commits": [str(o) for o in oids[start : start + size]],
-            }
-            assert proc.stdin is not None
-            with contextlib.suppress(BrokenPipeError):  # a worker that died is reported below
-                proc.stdin.write(json.dumps(request).encode())
-                proc.stdin.close()
-        first = _verify_chunk_in(git, ref, oids[:size], runners)
-        for start, proc in shares:
-            assert proc.stdout is not None
-            with proc.stdout:
-                out = proc.stdout.read()
-            proc.wait()
-            if proc.returncode != 0:
-                raise LedgerError(
-                    f"{ref}: a verification worker failed (exit {proc.returncode})",
-                    hint="run `git audit verify --debug`, or free memory and retry",
-                )
-            found = json.loads(out)
-            if found is not None and first is None:
-                first = start + int(found[0]), str(found[1])
-        return first
+        self._answers(wait=False)
+        limit = self.back if self.back is not None else len(oids) // CHUNK
+        for n in range(len(self.procs)):
+            while self.held[n] < AHEAD and self.front < limit and self.failed is None:
+                start = self.front * CHUNK
+                self.front += 1
+                if not self._open(start):
+                    continue
+                self.held[n] += 1
+                commits = [str(o) for o in oids[start : start + CHUNK]]
+                self._send(n, json.dumps([start, commits]))
+
+    def _answers(self, *, wait: bool) -> None:
+        import json
+
+        for fd, _event in self.poller.poll(None if wait else 0):
+            n = self.by_fd[fd]
+            data = os.read(fd, 1 << 16)
+            if not data:  # the worker ended: it only does once its input is closed
+                self.poller.unregister(fd)
+                if self.held[n]:
+                    self.held[n] = 0
+                    self.failed = self.procs[n]
+                continue
+            *lines, self.pending[n] = (self.pending[n] + data).split(b"\n")
+            for line in lines:
+                start, found = json.loads(line)
+                self.held[n] -= 1
+                if found is not None:
+                    self.found.append((int(start) + int(found[0]), str(found[1])))
+
+    def finish(self, git: pygit2.Repository, oids: Sequence[pygit2.Oid]) -> tuple[int, str] | None:
+        """Verify the walked chain *oids* with the workers: the first problem (index, text)."""
+        self.back = -(-len(oids) // CHUNK)
+        while self.failed is None:
+            self.hand_out(oids)
+            if self.front < self.back:
+                self.back -= 1
+                start = self.back * CHUNK
+                if self._open(start):
+                    found = _verify_chunk_in(
+                        git, self.ref, oids[start : start + CHUNK], self.runners
+                    )
+                    if found is not None:
+                        self.found.append((start + found[0], found[1]))
+            elif any(self.held):
+                self._answers(wait=True)
+            else:
+                return min(self.found) if self.found else None
+        raise LedgerError(
+            f"{self.ref}: a verification worker failed (exit {self.failed.wait()})",
+            hint="run `git audit verify --debug`, or free memory and retry",
+        )
 
     def stop(self) -> None:
-        """End the workers still running (one without a share waits for its request, one
-        whose share is not awaited after an error is not needed) and reap every one."""
+        """End every worker (an idle one waits for its next share) and reap it."""
         import contextlib
 
         for proc in self.procs:

@@ -135,13 +135,14 @@ def _copies(
         append_run(handle.git, "default", files, message, signer or signer_for(handle, None))
 
 
+@pytest.mark.parametrize("chunk", [1, 3])
 @pytest.mark.parametrize("bad", ["signature", "missing"])
 def test_verification_split_among_processes_reports_as_one_process(
-    repo: GitRepo, sealed: Sealer, monkeypatch: pytest.MonkeyPatch, bad: str
+    repo: GitRepo, sealed: Sealer, monkeypatch: pytest.MonkeyPatch, bad: str, chunk: int
 ) -> None:
     """Many commits are verified by worker processes; the count and the first problem in chain
     order are what a single process reports, for a forged signature or a tree that lacks what
-    its run.json records."""
+    its run.json records, however the chain is cut into shares."""
     from gitaudit.crypto.signers import Ed25519Signer
     from gitaudit.ledger import verify
 
@@ -163,16 +164,30 @@ def test_verification_split_among_processes_reports_as_one_process(
     serial = report()
     assert len(serial[1]) == 1 and serial[0]["refs/audit/runs/default"] == 5, serial
     monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(verify, "CHUNK", chunk)
     monkeypatch.setattr(verify, "_jobs", lambda: 3)
     assert report() == serial
 
 
-def test_every_verification_worker_has_its_share_before_any_finishes(
+def _slow_python(tmp_path: Path, before: str) -> Path:
+    """An interpreter wrapper for the workers: it runs the shell lines *before*, then the real
+    interpreter with its input copied to ``requests.log``."""
+    import sys
+
+    wrapper = tmp_path / "python"
+    wrapper.write_text(
+        f'#!/bin/sh\n{before}\ntee -a {tmp_path / "requests.log"} | {sys.executable} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def test_a_worker_that_starts_late_takes_fewer_shares(
     repo: GitRepo, sealed: Sealer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The workers run side by side: each is handed its commits before the first answer is
-    awaited (handing them out one answer at a time made the split serial). A wrapper around
-    the interpreter logs when a worker's request has arrived and when the worker is done."""
+    """The split follows what each process gets done: a worker that only starts once this
+    process has verified seven shares keeps the two it was handed first, and this process
+    verifies every other (a fixed split waited for the slowest)."""
     import sys
 
     from gitaudit.ledger import verify
@@ -180,20 +195,49 @@ def test_every_verification_worker_has_its_share_before_any_finishes(
     sealed(make_plan(run_step("a", "true")))
     assert audit(repo.path, "run").code == 0
     _copies(repo, 8)
-    log = tmp_path / "workers.log"
-    wrapper = tmp_path / "python"
-    wrapper.write_text(
-        "#!/bin/sh\n"
-        f'req=$(mktemp); cat > "$req"; echo got >> {log}\n'
-        f'{sys.executable} "$@" < "$req"; code=$?; echo done >> {log}; exit $code\n'
-    )
-    wrapper.chmod(0o755)
+    mine = tmp_path / "mine.log"
+    mine.touch()
+    real = verify._verify_chunk_in
+
+    def verify_here(*args: object) -> object:
+        found = real(*args)  # type: ignore[arg-type]
+        with mine.open("a") as log:
+            log.write("share\n")
+        return found
+
+    wait = f'while [ "$(wc -l < {mine})" -lt 7 ]; do sleep 0.01; done'
     monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
-    monkeypatch.setattr(verify, "_jobs", lambda: 3)
-    monkeypatch.setattr(sys, "executable", str(wrapper))
+    monkeypatch.setattr(verify, "CHUNK", 1)
+    monkeypatch.setattr(verify, "_jobs", lambda: 2)
+    monkeypatch.setattr(verify, "_verify_chunk_in", verify_here)
+    monkeypatch.setattr(sys, "executable", str(_slow_python(tmp_path, wait)))
     got = verify.verify_all(open_repo(repo.path), remember=False)
     assert got.ok and got.verified["refs/audit/runs/default"] == 9, got
-    assert log.read_text().split() == ["got"] * 2 + ["done"] * 2
+    assert mine.read_text().count("share") == 7
+    requests = (tmp_path / "requests.log").read_text().splitlines()
+    assert [json.loads(line)[0] for line in requests[1:]] == [0, 1]  # the newest two
+
+
+def test_a_worker_that_dies_holding_a_share_fails_the_verification(
+    repo: GitRepo, sealed: Sealer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A share handed to a worker that ends without answering is not taken as verified."""
+    import sys
+
+    from gitaudit.errors import LedgerError
+    from gitaudit.ledger import verify
+
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    _copies(repo, 8)
+    monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(verify, "CHUNK", 1)
+    monkeypatch.setattr(verify, "_jobs", lambda: 2)
+    monkeypatch.setattr(
+        sys, "executable", str(_slow_python(tmp_path, "read setup; read share; exit 3"))
+    )
+    with pytest.raises(LedgerError, match=r"a verification worker failed \(exit 3\)"):
+        verify.verify_all(open_repo(repo.path), remember=False)
 
 
 def test_workers_started_before_the_walk_ends_are_all_reaped(
@@ -203,7 +247,7 @@ def test_workers_started_before_the_walk_ends_are_all_reaped(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     """The workers start while the chain is still being walked, before the number of commits is
-    known: those left without a share (more workers than shares) are ended, every worker is
+    known: every worker is ended once the chain is verified (those left without a share too), is
     reaped, none complains, and the count is what one process reports."""
     import subprocess
 
@@ -221,12 +265,12 @@ def test_workers_started_before_the_walk_ends_are_all_reaped(
         return proc
 
     monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
-    monkeypatch.setattr(verify, "_jobs", lambda: 8)  # 9 commits: shares of 2, 5 shares for 8
+    monkeypatch.setattr(verify, "CHUNK", 1)
+    monkeypatch.setattr(verify, "_jobs", lambda: 8)  # 9 commits: 9 shares for 8 processes
     monkeypatch.setattr(subprocess, "Popen", popen)
     capfd.readouterr()
     got = verify.verify_all(open_repo(repo.path), remember=False)
     assert got.ok and got.verified["refs/audit/runs/default"] == 9, got
     assert len(started) == 7
     assert all(proc.returncode is not None for proc in started)
-    assert sorted(proc.returncode for proc in started).count(0) == 4  # the shares' workers
     assert capfd.readouterr().err == ""
