@@ -11,14 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pygit2
 from pygit2.enums import ObjectType
 
 from gitaudit.crypto import sshsig
 from gitaudit.crypto.pubkey import PublicKey
-from gitaudit.crypto.signers import Signer
 from gitaudit.errors import RepositoryError, SignatureError
+
+if TYPE_CHECKING:  # signing is for writers: judging only verifies
+    from gitaudit.crypto.signers import Signer
 
 NAMESPACE = "git"
 SIGNATURE_HEADER = b"gpgsig"

@@ -14,7 +14,7 @@ not verify fails every plan, as a tampered ledger does.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pygit2
 
@@ -22,11 +22,13 @@ from gitaudit.crypto.commits import verify_commit
 from gitaudit.errors import GitAuditError
 from gitaudit.gate.result import Reason
 from gitaudit.git.repo import Repo
-from gitaudit.ledger.agents import EMPTY, Claim, Registry, read_registry
 from gitaudit.ledger.plansref import PlansState
 from gitaudit.ledger.records import RunRecord
 from gitaudit.ledger.refs import AGENTS_REF, read_ref
 from gitaudit.plan.globs import touched
+
+if TYPE_CHECKING:  # the registry's module is read only when the ref exists
+    from gitaudit.ledger.agents import Claim, Registry
 
 SHOWN = 5  # changed paths named per conflict
 
@@ -35,7 +37,7 @@ SHOWN = 5  # changed paths named per conflict
 class Agents:
     """The registry as the gate judges with it, or why it cannot be used."""
 
-    registry: Registry = EMPTY
+    registry: Registry | None = None  # None: there is no registry
     problem: Reason | None = None
 
 
@@ -43,6 +45,8 @@ def load(repo: Repo, state: PlansState, *, remember: bool = True) -> Agents:
     """The verified registry (nothing to read when the ref does not exist)."""
     if read_ref(repo.git, AGENTS_REF) is None:
         return Agents()
+    from gitaudit.ledger.agents import read_registry
+
     try:
         return Agents(read_registry(repo, state, remember=remember))
     except GitAuditError as exc:
@@ -60,6 +64,8 @@ def _stamp(record: RunRecord) -> tuple[str | None, Claim | None] | str:
     raw: Any = record.doc.get("agent")
     if raw is None:
         return None, None
+    from gitaudit.ledger.agents import Claim
+
     try:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             raise TypeError("agent.name must be a string")
@@ -126,7 +132,7 @@ def judge(
     if agents.problem is not None:
         return [agents.problem], []
     registry = agents.registry
-    if record is None or not registry.agents:
+    if record is None or registry is None or not registry.agents:
         return [], []
     stamp = _stamp(record)
     if isinstance(stamp, str):

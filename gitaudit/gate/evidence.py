@@ -36,7 +36,6 @@ from gitaudit.gate.compose import (
     prove,
 )
 from gitaudit.gate.result import Reason
-from gitaudit.gate.runners import describe, runners_for
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import index, lookup, watermark
 from gitaudit.ledger.objects import commit_of
@@ -183,6 +182,8 @@ def _ruled(
 ) -> tuple[list[Reason], list[str]]:
     """The ref's evidence rule (:mod:`gitaudit.gate.runners`): a reason when too few of its
     runners proved this tree, else a note of who did."""
+    from gitaudit.gate.runners import describe, runners_for  # refs with an evidence rule only
+
     admitted, advisory = runners_for(j.repo, j.state, j.name, j.plan, j.tree, rule, tips, j.now)
     text = describe(rule, j.ref or rule.pattern, admitted, advisory)
     if len(admitted) >= rule.min:

@@ -13,17 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pygit2
 
 from gitaudit import checkpoint
 from gitaudit.crypto.commits import create_signed_commit, verify_commit
 from gitaudit.crypto.pubkey import PublicKey
-from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, SealError, TrustError
 from gitaudit.git.repo import Repo
-from gitaudit.ledger import approvals, chain, vouch, watermark
+from gitaudit.ledger import chain, vouch, watermark
 from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of, loads, read_files, write_tree
 from gitaudit.ledger.protected import manifest_path, parse_manifest
@@ -41,12 +40,15 @@ from gitaudit.ledger.trust import (
     trust_from_tree,
 )
 from gitaudit.plan.catalog import CheckedPlan, check_file
-from gitaudit.plan.compare import Change, compare
 from gitaudit.plan.digest import contract, sha256
 from gitaudit.plan.model import Plan
 from gitaudit.plan.request import Request, gaps
 from gitaudit.plan.request import implicit as implicit_request
 from gitaudit.plan.store import PlanFile
+
+if TYPE_CHECKING:  # signing and approvals are for writers: reading the ref needs neither
+    from gitaudit.crypto.signers import Signer
+    from gitaudit.plan.compare import Change
 
 SEAL_FORMAT = "gitaudit.seal/1"
 MAX_RETRIES = 50
@@ -502,6 +504,8 @@ def append(
     ``planner``, a planner whose change keeps the planner's rules (else SealError, before anything
     is signed: every reader of the chain would refuse it).
     """
+    from gitaudit.ledger import approvals  # writers and new seals only
+
     for _ in range(MAX_RETRIES):
         state = read_state(repo)
         planner: TrustedKey | None = None
@@ -580,6 +584,8 @@ def _approvals_gate(
     """A change that would lock every sealer out is refused; one that needs several sealers
     (the policy's approvals) is proposed instead of applied (raises ChangeProposed)."""
     mine = state_at(repo.git, commit_of(repo.git, commit, PLANS_REF))
+    from gitaudit.ledger import approvals  # writers and new seals only
+
     lockout = approvals.lockout_problem(mine.trust, mine.policy)
     if lockout and lockout != approvals.lockout_problem(state.trust, state.policy):
         raise SealError(
@@ -680,6 +686,8 @@ def transition_problem(before: PlansState, after: PlansState, where: str) -> str
                 f"{where}: seal v{new.version} of {name!r} weakens the contract; policy forbids it"
             )
     # k of n: what the parent's policy says this kind of change needs (ledger/approvals.py)
+    from gitaudit.ledger import approvals  # writers and new seals only
+
     return approvals.approval_problem(before, after, where)
 
 
@@ -688,6 +696,8 @@ def _weakens(old: Plan, new: Plan, record: SealRecord) -> bool:
     non-idempotent, a readback check added) were classified as strengthenings before they
     counted as weakenings: a seal that lists such a change among its strengthenings was made
     under the earlier rule, and stays valid for it."""
+    from gitaudit.plan.compare import compare  # new seals only
+
     earlier = set(record.strengthenings)
     return any(
         not (change.reconciliation and change.render() in earlier)
@@ -836,6 +846,8 @@ def _planner_seal_problem(  # noqa: PLR0911 (one rule list: what a planner may n
     if problem:
         return problem
     if previous is not None:
+        from gitaudit.plan.compare import compare  # new seals only
+
         weakenings = [
             c.render()
             for c in compare(contract(previous), contract(plan)).weakenings

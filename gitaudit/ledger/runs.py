@@ -17,7 +17,6 @@ import pygit2
 
 from gitaudit import checkpoint
 from gitaudit.crypto.commits import create_signed_commit
-from gitaudit.crypto.signers import Signer
 from gitaudit.errors import LedgerError
 from gitaudit.ledger.objects import blob_at, commit_of, dumps, loads, write_tree
 from gitaudit.ledger.records import RunRecord, parse_run
@@ -25,6 +24,7 @@ from gitaudit.ledger.refs import RefConflict, cas_update, read_ref, runs_ref
 
 if TYPE_CHECKING:  # annotations only: the gate reads runs without the check runner
     from gitaudit.checks.execute import CheckResult
+    from gitaudit.crypto.signers import Signer
 
 MAX_RETRIES = 200
 

@@ -6,13 +6,12 @@ Everything here works on bytes, so the same code reads a plan from the work tree
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
+import os
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
@@ -43,7 +42,13 @@ from gitaudit.plan.problems import Problem
 @cache
 def schema() -> dict[str, Any]:
     """The plan JSON Schema shipped in the package (the single source of truth for the shape)."""
-    text = resources.files("gitaudit.plan").joinpath("schema.json").read_text(encoding="utf-8")
+    try:  # beside this module (a plain read: the import system's resource readers cost 3 ms)
+        with open(os.path.join(os.path.dirname(__file__), "schema.json"), encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError:  # installed some other way (a zip archive): ask the import system
+        from importlib import resources
+
+        text = resources.files("gitaudit.plan").joinpath("schema.json").read_text(encoding="utf-8")
     return cast(dict[str, Any], json.loads(text))
 
 
@@ -158,9 +163,11 @@ def _schema_hint(error: jsonschema.ValidationError) -> tuple[str, str, str]:  # 
     if kind == "additionalProperties":
         allowed = sorted(cast(Mapping[str, Any], error.schema).get("properties", {}))
         extra = sorted(set(cast(Mapping[str, Any], error.instance)) - set(allowed))
+        from difflib import get_close_matches  # explaining an invalid plan only
+
         tips = []
         for key in extra:
-            close = difflib.get_close_matches(key, allowed, n=1)
+            close = get_close_matches(key, allowed, n=1)
             tips.append(f"{key!r} -> {close[0]!r}" if close else f"remove {key!r}")
         return (
             "schema.unknown-field",

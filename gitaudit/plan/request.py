@@ -18,15 +18,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pygit2
 
 from gitaudit.errors import PlanError
-from gitaudit.plan.compare import Comparison, compare
 from gitaudit.plan.load import parse_json
 from gitaudit.plan.model import Plan, Priority, Requirement
 from gitaudit.plan.store import valid_name
+
+if TYPE_CHECKING:
+    from gitaudit.plan.compare import Comparison
 
 REQUESTS_DIR = ".gitaudit/requests"
 PRIORITY_RANK: dict[str, int] = {"may": 0, "should": 1, "must": 2}
@@ -237,4 +239,6 @@ def _contract(request: Request) -> dict[str, Any]:
 def compare_requests(old: Request, new: Request) -> Comparison:
     """The changes from *old* to *new*, classified as for plans (a requirement removed, its
     priority lowered or its description changed weakens; one added or raised strengthens)."""
+    from gitaudit.plan.compare import compare  # comparing requests only
+
     return compare(_contract(old), _contract(new))
