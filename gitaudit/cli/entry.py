@@ -105,6 +105,10 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if _instant(args):
         sys.exit(0)
+    if argv is None:  # this process is the command: its pygit2 skips the CA bundle
+        from gitaudit.git import libgit2
+
+        libgit2.install()
     debug = "--debug" in args or bool(os.environ.get("GITAUDIT_DEBUG"))
     try:
         _dispatch(args)

@@ -498,6 +498,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _err(f"usage: python -m gitaudit.hooks {{{'|'.join(HANDLERS)}}} [ARGS]")
         return 2
     name, rest = args[0], args[1:]
+    if argv is None:  # this process is the hook: its pygit2 skips the CA bundle
+        from gitaudit.git import libgit2
+
+        libgit2.install()
     stdin = "" if name in ("commit-msg", "pre-commit-push") else sys.stdin.read()
     try:
         return HANDLERS[name](rest, stdin)

@@ -272,7 +272,10 @@ class _Shares:
         self.failed: subprocess.Popen[bytes] | None = None  # a worker that died
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(gitaudit.__file__)))
         path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-        code = "from gitaudit.ledger.verify import _worker; _worker()"
+        code = (
+            "from gitaudit.git.libgit2 import install; install(); "
+            "from gitaudit.ledger.verify import _worker; _worker()"
+        )
         self.procs = [
             subprocess.Popen(
                 [sys.executable, "-c", code],
