@@ -143,6 +143,7 @@ class Materialised:
     submodules: Mapping[str, str] = field(default_factory=dict)
     ignored: tuple[IgnoredPath, ...] = ()
     index_digest: str = ""
+    pristine: bool = False  # written afresh, or updated from a checkout the last run left clean
 
     @property
     def config(self) -> list[str]:
@@ -353,7 +354,7 @@ def materialise(
         _forget(slot)
         _remove_tree(slot.tree)
         raise
-    if not moved:
+    if moved is None:
         if fresh:
             raise RunError(
                 f"cannot write the private checkout of tree {tree[:12]} in {slot.tree}",
@@ -377,7 +378,8 @@ def materialise(
             "submodules": sorted(submodules),
         },
     )
-    return Materialised(slot, tree, fresh, verified, drivers, submodules, ignored, index)
+    pristine = fresh or moved == MERGED
+    return Materialised(slot, tree, fresh, verified, drivers, submodules, ignored, index, pristine)
 
 
 class _Background:
@@ -402,21 +404,31 @@ class _Background:
         return self.value
 
 
+MERGED, RESET = "merged", "reset"
+
+
 def _move(
     slot: Slot, previous: str | None, tree: str, config: Sequence[str], *, clean: bool
-) -> bool:
+) -> str | None:
     """Bring the checkout from *previous* to *tree*. After a run that left it clean (verified
     equal to *previous* by the purity check, leftovers removed), a two-way merge writes only
-    what changed; otherwise leftovers are swept and the checkout reset to the tree, which also
-    restores what a check changed. False when git could not."""
+    what changed (nothing at all for the same tree): :data:`MERGED`; otherwise leftovers are
+    swept and the checkout reset to the tree, which also restores what a check changed:
+    :data:`RESET`. None when git could not."""
     if previous is not None and clean:
+        if previous == tree:
+            return MERGED  # a two-way merge of a tree with itself writes no file
         args = ["read-tree", "-m", "-u", previous, tree]
         if _git(slot, slot.git, slot.tree, args, config=config, check=False).code == 0:
-            return True
+            return MERGED
     if previous is not None:
         _sweep(slot, slot.git, slot.tree)  # leftovers the last run could not remove
     args = ["read-tree", "--reset", "-u", tree]
-    return _git(slot, slot.git, slot.tree, args, config=config, check=False).code == 0
+    return (
+        RESET
+        if _git(slot, slot.git, slot.tree, args, config=config, check=False).code == 0
+        else None
+    )
 
 
 def _stale_submodules(meta: Mapping[str, object], tree: str, slot: Slot) -> list[str]:
@@ -920,10 +932,7 @@ def leave_clean(placed: Materialised, workdir: Path, purity: Purity) -> None:
     starts from the tree alone without a scan; record the slot's state, authenticated. The
     checkout counts as clean only when the purity check found it equal to the tree."""
     slot = placed.slot
-    for ignored in placed.ignored:
-        link = slot.tree / ignored.path
-        if link.is_symlink():
-            link.unlink()
+    _unlink_ignored(placed)
     removed = True
     for special in purity.specials:
         try:
@@ -942,6 +951,27 @@ def leave_clean(placed: Materialised, workdir: Path, purity: Purity) -> None:
     if meta.get("index") == placed.index_digest:
         meta["clean"] = removed and cleaned and not purity.changed
         _write_meta(slot, workdir, meta)
+
+
+def leave_unused(placed: Materialised, workdir: Path) -> None:
+    """After a run that started no check: the checkout is as :func:`materialise` left it, so
+    it stays clean when it was pristine (the next run updates it with a two-way merge; anything
+    else is swept and reset by the next run, as after a run whose purity was not checked)."""
+    _unlink_ignored(placed)
+    if not placed.pristine:
+        return
+    meta = _read_meta(placed.slot, workdir)
+    if meta.get("index") == placed.index_digest:
+        meta["clean"] = True
+        _write_meta(placed.slot, workdir, meta)
+
+
+def _unlink_ignored(placed: Materialised) -> None:
+    """The links to the declared ignored paths go (the next run links them again)."""
+    for ignored in placed.ignored:
+        link = placed.slot.tree / ignored.path
+        if link.is_symlink():
+            link.unlink()
 
 
 def _read_gitfile(work: Path) -> Path | None:

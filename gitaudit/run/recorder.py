@@ -237,9 +237,14 @@ def run_plan(
             lambda step: workdir if whole_live or step.id in live_steps else slot.tree,
             prep.state.policy.max_artifact_bytes,
         )
-        purity, left = _purity(workdir, before.tree, placed, bool(live_steps))
-        if placed is not None and left is not None:
-            checkout.leave_clean(placed, workdir, left)
+        if outcome.checks_run:
+            purity, left = _purity(workdir, before.tree, placed, bool(live_steps))
+            if placed is not None and left is not None:
+                checkout.leave_clean(placed, workdir, left)
+        else:  # no check started (every step carried): nothing can have changed what they see
+            purity = _Purity(before.tree, ())
+            if placed is not None:
+                checkout.leave_unused(placed, workdir)
     missing_tools = [
         t
         for t in plan.required_tools

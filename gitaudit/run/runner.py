@@ -58,6 +58,7 @@ class RunOutcome:
     interrupted: bool
     started: float
     finished: float
+    checks_run: int = 0  # checks started, of any kind (none: nothing can have changed)
 
     def count(self, *statuses: str) -> int:
         return sum(1 for s in self.steps.values() if s.status in statuses)
@@ -113,6 +114,7 @@ class _Supervisor:
         self.groups: set[int] = set()
         self.lock = threading.Lock()
         self.cancelled = threading.Event()
+        self.checks = 0  # checks started
 
     def started(self, pid: int) -> None:
         with self.lock:
@@ -272,7 +274,7 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
                     outcomes[sid] = StepOutcome(
                         sid, StepStatus.NOT_RUN, "not started: the run was interrupted"
                     )
-    return RunOutcome(outcomes, order, interrupted, started, time.time())
+    return RunOutcome(outcomes, order, interrupted, started, time.time(), supervisor.checks)
 
 
 def _run_checks(
@@ -282,6 +284,8 @@ def _run_checks(
     for check in checks:
         if supervisor.cancelled.is_set():
             break
+        with supervisor.lock:
+            supervisor.checks += 1
         results.append(
             run_check(
                 check,

@@ -249,3 +249,68 @@ def test_the_gate_checks_and_reads_a_carried_source_once_for_all_its_steps(
     result = judge(open_repo(repo.path), repo.head_tree())
     assert result.verdict == "PASS", result
     assert seen.count(first) == 1 and seen.count(f"sig {first}") == 1, seen
+
+
+def slot_of(repo: GitRepo) -> tuple[Any, Any]:
+    """The private checkout's slot the next run takes, and the work tree."""
+    from gitaudit.git.repo import open_repo
+    from gitaudit.run import checkout
+
+    handle = open_repo(repo.path)
+    assert handle.workdir is not None
+    with checkout.acquire(handle.gitdir, handle.workdir) as slot:
+        return slot, handle.workdir
+
+
+def test_a_run_that_starts_no_check_keeps_the_checkout_clean(repo: GitRepo, sealed: Sealer) -> None:
+    """Every step carried: no check reads the checkout, so no purity check is needed; the
+    checkout stays marked clean (the next run updates it with a two-way merge) and the
+    declared ignored path's link is gone, as after any run (the next one links it again)."""
+    from gitaudit.run import checkout
+
+    for i in range(2):
+        repo.write(f"pkg{i}/src.txt", f"{i}\n")
+    repo.write(".gitignore", "tools/\n")
+    (repo.path / "tools").mkdir()
+    (repo.path / "tools" / "lint").write_text("#!/bin/sh\n")
+    plan = inputs_plan(2)
+    plan["ignored_paths"] = ["tools"]
+    plan["steps"][0]["verify"].append({"type": "run", "argv": ["test", "-f", "tools/lint"]})
+    sealed(plan)
+    assert audit(repo.path, "run").code == 0
+    slot, workdir = slot_of(repo)
+    (slot.root / "meta.json").write_text("{}")  # forgotten: the next run writes it afresh
+    result = audit(repo.path, "run")  # nothing changed: every step carried
+    assert result.code == 0, result.out + result.err
+    doc = run_doc(repo)
+    assert {e["status"] for e in doc["steps"].values()} == {"carried"}
+    assert doc["workspace"]["fresh"] is True
+    assert checkout._read_meta(slot, workdir).get("clean") is True
+    assert not (slot.tree / "tools").exists()
+    repo.write("pkg1/src.txt", "changed\n")
+    repo.commit("change pkg1")
+    result = audit(repo.path, "run")
+    assert result.code == 0, result.out + result.err
+    assert run_doc(repo)["workspace"]["fresh"] is False
+
+
+def test_a_checkout_tampered_before_a_run_that_starts_no_check_fails_the_next_check(
+    repo: GitRepo, sealed: Sealer
+) -> None:
+    """A file of the kept checkout edited between runs: a run that carries every step reads
+    nothing there and passes; the next run that starts a check names the edit (impure)."""
+    for i in range(2):
+        repo.write(f"pkg{i}/src.txt", f"{i}\n")
+    sealed(inputs_plan(2))
+    assert audit(repo.path, "run").code == 0
+    slot, _ = slot_of(repo)
+    (slot.tree / "pkg0" / "src.txt").write_text("tampered\n")
+    assert audit(repo.path, "run").code == 0
+    assert {e["status"] for e in run_doc(repo)["steps"].values()} == {"carried"}
+    repo.write("pkg1/src.txt", "changed\n")
+    repo.commit("change pkg1")
+    result = audit(repo.path, "run")
+    assert result.code == 1, result.out + result.err
+    doc = run_doc(repo)
+    assert doc["verdict"] == "FAIL"
+    assert "pkg0/src.txt" in json.dumps(doc["purity"]), doc["purity"]
