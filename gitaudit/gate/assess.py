@@ -35,6 +35,7 @@ from gitaudit.git.repo import Repo
 from gitaudit.ledger.anchor import AnchorError
 from gitaudit.ledger.plansref import PlansState, read_state
 from gitaudit.plan.inputs import input_digests
+from gitaudit.plan.known_valid import KnownValid
 from gitaudit.plan.model import Plan
 from gitaudit.plan.store import PlanFile, discover_tree
 from gitaudit.verdict import Verdict, combine
@@ -103,6 +104,9 @@ def assess(
         return GateResult(Verdict.FAIL, tree, (), (reason,))
     pushed = dict(pushed_runs or {})
     agents = claims.load(repo, state, remember=remember_plans)
+    known = None
+    if remember_plans:  # a client: its own key authenticates the marks
+        known = KnownValid(str(repo.gitdir), str(repo.workdir) if repo.workdir else None)
     judged = [
         _assess_plan(
             repo,
@@ -117,6 +121,7 @@ def assess(
             workdir,
             agents,
             for_ref,
+            known,
         )
         for n in names
     ]
@@ -153,8 +158,9 @@ def _assess_plan(
     workdir: Path | None,
     agents: claims.Agents,
     for_ref: str | None = None,
+    known: KnownValid | None = None,
 ) -> tuple[PlanVerdict, Basis]:
-    checked_plan = check_plan(state, name, file, environment=check_tools)
+    checked_plan = check_plan(state, name, file, environment=check_tools, known=known)
     if checked_plan.reasons:
         reasons = checked_plan.reasons
         return PlanVerdict(name, fold(reasons), reasons), Basis()

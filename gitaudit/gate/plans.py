@@ -8,6 +8,7 @@ and the seal must be intact and bound to the current policy. Only then is eviden
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gitaudit.errors import GitAuditError, SealError
 from gitaudit.gate.request import unplanned_reason
@@ -15,6 +16,9 @@ from gitaudit.gate.result import Reason
 from gitaudit.ledger.plansref import PlansState, sealed_contract
 from gitaudit.plan.catalog import CheckedPlan, check_file
 from gitaudit.plan.store import PlanFile
+
+if TYPE_CHECKING:
+    from gitaudit.plan.known_valid import KnownValid
 
 
 @dataclass(frozen=True)
@@ -26,7 +30,12 @@ class PlanCheck:
 
 
 def check_plan(
-    state: PlansState, name: str, file: PlanFile | None, *, environment: bool
+    state: PlansState,
+    name: str,
+    file: PlanFile | None,
+    *,
+    environment: bool,
+    known: KnownValid | None = None,
 ) -> PlanCheck:
     """Everything about plan *name* and its seal, before evidence is looked at."""
     seal = state.seal(name)
@@ -45,7 +54,7 @@ def check_plan(
                 ),
             )
         )
-    checked = check_file(file, environment=environment)
+    checked = check_file(file, environment=environment, known=known)
     if not checked.report.valid:
         first = checked.report.errors[0]
         more = len(checked.report.errors) - 1

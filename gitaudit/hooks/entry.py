@@ -255,10 +255,12 @@ def _requirement_ids(repo: Repo, tree: str) -> set[str]:
     """The requirement ids of every plan in *tree*."""
     from gitaudit.gate.assess import plan_files
     from gitaudit.plan.catalog import check_file
+    from gitaudit.plan.known_valid import KnownValid
 
+    known = KnownValid(str(repo.gitdir), str(repo.workdir) if repo.workdir else None)
     ids: set[str] = set()
     for file in plan_files(repo, tree, None):
-        checked = check_file(file, environment=False)
+        checked = check_file(file, environment=False, known=known)
         if checked.plan is not None:
             ids |= {r.id for r in checked.plan.requirements}
     return ids

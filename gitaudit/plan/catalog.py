@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gitaudit.errors import PlanError, UsageError
 from gitaudit.plan.digest import contract_digest
@@ -20,6 +21,9 @@ from gitaudit.plan.store import (
     valid_name,
 )
 from gitaudit.plan.validate import validate_bytes
+
+if TYPE_CHECKING:
+    from gitaudit.plan.known_valid import KnownValid
 
 
 @dataclass(frozen=True)
@@ -48,10 +52,21 @@ class CheckedPlan:
         return self.plan
 
 
-def check_file(file: PlanFile, *, environment: bool = True) -> CheckedPlan:
+def check_file(
+    file: PlanFile, *, environment: bool = True, known: KnownValid | None = None
+) -> CheckedPlan:
+    """Every check of the plan file; with *known*, the schema check only for bytes it does not
+    know as schema-valid, and bytes found valid are added to it."""
+    schema_checked = known is not None and file.data in known
     plan, report = validate_bytes(
-        file.data, name=file.name, source=file.source, environment=environment
+        file.data,
+        name=file.name,
+        source=file.source,
+        environment=environment,
+        schema_checked=schema_checked,
     )
+    if known is not None and plan is not None and not schema_checked:
+        known.add(file.data)  # built: the schema held
     digest = None
     if plan is not None and report.valid:
         try:

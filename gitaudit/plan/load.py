@@ -40,16 +40,21 @@ from gitaudit.plan.problems import Problem
 
 
 @cache
-def schema() -> dict[str, Any]:
-    """The plan JSON Schema shipped in the package (the single source of truth for the shape)."""
+def schema_bytes() -> bytes:
+    """The plan JSON Schema file shipped in the package, as stored."""
     try:  # beside this module (a plain read: the import system's resource readers cost 3 ms)
-        with open(os.path.join(os.path.dirname(__file__), "schema.json"), encoding="utf-8") as fh:
-            text = fh.read()
+        with open(os.path.join(os.path.dirname(__file__), "schema.json"), "rb") as fh:
+            return fh.read()
     except OSError:  # installed some other way (a zip archive): ask the import system
         from importlib import resources
 
-        text = resources.files("gitaudit.plan").joinpath("schema.json").read_text(encoding="utf-8")
-    return cast(dict[str, Any], json.loads(text))
+        return resources.files("gitaudit.plan").joinpath("schema.json").read_bytes()
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The plan JSON Schema shipped in the package (the single source of truth for the shape)."""
+    return cast(dict[str, Any], json.loads(schema_bytes()))
 
 
 @cache
@@ -452,12 +457,16 @@ def build_plan(value: Mapping[str, Any], *, name: str, source: str) -> tuple[Pla
     return plan, problems
 
 
-def load_plan(data: bytes, *, name: str, source: str) -> tuple[Plan | None, list[Problem]]:
-    """Layers 1-2 and model building. Returns no plan when the file is not schema-valid."""
+def load_plan(
+    data: bytes, *, name: str, source: str, schema_checked: bool = False
+) -> tuple[Plan | None, list[Problem]]:
+    """Layers 1-2 and model building. Returns no plan when the file is not schema-valid.
+    *schema_checked*: these very bytes are known to satisfy the schema
+    (:mod:`gitaudit.plan.known_valid`), so layer 2 is skipped."""
     value, problems = parse_json(data, plan=name, source=source)
     if problems:
         return None, problems
-    problems = schema_problems(value, plan=name, source=source)
+    problems = [] if schema_checked else schema_problems(value, plan=name, source=source)
     if problems:
         return None, problems
     return build_plan(value, name=name, source=source)

@@ -365,10 +365,11 @@ def _cycles(plan: Plan, out: _Collector) -> None:
 
 
 def validate_bytes(
-    data: bytes, *, name: str, source: str, environment: bool = True
+    data: bytes, *, name: str, source: str, environment: bool = True, schema_checked: bool = False
 ) -> tuple[Plan | None, ValidationReport]:
-    """All layers for one plan file; the plan is returned whenever it could be built."""
-    plan, problems = load_plan(data, name=name, source=source)
+    """All layers for one plan file; the plan is returned whenever it could be built.
+    *schema_checked*: see :func:`gitaudit.plan.load.load_plan`."""
+    plan, problems = load_plan(data, name=name, source=source, schema_checked=schema_checked)
     if plan is not None:
         problems = problems + semantic_problems(plan)
         if environment:

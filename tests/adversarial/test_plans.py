@@ -92,3 +92,34 @@ def test_attack_plans_invalid_json_committed(proven: World) -> None:
     proven.repo.write(".gitaudit/plans/default.json", '{"task": "x", "steps": [\n')
     proven.repo.commit("oops")
     assert_plan(proven.gate(), "plan.invalid", "FAIL")
+
+
+@pytest.mark.parametrize("forgery", ["copied", "invented", "linked"])
+def test_attack_plans_schema_check_skipped_by_forged_marks(proven: World, forgery: str) -> None:
+    """The gate skips the schema check for plan bytes it marked schema-valid before
+    (gitaudit/plan/known_valid.py). The agent commits a plan that breaks the schema and makes
+    the marks list vouch for it: the sealed plan's own mark copied onto the list, made-up marks,
+    or the list replaced by a link to a file of its own. Each mark is a MAC of exactly one
+    file's bytes under the local key, so the edited plan is checked in full."""
+    marks = proven.path / ".git" / "gitaudit" / "valid-plans"
+    assert only(proven.gate()).verdict == "PASS"
+    sealed_marks = marks.read_text()
+    assert len(sealed_marks.split()) == 1  # the gate marked the sealed plan
+    edited = json.loads(json.dumps(STRICT))
+    edited["steps"][0]["verify"][0]["shell"] = "yes, please"  # no such field
+    proven.write_plan(edited)
+    proven.repo.commit("a plan the schema refuses")
+    if forgery == "copied":
+        marks.write_text(sealed_marks * 3)
+    elif forgery == "invented":
+        marks.write_text("".join(f"{i:064x}\n" for i in range(40)))
+    else:
+        own = proven.path.parent / "marks"
+        own.write_text(sealed_marks)
+        marks.unlink()
+        marks.symlink_to(own)
+    judged = assert_plan(proven.gate(), "plan.invalid", "FAIL")
+    assert "shell" in judged.reasons[0].message
+    status = proven.cli("status", "HEAD", "--json")
+    assert status.code == 1, status.err
+    assert status.json()["plans"][0]["reasons"][0]["code"] == "plan.invalid"
