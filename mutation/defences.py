@@ -189,6 +189,18 @@ DEFENCES = (
             "test_attack_workspace_forged_fingerprint_state[kept-renamed-over]",
         ),
     ),
+    Defence(
+        "a plan skips the schema check only with its own mark",
+        "gitaudit/plan/known_valid.py",
+        "        return key is not None and _mark(key, data) in self._read()\n",
+        "        return True\n",
+        (
+            "tests/plan/test_known_valid.py::test_a_mark_binds_the_version_the_schema_and_the_key"
+            "[key]",
+            "tests/adversarial/test_plans.py::"
+            "test_attack_plans_schema_check_skipped_by_forged_marks[copied]",
+        ),
+    ),
 )
 
 
