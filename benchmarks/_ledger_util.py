@@ -335,6 +335,13 @@ def checkout_fixture(fixture: Path, scratch: Path, *, link_worktree: bool = Fals
     else:
         subprocess.run(["cp", "-a", str(src), str(dst)], check=True)
     bench_env(scratch)
+    if link_worktree and git(dst, "status", "--porcelain", "--untracked-files=no").strip():
+        # a file written through a link changes the cached fixture itself: every later copy
+        # would judge another tree than HEAD's (a run would prove the edit, not the commit)
+        raise RuntimeError(
+            f"the cached fixture {fixture} has tracked files changed (something wrote through a "
+            f"hard link of a copy); delete it and run again to rebuild it"
+        )
     return dst
 
 

@@ -17,10 +17,13 @@ the 50,000-file work tree, same rounds):
   <= 0.5x ``git status``; a sanity check makes sure the hook did not import pygit2;
 * worst case, no memo at all (deleted before each push: the full gate), with HEAD's run at the
   tip, 20,000 and 100,000 runs deep, and with the 100-step inputs plan: <= ``git status`` + 50 ms.
+  The plan files keep the schema marks the gate left (``gitaudit.plan.known_valid``): a push of
+  a PASS follows a run, which judged the same plan bytes.
 
-For the record: ``python -c pass`` and the installed shim ``.git/hooks/pre-push`` (sh + the
-same entry point). At the end ``python -X importtime`` of one uncached hook lists its ten
-largest imports on stderr.
+For the record: the same without the schema marks either (plan bytes never judged in this
+repository: the schema check and its validator's import, about 7 ms more), ``python -c pass``
+and the installed shim ``.git/hooks/pre-push`` (sh + the same entry point). At the end
+``python -X importtime`` of one uncached hook lists its ten largest imports on stderr.
 
 Run: ``.venv/bin/python benchmarks/bench_hooks.py [--rounds R] [--profile]``
 (``GITAUDIT_BENCH_QUICK=1``: 5,000 files, 2,000 / 10,000 runs, 20 input steps).
@@ -68,8 +71,11 @@ def push_line(repo: Path, rev: str = "HEAD") -> str:
     return f"refs/heads/main {sha} refs/heads/main {ZERO}\n"
 
 
-def forget(repo: Path) -> None:
+def forget(repo: Path, *, marks: bool = False) -> None:
+    """Drop the verdict memo (and, with *marks*, the plan files' schema marks as well)."""
     (repo / ".git" / "gitaudit" / "memo.json").unlink(missing_ok=True)
+    if marks:
+        (repo / ".git" / "gitaudit" / "valid-plans").unlink(missing_ok=True)
 
 
 def imports(repo: Path, stdin: str, env: dict[str, str]) -> list[tuple[int, int, str]]:
@@ -129,9 +135,9 @@ def main() -> int:
             timed_run([GIT_AUDIT, "run"], repo, env=env)  # untimed: refreshes the memo
             return timed_run(HOOK, repo, stdin=lines[name], env=env)
 
-        def uncached(name: str) -> float:
+        def uncached(name: str, *, marks: bool = False) -> float:
             repo, env = repos[name]
-            forget(repo)
+            forget(repo, marks=marks)
             return timed_run(HOOK, repo, stdin=lines[name], env=env)
 
         served = True  # the push right after a run takes the memo's path (no pygit2)
@@ -152,6 +158,7 @@ def main() -> int:
             "after-run-inputs": lambda: after_run("inputs"),
             **{f"uncached-{d}": functools.partial(uncached, f"deep-{d}") for d in depths},
             "uncached-inputs": lambda: uncached("inputs"),
+            "unmarked-0": lambda: uncached("deep-0", marks=True),
         }
         medians = interleaved(commands, args.rounds)
         base = medians["git-status"]
@@ -160,6 +167,11 @@ def main() -> int:
         info_line("baseline: git status --porcelain", base)
         info_line("python -c pass (interpreter start-up)", medians["python"], base)
         info_line("installed shim .git/hooks/pre-push (memo)", medians["shim"], base)
+        info_line(
+            "no memo and no schema mark (plan bytes never judged here)",
+            medians["unmarked-0"],
+            base,
+        )
         print("\nresults:")
         results = [
             verdict_line(
