@@ -27,15 +27,19 @@ print(json.dumps({{
 """
 
 
-def probe(env: dict[str, str], before: str = "libgit2.install()") -> dict[str, object]:
+def probe(
+    env: dict[str, str], before: str = "libgit2.install()", cwd: Path | None = None
+) -> dict[str, object]:
+    """What a fresh interpreter running *before* then ``import pygit2`` saw (its last line)."""
     done = subprocess.run(
         [sys.executable, "-c", PROBE.format(before=before)],
         env=env,
+        cwd=cwd,
         capture_output=True,
         text=True,
         check=True,
     )
-    result: dict[str, object] = json.loads(done.stdout)
+    result: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
     return result
 
 
@@ -108,15 +112,6 @@ def test_the_entry_points_install_it(
         f"import sys; from {module} import main; sys.argv = {argv!r}\n"
         "try:\n    main()\nexcept SystemExit:\n    pass"
     )
-    env = {**env, "GIT_CEILING_DIRECTORIES": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(before=before)],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    seen = json.loads(done.stdout.splitlines()[-1])
+    seen = probe({**env, "GIT_CEILING_DIRECTORIES": str(tmp_path)}, before, cwd=tmp_path)
     assert seen["file"] is None
     assert seen["env"] == "<unset>"
