@@ -148,7 +148,14 @@ def test_non_fast_forward_audit_refs_and_deletion_are_rejected(setup: Setup) -> 
     assert setup.audit_push().returncode == 0  # the server has R1 <- R2
     first = setup.client.git("rev-parse", "refs/audit/runs/default~1").strip()
     setup.client.git("update-ref", "refs/audit/runs/default", first)
+    # another tree: a run of R2's tree on R1 within the same second is R2 itself, byte for byte
+    # (Ed25519 signatures are deterministic), and the push would find nothing to update
+    setup.client.write("later.txt", "a later commit\n")
+    setup.client.commit("later")
     run_pass(setup)  # R3 on top of R1: a sibling of the server's R2
+    r3 = setup.client.git("rev-parse", "refs/audit/runs/default").strip()
+    assert r3 != setup.server_ref("refs/audit/runs/default")
+    assert setup.client.git("rev-parse", f"{r3}~1").strip() == first
     rewind = setup.push("--force", "origin", "refs/audit/runs/default")
     assert rewind.returncode != 0 and "not a fast-forward" in rewind.stderr
     delete = setup.push("origin", ":refs/audit/runs/default")
