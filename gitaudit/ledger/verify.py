@@ -24,16 +24,15 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from gitaudit.crypto.commits import verify_commit
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError, LedgerError
-from gitaudit.git.repo import Repo, open_repo
+from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.plansref import sealed_contract, state_at, verify_chain, verify_root
 from gitaudit.ledger.refs import PLANS_REF, RUNS_PREFIX, list_refs, read_ref
-from gitaudit.ledger.runs import run_of
+from gitaudit.ledger.run_shares import problem, verify_share
 
 
 @dataclass
@@ -66,27 +65,6 @@ def _runner_keys(repo: pygit2.Repository, tip: pygit2.Oid | None) -> list[Public
     return keys
 
 
-def _check_run_tree(repo: pygit2.Repository, commit: pygit2.Commit) -> str | None:
-    tree = commit.tree
-    record = run_of(repo, commit, tree)
-    for sid, entry in record.steps.items():
-        groups = [("checks", entry.checks)]
-        groups += [(f"outputs/{n}", cs) for n, cs in entry.outputs.items()]
-        groups += [(f"upstream/{u.step}/{u.output}", u.checks) for u in entry.upstream]
-        for folder, checks in groups:
-            for n in range(len(checks)):
-                for leaf in ("result.json", "stdout", "stderr"):
-                    path = f"steps/{sid}/{folder}/{n}/{leaf}"
-                    try:
-                        tree[path]
-                    except KeyError:
-                        return (
-                            f"run {str(commit.id)[:12]}: run.json records {path}, "
-                            "which its tree lacks"
-                        )
-    return None
-
-
 def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
     started = time.monotonic()
     report = VerifyReport()
@@ -115,10 +93,10 @@ def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
         except GitAuditError as exc:
             report.problems.append(exc.message)
             continue
-        count, problem = _verify_runs(git, ref, tip, verified.get(ref), runners, repo.gitdir)
+        count, found = _verify_runs(git, ref, tip, verified.get(ref), runners, repo.gitdir)
         report.verified[ref] = count
-        if problem:
-            report.problems.append(problem)
+        if found:
+            report.problems.append(found)
         else:
             new_marks[ref] = str(tip)
     if remember and new_marks:
@@ -180,63 +158,17 @@ def _verify_runs(
                     shares = _Shares(os.fspath(gitdir), jobs - 1, ref, runners)
                     shares.hand_out(oids)
         except GitAuditError as exc:
-            walk_problem = _problem(ref, exc)
+            walk_problem = problem(ref, exc)
         if shares is not None:
             first = shares.finish(git, oids)
         else:
-            first = _verify_chunk_in(git, ref, oids, runners)
+            first = verify_share(git, ref, oids, runners)
     finally:
         if shares is not None:
             shares.stop()
     if first is not None:
         return first
     return len(oids), walk_problem
-
-
-def _problem(ref: str, exc: GitAuditError) -> str:
-    return exc.message if exc.message.startswith(ref) else f"{ref}: {exc.message}"
-
-
-def _verify_one(
-    git: pygit2.Repository, ref: str, oid: pygit2.Oid, runners: Sequence[PublicKey]
-) -> str | None:
-    """The problem with one run commit (signature by a runner, tree matching run.json)."""
-    try:
-        verify_commit(git, oid, runners)
-        return _check_run_tree(git, commit_of(git, oid, ref))
-    except GitAuditError as exc:
-        return _problem(ref, exc)
-
-
-def _verify_chunk_in(
-    git: pygit2.Repository, ref: str, oids: Sequence[pygit2.Oid], runners: Sequence[PublicKey]
-) -> tuple[int, str] | None:
-    """(index, problem) of the first bad commit of *oids*, or None."""
-    for n, oid in enumerate(oids):
-        problem = _verify_one(git, ref, oid, runners)
-        if problem:
-            return n, problem
-    return None
-
-
-def _worker() -> None:
-    """A worker process (``python -c``): on stdin, one JSON line naming the repository, the ref
-    and the runner keys, then one line per share (the index of its first commit in the chain,
-    and its commits); for each share, one line on stdout: its index and its first problem
-    (:func:`_verify_chunk_in`: ``[index, problem]`` within the share, or null)."""
-    import json
-    import sys
-
-    read = sys.stdin.buffer.readline
-    setup = json.loads(read())
-    git = open_repo(setup["gitdir"]).git
-    ref = setup["ref"]
-    runners = [PublicKey(bytes.fromhex(k)) for k in setup["runners"]]
-    while line := read():
-        start, commits = json.loads(line)
-        found = _verify_chunk_in(git, ref, [pygit2.Oid(hex=h) for h in commits], runners)
-        sys.stdout.write(json.dumps([start, found]) + "\n")
-        sys.stdout.flush()
 
 
 def _jobs() -> int:
@@ -274,7 +206,7 @@ class _Shares:
         path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
         code = (
             "from gitaudit.git.libgit2 import install; install(); "
-            "from gitaudit.ledger.verify import _worker; _worker()"
+            "from gitaudit.ledger.run_shares import worker; worker()"
         )
         self.procs = [
             subprocess.Popen(
@@ -354,9 +286,7 @@ class _Shares:
                 self.back -= 1
                 start = self.back * CHUNK
                 if self._open(start):
-                    found = _verify_chunk_in(
-                        git, self.ref, oids[start : start + CHUNK], self.runners
-                    )
+                    found = verify_share(git, self.ref, oids[start : start + CHUNK], self.runners)
                     if found is not None:
                         self.found.append((start + found[0], found[1]))
             elif any(self.held):

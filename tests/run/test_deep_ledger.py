@@ -190,14 +190,14 @@ def test_a_worker_that_starts_late_takes_fewer_shares(
     verifies every other (a fixed split waited for the slowest)."""
     import sys
 
-    from gitaudit.ledger import verify
+    from gitaudit.ledger import run_shares, verify
 
     sealed(make_plan(run_step("a", "true")))
     assert audit(repo.path, "run").code == 0
     _copies(repo, 8)
     mine = tmp_path / "mine.log"
     mine.touch()
-    real = verify._verify_chunk_in
+    real = run_shares.verify_share
 
     def verify_here(*args: object) -> object:
         found = real(*args)  # type: ignore[arg-type]
@@ -209,7 +209,7 @@ def test_a_worker_that_starts_late_takes_fewer_shares(
     monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
     monkeypatch.setattr(verify, "CHUNK", 1)
     monkeypatch.setattr(verify, "_jobs", lambda: 2)
-    monkeypatch.setattr(verify, "_verify_chunk_in", verify_here)
+    monkeypatch.setattr(verify, "verify_share", verify_here)
     monkeypatch.setattr(sys, "executable", str(_slow_python(tmp_path, wait)))
     got = verify.verify_all(open_repo(repo.path), remember=False)
     assert got.ok and got.verified["refs/audit/runs/default"] == 9, got
