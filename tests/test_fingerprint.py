@@ -17,6 +17,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -24,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gitaudit.errors import RepositoryError
-from gitaudit.git import fingerprint, head_start
+from gitaudit.git import fingerprint, head_start, index_files
 from gitaudit.git.environment import folds_case
 from gitaudit.git.fingerprint import (
     EMPTY_TREE,
@@ -615,20 +616,29 @@ def test_concurrent_fingerprints_in_processes_agree(repo: GitRepo) -> None:
     assert len(warm_files(repo)) == 1  # the racing writers left one kept index, tagged
 
 
-def test_stale_temporary_files_are_swept_and_fresh_ones_kept(repo: GitRepo) -> None:
+def test_stale_temporary_files_are_swept_by_their_change_time(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Debris is a per-process file whose inode has not changed for the debris age. An old
+    modification time alone is not enough: a live seed carries the old one of the kept index
+    it was copied from (`test_head_start`: sweeping it made a clean checkout fingerprint as the
+    empty tree). Nothing but per-process files is ever swept."""
     private = private_folder(repo.path / ".git")
     private.mkdir(parents=True)
     dead = private / "fingerprint-999999-dead.index"
     dead_lock = private / "fingerprint-999999-dead.index.lock"
-    live = private / "fingerprint-1-live.index"
     foreign = private / "someone-elses-file"
-    for path in (dead, dead_lock, live, foreign):
-        path.write_bytes(b"DIRC garbage from a crashed run")
-    old = time.time() - STALE_AFTER_SECONDS - 60
     for path in (dead, dead_lock, foreign):
+        path.write_bytes(b"DIRC garbage from a crashed run")
+        old = time.time() - STALE_AFTER_SECONDS - 60
         os.utime(path, (old, old))
     assert workspace_fingerprint(repo.path).clean
-    assert private_files(repo) == {live.name, foreign.name}
+    assert private_files(repo) == {dead.name, dead_lock.name, foreign.name}
+    later = time.time() + STALE_AFTER_SECONDS + 60  # their change time is that old by then
+    monkeypatch.setattr(index_files, "time", SimpleNamespace(time=lambda: later))
+    index_files.sweep(private)
+    assert private_files(repo) == {foreign.name}
+    assert warm_files(repo)  # the kept index stays: only a newer one replaces it
 
 
 @pytest.mark.parametrize("where", ["work tree", "git dir"])

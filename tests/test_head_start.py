@@ -6,12 +6,14 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from gitaudit import secret
 from gitaudit.errors import RepositoryError
-from gitaudit.git import fingerprint, head_start
+from gitaudit.git import fingerprint, head_start, index_files
 from gitaudit.git.fingerprint import private_folder, workspace_fingerprint
 from gitaudit.git.index_files import TEMP_PREFIX
 from tests.gitrepo import OLD_TIME, GitRepo
@@ -222,3 +224,64 @@ def test_a_config_write_that_may_change_hashing_changes_the_kept_index(
     assert _slot(repo) != slot
     assert not head_start.launch(repo.path)
     assert workspace_fingerprint(repo.path).tree == truth_throwaway_index(repo.path)
+
+
+def _kept_long_ago(repo: GitRepo, seconds: float) -> None:
+    """Make the kept index what gitaudit leaves when it kept it *seconds* ago and nothing
+    changed since: modified then (its change time stays now: nobody can set that back), with
+    the tag gitaudit wrote for it then."""
+    [kept] = warm_files(repo)
+    tagged = index_files.open_kept(kept)
+    assert tagged is not None
+    tagged.close()
+    then = time.time() - seconds
+    os.utime(kept, (then, then))
+    key = secret.local_key(str(repo.path), create=False)
+    assert key is not None
+    fd = os.open(kept, os.O_RDONLY)
+    try:
+        statement = index_files._statement(kept.name, fd, os.fstat(fd), tagged.basis, tagged.tree)
+    finally:
+        os.close(fd)
+    tag = f"{secret.mac(key, statement)} {tagged.tree} {tagged.basis}"
+    index_files.write_atomic(index_files.tag_path(kept), tag)
+
+
+@pytest.mark.parametrize("who", ["this process", "another process"])
+def test_a_seed_copied_from_an_old_kept_index_is_not_swept_as_debris(
+    repo: GitRepo, who: str
+) -> None:
+    """The seed keeps the kept index's modification time (git's racy-entry rule needs it): a
+    kept index older than the debris age made the sweep take the live seed for a crashed
+    process's leftover, and `git write-tree` then read the missing index as an empty one, so a
+    clean checkout fingerprinted as the empty tree (the stop hook of a work tree unchanged for
+    15 minutes ran the whole gate every time)."""
+    long_ago = time.time() - 2 * 3600  # older than the kept index: no entry is racily clean
+    for name in repo.git("ls-files").split():
+        os.utime(repo.path / name, (long_ago, long_ago))
+    assert workspace_fingerprint(repo.path).clean
+    _kept_long_ago(repo, index_files.STALE_AFTER_SECONDS + 60)
+    assert head_start.launch(repo.path)
+    (started,) = head_start._STARTED
+    assert started.process is not None
+    started.process.wait()  # git found nothing to write: the seed is the private index
+    if who == "another process":  # the sweep of a fingerprint started meanwhile
+        index_files.sweep(private_folder(repo.path / ".git"))
+    print_ = workspace_fingerprint(repo.path)
+    assert print_.tree == repo.head_tree() and print_.clean
+    assert _leftovers(repo) == []
+
+
+def test_a_private_index_removed_while_git_hashes_fails_the_fingerprint(repo: GitRepo) -> None:
+    """Whatever removes the private index before `git write-tree` reads it, the fingerprint
+    refuses to answer rather than give the empty tree."""
+    assert workspace_fingerprint(repo.path).clean  # a kept index for the user's index
+    repo.write("README.md", "changed\n")  # git rewrites the private index: write-tree is needed
+    assert head_start.launch(repo.path)
+    (started,) = head_start._STARTED
+    assert started.process is not None
+    started.process.wait()
+    os.unlink(started.temp)
+    with pytest.raises(RepositoryError, match="was removed while git hashed"):
+        workspace_fingerprint(repo.path)
+    assert _leftovers(repo) == []

@@ -444,7 +444,15 @@ def _private_tree(
             before = _file_state(temp)
             _copy_base(temp, base)
             report = _add_all(layout, env)
-        rewritten = _file_state(temp) != before
+        after = _file_state(temp)
+        if after is None and before is not None:  # git reads a missing index as an empty one
+            raise RepositoryError(
+                f"the fingerprint's private index {temp} was removed while git hashed the "
+                "work tree",
+                hint="run the command again; if it recurs, check what cleans "
+                f"{temp.parent} (nothing but gitaudit should)",
+            )
+        rewritten = after != before
         # git rewrites the index whenever it changed an entry: else the tree is the seed's
         tree = seed.tree if seed.tree and not rewritten else _write_tree(layout, env)
         if rewritten or not seed.current:

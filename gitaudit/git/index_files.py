@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 TEMP_PREFIX = "fingerprint-"
-"""Per-process temporary files; any older than :data:`STALE_AFTER_SECONDS` are debris."""
+"""Per-process temporary files; any whose inode changed last more than
+:data:`STALE_AFTER_SECONDS` ago are debris (by its change time: a seed copied from a kept index
+carries the kept index's modification time, however old, from the moment it is made)."""
 STALE_AFTER_SECONDS = 15 * 60
 
 WARM_PREFIX = "warm-"
@@ -295,7 +297,8 @@ def sweep(private_dir: Path, keep: Path | None = None) -> None:
     for entry in entries:
         with contextlib.suppress(OSError):
             if entry.name.startswith(TEMP_PREFIX):
-                if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                st = entry.stat(follow_symlinks=False)
+                if max(st.st_mtime, st.st_ctime) < cutoff:
                     os.unlink(entry.path)
             elif (
                 keep
