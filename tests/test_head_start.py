@@ -226,7 +226,7 @@ def test_a_config_write_that_may_change_hashing_changes_the_kept_index(
     assert workspace_fingerprint(repo.path).tree == truth_throwaway_index(repo.path)
 
 
-def _kept_long_ago(repo: GitRepo, seconds: float) -> None:
+def kept_long_ago(repo: GitRepo, seconds: float) -> None:
     """Make the kept index what gitaudit leaves when it kept it *seconds* ago and nothing
     changed since: modified then (its change time stays now: nobody can set that back), with
     the tag gitaudit wrote for it then."""
@@ -260,7 +260,7 @@ def test_a_seed_copied_from_an_old_kept_index_is_not_swept_as_debris(
     for name in repo.git("ls-files").split():
         os.utime(repo.path / name, (long_ago, long_ago))
     assert workspace_fingerprint(repo.path).clean
-    _kept_long_ago(repo, index_files.STALE_AFTER_SECONDS + 60)
+    kept_long_ago(repo, index_files.STALE_AFTER_SECONDS + 60)
     assert head_start.launch(repo.path)
     (started,) = head_start._STARTED
     assert started.process is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -13,7 +14,8 @@ from typing import Any
 import pytest
 
 from gitaudit.errors import PlanError, RepositoryError
-from gitaudit.git.fingerprint import private_folder
+from gitaudit.git.fingerprint import EMPTY_TREE, private_folder
+from gitaudit.git.index_files import STALE_AFTER_SECONDS
 from gitaudit.plan.catalog import check_worktree
 from tests.adversarial.conftest import World, assert_plan, check, plan, step
 from tests.agent.host import run_hook, stop
@@ -26,6 +28,7 @@ from tests.gitrepo import (
     root_left_to_compute,
     with_cached_trees,
 )
+from tests.test_head_start import kept_long_ago
 
 
 def _escape_in_plan(world: World, data: dict[str, Any], field: str) -> None:
@@ -182,6 +185,38 @@ def test_attack_workspace_clean_filter_hides_an_edit(world: World, how: str) -> 
     status = world.cli("status", process=True)
     assert status.code == 1 and "defines content filters" in status.err, status
     assert_plan(world.gate("HEAD"), "step.failed", "FAIL")  # the committed script, as run
+
+
+@pytest.mark.parametrize("first", ["status", "run"])
+def test_attack_workspace_left_idle_past_the_debris_age_is_not_the_empty_tree(
+    world: World, first: str
+) -> None:
+    """An agent leaves the work tree as gitaudit last saw it for longer than the fingerprint's
+    debris age (15 minutes), then runs `git audit run`. The private index seeded from the
+    kept index carries that old modification time; swept as debris, it made `git write-tree`
+    read an empty index, so the run proved the empty tree (a check that passes anywhere passed
+    in an empty checkout) and `git audit status`, fingerprinting the same way, said PASS for a
+    work tree whose checks never saw its files. Now the run proves HEAD's tree, and the
+    evidence answers for it and no other."""
+    world.seal(plan(step("unit", check("true"))))
+    app = world.repo.write("app.py", "ANSWER = 41\n")
+    world.repo.commit("app, unproven")
+    for name in world.repo.git("ls-files").split():
+        os.utime(world.path / name, ns=(OLD_TIME, OLD_TIME))
+    if first == "status":
+        assert world.cli("status").code == 3  # keeps the private index, then nothing changes
+    else:
+        assert world.cli("run", "--key", str(world.keys["ci"])).code == 0
+    kept_long_ago(world.repo, STALE_AFTER_SECONDS + 60)
+    run = world.cli("run", "--key", str(world.keys["ci"]), "--fresh")
+    assert run.code == 0, run
+    head_tree = world.repo.head_tree()
+    recorded = json.loads(world.repo.git("show", "refs/audit/runs/default:run.json"))
+    assert recorded["tree"] == head_tree != EMPTY_TREE
+    kept_long_ago(world.repo, STALE_AFTER_SECONDS + 60)
+    status = world.cli("status", "--json")
+    assert status.code == 0 and json.loads(status.out)["tree"] == head_tree, status
+    assert app.read_text() == "ANSWER = 41\n"
 
 
 def _proven_app(world: World) -> Path:
