@@ -4,7 +4,8 @@ A run commit is sound when a runner key signed it and its tree holds every file 
 ``run.json`` records. :func:`verify_share` checks a list of them and names the first that is
 not; :func:`worker` is the entry point of the worker processes :mod:`gitaudit.ledger.verify`
 shares a long chain with. It imports only what verifying a run commit needs (not the plans
-ledger, the plan model or the trust rules), so a worker starts in about half the time.
+ledger, the plan model or the trust rules): a worker's imports take 64-83 ms, against about
+105 ms for all of :mod:`gitaudit.ledger.verify`.
 """
 
 from __future__ import annotations
