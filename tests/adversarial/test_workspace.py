@@ -219,6 +219,27 @@ def test_attack_workspace_left_idle_past_the_debris_age_is_not_the_empty_tree(
     assert app.read_text() == "ANSWER = 41\n"
 
 
+def test_attack_workspace_idle_tree_failing_its_check_cannot_stop_on_empty_tree_evidence(
+    world: World,
+) -> None:
+    """The sharper form: the check fails on the work tree (app.py still says 41) but passes
+    where app.py is missing. After the idle time, `git audit run` recorded a PASS for the
+    empty tree and the stop hook, fingerprinting the same way, let the agent stop. Now the
+    run fails for HEAD's tree and the stop hook blocks."""
+    world.seal(plan(step("unit", check("sh", "-c", "! grep -q 41 app.py"))))
+    world.repo.write("app.py", "ANSWER = 41\n")
+    world.repo.commit("app, failing its check")
+    for name in world.repo.git("ls-files").split():
+        os.utime(world.path / name, ns=(OLD_TIME, OLD_TIME))
+    assert world.cli("status").code == 3  # keeps the private index, then nothing changes
+    kept_long_ago(world.repo, STALE_AFTER_SECONDS + 60)
+    assert world.cli("run", "--key", str(world.keys["ci"])).code == 1
+    recorded = json.loads(world.repo.git("show", "refs/audit/runs/default:run.json"))
+    assert (recorded["tree"], recorded["verdict"]) == (world.repo.head_tree(), "FAIL")
+    kept_long_ago(world.repo, STALE_AFTER_SECONDS + 60)
+    assert run_hook(world.path, "stop", stop(world.path)).blocked
+
+
 def _proven_app(world: World) -> Path:
     """app.py (its times long past) committed and proven: the work tree's verdict is PASS."""
     app = world.repo.write("app.py", "ANSWER = 42\n")
