@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,15 +11,24 @@ import pygit2
 from pygit2.enums import FileMode, ObjectType
 
 from gitaudit.errors import LedgerError
+from gitaudit.git import pack
 
 
 def write_tree(repo: pygit2.Repository, files: Mapping[str, bytes]) -> pygit2.Oid:
-    """A tree holding *files* (``"a/b.json" -> bytes``); folders are created as needed."""
+    """A tree holding *files* (``"a/b.json" -> bytes``); folders are created as needed.
+
+    The objects are built in memory. From :data:`~gitaudit.git.pack.PACK_FROM` new objects on
+    (a large run's evidence) they are stored as one pack; fewer are written loose by libgit2,
+    which checks each id against the one computed here. A name that is not plainly safe
+    (:data:`_PLAIN_NAME`) sends the whole tree through libgit2's TreeBuilder, whose rules refuse
+    ``.git`` in every spelling a checkout could misread."""
     root: dict[str, Any] = {}
+    plain = True
     for path, data in files.items():
         parts = path.split("/")
         if any(p in ("", ".", "..") for p in parts):
             raise LedgerError(f"refusing to store the unsafe path {path!r} in a ledger tree")
+        plain = plain and all(_PLAIN_NAME.fullmatch(p) for p in parts)
         node = root
         for part in parts[:-1]:
             child = node.setdefault(part, {})
@@ -28,17 +38,56 @@ def write_tree(repo: pygit2.Repository, files: Mapping[str, bytes]) -> pygit2.Oi
         if parts[-1] in node:
             raise LedgerError(f"{path!r} is given twice")
         node[parts[-1]] = data
-    return _write_node(repo, root)
+    if not plain:
+        return _build_node(repo, root)
+    objects: dict[bytes, tuple[int, bytes]] = {}
+    top = _serialise(root, objects)
+    if len(objects) >= pack.PACK_FROM:
+        pack.write_pack(pack.objects_dir(repo) / "pack", objects)
+        oid = pygit2.Oid(raw=top)
+        if oid not in repo.odb:  # looked up after a refresh of the pack list
+            raise LedgerError(
+                f"the pack of {len(objects)} objects written for tree {oid} is not in the "
+                f"object database of {repo.path}",
+                hint="check that objects/ (or the commondir of a linked worktree) is writable",
+            )
+        return oid
+    for raw, (kind, data) in objects.items():
+        written = repo.odb.write(kind, data)
+        if written.raw != raw:
+            raise LedgerError(f"git stored an object as {written}, expected {raw.hex()}")
+    return pygit2.Oid(raw=top)
 
 
-def _write_node(
+# names no checkout reads as anything else: ASCII (HFS+ ignores some code points), nothing that
+# starts with ``.git`` in any case, no ``~`` (so no 8.3 short name such as ``GIT~1``)
+_PLAIN_NAME = re.compile(r"(?![.][gG][iI][tT])[A-Za-z0-9_.-]+")
+
+
+def _serialise(node: dict[str, Any], objects: dict[bytes, tuple[int, bytes]]) -> bytes:
+    """The raw id of *node*'s tree; its objects (and its subtrees') added to *objects*."""
+    entries = []
+    for name, value in node.items():
+        if isinstance(value, dict):
+            entries.append((name, True, _serialise(value, objects)))
+        else:
+            oid = pack.object_id(pack.BLOB, value)
+            objects.setdefault(oid, (pack.BLOB, value))
+            entries.append((name, False, oid))
+    data = pack.tree_data(entries)
+    oid = pack.object_id(pack.TREE, data)
+    objects.setdefault(oid, (pack.TREE, data))
+    return oid
+
+
+def _build_node(
     repo: pygit2.Repository, node: dict[str, Any], blobs: dict[bytes, pygit2.Oid] | None = None
 ) -> pygit2.Oid:
     blobs = {} if blobs is None else blobs  # identical contents (empty stdout...) written once
     builder = repo.TreeBuilder()
     for name, value in node.items():
         if isinstance(value, dict):
-            builder.insert(name, _write_node(repo, value, blobs), FileMode.TREE)
+            builder.insert(name, _build_node(repo, value, blobs), FileMode.TREE)
         else:
             if value not in blobs:
                 blobs[value] = repo.create_blob(value)

@@ -4,6 +4,7 @@ they are spelled, and only looks for them where they can be."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pygit2
@@ -63,3 +64,153 @@ def test_loads_refuses_a_lone_surrogate() -> None:
     with pytest.raises(ValueError, match="lone UTF-16 surrogate"):
         loads('{"a": "\ud800"}'.encode("utf-8", "surrogatepass"))
     assert loads(b'{"a": "\\u00e9\\\\"}') == {"a": "é\\"}
+
+
+# ------------------------------------------------------------------ storing: loose or one pack
+
+
+def _evidence(steps: int, salt: str = "") -> dict[str, bytes]:
+    """A run's file map in miniature: per step a result, one check's result and its streams."""
+    files = {"run.json": f'{{"salt": "{salt}"}}\n'.encode(), "summary.md": b"# run\n"}
+    for n in range(steps):
+        root = f"steps/s{n:03d}"
+        files[f"{root}/result.json"] = b'{"step": %d}\n' % n
+        files[f"{root}/checks/0/result.json"] = b'{"check": %d}\n' % n
+        files[f"{root}/checks/0/stdout"] = b"ok %d\n" % n
+        files[f"{root}/checks/0/stderr"] = b""
+    return files
+
+
+def _packs(repo: pygit2.Repository) -> list[Path]:
+    return sorted((Path(repo.path) / "objects" / "pack").glob("*"))
+
+
+def _loose(repo: pygit2.Repository) -> int:
+    objects = Path(repo.path) / "objects"
+    return sum(1 for d in objects.iterdir() if len(d.name) == 2 for _ in d.iterdir())
+
+
+def _builder_tree(tmp_path: Path, files: dict[str, bytes]) -> pygit2.Oid:
+    """The same files through libgit2's TreeBuilder, in a repository of their own."""
+    from gitaudit.ledger.objects import _build_node
+
+    other = pygit2.init_repository(str(tmp_path / "builder.git"), bare=True)
+    root: dict[str, object] = {}
+    for path, data in files.items():
+        *folders, name = path.split("/")
+        node = root
+        for folder in folders:
+            node = node.setdefault(folder, {})  # type: ignore[assignment]
+        node[name] = data
+    return _build_node(other, root)
+
+
+def test_a_large_tree_is_one_pack_git_accepts(repo: pygit2.Repository, tmp_path: Path) -> None:
+    """A 200-step run's ~1,000 objects: one pack and its index, no loose object, the same tree
+    id libgit2's TreeBuilder gives, and git's strictest check finds nothing wrong."""
+    files = _evidence(200)
+    tree = write_tree(repo, files)
+    assert tree == _builder_tree(tmp_path, files)
+    packs = _packs(repo)
+    assert [p.suffix for p in packs] == [".idx", ".pack"], packs
+    assert {p.stem for p in packs} == {packs[0].stem}
+    assert all(p.stat().st_mode & 0o777 == 0o444 for p in packs)
+    assert _loose(repo) == 0
+    git = ["git", "--git-dir", repo.path]
+    subprocess.run([*git, "fsck", "--strict", "--no-dangling"], check=True, capture_output=True)
+    listed = subprocess.run(
+        [*git, "verify-pack", "-v", str(packs[0])], check=True, capture_output=True, text=True
+    ).stdout
+    kinds = [line.split()[1] for line in listed.splitlines() if len(line.split()) >= 5]
+    assert kinds.count("tree") == 1 + 1 + 200 * 3  # root, steps/, and per step: s, checks, 0
+    assert kinds.count("blob") == len(set(files.values()))  # identical contents stored once
+    shown = subprocess.run(
+        [*git, "show", f"{tree}:steps/s123/checks/0/stdout"], check=True, capture_output=True
+    )
+    assert shown.stdout == b"ok 123\n"
+    read = repo[tree]  # this process finds the new pack too
+    assert isinstance(read, pygit2.Tree)
+    assert blob_at(repo, read, "steps/s199/result.json") == b'{"step": 199}\n'
+
+
+def test_a_small_tree_stays_loose(repo: pygit2.Repository, tmp_path: Path) -> None:
+    """Below git's unpack limit (100 objects) every object is loose, as libgit2 writes it."""
+    files = _evidence(10)
+    tree = write_tree(repo, files)
+    assert tree == _builder_tree(tmp_path, files)
+    assert _packs(repo) == []
+    assert _loose(repo) == 2 + 10 * 3 + len(set(files.values())) < 100
+    subprocess.run(
+        ["git", "--git-dir", repo.path, "fsck", "--strict", "--no-dangling"],
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_the_same_large_tree_twice_is_one_pack(repo: pygit2.Repository) -> None:
+    """Identical evidence (two runs of one tree in the same second) names the same pack: the
+    second write replaces it with the same bytes and leaves nothing behind."""
+    first = write_tree(repo, _evidence(50))
+    second = write_tree(repo, _evidence(50))
+    assert first == second
+    assert len(_packs(repo)) == 2
+    third = write_tree(repo, _evidence(50, salt="other run"))
+    assert third != first
+    assert len(_packs(repo)) == 4
+    assert not [p for p in _packs(repo) if p.name.startswith("tmp_")]
+
+
+@pytest.mark.parametrize("name", [".git", ".GIT", "git~1", ".git.", "GIT~1", ".git "])
+def test_names_a_checkout_could_misread_are_refused_on_either_path(
+    repo: pygit2.Repository, name: str
+) -> None:
+    """A name outside the plain set goes through libgit2's TreeBuilder, which refuses ``.git``
+    in its NTFS and HFS spellings: for a small tree and for one large enough to pack."""
+    for files in ({f"outputs/{name}/stdout": b""}, {**_evidence(50), f"x/{name}": b"1"}):
+        with pytest.raises(pygit2.GitError, match="invalid name"):
+            write_tree(repo, files)
+    assert _packs(repo) == []
+
+
+@pytest.mark.parametrize("name", ["é", "a b", ".gitignore", "a:b"])
+def test_other_names_are_stored_through_libgit2(
+    repo: pygit2.Repository, tmp_path: Path, name: str
+) -> None:
+    files = {**_evidence(50), f"outputs/{name}/stdout": b"x"}
+    tree = write_tree(repo, files)
+    assert tree == _builder_tree(tmp_path, files)
+    assert _packs(repo) == []  # TreeBuilder writes loose
+    assert blob_at(repo, repo[tree], f"outputs/{name}/stdout") == b"x"  # type: ignore[arg-type]
+
+
+def test_a_linked_worktree_packs_into_the_common_object_database(tmp_path: Path) -> None:
+    main = tmp_path / "main"
+    subprocess.run(["git", "init", "-q", str(main)], check=True)
+    subprocess.run(["git", "-C", str(main), "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    subprocess.run(
+        ["git", "-C", str(main), "worktree", "add", "-q", str(tmp_path / "linked")], check=True
+    )
+    linked = pygit2.Repository(str(tmp_path / "linked"))
+    assert "worktrees" in linked.path
+    tree = write_tree(linked, _evidence(100))
+    assert len(list((main / ".git" / "objects" / "pack").glob("*.idx"))) == 1
+    assert not (Path(linked.path) / "objects").exists()
+    shown = subprocess.run(
+        ["git", "-C", str(main), "cat-file", "-t", str(tree)], check=True, capture_output=True
+    )
+    assert shown.stdout == b"tree\n"
+
+
+def test_a_failed_pack_write_leaves_no_debris(
+    repo: pygit2.Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk that fails mid-write (here: the pack's fsync) raises OSError, which the ledgers
+    report as nothing recorded, and leaves no temporary file, pack or index behind."""
+
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("gitaudit.git.pack.os.fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        write_tree(repo, _evidence(50))
+    assert _packs(repo) == []
