@@ -285,3 +285,37 @@ def test_a_private_index_removed_while_git_hashes_fails_the_fingerprint(repo: Gi
     with pytest.raises(RepositoryError, match="was removed while git hashed"):
         workspace_fingerprint(repo.path)
     assert _leftovers(repo) == []
+
+
+@pytest.mark.parametrize("how", ["plain", "through a symlink", "from a subfolder", "linked"])
+def test_where_the_head_start_found_the_repository_is_what_the_memo_asks_git(
+    repo: GitRepo, tmp_path: Path, how: str
+) -> None:
+    """The stop hook's memo snapshot takes the repository's place from the head start instead
+    of asking git again: the snapshot (paths, state digest, anchors) is the same either way."""
+    from gitaudit.gate import memo
+
+    repo.write("sub/file.txt", "x\n")
+    repo.commit("sub")
+    root: Path = repo.path
+    if how == "through a symlink":
+        (tmp_path / "alias").symlink_to(repo.path)
+        root = tmp_path / "alias"
+    elif how == "from a subfolder":
+        root = repo.path / "sub"
+    elif how == "linked":
+        repo.git("worktree", "add", "-q", str(tmp_path / "linked"))
+        root = tmp_path / "linked"
+    workspace_fingerprint(root)  # keeps an index: the head start may start
+    assert head_start.launch(root)
+    where = head_start.located(root)
+    assert where is not None
+    asked = memo.snapshot(root)
+    told = memo.snapshot(root, located=where)
+    assert asked is not None and told == asked
+    assert told[0].digest == asked[0].digest
+    if how == "linked":
+        assert where[0] != where[2]  # its own git dir, the main one's common dir
+    assert head_start.located(tmp_path) is None  # not a work tree it started for
+    fingerprint.workspace_fingerprint(root)  # takes the head start
+    assert head_start.located(root) is None

@@ -6,7 +6,8 @@ the user's index, which anyone who writes ``.git`` can set, while the fingerprin
 file whose stat data differs from what git recorded when it last hashed it *for gitaudit*. The
 fingerprint starts first (its head start, :mod:`gitaudit.git.head_start`, or a thread): git
 hashes while this process imports the rest and reads the memo's snapshot with git processes of
-its own, so the hook costs about one fingerprint. Standard library only.
+its own (where the repository is, the head start has already asked git), so the hook costs
+about one fingerprint. Standard library only.
 """
 
 from __future__ import annotations
@@ -27,6 +28,6 @@ def state(root: str) -> tuple[str, memo.Snapshot | None]:
 
     if not launched:
         fingerprint.prefetch(root, head_start_tried=True)
-    found = memo.snapshot(root)
+    found = memo.snapshot(root, located=head_start.located(root) if launched else None)
     tree = fingerprint.workspace_fingerprint(root).tree
     return tree, found[0] if found is not None else None

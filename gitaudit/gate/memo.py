@@ -123,28 +123,31 @@ def snapshot(
     gitdir: str | os.PathLike[str] | None = None,
     revs: Sequence[str] = (),
     entered: str | None = None,
+    located: tuple[str, str, str] | None = None,
 ) -> tuple[Snapshot, list[str]] | None:
     """The repository's current :class:`Snapshot` (discovered from *cwd*, as the gate does, or
     at *gitdir*) and the tree ids of *revs*; None when git cannot answer or the repository has
-    no work tree. Three git processes, run side by side. The trust anchor is looked up as the
-    gate does (:func:`gitaudit.ledger.anchor.files`): by the common dir, and by the work tree
-    *entered* (default: the one entered from *cwd*)."""
+    no work tree. Three git processes, run side by side; two when *located* (git dir, work tree,
+    common dir, as ``git rev-parse --path-format=absolute`` printed them for *cwd*: the
+    fingerprint's head start asks git that) is given and no *revs*. The trust anchor is looked
+    up as the gate does (:func:`gitaudit.ledger.anchor.files`): by the common dir, and by the
+    work tree *entered* (default: the one entered from *cwd*)."""
     cwd = os.fspath(cwd) if cwd is not None else None
     if entered is None and gitdir is None:
         entered = entered_worktree(cwd or os.getcwd())
-    procs = [
-        start_git(
-            [
-                "rev-parse",
-                "--absolute-git-dir",
-                "--show-toplevel",  # fails in a bare repository: no memo there
-                "--path-format=absolute",
-                "--git-common-dir",
-                *(f"{r}^{{tree}}" for r in revs),
-            ],
-            cwd=cwd,
-            git_dir=gitdir,
-        ),
+    told = "\n".join(located) if located is not None and not revs else None
+    procs = []
+    if told is None:
+        where = [
+            "rev-parse",
+            "--absolute-git-dir",
+            "--show-toplevel",  # fails in a bare repository: no memo there
+            "--path-format=absolute",
+            "--git-common-dir",
+            *(f"{r}^{{tree}}" for r in revs),
+        ]
+        procs.append(start_git(where, cwd=cwd, git_dir=gitdir))
+    procs += [
         start_git(
             ["for-each-ref", "--format=%(refname) %(objectname)", "refs/audit/", MIRRORS],
             cwd=cwd,
@@ -154,6 +157,9 @@ def snapshot(
     ]
     outs = [p.communicate()[0].decode("utf-8", "surrogateescape") for p in procs]
     codes = [p.returncode for p in procs]
+    if told is not None:
+        outs.insert(0, told)
+        codes.insert(0, 0)
     if codes[0] != 0 or codes[1] != 0 or codes[2] not in (0, 1):
         return None
     lines = outs[0].splitlines()

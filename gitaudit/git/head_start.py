@@ -354,6 +354,17 @@ def take(repo_path: str | os.PathLike[str]) -> Started | None:
     return found
 
 
+def located(repo_path: str | os.PathLike[str]) -> tuple[str, str, str] | None:
+    """Where the started fingerprint of the work tree containing *repo_path* found the
+    repository: git dir, work tree and common dir, absolute, as git printed them; None when
+    none was started for it."""
+    wanted = _folder(repo_path)
+    for started in _STARTED:
+        if started.covers(wanted):
+            return started.git_dir, started.work_tree, started.common_dir
+    return None
+
+
 def _discard_at_exit() -> None:
     """A head start nobody took (the command failed first) is stopped and removed: a command
     leaves nothing behind."""
