@@ -53,10 +53,15 @@ def write_tree(repo: pygit2.Repository, files: Mapping[str, bytes]) -> pygit2.Oi
             )
         return oid
     for raw, (kind, data) in objects.items():
-        written = repo.odb.write(kind, data)
-        if written.raw != raw:
-            raise LedgerError(f"git stored an object as {written}, expected {raw.hex()}")
+        _write_loose(repo, raw, kind, data)
     return pygit2.Oid(raw=top)
+
+
+def _write_loose(repo: pygit2.Repository, raw: bytes, kind: int, data: bytes) -> None:
+    """One object, written loose by libgit2 (nothing when it exists), whose id must be *raw*."""
+    written = repo.odb.write(kind, data)
+    if written.raw != raw:
+        raise LedgerError(f"git stored an object as {written}, expected {raw.hex()}")
 
 
 # names no checkout reads as anything else: ASCII (HFS+ ignores some code points), nothing that

@@ -1,9 +1,10 @@
 """Write errors while recording: a full disk (ENOSPC) at each point where a run or a seal writes.
 
 We run as root here, so read-only object folders prove nothing (root writes anyway) and a small
-tmpfs needs a mount: the failures are injected instead, in-process (``create_blob``,
-``write_tree`` and the commit write raise ``OSError(ENOSPC)`` on the N-th call), through the real
-command line (a ``python -c`` wrapper patches pygit2 and calls :func:`gitaudit.cli.main`), and
+tmpfs needs a mount: the failures are injected instead, in-process (each object written, the
+pack's index, ``write_tree`` and the commit write raise ``OSError(ENOSPC)`` on the N-th call),
+through the real command line (a ``python -c`` wrapper patches the object writes and calls
+:func:`gitaudit.cli.main`), and
 at the ref update (a ``git`` shim on PATH whose ``update-ref`` fails as git does on a full disk).
 Nothing may be half-recorded: the ref does not move, fsck stays clean, and the next run works.
 """
@@ -20,13 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pygit2
 import pytest
 
 from gitaudit.cli.common import signer_for
 from gitaudit.errors import GitAuditError
+from gitaudit.git import pack
 from gitaudit.git.repo import open_repo
-from gitaudit.ledger import index
+from gitaudit.ledger import index, objects
 from gitaudit.run.recorder import run_plan
 from tests.faults.conftest import (
     PLAN_NAME,
@@ -63,7 +64,7 @@ def assert_untouched(path: Path, tip: str | None, runs: int) -> None:
 
 @pytest.mark.parametrize(
     "where",
-    ["first blob", "fourth blob", "tree", "commit"],
+    ["first object", "fourth object", "pack index", "tree", "commit"],
 )
 def test_enospc_in_process_records_nothing(
     tiny: GitRepo, monkeypatch: pytest.MonkeyPatch, where: str
@@ -74,11 +75,12 @@ def test_enospc_in_process_records_nothing(
     run_plan(handle, PLAN_NAME, signer, jobs=1)
     tip = rev_parse(path, RUNS_REF)
     with monkeypatch.context() as patch:
-        if where.endswith("blob"):
-            n = 1 if where == "first blob" else 4
-            patch.setattr(
-                pygit2.Repository, "create_blob", failing_on(n, pygit2.Repository.create_blob)
-            )
+        if where.endswith("object"):
+            n = 1 if where == "first object" else 4
+            patch.setattr(objects, "_write_loose", failing_on(n, objects._write_loose))
+        elif where == "pack index":  # the pack is written; the disk is full for its index
+            patch.setattr(pack, "PACK_FROM", 1)
+            patch.setattr(pack, "_temporary", failing_on(2, pack._temporary))
         elif where == "tree":
             import gitaudit.ledger.runs as runs
             from gitaudit.ledger.objects import write_tree
@@ -92,6 +94,7 @@ def test_enospc_in_process_records_nothing(
         with pytest.raises((OSError, GitAuditError)) as caught:
             run_plan(open_repo(path), PLAN_NAME, signer, jobs=1)
         assert "No space left on device" in str(caught.value)
+    assert not list((path / ".git" / "objects" / "pack").glob("tmp_*"))
     assert_untouched(path, tip, 1)
     recorded = run_plan(open_repo(path), PLAN_NAME, signer, jobs=1)  # the disk has room again
     assert rev_parse(path, RUNS_REF) == recorded.commit
@@ -138,7 +141,6 @@ def test_enospc_at_the_ref_update_is_one_line(tiny: GitRepo, tmp_path: Path) -> 
 
 CLI_WRAPPER = """
 import errno, os, sys
-import pygit2
 from gitaudit.cli.entry import main
 
 what, n = sys.argv[1], int(sys.argv[2])
@@ -146,15 +148,16 @@ what, n = sys.argv[1], int(sys.argv[2])
 def enospc():
     return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-if what == "blob":
-    real = pygit2.Repository.create_blob
+if what == "object":
+    from gitaudit.ledger import objects
+    real = objects._write_loose
     calls = [0]
-    def create_blob(self, data):
+    def write_loose(*args):
         calls[0] += 1
         if calls[0] >= n:
             raise enospc()
-        return real(self, data)
-    pygit2.Repository.create_blob = create_blob
+        return real(*args)
+    objects._write_loose = write_loose
 else:  # the evidence is on the ledger; then the lookup cache cannot be written
     import sqlite3
     import gitaudit.run.recorder as record
@@ -184,10 +187,10 @@ ONE_LINE_BUG = (
 @pytest.mark.parametrize(
     ("command", "what", "n"),
     [
-        pytest.param(["run"], "blob", 2),
+        pytest.param(["run"], "object", 2),
         pytest.param(
             ["plan", "seal", "--plan", PLAN_NAME],
-            "blob",
+            "object",
             1,
         ),
         pytest.param(["run"], "index", 0),
