@@ -22,6 +22,7 @@ import os
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from gitaudit.places import inside
@@ -52,6 +53,30 @@ class Sandbox:
     repository: tuple[Path, ...] = ()  # the work tree and git dir: never on a check's PATH
     caller: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
+    @cached_property
+    def shared(self) -> tuple[dict[str, str], dict[str, str]]:
+        """What every check of the run sees before its own ``env``, and the declared variables
+        passed: worked out once a run (cleaning PATH resolves each entry: 0.3 ms a check)."""
+        caller = self.caller
+        env = {
+            k: v
+            for k, v in caller.items()
+            if (k in ALLOWED or k.startswith(ALLOWED_PREFIXES)) and not forbidden(k)
+        }
+        passed = {
+            k: v for k, v in caller.items() if declared(k, self.pass_env) and not forbidden(k)
+        }
+        env.update(passed)
+        env["PATH"] = clean_path(env.get("PATH", os.defpath), self.repository)
+        if self.home is not None:
+            env["HOME"] = str(self.home)
+        elif "HOME" in caller:
+            env["HOME"] = caller["HOME"]
+        for name in ("TMPDIR", "TMP", "TEMP"):
+            env[name] = str(self.tmp)
+        env.setdefault("PYTHONDONTWRITEBYTECODE", "1")  # keep __pycache__ out of the checked tree
+        return env, passed
+
 
 @dataclass(frozen=True)
 class Environment:
@@ -76,27 +101,13 @@ def clean_path(value: str, repository: Sequence[Path]) -> str:
 
 def check_environment(sandbox: Sandbox, extra: Mapping[str, str]) -> Environment:
     """The environment of one check (see the module docstring)."""
+    shared, passed = sandbox.shared
+    env = {**shared, **extra}
     caller = sandbox.caller
-    env = {
-        k: v
-        for k, v in caller.items()
-        if (k in ALLOWED or k.startswith(ALLOWED_PREFIXES)) and not forbidden(k)
-    }
-    passed = {k: v for k, v in caller.items() if declared(k, sandbox.pass_env) and not forbidden(k)}
-    env.update(passed)
-    env["PATH"] = clean_path(env.get("PATH", os.defpath), sandbox.repository)
-    if sandbox.home is not None:
-        env["HOME"] = str(sandbox.home)
-    elif "HOME" in caller:
-        env["HOME"] = caller["HOME"]
-    for name in ("TMPDIR", "TMP", "TEMP"):
-        env[name] = str(sandbox.tmp)
-    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")  # keep __pycache__ out of the checked tree
-    env.update(extra)
     missing = tuple(
         p for p in sandbox.pass_env if not p.endswith("*") and p not in caller and p not in extra
     )
-    return Environment(env, missing, passed)
+    return Environment(env, missing, dict(passed))
 
 
 def resolve(program: str, env: Mapping[str, str], cwd: Path) -> str | None:

@@ -134,6 +134,27 @@ def test_declared_variables_passed_and_a_missing_one_named(
     )
 
 
+def test_one_checks_own_env_is_not_seen_by_the_next(
+    world: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """The environment every check of a run shares is worked out once; each check's declared
+    ``env`` goes on a copy, so a later check of the same sandbox sees neither it nor a change
+    made to an earlier check's variables."""
+    workspace, _, private = world
+    caller = {"PATH": SYSTEM_PATH, "DEPLOY_ENV": "staging"}
+    sandbox = Sandbox(home=private, tmp=tmp_path / "tmp", pass_env=("DEPLOY_ENV",), caller=caller)
+    first = check_environment(sandbox, {"MODE": "first", "HOME": "/elsewhere"})
+    first.variables["PATH"] = "/planted"
+    first.declared["DEPLOY_ENV"] = "production"
+    second = check_environment(sandbox, {})
+    assert "MODE" not in second.variables
+    assert second.variables["HOME"] == str(private)
+    assert second.variables["PATH"] == SYSTEM_PATH
+    assert second.declared == {"DEPLOY_ENV": "staging"}
+    env = seen(run(("env", "-0"), workspace, sandbox))
+    assert "MODE" not in env and env["PATH"] == SYSTEM_PATH and env["DEPLOY_ENV"] == "staging"
+
+
 def test_the_signing_material_cannot_be_declared(
     world: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
