@@ -57,6 +57,9 @@ def hermetic(
     settings.search_path[ConfigLevel.GLOBAL] = str(home)
     settings.search_path[ConfigLevel.XDG] = str(home / ".config" / "git")
     settings.search_path[ConfigLevel.SYSTEM] = str(home / "no-system-config")
+    from gitaudit.plan import catalog
+
+    catalog._CHECKED.clear()  # every test starts as a new process: no plan checked yet
     try:
         yield home
     finally:

@@ -20,7 +20,7 @@ from gitaudit.plan.store import (
     select,
     valid_name,
 )
-from gitaudit.plan.validate import validate_bytes
+from gitaudit.plan.validate import environment_problems, validate_bytes
 
 if TYPE_CHECKING:
     from gitaudit.plan.known_valid import KnownValid
@@ -56,18 +56,41 @@ def check_file(
     file: PlanFile, *, environment: bool = True, known: KnownValid | None = None
 ) -> CheckedPlan:
     """Every check of the plan file; with *known*, the schema check only for bytes it does not
-    know as schema-valid, and bytes found valid are added to it."""
+    know as schema-valid, and bytes found valid are added to it. The plan's own layers and its
+    digest are worked out once a process for the same bytes, name and source (a run checks its
+    plan, then judges the tree it proved); the environment layer (tools on PATH) every time."""
     schema_checked = known is not None and file.data in known
+    plan, problems, digest = _checked(file, schema_checked)
+    if known is not None and plan is not None and not schema_checked:
+        known.add(file.data)  # built: the schema held
+    if plan is not None and environment:
+        problems += tuple(environment_problems(plan))
+    report = ValidationReport(file.name, file.source, problems)
+    return CheckedPlan(file, plan, report, digest if report.valid else None)
+
+
+_Checked = tuple[Plan | None, tuple[Problem, ...], str | None]
+_CHECKED: dict[tuple[bytes, str, str, bool], _Checked] = {}  # the last few plan files checked
+_KEEP = 16
+
+
+def _checked(file: PlanFile, schema_checked: bool) -> _Checked:
+    """The plan, its problems but the environment's, and its contract digest (None unless it
+    has no problem); a result found with the schema checked also answers without it."""
+    for key in ((file.data, file.name, file.source, False),) + (
+        ((file.data, file.name, file.source, True),) if schema_checked else ()
+    ):
+        found = _CHECKED.get(key)
+        if found is not None:
+            return found
     plan, report = validate_bytes(
         file.data,
         name=file.name,
         source=file.source,
-        environment=environment,
+        environment=False,
         schema_checked=schema_checked,
     )
-    if known is not None and plan is not None and not schema_checked:
-        known.add(file.data)  # built: the schema held
-    digest = None
+    problems, digest = report.problems, None
     if plan is not None and report.valid:
         try:
             digest = contract_digest(plan)
@@ -80,8 +103,11 @@ def check_file(
                 f"the contract cannot be written as canonical JSON (RFC 8785): {exc}",
                 "keep numbers within ±2^53 and strings free of lone surrogates",
             )
-            report = ValidationReport(report.plan, report.source, (*report.problems, problem))
-    return CheckedPlan(file, plan, report, digest)
+            problems = (*problems, problem)
+    if len(_CHECKED) >= _KEEP:
+        del _CHECKED[next(iter(_CHECKED))]
+    _CHECKED[(file.data, file.name, file.source, schema_checked)] = (plan, problems, digest)
+    return plan, problems, digest
 
 
 def check_worktree(workdir: Path, name: str | None = None) -> list[CheckedPlan]:

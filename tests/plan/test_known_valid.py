@@ -128,7 +128,38 @@ def test_a_list_that_cannot_be_written_is_let_go(known: KnownValid) -> None:
     assert data() not in KnownValid(known.gitdir, None)
 
 
-def test_check_file_without_known_always_checks(validator_calls: list[bytes]) -> None:
+def test_check_file_without_known_checks_once_a_process(validator_calls: list[bytes]) -> None:
+    """Without marks every process checks the schema; within one, the same bytes, name and
+    source are checked once (a run checks its plan, then judges the tree it proved). Other
+    bytes, or the same bytes from another source, are checked again."""
     for _ in range(2):
         assert catalog.check_file(PlanFile("default", "x", data())).report.valid
-    assert len(validator_calls) == 2
+    assert len(validator_calls) == 1
+    assert catalog.check_file(PlanFile("default", "y", data())).report.valid
+    assert catalog.check_file(PlanFile("other", "x", data())).report.valid
+    assert len(validator_calls) == 3
+    catalog._CHECKED.clear()  # a new process
+    assert catalog.check_file(PlanFile("default", "x", data())).report.valid
+    assert len(validator_calls) == 4
+
+
+def test_the_environment_layer_is_checked_every_time(
+    validator_calls: list[bytes], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A required tool that leaves PATH between two checks of the same bytes is missing in the
+    second: only the plan's own layers are remembered."""
+    tool = tmp_path / "bin" / "frobnicate"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}:/usr/bin:/bin")
+    file = PlanFile("default", "x", data(required_tools=["frobnicate"]))
+    first = catalog.check_file(file)
+    assert first.report.valid and first.digest is not None
+    tool.unlink()
+    second = catalog.check_file(file)
+    assert first.report.environment == ()
+    assert [p.code for p in second.report.environment] == ["env.missing-tool"]
+    assert second.report.valid and second.digest == first.digest  # the machine's problem
+    assert catalog.check_file(file, environment=False).report.environment == ()
+    assert len(validator_calls) == 1
