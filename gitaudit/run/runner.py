@@ -98,11 +98,16 @@ class RunRequest:
     reconcile: Mapping[StepId, tuple[str, str]] = field(default_factory=dict)
     force: bool = False
     on_event: Event | None = None
+    # one sandbox per pass_env: each works out the environment its checks share once
+    _sandboxes: dict[tuple[str, ...], Sandbox] = field(default_factory=dict, init=False)
 
     def where(self, step: Step) -> Where:
         """Where *step*'s checks run (see :class:`Where`)."""
         live = self.plan.workspace_of(step) == "live" and self.live_workspace is not None
-        sandbox = replace(self.sandbox, pass_env=self.plan.pass_env_of(step))
+        pass_env = self.plan.pass_env_of(step)
+        sandbox = self._sandboxes.get(pass_env)
+        if sandbox is None:
+            sandbox = self._sandboxes[pass_env] = replace(self.sandbox, pass_env=pass_env)
         workspace = self.live_workspace if live and self.live_workspace else self.workspace
         return Where(workspace, sandbox, self.plan.python)
 

@@ -138,6 +138,34 @@ def test_a_steps_duration_is_recorded_in_milliseconds(repo: GitRepo, sealed: Sea
     assert duration >= 0.25  # it slept that long (not rounded down to whole seconds)
 
 
+def test_each_step_sees_the_variables_its_plan_and_it_declare(
+    repo: GitRepo, sealed: Sealer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Steps with different ``pass_env`` in one run: each check sees the plan's variables and
+    its own step's, never another step's (the sandboxes are shared per ``pass_env``)."""
+    for name in ("SHARED", "ONLY_A", "ONLY_B"):
+        monkeypatch.setenv(name, name.lower())
+    show = ("sh", "-c", 'echo "${SHARED-}:${ONLY_A-}:${ONLY_B-}"')
+    doc = make_plan(
+        run_step("a", *show, pass_env=["ONLY_A"]),
+        run_step("b", *show, pass_env=["ONLY_B"]),
+        run_step("c", *show),
+        run_step("a2", *show, pass_env=["ONLY_A"]),
+    )
+    sealed({**doc, "pass_env": ["SHARED"]})
+    assert audit(repo.path, "run", "--jobs", "1").code == 0
+    seen = {
+        sid: repo.git("show", f"{tip(repo)}:steps/{sid}/checks/0/stdout").strip()
+        for sid in ("a", "b", "c", "a2")
+    }
+    assert seen == {
+        "a": "shared:only_a:",
+        "b": "shared::only_b",
+        "c": "shared::",
+        "a2": "shared:only_a:",
+    }
+
+
 def test_one_job_runs_one_step_at_a_time(repo: GitRepo, sealed: Sealer, tmp_path: Path) -> None:
     """`--jobs 1`: `b` (queued after `a`) starts only once `a` is over. `a` watches for `b` for a
     while (two seconds), so steps run side by side would fail it."""
