@@ -21,6 +21,7 @@ from gitaudit.crypto.signers import Signer
 from gitaudit.errors import ExitCode, GitAuditError, UsageError
 from gitaudit.git.repo import Repo, open_repo
 from gitaudit.plan.catalog import check_worktree
+from gitaudit.plan.known_valid import KnownValid
 from gitaudit.plan.store import discover_worktree
 from gitaudit.run import interrupts
 from gitaudit.run.authority import forced_past_exhaustion
@@ -215,7 +216,9 @@ def _run_one(
     repo: Repo, workdir: Path, name: str, signer: Signer, o: _Options
 ) -> tuple[RecordedRun, list[str]]:
     """Run and record plan *name*; print its result unless ``o.as_json``."""
-    (checked,) = check_worktree(workdir, name)
+    # the schema check is skipped for plan bytes the gate or a run found schema-valid here
+    known = KnownValid(str(repo.gitdir), str(workdir))
+    (checked,) = check_worktree(workdir, name, known=known)
     step_ids = list(checked.plan.step_ids) if checked.plan else []
     with Progress(name, step_ids, enabled=not o.as_json) as progress:
         recorded = run_plan(

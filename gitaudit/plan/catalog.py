@@ -110,15 +110,18 @@ def _checked(file: PlanFile, schema_checked: bool) -> _Checked:
     return plan, problems, digest
 
 
-def check_worktree(workdir: Path, name: str | None = None) -> list[CheckedPlan]:
-    """Validate the active plans of a work tree (all of them, or the one named)."""
+def check_worktree(
+    workdir: Path, name: str | None = None, *, known: KnownValid | None = None
+) -> list[CheckedPlan]:
+    """Validate the active plans of a work tree (all of them, or the one named); *known*: see
+    :func:`check_file`."""
     files = discover_worktree(workdir)
     if not files and name is None:
         raise UsageError(
             f"no plans in {PLANS_DIR}/",
             hint="create one with `git audit init`",
         )
-    return [check_file(f) for f in select(files, name)]
+    return [check_file(f, known=known) for f in select(files, name)]
 
 
 TEMPLATE: dict[str, object] = {

@@ -57,6 +57,7 @@ def test_a_valid_plan_is_checked_once_then_known(
 ) -> None:
     first = check_file(PlanFile("default", "x", data()), known=known)
     assert first.report.valid and len(validator_calls) == 1
+    catalog._CHECKED.clear()  # a new process: only the mark can skip the check
     again = check_file(PlanFile("default", "x", data()), known=KnownValid(known.gitdir, None))
     assert again.report.valid and len(validator_calls) == 1  # skipped: the mark was read back
     assert again.digest == first.digest and again.plan == first.plan
@@ -86,7 +87,27 @@ def test_semantic_rules_still_apply_to_known_bytes(known: KnownValid) -> None:
     raw = json.dumps(doc).encode()
     assert not check_file(PlanFile("default", "x", raw), known=known).report.valid
     assert raw in known  # the schema held
+    catalog._CHECKED.clear()  # a new process, which finds the mark
     assert not check_file(PlanFile("default", "x", raw), known=known).report.valid
+
+
+def test_a_run_checks_its_plan_with_the_marks(
+    known: KnownValid, validator_calls: list[bytes], tmp_path: Path
+) -> None:
+    """``check_worktree`` (what ``git audit run`` checks its plan with) passes the marks on:
+    bytes the gate found schema-valid are not checked again by a new process."""
+    work = tmp_path / "work"
+    (work / ".gitaudit" / "plans").mkdir(parents=True)
+    (work / ".gitaudit" / "plans" / "default.json").write_bytes(data())
+    (first,) = catalog.check_worktree(work, "default", known=known)
+    assert first.report.valid and len(validator_calls) == 1
+    catalog._CHECKED.clear()
+    (again,) = catalog.check_worktree(work, "default", known=KnownValid(known.gitdir, None))
+    assert again.report.valid and again.digest == first.digest
+    assert len(validator_calls) == 1
+    catalog._CHECKED.clear()
+    (unmarked,) = catalog.check_worktree(work, "default")
+    assert unmarked.report.valid and len(validator_calls) == 2
 
 
 @pytest.mark.parametrize("change", ["version", "schema", "key"])
