@@ -30,7 +30,7 @@ from gitaudit.ledger.refs import ledger_ref, read_ref
 from gitaudit.places import state_dir
 
 FILENAME = "index.sqlite"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (plan TEXT PRIMARY KEY, tip TEXT NOT NULL, count INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS steps (
 CREATE INDEX IF NOT EXISTS steps_by_contract ON steps (plan, contract, step, status);
 CREATE INDEX IF NOT EXISTS steps_by_inputs ON steps (plan, step, input_digest, status);
 CREATE INDEX IF NOT EXISTS steps_by_step ON steps (plan, step, seq);
+CREATE INDEX IF NOT EXISTS steps_by_status ON steps (plan, status, step, seq);
 """
 
 
@@ -70,7 +71,10 @@ def _db(gitdir: Path) -> Iterator[sqlite3.Connection]:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version != SCHEMA_VERSION:
+        if version == 2:  # version 3 only adds an index: built from the rows already there
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        elif version != SCHEMA_VERSION:
             conn.executescript(
                 "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS runs; DROP TABLE IF EXISTS steps;"
             )
@@ -249,43 +253,44 @@ def carry_sources(
 ) -> dict[str, str]:
     """For each step -> input digest: the newest run in which the step was executed with that
     digest, when it passed there (a later failure with the same inputs means the evidence is
-    contradictory: run it again). One sync and one query for all steps."""
+    contradictory: run it again). One sync; per step, one look at its newest execution with
+    that digest (``steps_by_inputs``), whatever the depth of the ledger."""
     if not digests:
         return {}
     sync(repo, gitdir, plan)
     found: dict[str, str] = {}
     with _db(gitdir) as conn:
-        rows = conn.execute(
-            "SELECT s.step, s.input_digest, s.status, r.commit_id FROM steps s JOIN runs r "
-            "ON r.plan = s.plan AND r.seq = s.seq WHERE s.plan=? "
-            "AND s.status IN ('passed','failed','unknown','interrupted') ORDER BY s.seq DESC",
-            (plan,),
-        ).fetchall()
-    decided: set[str] = set()
-    for step, digest, status, commit in rows:
-        if step in decided or digests.get(step) != digest:
-            continue
-        decided.add(step)
-        if status == "passed":
-            found[str(step)] = str(commit)
+        for step, digest in digests.items():
+            row = conn.execute(
+                # the few executions with this digest, not every run of the step, which is
+                # what SQLite would walk for the ORDER BY without being told
+                "SELECT s.status, r.commit_id FROM steps s INDEXED BY steps_by_inputs JOIN runs r "
+                "ON r.plan = s.plan AND r.seq = s.seq WHERE s.plan=? AND s.step=? "
+                "AND s.input_digest=? AND s.status IN ('passed','failed','unknown','interrupted') "
+                "ORDER BY s.seq DESC LIMIT 1",
+                (plan, step, digest),
+            ).fetchone()
+            if row is not None and row[0] == "passed":
+                found[step] = str(row[1])
     return found
 
 
 def unresolved(repo: pygit2.Repository, gitdir: Path, plan: str) -> dict[str, str]:
     """Steps whose latest executed outcome (on any tree) is unknown or interrupted: the effect
-    may or may not have happened. step -> the run commit that recorded it."""
+    may or may not have happened. step -> the run commit that recorded it. Only those outcomes
+    are looked at, each with the step's executions after it (``steps_by_status``): not every
+    step of every run."""
     sync(repo, gitdir, plan)
     with _db(gitdir) as conn:
         rows = conn.execute(
-            "SELECT s.step, s.status, r.commit_id FROM steps s JOIN runs r "
-            "ON r.plan = s.plan AND r.seq = s.seq WHERE s.plan=? AND s.status IN "
-            "('passed','failed','unknown','interrupted') ORDER BY s.seq DESC",
+            "SELECT s.step, r.commit_id FROM steps s JOIN runs r "
+            "ON r.plan = s.plan AND r.seq = s.seq WHERE s.plan=? "
+            "AND s.status IN ('unknown','interrupted') AND NOT EXISTS ("
+            "SELECT 1 FROM steps t WHERE t.plan = s.plan AND t.step = s.step "
+            "AND t.seq > s.seq AND t.status IN ('passed','failed','unknown','interrupted'))",
             (plan,),
         ).fetchall()
-    latest: dict[str, tuple[str, str]] = {}
-    for step, status, commit in rows:
-        latest.setdefault(str(step), (str(status), str(commit)))
-    return {s: c for s, (st, c) in latest.items() if st in ("unknown", "interrupted")}
+    return {str(step): str(commit) for step, commit in rows}
 
 
 def is_earlier(

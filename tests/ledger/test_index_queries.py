@@ -1,0 +1,118 @@
+"""The lookup index's per-step questions (``gitaudit.ledger.index``) answer as a walk of the
+whole ledger would, newest run first: which steps' last execution is unknown or interrupted,
+and which run's passing execution a step with given inputs may carry.
+
+The walk is the specification (it is what the index answered before it looked only at the rows
+that matter); random ledgers of statuses and input digests, real commits, compare the two."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pygit2
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gitaudit.ledger import index
+from gitaudit.ledger.records import RUN_FORMAT
+from gitaudit.ledger.refs import runs_ref
+from tests.fuzz._support import bare_repo, commit_files
+
+EXECUTED = ("passed", "failed", "unknown", "interrupted")
+STATUSES = (*EXECUTED, "carried", "not_run", "blocked", "exhausted")
+STEPS = ("a", "b", "c")
+DIGESTS = ("sha256:1", "sha256:2")
+
+Run = dict[str, tuple[str, str]]  # step -> (status, input digest)
+
+
+def _ledger(repo: pygit2.Repository, plan: str, runs: list[Run]) -> list[str]:
+    """Run commits for *runs*, oldest first, on the plan's ref; their ids."""
+    who = pygit2.Signature("t", "t@example.test", 1_700_000_000, 0)
+    parents: list[pygit2.Oid] = []
+    ids: list[str] = []
+    for n, run in enumerate(runs):
+        doc = {
+            "format": RUN_FORMAT,
+            "plan": plan,
+            "tree": f"tree-{n}",
+            "contract_digest": "sha256:c",
+            "verdict": "PASS",
+            "steps": {s: {"status": st_, "input_digest": d} for s, (st_, d) in run.items()},
+        }
+        tree = repo[commit_files(repo, {"run.json": json.dumps(doc).encode()})]
+        assert isinstance(tree, pygit2.Commit)
+        oid = repo.create_commit(None, who, who, f"run {n}", tree.tree_id, parents)
+        parents = [oid]
+        ids.append(str(oid))
+    repo.references.create(runs_ref(plan), parents[0], force=True)
+    return ids
+
+
+def _walked_unresolved(runs: list[Run], ids: list[str]) -> dict[str, str]:
+    latest: dict[str, tuple[str, str]] = {}
+    for run, commit in reversed(list(zip(runs, ids, strict=True))):
+        for step, (status, _) in run.items():
+            if status in EXECUTED:
+                latest.setdefault(step, (status, commit))
+    return {s: c for s, (st_, c) in latest.items() if st_ in ("unknown", "interrupted")}
+
+
+def _walked_carry(runs: list[Run], ids: list[str], wanted: dict[str, str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    decided: set[str] = set()
+    for run, commit in reversed(list(zip(runs, ids, strict=True))):
+        for step, (status, digest) in run.items():
+            if step in decided or status not in EXECUTED or wanted.get(step) != digest:
+                continue
+            decided.add(step)
+            if status == "passed":
+                found[step] = commit
+    return found
+
+
+runs_strategy = st.lists(
+    st.dictionaries(
+        st.sampled_from(STEPS),
+        st.tuples(st.sampled_from(STATUSES), st.sampled_from(DIGESTS)),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(runs=runs_strategy, wanted=st.dictionaries(st.sampled_from(STEPS), st.sampled_from(DIGESTS)))
+def test_the_index_answers_as_a_walk_of_the_ledger(runs: list[Run], wanted: dict[str, str]) -> None:
+    repo = bare_repo()
+    plan = f"p{abs(hash((json.dumps(runs), json.dumps(wanted)))) % 10**12}"
+    ids = _ledger(repo, plan, runs)
+    gitdir = Path(repo.path)
+    assert index.unresolved(repo, gitdir, plan) == _walked_unresolved(runs, ids)
+    assert index.carry_sources(repo, gitdir, plan, wanted) == _walked_carry(runs, ids, wanted)
+
+
+def test_an_index_of_version_2_gains_the_new_index_and_keeps_its_rows(tmp_path: Path) -> None:
+    """Version 3 only adds an index: a version 2 file is brought up to date in place (its rows
+    kept, nothing walked again), where any other version is dropped and rebuilt."""
+    repo = pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
+    gitdir = Path(repo.path)
+    ids = _ledger(repo, "default", [{"a": ("unknown", "sha256:1")}])
+    assert index.unresolved(repo, gitdir, "default") == {"a": ids[0]}
+    path = gitdir / "gitaudit" / index.FILENAME
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP INDEX steps_by_status")
+        conn.execute("PRAGMA user_version=2")
+        conn.execute("UPDATE runs SET tree='kept'")  # a mark: a rebuild would write tree-0
+    assert index.unresolved(repo, gitdir, "default") == {"a": ids[0]}
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == index.SCHEMA_VERSION
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+        assert "steps_by_status" in names
+        assert conn.execute("SELECT tree FROM runs").fetchall() == [("kept",)]
+        conn.execute("PRAGMA user_version=1")
+    index.sync(repo, gitdir, "default")
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT tree FROM runs").fetchall() == [("tree-0",)]
