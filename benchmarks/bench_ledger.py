@@ -17,6 +17,9 @@ Measured in one run:
   baselines ``python -c pass`` (interpreter start-up) and ``git rev-parse refs/audit/runs/default``;
 * the whole gate (``gate.judge.judge``) for HEAD, whose run is the oldest of the chain --
   informational;
+* what every ``git audit run`` asks the index before its steps: which steps' last execution is
+  unknown or interrupted, and which run each step's unchanged inputs carry: target <= 20 ms,
+  flat (they read the rows that matter, not every step of every run);
 * one more run appended, then the incremental index sync -- informational.
 
 Run: ``.venv/bin/python benchmarks/bench_ledger.py [--lookups N] [--rounds R]``.
@@ -120,6 +123,22 @@ def one(runs: int, args: argparse.Namespace) -> list[bool]:
         lookup = statistics.median(times)
         p95 = sorted(times)[int(len(times) * 0.95) - 1]
 
+        # what every `git audit run` asks before its steps: which steps' last execution is
+        # unknown, and which run each step's unchanged inputs carry (every step of every run
+        # executed here: the rows these questions could have to read)
+        from gitaudit.ledger.runs import read_run
+
+        newest = read_run(repo.git, repo.git.references[REF].target)
+        steps = {sid: "sha256:" + "0" * 64 for sid in newest.steps}
+        asked: dict[str, list[float]] = {"unresolved": [], "carry": []}
+        for _ in range(args.rounds):
+            start = time.perf_counter()
+            index.unresolved(repo.git, repo.gitdir, PLAN)
+            asked["unresolved"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            index.carry_sources(repo.git, repo.gitdir, PLAN, steps)
+            asked["carry"].append(time.perf_counter() - start)
+
         # The gate does more than the lookup: it also checks that the run found is on the
         # ledger. HEAD's run is the oldest of the chain here (generated runs came after it).
         # judge, as the commands call it: the first call records the ledger tip as seen (so the
@@ -182,7 +201,19 @@ def one(runs: int, args: argparse.Namespace) -> list[bool]:
         results = [
             verdict_line(
                 f"warm lookup in-process (median of {len(times)})", lookup, LOOKUP_TARGET, rev_parse
-            )
+            ),
+            verdict_line(
+                "a run's question: steps whose last outcome is unknown",
+                statistics.median(asked["unresolved"]),
+                LOOKUP_TARGET,
+                rev_parse,
+            ),
+            verdict_line(
+                f"a run's question: what {len(steps)} step(s) with unchanged inputs carry",
+                statistics.median(asked["carry"]),
+                LOOKUP_TARGET,
+                rev_parse,
+            ),
         ]
         print("  (ratios against git rev-parse refs/audit/runs/default)")
         return results
