@@ -58,6 +58,12 @@ class Snapshot(NamedTuple):
     marks: bytes  # the high-water marks file, as stored
     anchors: bytes = b""  # the trust anchor files (by common dir, by work tree), as stored
     entered: str | None = None  # the work tree the anchor is looked up by
+    common: str = ""  # the common dir (the anchor's key), as git printed it
+
+    @property
+    def located(self) -> tuple[str, str, str]:
+        """Where git found the repository: git dir, work tree, common dir (see snapshot)."""
+        return self.gitdir, self.workdir, self.common
 
     @property
     def digest(self) -> str:
@@ -176,7 +182,7 @@ def snapshot(
         anchors = b"\0".join(_contents(anchor_path(where)) for where in keyed)
     except OSError:
         return None
-    snap = Snapshot(found, workdir, tuple(sorted(refs)), outs[2], marks, anchors, entered)
+    snap = Snapshot(found, workdir, tuple(sorted(refs)), outs[2], marks, anchors, entered, common)
     return snap, lines[3:]
 
 
@@ -285,7 +291,9 @@ def remember(
     gate's own "seen" records), which leaves the verdict unchanged; the entry is keyed by the
     state as it is now, which is what the next lookup will see. Best effort: False when nothing
     was recorded."""
-    again = snapshot(gitdir=before.gitdir, entered=before.entered)
+    # where the repository is was asked just before: only its state is taken again
+    located = before.located if before.common else None
+    again = snapshot(gitdir=before.gitdir, entered=before.entered, located=located)
     if again is None:
         return False
     after = again[0]
