@@ -83,6 +83,24 @@ def test_passing_run_records_a_signed_commit(repo: GitRepo, sealed: Sealer, tmp_
     assert verify.returncode == 0, verify.stderr
 
 
+def test_a_large_runs_pack_survives_gits_own_maintenance(repo: GitRepo, sealed: Sealer) -> None:
+    """A run of 40 steps writes its evidence as one pack (over 100 objects); git's own checks
+    and maintenance accept it: fsck, a full repack and prune, after which everything stored
+    still verifies and the gate still says PASS."""
+    sealed(make_plan(*(run_step(f"s{n:02d}", "echo", f"step {n}") for n in range(40))))
+    assert audit(repo.path, "run").code == 0
+    packs = list((repo.path / ".git" / "objects" / "pack").glob("pack-*.idx"))
+    assert len(packs) == 1, packs
+    assert repo.git("show", f"{tip(repo)}:steps/s39/checks/0/stdout") == "step 39\n"
+    repo.git("fsck", "--strict", "--no-dangling")
+    repo.git("gc", "--prune=now", "--quiet")
+    assert not list((repo.path / ".git" / "objects" / "pack").glob("tmp_*"))
+    verified = audit(repo.path, "verify")
+    assert verified.code == 0, verified.out + verified.err
+    assert audit(repo.path, "status").code == 0
+    assert audit(repo.path, "run").code == 0  # and the next run records on top of it
+
+
 def test_run_refuses_when_the_plan_differs_from_its_seal(repo: GitRepo, sealed: Sealer) -> None:
     sealed(make_plan(run_step("a", "true")))
     plan = make_plan(run_step("a", "touch", "ran-anyway"))
