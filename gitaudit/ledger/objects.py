@@ -17,11 +17,12 @@ from gitaudit.git import pack
 def write_tree(repo: pygit2.Repository, files: Mapping[str, bytes]) -> pygit2.Oid:
     """A tree holding *files* (``"a/b.json" -> bytes``); folders are created as needed.
 
-    The objects are built in memory. From :data:`~gitaudit.git.pack.PACK_FROM` new objects on
-    (a large run's evidence) they are stored as one pack; fewer are written loose by libgit2,
-    which checks each id against the one computed here. A name that is not plainly safe
-    (:data:`_PLAIN_NAME`) sends the whole tree through libgit2's TreeBuilder, whose rules refuse
-    ``.git`` in every spelling a checkout could misread."""
+    The objects are built in memory. From :data:`~gitaudit.git.pack.PACK_FROM` distinct objects
+    on (a large run's evidence) they are stored as one pack, whether or not some are stored
+    already (a copy in a pack is harmless; ``git gc`` keeps one); fewer are written loose by
+    libgit2, which skips those it has and checks each id against the one computed here. A name
+    that is not plainly safe (:data:`_PLAIN_NAME`) sends the whole tree through libgit2's
+    TreeBuilder, whose rules refuse ``.git`` in every spelling a checkout could misread."""
     root: dict[str, Any] = {}
     plain = True
     for path, data in files.items():
