@@ -99,7 +99,9 @@ class RunRequest:
     force: bool = False
     on_event: Event | None = None
     # one sandbox per pass_env: each works out the environment its checks share once
-    _sandboxes: dict[tuple[str, ...], Sandbox] = field(default_factory=dict, init=False)
+    _sandboxes: dict[tuple[str, ...], Sandbox] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def where(self, step: Step) -> Where:
         """Where *step*'s checks run (see :class:`Where`)."""
