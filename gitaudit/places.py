@@ -103,6 +103,19 @@ def require_entered(work_tree: str | os.PathLike[str], start: str | os.PathLike[
     )
 
 
+def common_dir(gitdir: str | os.PathLike[str]) -> str:
+    """The real path of the git common directory of the repository at *gitdir* (for a linked
+    worktree, the main repository's; git's own rule: ``<gitdir>/commondir``, relative to it or
+    absolute). OSError when that file exists but cannot be read."""
+    gitdir = os.fspath(gitdir)
+    try:
+        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as handle:
+            text = handle.read().strip()
+    except (FileNotFoundError, NotADirectoryError):
+        text = ""
+    return os.path.realpath(os.path.join(gitdir, text) if text else gitdir)
+
+
 def state_dir(gitdir: str | os.PathLike[str]) -> str:
     """``<gitdir>/gitaudit``: gitaudit's private caches for the repository at *gitdir* (for a
     linked worktree, its own git dir)."""

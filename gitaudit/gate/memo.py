@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 from gitaudit import __version__, secret
 from gitaudit.git.call import start_git
+from gitaudit.git.spawn import Process
 from gitaudit.places import anchor_path, entered_worktree, state_dir
 
 # 2: entries carry the notes of the PASS; 3: the state covers refs/gitaudit/; 4: entries carry
@@ -141,38 +142,33 @@ def snapshot(
     cwd = os.fspath(cwd) if cwd is not None else None
     if entered is None and gitdir is None:
         entered = entered_worktree(cwd or os.getcwd())
-    told = "\n".join(located) if located is not None and not revs else None
-    procs = []
-    if told is None:
-        where = [
-            "rev-parse",
-            "--absolute-git-dir",
-            "--show-toplevel",  # fails in a bare repository: no memo there
-            "--path-format=absolute",
-            "--git-common-dir",
-            *(f"{r}^{{tree}}" for r in revs),
-        ]
-        procs.append(start_git(where, cwd=cwd, git_dir=gitdir))
-    procs += [
-        start_git(
-            ["for-each-ref", "--format=%(refname) %(objectname)", "refs/audit/", MIRRORS],
-            cwd=cwd,
-            git_dir=gitdir,
-        ),
-        start_git(["config", "--get-regexp", CONFIG], cwd=cwd, git_dir=gitdir),
+    lines = list(located) if located is not None and not revs else None
+    locate = [
+        "rev-parse",
+        "--absolute-git-dir",
+        "--show-toplevel",  # fails in a bare repository: no memo there
+        "--path-format=absolute",
+        "--git-common-dir",
+        *(f"{r}^{{tree}}" for r in revs),
     ]
-    outs = [p.communicate()[0].decode("utf-8", "surrogateescape") for p in procs]
-    codes = [p.returncode for p in procs]
-    if told is not None:
-        outs.insert(0, told)
-        codes.insert(0, 0)
-    if codes[0] != 0 or codes[1] != 0 or codes[2] not in (0, 1):
+    asked = start_git(locate, cwd=cwd, git_dir=gitdir) if lines is None else None
+    listed = start_git(
+        ["for-each-ref", "--format=%(refname) %(objectname)", "refs/audit/", MIRRORS],
+        cwd=cwd,
+        git_dir=gitdir,
+    )
+    configured = start_git(["config", "--get-regexp", CONFIG], cwd=cwd, git_dir=gitdir)
+    if asked is not None:
+        out, code = _answer(asked)
+        lines = out.splitlines() if code == 0 else None
+    refs_out, refs_code = _answer(listed)
+    config, config_code = _answer(configured)
+    if lines is None or refs_code != 0 or config_code not in (0, 1):
         return None
-    lines = outs[0].splitlines()
     if len(lines) != 3 + len(revs):
         return None
     refs = []
-    for line in outs[1].splitlines():
+    for line in refs_out.splitlines():
         name, _, oid = line.rpartition(" ")
         refs.append((name, oid))
     found, workdir, common = lines[0], lines[1], lines[2]
@@ -182,8 +178,13 @@ def snapshot(
         anchors = b"\0".join(_contents(anchor_path(where)) for where in keyed)
     except OSError:
         return None
-    snap = Snapshot(found, workdir, tuple(sorted(refs)), outs[2], marks, anchors, entered, common)
+    snap = Snapshot(found, workdir, tuple(sorted(refs)), config, marks, anchors, entered, common)
     return snap, lines[3:]
+
+
+def _answer(process: Process) -> tuple[str, int | None]:
+    """What a git process printed, and its exit code."""
+    return process.communicate()[0].decode("utf-8", "surrogateescape"), process.returncode
 
 
 def _contents(path: str) -> bytes:

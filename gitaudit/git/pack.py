@@ -26,8 +26,6 @@ import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import pygit2
-
 PACK_FROM = 100  # git's transfer.unpackLimit: a tree of this many objects or more is one pack
 
 #: pack object types (git's ``enum object_type``), also pygit2's ObjectType values
@@ -48,25 +46,13 @@ def tree_data(entries: Iterable[tuple[str, bool, bytes]]) -> bytes:
     """The body of a tree of ``(name, is_tree, raw id)`` entries, in git's order: by name, a
     tree's name compared as if it ended in ``/``. Modes are git's canonical ``40000`` (tree)
     and ``100644`` (blob). Names are the caller's to check (no ``/``, no NUL, not ``.git``)."""
-    rows = [
-        (name.encode() + b"/" if is_tree else name.encode(), is_tree, name.encode(), oid)
-        for name, is_tree, oid in entries
-    ]
-    rows.sort(key=lambda row: row[0])
-    return b"".join(
-        (b"40000 " if tree else b"100644 ") + name + b"\0" + oid for _, tree, name, oid in rows
+    rows = sorted(
+        ((name.encode(), is_tree, oid) for name, is_tree, oid in entries),
+        key=lambda row: row[0] + b"/" if row[1] else row[0],
     )
-
-
-def objects_dir(repo: pygit2.Repository) -> Path:
-    """The object database of *repo*: its git dir's, or for a linked worktree the common dir's
-    (named by the ``commondir`` file, relative to the git dir or absolute)."""
-    git_dir = Path(repo.path)
-    try:
-        common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        return git_dir / "objects"
-    return git_dir / common / "objects"
+    return b"".join(
+        (b"40000 " if is_tree else b"100644 ") + name + b"\0" + oid for name, is_tree, oid in rows
+    )
 
 
 def _entry_header(kind: int, size: int) -> bytes:

@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gitaudit import places
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError, TrustError
 from gitaudit.git.repo import Repo
@@ -62,15 +63,11 @@ class Anchor:
 
 
 def common_dir(gitdir: Path) -> str:
-    """The real path of the git common directory of the repository at *gitdir* (for a linked
-    worktree, the main repository's; git's own rule: ``<gitdir>/commondir``)."""
+    """:func:`gitaudit.places.common_dir`; AnchorError when ``commondir`` cannot be read."""
     try:
-        text = (gitdir / "commondir").read_text(encoding="utf-8").strip()
-    except (FileNotFoundError, NotADirectoryError):
-        text = ""
+        return places.common_dir(gitdir)
     except OSError as exc:
         raise AnchorError(f"cannot read {gitdir / 'commondir'}: {exc.strerror}") from None
-    return os.path.realpath(gitdir / text if text else gitdir)
 
 
 def files(repo: Repo) -> list[str]:

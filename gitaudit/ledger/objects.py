@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pygit2
@@ -12,6 +13,7 @@ from pygit2.enums import FileMode, ObjectType
 
 from gitaudit.errors import LedgerError
 from gitaudit.git import pack
+from gitaudit.places import common_dir
 
 
 def write_tree(repo: pygit2.Repository, files: Mapping[str, bytes]) -> pygit2.Oid:
@@ -44,7 +46,7 @@ def write_tree(repo: pygit2.Repository, files: Mapping[str, bytes]) -> pygit2.Oi
     objects: dict[bytes, tuple[int, bytes]] = {}
     top = _serialise(root, objects)
     if len(objects) >= pack.PACK_FROM:
-        pack.write_pack(pack.objects_dir(repo) / "pack", objects)
+        pack.write_pack(Path(common_dir(repo.path)) / "objects" / "pack", objects)
         oid = pygit2.Oid(raw=top)
         if oid not in repo.odb:  # looked up after a refresh of the pack list
             raise LedgerError(

@@ -66,7 +66,7 @@ def check_file(
     if plan is not None and environment:
         problems += tuple(environment_problems(plan))
     report = ValidationReport(file.name, file.source, problems)
-    return CheckedPlan(file, plan, report, digest if report.valid else None)
+    return CheckedPlan(file, plan, report, digest)  # the environment's problems never invalidate
 
 
 _Checked = tuple[Plan | None, tuple[Problem, ...], str | None]
@@ -75,14 +75,12 @@ _KEEP = 16
 
 
 def _checked(file: PlanFile, schema_checked: bool) -> _Checked:
-    """The plan, its problems but the environment's, and its contract digest (None unless it
-    has no problem); a result found with the schema checked also answers without it."""
-    for key in ((file.data, file.name, file.source, False),) + (
-        ((file.data, file.name, file.source, True),) if schema_checked else ()
-    ):
-        found = _CHECKED.get(key)
-        if found is not None:
-            return found
+    """The plan, its problems but the environment's, and its contract digest (None unless it is
+    valid); a result found with the schema checked also answers without it."""
+    key = (file.data, file.name, file.source)
+    found = _CHECKED.get((*key, False)) or (_CHECKED.get((*key, True)) if schema_checked else None)
+    if found is not None:
+        return found
     plan, report = validate_bytes(
         file.data,
         name=file.name,
@@ -106,7 +104,7 @@ def _checked(file: PlanFile, schema_checked: bool) -> _Checked:
             problems = (*problems, problem)
     if len(_CHECKED) >= _KEEP:
         del _CHECKED[next(iter(_CHECKED))]
-    _CHECKED[(file.data, file.name, file.source, schema_checked)] = (plan, problems, digest)
+    _CHECKED[(*key, schema_checked)] = (plan, problems, digest)
     return plan, problems, digest
 
 
