@@ -34,7 +34,7 @@ from gitaudit.git.fingerprint import Fingerprint, changed_paths, workspace_finge
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import index, watermark
 from gitaudit.ledger.plansref import PlansState, SealRecord, read_state, sealed_contract
-from gitaudit.ledger.records import RUN_FORMAT
+from gitaudit.ledger.records import RUN_FORMAT, RunRecord
 from gitaudit.ledger.refs import runs_ref
 from gitaudit.ledger.runs import append_run, evidence_files, read_run
 from gitaudit.ledger.trust import TrustedKey
@@ -135,6 +135,30 @@ def _trusted(repo: Repo, commit: str, runners: list[PublicKey]) -> bool:
     except GitAuditError:
         return False
     return True
+
+
+def _signed_record(repo: Repo, commit: str, runners: list[PublicKey]) -> RunRecord | None:
+    """The record of run *commit* when a runner signed it; None otherwise."""
+    if not _trusted(repo, commit, runners):
+        return None
+    try:
+        return read_run(repo.git, commit)
+    except GitAuditError:
+        return None
+
+
+def _carries(record: RunRecord | None, plan: str, step: StepId, digest: str) -> bool:
+    """Whether the signed run *record* of *plan* executed *step* with the input digest *digest*
+    and it passed. The lookup index (a cache anyone who writes ``.git`` can edit) named the run;
+    its record, not the cache, decides, as it does for the gate (``gate/evidence.py``)."""
+    entry = record.steps.get(step) if record is not None else None
+    return (
+        record is not None
+        and record.plan == plan
+        and entry is not None
+        and entry.status == StepStatus.PASSED
+        and entry.input_digest == digest
+    )
 
 
 @dataclass(frozen=True)
@@ -419,7 +443,12 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
             s.id: digests[s.id] for s in plan.steps if s.inputs and s.id not in prep.targets
         }
         sources = index.carry_sources(repo.git, repo.gitdir, name, wanted_digests)
-        incremental = {sid: c for sid, c in sources.items() if _trusted(repo, c, runners)}
+        records: dict[str, RunRecord | None] = {}  # most steps carry from the same run
+        for sid, source in sources.items():
+            if source not in records:
+                records[source] = _signed_record(repo, source, runners)
+            if _carries(records[source], name, sid, wanted_digests[sid]):
+                incremental[sid] = source
     return _Prior(
         carried,
         incremental,

@@ -8,6 +8,7 @@ so the step's input digest covers the content behind the link and the step runs 
 from __future__ import annotations
 
 import os
+import sqlite3
 from typing import Any
 
 import pytest
@@ -96,6 +97,46 @@ def test_attack_inputs_attributes_outside_the_inputs_change_the_bytes(
     world.repo.write(path, line)
     world.repo.git("add", path)  # only the attributes: every blob the globs match is kept
     world.repo.git("commit", "-q", "-m", "how git writes the file")
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
+    assert recorded.verdict == "FAIL"
+    assert_plan(world.gate(), "step.failed", "FAIL")
+
+
+# ------------------------------------------------------------- the lookup index names the source
+
+
+def _index(world: World) -> sqlite3.Connection:
+    return sqlite3.connect(world.handle().state_dir / "index.sqlite")
+
+
+@pytest.mark.parametrize("forgery", ["a failed execution marked passed", "a pass given new inputs"])
+def test_attack_inputs_index_names_a_carry_source_that_does_not_hold(
+    world: World, forgery: str
+) -> None:
+    """The lookup index says which run a step with unchanged inputs carries; the agent edits
+    it (``.git/gitaudit/index.sqlite``) so that the run carries a step it should execute: the
+    step's failed execution marked passed, or an older pass given the broken tree's input
+    digest. The run reads the named run's signed record, sees the step did not pass with these
+    inputs, and executes it: FAIL (the gate always refused such a carry; the run itself said
+    PASS and exited 0)."""
+    world.repo.write("src/impl.txt", "works\n")
+    unit: dict[str, Any] = step(
+        "unit", check("grep", "-q", "works", "src/impl.txt"), inputs=["src/**"]
+    )
+    world.seal(plan(unit))
+    assert world.run().verdict == "PASS"
+    world.repo.write("src/impl.txt", "broken\n")
+    world.repo.commit("break the input")
+    failed = world.run()
+    assert failed.verdict == "FAIL"
+    digest = failed.doc["steps"]["unit"]["input_digest"]
+    with _index(world) as db:
+        if forgery == "a failed execution marked passed":
+            db.execute("UPDATE steps SET status='passed' WHERE step='unit' AND status='failed'")
+        else:
+            db.execute("DELETE FROM steps WHERE step='unit' AND status='failed'")
+            db.execute("UPDATE steps SET input_digest=? WHERE step='unit'", (digest,))
     recorded = world.run()
     assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
     assert recorded.verdict == "FAIL"
