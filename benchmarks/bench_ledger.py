@@ -130,11 +130,14 @@ def one(runs: int, args: argparse.Namespace) -> list[bool]:
 
         newest = read_run(repo.git, repo.git.references[REF].target)
         steps = {sid: "sha256:" + "0" * 64 for sid in newest.steps}
-        asked: dict[str, list[float]] = {"unresolved": [], "carry": []}
+        asked: dict[str, list[float]] = {"unresolved": [], "attempts": [], "carry": []}
         for _ in range(args.rounds):
             start = time.perf_counter()
             index.unresolved(repo.git, repo.gitdir, PLAN)
             asked["unresolved"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            index.failed_attempts(repo.git, repo.gitdir, PLAN, newest.contract)
+            asked["attempts"].append(time.perf_counter() - start)
             start = time.perf_counter()
             index.carry_sources(repo.git, repo.gitdir, PLAN, steps)
             asked["carry"].append(time.perf_counter() - start)
@@ -205,6 +208,12 @@ def one(runs: int, args: argparse.Namespace) -> list[bool]:
             verdict_line(
                 "a run's question: steps whose last outcome is unknown",
                 statistics.median(asked["unresolved"]),
+                LOOKUP_TARGET,
+                rev_parse,
+            ),
+            verdict_line(
+                "a run's question: failed attempts under the contract",
+                statistics.median(asked["attempts"]),
                 LOOKUP_TARGET,
                 rev_parse,
             ),

@@ -190,6 +190,18 @@ DEFENCES = (
         ),
     ),
     Defence(
+        "the retry rules' tallies are believed only under their MAC",
+        "gitaudit/ledger/index.py",
+        "    if not hmac.compare_digest(str(row[2]), tallies_mac(key, plan, tip, str(row[1]))):\n"
+        "        return None\n",
+        "",
+        (
+            "tests/ledger/test_tallies.py::test_tallies_that_do_not_hold_are_counted_again[zeroed]",
+            "tests/adversarial/test_attempts.py::test_attack_attempts_lookup_cache_forgets_the_failures"
+            "[failed rows deleted, the tallies zeroed]",
+        ),
+    ),
+    Defence(
         "a plan skips the schema check only with its own mark",
         "gitaudit/plan/known_valid.py",
         "        return key is not None and _mark(key, data) in self._read()\n",

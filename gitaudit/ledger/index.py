@@ -15,6 +15,7 @@ remote-tracking copy of another clone's ledger (:func:`gitaudit.ledger.refs.ledg
 from __future__ import annotations
 
 import contextlib
+import hmac
 import sqlite3
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -22,15 +23,18 @@ from pathlib import Path
 
 import pygit2
 
+from gitaudit import secret
 from gitaudit.errors import LedgerError
 from gitaudit.ledger import chain
 from gitaudit.ledger.objects import blob_at, loads
 from gitaudit.ledger.records import lookup_keys
 from gitaudit.ledger.refs import ledger_ref, read_ref
+from gitaudit.ledger.tallies import Tallies
+from gitaudit.ledger.tallies import mac as tallies_mac
 from gitaudit.places import state_dir
 
 FILENAME = "index.sqlite"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (plan TEXT PRIMARY KEY, tip TEXT NOT NULL, count INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
@@ -44,10 +48,13 @@ CREATE TABLE IF NOT EXISTS steps (
     plan TEXT NOT NULL, seq INTEGER NOT NULL, step TEXT NOT NULL, status TEXT NOT NULL,
     contract TEXT NOT NULL, input_digest TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS steps_by_contract ON steps (plan, contract, step, status);
 CREATE INDEX IF NOT EXISTS steps_by_inputs ON steps (plan, step, input_digest, status);
-CREATE INDEX IF NOT EXISTS steps_by_step ON steps (plan, step, seq);
-CREATE INDEX IF NOT EXISTS steps_by_status ON steps (plan, status, step, seq);
+CREATE TABLE IF NOT EXISTS tallies (
+    plan TEXT PRIMARY KEY, tip TEXT NOT NULL, body TEXT NOT NULL, mac TEXT NOT NULL
+);
+DROP INDEX IF EXISTS steps_by_contract;
+DROP INDEX IF EXISTS steps_by_step;
+DROP INDEX IF EXISTS steps_by_status;
 """
 
 
@@ -71,12 +78,13 @@ def _db(gitdir: Path) -> Iterator[sqlite3.Connection]:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == 2:  # version 3 only adds an index: built from the rows already there
+        if version in (2, 3):  # the rows are as they were: only indexes and tallies changed
             conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         elif version != SCHEMA_VERSION:
             conn.executescript(
-                "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS runs; DROP TABLE IF EXISTS steps;"
+                "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS runs; DROP TABLE IF EXISTS steps; "
+                "DROP TABLE IF EXISTS tallies;"
             )
             conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -104,21 +112,38 @@ def sync(repo: pygit2.Repository, gitdir: Path, plan: str) -> str | None:
     The ref is read inside the database's write lock, so a process holding an older view never
     "rebuilds" the index back to its older tip.
     """
-    with _synced(repo, gitdir, plan) as (_conn, tip, _count):
-        return tip
+    with _synced(repo, gitdir, plan) as view:
+        return view.tip
+
+
+@dataclass(frozen=True)
+class _View:
+    """The index of one ledger as of its tip, inside the write transaction that synced it: the
+    number of runs indexed, and the tallies counted up to the tip (always there when asked
+    for)."""
+
+    conn: sqlite3.Connection
+    tip: str | None
+    count: int
+    tallies: Tallies | None
+
+    @property
+    def counted(self) -> Tallies:
+        assert self.tallies is not None, "the tallies were not asked for"
+        return self.tallies
 
 
 @contextlib.contextmanager
 def _synced(
-    repo: pygit2.Repository, gitdir: Path, plan: str
-) -> Iterator[tuple[sqlite3.Connection, str | None, int]]:
-    """The index brought up to the ref's tip, held in one write transaction: (connection, tip,
-    number of runs indexed). Queries made on the connection see exactly that view."""
+    repo: pygit2.Repository, gitdir: Path, plan: str, *, tallies: bool = False
+) -> Iterator[_View]:
+    """The index brought up to the ref's tip, held in one write transaction. Queries made on the
+    connection see exactly that view. With *tallies*, the view's tallies are authenticated ones
+    for the tip (counted again from the chain when the stored ones do not hold)."""
     with _db(gitdir) as conn:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            tip, count = _sync_locked(conn, repo, plan)
-            yield conn, tip, count
+            yield _sync_locked(conn, repo, plan, tallies)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -126,17 +151,22 @@ def _synced(
 
 
 def _sync_locked(
-    conn: sqlite3.Connection, repo: pygit2.Repository, plan: str
-) -> tuple[str | None, int]:
+    conn: sqlite3.Connection, repo: pygit2.Repository, plan: str, need_tallies: bool
+) -> _View:
     tip = read_ref(repo, ledger_ref(plan))
     row = conn.execute("SELECT tip, count FROM meta WHERE plan=?", (plan,)).fetchone()
     if tip is None:
         _clear(conn, plan)
-        return None, 0
-    if row is not None and row[0] == str(tip):
-        return str(tip), int(row[1])
+        return _View(conn, None, 0, Tallies())  # no runs: nothing failed, nothing unsettled
+    if row is not None and row[0] == str(tip) and not need_tallies:
+        return _View(conn, str(tip), int(row[1]), None)
+    key = secret.local_key(repo.workdir, create=False)
+    kept = _kept_tallies(conn, key, plan, row[0] if row else None)
+    if row is not None and row[0] == str(tip) and kept is not None:
+        return _View(conn, str(tip), int(row[1]), kept)
     new: list[pygit2.Commit] = []
-    known = pygit2.Oid(hex=row[0]) if row else None
+    # the tallies are counted from the chain when the kept ones do not hold: every run is read
+    known = pygit2.Oid(hex=row[0]) if row and (kept is not None or not need_tallies) else None
     walked = chain.walk(repo, tip, stop=known, what=ledger_ref(plan))
     try:
         new.extend(walked)
@@ -148,6 +178,7 @@ def _sync_locked(
         base = int(row[1])
     else:
         _clear(conn, plan)  # the ref was rewritten: rebuild this plan's rows
+        kept = Tallies()
     new.reverse()
     run_rows: list[tuple[str, int, str, str, str, str, int]] = []
     step_rows: list[tuple[str, int, str, str, str, str]] = []
@@ -158,14 +189,50 @@ def _sync_locked(
         step_rows.extend(
             (plan, seq, sid, status, contract, digest) for sid, (status, digest) in steps.items()
         )
+        if kept is not None:
+            kept.add(str(commit.id), contract, steps)
     conn.executemany("INSERT INTO runs VALUES (?,?,?,?,?,?,?)", run_rows)
     conn.executemany("INSERT INTO steps VALUES (?,?,?,?,?,?)", step_rows)
     conn.execute("INSERT OR REPLACE INTO meta VALUES (?,?,?)", (plan, str(tip), base + len(new)))
-    return str(tip), base + len(new)
+    _keep_tallies(conn, repo, key, plan, str(tip), kept)
+    return _View(conn, str(tip), base + len(new), kept)
+
+
+def _kept_tallies(
+    conn: sqlite3.Connection, key: bytes | None, plan: str, tip: str | None
+) -> Tallies | None:
+    """The stored tallies of *plan* when they were counted up to *tip* and their MAC holds."""
+    row = conn.execute("SELECT tip, body, mac FROM tallies WHERE plan=?", (plan,)).fetchone()
+    if key is None or row is None or tip is None or row[0] != tip:
+        return None
+    if not hmac.compare_digest(str(row[2]), tallies_mac(key, plan, tip, str(row[1]))):
+        return None
+    return Tallies.load(str(row[1]))
+
+
+def _keep_tallies(
+    conn: sqlite3.Connection,
+    repo: pygit2.Repository,
+    key: bytes | None,
+    plan: str,
+    tip: str,
+    kept: Tallies | None,
+) -> None:
+    """Store *kept*, the tallies up to *tip*, under the local key (made when there is none yet);
+    without tallies or a key, drop the stored ones (the next question counts them again)."""
+    key = key or (secret.local_key(repo.workdir, create=True) if kept is not None else None)
+    if kept is None or key is None:
+        conn.execute("DELETE FROM tallies WHERE plan=?", (plan,))
+        return
+    body = kept.dump()
+    conn.execute(
+        "INSERT OR REPLACE INTO tallies VALUES (?,?,?,?)",
+        (plan, tip, body, tallies_mac(key, plan, tip, body)),
+    )
 
 
 def _clear(conn: sqlite3.Connection, plan: str) -> None:
-    for table in ("meta", "runs", "steps"):
+    for table in ("meta", "runs", "steps", "tallies"):
         conn.execute(f"DELETE FROM {table} WHERE plan=?", (plan,))  # noqa: S608 (fixed names)
 
 
@@ -186,7 +253,8 @@ _RUN_COLUMNS = "plan, seq, commit_id, tree, contract, verdict, time"
 def lookup(repo: pygit2.Repository, gitdir: Path, plan: str, tree: str, contract: str) -> Lookup:
     """The newest runs of *plan* for *tree* (see :class:`Lookup`), even while runs are being
     appended by other processes: the sync and the queries share one transaction."""
-    with _synced(repo, gitdir, plan) as (conn, tip, count):
+    with _synced(repo, gitdir, plan) as view:
+        conn, tip, count = view.conn, view.tip, view.count
         newest = conn.execute(
             f"SELECT {_RUN_COLUMNS} FROM runs WHERE plan=? AND tree=? AND seq <= ? "  # noqa: S608
             "ORDER BY seq DESC LIMIT 1",
@@ -226,14 +294,9 @@ def failed_attempts(
     """Failed attempts per step across the whole ledger of *plan*, for one contract digest, less
     those a sealer *reset* (step -> failed attempts that no longer count,
     :meth:`gitaudit.ledger.plansref.PlansState.attempts_reset`)."""
-    sync(repo, gitdir, plan)
-    with _db(gitdir) as conn:
-        rows = conn.execute(
-            "SELECT step, COUNT(*) FROM steps WHERE plan=? AND contract=? AND status='failed' "
-            "GROUP BY step",
-            (plan, contract),
-        ).fetchall()
-    counts = {str(step): int(n) - (reset or {}).get(str(step), 0) for step, n in rows}
+    with _synced(repo, gitdir, plan, tallies=True) as view:
+        failures = view.counted.failures(contract)
+    counts = {step: n - (reset or {}).get(step, 0) for step, n in failures.items()}
     return {step: n for step, n in counts.items() if n > 0}
 
 
@@ -280,17 +343,8 @@ def unresolved(repo: pygit2.Repository, gitdir: Path, plan: str) -> dict[str, st
     may or may not have happened. step -> the run commit that recorded it. Only those outcomes
     are looked at, each with the step's executions after it (``steps_by_status``): not every
     step of every run."""
-    sync(repo, gitdir, plan)
-    with _db(gitdir) as conn:
-        rows = conn.execute(
-            "SELECT s.step, r.commit_id FROM steps s JOIN runs r "
-            "ON r.plan = s.plan AND r.seq = s.seq WHERE s.plan=? "
-            "AND s.status IN ('unknown','interrupted') AND NOT EXISTS ("
-            "SELECT 1 FROM steps t WHERE t.plan = s.plan AND t.step = s.step "
-            "AND t.seq > s.seq AND t.status IN ('passed','failed','unknown','interrupted'))",
-            (plan,),
-        ).fetchall()
-    return {str(step): str(commit) for step, commit in rows}
+    with _synced(repo, gitdir, plan, tallies=True) as view:
+        return view.counted.unsettled()
 
 
 def is_earlier(

@@ -8,6 +8,7 @@ refs/audit/plans. ci holds only a runner key, so it can force runs but not reset
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -217,3 +218,77 @@ def _contract(world: World) -> str:
     seal = read_state(world.handle()).seal("default")
     assert seal is not None
     return seal.contract_digest
+
+
+# ------------------------------------------------------ the lookup cache forgets the failures
+
+FORGET_FAILURES = {
+    "failed rows deleted": ["DELETE FROM steps WHERE step='unit' AND status='failed'"],
+    "failed rows marked passed": [
+        "UPDATE steps SET status='passed' WHERE step='unit' AND status='failed'"
+    ],
+    "failed rows moved to another contract": [
+        "UPDATE steps SET contract='0000' WHERE step='unit' AND status='failed'"
+    ],
+    "failing runs deleted": [
+        "DELETE FROM steps WHERE seq IN (SELECT seq FROM steps WHERE status='failed')",
+        "DELETE FROM runs WHERE seq NOT IN (SELECT seq FROM steps)",
+    ],
+    "failed rows deleted, the tallies zeroed": [
+        "DELETE FROM steps WHERE step='unit' AND status='failed'",
+        """UPDATE tallies SET body='{"failed":[],"last":[]}'""",
+    ],
+    "failed rows deleted, the tallies dropped": [
+        "DELETE FROM steps WHERE step='unit' AND status='failed'",
+        "DELETE FROM tallies",
+    ],
+}
+
+
+@pytest.mark.parametrize("forgery", sorted(FORGET_FAILURES))
+def test_attack_attempts_lookup_cache_forgets_the_failures(exhausted: World, forgery: str) -> None:
+    """unit is exhausted; ci edits the lookup cache (`.git/gitaudit/index.sqlite`) until it
+    shows no failed attempt of unit under this contract, then runs the plan without `--force`:
+    the run would try unit a third time, it passes, and neither the run nor the gate could tell
+    (PASS before the fix). The failures are tallies of the signed ledger kept under the local
+    key's MAC, apart from the rows; tallies rewritten or dropped are counted again from the
+    chain: unit stays exhausted."""
+    with sqlite3.connect(exhausted.handle().state_dir / "index.sqlite") as db:
+        for statement in FORGET_FAILURES[forgery]:
+            db.execute(statement)
+    recorded = exhausted.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "exhausted", recorded.doc["steps"]["unit"]
+    assert recorded.verdict == "FAIL" and recorded.doc["forced"] is False
+    judged = assert_plan(exhausted.gate(), "step.exhausted", "FAIL")
+    assert judged.reasons[0].step == "unit"
+    states = exhausted.cli("next", "--json")
+    assert '"exhausted"' in states.out, states.out + states.err
+
+
+def test_attack_attempts_lookup_cache_rolled_back_to_before_a_failure(
+    world: World, tmp_path: Path
+) -> None:
+    """ci keeps a copy of the lookup cache's state after unit's first failure (its tallies
+    genuine, their MAC valid for that tip) and puts it back once unit is exhausted: the cache
+    says one failure. Tallies are true only for the tip they were counted up to: the runs
+    after it are counted again, and unit stays exhausted."""
+    flag = tmp_path / "flag"
+    flag.write_text("unit fails\n")
+    world.seal(flaky(flag))
+    assert world.run().doc["steps"]["unit"]["status"] == "failed"
+    database = world.handle().state_dir / "index.sqlite"
+    with sqlite3.connect(database) as db:
+        (count,) = db.execute("SELECT count FROM meta").fetchone()
+        kept = {t: db.execute(f"SELECT * FROM {t}").fetchall() for t in ("meta", "tallies")}
+    assert world.run().doc["steps"]["unit"]["status"] == "failed"
+    assert world.run().doc["steps"]["unit"]["status"] == "exhausted"
+    flag.unlink()
+    with sqlite3.connect(database) as db:
+        for table, rows in kept.items():
+            db.execute(f"DELETE FROM {table}")
+            db.executemany(f"INSERT INTO {table} VALUES ({','.join('?' * len(rows[0]))})", rows)
+        for table in ("runs", "steps"):
+            db.execute(f"DELETE FROM {table} WHERE seq > ?", (count,))
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "exhausted", recorded.doc["steps"]["unit"]
+    assert_plan(world.gate(), "step.exhausted", "FAIL")

@@ -12,6 +12,7 @@ checks added or changed) is a weakening.
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -192,5 +193,50 @@ def test_attack_reconcile_control_a_reconciler_observes(pending: World) -> None:
     trust_add(pending.handle(), pending.alice, public, "runner", "rita")
     trust_add(pending.handle(), pending.alice, public, "reconciler", "rita")
     result = pending.cli("reconcile", "deploy", "--observed", "pass", "--key", str(rita))
+    assert result.code == 0, result.out + result.err
+    assert pending.gate().verdict == "PASS"
+
+
+# ------------------------------------------------- the lookup cache forgets the unknown outcome
+
+FORGET_UNKNOWN = {
+    "the unknown row deleted": ["DELETE FROM steps WHERE step='deploy' AND status='unknown'"],
+    "the unknown row marked passed": [
+        "UPDATE steps SET status='passed' WHERE step='deploy' AND status='unknown'"
+    ],
+    "a later outcome invented": [
+        "INSERT INTO steps SELECT plan, seq + 1, step, 'failed', contract, input_digest "
+        "FROM steps WHERE step='deploy' AND status='unknown'"
+    ],
+    "its run deleted": [
+        "DELETE FROM runs WHERE seq IN (SELECT seq FROM steps WHERE status='unknown')"
+    ],
+    "the row and the tallies marked passed": [
+        "UPDATE steps SET status='passed' WHERE step='deploy' AND status='unknown'",
+        """UPDATE tallies SET body=replace(body, '"unknown"', '"passed"')""",
+    ],
+}
+
+
+@pytest.mark.parametrize("forgery", sorted(FORGET_UNKNOWN))
+def test_attack_reconcile_lookup_cache_forgets_the_unknown_outcome(
+    pending: World, forgery: str
+) -> None:
+    """deploy's outcome is unknown; ci edits the lookup cache (`.git/gitaudit/index.sqlite`)
+    until it shows no unknown outcome, then runs the plan: the run would deploy a second time
+    (it executed deploy again before the fix). The outcome is a tally of the signed ledger kept
+    under the local key's MAC (rewritten, it is counted again from the chain): deploy is not
+    run, and the outcome can still be reconciled by readback."""
+    unknown = pending.ref(RUNS)
+    with sqlite3.connect(pending.handle().state_dir / "index.sqlite") as db:
+        for statement in FORGET_UNKNOWN[forgery]:
+            db.execute(statement)
+    recorded = pending.run()
+    entry = recorded.doc["steps"]["deploy"]
+    assert entry["status"] == "unknown" and entry["attempt"] is None, entry
+    assert entry["reason"].startswith(f"its last outcome ({str(unknown)[:12]}) is unknown"), entry
+    assert_plan(pending.gate(), "step.unknown", "UNKNOWN")
+    (pending.path / "deployed.txt").write_text("v1\n")
+    result = pending.cli("reconcile", "deploy", "--readback", "--key", str(pending.keys["ci"]))
     assert result.code == 0, result.out + result.err
     assert pending.gate().verdict == "PASS"

@@ -12,6 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import pygit2
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -60,6 +61,15 @@ def _walked_unresolved(runs: list[Run], ids: list[str]) -> dict[str, str]:
     return {s: c for s, (st_, c) in latest.items() if st_ in ("unknown", "interrupted")}
 
 
+def _walked_failures(runs: list[Run]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for run in runs:
+        for step, (status, _) in run.items():
+            if status == "failed":
+                counts[step] = counts.get(step, 0) + 1
+    return counts
+
+
 def _walked_carry(runs: list[Run], ids: list[str], wanted: dict[str, str]) -> dict[str, str]:
     found: dict[str, str] = {}
     decided: set[str] = set()
@@ -91,27 +101,35 @@ def test_the_index_answers_as_a_walk_of_the_ledger(runs: list[Run], wanted: dict
     ids = _ledger(repo, plan, runs)
     gitdir = Path(repo.path)
     assert index.unresolved(repo, gitdir, plan) == _walked_unresolved(runs, ids)
+    assert index.failed_attempts(repo, gitdir, plan, "sha256:c") == _walked_failures(runs)
+    assert index.failed_attempts(repo, gitdir, plan, "sha256:other") == {}
     assert index.carry_sources(repo, gitdir, plan, wanted) == _walked_carry(runs, ids, wanted)
 
 
-def test_an_index_of_version_2_gains_the_new_index_and_keeps_its_rows(tmp_path: Path) -> None:
-    """Version 3 only adds an index: a version 2 file is brought up to date in place (its rows
-    kept, nothing walked again), where any other version is dropped and rebuilt."""
+@pytest.mark.parametrize("version", [2, 3])
+def test_an_older_index_is_brought_up_to_date_in_place(tmp_path: Path, version: int) -> None:
+    """Versions 2 and 3 hold the same rows as version 4 (which drops indexes no query uses and
+    keeps the tallies apart): such a file is brought up to date in place, its rows kept and
+    nothing walked again until a question needs the tallies, which are counted from the chain.
+    Any other version is dropped and rebuilt."""
     repo = pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
     gitdir = Path(repo.path)
     ids = _ledger(repo, "default", [{"a": ("unknown", "sha256:1")}])
-    assert index.unresolved(repo, gitdir, "default") == {"a": ids[0]}
+    index.sync(repo, gitdir, "default")
     path = gitdir / "gitaudit" / index.FILENAME
     with sqlite3.connect(path) as conn:
-        conn.execute("DROP INDEX steps_by_status")
-        conn.execute("PRAGMA user_version=2")
+        conn.execute("DROP TABLE tallies")
+        conn.execute("CREATE INDEX steps_by_step ON steps (plan, step, seq)")
+        conn.execute(f"PRAGMA user_version={version}")
         conn.execute("UPDATE runs SET tree='kept'")  # a mark: a rebuild would write tree-0
-    assert index.unresolved(repo, gitdir, "default") == {"a": ids[0]}
+    assert index.sync(repo, gitdir, "default") == ids[0]
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == index.SCHEMA_VERSION
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
-        assert "steps_by_status" in names
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        assert "tallies" in names and "steps_by_step" not in names
         assert conn.execute("SELECT tree FROM runs").fetchall() == [("kept",)]
+    assert index.unresolved(repo, gitdir, "default") == {"a": ids[0]}
+    with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA user_version=1")
     index.sync(repo, gitdir, "default")
     with sqlite3.connect(path) as conn:
