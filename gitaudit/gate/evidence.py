@@ -89,6 +89,11 @@ class Judging:
     traced: dict[tuple[str, str, str], RunRecord | None] = field(
         default_factory=dict, compare=False, repr=False
     )
+    # (source, carrying run) -> each step's newest executed status in the runs between them for
+    # the same tree (None: unreadable), read once for every step carried from that source
+    between: dict[tuple[str, str], dict[str, StepStatus] | None] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def run_fix(self) -> str:
@@ -641,6 +646,38 @@ def _carried_source(j: Judging, record: RunRecord, source: str, ledger: str) -> 
         return None
 
 
+def _overruled(j: Judging, origin: RunRecord, record: RunRecord, step: str) -> bool:
+    """Whether the newest execution of *step* in a run for the same tree and contract between
+    *origin* and *record*, signed by a trusted runner, did not pass: the newest outcome decides,
+    so a pass before it can no longer be carried (``git audit run`` carries only the newest; a
+    run that carried an older one was prepared before the failure was recorded, or misled)."""
+    key = (origin.commit, record.commit)
+    if key not in j.between:
+        j.between[key] = _newest_between(j, origin, record)
+    newest = j.between[key]
+    return newest is None or newest.get(step, StepStatus.PASSED) != StepStatus.PASSED
+
+
+def _newest_between(
+    j: Judging, origin: RunRecord, record: RunRecord
+) -> dict[str, StepStatus] | None:
+    """Each step's newest executed status in the trusted runs for the tree and contract between
+    *origin* and *record* (None when the chain cannot be read: nothing is carried)."""
+    try:
+        parents = commit_of(j.repo.git, pygit2.Oid(hex=record.commit), "run").parent_ids
+        return lookup.newest_outcomes(
+            j.repo.git,
+            j.repo.gitdir,
+            parents[0] if parents else None,
+            origin.commit,
+            record.tree,
+            record.contract,
+            j.state.trust.with_role("runner"),
+        )
+    except (GitAuditError, ValueError, KeyError, pygit2.GitError):
+        return None
+
+
 def _trace_carried(
     j: Judging, record: RunRecord, step: str, source: str, ledger: str
 ) -> RunRecord | None:
@@ -657,7 +694,7 @@ def _trace_carried(
     if entry is None or entry.status != StepStatus.PASSED:
         return None
     if origin.tree == record.tree and origin.contract == record.contract:
-        return origin
+        return None if _overruled(j, origin, record, step) else origin
     claimed = entry.input_digest
     current = record.steps[step].input_digest
     if claimed and claimed == current and claimed == j.digests().get(step):

@@ -273,11 +273,12 @@ def lookup(repo: pygit2.Repository, gitdir: Path, plan: str, tree: str, contract
 def runs_for_tree(
     repo: pygit2.Repository, gitdir: Path, plan: str, tree: str, contract: str
 ) -> list[IndexedRun]:
-    """Every run of *plan* for *tree* under *contract*, newest first."""
+    """Every run of *plan* for *tree* under *contract*, newest first, as the cache lists them
+    (a row deleted here hides a run: what is taken from them is checked on the chain)."""
     sync(repo, gitdir, plan)
     with _db(gitdir) as conn:
         rows = conn.execute(
-            "SELECT plan, seq, commit_id, tree, contract, verdict, time FROM runs "
+            f"SELECT {_RUN_COLUMNS} FROM runs "  # noqa: S608
             "WHERE plan=? AND tree=? AND contract=? ORDER BY seq DESC",
             (plan, tree, contract),
         ).fetchall()

@@ -26,19 +26,27 @@ import hmac
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
 from gitaudit import secret
-from gitaudit.errors import LedgerError
+from gitaudit.crypto.commits import verify_commit
+from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.errors import GitAuditError, LedgerError
 from gitaudit.git.call import run_git
 from gitaudit.ledger import chain, index
 from gitaudit.ledger.records import RunRecord
 from gitaudit.ledger.refs import ledger_ref, read_ref
 from gitaudit.ledger.runs import read_run
 from gitaudit.places import state_dir
+from gitaudit.verdict import StepStatus
+
+EXECUTED = frozenset(
+    {StepStatus.PASSED, StepStatus.FAILED, StepStatus.UNKNOWN, StepStatus.INTERRUPTED}
+)
 
 WALK_IN_PYTHON = 256
 CONFIRMED = "confirmed.json"
@@ -132,6 +140,74 @@ def every_run(
         if record.tree == tree and record.contract == contract:
             out.append(record)
     return out
+
+
+def runs_between(
+    repo: pygit2.Repository,
+    gitdir: Path,
+    start: pygit2.Oid | None,
+    older: str,
+    tree: str,
+    contract: str,
+) -> list[RunRecord]:
+    """The runs for *tree* under *contract* on the first-parent chain from *start* (inclusive)
+    down to run *older* (exclusive), newest first, from the signed chain itself: a few hundred
+    commits read here, the rest in one walk by git."""
+    marker = f"Audit-Tree: {tree}\nAudit-Contract: {contract}\n"
+    out: list[RunRecord] = []
+    for walked, commit in enumerate(chain.walk(repo, start, stop=pygit2.Oid(hex=older))):
+        if walked == WALK_IN_PYTHON:
+            found = run_git(
+                [
+                    "rev-list",
+                    "--first-parent",
+                    "--fixed-strings",
+                    "--all-match",
+                    f"--grep=Audit-Tree: {tree}",
+                    f"--grep=Audit-Contract: {contract}",
+                    str(commit.id),
+                    f"^{older}",
+                ],
+                git_dir=gitdir,
+                check=False,
+            )
+            if found.code != 0:
+                raise LedgerError(f"cannot list the runs for tree {tree[:12]} after {older[:12]}")
+            out.extend(read_run(repo, line) for line in found.out.split())
+            break
+        if marker in commit.message:
+            out.append(read_run(repo, commit.id))
+    return [r for r in out if r.tree == tree and r.contract == contract]
+
+
+def newest_outcomes(
+    repo: pygit2.Repository,
+    gitdir: Path,
+    start: pygit2.Oid | None,
+    older: str,
+    tree: str,
+    contract: str,
+    runners: Sequence[PublicKey],
+) -> dict[str, StepStatus]:
+    """Each step's newest executed status (passed, failed, unknown, interrupted) in the runs
+    for *tree* under *contract* from *start* down to run *older* (:func:`runs_between`), among
+    those a runner signed: a step absent was not executed there. The newest outcome decides
+    whether a pass in *older* may still be carried."""
+    newest: dict[str, StepStatus] = {}
+    for run in runs_between(repo, gitdir, start, older, tree, contract):
+        executed = {
+            sid: entry.status
+            for sid, entry in run.steps.items()
+            if entry.status in EXECUTED and sid not in newest
+        }
+        if not executed:
+            continue
+        try:
+            verify_commit(repo, pygit2.Oid(hex=run.commit), runners)
+        except GitAuditError:
+            continue  # a run without a runner's signature counts for nothing
+        newest.update(executed)
+    return newest
 
 
 def _edited(gitdir: Path) -> str:

@@ -32,10 +32,10 @@ from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, RunError, UsageError
 from gitaudit.git.fingerprint import Fingerprint, changed_paths, workspace_fingerprint
 from gitaudit.git.repo import Repo
-from gitaudit.ledger import index, watermark
+from gitaudit.ledger import index, lookup, watermark
 from gitaudit.ledger.plansref import PlansState, SealRecord, read_state, sealed_contract
 from gitaudit.ledger.records import RUN_FORMAT, RunRecord
-from gitaudit.ledger.refs import runs_ref
+from gitaudit.ledger.refs import read_ref, runs_ref
 from gitaudit.ledger.runs import append_run, evidence_files, read_run
 from gitaudit.ledger.trust import TrustedKey
 from gitaudit.plan.catalog import CheckedPlan, check_worktree
@@ -436,6 +436,7 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
                 decided.add(sid)
                 if entry.proven:
                     carried[sid] = entry.carried_from or record.commit
+        carried = _still_newest(repo, name, tree, digest, carried, runners)
     digests = input_digests(repo.git, plan, tree)
     incremental: dict[StepId, str] = {}
     if not fresh:
@@ -462,6 +463,35 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
         index.unresolved(repo.git, repo.gitdir, name),
         digests,
     )
+
+
+def _still_newest(
+    repo: Repo,
+    name: str,
+    tree: str,
+    contract: str,
+    carried: dict[StepId, str],
+    runners: list[PublicKey],
+) -> dict[StepId, str]:
+    """*carried* (step -> the run whose pass it carries) less the steps a newer trusted run for
+    the tree executed last without passing, read from the signed chain (down to each source):
+    the lookup cache listed the runs, and a row deleted there hides one. The gate applies the
+    same rule to the carry."""
+    tip = read_ref(repo.git, runs_ref(name))
+    outcomes: dict[str, dict[str, StepStatus] | None] = {}
+    kept: dict[StepId, str] = {}
+    for sid, source in carried.items():
+        if source not in outcomes:
+            try:
+                outcomes[source] = lookup.newest_outcomes(
+                    repo.git, repo.gitdir, tip, source, tree, contract, runners
+                )
+            except (GitAuditError, ValueError):
+                outcomes[source] = None
+        newest = outcomes[source]
+        if newest is not None and newest.get(sid, StepStatus.PASSED) == StepStatus.PASSED:
+            kept[sid] = source
+    return kept
 
 
 def _in_tree(repo: Repo, tree: str) -> Callable[[Output], bool]:

@@ -534,6 +534,50 @@ def test_attack_evidence_lookup_index_forgets_the_newer_failing_run(
     assert status.code == 1 and status.json()["verdict"] == "FAIL", status.out
 
 
+def test_attack_evidence_carried_over_a_newer_failure(failing: tuple[World, str, Path]) -> None:
+    """ci signs a run that carries `unit` from the older PASS run of this tree, over the newer
+    FAIL run (what a targeted run prepared before the failure was recorded appends, re-parented
+    onto it): the gate accepted any earlier pass for the tree (PASS before the fix). The newest
+    trusted execution of the step for the tree decides."""
+    world, passed, _ = failing
+
+    def carry(doc: dict[str, Any]) -> None:
+        make_pass(doc)
+        doc["steps"]["unit"].update(status="carried", carried_from=passed)
+
+    forged = world.forge_run(passed, edit=carry, signer=world.ci)
+    judged = assert_plan(world.gate(), "evidence.carried-invalid", "FAIL")
+    assert judged.run == str(forged) and judged.reasons[0].step == "unit"
+
+
+HIDE_THE_FAILING_RUN = {
+    "its row deleted": "DELETE FROM runs WHERE commit_id=?",
+    "its tree changed": "UPDATE runs SET tree='0000' WHERE commit_id=?",
+    "its contract changed": "UPDATE runs SET contract='0000' WHERE commit_id=?",
+}
+
+
+@pytest.mark.parametrize("forgery", sorted(HIDE_THE_FAILING_RUN))
+def test_attack_evidence_lookup_index_hides_the_failing_run_from_a_targeted_run(
+    failing: tuple[World, str, Path], forgery: str
+) -> None:
+    """The agent hides the newer FAIL run from the lookup cache (its row deleted, or filed
+    under another tree or contract), then asks the honest runner for `git audit run lint` only:
+    the run carried `unit` from the older PASS run of the same tree, said PASS, and so did the
+    gate, which accepts a carry from any earlier pass for the tree (before the fix). The run
+    reads the runs between the source and the tip from the signed chain: the newer failure
+    decides, nothing is carried."""
+    world, passed, _ = failing
+    failed = world.ref(RUNS)
+    with sqlite3.connect(world.handle().state_dir / "index.sqlite") as db:
+        assert db.execute(HIDE_THE_FAILING_RUN[forgery], (failed,)).rowcount == 1
+    recorded = world.run(targets=["lint"])
+    assert recorded.doc["steps"]["unit"]["status"] != "carried", recorded.doc["steps"]["unit"]
+    assert recorded.doc["steps"]["unit"].get("carried_from") != passed
+    assert recorded.verdict != "PASS"
+    assert world.gate().verdict != "PASS"
+
+
 def test_attack_evidence_watermark_file_forged(proven: World) -> None:
     """An unsigned plans commit seals a weak plan; the agent writes its id into watermarks.json,
     commits the weak plan and has the honest runner run it."""

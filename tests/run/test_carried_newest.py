@@ -1,0 +1,112 @@
+"""A carried step counts only while the newest execution of that step for the tree passed.
+
+`git audit run b` carries `a` from the newest run for the tree in which `a` executed. A run
+prepared before a concurrent run recorded `a` failing is re-parented onto it when both append
+(the ledger stays linear), and would carry the older pass over the newer failure; so would a
+run misled about the ledger. The gate reads the runs between the source and the carrying run
+from the signed chain (past a few hundred commits, by git's own search) and refuses the carry
+when the newest trusted execution of the step there did not pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gitaudit.cli.context import signer_for
+from gitaudit.gate.judge import judge
+from gitaudit.git.repo import open_repo
+from gitaudit.ledger.runs import append_run
+from tests.gitrepo import GitRepo, audit
+from tests.run.conftest import Sealer, make_plan, run_step
+
+REF = "refs/audit/runs/default"
+
+
+@pytest.fixture
+def flag(tmp_path: Path) -> Path:
+    return tmp_path / "flag"
+
+
+@pytest.fixture
+def passed_then_failed(repo: GitRepo, sealed: Sealer, flag: Path) -> str:
+    """`a` fails while *flag* (outside the repository) exists; `b` always passes. A PASS run,
+    then a run in which `a` failed, for the same tree. Returns the PASS run."""
+    sealed(make_plan(run_step("a", "test", "!", "-e", str(flag)), run_step("b", "true")))
+    assert audit(repo.path, "run").code == 0
+    passed = repo.git("rev-parse", REF).strip()
+    flag.write_text("a fails now\n")
+    assert audit(repo.path, "run").code == 1
+    return passed
+
+
+def _append(repo: GitRepo, doc: dict[str, object], tree: str | None = None) -> str:
+    """A runner-signed run commit holding *doc* (for *tree*, else the doc's own)."""
+    handle = open_repo(repo.path)
+    doc = {**doc, "tree": tree or doc["tree"]}
+    message = (
+        f"audit(default): PASS\n\nAudit-Tree: {doc['tree']}\n"
+        f"Audit-Contract: {doc['contract_digest']}\n"
+    )
+    files = {"run.json": json.dumps(doc).encode()}
+    return str(append_run(handle.git, "default", files, message, signer_for(handle, None)))
+
+
+def _carrying_a_from(repo: GitRepo, source: str) -> str:
+    """What a targeted `git audit run b` prepared before the failure was recorded appends: `a`
+    carried from *source*, `b` passed."""
+    doc = json.loads(repo.git("show", f"{source}:run.json"))
+    doc["steps"]["a"].update(status="carried", carried_from=source, attempt=None, checks=[])
+    return _append(repo, doc)
+
+
+def _pad(repo: GitRepo, count: int) -> None:
+    """*count* runs for other trees (none executes anything for this one)."""
+    doc = json.loads(repo.git("show", f"{REF}:run.json"))
+    for i in range(count):
+        _append(repo, doc, tree=f"{i:040x}")
+
+
+def _judged(repo: GitRepo) -> tuple[str, list[str]]:
+    result = judge(open_repo(repo.path), "HEAD")
+    return result.verdict, [r.code for p in result.plans for r in p.reasons]
+
+
+def test_a_pass_older_than_the_newest_failure_is_not_carried(
+    repo: GitRepo, passed_then_failed: str
+) -> None:
+    _carrying_a_from(repo, passed_then_failed)
+    assert _judged(repo) == ("FAIL", ["evidence.carried-invalid"])
+
+
+def test_the_newest_failure_is_found_past_a_few_hundred_runs(
+    repo: GitRepo, passed_then_failed: str
+) -> None:
+    """300 runs of other trees after the failure: git's search finds it."""
+    _pad(repo, 300)
+    _carrying_a_from(repo, passed_then_failed)
+    assert _judged(repo) == ("FAIL", ["evidence.carried-invalid"])
+
+
+def test_a_pass_after_the_failure_settles_it_again(
+    repo: GitRepo, passed_then_failed: str, flag: Path
+) -> None:
+    """Control: `a` passed again after failing (the newest execution is a pass): the older
+    pass may still be carried, and the carrying run counts."""
+    flag.unlink()
+    assert audit(repo.path, "run").code == 0
+    _carrying_a_from(repo, passed_then_failed)
+    assert _judged(repo) == ("PASS", [])
+
+
+def test_an_honest_targeted_run_after_the_failure_does_not_carry(
+    repo: GitRepo, passed_then_failed: str, flag: Path
+) -> None:
+    """Control: `git audit run b` after the failure executes nothing for `a` and carries
+    nothing: `a` is not verified (the failure decides), b is."""
+    result = audit(repo.path, "run", "b")
+    doc = json.loads(repo.git("show", f"{REF}:run.json"))
+    assert doc["steps"]["a"]["status"] != "carried" and doc["steps"]["b"]["status"] == "passed"
+    assert result.code != 0
+    assert _judged(repo)[0] == "FAIL"
