@@ -39,18 +39,13 @@ def step_states(
         record = None  # the evidence as a whole was refused: nothing in it counts
     by_step = {r.step: r for r in reasons if r.step}
     seal = state.seal(name)
+    counted = index.tallies(repo.git, repo.gitdir, name)
     attempts = (
-        index.failed_attempts(
-            repo.git,
-            repo.gitdir,
-            name,
-            seal.contract_digest,
-            state.attempts_reset(name, seal.contract_digest),
-        )
+        counted.failures(seal.contract_digest, state.attempts_reset(name, seal.contract_digest))
         if seal
         else {}
     )
-    unresolved = index.unresolved(repo.git, repo.gitdir, name)
+    unresolved = counted.unsettled()
     states: dict[str, str] = {}
     for step in plan.steps:
         entry = record.steps.get(step.id) if record else None

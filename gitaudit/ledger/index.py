@@ -2,10 +2,12 @@
 
 The ledger (``refs/audit/runs/<plan>``) is the truth; this SQLite file under
 ``<gitdir>/gitaudit/index.sqlite`` is a cache of it: for each run commit its position in the
-chain, workspace tree, contract digest, verdict and per-step statuses. :func:`sync` brings it up
-to date incrementally (walking only commits newer than the indexed tip) and rebuilds a plan's
-rows from scratch when the ref no longer descends from what was indexed. Deleting the file is
-always safe.
+chain, workspace tree, contract digest and verdict, and per ledger the tallies of its steps'
+executions (:mod:`gitaudit.ledger.tallies`, under the local key's MAC: what decides which steps
+a run executes is never taken from rows anyone can edit). :func:`sync` brings it up to date
+incrementally (walking only commits newer than the indexed tip) and rebuilds a plan's rows from
+scratch when the ref no longer descends from what was indexed. Deleting the file is always
+safe.
 
 Every function takes a ledger key: a plan name for the plan's own ledger, or the full name of a
 remote-tracking copy of another clone's ledger (:func:`gitaudit.ledger.refs.ledger_ref`); the
@@ -44,17 +46,10 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE INDEX IF NOT EXISTS runs_by_tree ON runs (plan, tree, seq);
 CREATE INDEX IF NOT EXISTS runs_by_commit ON runs (commit_id);
-CREATE TABLE IF NOT EXISTS steps (
-    plan TEXT NOT NULL, seq INTEGER NOT NULL, step TEXT NOT NULL, status TEXT NOT NULL,
-    contract TEXT NOT NULL, input_digest TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS steps_by_inputs ON steps (plan, step, input_digest, status);
 CREATE TABLE IF NOT EXISTS tallies (
     plan TEXT PRIMARY KEY, tip TEXT NOT NULL, body TEXT NOT NULL, mac TEXT NOT NULL
 );
-DROP INDEX IF EXISTS steps_by_contract;
-DROP INDEX IF EXISTS steps_by_step;
-DROP INDEX IF EXISTS steps_by_status;
+DROP TABLE IF EXISTS steps;
 """
 
 
@@ -78,12 +73,12 @@ def _db(gitdir: Path) -> Iterator[sqlite3.Connection]:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version in (2, 3):  # the rows are as they were: only indexes and tallies changed
+        if version in (2, 3):  # their runs rows are as they were: the steps rows became tallies
             conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         elif version != SCHEMA_VERSION:
             conn.executescript(
-                "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS runs; DROP TABLE IF EXISTS steps; "
+                "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS runs; "
                 "DROP TABLE IF EXISTS tallies;"
             )
             conn.executescript(_SCHEMA)
@@ -181,18 +176,14 @@ def _sync_locked(
         kept = Tallies()
     new.reverse()
     run_rows: list[tuple[str, int, str, str, str, str, int]] = []
-    step_rows: list[tuple[str, int, str, str, str, str]] = []
     for offset, commit in enumerate(new, start=1):
-        seq = base + offset
         tree, contract, verdict, steps = _summary(repo, commit)
-        run_rows.append((plan, seq, str(commit.id), tree, contract, verdict, commit.commit_time))
-        step_rows.extend(
-            (plan, seq, sid, status, contract, digest) for sid, (status, digest) in steps.items()
+        run_rows.append(
+            (plan, base + offset, str(commit.id), tree, contract, verdict, commit.commit_time)
         )
         if kept is not None:
             kept.add(str(commit.id), contract, steps)
     conn.executemany("INSERT INTO runs VALUES (?,?,?,?,?,?,?)", run_rows)
-    conn.executemany("INSERT INTO steps VALUES (?,?,?,?,?,?)", step_rows)
     conn.execute("INSERT OR REPLACE INTO meta VALUES (?,?,?)", (plan, str(tip), base + len(new)))
     _keep_tallies(conn, repo, key, plan, str(tip), kept)
     return _View(conn, str(tip), base + len(new), kept)
@@ -232,7 +223,7 @@ def _keep_tallies(
 
 
 def _clear(conn: sqlite3.Connection, plan: str) -> None:
-    for table in ("meta", "runs", "steps", "tallies"):
+    for table in ("meta", "runs", "tallies"):
         conn.execute(f"DELETE FROM {table} WHERE plan=?", (plan,))  # noqa: S608 (fixed names)
 
 
@@ -285,6 +276,14 @@ def runs_for_tree(
     return [IndexedRun(*r) for r in rows]
 
 
+def tallies(repo: pygit2.Repository, gitdir: Path, plan: str) -> Tallies:
+    """The tallies of *plan*'s ledger up to its tip (:mod:`gitaudit.ledger.tallies`): failed
+    attempts, unsettled outcomes and each step's newest executions, counted from the signed
+    chain (kept under the local key's MAC, counted again when that does not hold)."""
+    with _synced(repo, gitdir, plan, tallies=True) as view:
+        return view.counted
+
+
 def failed_attempts(
     repo: pygit2.Repository,
     gitdir: Path,
@@ -295,10 +294,7 @@ def failed_attempts(
     """Failed attempts per step across the whole ledger of *plan*, for one contract digest, less
     those a sealer *reset* (step -> failed attempts that no longer count,
     :meth:`gitaudit.ledger.plansref.PlansState.attempts_reset`)."""
-    with _synced(repo, gitdir, plan, tallies=True) as view:
-        failures = view.counted.failures(contract)
-    counts = {step: n - (reset or {}).get(step, 0) for step, n in failures.items()}
-    return {step: n for step, n in counts.items() if n > 0}
+    return tallies(repo, gitdir, plan).failures(contract, reset)
 
 
 def recent(repo: pygit2.Repository, gitdir: Path, plan: str, limit: int) -> list[IndexedRun]:
@@ -312,40 +308,10 @@ def recent(repo: pygit2.Repository, gitdir: Path, plan: str, limit: int) -> list
     return [IndexedRun(*r) for r in rows]
 
 
-def carry_sources(
-    repo: pygit2.Repository, gitdir: Path, plan: str, digests: dict[str, str]
-) -> dict[str, str]:
-    """For each step -> input digest: the newest run in which the step was executed with that
-    digest, when it passed there (a later failure with the same inputs means the evidence is
-    contradictory: run it again). One sync; per step, one look at its newest execution with
-    that digest (``steps_by_inputs``), whatever the depth of the ledger."""
-    if not digests:
-        return {}
-    sync(repo, gitdir, plan)
-    found: dict[str, str] = {}
-    with _db(gitdir) as conn:
-        for step, digest in digests.items():
-            row = conn.execute(
-                # the few executions with this digest, not every run of the step, which is
-                # what SQLite would walk for the ORDER BY without being told
-                "SELECT s.status, r.commit_id FROM steps s INDEXED BY steps_by_inputs JOIN runs r "
-                "ON r.plan = s.plan AND r.seq = s.seq WHERE s.plan=? AND s.step=? "
-                "AND s.input_digest=? AND s.status IN ('passed','failed','unknown','interrupted') "
-                "ORDER BY s.seq DESC LIMIT 1",
-                (plan, step, digest),
-            ).fetchone()
-            if row is not None and row[0] == "passed":
-                found[step] = str(row[1])
-    return found
-
-
 def unresolved(repo: pygit2.Repository, gitdir: Path, plan: str) -> dict[str, str]:
     """Steps whose latest executed outcome (on any tree) is unknown or interrupted: the effect
-    may or may not have happened. step -> the run commit that recorded it. Only those outcomes
-    are looked at, each with the step's executions after it (``steps_by_status``): not every
-    step of every run."""
-    with _synced(repo, gitdir, plan, tallies=True) as view:
-        return view.counted.unsettled()
+    may or may not have happened. step -> the run commit that recorded it."""
+    return tallies(repo, gitdir, plan).unsettled()
 
 
 def is_earlier(

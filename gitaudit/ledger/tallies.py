@@ -1,14 +1,15 @@
-"""What a ledger says about retrying each step, counted from the signed chain and kept under a MAC.
+"""What the ledger says about retrying or carrying each step: tallies of the chain, under a MAC.
 
-Two answers decide whether ``git audit run`` may execute a step again: how many failed attempts
-the step has under a contract (``max_attempts``), and whether its newest executed outcome is
-unknown or interrupted (a non-idempotent step waits for a reconcile). Both are tallies of the run
-commits on the chain up to a tip. The lookup cache's rows hold the same facts, but any process in
-the repository can rewrite them, and a row deleted or marked ``passed`` would let the run retry a
-step the contract closed. So the tallies are kept apart, beside the tip they were counted up to,
-under a MAC with the local key (:mod:`gitaudit.secret`): the cache adds the runs it indexes to
-tallies whose MAC holds, and a tally that does not hold (or is missing) is counted again from the
-chain. Whoever cannot read the key can make the count slower, never smaller.
+Three answers decide what ``git audit run`` executes: how many failed attempts a step has under a
+contract (``max_attempts``), whether its newest executed outcome is unknown or interrupted (a
+non-idempotent step waits for a reconcile), and whether its newest execution with the inputs
+this tree gives it passed (incremental evidence). All are tallies of the run commits on the
+chain up to a tip. They used to be rows of the lookup cache, which any process in the repository
+can rewrite: a row deleted or marked ``passed`` let the run retry a step the contract closed, or
+carry a pass over a newer failure. So the tallies are kept beside the tip they were counted up
+to, under a MAC with the local key (:mod:`gitaudit.secret`): the cache adds the runs it indexes
+to tallies whose MAC holds, and tallies that do not hold (or are missing) are counted again from
+the chain. Whoever cannot read the key can make the count slower, never smaller.
 
 Standard library only.
 """
@@ -26,40 +27,65 @@ EXECUTED = frozenset({"passed", "failed", "unknown", "interrupted"})
 UNSETTLED = frozenset({"unknown", "interrupted"})
 """The executed outcomes whose effect may or may not have happened."""
 
-_FORMAT = b"gitaudit.ledger-tallies/1"
+RECENT = 8
+"""Executions kept per step with inputs, newest first (a step without inputs keeps its newest):
+enough to know the newest execution with the inputs a tree gives it unless it ran with other
+inputs that many times since (see :meth:`Tallies.newest_with`)."""
+
+_FORMAT = b"gitaudit.ledger-tallies/2"
+
+Execution = tuple[str, str, str]
+"""(status, input digest, the run commit that recorded it)."""
 
 
 @dataclass
 class Tallies:
-    """Failed executions per (contract, step), and each step's newest execution: (status, the
-    run commit that recorded it)."""
+    """Failed executions per (contract, step), and each step's :data:`RECENT` newest
+    executions."""
 
     failed: dict[tuple[str, str], int] = field(default_factory=dict)
-    last: dict[str, tuple[str, str]] = field(default_factory=dict)
+    recent: dict[str, list[Execution]] = field(default_factory=dict)
 
     def add(self, commit: str, contract: str, steps: Mapping[str, tuple[str, str]]) -> None:
         """Count one run commit (newer than every one counted so far): its contract and each
         step's (status, input digest), as the lookup cache reads them."""
-        for step, (status, _digest) in steps.items():
+        for step, (status, digest) in steps.items():
             if status == "failed":
                 self.failed[contract, step] = self.failed.get((contract, step), 0) + 1
             if status in EXECUTED:
-                self.last[step] = (status, commit)
+                kept = self.recent.setdefault(step, [])
+                kept.insert(0, (status, digest, commit))
+                del kept[RECENT if digest else 1 :]
 
-    def failures(self, contract: str) -> dict[str, int]:
-        """step -> failed executions under *contract*."""
-        return {step: n for (under, step), n in self.failed.items() if under == contract}
+    def failures(self, contract: str, reset: Mapping[str, int] | None = None) -> dict[str, int]:
+        """step -> failed executions under *contract*, less those a sealer *reset* (step ->
+        failures that no longer count); only steps with some left."""
+        counts = {
+            step: n - (reset or {}).get(step, 0)
+            for (under, step), n in self.failed.items()
+            if under == contract
+        }
+        return {step: n for step, n in counts.items() if n > 0}
 
     def unsettled(self) -> dict[str, str]:
         """step -> the run commit of its newest execution, when that outcome is unknown or
         interrupted."""
-        return {step: commit for step, (status, commit) in self.last.items() if status in UNSETTLED}
+        return {step: kept[0][2] for step, kept in self.recent.items() if kept[0][0] in UNSETTLED}
+
+    def newest_with(self, step: str, digest: str) -> Execution | None:
+        """The newest execution of *step* with input digest *digest*; None when none of the
+        executions kept had it (it ran with other inputs :data:`RECENT` times since, or never
+        with these): then nobody knows, without reading the chain, what the newest was."""
+        for execution in self.recent.get(step, []):
+            if execution[1] == digest:
+                return execution
+        return None
 
     def dump(self) -> str:
         return json.dumps(
             {
                 "failed": sorted([c, s, n] for (c, s), n in self.failed.items()),
-                "last": sorted([s, status, c] for s, (status, c) in self.last.items()),
+                "recent": sorted([s, [list(e) for e in kept]] for s, kept in self.recent.items()),
             },
             separators=(",", ":"),
         )
@@ -69,10 +95,13 @@ class Tallies:
         """The tallies *text* holds; None when it is not what :meth:`dump` writes."""
         try:
             doc = json.loads(text)
-            return cls(
-                {(str(c), str(s)): int(n) for c, s, n in doc["failed"]},
-                {str(s): (str(status), str(c)) for s, status, c in doc["last"]},
-            )
+            failed = {(str(c), str(s)): int(n) for c, s, n in doc["failed"]}
+            recent: dict[str, list[Execution]] = {}
+            for step, kept in doc["recent"]:
+                recent[str(step)] = [(str(a), str(b), str(c)) for a, b, c in kept][:RECENT]
+                if not recent[str(step)]:
+                    return None
+            return cls(failed, recent)
         except (ValueError, TypeError, KeyError):
             return None
 

@@ -37,6 +37,7 @@ from gitaudit.ledger.plansref import PlansState, SealRecord, read_state, sealed_
 from gitaudit.ledger.records import RUN_FORMAT, RunRecord
 from gitaudit.ledger.refs import read_ref, runs_ref
 from gitaudit.ledger.runs import append_run, evidence_files, read_run
+from gitaudit.ledger.tallies import Tallies
 from gitaudit.ledger.trust import TrustedKey
 from gitaudit.plan.catalog import CheckedPlan, check_worktree
 from gitaudit.plan.compare import compare
@@ -423,46 +424,66 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
     runners = prep.state.trust.with_role("runner")
     carried: dict[StepId, str] = {}
     if prep.targets or prep.elsewhere:
-        # the newest trusted outcome of each step for this tree decides: a later failure
-        # outweighs an earlier pass, and a run without a runner's signature counts for nothing
-        decided: set[StepId] = set()
-        for prior in index.runs_for_tree(repo.git, repo.gitdir, name, tree, digest):
-            if not _trusted(repo, prior.commit, runners):
-                continue
-            record = read_run(repo.git, prior.commit)
-            for sid, entry in record.steps.items():
-                if sid in decided or entry.status in (StepStatus.NOT_RUN, StepStatus.BLOCKED):
-                    continue
-                decided.add(sid)
-                if entry.proven:
-                    carried[sid] = entry.carried_from or record.commit
-        carried = _still_newest(repo, name, tree, digest, carried, runners)
+        carried = _carried_for_tree(repo, name, tree, digest, runners)
     digests = input_digests(repo.git, plan, tree)
+    counted = index.tallies(repo.git, repo.gitdir, name)
     incremental: dict[StepId, str] = {}
     if not fresh:
-        wanted_digests = {
-            s.id: digests[s.id] for s in plan.steps if s.inputs and s.id not in prep.targets
-        }
-        sources = index.carry_sources(repo.git, repo.gitdir, name, wanted_digests)
-        records: dict[str, RunRecord | None] = {}  # most steps carry from the same run
-        for sid, source in sources.items():
-            if source not in records:
-                records[source] = _signed_record(repo, source, runners)
-            if _carries(records[source], name, sid, wanted_digests[sid]):
-                incremental[sid] = source
+        incremental = _unchanged_inputs(repo, prep, digests, counted, runners)
     return _Prior(
         carried,
         incremental,
-        index.failed_attempts(
-            repo.git,
-            repo.gitdir,
-            name,
-            digest,
-            prep.state.attempts_reset(name, digest),
-        ),
-        index.unresolved(repo.git, repo.gitdir, name),
+        counted.failures(digest, prep.state.attempts_reset(name, digest)),
+        counted.unsettled(),
         digests,
     )
+
+
+def _carried_for_tree(
+    repo: Repo, name: str, tree: str, contract: str, runners: list[PublicKey]
+) -> dict[StepId, str]:
+    """step -> the run whose pass a targeted run carries for *tree*. The newest trusted outcome
+    of each step for this tree decides: a later failure outweighs an earlier pass, and a run
+    without a runner's signature counts for nothing."""
+    carried: dict[StepId, str] = {}
+    decided: set[StepId] = set()
+    for prior in index.runs_for_tree(repo.git, repo.gitdir, name, tree, contract):
+        if not _trusted(repo, prior.commit, runners):
+            continue
+        record = read_run(repo.git, prior.commit)
+        for sid, entry in record.steps.items():
+            if sid in decided or entry.status in (StepStatus.NOT_RUN, StepStatus.BLOCKED):
+                continue
+            decided.add(sid)
+            if entry.proven:
+                carried[sid] = entry.carried_from or record.commit
+    return _still_newest(repo, name, tree, contract, carried, runners)
+
+
+def _unchanged_inputs(
+    repo: Repo,
+    prep: _Prepared,
+    digests: Mapping[StepId, str],
+    counted: Tallies,
+    runners: list[PublicKey],
+) -> dict[StepId, str]:
+    """step -> the run whose pass this run carries because the step's inputs are unchanged:
+    its newest execution with these inputs, as the tallies of the signed chain have it, passed
+    there, in a run a runner signed."""
+    records: dict[str, RunRecord | None] = {}  # most steps carry from the same run
+    found: dict[StepId, str] = {}
+    for step in prep.plan.steps:
+        if not step.inputs or step.id in prep.targets:
+            continue
+        newest = counted.newest_with(step.id, digests[step.id])
+        if newest is None or newest[0] != "passed":
+            continue  # failed since, or not known: execute it
+        source = newest[2]
+        if source not in records:
+            records[source] = _signed_record(repo, source, runners)
+        if _carries(records[source], prep.plan.name, step.id, digests[step.id]):
+            found[step.id] = source
+    return found
 
 
 def _still_newest(

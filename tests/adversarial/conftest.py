@@ -13,7 +13,9 @@ The world every attack starts from:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -260,6 +262,25 @@ def assert_plans_level(result: GateResult, code: str) -> None:
     assert result.verdict == "FAIL", result
     assert result.plans == ()
     assert [r.code for r in result.reasons] == [code], result.reasons
+
+
+def edit_lookup_cache(
+    world: World,
+    tallies: Callable[[dict[str, Any]], None] | None = None,
+    *statements: str,
+) -> None:
+    """What an agent can do to ``.git/gitaudit/index.sqlite``: rewrite the default ledger's
+    tallies (their JSON body passed through *tallies*; the MAC, which it cannot compute, left as
+    it was) and run SQL *statements*."""
+    with contextlib.closing(sqlite3.connect(world.handle().state_dir / "index.sqlite")) as db:
+        if tallies is not None:
+            (body,) = db.execute("SELECT body FROM tallies WHERE plan='default'").fetchone()
+            doc = json.loads(body)
+            tallies(doc)
+            db.execute("UPDATE tallies SET body=? WHERE plan='default'", (json.dumps(doc),))
+        for statement in statements:
+            db.execute(statement)
+        db.commit()
 
 
 def runner(world: World, name: str, labels: frozenset[str] = frozenset()) -> Ed25519Signer:

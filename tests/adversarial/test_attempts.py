@@ -20,7 +20,15 @@ from gitaudit.ledger.refs import runs_ref
 from gitaudit.ledger.resets import AttemptReset, resets_file, resets_path
 from gitaudit.ledger.seals import reset_attempts
 from gitaudit.run.recorder import RecordedRun
-from tests.adversarial.conftest import World, assert_plan, assert_plans_level, check, plan, step
+from tests.adversarial.conftest import (
+    World,
+    assert_plan,
+    assert_plans_level,
+    check,
+    edit_lookup_cache,
+    plan,
+    step,
+)
 from tests.gitrepo import audit, git
 
 RUNS = runs_ref("default")
@@ -222,26 +230,34 @@ def _contract(world: World) -> str:
 
 # ------------------------------------------------------ the lookup cache forgets the failures
 
-FORGET_FAILURES = {
-    "failed rows deleted": ["DELETE FROM steps WHERE step='unit' AND status='failed'"],
-    "failed rows marked passed": [
-        "UPDATE steps SET status='passed' WHERE step='unit' AND status='failed'"
-    ],
-    "failed rows moved to another contract": [
-        "UPDATE steps SET contract='0000' WHERE step='unit' AND status='failed'"
-    ],
-    "failing runs deleted": [
-        "DELETE FROM steps WHERE seq IN (SELECT seq FROM steps WHERE status='failed')",
-        "DELETE FROM runs WHERE seq NOT IN (SELECT seq FROM steps)",
-    ],
-    "failed rows deleted, the tallies zeroed": [
-        "DELETE FROM steps WHERE step='unit' AND status='failed'",
-        """UPDATE tallies SET body='{"failed":[],"last":[]}'""",
-    ],
-    "failed rows deleted, the tallies dropped": [
-        "DELETE FROM steps WHERE step='unit' AND status='failed'",
-        "DELETE FROM tallies",
-    ],
+
+def _zeroed(doc: dict[str, Any]) -> None:
+    doc["failed"] = [[contract, step, 0] for contract, step, _n in doc["failed"]]
+
+
+def _removed(doc: dict[str, Any]) -> None:
+    doc["failed"] = []
+
+
+def _moved(doc: dict[str, Any]) -> None:
+    doc["failed"] = [["sha256:" + "0" * 64, step, n] for _c, step, n in doc["failed"]]
+
+
+def _forgotten(doc: dict[str, Any]) -> None:
+    _removed(doc)
+    doc["recent"] = [[step, [e for e in kept if e[0] != "failed"]] for step, kept in doc["recent"]]
+
+
+# variant -> (how the tallies are rewritten, SQL run on the cache)
+FORGET_FAILURES: dict[str, tuple[Any, tuple[str, ...]]] = {
+    "the failures zeroed": (_zeroed, ()),
+    "the failures removed": (_removed, ()),
+    "the failures moved to another contract": (_moved, ()),
+    "every failed execution forgotten": (_forgotten, ()),
+    "the tallies dropped, the failing runs deleted": (
+        None,
+        ("DELETE FROM tallies", "DELETE FROM runs WHERE verdict='FAIL'"),
+    ),
 }
 
 
@@ -250,12 +266,11 @@ def test_attack_attempts_lookup_cache_forgets_the_failures(exhausted: World, for
     """unit is exhausted; ci edits the lookup cache (`.git/gitaudit/index.sqlite`) until it
     shows no failed attempt of unit under this contract, then runs the plan without `--force`:
     the run would try unit a third time, it passes, and neither the run nor the gate could tell
-    (PASS before the fix). The failures are tallies of the signed ledger kept under the local
-    key's MAC, apart from the rows; tallies rewritten or dropped are counted again from the
-    chain: unit stays exhausted."""
-    with sqlite3.connect(exhausted.handle().state_dir / "index.sqlite") as db:
-        for statement in FORGET_FAILURES[forgery]:
-            db.execute(statement)
+    (PASS before the fix, when the cache's rows were counted). The failures are tallies of the
+    signed ledger kept under the local key's MAC; tallies rewritten or dropped are counted again
+    from the chain: unit stays exhausted."""
+    rewrite, statements = FORGET_FAILURES[forgery]
+    edit_lookup_cache(exhausted, rewrite, *statements)
     recorded = exhausted.run()
     assert recorded.doc["steps"]["unit"]["status"] == "exhausted", recorded.doc["steps"]["unit"]
     assert recorded.verdict == "FAIL" and recorded.doc["forced"] is False
@@ -287,8 +302,7 @@ def test_attack_attempts_lookup_cache_rolled_back_to_before_a_failure(
         for table, rows in kept.items():
             db.execute(f"DELETE FROM {table}")
             db.executemany(f"INSERT INTO {table} VALUES ({','.join('?' * len(rows[0]))})", rows)
-        for table in ("runs", "steps"):
-            db.execute(f"DELETE FROM {table} WHERE seq > ?", (count,))
+        db.execute("DELETE FROM runs WHERE seq > ?", (count,))
     recorded = world.run()
     assert recorded.doc["steps"]["unit"]["status"] == "exhausted", recorded.doc["steps"]["unit"]
     assert_plan(world.gate(), "step.exhausted", "FAIL")

@@ -8,12 +8,11 @@ so the step's input digest covers the content behind the link and the step runs 
 from __future__ import annotations
 
 import os
-import sqlite3
 from typing import Any
 
 import pytest
 
-from tests.adversarial.conftest import World, assert_plan, check, plan, step
+from tests.adversarial.conftest import World, assert_plan, check, edit_lookup_cache, plan, step
 
 # variant -> (symlinks: path -> target, the file the check reads, the step's inputs)
 VARIANTS: dict[str, tuple[dict[str, str], str, list[str]]] = {
@@ -106,20 +105,17 @@ def test_attack_inputs_attributes_outside_the_inputs_change_the_bytes(
 # ------------------------------------------------------------- the lookup index names the source
 
 
-def _index(world: World) -> sqlite3.Connection:
-    return sqlite3.connect(world.handle().state_dir / "index.sqlite")
-
-
 @pytest.mark.parametrize("forgery", ["a failed execution marked passed", "a pass given new inputs"])
 def test_attack_inputs_index_names_a_carry_source_that_does_not_hold(
     world: World, forgery: str
 ) -> None:
-    """The lookup index says which run a step with unchanged inputs carries; the agent edits
-    it (``.git/gitaudit/index.sqlite``) so that the run carries a step it should execute: the
+    """The lookup cache (``.git/gitaudit/index.sqlite``) says which run a step with unchanged
+    inputs carries; the agent edits it so that the run carries a step it should execute: the
     step's failed execution marked passed, or an older pass given the broken tree's input
-    digest. The run reads the named run's signed record, sees the step did not pass with these
-    inputs, and executes it: FAIL (the gate always refused such a carry; the run itself said
-    PASS and exited 0)."""
+    digest. Its tallies are believed only under the local key's MAC, so they are counted again
+    from the chain; and the run reads the named run's signed record before it carries. The step
+    is executed: FAIL (the gate always refused such a carry; the run itself said PASS and
+    exited 0 before the fix)."""
     world.repo.write("src/impl.txt", "works\n")
     unit: dict[str, Any] = step(
         "unit", check("grep", "-q", "works", "src/impl.txt"), inputs=["src/**"]
@@ -131,12 +127,63 @@ def test_attack_inputs_index_names_a_carry_source_that_does_not_hold(
     failed = world.run()
     assert failed.verdict == "FAIL"
     digest = failed.doc["steps"]["unit"]["input_digest"]
-    with _index(world) as db:
+
+    def forge(doc: dict[str, Any]) -> None:
+        executions = next(kept for sid, kept in doc["recent"] if sid == "unit")
         if forgery == "a failed execution marked passed":
-            db.execute("UPDATE steps SET status='passed' WHERE step='unit' AND status='failed'")
+            executions[0][0] = "passed"
         else:
-            db.execute("DELETE FROM steps WHERE step='unit' AND status='failed'")
-            db.execute("UPDATE steps SET input_digest=? WHERE step='unit'", (digest,))
+            executions[:] = [["passed", digest, e[2]] for e in executions if e[0] == "passed"]
+
+    edit_lookup_cache(world, forge)
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
+    assert recorded.verdict == "FAIL"
+    assert_plan(world.gate(), "step.failed", "FAIL")
+
+
+def _unit(doc: dict[str, Any]) -> list[list[str]]:
+    return next(kept for sid, kept in doc["recent"] if sid == "unit")
+
+
+# variant -> (how the tallies are rewritten, SQL run on the cache)
+FORGET_THE_NEWER_FAILURE: dict[str, tuple[Any, tuple[str, ...]]] = {
+    "the failure removed": (lambda doc: _unit(doc).pop(0), ()),
+    "the failure given other inputs": (
+        lambda doc: _unit(doc)[0].__setitem__(1, "sha256:" + "0" * 64),
+        (),
+    ),
+    "the tallies dropped, its run deleted": (
+        None,
+        ("DELETE FROM tallies", "DELETE FROM runs WHERE verdict='FAIL'"),
+    ),
+}
+
+
+@pytest.mark.parametrize("forgery", sorted(FORGET_THE_NEWER_FAILURE))
+def test_attack_inputs_index_forgets_a_newer_failure_with_the_same_inputs(
+    world: World, forgery: str
+) -> None:
+    """unit declares src/** but also reads checks.txt: it passed, then (checks.txt changed, the
+    inputs not) a targeted run executed it with the same input digest and it failed. The honest
+    run executes it again: the newest execution with these inputs decides. The agent makes the
+    lookup cache forget that failure; the run carried the older pass and said PASS, and the
+    gate took it (before the fix). The run takes the newest executions of each step from the
+    tallies of the signed chain, under the local key's MAC: unit runs, and fails."""
+    world.repo.write("src/impl.txt", "code\n")
+    world.repo.write("checks.txt", "ok\n")
+    unit: dict[str, Any] = step("unit", check("grep", "-q", "ok", "checks.txt"), inputs=["src/**"])
+    world.seal(plan(unit))
+    passed = world.run()
+    assert passed.verdict == "PASS"
+    world.repo.write("checks.txt", "fails\n")
+    world.repo.commit("break what unit reads, not its inputs")
+    failed = world.run(targets=["unit"])
+    assert failed.doc["steps"]["unit"]["status"] == "failed"
+    digest = passed.doc["steps"]["unit"]["input_digest"]
+    assert failed.doc["steps"]["unit"]["input_digest"] == digest
+    rewrite, statements = FORGET_THE_NEWER_FAILURE[forgery]
+    edit_lookup_cache(world, rewrite, *statements)
     recorded = world.run()
     assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
     assert recorded.verdict == "FAIL"

@@ -12,7 +12,6 @@ checks added or changed) is a weakening.
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,15 @@ from gitaudit.ledger.refs import runs_ref
 from gitaudit.ledger.seals import set_policy, trust_add
 from gitaudit.ledger.trust import Policy
 from gitaudit.plan.catalog import check_worktree
-from tests.adversarial.conftest import World, assert_plan, assert_plans_level, check, plan, step
+from tests.adversarial.conftest import (
+    World,
+    assert_plan,
+    assert_plans_level,
+    check,
+    edit_lookup_cache,
+    plan,
+    step,
+)
 from tests.gitrepo import git
 
 RUNS = runs_ref("default")
@@ -199,22 +206,29 @@ def test_attack_reconcile_control_a_reconciler_observes(pending: World) -> None:
 
 # ------------------------------------------------- the lookup cache forgets the unknown outcome
 
-FORGET_UNKNOWN = {
-    "the unknown row deleted": ["DELETE FROM steps WHERE step='deploy' AND status='unknown'"],
-    "the unknown row marked passed": [
-        "UPDATE steps SET status='passed' WHERE step='deploy' AND status='unknown'"
-    ],
-    "a later outcome invented": [
-        "INSERT INTO steps SELECT plan, seq + 1, step, 'failed', contract, input_digest "
-        "FROM steps WHERE step='deploy' AND status='unknown'"
-    ],
-    "its run deleted": [
-        "DELETE FROM runs WHERE seq IN (SELECT seq FROM steps WHERE status='unknown')"
-    ],
-    "the row and the tallies marked passed": [
-        "UPDATE steps SET status='passed' WHERE step='deploy' AND status='unknown'",
-        """UPDATE tallies SET body=replace(body, '"unknown"', '"passed"')""",
-    ],
+
+def _deploy(doc: dict[str, Any]) -> list[list[str]]:
+    return next(kept for step, kept in doc["recent"] if step == "deploy")
+
+
+def _removed(doc: dict[str, Any]) -> None:
+    doc["recent"] = [[step, kept] for step, kept in doc["recent"] if step != "deploy"]
+
+
+def _invented(doc: dict[str, Any]) -> None:
+    executions = _deploy(doc)
+    executions.insert(0, ["failed", "", executions[0][2]])
+
+
+# variant -> (how the tallies are rewritten, SQL run on the cache)
+FORGET_UNKNOWN: dict[str, tuple[Any, tuple[str, ...]]] = {
+    "the outcome marked passed": (lambda doc: _deploy(doc)[0].__setitem__(0, "passed"), ()),
+    "the outcome removed": (_removed, ()),
+    "a later outcome invented": (_invented, ()),
+    "the tallies dropped, its run deleted": (
+        None,
+        ("DELETE FROM tallies", "DELETE FROM runs WHERE verdict='UNKNOWN'"),
+    ),
 }
 
 
@@ -224,13 +238,12 @@ def test_attack_reconcile_lookup_cache_forgets_the_unknown_outcome(
 ) -> None:
     """deploy's outcome is unknown; ci edits the lookup cache (`.git/gitaudit/index.sqlite`)
     until it shows no unknown outcome, then runs the plan: the run would deploy a second time
-    (it executed deploy again before the fix). The outcome is a tally of the signed ledger kept
-    under the local key's MAC (rewritten, it is counted again from the chain): deploy is not
-    run, and the outcome can still be reconciled by readback."""
+    (it executed deploy again before the fix, when the cache's rows were read). The outcome is a
+    tally of the signed ledger kept under the local key's MAC (rewritten, it is counted again
+    from the chain): deploy is not run, and the outcome can still be reconciled by readback."""
     unknown = pending.ref(RUNS)
-    with sqlite3.connect(pending.handle().state_dir / "index.sqlite") as db:
-        for statement in FORGET_UNKNOWN[forgery]:
-            db.execute(statement)
+    rewrite, statements = FORGET_UNKNOWN[forgery]
+    edit_lookup_cache(pending, rewrite, *statements)
     recorded = pending.run()
     entry = recorded.doc["steps"]["deploy"]
     assert entry["status"] == "unknown" and entry["attempt"] is None, entry

@@ -231,7 +231,7 @@ def test_index_survives_any_run_json(data: st.DataObject) -> None:
         index.lookup(repo, gitdir, plan, "t", "c")
         index.failed_attempts(repo, gitdir, plan, "c")
         index.unresolved(repo, gitdir, plan)
-        index.carry_sources(repo, gitdir, plan, {"a": "d"})
+        index.tallies(repo, gitdir, plan).newest_with("a", "d")
 
 
 # ----------------------------------------------------------------------------- trust

@@ -1,9 +1,11 @@
-"""The lookup index's per-step questions (``gitaudit.ledger.index``) answer as a walk of the
-whole ledger would, newest run first: which steps' last execution is unknown or interrupted,
-and which run's passing execution a step with given inputs may carry.
+"""The lookup index's per-step questions (``gitaudit.ledger.index``, its tallies) answer as a
+walk of the whole ledger would, newest run first: failed attempts per step, which steps' last
+execution is unknown or interrupted, and which run's passing execution a step with given inputs
+may carry (the newest execution with those inputs, when one of the last few executions of the
+step had them).
 
-The walk is the specification (it is what the index answered before it looked only at the rows
-that matter); random ledgers of statuses and input digests, real commits, compare the two."""
+The walk is the specification (it is what the index answered when it read every row); random
+ledgers of statuses and input digests, real commits, compare the two."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitaudit.ledger import index
+from gitaudit.ledger import index, tallies
 from gitaudit.ledger.records import RUN_FORMAT
 from gitaudit.ledger.refs import runs_ref
 from tests.fuzz._support import bare_repo, commit_files
@@ -70,17 +72,20 @@ def _walked_failures(runs: list[Run]) -> dict[str, int]:
     return counts
 
 
-def _walked_carry(runs: list[Run], ids: list[str], wanted: dict[str, str]) -> dict[str, str]:
-    found: dict[str, str] = {}
-    decided: set[str] = set()
+def _walked_newest(
+    runs: list[Run], ids: list[str], step: str, digest: str
+) -> tuple[tuple[str, str, str] | None, int]:
+    """The newest execution of *step* with *digest* (status, digest, commit), and how many
+    executions of the step came after it."""
+    later = 0
     for run, commit in reversed(list(zip(runs, ids, strict=True))):
-        for step, (status, digest) in run.items():
-            if step in decided or status not in EXECUTED or wanted.get(step) != digest:
-                continue
-            decided.add(step)
-            if status == "passed":
-                found[step] = commit
-    return found
+        status, had = run.get(step, ("", ""))
+        if status not in EXECUTED:
+            continue
+        if had == digest:
+            return (status, had, commit), later
+        later += 1
+    return None, later
 
 
 runs_strategy = st.lists(
@@ -89,7 +94,7 @@ runs_strategy = st.lists(
         st.tuples(st.sampled_from(STATUSES), st.sampled_from(DIGESTS)),
     ),
     min_size=1,
-    max_size=12,
+    max_size=16,
 )
 
 
@@ -103,15 +108,21 @@ def test_the_index_answers_as_a_walk_of_the_ledger(runs: list[Run], wanted: dict
     assert index.unresolved(repo, gitdir, plan) == _walked_unresolved(runs, ids)
     assert index.failed_attempts(repo, gitdir, plan, "sha256:c") == _walked_failures(runs)
     assert index.failed_attempts(repo, gitdir, plan, "sha256:other") == {}
-    assert index.carry_sources(repo, gitdir, plan, wanted) == _walked_carry(runs, ids, wanted)
+    counted = index.tallies(repo, gitdir, plan)
+    for step, digest in wanted.items():
+        newest, later = _walked_newest(runs, ids, step, digest)
+        if later < tallies.RECENT:
+            assert counted.newest_with(step, digest) == newest
+        else:  # ran with other inputs too often since: not known, so nothing is carried
+            assert counted.newest_with(step, digest) is None
 
 
 @pytest.mark.parametrize("version", [2, 3])
 def test_an_older_index_is_brought_up_to_date_in_place(tmp_path: Path, version: int) -> None:
-    """Versions 2 and 3 hold the same rows as version 4 (which drops indexes no query uses and
-    keeps the tallies apart): such a file is brought up to date in place, its rows kept and
-    nothing walked again until a question needs the tallies, which are counted from the chain.
-    Any other version is dropped and rebuilt."""
+    """Versions 2 and 3 hold the same runs rows as version 4 (whose tallies replace their steps
+    rows): such a file is brought up to date in place, its runs rows kept and nothing walked
+    again until a question needs the tallies, which are counted from the chain. Any other
+    version is dropped and rebuilt."""
     repo = pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
     gitdir = Path(repo.path)
     ids = _ledger(repo, "default", [{"a": ("unknown", "sha256:1")}])
@@ -119,6 +130,10 @@ def test_an_older_index_is_brought_up_to_date_in_place(tmp_path: Path, version: 
     path = gitdir / "gitaudit" / index.FILENAME
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TABLE tallies")
+        conn.execute(  # what versions 2 and 3 kept per step
+            "CREATE TABLE steps (plan TEXT NOT NULL, seq INTEGER NOT NULL, step TEXT NOT NULL, "
+            "status TEXT NOT NULL, contract TEXT NOT NULL, input_digest TEXT NOT NULL)"
+        )
         conn.execute("CREATE INDEX steps_by_step ON steps (plan, step, seq)")
         conn.execute(f"PRAGMA user_version={version}")
         conn.execute("UPDATE runs SET tree='kept'")  # a mark: a rebuild would write tree-0
@@ -126,7 +141,7 @@ def test_an_older_index_is_brought_up_to_date_in_place(tmp_path: Path, version: 
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == index.SCHEMA_VERSION
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-        assert "tallies" in names and "steps_by_step" not in names
+        assert "tallies" in names and "steps" not in names and "steps_by_step" not in names
         assert conn.execute("SELECT tree FROM runs").fetchall() == [("kept",)]
     assert index.unresolved(repo, gitdir, "default") == {"a": ids[0]}
     with sqlite3.connect(path) as conn:

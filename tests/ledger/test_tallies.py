@@ -15,7 +15,7 @@ import pytest
 from gitaudit.ledger import index
 from gitaudit.ledger.records import RUN_FORMAT
 from gitaudit.ledger.refs import runs_ref
-from gitaudit.ledger.tallies import Tallies
+from gitaudit.ledger.tallies import RECENT, Tallies
 from tests.fuzz._support import commit_files
 
 WHO = pygit2.Signature("t", "t@example.test", 1_700_000_000, 0)
@@ -59,14 +59,37 @@ def _answers(repo: pygit2.Repository, gitdir: Path) -> tuple[dict[str, int], dic
 
 def test_tallies_round_trip_and_refuse_what_dump_does_not_write() -> None:
     tallies = Tallies()
-    tallies.add("c1", "sha256:c", {"a": ("failed", ""), "b": ("unknown", ""), "x": ("blocked", "")})
-    tallies.add("c2", "sha256:d", {"a": ("failed", ""), "b": ("passed", "")})
-    tallies.add("c3", "sha256:c", {"a": ("interrupted", "")})
+    tallies.add(
+        "c1", "sha256:c", {"a": ("failed", "d1"), "b": ("unknown", ""), "x": ("blocked", "")}
+    )
+    tallies.add("c2", "sha256:d", {"a": ("failed", "d2"), "b": ("passed", "")})
+    tallies.add("c3", "sha256:c", {"a": ("interrupted", "d2")})
     assert Tallies.load(tallies.dump()) == tallies
     assert tallies.failures("sha256:c") == {"a": 1} and tallies.failures("sha256:d") == {"a": 1}
+    assert tallies.failures("sha256:c", {"a": 1}) == {}
     assert tallies.unsettled() == {"a": "c3"}
-    for text in ("", "[]", '{"failed": [[1]], "last": []}', '{"failed": []}', "{"):
+    assert tallies.newest_with("a", "d1") == ("failed", "d1", "c1")
+    assert tallies.newest_with("a", "d2") == ("interrupted", "d2", "c3")
+    assert tallies.newest_with("b", "") == ("passed", "", "c2")
+    assert tallies.newest_with("x", "") is None
+    for text in ("", "[]", '{"failed": [[1]], "recent": []}', '{"failed": []}', "{"):
         assert Tallies.load(text) is None
+
+
+def test_a_step_keeps_its_last_executions_with_inputs_and_its_newest_without() -> None:
+    tallies = Tallies()
+    for n in range(RECENT + 3):
+        tallies.add(f"c{n}", "sha256:c", {"a": ("passed", f"d{n}"), "b": ("passed", "")})
+    assert len(tallies.recent["a"]) == RECENT and tallies.recent["b"] == [
+        ("passed", "", f"c{RECENT + 2}")
+    ]
+    assert tallies.newest_with("a", f"d{RECENT + 2}") == (
+        "passed",
+        f"d{RECENT + 2}",
+        f"c{RECENT + 2}",
+    )
+    assert tallies.newest_with("a", "d3") == ("passed", "d3", "c3")
+    assert tallies.newest_with("a", "d2") is None  # eight executions with other inputs since
 
 
 def test_kept_tallies_grow_with_the_ledger_without_a_walk(
@@ -89,7 +112,7 @@ def test_kept_tallies_grow_with_the_ledger_without_a_walk(
 
 
 FORGERIES = {
-    "zeroed": """UPDATE tallies SET body='{"failed":[],"last":[]}'""",
+    "zeroed": """UPDATE tallies SET body='{"failed":[],"recent":[]}'""",
     "mac-garbled": "UPDATE tallies SET mac=substr(mac, 2) || '0'",
     "moved-to-another-tip": "UPDATE tallies SET tip=(SELECT commit_id FROM runs WHERE seq=1)",
     "dropped": "DELETE FROM tallies",
@@ -101,15 +124,14 @@ FORGERIES = {
 def test_tallies_that_do_not_hold_are_counted_again(
     ledger: tuple[pygit2.Repository, Path], forgery: str
 ) -> None:
-    """The rows say nothing failed and nothing is unsettled; the tallies are rewritten (their
-    MAC stale), moved to another tip, dropped or garbled: the answer is counted from the chain."""
+    """The tallies are rewritten to say nothing failed and nothing is unsettled (their MAC
+    stale), moved to another tip, dropped or garbled: the answer is counted from the chain."""
     repo, gitdir = ledger
     _append(repo, {"a": "failed"})
     unsettled = _append(repo, {"a": "failed", "b": "unknown"})
     expected = ({"a": 2}, {"b": unsettled})
     assert _answers(repo, gitdir) == expected
     with _db(gitdir) as db:
-        db.execute("DELETE FROM steps")
         db.execute(FORGERIES[forgery])
     assert _answers(repo, gitdir) == expected
 
@@ -129,5 +151,4 @@ def test_without_a_private_key_the_chain_is_counted_every_time(
     assert _answers(repo, gitdir) == ({"a": 1}, {"b": unsettled})
     with _db(gitdir) as db:
         assert db.execute("SELECT COUNT(*) FROM tallies").fetchone() == (0,)
-        db.execute("DELETE FROM steps")
     assert _answers(repo, gitdir) == ({"a": 1}, {"b": unsettled})
