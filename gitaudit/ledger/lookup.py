@@ -153,7 +153,7 @@ def runs_between(
     """The runs for *tree* under *contract* on the first-parent chain from *start* (inclusive)
     down to run *older* (exclusive), newest first, from the signed chain itself: a few hundred
     commits read here, the rest in one walk by git."""
-    marker = f"Audit-Tree: {tree}\nAudit-Contract: {contract}\n"
+    trailers = f"Audit-Tree: {tree}\nAudit-Contract: {contract}\n"
     out: list[RunRecord] = []
     for walked, commit in enumerate(chain.walk(repo, start, stop=pygit2.Oid(hex=older))):
         if walked == WALK_IN_PYTHON:
@@ -175,7 +175,7 @@ def runs_between(
                 raise LedgerError(f"cannot list the runs for tree {tree[:12]} after {older[:12]}")
             out.extend(read_run(repo, line) for line in found.out.split())
             break
-        if marker in commit.message:
+        if trailers in commit.message:
             out.append(read_run(repo, commit.id))
     return [r for r in out if r.tree == tree and r.contract == contract]
 
