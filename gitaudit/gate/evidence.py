@@ -89,9 +89,9 @@ class Judging:
     traced: dict[tuple[str, str, str], RunRecord | None] = field(
         default_factory=dict, compare=False, repr=False
     )
-    # (source, carrying run) -> each step's newest executed status in the runs between them for
-    # the same tree (None: unreadable), read once for every step carried from that source
-    between: dict[tuple[str, str], dict[str, StepStatus] | None] = field(
+    # carrying run -> the newest execution below it of each step it carries (None: unreadable),
+    # read in one walk for all of them
+    newest: dict[str, dict[str, tuple[StepStatus, str]] | None] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -646,33 +646,38 @@ def _carried_source(j: Judging, record: RunRecord, source: str, ledger: str) -> 
         return None
 
 
-def _overruled(j: Judging, origin: RunRecord, record: RunRecord, step: str) -> bool:
-    """Whether the newest execution of *step* in a run for the same tree and contract between
-    *origin* and *record*, signed by a trusted runner, did not pass: the newest outcome decides,
-    so a pass before it can no longer be carried (``git audit run`` carries only the newest; a
-    run that carried an older one was prepared before the failure was recorded, or misled)."""
-    key = (origin.commit, record.commit)
-    if key not in j.between:
-        j.between[key] = _newest_between(j, origin, record)
-    newest = j.between[key]
-    return newest is None or newest.get(step, StepStatus.PASSED) != StepStatus.PASSED
+def _overruled(j: Judging, record: RunRecord, step: str) -> bool:
+    """Whether the newest execution of *step* in a run for the same tree and contract below
+    *record*, signed by a trusted runner, did not pass: the newest outcome decides, so a pass
+    before it can no longer be carried (``git audit run`` carries only the newest; a run that
+    carried an older one was prepared before the failure was recorded, or misled)."""
+    if record.commit not in j.newest:
+        j.newest[record.commit] = _newest_below(j, record)
+    newest = j.newest[record.commit]
+    if newest is None:
+        return True
+    return step in newest and newest[step][0] != StepStatus.PASSED
 
 
-def _newest_between(
-    j: Judging, origin: RunRecord, record: RunRecord
-) -> dict[str, StepStatus] | None:
-    """Each step's newest executed status in the trusted runs for the tree and contract between
-    *origin* and *record* (None when the chain cannot be read: nothing is carried)."""
+def _newest_below(j: Judging, record: RunRecord) -> dict[str, tuple[StepStatus, str]] | None:
+    """The newest execution, below *record*, of each step it carries for its own tree (None when
+    the chain cannot be read: nothing is carried)."""
+    carried = {
+        sid: entry.carried_from or ""
+        for sid, entry in record.steps.items()
+        if entry.status == StepStatus.CARRIED
+    }
     try:
         parents = commit_of(j.repo.git, pygit2.Oid(hex=record.commit), "run").parent_ids
-        return lookup.newest_outcomes(
+        return lookup.newest_executions(
             j.repo.git,
             j.repo.gitdir,
             parents[0] if parents else None,
-            origin.commit,
             record.tree,
             record.contract,
             j.state.trust.with_role("runner"),
+            carried,
+            carried.values(),
         )
     except (GitAuditError, ValueError, KeyError, pygit2.GitError):
         return None
@@ -694,7 +699,7 @@ def _trace_carried(
     if entry is None or entry.status != StepStatus.PASSED:
         return None
     if origin.tree == record.tree and origin.contract == record.contract:
-        return None if _overruled(j, origin, record, step) else origin
+        return None if _overruled(j, record, step) else origin
     claimed = entry.input_digest
     current = record.steps[step].input_digest
     if claimed and claimed == current and claimed == j.digests().get(step):

@@ -26,7 +26,7 @@ import hmac
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +38,7 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError, LedgerError
 from gitaudit.git.call import run_git
 from gitaudit.ledger import chain, index
+from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.records import RunRecord
 from gitaudit.ledger.refs import ledger_ref, read_ref
 from gitaudit.ledger.runs import read_run
@@ -142,20 +143,78 @@ def every_run(
     return out
 
 
-def runs_between(
+def newest_executions(
     repo: pygit2.Repository,
     gitdir: Path,
     start: pygit2.Oid | None,
-    older: str,
     tree: str,
     contract: str,
-) -> list[RunRecord]:
-    """The runs for *tree* under *contract* on the first-parent chain from *start* (inclusive)
-    down to run *older* (exclusive), newest first, from the signed chain itself: a few hundred
-    commits read here, the rest in one walk by git."""
+    runners: Sequence[PublicKey],
+    steps: Collection[str],
+    sources: Collection[str] = (),
+) -> dict[str, tuple[StepStatus, str]]:
+    """For each of *steps*, its newest execution (status, run) among the runs for *tree* under
+    *contract* on the first-parent chain from *start* (inclusive) down that a runner signed; a
+    step executed in none of them is absent. Read from the signed chain in one walk, which stops
+    once every step is found; a run whose folders of the steps still sought (``steps/<id>``) are
+    the very objects of a run already read is not read again, so a long line of runs that carry
+    those steps costs a look at one tree each. The runs are those whose message carries the
+    tree's and contract's trailers, and the *sources* (runs a carry names, read whatever their
+    message says)."""
+    sought = set(steps)
+    found: dict[str, tuple[StepStatus, str]] = {}
+    seen: dict[str, pygit2.Oid | None] = {}
+    for commit in _runs_for(repo, gitdir, start, tree, contract, set(sources)):
+        if not sought:
+            break
+        folders = _step_folders(commit)
+        if folders is not None and all(s in seen and seen[s] == folders.get(s) for s in sought):
+            continue  # the same entries as a run already read, for every step still sought
+        record = read_run(repo, commit.id)
+        if record.tree != tree or record.contract != contract:
+            continue
+        executed = {
+            sid: entry.status
+            for sid, entry in record.steps.items()
+            if sid in sought and entry.status in EXECUTED
+        }
+        if executed:
+            try:
+                verify_commit(repo, commit.id, runners)
+            except GitAuditError:
+                continue  # a run without a runner's signature counts for nothing
+        for sid, status in executed.items():
+            found[sid] = (status, record.commit)
+            sought.discard(sid)
+        if folders is not None:
+            seen.update({sid: folders.get(sid) for sid in sought})
+    return found
+
+
+def _step_folders(commit: pygit2.Commit) -> dict[str, pygit2.Oid] | None:
+    """The ids of a run commit's step folders (``steps/<id>``); None when it has none."""
+    try:
+        folder = commit.tree["steps"]
+    except KeyError:
+        return None
+    if not isinstance(folder, pygit2.Tree):
+        return None
+    return {entry.name or "": entry.id for entry in folder}
+
+
+def _runs_for(
+    repo: pygit2.Repository,
+    gitdir: Path,
+    start: pygit2.Oid | None,
+    tree: str,
+    contract: str,
+    named: set[str],
+) -> Iterator[pygit2.Commit]:
+    """The commits carrying the trailers of *tree* and *contract* (or *named*) on the
+    first-parent chain from *start* down, newest first: a few hundred commits read here, the
+    rest found by git (by their trailers)."""
     trailers = f"Audit-Tree: {tree}\nAudit-Contract: {contract}\n"
-    out: list[RunRecord] = []
-    for walked, commit in enumerate(chain.walk(repo, start, stop=pygit2.Oid(hex=older))):
+    for walked, commit in enumerate(chain.walk(repo, start)):
         if walked == WALK_IN_PYTHON:
             found = run_git(
                 [
@@ -166,48 +225,17 @@ def runs_between(
                     f"--grep=Audit-Tree: {tree}",
                     f"--grep=Audit-Contract: {contract}",
                     str(commit.id),
-                    f"^{older}",
                 ],
                 git_dir=gitdir,
                 check=False,
             )
             if found.code != 0:
-                raise LedgerError(f"cannot list the runs for tree {tree[:12]} after {older[:12]}")
-            out.extend(read_run(repo, line) for line in found.out.split())
-            break
-        if trailers in commit.message:
-            out.append(read_run(repo, commit.id))
-    return [r for r in out if r.tree == tree and r.contract == contract]
-
-
-def newest_outcomes(
-    repo: pygit2.Repository,
-    gitdir: Path,
-    start: pygit2.Oid | None,
-    older: str,
-    tree: str,
-    contract: str,
-    runners: Sequence[PublicKey],
-) -> dict[str, StepStatus]:
-    """Each step's newest executed status (passed, failed, unknown, interrupted) in the runs
-    for *tree* under *contract* from *start* down to run *older* (:func:`runs_between`), among
-    those a runner signed: a step absent was not executed there. The newest outcome decides
-    whether a pass in *older* may still be carried."""
-    newest: dict[str, StepStatus] = {}
-    for run in runs_between(repo, gitdir, start, older, tree, contract):
-        executed = {
-            sid: entry.status
-            for sid, entry in run.steps.items()
-            if entry.status in EXECUTED and sid not in newest
-        }
-        if not executed:
-            continue
-        try:
-            verify_commit(repo, pygit2.Oid(hex=run.commit), runners)
-        except GitAuditError:
-            continue  # a run without a runner's signature counts for nothing
-        newest.update(executed)
-    return newest
+                raise LedgerError(f"cannot list the runs for tree {tree[:12]}")
+            for line in found.out.split():
+                yield commit_of(repo, pygit2.Oid(hex=line), "run")
+            return
+        if trailers in commit.message or str(commit.id) in named:
+            yield commit
 
 
 def _edited(gitdir: Path) -> str:

@@ -494,25 +494,28 @@ def _still_newest(
     carried: dict[StepId, str],
     runners: list[PublicKey],
 ) -> dict[StepId, str]:
-    """*carried* (step -> the run whose pass it carries) less the steps a newer trusted run for
-    the tree executed last without passing, read from the signed chain (down to each source):
-    the lookup cache listed the runs, and a row deleted there hides one. The gate applies the
-    same rule to the carry."""
-    tip = read_ref(repo.git, runs_ref(name))
-    outcomes: dict[str, dict[str, StepStatus] | None] = {}
-    kept: dict[StepId, str] = {}
-    for sid, source in carried.items():
-        if source not in outcomes:
-            try:
-                outcomes[source] = lookup.newest_outcomes(
-                    repo.git, repo.gitdir, tip, source, tree, contract, runners
-                )
-            except (GitAuditError, ValueError):
-                outcomes[source] = None
-        newest = outcomes[source]
-        if newest is not None and newest.get(sid, StepStatus.PASSED) == StepStatus.PASSED:
-            kept[sid] = source
-    return kept
+    """*carried* (step -> the run whose pass it carries) less the steps whose newest execution
+    in a trusted run for the tree did not pass, read from the signed chain in one walk: the
+    lookup cache listed the runs, and a row deleted there hides one. The gate applies the same
+    rule to the carry."""
+    try:
+        newest = lookup.newest_executions(
+            repo.git,
+            repo.gitdir,
+            read_ref(repo.git, runs_ref(name)),
+            tree,
+            contract,
+            runners,
+            carried,
+            carried.values(),
+        )
+    except (GitAuditError, ValueError):
+        return {}
+    return {
+        sid: source
+        for sid, source in carried.items()
+        if newest.get(sid, (StepStatus.PASSED, ""))[0] == StepStatus.PASSED
+    }
 
 
 def _in_tree(repo: Repo, tree: str) -> Callable[[Output], bool]:

@@ -12,12 +12,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pygit2
 import pytest
 
 from gitaudit.cli.context import signer_for
 from gitaudit.gate.judge import judge
 from gitaudit.git.repo import open_repo
-from gitaudit.ledger.runs import append_run
+from gitaudit.ledger import lookup
+from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.records import RunRecord
+from gitaudit.ledger.runs import append_run, read_run
+from gitaudit.verdict import StepStatus
 from tests.gitrepo import GitRepo, audit
 from tests.run.conftest import Sealer, make_plan, run_step
 
@@ -110,3 +115,39 @@ def test_an_honest_targeted_run_after_the_failure_does_not_carry(
     assert doc["steps"]["a"]["status"] != "carried" and doc["steps"]["b"]["status"] == "passed"
     assert result.code != 0
     assert _judged(repo)[0] == "FAIL"
+
+
+def test_a_long_line_of_runs_carrying_a_step_is_not_read_run_by_run(
+    repo: GitRepo, sealed: Sealer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twelve targeted runs of `a` on one tree each carry `b` from the first full run: finding
+    b's newest execution reads the newest of them and the full run, not every run between (their
+    folders for b are the same objects), so a targeted run does not cost more with every run
+    before it on the tree."""
+    sealed(make_plan(run_step("a", "true"), run_step("b", "true")))
+    assert audit(repo.path, "run").code == 0
+    full = repo.git("rev-parse", REF).strip()
+    for _ in range(12):
+        assert audit(repo.path, "run", "a").code == 0
+    handle = open_repo(repo.path)
+    doc = json.loads(repo.git("show", f"{REF}:run.json"))
+    assert doc["steps"]["b"]["carried_from"] == full
+    read: list[str] = []
+
+    def counted(git: pygit2.Repository, oid: pygit2.Oid | str) -> RunRecord:
+        read.append(str(oid))
+        return read_run(git, oid)
+
+    monkeypatch.setattr(lookup, "read_run", counted)
+    newest = lookup.newest_executions(
+        handle.git,
+        handle.gitdir,
+        pygit2.Oid(hex=repo.git("rev-parse", REF).strip()),
+        doc["tree"],
+        doc["contract_digest"],
+        read_state(handle).trust.with_role("runner"),
+        ["a", "b"],
+    )
+    assert newest["b"] == (StepStatus.PASSED, full)
+    assert newest["a"] == (StepStatus.PASSED, repo.git("rev-parse", REF).strip())
+    assert len(read) == 2 and read[-1] == full, read
