@@ -121,22 +121,10 @@ def every_run(
         if current is None:
             return out
         start = current
-    found = run_git(
-        [
-            "rev-list",
-            "--first-parent",
-            "--fixed-strings",
-            "--all-match",
-            f"--grep=Audit-Tree: {tree}",
-            f"--grep=Audit-Contract: {contract}",
-            str(start),
-        ],
-        git_dir=gitdir,
-        check=False,
-    )
-    if found.code != 0:
+    found = _git_runs_for(gitdir, start, tree, contract)
+    if found is None:
         raise LedgerError(f"{ledger_ref(key)}: cannot list its runs for tree {tree[:12]}")
-    for line in found.out.split():
+    for line in found:
         record = read_run(repo, line)
         if record.tree == tree and record.contract == contract:
             out.append(record)
@@ -216,22 +204,10 @@ def _runs_for(
     trailers = f"Audit-Tree: {tree}\nAudit-Contract: {contract}\n"
     for walked, commit in enumerate(chain.walk(repo, start)):
         if walked == WALK_IN_PYTHON:
-            found = run_git(
-                [
-                    "rev-list",
-                    "--first-parent",
-                    "--fixed-strings",
-                    "--all-match",
-                    f"--grep=Audit-Tree: {tree}",
-                    f"--grep=Audit-Contract: {contract}",
-                    str(commit.id),
-                ],
-                git_dir=gitdir,
-                check=False,
-            )
-            if found.code != 0:
+            found = _git_runs_for(gitdir, commit.id, tree, contract)
+            if found is None:
                 raise LedgerError(f"cannot list the runs for tree {tree[:12]}")
-            for line in found.out.split():
+            for line in found:
                 yield commit_of(repo, pygit2.Oid(hex=line), "run")
             return
         if trailers in commit.message or str(commit.id) in named:
@@ -377,22 +353,9 @@ def _confirm_with_git(
     """The same confirmation for a run deep in the ledger, by git in one walk: the newest commit
     on the first-parent chain of *newest* carrying both trailers of this tree and contract must
     be *run* itself (so *run* is on the chain, and nothing newer is)."""
-    found = run_git(
-        [
-            "rev-list",
-            "--first-parent",
-            "--fixed-strings",
-            "--all-match",
-            "--max-count=1",
-            f"--grep=Audit-Tree: {tree}",
-            f"--grep=Audit-Contract: {contract}",
-            str(newest),
-        ],
-        git_dir=gitdir,
-        check=False,
-    )
-    newest_run = found.out.strip()
-    if found.code != 0 or newest_run != run:
+    found = _git_runs_for(gitdir, newest, tree, contract, first=True)
+    newest_run = found[0] if found else ""
+    if newest_run != run:
         detail = (
             f"the newest is {newest_run[:12]}"
             if newest_run
@@ -403,3 +366,26 @@ def _confirm_with_git(
             f"tree {tree[:12]} ({detail})",
             hint=_edited(gitdir),
         )
+
+
+def _git_runs_for(
+    gitdir: Path, start: pygit2.Oid, tree: str, contract: str, *, first: bool = False
+) -> list[str] | None:
+    """The ids of the commits carrying the trailers of *tree* and *contract* on the first-parent
+    chain of *start*, newest first (only the newest when *first*), by git in one walk; None when
+    git cannot list them."""
+    found = run_git(
+        [
+            "rev-list",
+            "--first-parent",
+            "--fixed-strings",
+            "--all-match",
+            *(["--max-count=1"] if first else []),
+            f"--grep=Audit-Tree: {tree}",
+            f"--grep=Audit-Contract: {contract}",
+            str(start),
+        ],
+        git_dir=gitdir,
+        check=False,
+    )
+    return found.out.split() if found.code == 0 else None
