@@ -133,10 +133,10 @@ def one(runs: int, args: argparse.Namespace) -> list[bool]:
         asked: dict[str, list[float]] = {"unresolved": [], "attempts": [], "carry": []}
         for _ in range(args.rounds):
             start = time.perf_counter()
-            index.unresolved(repo.git, repo.gitdir, PLAN)
+            index.tallies(repo.git, repo.gitdir, PLAN).unsettled()
             asked["unresolved"].append(time.perf_counter() - start)
             start = time.perf_counter()
-            index.failed_attempts(repo.git, repo.gitdir, PLAN, newest.contract)
+            index.tallies(repo.git, repo.gitdir, PLAN).failures(newest.contract)
             asked["attempts"].append(time.perf_counter() - start)
             start = time.perf_counter()
             counted = index.tallies(repo.git, repo.gitdir, PLAN)

@@ -646,27 +646,31 @@ def _carried_source(j: Judging, record: RunRecord, source: str, ledger: str) -> 
         return None
 
 
-def _overruled(j: Judging, record: RunRecord, step: str) -> bool:
+def _overruled(j: Judging, record: RunRecord, step: str, ledger: str) -> bool:
     """Whether the newest execution of *step* in a run for the same tree and contract below
     *record*, signed by a trusted runner, did not pass: the newest outcome decides, so a pass
     before it can no longer be carried (``git audit run`` carries only the newest; a run that
     carried an older one was prepared before the failure was recorded, or misled)."""
     if record.commit not in j.newest:
-        j.newest[record.commit] = _newest_below(j, record)
+        j.newest[record.commit] = _newest_below(j, record, ledger)
     newest = j.newest[record.commit]
     if newest is None:
         return True
     return step in newest and newest[step][0] != StepStatus.PASSED
 
 
-def _newest_below(j: Judging, record: RunRecord) -> dict[str, tuple[StepStatus, str]] | None:
-    """The newest execution, below *record*, of each step it carries for its own tree (None when
-    the chain cannot be read: nothing is carried)."""
-    carried = {
-        sid: entry.carried_from or ""
-        for sid, entry in record.steps.items()
-        if entry.status == StepStatus.CARRIED
-    }
+def _newest_below(
+    j: Judging, record: RunRecord, ledger: str
+) -> dict[str, tuple[StepStatus, str]] | None:
+    """The newest execution, below *record* and down to its source, of each step it carries from
+    a run of its own tree (None when the chain cannot be read: nothing is carried)."""
+    same_tree: dict[str, str] = {}
+    for sid, entry in record.steps.items():
+        if entry.status != StepStatus.CARRIED:
+            continue
+        origin = _origin(j, record, entry.carried_from or "", ledger)
+        if origin is not None and (origin.tree, origin.contract) == (record.tree, record.contract):
+            same_tree[sid] = origin.commit
     try:
         parents = commit_of(j.repo.git, pygit2.Oid(hex=record.commit), "run").parent_ids
         return lookup.newest_executions(
@@ -676,11 +680,18 @@ def _newest_below(j: Judging, record: RunRecord) -> dict[str, tuple[StepStatus, 
             record.tree,
             record.contract,
             j.state.trust.with_role("runner"),
-            carried,
-            carried.values(),
+            same_tree,
         )
     except (GitAuditError, ValueError, KeyError, pygit2.GitError):
         return None
+
+
+def _origin(j: Judging, record: RunRecord, source: str, ledger: str) -> RunRecord | None:
+    """:func:`_carried_source`, once per (source, carrying run, ledger)."""
+    key = (source, record.commit, ledger)
+    if key not in j.traced:
+        j.traced[key] = _carried_source(j, record, source, ledger)
+    return j.traced[key]
 
 
 def _trace_carried(
@@ -689,17 +700,14 @@ def _trace_carried(
     """The run a carried step's evidence came from, if it is an earlier run on the same ledger in
     which that step itself passed, and it proves this tree: the same tree and contract, or the
     same input digest as this tree gives the step now (incremental evidence, versioned proofs)."""
-    key = (source, record.commit, ledger)
-    if key not in j.traced:
-        j.traced[key] = _carried_source(j, record, source, ledger)
-    origin = j.traced[key]
+    origin = _origin(j, record, source, ledger)
     if origin is None:
         return None
     entry = origin.steps.get(step)
     if entry is None or entry.status != StepStatus.PASSED:
         return None
     if origin.tree == record.tree and origin.contract == record.contract:
-        return None if _overruled(j, record, step) else origin
+        return None if _overruled(j, record, step, ledger) else origin
     claimed = entry.input_digest
     current = record.steps[step].input_digest
     if claimed and claimed == current and claimed == j.digests().get(step):

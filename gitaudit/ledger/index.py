@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -284,19 +284,6 @@ def tallies(repo: pygit2.Repository, gitdir: Path, plan: str) -> Tallies:
         return view.counted
 
 
-def failed_attempts(
-    repo: pygit2.Repository,
-    gitdir: Path,
-    plan: str,
-    contract: str,
-    reset: Mapping[str, int] | None = None,
-) -> dict[str, int]:
-    """Failed attempts per step across the whole ledger of *plan*, for one contract digest, less
-    those a sealer *reset* (step -> failed attempts that no longer count,
-    :meth:`gitaudit.ledger.plansref.PlansState.attempts_reset`)."""
-    return tallies(repo, gitdir, plan).failures(contract, reset)
-
-
 def recent(repo: pygit2.Repository, gitdir: Path, plan: str, limit: int) -> list[IndexedRun]:
     sync(repo, gitdir, plan)
     with _db(gitdir) as conn:
@@ -306,12 +293,6 @@ def recent(repo: pygit2.Repository, gitdir: Path, plan: str, limit: int) -> list
             (plan, limit),
         ).fetchall()
     return [IndexedRun(*r) for r in rows]
-
-
-def unresolved(repo: pygit2.Repository, gitdir: Path, plan: str) -> dict[str, str]:
-    """Steps whose latest executed outcome (on any tree) is unknown or interrupted: the effect
-    may or may not have happened. step -> the run commit that recorded it."""
-    return tallies(repo, gitdir, plan).unsettled()
 
 
 def is_earlier(

@@ -26,7 +26,7 @@ import hmac
 import json
 import os
 import tempfile
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,45 +138,47 @@ def newest_executions(
     tree: str,
     contract: str,
     runners: Sequence[PublicKey],
-    steps: Collection[str],
-    sources: Collection[str] = (),
+    sources: Mapping[str, str],
 ) -> dict[str, tuple[StepStatus, str]]:
-    """For each of *steps*, its newest execution (status, run) among the runs for *tree* under
-    *contract* on the first-parent chain from *start* (inclusive) down that a runner signed; a
-    step executed in none of them is absent. Read from the signed chain in one walk, which stops
-    once every step is found; a run whose folders of the steps still sought (``steps/<id>``) are
-    the very objects of a run already read is not read again, so a long line of runs that carry
-    those steps costs a look at one tree each. The runs are those whose message carries the
-    tree's and contract's trailers, and the *sources* (runs a carry names, read whatever their
-    message says)."""
-    sought = set(steps)
+    """For each step of *sources* (step -> the run whose pass it carries), its newest execution
+    (status, run) among the runs for *tree* under *contract* on the first-parent chain from
+    *start* (inclusive) down to its source, that a runner signed; a step executed in none of them
+    is absent. Read from the signed chain in one walk, which stops once every step is found or
+    past its source; a run whose folders of the steps still sought (``steps/<id>``) are the very
+    objects of a run already read is not read again, so a long line of runs that carry those
+    steps costs a look at one tree each. The runs are those whose message carries the tree's and
+    contract's trailers, and the sources (read whatever their message says)."""
+    sought = set(sources)
     found: dict[str, tuple[StepStatus, str]] = {}
     seen: dict[str, pygit2.Oid | None] = {}
-    for commit in _runs_for(repo, gitdir, start, tree, contract, set(sources)):
+    for commit in _runs_for(repo, gitdir, start, tree, contract, set(sources.values())):
         if not sought:
             break
         folders = _step_folders(commit)
-        if folders is not None and all(s in seen and seen[s] == folders.get(s) for s in sought):
-            continue  # the same entries as a run already read, for every step still sought
-        record = read_run(repo, commit.id)
-        if record.tree != tree or record.contract != contract:
-            continue
-        executed = {
-            sid: entry.status
-            for sid, entry in record.steps.items()
-            if sid in sought and entry.status in EXECUTED
-        }
-        if executed:
-            try:
-                verify_commit(repo, commit.id, runners)
-            except GitAuditError:
-                continue  # a run without a runner's signature counts for nothing
-        for sid, status in executed.items():
-            found[sid] = (status, record.commit)
-            sought.discard(sid)
-        if folders is not None:
-            seen.update({sid: folders.get(sid) for sid in sought})
+        same = folders is not None and all(s in seen and seen[s] == folders.get(s) for s in sought)
+        record = None if same else read_run(repo, commit.id)
+        if record is not None and record.tree == tree and record.contract == contract:
+            executed = {
+                sid: entry.status
+                for sid, entry in record.steps.items()
+                if sid in sought and entry.status in EXECUTED
+            }
+            if not executed or _signed(repo, commit.id, runners):
+                for sid, status in executed.items():
+                    found[sid] = (status, record.commit)
+                    sought.discard(sid)
+                if folders is not None:
+                    seen.update({sid: folders.get(sid) for sid in sought})
+        sought -= {sid for sid in sought if sources[sid] == str(commit.id)}  # past its source
     return found
+
+
+def _signed(repo: pygit2.Repository, commit: pygit2.Oid, runners: Sequence[PublicKey]) -> bool:
+    try:
+        verify_commit(repo, commit, runners)
+    except GitAuditError:
+        return False  # a run without a runner's signature counts for nothing
+    return True
 
 
 def _step_folders(commit: pygit2.Commit) -> dict[str, pygit2.Oid] | None:

@@ -386,7 +386,7 @@ def _check_reconcile(
                 f"step {sid} of plan {name!r} is idempotent: run it again instead of reconciling",
                 hint=f"`git audit run {sid} --plan {name}`",
             )
-        pending = index.unresolved(repo.git, repo.gitdir, name)
+        pending = index.tallies(repo.git, repo.gitdir, name).unsettled()
         if sid not in pending:
             raise RunError(
                 f"step {sid} of plan {name!r} has no unknown outcome to reconcile",
@@ -507,7 +507,6 @@ def _still_newest(
             contract,
             runners,
             carried,
-            carried.values(),
         )
     except (GitAuditError, ValueError):
         return {}

@@ -229,9 +229,10 @@ def test_index_survives_any_run_json(data: st.DataObject) -> None:
     with tolerating_known_bugs(()):
         index.sync(repo, gitdir, plan)
         index.lookup(repo, gitdir, plan, "t", "c")
-        index.failed_attempts(repo, gitdir, plan, "c")
-        index.unresolved(repo, gitdir, plan)
-        index.tallies(repo, gitdir, plan).newest_with("a", "d")
+        counted = index.tallies(repo, gitdir, plan)
+        counted.failures("c")
+        counted.unsettled()
+        counted.newest_with("a", "d")
 
 
 # ----------------------------------------------------------------------------- trust

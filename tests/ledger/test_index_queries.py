@@ -105,10 +105,10 @@ def test_the_index_answers_as_a_walk_of_the_ledger(runs: list[Run], wanted: dict
     plan = f"p{abs(hash((json.dumps(runs), json.dumps(wanted)))) % 10**12}"
     ids = _ledger(repo, plan, runs)
     gitdir = Path(repo.path)
-    assert index.unresolved(repo, gitdir, plan) == _walked_unresolved(runs, ids)
-    assert index.failed_attempts(repo, gitdir, plan, "sha256:c") == _walked_failures(runs)
-    assert index.failed_attempts(repo, gitdir, plan, "sha256:other") == {}
     counted = index.tallies(repo, gitdir, plan)
+    assert counted.unsettled() == _walked_unresolved(runs, ids)
+    assert counted.failures("sha256:c") == _walked_failures(runs)
+    assert counted.failures("sha256:other") == {}
     for step, digest in wanted.items():
         newest, later = _walked_newest(runs, ids, step, digest)
         if later < tallies.RECENT:
@@ -143,7 +143,7 @@ def test_an_older_index_is_brought_up_to_date_in_place(tmp_path: Path, version: 
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
         assert "tallies" in names and "steps" not in names and "steps_by_step" not in names
         assert conn.execute("SELECT tree FROM runs").fetchall() == [("kept",)]
-    assert index.unresolved(repo, gitdir, "default") == {"a": ids[0]}
+    assert index.tallies(repo, gitdir, "default").unsettled() == {"a": ids[0]}
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA user_version=1")
     index.sync(repo, gitdir, "default")

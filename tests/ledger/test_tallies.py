@@ -52,8 +52,8 @@ def _db(gitdir: Path) -> sqlite3.Connection:
 
 def _answers(repo: pygit2.Repository, gitdir: Path) -> tuple[dict[str, int], dict[str, str]]:
     return (
-        index.failed_attempts(repo, gitdir, "default", "sha256:c"),
-        index.unresolved(repo, gitdir, "default"),
+        index.tallies(repo, gitdir, "default").failures("sha256:c"),
+        index.tallies(repo, gitdir, "default").unsettled(),
     )
 
 

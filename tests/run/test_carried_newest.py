@@ -146,8 +146,24 @@ def test_a_long_line_of_runs_carrying_a_step_is_not_read_run_by_run(
         doc["tree"],
         doc["contract_digest"],
         read_state(handle).trust.with_role("runner"),
-        ["a", "b"],
+        {"a": full, "b": full},
     )
     assert newest["b"] == (StepStatus.PASSED, full)
     assert newest["a"] == (StepStatus.PASSED, repo.git("rev-parse", REF).strip())
     assert len(read) == 2 and read[-1] == full, read
+
+
+def test_a_step_is_sought_down_to_its_source_only(repo: GitRepo, passed_then_failed: str) -> None:
+    """A run for another tree, named as the source of `a` (as a carry for unchanged inputs
+    names one), ends the search for `a` there: the failure of `a` below it, on this tree, is
+    neither read nor counted, and the walk does not go on to the root."""
+    failed = repo.git("rev-parse", REF).strip()
+    doc = json.loads(repo.git("show", f"{failed}:run.json"))
+    elsewhere = _append(repo, doc, tree="0" * 40)
+    handle = open_repo(repo.path)
+    args = (doc["tree"], doc["contract_digest"], read_state(handle).trust.with_role("runner"))
+    tip = pygit2.Oid(hex=elsewhere)
+    assert lookup.newest_executions(handle.git, handle.gitdir, tip, *args, {"a": elsewhere}) == {}
+    assert lookup.newest_executions(
+        handle.git, handle.gitdir, tip, *args, {"a": passed_then_failed}
+    ) == {"a": (StepStatus.FAILED, failed)}
