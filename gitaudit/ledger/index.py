@@ -84,6 +84,14 @@ def _db(gitdir: Path) -> Iterator[sqlite3.Connection]:
             conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         yield conn
+    except sqlite3.OperationalError:
+        raise  # locked, full, read-only: the file itself is fine
+    except sqlite3.DatabaseError as exc:  # not a database, or a damaged one
+        raise LedgerError(
+            f"the lookup cache {path} cannot be read: {exc}",
+            hint=f"it is a cache of the signed ledger: delete it (`rm {path}*`), the next "
+            "command rebuilds it",
+        ) from None
     finally:
         conn.close()
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
+from gitaudit.errors import LedgerError
 from gitaudit.ledger import index
 from gitaudit.ledger.records import RUN_FORMAT
 from gitaudit.ledger.refs import runs_ref
@@ -152,3 +153,21 @@ def test_without_a_private_key_the_chain_is_counted_every_time(
     with _db(gitdir) as db:
         assert db.execute("SELECT COUNT(*) FROM tallies").fetchone() == (0,)
     assert _answers(repo, gitdir) == ({"a": 1}, {"b": unsettled})
+
+
+def test_a_cache_that_is_not_a_database_is_named_with_its_fix(
+    ledger: tuple[pygit2.Repository, Path],
+) -> None:
+    """The agent overwrites the cache with bytes that are no database: the questions fail
+    closed with one line naming the file and how to rebuild it, and deleting it does."""
+    repo, gitdir = ledger
+    _append(repo, {"a": "failed"})
+    path = gitdir / "gitaudit" / index.FILENAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"not a database, but long enough to be read as a header" * 4)
+    with pytest.raises(LedgerError) as caught:
+        index.tallies(repo, gitdir, "default")
+    assert str(path) in str(caught.value) and "delete it" in str(caught.value.hint)
+    for leftover in path.parent.glob(index.FILENAME + "*"):
+        leftover.unlink()
+    assert _answers(repo, gitdir) == ({"a": 1}, {})
