@@ -17,8 +17,11 @@ to the fingerprinted tree and runs its checks there, as they would run in a fres
   global configuration is used.
 * **Verified objects.** git does not check an object's content against its name when it reads
   it, and anything can write into ``.git/objects``; so every tree and blob written into the
-  checkout is hashed and compared with its id first (all of them for a fresh checkout, the changed
-  ones for an update).
+  checkout is hashed and compared with its id first (all of them for a fresh checkout or after a
+  run that changed the checkout, the changed ones for an update). The checks can write the
+  checkout's private git dir, which the next update reads before any check runs: it is made anew
+  every time (only its authenticated index stays), and git runs there with ``GIT_COMMON_DIR`` and
+  ``GIT_NO_REPLACE_OBJECTS``, so no object, replace ref or ``commondir`` a check left is read.
 * **Submodules** are materialised at the commits the tree records, from the submodule's own
   object store (``.git/modules/<name>``), each with its own index; uncommitted submodule state
   never reaches a check.
@@ -234,6 +237,10 @@ def _neutral_env(slot: Slot, git_dir: Path, work_tree: Path) -> dict[str, str]:
         "GIT_CONFIG_COUNT": "0",
         "GIT_CONFIG_PARAMETERS": "",
         "GIT_ATTR_NOSYSTEM": "1",
+        # what a check may leave in the private git dir that would have git read other objects
+        # than the verified ones: replace refs (and grafts), a commondir naming another git dir
+        "GIT_NO_REPLACE_OBJECTS": "1",
+        "GIT_COMMON_DIR": str(git_dir),
         "HOME": str(slot.neutral),
         "XDG_CONFIG_HOME": str(slot.neutral),
         "GIT_TERMINAL_PROMPT": "0",
@@ -271,8 +278,23 @@ def _objects_dir(gitdir: Path) -> Path:
     return Path(found.out.strip())
 
 
+_KEPT_IN_GIT_DIR = frozenset({"index"})  # authenticated by the slot's state (its digest)
+
+
 def _private_git_dir(git_dir: Path, objects: Path, ignored_paths: Sequence[str] = ()) -> None:
-    """A minimal git dir that borrows *objects* and has a neutral configuration of its own."""
+    """A minimal git dir that borrows *objects* and has a neutral configuration of its own,
+    made anew: everything in it but the index goes first. The checks can write it (the
+    checkout's ``.git`` names it), and whatever they leave there would be read by the next
+    update of the checkout before any check runs: objects of its own (which git reads before
+    the borrowed ones, and which are not the verified ones), replace refs, a ``commondir``
+    naming another git dir. Only the index stays: its digest is part of the slot's
+    authenticated state."""
+    if git_dir.is_symlink() or (git_dir.exists() and not git_dir.is_dir()):
+        git_dir.unlink()
+    if git_dir.is_dir():
+        for entry in os.scandir(git_dir):
+            if entry.name not in _KEPT_IN_GIT_DIR or not entry.is_file(follow_symlinks=False):
+                _remove_tree(Path(entry.path))
     (git_dir / "objects" / "info").mkdir(parents=True, exist_ok=True)
     (git_dir / "refs").mkdir(exist_ok=True)
     (git_dir / "info").mkdir(exist_ok=True)
@@ -339,6 +361,11 @@ def materialise(
         # whose attributes changed would keep the bytes of the last tree; a fresh clone's
         # bytes come from writing everything again
         return afresh()
+    if previous is not None and not meta.get("clean"):
+        # the last run changed the checkout (or did not say it left it clean): the reset below
+        # writes the files it changed again from the object store, which anyone can write, so
+        # every object of the tree is verified, not only those that differ from the last tree
+        listing = _listing(slot, slot.git, slot.tree, None, tree)
     requested = _requested(slot, listing, previous is None, tree, meta.get("requested"))
     filters = _filters(requested, declared_filters)
     config = [f"{key}={value}" for key, value in filters.items()]
@@ -363,7 +390,18 @@ def materialise(
         return afresh()  # rebuild from scratch
     (slot.tree / ".git").write_text(f"gitdir: {slot.git}\n")
     _set_head(slot, slot.git, slot.tree, tree, head)
-    submodules = _submodules(slot, gitdir, slot.git, slot.tree, tree, depth=0)
+    known = meta.get("submodule_state")
+    states: dict[str, str] = {}
+    submodules = _submodules(
+        slot,
+        gitdir,
+        slot.git,
+        slot.tree,
+        tree,
+        depth=0,
+        known=known if isinstance(known, dict) and not fresh else {},
+        states=states,
+    )
     ignored = tuple(_link_ignored(slot, workdir, ignored_paths))
     drivers = {k.removeprefix("filter."): v for k, v in filters.items()}
     index = _index_digest(slot.git)
@@ -376,6 +414,7 @@ def materialise(
             "index": index,
             "requested": requested,
             "submodules": sorted(submodules),
+            "submodule_state": states,
         },
     )
     pristine = fresh or moved == MERGED
@@ -611,9 +650,24 @@ def _filters_named(slot: Slot, attributes: Mapping[str, str]) -> dict[str, str]:
 
 
 def _submodules(
-    slot: Slot, source_gitdir: Path, git_dir: Path, work_tree: Path, tree: str, depth: int
+    slot: Slot,
+    source_gitdir: Path,
+    git_dir: Path,
+    work_tree: Path,
+    tree: str,
+    depth: int,
+    *,
+    known: Mapping[str, object],
+    states: dict[str, str],
 ) -> dict[str, str]:
-    """Materialise every submodule (gitlink) of *tree* at its recorded commit; path -> commit."""
+    """Materialise every submodule (gitlink) of *tree* at its recorded commit; path -> commit.
+
+    Each has a private git dir of its own, made anew like the checkout's, and is reset to its
+    tree with every object of it verified (git rewrites from the object store the files a
+    check changed, and the submodule's store is anyone's to write). Its index is kept only
+    when its digest is the one the slot's authenticated state recorded after the last update
+    (*known*, by private git dir; the new ones go into *states*): one a check wrote, say with
+    an edited file's stat data, goes, and every file is written again."""
     links = list(_gitlinks(slot, git_dir, work_tree).items())
     if not links:
         return {}
@@ -639,8 +693,10 @@ def _submodules(
         sub_objects = _objects_dir(store)
         _private_git_dir(sub_git, sub_objects)
         sub_work.mkdir(parents=True, exist_ok=True)
-        previous = (sub_git / "TREE").read_text().strip() if (sub_git / "TREE").exists() else None
-        listed = _listing(slot, sub_git, sub_work, previous, sub_tree_id)
+        if known.get(key) != _index_digest(sub_git):
+            with contextlib.suppress(FileNotFoundError):
+                (sub_git / "index").unlink()
+        listed = _listing(slot, sub_git, sub_work, None, sub_tree_id)
         verify_objects(sub_objects, [commit, *listed.oids], store)
         _sweep(slot, sub_git, sub_work)
         reset = _git(
@@ -650,10 +706,10 @@ def _submodules(
             raise reset.error(f"cannot check out submodule {path}")
         (sub_work / ".git").write_text(f"gitdir: {sub_git}\n")
         (sub_git / "HEAD").write_text(f"{commit}\n")
-        (sub_git / "TREE").write_text(f"{sub_tree_id}\n")
+        states[key] = _index_digest(sub_git)
         found[path] = commit
         for nested, nested_commit in _submodules(
-            slot, store, sub_git, sub_work, sub_tree_id, depth + 1
+            slot, store, sub_git, sub_work, sub_tree_id, depth + 1, known=known, states=states
         ).items():
             found[f"{path}/{nested}"] = nested_commit
     return found

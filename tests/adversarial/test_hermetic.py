@@ -287,6 +287,97 @@ def test_attack_hermetic_forged_blob_of_a_changed_file_in_an_update(world: World
         world.run()
 
 
+@pytest.mark.parametrize("next_tree", ["same-tree", "another-tree"])
+def test_attack_hermetic_forged_blob_of_a_file_a_check_changed(
+    world: World, next_tree: str
+) -> None:
+    """A check changes a file that no commit changes (the run FAILs, impure), then the agent
+    forges the object of that file's blob in the repository's store. The next run resets the
+    checkout and git writes the changed file again from the store: before, only the objects
+    that differ from the last tree were verified, so the checks read the forged bytes (and the
+    code put the tree's bytes back before the purity check). After a run that left the
+    checkout changed, every object of the tree is verified: the forgery is refused."""
+    broken = world.repo.git("hash-object", "-w", "--stdin", input=b"broken\n").strip()
+    world.repo.write("verdict", "broken\n")
+    world.repo.write("dirty", "")
+    spoil = {"type": "run", "cmd": "test -f dirty && echo x >> verdict; true", "shell": True}
+    reads = {
+        "type": "run",
+        "cmd": "grep -qx ok verdict || exit 1; "
+        f"test \"$(git ls-files -s verdict | cut -d' ' -f2)\" = {broken} "
+        "&& printf 'broken\\n' > verdict; exit 0",
+        "shell": True,
+    }
+    world.seal(plan(step("unit", spoil, reads)))
+    first = world.run()
+    assert first.verdict == "FAIL" and "verdict" in first.doc["purity"]["changed"], first.doc
+    if next_tree == "another-tree":
+        world.repo.git("rm", "-q", "dirty")
+        world.repo.commit("no more spoiling")
+    _plant(world, broken, b"ok\n")
+    with pytest.raises(RunError, match=f"object {broken[:12]}"):
+        world.run()
+    assert world.gate(None).verdict != "PASS"
+
+
+# a check plants, in the checkout's private git dir, what would make the *next* run's update of
+# the checkout read other bytes than the tree's for the file that changes ("verdict": "ok" now,
+# "broken" next); $FORGED is a loose object named like the next blob holding "ok", $OK the
+# genuine "ok" blob's id, $BROKEN the next blob's id
+PLANTS = {
+    "loose-object": "mkdir -p $G/objects/$D && cp $FORGED $G/objects/$D/$F",
+    "replace-ref": "mkdir -p $G/refs/replace && echo $OK > $G/refs/replace/$BROKEN",
+    "packed-replace-ref": "printf '%s refs/replace/%s\\n' $OK $BROKEN > $G/packed-refs",
+    "commondir": (
+        "mkdir -p ../elsewhere/objects/info ../elsewhere/objects/$D ../elsewhere/refs "
+        "&& cp $FORGED ../elsewhere/objects/$D/$F "
+        "&& cp $G/objects/info/alternates ../elsewhere/objects/info/alternates "
+        '&& cp $G/config ../elsewhere/config && echo "$PWD/../elsewhere" > $G/commondir'
+    ),
+}
+
+
+@pytest.mark.parametrize("plant", sorted(PLANTS))
+def test_attack_hermetic_check_plants_objects_for_the_next_update(
+    world: World, tmp_path: Path, plant: str
+) -> None:
+    """A check (the code under test, which runs in the checkout) plants objects, replace refs
+    or a ``commondir`` in the checkout's private git dir for the blob a later commit brings;
+    the next run's update of the checkout would read the planted bytes, and the code put the
+    tree's bytes back before the purity check looks. The private git dir is made anew before
+    every update (only its authenticated index is kept), and git on the checkout never follows
+    replace refs or a ``commondir``: the checks read the tree's bytes and FAIL."""
+    ok = world.repo.git("hash-object", "-w", "--stdin", input=b"ok\n").strip()
+    broken = world.repo.git("hash-object", "--stdin", input=b"broken\n").strip()
+    forged = tmp_path / "forged"
+    forged.write_bytes(zlib.compress(b"blob 3\0ok\n"))
+    names = f"G=$(sed 's/^gitdir: //' .git) D={broken[:2]} F={broken[2:]} OK={ok} BROKEN={broken}"
+    plants = {
+        "type": "run",
+        "cmd": f"test -f armed || exit 0; FORGED={forged} {names}; {PLANTS[plant]}",
+        "shell": True,
+    }
+    # reads the verdict, then puts the tree's bytes back (so the purity check finds them)
+    reads = {
+        "type": "run",
+        "cmd": "grep -qx ok verdict; r=$?; "
+        f"test \"$(git ls-files -s verdict | cut -d' ' -f2)\" = {broken} "
+        "&& printf 'broken\\n' > verdict; exit $r",
+        "shell": True,
+    }
+    world.repo.write("verdict", "ok\n")
+    world.repo.write("armed", "")
+    world.seal(plan(step("unit", plants, reads)))
+    first = world.run()
+    assert first.verdict == "PASS", first.doc  # honest: the verdict says ok
+    world.repo.write("verdict", "broken\n")
+    world.repo.commit("the verdict breaks")
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
+    assert recorded.verdict == "FAIL", recorded.doc
+    assert world.gate(None).verdict != "PASS"
+
+
 # --------------------------------------------------------------------------- environment
 
 
