@@ -701,7 +701,7 @@ def _trace_carried(
     which that step itself passed, and it proves this tree: the same tree and contract, or the
     same input digest as this tree gives the step now (incremental evidence, versioned proofs)."""
     origin = _origin(j, record, source, ledger)
-    if origin is None:
+    if origin is None or not origin.sound:  # a pass in a run that does not count is none
         return None
     entry = origin.steps.get(step)
     if entry is None or entry.status != StepStatus.PASSED:

@@ -45,6 +45,7 @@ LOCATION_VARS = frozenset(
         "GIT_GLOB_PATHSPECS",
         "GIT_NOGLOB_PATHSPECS",
         "GIT_ICASE_PATHSPECS",
+        "GIT_ATTR_SOURCE",  # git 2.40: attributes read from a tree of the caller's choosing
     }
 )
 

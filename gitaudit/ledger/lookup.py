@@ -147,7 +147,9 @@ def newest_executions(
     past its source; a run whose folders of the steps still sought (``steps/<id>``) are the very
     objects of a run already read is not read again, so a long line of runs that carry those
     steps costs a look at one tree each. The runs are those whose message carries the tree's and
-    contract's trailers, and the sources (read whatever their message says)."""
+    contract's trailers, and the sources (read whatever their message says). A pass in a run that
+    does not count as a whole (:attr:`RunRecord.sound`: it changed its workspace, say) is reported
+    as :attr:`StepStatus.FAILED`, the verdict of that run."""
     sought = set(sources)
     found: dict[str, tuple[StepStatus, str]] = {}
     seen: dict[str, pygit2.Oid | None] = {}
@@ -159,7 +161,7 @@ def newest_executions(
         record = None if same else read_run(repo, commit.id)
         if record is not None and record.tree == tree and record.contract == contract:
             executed = {
-                sid: entry.status
+                sid: entry.status if record.sound else _unsound(entry.status)
                 for sid, entry in record.steps.items()
                 if sid in sought and entry.status in EXECUTED
             }
@@ -171,6 +173,10 @@ def newest_executions(
                     seen.update({sid: folders.get(sid) for sid in sought})
         sought -= {sid for sid in sought if sources[sid] == str(commit.id)}  # past its source
     return found
+
+
+def _unsound(status: StepStatus) -> StepStatus:
+    return StepStatus.FAILED if status == StepStatus.PASSED else status
 
 
 def _signed(repo: pygit2.Repository, commit: pygit2.Oid, runners: Sequence[PublicKey]) -> bool:

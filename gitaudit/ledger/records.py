@@ -98,6 +98,13 @@ class RunRecord:
     def passed_steps(self) -> list[str]:
         return [sid for sid, s in self.steps.items() if s.proven]
 
+    @property
+    def sound(self) -> bool:
+        """Whether the run counts as a whole: it was not interrupted, its steps left the
+        workspace as they found it, and no required tool was missing. A step that passed in
+        an unsound run proves nothing, here or carried into another run."""
+        return self.verdict != Verdict.INTERRUPTED and not self.changed and not self.missing_tools
+
 
 class MalformedRun(LedgerError):
     """A run record whose fields do not have their documented shape."""
@@ -575,11 +582,27 @@ def lookup_keys(doc: object) -> tuple[str, str, str, dict[str, tuple[str, str]]]
         return None
     steps: dict[str, tuple[str, str]] = {}
     raw_steps = doc.get("steps")
+    sound = _sound_doc(doc, verdict)
     for sid, entry in (raw_steps if isinstance(raw_steps, dict) else {}).items():
         if isinstance(entry, dict):
             status, digest = entry.get("status"), entry.get("input_digest")
+            if status == StepStatus.PASSED and not sound:
+                status = UNSOUND
             steps[str(sid)] = (
                 status if isinstance(status, str) else "?",
                 digest if isinstance(digest, str) else "",
             )
     return tree, contract, verdict, steps
+
+
+UNSOUND = "unsound"
+"""What the lookup cache counts a step that passed in an unsound run as (:attr:`RunRecord.sound`):
+an execution, not a pass."""
+
+
+def _sound_doc(doc: Mapping[str, Any], verdict: str) -> bool:
+    """:attr:`RunRecord.sound` for a run document read leniently (anything unreadable is
+    unsound)."""
+    purity, tools = doc.get("purity", {}), doc.get("missing_tools", [])
+    changed = purity.get("changed", []) if isinstance(purity, dict) else None
+    return verdict != Verdict.INTERRUPTED and changed == [] and tools == []

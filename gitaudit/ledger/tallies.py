@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 from gitaudit import secret
 
-EXECUTED = frozenset({"passed", "failed", "unknown", "interrupted"})
-"""The statuses of a step that ran (carried, blocked, exhausted or skipped steps did not)."""
+EXECUTED = frozenset({"passed", "failed", "unknown", "interrupted", "unsound"})
+"""The statuses of a step that ran (carried, blocked, exhausted or skipped steps did not);
+"unsound" is a pass in a run that does not count as a whole (``records.UNSOUND``)."""
 UNSETTLED = frozenset({"unknown", "interrupted"})
 """The executed outcomes whose effect may or may not have happened."""
 
@@ -32,7 +33,7 @@ RECENT = 8
 enough to know the newest execution with the inputs a tree gives it unless it ran with other
 inputs that many times since (see :meth:`Tallies.newest_with`)."""
 
-_FORMAT = b"gitaudit.ledger-tallies/2"
+_FORMAT = b"gitaudit.ledger-tallies/3"  # 3: a pass in an unsound run is no pass
 
 Execution = tuple[str, str, str]
 """(status, input digest, the run commit that recorded it)."""

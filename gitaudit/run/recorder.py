@@ -156,6 +156,7 @@ def _carries(record: RunRecord | None, plan: str, step: StepId, digest: str) -> 
     return (
         record is not None
         and record.plan == plan
+        and record.sound
         and entry is not None
         and entry.status == StepStatus.PASSED
         and entry.input_digest == digest
@@ -443,7 +444,8 @@ def _carried_for_tree(
     repo: Repo, name: str, tree: str, contract: str, runners: list[PublicKey]
 ) -> dict[StepId, str]:
     """step -> the run whose pass a targeted run carries for *tree*. The newest trusted outcome
-    of each step for this tree decides: a later failure outweighs an earlier pass, and a run
+    of each step for this tree decides: a later failure outweighs an earlier pass, a pass in a
+    run that does not count as a whole (one that changed its workspace, say) is none, and a run
     without a runner's signature counts for nothing."""
     carried: dict[StepId, str] = {}
     decided: set[StepId] = set()
@@ -455,7 +457,7 @@ def _carried_for_tree(
             if sid in decided or entry.status in (StepStatus.NOT_RUN, StepStatus.BLOCKED):
                 continue
             decided.add(sid)
-            if entry.proven:
+            if entry.proven and record.sound:
                 carried[sid] = entry.carried_from or record.commit
     return _still_newest(repo, name, tree, contract, carried, runners)
 

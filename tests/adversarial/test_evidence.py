@@ -550,6 +550,58 @@ def test_attack_evidence_carried_over_a_newer_failure(failing: tuple[World, str,
     assert judged.run == str(forged) and judged.reasons[0].step == "unit"
 
 
+def spoiling_plan(marker: Path) -> dict[str, Any]:
+    """`unit` reads the verdict (which says broken); its first check writes "ok" into the
+    checkout's copy, once (the marker outside the checkout remembers it): the run that does it
+    changed its workspace, and FAILs as a whole although `unit` passed in it."""
+    spoil = {
+        "type": "run",
+        "cmd": f"test -e {marker} || {{ touch {marker}; printf 'ok\\n' > verdict; }}",
+        "shell": True,
+    }
+    reads = check("grep", "-qx", "ok", "verdict")
+    return plan(step("unit", spoil, reads, inputs=["verdict"]), step("lint"))
+
+
+@pytest.mark.parametrize("carry", ["targeted", "inputs-unchanged", "signed-by-ci"])
+def test_attack_evidence_carried_from_a_run_that_changed_its_workspace(
+    world: World, tmp_path: Path, carry: str
+) -> None:
+    """unit passes only in a run whose check rewrote the file it reads: that run FAILs (it
+    changed its workspace), but its entry for unit says passed. Before the fix a later run
+    carried that pass (a targeted `git audit run lint` on the same tree, or a full run on
+    another tree where unit's inputs are unchanged), said PASS, and so did the gate; ci could
+    also sign such a carry. A pass in a run that does not count as a whole is no pass: the
+    runs execute unit again (it fails) and the gate refuses the carry."""
+    world.repo.write("verdict", "broken\n")
+    world.seal(spoiling_plan(tmp_path / "spoiled"))
+    impure = world.run()
+    assert impure.verdict == "FAIL" and impure.doc["purity"]["changed"] == ["verdict"]
+    assert impure.doc["steps"]["unit"]["status"] == "passed"
+    if carry == "signed-by-ci":
+
+        def carried(doc: dict[str, Any]) -> None:
+            make_pass(doc)
+            doc["purity"]["changed"] = []
+            doc["steps"]["unit"].update(status="carried", carried_from=impure.commit)
+
+        forged = world.forge_run(impure.commit, edit=carried, signer=world.ci)
+        judged = world.gate(None).plans[0]
+        assert judged.verdict != "PASS" and judged.run == str(forged), judged
+        first = judged.reasons[0]
+        assert (first.code, first.step) == ("evidence.carried-invalid", "unit"), judged.reasons
+        return
+    if carry == "inputs-unchanged":
+        world.repo.write("README.md", "another tree, the same verdict\n")
+        world.repo.commit("another tree")
+        recorded = world.run()
+    else:
+        recorded = world.run(targets=["lint"])
+    assert recorded.doc["steps"]["unit"]["status"] != "carried", recorded.doc["steps"]["unit"]
+    assert recorded.verdict != "PASS"
+    assert world.gate(None).verdict != "PASS"
+
+
 HIDE_THE_FAILING_RUN = {
     "its row deleted": "DELETE FROM runs WHERE commit_id=?",
     "its tree changed": "UPDATE runs SET tree='0000' WHERE commit_id=?",

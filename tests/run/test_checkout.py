@@ -239,3 +239,16 @@ def test_changed_attributes_write_the_checkout_again(repo: GitRepo) -> None:
     assert second.fresh and second.slot == first.slot
     assert (second.slot.tree / "src/a.txt").read_bytes() == b"a\r\n"
     assert GitRepo(second.slot.tree).git("status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("name", ["GIT_ATTR_SOURCE", "GIT_DIR", "GIT_OBJECT_DIRECTORY"])
+def test_git_never_sees_the_callers_location_variables(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """Every git gitaudit starts (the checkout's included) runs without the caller's variables
+    that point git elsewhere: ``GIT_ATTR_SOURCE`` (git 2.40) would have the checkout's files
+    written under the attributes of a tree of the caller's choosing."""
+    from gitaudit.git.environment import git_env
+
+    monkeypatch.setenv(name, "/elsewhere")
+    assert name not in git_env()
