@@ -124,5 +124,13 @@ def contract_digest(plan: Plan) -> str:
 
 
 def step_digest(plan: Plan, step: Step) -> str:
-    """Digest of one step's contract (used to carry evidence across reseals)."""
-    return sha256(canonical({"plan_format": CONTRACT_FORMAT, "step": step_contract(step)}))
+    """Digest of one step's contract and of the plan-level settings it runs under (used to
+    carry evidence across reseals): a reseal that changes what the checks may read beyond the
+    tree (``workspace``, ``pass_env``, ``home``, ``ignored_paths``, ``filters``, ``python``)
+    reopens every step, as one that changes the step does. Those settings enter only when they
+    differ from their defaults, so the digests of plans without them stay what they were."""
+    body: dict[str, Any] = {"plan_format": CONTRACT_FORMAT, "step": step_contract(step)}
+    shared = exposure.plan_fields(plan)
+    if shared:
+        body["plan"] = shared
+    return sha256(canonical(body))

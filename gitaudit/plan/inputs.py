@@ -1,7 +1,9 @@
 """Input digests: what a step's evidence depends on, so unchanged evidence can be carried.
 
-A step's input digest is sha256 over: its step-contract digest (so a reseal that changes the step
-reopens it, and one that does not keeps it: versioned proofs); the ``mode path blob`` lines of the
+A step's input digest is sha256 over: its step-contract digest, which also covers the plan-level
+settings the step runs under (so a reseal that changes the step, or what its checks may read
+beyond the tree, reopens it, and one that does not keeps it: versioned proofs); the ``mode path
+blob`` lines of the
 workspace files its ``inputs`` globs cover — or the whole tree id when it declares none (it
 depends on everything); and the input digests of every step it depends on (so a changed
 dependency reopens its dependants). Two runs with the same input digest for a step would run the

@@ -188,3 +188,42 @@ def test_attack_inputs_index_forgets_a_newer_failure_with_the_same_inputs(
     assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
     assert recorded.verdict == "FAIL"
     assert_plan(world.gate(), "step.failed", "FAIL")
+
+
+# what the first seal declares at plan level, and how the agent feeds the override through it
+# to the check of the first run (the second seal declares none of it)
+EXPOSED: dict[str, tuple[dict[str, Any], str]] = {
+    "workspace-live": ({"workspace": "live"}, "test -f override"),
+    "pass-env": ({"pass_env": ["OVERRIDE"]}, 'test -n "$OVERRIDE"'),
+    "home-user": ({"home": "user"}, 'test -f "$HOME/override"'),
+    "ignored-path": ({"ignored_paths": ["override"]}, "test -f override"),
+}
+
+
+@pytest.mark.parametrize("exposed", sorted(EXPOSED))
+def test_attack_inputs_carried_across_a_reseal_that_hides_less(
+    world: World, monkeypatch: pytest.MonkeyPatch, exposed: str
+) -> None:
+    """v1 of the plan lets the checks read beyond the tree (the live work tree, a variable,
+    the user's HOME, an ignored path), and the agent puts an override there: unit passes
+    although its input fails. v2 takes that away; the step's own contract is unchanged, so its
+    input digest was too, and every later run carried the v1 pass (PASS, before the fix). The
+    plan-level settings a step runs under are part of its input digest: unit runs again under
+    v2, and fails."""
+    fields, override = EXPOSED[exposed]
+    world.repo.write("verdict", "broken\n")
+    (world.path / ".git" / "info" / "exclude").write_text("override\n")
+    world.repo.write("override", "")  # ignored: in the live work tree only
+    monkeypatch.setenv("OVERRIDE", "1")
+    with open(os.path.join(os.environ["HOME"], "override"), "w"):
+        pass
+    reads = check("sh", "-c", f"{override} || grep -qx ok verdict")
+    unit = step("unit", reads, inputs=["verdict"])
+    world.seal(plan(unit) | fields)
+    assert world.run().verdict == "PASS"  # the override did it
+    world.seal(plan(unit))  # v2: the checks read the tree alone
+    world.repo.write("README.md", "v2\n")
+    world.repo.commit("plan v2")
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
+    assert world.gate(None).verdict != "PASS"
