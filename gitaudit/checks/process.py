@@ -23,7 +23,8 @@ a non-positive timeout) raises :class:`~gitaudit.errors.CheckError`.
 
 Limitations (documented rather than handled; cgroups are out of scope):
 
-* A descendant that calls ``setsid()`` or ``setpgid()`` leaves the group and is not killed. If it
+* A descendant that calls ``setsid()`` or ``setpgid()`` leaves the group and is not killed here
+  (a run adopts and kills it once orphaned: :mod:`gitaudit.checks.orphans`). If it
   keeps stdout/stderr open, reading stops :data:`DRAIN_GRACE` seconds after the check exits or is
   killed, so the run still ends, but the escaped process survives.
 * A group member running a set-user-ID program as another user cannot be signalled (``EPERM``).
@@ -45,6 +46,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +56,16 @@ from gitaudit.errors import CheckError
 
 SHELL = "/bin/sh"
 """The shell used for ``shell=True``: POSIX ``sh``, never the user's login shell."""
+
+_RUNNING: set[int] = set()  # the leaders of the checks started and not reaped yet
+_RUNNING_LOCK = threading.Lock()
+
+
+def running() -> set[int]:
+    """The pids of the check processes of this process that are started and not reaped yet."""
+    with _RUNNING_LOCK:
+        return set(_RUNNING)
+
 
 DRAIN_GRACE = 1.0
 """Seconds to keep reading the pipes after the check exited or was killed.
@@ -169,9 +181,15 @@ def run_bounded(
             f"cannot start {command[0]!r}: {exc}",
             hint="check the environment declared for this check",
         ) from exc
-    if on_start is not None:
-        on_start(proc.pid)
-    return _supervise(proc, command, start, timeout, max_output_bytes)
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc.pid)
+    try:
+        if on_start is not None:
+            on_start(proc.pid)
+        return _supervise(proc, command, start, timeout, max_output_bytes)
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc.pid)
 
 
 class _Capture:

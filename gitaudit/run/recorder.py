@@ -25,6 +25,7 @@ from typing import Any
 import pygit2
 
 from gitaudit import __version__
+from gitaudit.checks import orphans, process
 from gitaudit.checks.environment import Sandbox, clean_path
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.crypto.pubkey import PublicKey
@@ -238,24 +239,25 @@ def run_plan(
             tmp=slot.tmp,
             repository=(workdir, repo.gitdir),
         )
-        outcome = execute(
-            RunRequest(
-                plan=plan,
-                workspace=workdir if whole_live else slot.tree,
-                sandbox=sandbox,
-                live_workspace=workdir if live_steps else None,
-                jobs=jobs or os.cpu_count() or 1,
-                targets=frozenset(wanted) if wanted else None,
-                elsewhere=prep.elsewhere,
-                carried=carried,
-                incremental=incremental,
-                attempts_used=prior.attempts,
-                unresolved=prior.unresolved,
-                reconcile=dict(reconcile or {}),
-                force=force,
-                on_event=on_event,
+        with orphans.adopting(process.running):  # what a check leaves running dies with the run
+            outcome = execute(
+                RunRequest(
+                    plan=plan,
+                    workspace=workdir if whole_live else slot.tree,
+                    sandbox=sandbox,
+                    live_workspace=workdir if live_steps else None,
+                    jobs=jobs or os.cpu_count() or 1,
+                    targets=frozenset(wanted) if wanted else None,
+                    elsewhere=prep.elsewhere,
+                    carried=carried,
+                    incremental=incremental,
+                    attempts_used=prior.attempts,
+                    unresolved=prior.unresolved,
+                    reconcile=dict(reconcile or {}),
+                    force=force,
+                    on_event=on_event,
+                )
             )
-        )
         interrupts.hold()  # the checks are done: a Ctrl-C from here on waits for the record
         collected = artifacts.collect(
             plan,

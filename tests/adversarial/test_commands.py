@@ -125,3 +125,42 @@ def test_attack_commands_huge_output_is_bounded(world: World) -> None:
     assert result["stdout_bytes"] == 3_000_000 and result["stdout_truncated"] is True
     assert sum(len(v) for v in files.values()) < 50_000
     assert world.gate().verdict == "PASS"
+
+
+# how the daemon leaves the check's process group: a session of its own, from a background
+# job; or a double fork in that session, whose middle process exits at once. {pid} is where it
+# writes its pid, {later} what it does once the run is over
+DAEMONS = {
+    "setsid": "setsid sh -c 'echo $$ > {pid}.tmp; mv {pid}.tmp {pid}; {later}' ",
+    "setsid-double-fork": (
+        "setsid sh -c 'sh -c \"echo \\$\\$ > {pid}.tmp; mv {pid}.tmp {pid}; {later}\" &' "
+    ),
+}
+
+
+@pytest.mark.parametrize("daemon", sorted(DAEMONS))
+def test_attack_commands_daemon_rewrites_the_checkout_after_the_run(
+    world: World, tmp_path: Path, daemon: str
+) -> None:
+    """unit's check leaves a daemon in a session of its own, outside its process group, and
+    fails; the daemon waits until the run's purity check has found the checkout clean, then
+    writes "ok" into its copy of the verdict. The next run took the checkout for clean and its
+    check read the daemon's bytes (and put the tree's back): PASS, before the fix. The run now
+    adopts what its checks orphan and kills it when they are done: the daemon is gone when the
+    run ends, and the next run FAILs."""
+    pidfile = tmp_path / "daemon.pid"
+    spawn = DAEMONS[daemon].format(pid=pidfile, later="sleep 3; echo ok > verdict")
+    world.repo.write("verdict", "broken\n")
+    cmd = (
+        "if grep -qx ok verdict; then echo broken > verdict; exit 0; fi; "
+        f"if ! test -e {pidfile}; then {spawn} </dev/null >/dev/null 2>&1 & "
+        f"while ! test -s {pidfile}; do sleep 0.01; done; fi; exit 1"
+    )
+    world.seal(plan(step("unit", {"type": "run", "cmd": cmd, "shell": True})))
+    assert world.run().verdict == "FAIL"
+    pid = int(pidfile.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed, and reaped
+    recorded = world.run()
+    assert recorded.verdict == "FAIL", recorded.doc
+    assert world.gate(None).verdict != "PASS"
