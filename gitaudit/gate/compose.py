@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gitaudit.ledger.records import RunRecord, StepEntry
+from gitaudit.ledger.trust import TrustedKey
 from gitaudit.plan.model import Plan, Step
 from gitaudit.verdict import StepStatus, output_broken
 
@@ -43,11 +44,13 @@ DECISIVE = EXECUTED | {StepStatus.CARRIED}
 @dataclass(frozen=True)
 class Source:
     """A run that may prove steps: its record, the ledger it was read from (a plan name or the
-    ref of a remote-tracking copy) and the labels its signer holds for it."""
+    ref of a remote-tracking copy), the labels its signer holds for it, and its signer as the
+    trust set names it (what a ref's evidence rule admits or not)."""
 
     record: RunRecord
     ledger: str
     labels: frozenset[str] = frozenset()
+    signer: TrustedKey | None = None
 
 
 @dataclass(frozen=True)

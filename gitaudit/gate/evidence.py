@@ -12,14 +12,16 @@ judged; when it cannot decide every step alone (a partial run, runner labels), o
 same tree and contract are composed in (:mod:`gitaudit.gate.compose`). Every required step must
 be proven (carried steps traced to the run they came from) by a signer with the authority for
 what the step entry claims (:mod:`gitaudit.gate.authority`), fresh, and every mandatory
-requirement covered. Nothing is executed.
+requirement covered. Judged for a ref whose policy names the runners it takes evidence from
+(:mod:`gitaudit.gate.runners`), the plan is judged a second time from those runners' runs alone:
+the others' runs can fail the tree there, never supply a step's outcome. Nothing is executed.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pygit2
@@ -43,7 +45,7 @@ from gitaudit.ledger.plansref import PlansState
 from gitaudit.ledger.records import MalformedRun, RunRecord, StepEntry
 from gitaudit.ledger.refs import mirrored_runs, read_ref, runs_ref
 from gitaudit.ledger.runs import read_run
-from gitaudit.ledger.trust import EvidenceRule
+from gitaudit.ledger.trust import EvidenceRule, TrustedKey
 from gitaudit.plan.graph import optional_steps
 from gitaudit.plan.model import Plan
 from gitaudit.verdict import StepStatus, Verdict, output_broken, uncovered, unproven_step
@@ -55,7 +57,8 @@ CLOCK_SKEW = 300  # seconds of tolerated clock difference for signed times
 class Evidence:
     """The gate's judgement of one plan's evidence.
 
-    ``record``: the newest run judged (None when there is none, or it could not be read);
+    ``record``: the newest run judged (for a ref with an evidence rule, the newest by a runner
+    it admits, when there is one; None when there is none, or it could not be read);
     ``run``: its commit id; ``seen``: ledger ref -> the tip whose signature was verified (never a
     pushed ledger's tip, which is not ours to remember); ``until``: the earliest expiry among the
     evidence accepted; ``sources``: every run whose entries were used, newest first."""
@@ -84,6 +87,9 @@ class Judging:
     workdir: Path | None = None  # the work tree, when it is what is judged
     ref: str | None = None  # the ref judged for (status --for, the hooks): its evidence rule
     rule: EvidenceRule | None = None  # the policy's rule for that ref, if any
+    # judging the runs of the runners *rule* admits, alone: a step they carried from another
+    # runner's run is not proven (:func:`_ruled`)
+    admitted_only: bool = False
     # carried sources traced so far, by (source, carrying run, ledger): every carried step of a run
     # usually comes from the same earlier run, which is checked and read once
     traced: dict[tuple[str, str, str], RunRecord | None] = field(
@@ -94,6 +100,8 @@ class Judging:
     newest: dict[str, dict[str, tuple[StepStatus, str]] | None] = field(
         default_factory=dict, compare=False, repr=False
     )
+    # run -> its trusted signer (None: no runner's signature verifies), asked by the ruled pass
+    signers: dict[str, TrustedKey | None] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def run_fix(self) -> str:
@@ -155,23 +163,21 @@ def judge_evidence(j: Judging) -> Evidence:
     if ledger.remote is not None:
         notes.append(f"the evidence was recorded elsewhere and fetched from {ledger.remote}")
     sources = [Source(newest, ledger.key, _labels(j, newest))]
+    tips = [(lg, tip) for lg in ledgers if (tip := lg.tip) is not None]
+    every: list[Source] | None = None  # every run for the tree, read once when needed
     if needs_more_runs(j.plan, newest):
-        composed = _every_run(j, [(lg, tip) for lg in ledgers if (tip := lg.tip) is not None])
+        composed = _every_run(j, tips)
         if isinstance(composed, Reason):
             return Evidence((composed,), newest, newest.commit, seen, notes=tuple(notes))
+        every = composed
         sources = composed or sources
     reasons, until, used = _content_reasons(j, sources)
     extra, beyond = _beyond_the_tree(j, used)
-    if j.rule is not None:
-        tips = [(lg.key, tip) for lg in ledgers if (tip := lg.tip) is not None]
-        ruled, said = _ruled(j, j.rule, tips)
-        extra += ruled
-        notes += said
     if len(used) > 1:
         notes.append(
             f"composed from {len(used)} runs: {', '.join(s.record.commit[:12] for s in used)}"
         )
-    return Evidence(
+    evidence = Evidence(
         tuple([*reasons, *extra]),
         newest,
         newest.commit,
@@ -180,28 +186,78 @@ def judge_evidence(j: Judging) -> Evidence:
         tuple([*notes, *beyond]),
         tuple(s.record.commit for s in used),
     )
+    return evidence if j.rule is None else _for_ref(j, j.rule, evidence, every, tips)
 
 
-def _ruled(
-    j: Judging, rule: EvidenceRule, tips: Sequence[tuple[str, pygit2.Oid]]
-) -> tuple[list[Reason], list[str]]:
-    """The ref's evidence rule (:mod:`gitaudit.gate.runners`): a reason when too few of its
-    runners proved this tree, else a note of who did."""
-    from gitaudit.gate.runners import describe, runners_for  # refs with an evidence rule only
-
-    admitted, advisory = runners_for(j.repo, j.state, j.name, j.plan, j.tree, rule, tips, j.now)
-    text = describe(rule, j.ref or rule.pattern, admitted, advisory)
-    if len(admitted) >= rule.min:
-        return [], [text]
-    reason = Reason(
-        "evidence.runner-rule",
-        f"plan {j.name!r}: {text}",
-        f"have {'a runner' if rule.min == 1 else f'{rule.min} runners'} of "
-        f"{', '.join(sorted(rule.runners))} run the plan on this commit (e.g. in CI: "
-        f"`{j.run_fix}` then `git audit push`), then `git audit sync`",
-        verdict=Verdict.UNKNOWN,
+def _for_ref(
+    j: Judging,
+    rule: EvidenceRule,
+    every: Evidence,
+    runs: list[Source] | None,
+    tips: list[tuple[_Ledger, pygit2.Oid]],
+) -> Evidence:
+    """The evidence for a ref with a rule: the judgement of every run (*every*: an advisory run
+    can fail the tree) and that of the admitted runners' runs alone (only they can prove it),
+    whose newest run is the one named when they have one. *runs*: every run for the tree, when
+    composing already read them."""
+    if runs is None:
+        read = _every_run(j, tips, strict=False)
+        runs = read if not isinstance(read, Reason) else []
+    ruled = _ruled(j, rule, runs)
+    expiries = [u for u in (every.until, ruled.until) if u is not None]
+    return replace(
+        every,
+        reasons=(*every.reasons, *(r for r in ruled.reasons if r not in every.reasons)),
+        record=ruled.record or every.record,
+        run=ruled.run or every.run,
+        until=min(expiries) if expiries else None,
+        notes=(*every.notes, *(n for n in ruled.notes if n not in every.notes)),
+        sources=(*ruled.sources, *(s for s in every.sources if s not in ruled.sources)),
     )
-    return [reason], []
+
+
+def _ruled(j: Judging, rule: EvidenceRule, runs: list[Source]) -> Evidence:
+    """The ref's evidence rule (:mod:`gitaudit.gate.runners`). The plan is judged again from the
+    runs of the runners the rule admits, alone, by the same rules (composed, carried steps
+    traced, authority, freshness): another runner's run is advisory, so it supplies no step's
+    outcome (else a passing run of the agent's own key, newer than ci's failure of the same
+    tree, would be what proves it). And at least ``min`` admitted runners' newest runs of the
+    tree must have PASSed: a reason when too few did, else a note of who did."""
+    from gitaudit.gate.runners import describe, tally  # refs with an evidence rule only
+
+    admitted, advisory = tally(j.plan, rule, runs, j.now)
+    text = describe(rule, j.ref or rule.pattern, admitted, advisory)
+    theirs = [s for s in runs if s.signer is not None and rule.admits(s.signer)]
+    reasons: list[Reason] = []
+    until: float | None = None
+    used: list[Source] = []
+    notes: tuple[str, ...] = ()
+    if theirs:
+        ruled = replace(j, admitted_only=True)
+        sources = theirs if needs_more_runs(j.plan, theirs[0].record) else theirs[:1]
+        reasons, until, used = _content_reasons(ruled, sources)
+        more, notes = _beyond_the_tree(ruled, used)
+        reasons += [r for r in more if r not in reasons]
+    if len(admitted) < rule.min:
+        reasons.append(
+            Reason(
+                "evidence.runner-rule",
+                f"plan {j.name!r}: {text}",
+                f"have {'a runner' if rule.min == 1 else f'{rule.min} runners'} of "
+                f"{', '.join(sorted(rule.runners))} run the plan on this commit (e.g. in CI: "
+                f"`{j.run_fix}` then `git audit push`), then `git audit sync`",
+                verdict=Verdict.UNKNOWN,
+            )
+        )
+    newest = used[0].record if used else None
+    return Evidence(
+        tuple(reasons),
+        newest,
+        newest.commit if newest is not None else None,
+        until=until,
+        notes=notes if reasons else (text, *notes),
+        sources=tuple(s.record.commit for s in used),
+    )
 
 
 def _newest_on(j: Judging, ledger: _Ledger, survey: _Survey) -> Evidence | None:
@@ -262,10 +318,15 @@ def _labels(j: Judging, record: RunRecord) -> frozenset[str]:
     return effective_labels(record.labels, signer.labels if signer else frozenset())
 
 
-def _every_run(j: Judging, ledgers: list[tuple[_Ledger, pygit2.Oid]]) -> list[Source] | Reason:
+def _every_run(
+    j: Judging, ledgers: list[tuple[_Ledger, pygit2.Oid]], *, strict: bool = True
+) -> list[Source] | Reason:
     """Every run of the plan for this tree and contract on the ledgers read, newest first, each
-    with the labels its signer holds. A run on the plan's own ledger that a trusted runner did
-    not sign is tampering (a reason); on a remote-tracking copy it is skipped."""
+    with its signer and the labels it holds. A run on the plan's own ledger that a trusted
+    runner did not sign is tampering (a reason), or a ledger that cannot be listed; on a
+    remote-tracking copy, or not *strict* (what a ref's rule reads, to find whose runs count:
+    such a run is nobody's evidence, and the newest run and the tip were verified already), it
+    is skipped."""
     seal = j.state.seal(j.name)
     assert seal is not None
     runners = j.state.trust.with_role("runner")
@@ -276,7 +337,7 @@ def _every_run(j: Judging, ledgers: list[tuple[_Ledger, pygit2.Oid]]) -> list[So
                 j.repo.git, j.repo.gitdir, ledger.key, j.tree, seal.contract_digest, tip
             )
         except GitAuditError as exc:
-            if ledger.remote is None:
+            if ledger.remote is None and strict:
                 return Reason("evidence.ledger", exc.message, exc.hint or "restore the runs ref")
             continue
         runs = []
@@ -284,7 +345,7 @@ def _every_run(j: Judging, ledgers: list[tuple[_Ledger, pygit2.Oid]]) -> list[So
             try:
                 key = verify_commit(j.repo.git, record.commit, runners)
             except GitAuditError as exc:
-                if ledger.remote is None:
+                if ledger.remote is None and strict:
                     return Reason(
                         "evidence.untrusted",
                         f"run {record.commit[:12]} of plan {j.name!r}: {exc.message}",
@@ -294,7 +355,7 @@ def _every_run(j: Judging, ledgers: list[tuple[_Ledger, pygit2.Oid]]) -> list[So
                 continue
             signer = j.state.trust.find(key)
             held = signer.labels if signer is not None else frozenset()
-            runs.append(Source(record, ledger.key, effective_labels(record.labels, held)))
+            runs.append(Source(record, ledger.key, effective_labels(record.labels, held), signer))
         per_ledger.append(runs)
     return newest_first(per_ledger)
 
@@ -567,8 +628,38 @@ def _executed_by(
                 j.run_fix,
                 step=step,
             )
+        if j.admitted_only and j.rule is not None:
+            advisory = _advisory(j, traced)
+            if advisory is not None:
+                return Reason(
+                    "evidence.runner-rule",
+                    f"step {step} of run {record.commit[:12]} is carried from run "
+                    f"{traced.commit[:12]} by {advisory}, whose evidence is advisory for "
+                    f"{j.ref or 'this ref'}",
+                    f"have a runner of {', '.join(sorted(j.rule.runners))} run it itself: "
+                    f"`git audit run --fresh --plan {j.name}`",
+                    step=step,
+                    verdict=Verdict.UNKNOWN,
+                )
         source = traced
     return _authority(j, source, step) or source
+
+
+def _advisory(j: Judging, record: RunRecord) -> str | None:
+    """Who signed *record*, when the ref's rule does not admit them (None: it does)."""
+    if record.commit not in j.signers:
+        try:
+            key = verify_commit(
+                j.repo.git, pygit2.Oid(hex=record.commit), j.state.trust.with_role("runner")
+            )
+        except GitAuditError:
+            j.signers[record.commit] = None
+        else:
+            j.signers[record.commit] = j.state.trust.find(key)
+    signer = j.signers[record.commit]
+    if signer is not None and j.rule is not None and j.rule.admits(signer):
+        return None
+    return signer.name if signer is not None else "no trusted runner"
 
 
 def _authority(j: Judging, record: RunRecord, step: str) -> Reason | None:

@@ -3,62 +3,45 @@
 The policy may name, per ref pattern, the runners whose evidence counts there and how many
 distinct ones must agree (:class:`gitaudit.ledger.trust.EvidenceRule`): ``refs/heads/main``
 proven by CI's key alone, a release branch by two runners on different machines. Judged for such
-a ref, the gate needs at least ``min`` distinct admitted runners, each with a run of the plan
-that PASSed for exactly this tree and contract (and is not older than the plan's shortest
-``valid_for``). Evidence by other trusted runners still shows, as advisory: it can fail a tree,
-never prove it for that ref.
+a ref, the evidence judge (:func:`gitaudit.gate.evidence.judge_evidence`) judges the plan's steps
+from the runs of the admitted runners alone, by the rules any evidence is judged by (a step
+carried from another runner's run does not count), and needs at least ``min`` distinct admitted
+runners whose *newest* run of the plan for exactly this tree and contract PASSed (and is not
+older than the plan's shortest ``valid_for``): a pass a runner recorded before its own newer
+failure is not its word on the tree any more. Evidence by other trusted runners still shows, as
+advisory: it can fail a tree, never prove it for that ref, nor supply a step's outcome there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pygit2
-
-from gitaudit.crypto.commits import verify_commit
-from gitaudit.errors import GitAuditError
-from gitaudit.git.repo import Repo
-from gitaudit.ledger import lookup
-from gitaudit.ledger.plansref import PlansState
-from gitaudit.ledger.trust import EvidenceRule
+from gitaudit.gate.compose import Source
+from gitaudit.ledger.records import RunRecord
+from gitaudit.ledger.trust import EvidenceRule, TrustedKey
 from gitaudit.plan.model import Plan
 from gitaudit.verdict import Verdict
 
 
-def runners_for(
-    repo: Repo,
-    state: PlansState,
-    name: str,
-    plan: Plan,
-    tree: str,
-    rule: EvidenceRule,
-    ledgers: Sequence[tuple[str, pygit2.Oid]],
-    now: float,
+def tally(
+    plan: Plan, rule: EvidenceRule, runs: Sequence[Source], now: float
 ) -> tuple[frozenset[str], frozenset[str]]:
-    """(admitted, advisory): the trusted runners with a fresh passing run of *name* for *tree*
-    under its sealed contract on *ledgers* (lookup key, tip), split by *rule*."""
-    seal = state.seal(name)
-    assert seal is not None
-    runners = state.trust.with_role("runner")
+    """(admitted, advisory): the trusted runners whose newest run among *runs* (every run of the
+    plan for the tree and contract, newest first, each with its signer) PASSed and is fresh,
+    split by *rule*."""
     lifetimes = [s.valid_for for s in plan.steps if s.valid_for is not None]
     oldest = now - min(lifetimes) if lifetimes else None
+    newest: dict[str, tuple[TrustedKey, RunRecord]] = {}
+    for source in runs:
+        if source.signer is not None:
+            newest.setdefault(source.signer.name, (source.signer, source.record))
     admitted: set[str] = set()
     advisory: set[str] = set()
-    for key, tip in ledgers:
-        try:
-            records = lookup.every_run(repo.git, repo.gitdir, key, tree, seal.contract_digest, tip)
-        except GitAuditError:
-            continue  # the ledger's own problems are the evidence judge's to report
-        for record in records:
-            if record.verdict != Verdict.PASS or (oldest is not None and record.time < oldest):
-                continue
-            try:
-                signer = state.trust.find(verify_commit(repo.git, record.commit, runners))
-            except GitAuditError:
-                continue
-            if signer is not None:
-                (admitted if rule.admits(signer) else advisory).add(signer.name)
-    return frozenset(admitted), frozenset(advisory - admitted)
+    for name, (signer, record) in newest.items():
+        if record.verdict != Verdict.PASS or (oldest is not None and record.time < oldest):
+            continue
+        (admitted if rule.admits(signer) else advisory).add(name)
+    return frozenset(admitted), frozenset(advisory)
 
 
 def describe(

@@ -11,11 +11,22 @@ from pathlib import Path
 
 import pytest
 
+from gitaudit.crypto.signers import Signer
 from gitaudit.hooks.install import install_hooks
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.seals import set_policy
 from gitaudit.ledger.trust import EvidenceRule, Policy
-from tests.adversarial.conftest import STRICT, World, assert_plan, codes, only, runner
+from tests.adversarial.conftest import (
+    STRICT,
+    World,
+    assert_plan,
+    check,
+    codes,
+    only,
+    plan,
+    runner,
+    step,
+)
 from tests.gitrepo import git
 
 MAIN = "refs/heads/main"
@@ -238,3 +249,157 @@ def test_attack_runner_rules_status_served_from_the_memo_keeps_the_rule(ruled: W
     ruled_status = ruled.cli("status", "--for", MAIN)
     assert ruled_status.code == 3, ruled_status.out
     assert "takes evidence from ci" in ruled_status.out
+
+
+# ---------------------------------------------------------------- advisory runs supply no content
+
+
+def _flaky(world: World, flag: Path) -> None:
+    """The plan: unit greps *flag*, a file outside the tree (a flaky or now-failing check), so
+    the same tree can PASS, then FAIL; main takes ci's evidence only."""
+    flag.write_text("pass\n")
+    world.seal(plan(step("unit", check("grep", "-qx", "pass", str(flag))), step("lint")))
+    rule(world, EvidenceRule(MAIN, ("ci",)))
+
+
+def _ci_failed_last(world: World, agent: Signer, flag: Path) -> None:
+    assert world.run().verdict == "PASS"
+    flag.write_text("fail\n")
+    assert world.run().verdict == "FAIL"  # ci's newest word on this tree
+    flag.write_text("pass\n")
+    assert world.run(signer=agent).verdict == "PASS"
+
+
+def _ci_failed_a_targeted_rerun(world: World, agent: Signer, flag: Path) -> None:
+    assert world.run().verdict == "PASS"
+    flag.write_text("fail\n")
+    assert world.run(targets=["unit"]).verdict == "FAIL"
+    flag.write_text("pass\n")
+    assert world.run(signer=agent, targets=["unit"]).verdict == "PASS"
+
+
+def _ci_carries_the_agents_step(world: World, agent: Signer, flag: Path) -> None:
+    assert world.run(signer=agent).verdict == "PASS"
+    ran = world.run(targets=["unit"])  # ci executes unit; lint is carried from the agent's run
+    assert ran.verdict == "PASS"
+    assert ran.doc["steps"]["lint"]["status"] == "carried"
+
+
+def _ci_passed_an_older_contract(world: World, agent: Signer, flag: Path) -> None:
+    assert world.run().verdict == "PASS"
+    stronger = plan(
+        step("unit", check("grep", "-qx", "pass", str(flag))), step("lint"), step("docs")
+    )
+    world.seal(stronger)  # a new contract (and the tree with its plan file)
+    assert world.run(signer=agent).verdict == "PASS"
+
+
+ADVISORY_CONTENT = {
+    "ci-failed-last": (_ci_failed_last, "FAIL"),
+    "ci-failed-a-targeted-rerun": (_ci_failed_a_targeted_rerun, "FAIL"),
+    "ci-carries-the-agents-step": (_ci_carries_the_agents_step, "UNKNOWN"),
+    "ci-passed-an-older-contract": (_ci_passed_an_older_contract, "UNKNOWN"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(ADVISORY_CONTENT))
+def test_attack_runner_rules_advisory_runs_supply_no_content(
+    world: World, tmp_path: Path, variant: str
+) -> None:
+    """main takes ci's evidence; the agent holds a runner key of its own (advisory for main).
+    ci's own newest word on the tree is a FAIL, or ci proved only part of it (a step it carried
+    from the agent's run), or ci proved another contract; the agent's passing run is the newest.
+    Before, any passing ci run of the tree admitted it while the content was judged from the
+    newest run overall, the agent's: main PASSed, and the server took the push. Now main is
+    judged from ci's runs alone: FAIL when ci's newest outcome failed, UNKNOWN when ci did not
+    prove every step itself."""
+    scenario, verdict = ADVISORY_CONTENT[variant]
+    flag = tmp_path / "flag"
+    _flaky(world, flag)
+    agent = runner(world, "agent")
+    server = world.serve(tmp_path / "server.git")
+    scenario(world, agent, flag)
+    assert world.gate().verdict == "PASS"  # no ref: the agent's evidence counts
+    judged = only(world.gate(for_ref=MAIN))
+    assert judged.verdict == verdict, judged.reasons
+    status = world.cli("status", "--for", MAIN)
+    assert status.code == (1 if verdict == "FAIL" else 3), status.out
+    pushed = subprocess.run(
+        [
+            "git",
+            "push",
+            "--no-verify",
+            "--atomic",
+            "origin",
+            "HEAD:refs/heads/main",
+            "refs/audit/runs/default",
+            "refs/audit/plans",
+        ],
+        cwd=world.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pushed.returncode != 0, pushed.stderr
+    assert "pre-receive hook declined" in pushed.stderr
+    assert git(server, "rev-parse", "-q", "--verify", "refs/heads/main", check=False) == ""
+
+
+def test_runner_rules_control_ci_evidence_with_advisory_runs_around_it(
+    world: World, tmp_path: Path
+) -> None:
+    """Control: ci's honest evidence still proves main with the agent's runs before and after
+    it, a ci failure mended by a newer ci pass, and ci's targeted runs composed (each carrying
+    from ci's own); the server takes the push."""
+    flag = tmp_path / "flag"
+    _flaky(world, flag)
+    agent = runner(world, "agent")
+    server = world.serve(tmp_path / "server.git")
+    assert world.run(signer=agent).verdict == "PASS"
+    flag.write_text("fail\n")
+    assert world.run().verdict == "FAIL"
+    flag.write_text("pass\n")
+    assert world.run(targets=["lint"]).verdict == "UNKNOWN"  # unit's newest outcome failed
+    assert world.run(targets=["unit"]).verdict == "PASS"  # lint carried from ci's own run
+    assert world.run(signer=agent).verdict == "PASS"
+    judged = only(world.gate(for_ref=MAIN))
+    assert judged.verdict == "PASS", judged.reasons
+    said = "passing runs for this tree by ci; runs by agent are advisory here"
+    assert any(said in note for note in judged.notes), judged.notes
+    pushed = subprocess.run(
+        [
+            "git",
+            "push",
+            "--no-verify",
+            "--atomic",
+            "origin",
+            "HEAD:refs/heads/main",
+            "refs/audit/runs/default",
+        ],
+        cwd=world.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pushed.returncode == 0, pushed.stderr
+    assert git(server, "rev-parse", "-q", "--verify", "refs/heads/main", check=False) != ""
+
+
+def test_runner_rules_control_admitted_runners_carry_from_each_other(
+    world: World, tmp_path: Path
+) -> None:
+    """Control: main takes evidence from the runners labelled ``linux-ci`` (two CI machines,
+    each with its own key). One runs unit, the other lint, carrying unit from the first: both
+    are admitted, so the carried step counts and main PASSes."""
+    flag = tmp_path / "flag"
+    flag.write_text("pass\n")
+    world.seal(plan(step("unit", check("grep", "-qx", "pass", str(flag))), step("lint")))
+    first = runner(world, "ci-a", frozenset({"linux-ci"}))
+    second = runner(world, "ci-b", frozenset({"linux-ci"}))
+    rule(world, EvidenceRule(MAIN, ("linux-ci",)))
+    assert world.run(signer=first, targets=["unit"]).verdict == "UNKNOWN"  # lint not run
+    ran = world.run(signer=second, targets=["lint"])
+    assert ran.verdict == "PASS"
+    assert ran.doc["steps"]["unit"]["status"] == "carried"
+    judged = only(world.gate(for_ref=MAIN))
+    assert judged.verdict == "PASS", judged.reasons
