@@ -24,7 +24,8 @@ to the fingerprinted tree and runs its checks there, as they would run in a fres
   ``GIT_NO_REPLACE_OBJECTS``, so no object, replace ref or ``commondir`` a check left is read.
 * **Submodules** are materialised at the commits the tree records, from the submodule's own
   object store (``.git/modules/<name>``), each with its own index; uncommitted submodule state
-  never reaches a check.
+  never reaches a check, and the purity check looks into each one (a check that changes a
+  submodule's files for the next one makes the run impure).
 * **Ignored files do not exist** in the checkout. A path the plan declares in ``ignored_paths``
   (a virtualenv, ``node_modules``) is linked in from the work tree; its listing is recorded and
   must not change during the run, and an editable install pointing back into the work tree is
@@ -133,10 +134,21 @@ class IgnoredPath:
 
 
 @dataclass(frozen=True)
+class PlacedSubmodule:
+    """A materialised submodule: its private git dir, the commit it is at, and the digest of the
+    index :func:`materialise` left there (the purity check compares both)."""
+
+    git_dir: Path
+    commit: str
+    index_digest: str
+
+
+@dataclass(frozen=True)
 class Materialised:
     """What :func:`materialise` did: ``fresh`` (written from scratch) or an update, the objects
     it verified, the content filters applied (name -> driver settings), the submodules (path ->
-    commit) and the declared ignored paths linked in."""
+    commit; and path -> :class:`PlacedSubmodule`, nested ones by their path in the checkout) and
+    the declared ignored paths linked in."""
 
     slot: Slot
     tree: str
@@ -147,6 +159,7 @@ class Materialised:
     ignored: tuple[IgnoredPath, ...] = ()
     index_digest: str = ""
     pristine: bool = False  # written afresh, or updated from a checkout the last run left clean
+    placed_submodules: Mapping[str, PlacedSubmodule] = field(default_factory=dict)
 
     @property
     def config(self) -> list[str]:
@@ -392,6 +405,7 @@ def materialise(
     _set_head(slot, slot.git, slot.tree, tree, head)
     known = meta.get("submodule_state")
     states: dict[str, str] = {}
+    placed: dict[str, PlacedSubmodule] = {}
     submodules = _submodules(
         slot,
         gitdir,
@@ -401,6 +415,7 @@ def materialise(
         depth=0,
         known=known if isinstance(known, dict) and not fresh else {},
         states=states,
+        placed=placed,
     )
     ignored = tuple(_link_ignored(slot, workdir, ignored_paths))
     drivers = {k.removeprefix("filter."): v for k, v in filters.items()}
@@ -418,7 +433,9 @@ def materialise(
         },
     )
     pristine = fresh or moved == MERGED
-    return Materialised(slot, tree, fresh, verified, drivers, submodules, ignored, index, pristine)
+    return Materialised(
+        slot, tree, fresh, verified, drivers, submodules, ignored, index, pristine, placed
+    )
 
 
 class _Background:
@@ -659,6 +676,8 @@ def _submodules(
     *,
     known: Mapping[str, object],
     states: dict[str, str],
+    placed: dict[str, PlacedSubmodule],
+    prefix: str = "",
 ) -> dict[str, str]:
     """Materialise every submodule (gitlink) of *tree* at its recorded commit; path -> commit.
 
@@ -667,7 +686,8 @@ def _submodules(
     check changed, and the submodule's store is anyone's to write). Its index is kept only
     when its digest is the one the slot's authenticated state recorded after the last update
     (*known*, by private git dir; the new ones go into *states*): one a check wrote, say with
-    an edited file's stat data, goes, and every file is written again."""
+    an edited file's stat data, goes, and every file is written again. Each one placed goes into
+    *placed* under its path in the checkout (*prefix*: the path of the submodule holding it)."""
     links = list(_gitlinks(slot, git_dir, work_tree).items())
     if not links:
         return {}
@@ -687,7 +707,7 @@ def _submodules(
                 hint="fetch it: `git submodule update --init --recursive`, then run again",
             )
         sub_tree_id = run_git(["rev-parse", f"{commit}^{{tree}}"], git_dir=store).out.strip()
-        key = hashlib.sha256(f"{depth}:{path}".encode()).hexdigest()[:20]
+        key = hashlib.sha256(f"{depth}:{prefix}{path}".encode()).hexdigest()[:20]
         sub_git = slot.root / "modules" / key
         sub_work = work_tree / path
         sub_objects = _objects_dir(store)
@@ -707,9 +727,19 @@ def _submodules(
         (sub_work / ".git").write_text(f"gitdir: {sub_git}\n")
         (sub_git / "HEAD").write_text(f"{commit}\n")
         states[key] = _index_digest(sub_git)
+        placed[prefix + path] = PlacedSubmodule(sub_git, commit, states[key])
         found[path] = commit
         for nested, nested_commit in _submodules(
-            slot, store, sub_git, sub_work, sub_tree_id, depth + 1, known=known, states=states
+            slot,
+            store,
+            sub_git,
+            sub_work,
+            sub_tree_id,
+            depth + 1,
+            known=known,
+            states=states,
+            placed=placed,
+            prefix=f"{prefix}{path}/",
         ).items():
             found[f"{path}/{nested}"] = nested_commit
     return found
@@ -876,9 +906,10 @@ class Purity:
 
 def changed(placed: Materialised) -> Purity:
     """Whether the checkout still equals the judged tree: tracked files changed or deleted and
-    untracked files that are not ignored (:func:`_git_sees`), the index itself rewritten, and
-    what git does not see (``.git`` entries, FIFOs and other special files, unreadable
-    directories: a walk of the checkout)."""
+    untracked files that are not ignored (:func:`_git_sees`), the index itself rewritten, the
+    same inside every submodule (:func:`_submodule_sees`: the superproject's look records only
+    each submodule's commit, not its files), and what git does not see (``.git`` entries, FIFOs
+    and other special files, unreadable directories: a walk of the checkout)."""
     slot, tree = placed.slot, placed.tree
     rewritten = _index_digest(slot.git) != placed.index_digest
     # the walk for what git does not see runs beside git's own look at the checkout (a walk of
@@ -899,6 +930,10 @@ def changed(placed: Materialised) -> Purity:
         diff = _git(slot, slot.git, slot.tree, args)
         found += sorted({os.fsdecode(p) for p in diff.stdout.split(b"\0") if p})
     leftovers = seen.leftovers or hollow or bool(specials)
+    for path, sub in sorted(placed.placed_submodules.items()):
+        inside, left = _submodule_sees(slot, path, sub)
+        found += inside
+        leftovers = leftovers or left
     return Purity(seen.tree, tuple(found), paths, leftovers)
 
 
@@ -946,6 +981,36 @@ def _git_sees(slot: Slot, placed: Materialised) -> _Seen:
     finally:
         with contextlib.suppress(FileNotFoundError):
             probe.unlink()
+
+
+def _submodule_sees(slot: Slot, path: str, sub: PlacedSubmodule) -> tuple[list[str], bool]:
+    """What changed inside the submodule at *path* of the checkout (paths named from the top,
+    ``lib/greet.py``), and whether it may hold leftovers. git looks through the submodule's own
+    private git dir, never the ``.git`` file a check could rewrite; as at the top, its settings
+    are written again first, its index must be the one :func:`materialise` left (a check could
+    mark an edited file unchanged in it) and its HEAD the recorded commit."""
+    work = slot.tree / path
+    found: list[str] = []
+    if _read_gitfile(work) != sub.git_dir:
+        found.append(f"{path}/.git (rewritten during the run)")
+    if _index_digest(sub.git_dir) != sub.index_digest:
+        return [*found, f"{path}/.git index of submodule {path} (rewritten during the run)"], True
+    try:
+        head = (sub.git_dir / "HEAD").read_text().strip()
+    except OSError:
+        head = ""
+    if head != sub.commit:
+        found.append(f"{path} (the submodule's HEAD moved during the run)")
+    _own_settings(sub.git_dir, ())
+    # its nested submodules are looked into on their own: here only whether their commits moved
+    status = [*AS_IT_IS, *(o for o in _STATUS if not o.startswith("--ignore-submodules="))]
+    status.append("--ignore-submodules=dirty")
+    looked = _git(slot, sub.git_dir, work, status, check=False)
+    if looked.code != 0:
+        return [*found, f"{path} (git cannot read the submodule: {looked.err})"], True
+    listed = [entry for entry in looked.stdout.split(b"\0") if entry]
+    found += [f"{path}/{os.fsdecode(e[3:])}" for e in listed if not e.startswith(b"!! ")]
+    return found, bool(listed)
 
 
 def _special_entries(slot: Slot, placed: Materialised) -> tuple[list[tuple[Path, str]], bool]:
@@ -998,11 +1063,9 @@ def leave_clean(placed: Materialised, workdir: Path, purity: Purity) -> None:
     cleaned = True
     if purity.leftovers or placed.submodules:  # else git would find nothing to remove
         cleaned = _git(slot, slot.git, slot.tree, ["clean", "-ffdxq"], check=False).code == 0
-    for sub in placed.submodules:
-        work = slot.tree / sub
-        git_dir = _read_gitfile(work)
-        if git_dir is not None:
-            cleaned &= _git(slot, git_dir, work, ["clean", "-ffdxq"], check=False).code == 0
+    for path, sub in placed.placed_submodules.items():  # its own git dir, whatever .git says
+        work = slot.tree / path
+        cleaned &= _git(slot, sub.git_dir, work, ["clean", "-ffdxq"], check=False).code == 0
     meta = _read_meta(slot, workdir)
     if meta.get("index") == placed.index_digest:
         meta["clean"] = removed and cleaned and not purity.changed

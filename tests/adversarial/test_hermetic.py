@@ -522,6 +522,90 @@ def test_attack_hermetic_untracked_file_in_a_submodule_is_not_checked(
     assert_fails(world)
 
 
+def _nested_submodule(world: World, tmp_path: Path) -> None:
+    """lib holds the submodule inner (its own verdict says "broken"), and the work tree lib."""
+    inner = GitRepo.create(tmp_path / "inner")
+    inner.write("verdict", "broken\n")
+    inner.commit("v1")
+    lib = GitRepo.create(tmp_path / "lib")
+    lib.write("verdict", "broken\n")
+    lib.write(".gitignore", "*.tmp\n")
+    lib.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(inner.path), "inner")
+    lib.commit("v1 with inner")
+    world.repo.git(
+        "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib.path), "lib"
+    )
+    world.repo.git(
+        "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init", "--recursive"
+    )
+    world.repo.commit("add lib")
+
+
+# a first step changes a submodule's files in the checkout so that the second step passes:
+# (what the step does, what the second step checks, the path the purity check must name)
+IN_A_SUBMODULE = {
+    "modified": (
+        "printf 'ok\\n' > lib/verdict",
+        ("grep", "-qx", "ok", "lib/verdict"),
+        "lib/verdict",
+    ),
+    "untracked": ("printf 'ok\\n' > lib/extra", ("grep", "-qx", "ok", "lib/extra"), "lib/extra"),
+    "deleted": ("rm lib/verdict", ("test", "!", "-e", "lib/verdict"), "lib/verdict"),
+    "staged": (
+        "printf 'ok\\n' > lib/verdict && git -C lib add verdict",
+        ("grep", "-qx", "ok", "lib/verdict"),
+        "lib/.git index",
+    ),
+    # git status believes an entry marked unchanged: only the index's digest tells
+    "assume-unchanged": (
+        "printf 'ok\\n' > lib/verdict && git -C lib update-index --assume-unchanged verdict",
+        ("grep", "-qx", "ok", "lib/verdict"),
+        "lib/.git index",
+    ),
+    "nested-modified": (
+        "printf 'ok\\n' > lib/inner/verdict",
+        ("grep", "-qx", "ok", "lib/inner/verdict"),
+        "lib/inner/verdict",
+    ),
+    "nested-untracked": (
+        "printf 'ok\\n' > lib/inner/extra",
+        ("grep", "-qx", "ok", "lib/inner/extra"),
+        "lib/inner/extra",
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(IN_A_SUBMODULE))
+def test_attack_hermetic_check_writes_a_submodule_of_the_checkout(
+    world: World, tmp_path: Path, variant: str
+) -> None:
+    """A step rewrites a submodule's file in the checkout for the next one: the superproject's
+    look records only each submodule's commit, so every submodule is looked into too."""
+    prepare, reads, named = IN_A_SUBMODULE[variant]
+    _nested_submodule(world, tmp_path)
+    world.seal(plan(step("unit", {"type": "run", "cmd": prepare, "shell": True}, check(*reads))))
+    recorded = world.run()
+    assert recorded.verdict == "FAIL", recorded.doc["reasons"]
+    assert any(p.startswith(named) for p in recorded.doc["purity"]["changed"]), recorded.doc[
+        "purity"
+    ]
+    assert world.gate(None).verdict != "PASS"
+    # the next run starts from the tree again
+    assert world.run().verdict == "FAIL"
+
+
+def test_a_check_that_leaves_submodules_alone_is_pure(world: World, tmp_path: Path) -> None:
+    """Control: what a check leaves in a submodule that its tree ignores is cleaned away, not an
+    impurity; a check that reads the submodules passes, and again on the next run."""
+    _nested_submodule(world, tmp_path)
+    reads = "echo x > lib/build.tmp && grep -qx broken lib/inner/verdict && git -C lib status"
+    world.seal(plan(step("unit", {"type": "run", "cmd": reads, "shell": True})))
+    first = world.run()
+    assert first.verdict == "PASS", first.doc["reasons"]
+    assert first.doc["purity"]["changed"] == []
+    assert world.run().verdict == "PASS"
+
+
 def test_a_submodule_commit_that_is_missing_is_a_clear_error(world: World, tmp_path: Path) -> None:
     _submodule(world, tmp_path)
     world.seal(plan(step("unit")))
