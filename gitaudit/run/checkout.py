@@ -28,8 +28,9 @@ to the fingerprinted tree and runs its checks there, as they would run in a fres
   submodule's files for the next one makes the run impure).
 * **Ignored files do not exist** in the checkout. A path the plan declares in ``ignored_paths``
   (a virtualenv, ``node_modules``) is linked in from the work tree; its listing is recorded and
-  must not change during the run, and an editable install pointing back into the work tree is
-  refused (it would make checks read the live sources).
+  must not change during the run, and an editable install pointing back into the work tree (a
+  ``.pth`` line, a module a ``.pth`` imports, a finder, a symlink) is refused (it would make
+  checks read the live sources).
 * **A clone-like repository.** The checkout's ``.git`` file points at its private git dir, whose
   HEAD is the commit of the tree (or a commit made for it in the private object store), so a
   check that runs git sees a clean clone.
@@ -839,7 +840,7 @@ def _link_ignored(slot: Slot, workdir: Path, paths: Sequence[str]) -> Iterator[I
                 f"the plan declares {rel!r} as an ignored path, but the tree has it",
                 hint="declare only paths git does not record (ignored files and folders)",
             )
-        _refuse_editable(rel, live, workdir)
+        _refuse_editable(rel, live, workdir, paths)
         inside.parent.mkdir(parents=True, exist_ok=True)
         inside.symlink_to(live)
         files, digest = listing_digest(live)
@@ -865,27 +866,170 @@ def listing_digest(root: Path) -> tuple[int, str]:
     return count, "sha256:" + h.hexdigest()
 
 
-def _refuse_editable(rel: str, live: Path, workdir: Path) -> None:
-    """An editable install in a declared path would make checks import the live sources."""
-    real_work = os.path.realpath(workdir)
-    for pth in sorted(live.rglob("*.pth"))[:10_000]:
+_READ_AT_MOST = 1 << 20  # bytes of one file looked into for a path naming the work tree
+_PACKAGE_FILES = 2_000  # files of one package a .pth imports looked into
+_NOT_IN_A_PATH = frozenset(b"\"'` \t\r\n\0,;:()[]{}<>|=\\")
+_CUSTOMIZE = ("sitecustomize", "usercustomize")  # imported by site from any sys.path folder
+
+
+class _WorkTree:
+    """Where a path found in a declared ignored path leads: into the work tree outside the
+    declared ignored paths (whose own contents are sealed and shown), by its real path."""
+
+    def __init__(self, workdir: Path, declared: Sequence[str]) -> None:
+        self.real = os.path.realpath(workdir)
+        self.declared = [os.path.realpath(workdir / rel) for rel in declared]
+        self.names = {os.fsencode(os.path.abspath(workdir)), os.fsencode(self.real)}
+
+    def holds(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        return _under(real, self.real) and not any(_under(real, d) for d in self.declared)
+
+    def named_in(self, data: bytes) -> str | None:
+        """The first path in *data* (text naming the work tree) that leads into it."""
+        for name in self.names:
+            at = data.find(name)
+            while at >= 0:
+                end = at + len(name)
+                while end < len(data) and data[end] not in _NOT_IN_A_PATH:
+                    end += 1
+                candidate = os.fsdecode(data[at:end])
+                if self.holds(candidate):
+                    return candidate
+                at = data.find(name, at + 1)
+        return None
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _head(path: str) -> bytes:
+    """The start of the regular file at *path* (through symlinks); nothing for anything else (a
+    FIFO named ``x.pth`` must not block the run)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return b""
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(_READ_AT_MOST) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+
+
+def _refuse_editable(rel: str, live: Path, workdir: Path, declared: Sequence[str]) -> None:
+    """An editable install in a declared path would make checks import the live sources: the
+    path is sealed and its listing recorded, but not what it leads to (:class:`_EditableScan`
+    says what is looked at)."""
+    tree = _WorkTree(workdir, declared)
+    real = os.path.realpath(live)
+    if live.is_symlink() and _under(real, tree.real):
+        found: tuple[str, str] | None = (str(live), real)  # the live tree under another name
+    else:
+        found = _EditableScan(live, tree).run()
+    if found is not None:
+        where, target = found
+        raise RunError(
+            f"the declared ignored path {rel!r} holds an editable install pointing into the "
+            f"work tree ({os.path.relpath(where, workdir)} -> {target}): checks would read the "
+            "live sources, not the judged tree",
+            hint="install the project non-editable in it, or run that step with "
+            '`"workspace": "live"`',
+        )
+
+
+class _EditableScan:
+    """One walk of a declared ignored path for what leads into the work tree (outside the
+    declared paths), as ``site`` and the import system would follow it: a symlink whose target
+    is there; a ``.pth`` line ``site`` adds to ``sys.path`` (absolute, or relative to the
+    .pth's folder) there; a ``.pth`` naming such a path anywhere (its ``import`` lines are
+    executed); a module such a line may import (any name in it, as a module or package of a
+    folder ``site`` processes or a .pth adds inside the declared path), a ``__editable__*``
+    file (setuptools' finders and .pth files) or a ``sitecustomize``/``usercustomize`` naming
+    one. Best effort: code that builds the path at run time, or reaches it through a folder
+    outside the work tree, is not seen (the threat model's limits)."""
+
+    def __init__(self, live: Path, tree: _WorkTree) -> None:
+        self.live = live
+        self.tree = tree
+        self.imports: list[tuple[str, bytes]] = []  # (.pth file, an import line of it)
+        self.folders: set[str] = set()  # folders whose modules those lines may import
+
+    def run(self) -> tuple[str, str] | None:
+        """(the file or symlink, where it leads) for the first thing found, else None."""
+        todo = [str(self.live)]
+        while todo:
+            try:
+                entries = list(os.scandir(todo.pop()))
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(entry.path)
+                    continue
+                found = self._entry(entry)
+                if found is not None:
+                    return found
+        return self._imported()
+
+    def _entry(self, entry: os.DirEntry[str]) -> tuple[str, str] | None:
+        if entry.is_symlink() and self.tree.holds(entry.path):
+            return entry.path, os.readlink(entry.path)
+        if entry.name.endswith(".pth"):  # read through a symlink, as site reads it
+            return self._pth(entry.path)
+        if entry.name.startswith(("__editable__", *_CUSTOMIZE)):
+            return self._names(entry.path)
+        return None
+
+    def _names(self, path: str) -> tuple[str, str] | None:
+        named = self.tree.named_in(_head(path))
+        return None if named is None else (path, named)
+
+    def _pth(self, path: str) -> tuple[str, str] | None:
+        site_dir = os.path.dirname(path)
+        self.folders.add(site_dir)
+        for line in _head(path).splitlines():
+            if not line.strip() or line.startswith(b"#"):
+                continue  # as site skips them; any other line is taken both ways
+            if b"import" in line:
+                self.imports.append((path, line))
+            added = os.path.join(site_dir, os.fsdecode(line.rstrip()))
+            if self.tree.holds(added):
+                return path, added
+            if _under(os.path.realpath(added), os.path.realpath(self.live)):
+                self.folders.add(added)
+        return self._names(path)
+
+    def _imported(self) -> tuple[str, str] | None:
+        for pth, line in self.imports:
+            for word in sorted(set(re.findall(rb"[A-Za-z_][A-Za-z0-9_]*", line))):
+                for module in _modules_named(self.folders, os.fsdecode(word)):
+                    named = self.tree.named_in(_head(module))
+                    if named is not None:
+                        module = os.path.relpath(module, os.path.dirname(pth))
+                        return pth, f"{module}, which names {named}"
+        return None
+
+
+def _modules_named(folders: Iterable[str], name: str) -> Iterator[str]:
+    """The files of the module or package *name* in *folders* (any suffix: source, bytecode,
+    extension), at most :data:`_PACKAGE_FILES` of a package."""
+    for folder in sorted(folders):
         try:
-            text = pth.read_text(encoding="utf-8", errors="replace")
+            entries = list(os.scandir(folder))
         except OSError:
             continue
-        for line in text.splitlines():
-            entry = line.strip()
-            if not entry.startswith("/"):
+        for entry in entries:
+            if entry.name != name and not entry.name.startswith(name + "."):
                 continue
-            real = os.path.realpath(entry)
-            if real == real_work or real.startswith(real_work + os.sep):
-                raise RunError(
-                    f"the declared ignored path {rel!r} holds an editable install pointing into "
-                    f"the work tree ({pth.relative_to(live)} -> {entry}): checks would read the "
-                    "live sources, not the judged tree",
-                    hint="install the project non-editable in it, or run that step with "
-                    '`"workspace": "live"`',
-                )
+            if not entry.is_dir():
+                yield entry.path
+                continue
+            count = 0
+            for inner, _dirs, files in os.walk(entry.path):
+                for file in sorted(files):
+                    count += 1
+                    if count > _PACKAGE_FILES:
+                        return
+                    yield os.path.join(inner, file)
 
 
 # ------------------------------------------------------------------------------------- purity

@@ -665,6 +665,121 @@ def test_attack_hermetic_editable_install_in_a_declared_path_is_refused(world: W
         world.run()
 
 
+SITE = ".venv/lib/python3/site-packages"
+# a meta-path finder of the shape setuptools' PEP 660 editable installs write, resolving the
+# package from a folder named in its MAPPING (the work tree's, in the attacks)
+FINDER = """import sys, importlib.machinery as m
+MAPPING = {{"greeter": {root!r}}}
+class _F:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name in MAPPING:
+            return m.PathFinder.find_spec(name, [MAPPING[name]])
+        return None
+def install():
+    sys.meta_path.insert(0, _F)
+"""
+# ways to have a virtualenv declared in ignored_paths import the live work tree's sources
+EDITABLE = {
+    "finder-import-line": {
+        f"{SITE}/__editable___greeter_finder.py": FINDER.format(root="{work}"),
+        f"{SITE}/__editable__.greeter-0.1.pth": (
+            "import __editable___greeter_finder; __editable___greeter_finder.install()\n"
+        ),
+    },
+    "finder-by-another-name": {
+        f"{SITE}/_greeter_hook.py": FINDER.format(root="{work}/src"),
+        f"{SITE}/greeter.pth": "import _greeter_hook; _greeter_hook.install()\n",
+    },
+    "finder-in-a-package": {
+        f"{SITE}/_hooks/__init__.py": "from ._impl import install\n",
+        f"{SITE}/_hooks/_impl.py": FINDER.format(root="{work}"),
+        f"{SITE}/hooks.pth": "import _hooks; _hooks.install()\n",
+    },
+    "import-line-naming-the-tree": {
+        f"{SITE}/dev.pth": "import sys; sys.path.insert(0, '{work}/src')\n",
+    },
+    "relative-path-line": {f"{SITE}/dev.pth": "../../../../src\n"},
+    "sitecustomize": {f"{SITE}/sitecustomize.py": "import sys\nsys.path.insert(0, '{work}')\n"},
+    "symlinked-package": {f"{SITE}/greeter": "->{work}/src/greeter"},
+    "relative-symlink": {f"{SITE}/greeter": "->../../../../src/greeter"},
+    "path-line-as-if-an-import": {f"{SITE}/dev.pth": "importing/../../../../../src\n"},
+    "declared-path-is-the-tree": {".venv": "->src"},
+    "pth-symlinked-from-outside": {
+        "../outside/dev.pth": "import sys; sys.path.insert(0, '{work}')\n",
+        f"{SITE}/dev.pth": "->{work}/../outside/dev.pth",
+    },
+}
+
+
+def _write_venv(root: Path, files: dict[str, str], work: Path) -> None:
+    """Write *files* under *root* ("->target": a symlink), ``{work}`` standing for *work*."""
+    for rel, content in files.items():
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = content.replace("{work}", str(work))
+        if text.startswith("->"):
+            target.symlink_to(text[2:])
+        else:
+            target.write_text(text)
+
+
+@pytest.mark.parametrize("variant", sorted(EDITABLE))
+def test_attack_hermetic_live_sources_reached_from_a_declared_path(
+    world: World, variant: str
+) -> None:
+    """The agent installs the project editable in a declared virtualenv in another form than a
+    plain path line: site executes a .pth's ``import`` lines, joins relative lines to the
+    site-packages folder, imports sitecustomize, and follows symlinks; each would have the
+    checks import the live sources (and read files git ignores beside them)."""
+    world.repo.write(".gitignore", "/.venv\n")  # a folder, or a symlink
+    world.repo.write("src/greeter/__init__.py", "GREETING = 'Goodbye'\n")
+    world.seal(plan(step("unit")) | {"ignored_paths": [".venv"]})
+    _write_venv(world.path, EDITABLE[variant], world.path)
+    with pytest.raises(RunError, match="editable install pointing into the work tree"):
+        world.run()
+
+
+def test_an_honest_virtualenv_in_a_declared_path_is_used(world: World, tmp_path: Path) -> None:
+    """Control: a real virtualenv with what pip leaves there (a .pth whose ``import`` line names
+    nothing in the work tree, its module, symlinks within the virtualenv or out to the system's
+    python) and an editable install of another project, outside the work tree, is used."""
+    world.repo.write(".gitignore", ".venv/\n")
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", ".venv"], cwd=world.path, check=True
+    )
+    (site,) = (world.path / ".venv" / "lib").glob("python3*/site-packages")
+    other = tmp_path / "other"
+    (other / "greeter").mkdir(parents=True)
+    (other / "greeter" / "__init__.py").write_text("GREETING = 'Hello'\n")
+    rel = site.relative_to(world.path)
+    honest = {
+        f"{rel}/distutils-precedence.pth": (
+            "import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, 'local') "
+            "== 'local'; enabled and __import__('_distutils_hack').add_shim(); \n"
+        ),
+        f"{rel}/_distutils_hack/__init__.py": "def add_shim():\n    pass\n",
+        f"{rel}/honest/__init__.py": "VALUE = 1\n",
+        f"{rel}/extras.pth": "# a folder of the virtualenv\nextras\n",
+        f"{rel}/extras/extra_mod.py": "VALUE = 2\n",
+        f"{rel}/__editable___greeter_finder.py": FINDER.format(root=str(other)),
+        f"{rel}/__editable__.greeter-0.1.pth": (
+            "import __editable___greeter_finder; __editable___greeter_finder.install()\n"
+        ),
+        f"{rel}/honest_link": "->honest",
+    }
+    _write_venv(world.path, honest, world.path)
+    imports = (
+        "import honest, extra_mod, _distutils_hack, greeter; assert greeter.GREETING == 'Hello'"
+    )
+    world.seal(
+        plan(step("unit", check(".venv/bin/python", "-c", imports))) | {"ignored_paths": [".venv"]}
+    )
+    recorded = world.run()
+    assert recorded.verdict == "PASS", recorded.doc["reasons"]
+    assert world.run().verdict == "PASS"
+
+
 def test_a_declared_ignored_path_that_does_not_exist_is_refused(world: World) -> None:
     world.seal(plan(step("unit")) | {"ignored_paths": [".venv"]})
     with pytest.raises(RunError, match=r"'\.venv', which does not exist"):
