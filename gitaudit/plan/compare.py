@@ -5,7 +5,10 @@ sealed requirement (at the same or a higher priority), coverage link, dependency
 stricter one: a clause whose alternatives are a subset), required output, output check and step
 check is still there unchanged; evidence does not live longer (``valid_for``); retries are not
 more generous (``max_attempts``); a step's ``inputs`` are not narrowed; no required tool is
-dropped. Anything else sealed that is removed or changed is a *weakening*.
+dropped; and every step a PASS had to verify (and, for each mandatory requirement, one of the
+steps that covered it) still has to be verified: added steps, ``any_of`` routes or coverage that
+let a PASS go around one are a weakening (:func:`_routes`). Anything else sealed that is removed
+or changed is a *weakening*.
 
 Reconciliation is a way to PASS without a step's verify checks (an unknown outcome of a
 non-idempotent step settled by an observation or by its readback checks), so it runs the other
@@ -23,6 +26,8 @@ from typing import Any, Literal
 
 from gitaudit.plan import exposure
 from gitaudit.plan.digest import canonical
+from gitaudit.plan.graph import optional_among, viable_without
+from gitaudit.plan.load import step_key
 
 ChangeKind = Literal["weakened", "strengthened", "neutral"]
 _PRIORITY = {"may": 0, "should": 1, "must": 2}
@@ -221,6 +226,69 @@ def _protect_changes(old: Any, new: Any) -> list[Change]:
     return out
 
 
+def _graph(contract: Mapping[str, Any]) -> dict[str, list[tuple[Sequence[str], bool]]]:
+    """The contract's dependency graph in the form :mod:`gitaudit.plan.graph` reads."""
+    return {
+        step_key(s["id"]): [
+            (tuple(str(a) for a in c["any_of"]), True)
+            if isinstance(c, dict)
+            else ((str(c),), False)
+            for c in s["depends_on"]
+        ]
+        for s in contract["steps"]
+    }
+
+
+def _mandatory(contract: Mapping[str, Any]) -> dict[str, set[str]]:
+    """Each ``must``/``should`` requirement with the steps that cover it (what the gate asks a
+    verified step for: :func:`gitaudit.verdict.mandatory_coverage`)."""
+    return {
+        r["id"]: {step_key(s["id"]) for s in contract["steps"] if r["id"] in s["covers"]}
+        for r in contract["requirements"]
+        if r["priority"] in ("must", "should")
+    }
+
+
+def _routes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
+    """What the new contract lets a PASS do without. The gate asks every step that is not an
+    ``any_of`` alternative (:func:`gitaudit.plan.graph.optional_steps`) to be proven, and each
+    mandatory requirement to be covered by some verified step; a step's own clauses hold (the
+    runner runs it only then). The rule table of :func:`_step` keeps each sealed step's clauses
+    (or stricter ones), so a set of steps that passes the new contract, cut down to the sealed
+    steps, passes the sealed one exactly when it still holds (1) every step the sealed contract
+    required and (2) for each sealed mandatory requirement, one step that covered it then.
+    Adding steps alone can break either: a new sink naming a required step only in ``any_of``
+    with a new trivial step makes it optional, and a new (or newly covering) step can meet a
+    requirement whose sealed covering steps were all alternatives. Each is a weakening, found
+    by asking whether the new goal is still reachable with those steps never verified."""
+    old_graph, graph = _graph(old), _graph(new)
+    optional = optional_among(graph)
+    required = set(graph) - optional
+    coverage = list(_mandatory(new).values())
+
+    def avoidable(excluded: set[str]) -> bool:
+        viable = viable_without(graph, excluded)
+        return required <= viable and all(steps & viable for steps in coverage)
+
+    out: list[Change] = []
+    was_optional = optional_among(old_graph)
+    for sid in old_graph:
+        if sid in was_optional or sid not in graph or sid in required:
+            continue
+        if avoidable({sid}):
+            message = "no longer required: an any_of alternative route avoids it"
+            out.append(Change("weakened", f"step {sid}", message))
+    for rid, steps in _mandatory(old).items():
+        if not steps or steps & required:
+            continue  # uncovered (invalid) before, or still covered by a required step
+        if avoidable(steps):
+            message = (
+                f"can now be met without any step that covered it ({', '.join(sorted(steps))})"
+            )
+            out.append(Change("weakened", f"coverage of {rid}", message, requirement=rid))
+    return out
+
+
 def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:  # noqa: C901, PLR0912 (one rule table: what weakens a plan)
     """Every difference between two contracts (from :func:`gitaudit.plan.digest.contract`)."""
     out: list[Change] = []
@@ -260,6 +328,7 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:  # no
     for sid in new_steps:
         if sid not in old_step_ids:
             out.append(Change("strengthened", f"step {sid}", "added"))
+    out.extend(_routes(old, new))
     out.extend(_protect_changes(old.get("protect", ()), new.get("protect", ())))
     out.extend(Change(k, "plan", m) for k, m in exposure.changes(old, new, step=False))
     out.extend(Change(k, w, m) for k, w, m in exposure.workspace_changes(old, new))

@@ -8,7 +8,7 @@ the recursion limit, and linear in steps plus edges.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Literal
 
 from gitaudit.plan.model import Plan, StepId
@@ -196,6 +196,15 @@ _DOT_COLOURS = {
 }
 
 
+Clauses = Mapping[StepId, Sequence[tuple[Sequence[StepId], bool]]]
+"""step -> its ``depends_on`` clauses, each as (alternatives, is ``any_of``): the graph in a form
+both a :class:`Plan` and a sealed contract (:mod:`gitaudit.plan.compare`) give."""
+
+
+def clauses_of(plan: Plan) -> dict[StepId, list[tuple[Sequence[StepId], bool]]]:
+    return {s.id: [(c.alternatives, c.is_any_of) for c in s.depends_on] for s in plan.steps}
+
+
 def optional_steps(plan: Plan) -> set[StepId]:
     """Steps the goal can do without: alternatives of OR clauses (and what only they need).
 
@@ -204,13 +213,18 @@ def optional_steps(plan: Plan) -> set[StepId]:
     never optional. Whether a particular optional step is needed then depends on which
     alternative gets verified; requirement coverage still applies to the verified set.
     """
-    dependants: dict[StepId, list[tuple[StepId, bool]]] = {s.id: [] for s in plan.steps}
-    for step in plan.steps:
-        for clause in step.depends_on:
-            alternative = clause.is_any_of and len(clause.alternatives) > 1
-            for alt in clause.alternatives:
+    return optional_among(clauses_of(plan))
+
+
+def optional_among(graph: Clauses) -> set[StepId]:
+    """:func:`optional_steps` of a graph given as its clauses."""
+    dependants: dict[StepId, list[tuple[StepId, bool]]] = {sid: [] for sid in graph}
+    for sid, clauses in graph.items():
+        for alternatives, is_any_of in clauses:
+            alternative = is_any_of and len(alternatives) > 1
+            for alt in alternatives:
                 if alt in dependants:
-                    dependants[alt].append((step.id, alternative))
+                    dependants[alt].append((sid, alternative))
     optional: set[StepId] = set()
     changed = True
     while changed:
@@ -222,3 +236,33 @@ def optional_steps(plan: Plan) -> set[StepId]:
                 optional.add(sid)
                 changed = True
     return optional
+
+
+def viable_without(graph: Clauses, excluded: Collection[StepId]) -> set[StepId]:
+    """The steps that can still be verified when the *excluded* ones never are: a step is
+    viable when each of its clauses has a viable alternative (steps on a cycle never are, and
+    an alternative the graph does not hold never is). Linear in steps plus edges."""
+    users: dict[StepId, list[tuple[StepId, int]]] = {sid: [] for sid in graph}
+    waiting: dict[StepId, int] = {}
+    ready: list[StepId] = []
+    for sid, clauses in graph.items():
+        waiting[sid] = len(clauses)
+        for ci, (alternatives, _) in enumerate(clauses):
+            for alt in alternatives:
+                if alt in users:
+                    users[alt].append((sid, ci))
+        if not clauses and sid not in excluded:
+            ready.append(sid)
+    met: set[tuple[StepId, int]] = set()
+    viable: set[StepId] = set()
+    while ready:
+        sid = ready.pop()
+        viable.add(sid)
+        for user, ci in users[sid]:
+            if (user, ci) in met:
+                continue
+            met.add((user, ci))
+            waiting[user] -= 1
+            if waiting[user] == 0 and user not in excluded:
+                ready.append(user)
+    return viable

@@ -52,7 +52,7 @@ def check(*argv: str, **extra: Any) -> dict[str, Any]:
 def step(
     sid: str,
     *checks: dict[str, Any],
-    deps: list[str] | None = None,
+    deps: list[str | dict[str, list[str]]] | None = None,
     covers: list[str] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:

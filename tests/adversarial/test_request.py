@@ -248,6 +248,108 @@ def test_attack_request_planner_cli_error_is_one_line(asked: Asked) -> None:
     assert len(lines) == 2 and lines[1].startswith("hint: ")
 
 
+def tied(data: dict[str, Any]) -> dict[str, Any]:
+    """*data* with each dependency tied by an output contract, as validation asks: every step
+    depended on declares output ``o``, and each dependant requires it (a copy: *data* may share
+    steps with the module's plans)."""
+    data = copy.deepcopy(data)
+    by_id = {s["id"]: s for s in data["steps"]}
+    for user in data["steps"]:
+        for clause in user["depends_on"]:
+            for dep in clause["any_of"] if isinstance(clause, dict) else [clause]:
+                by_id[dep]["outputs"] = [{"name": "o", "verify": [check("true")]}]
+                user.setdefault("requires_outputs", []).append({"step": dep, "name": "o"})
+    return data
+
+
+def around_unit(*added: dict[str, Any]) -> dict[str, Any]:
+    """PLAN (unit covers R1, lint R2, both required) with *added* steps only (and the outputs
+    that tie them)."""
+    return tied(answering(*PLAN["steps"], *added))
+
+
+# a base where R1 is covered only by `full`, an alternative of ship: every PASS verifies full
+COVERED_BY_AN_ALTERNATIVE = tied(
+    answering(
+        step("lint", check("true"), covers=["R2"]),
+        step("full", check("true"), covers=["R1"]),
+        step("fast", check("true"), covers=["R2"]),
+        step("ship", deps=[{"any_of": ["fast", "full"]}], covers=["R2"]),
+    )
+)
+UNIT_AVOIDED = "step unit: no longer required: an any_of alternative route avoids it"
+FULL_AVOIDED = "coverage of R1: can now be met without any step that covered it (full)"
+
+
+def _also_covers_r1(data: dict[str, Any]) -> dict[str, Any]:
+    data["steps"][2]["covers"] = ["R1", "R2"]
+    return data
+
+
+ROUTES_AROUND_A_STEP = [
+    pytest.param(
+        None,
+        around_unit(
+            step("trivial", check("true"), covers=["R1"]),
+            step("done", deps=[{"any_of": ["trivial", "unit"]}], covers=["R1"]),
+        ),
+        UNIT_AVOIDED,
+        id="a-new-sink-names-it-in-any_of",
+    ),
+    pytest.param(
+        None,
+        around_unit(
+            step("trivial", check("true"), covers=["R1"]),
+            step("mid", deps=[{"any_of": ["unit", "trivial"]}], covers=["R1"]),
+            step("done", deps=["mid"], covers=["R1"]),
+        ),
+        UNIT_AVOIDED,
+        id="an-any_of-upstream-of-a-new-sink",
+    ),
+    pytest.param(
+        None,
+        around_unit(
+            step("trivial", check("true"), covers=["R1"]),
+            step("wrap", deps=["unit"], covers=["R1"]),
+            step("done", deps=[{"any_of": ["wrap", "trivial"]}], covers=["R1"]),
+        ),
+        UNIT_AVOIDED,
+        id="an-any_of-downstream-of-a-new-wrapper",
+    ),
+    pytest.param(
+        COVERED_BY_AN_ALTERNATIVE,
+        answering(*COVERED_BY_AN_ALTERNATIVE["steps"], step("cheap", check("true"), covers=["R1"])),
+        FULL_AVOIDED,
+        id="a-new-step-covers-what-only-an-alternative-covered",
+    ),
+    pytest.param(
+        COVERED_BY_AN_ALTERNATIVE,
+        _also_covers_r1(copy.deepcopy(COVERED_BY_AN_ALTERNATIVE)),
+        FULL_AVOIDED,
+        id="the-other-alternative-now-also-covers-it",
+    ),
+]
+
+
+@pytest.mark.parametrize(("base", "attack", "words"), ROUTES_AROUND_A_STEP)
+def test_attack_request_planner_makes_a_required_step_optional_by_adding_steps(
+    asked: Asked, base: dict[str, Any] | None, attack: dict[str, Any], words: str
+) -> None:
+    """Only additions (steps, an any_of route, coverage), each a strengthening taken alone, and
+    a step every PASS verified before (unit; full, the only step covering R1) may fail: the gate
+    ignores a failed any_of alternative, and R1 is met by a trivial step. A weakening: refused
+    through `plan seal`, and in a hand-made planner commit (weakening recorded) by the chain."""
+    if base is not None:
+        asked.world.write_plan(base)
+        (checked,) = check_worktree(asked.world.path, "default")
+        seal_plan(asked.world.handle(), asked.world.alice, checked, allow_weaken=True, reason="b")
+    refused(asked, attack, f"planner 'agent' cannot weaken plan 'default' ({words}")
+    asked.forge_seal(attack)
+    result = asked.world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert words in result.reasons[0].message, result.reasons[0].message
+
+
 # ------------------------------------------------------------- plans commits made by hand
 
 
@@ -520,5 +622,28 @@ def test_request_control_planner_following_a_dropped_requirement(asked: Asked) -
         "step lint: no longer covers R2",
     )
     asked.world.repo.commit("without R2")
+    assert asked.world.run().verdict == "PASS"
+    assert asked.world.gate().verdict == "PASS"
+
+
+def test_request_control_planner_adds_a_needed_step_or_another_alternative(asked: Asked) -> None:
+    """Additions that keep every PASS verifying what it verified are strengthenings a planner
+    may seal: a new step that needs unit, and a new any_of route beside an alternative that was
+    already optional (full still is the only step covering R1)."""
+    needed = around_unit(step("ship", deps=["unit", "lint"], covers=["R1"]))
+    outcome = asked.seal(needed)
+    assert outcome.record is not None and outcome.record.change == "strengthened"
+    assert asked.world.seal(COVERED_BY_AN_ALTERNATIVE, allow_weaken=True, reason="b").commit
+    beside = tied(
+        answering(
+            *COVERED_BY_AN_ALTERNATIVE["steps"],
+            step("fast2", check("true"), covers=["R2"]),
+            step("ship2", deps=[{"any_of": ["fast2", "fast"]}], covers=["R2"]),
+        )
+    )
+    outcome = asked.seal(beside)
+    assert outcome.record is not None and outcome.record.change == "strengthened"
+    assert outcome.record.weakenings == ()
+    asked.world.repo.commit("another route")
     assert asked.world.run().verdict == "PASS"
     assert asked.world.gate().verdict == "PASS"

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
+from typing import Any
 
 import pygit2
+import pytest
 
+from gitaudit.errors import SealError
 from gitaudit.ledger.objects import dumps, write_tree
 from gitaudit.ledger.refs import PLANS_REF
-from gitaudit.ledger.trust import TrustSet
+from gitaudit.ledger.seals import set_policy
+from gitaudit.ledger.trust import Policy, TrustSet
 from gitaudit.plan.catalog import check_worktree
 from tests.adversarial.conftest import (
     STRICT,
@@ -20,6 +25,7 @@ from tests.adversarial.conftest import (
     plan,
     step,
 )
+from tests.adversarial.test_request import tied
 
 WEAK = plan(step("unit", check("true")))
 
@@ -202,3 +208,92 @@ def test_attack_seals_policy_changed_in_place(proven: World) -> None:
     result = proven.gate()
     assert_plans_level(result, "plans.untrusted")
     assert "without a new version" in result.reasons[0].message
+
+
+def _uncovering(data: dict[str, Any], *ids: str) -> dict[str, Any]:
+    for each in data["steps"]:
+        if each["id"] in ids:
+            each["covers"] = []
+    return data
+
+
+# R covered only by full, an alternative of ship: every PASS verifies full
+BY_AN_ALTERNATIVE = tied(
+    _uncovering(
+        plan(step("full"), step("fast"), step("ship", deps=[{"any_of": ["fast", "full"]}])),
+        "fast",
+        "ship",
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("base", "new", "words"),
+    [
+        pytest.param(
+            None,
+            tied(
+                plan(
+                    *STRICT["steps"],
+                    step("trivial"),
+                    step("done", deps=[{"any_of": ["trivial", "unit"]}]),
+                )
+            ),
+            "step unit: no longer required: an any_of alternative route avoids it",
+            id="a-new-sink-names-it-in-any_of",
+        ),
+        pytest.param(
+            None,
+            tied(
+                plan(
+                    *STRICT["steps"],
+                    step("trivial"),
+                    step("wrap", deps=["unit"]),
+                    step("done", deps=[{"any_of": ["wrap", "trivial"]}]),
+                )
+            ),
+            "step unit: no longer required: an any_of alternative route avoids it",
+            id="an-any_of-downstream-of-a-new-wrapper",
+        ),
+        pytest.param(
+            BY_AN_ALTERNATIVE,
+            tied(plan(*copy.deepcopy(BY_AN_ALTERNATIVE["steps"]), step("cheap"))),
+            "coverage of R: can now be met without any step that covered it (full)",
+            id="a-new-step-covers-what-only-an-alternative-covered",
+        ),
+    ],
+)
+def test_attack_seals_required_step_made_optional_where_weakening_is_forbidden(
+    world: World, base: dict[str, Any] | None, new: dict[str, Any], words: str
+) -> None:
+    """With `allow_weaken: false`, alice reseals a plan that only adds steps (an any_of route
+    around unit, or a new step covering what only an alternative covered): every PASS verified
+    unit (full) before, now one need not. Refused like any weakening, with --allow-weaken too;
+    a hand-made commit of hers recording it as a strengthening is refused by the chain."""
+    world.seal(base or STRICT)
+    set_policy(
+        world.handle(), world.alice, Policy(allow_weaken=False), allow_weaken=False, reason=None
+    )
+    tip = world.ref(PLANS_REF)
+    for allow in (False, True):
+        with pytest.raises(SealError) as caught:
+            world.seal(new, reason="one more step", allow_weaken=allow)
+        assert "policy.json forbids weakening" in caught.value.message, caught.value.message
+        assert words in caught.value.message
+    assert world.ref(PLANS_REF) == tip
+    files = world.plans_files()
+    record = json.loads(files["seals/default.json"])
+    (checked,) = check_worktree(world.path, "default")
+    record.update(
+        contract_digest=checked.digest,
+        previous_digest=record["contract_digest"],
+        version=record["version"] + 1,
+        change="strengthened",
+        strengthenings=["step done: added"],
+    )
+    files["seals/default.json"] = dumps(record)
+    files["plans/default.json"] = checked.file.data
+    world.forge_plans(files, world.alice)
+    result = world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "weakens the contract without recording it" in result.reasons[0].message

@@ -1,5 +1,7 @@
-"""Reconciliation in the weakening rules: non-idempotent steps and readback checks open a way to
-PASS without a step's verify checks, so adding them weakens and removing them strengthens."""
+"""The weakening rules. Reconciliation: non-idempotent steps and readback checks open a way to
+PASS without a step's verify checks, so adding them weakens and removing them strengthens.
+Routes: added steps, ``any_of`` clauses or coverage that let a PASS go without a step every PASS
+verified before weaken."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from gitaudit.plan.catalog import check_file
 from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
 from gitaudit.plan.store import PlanFile
-from tests.plan.builders import two_step_plan
+from tests.plan.builders import run_check, two_step_plan
 
 READBACK = {"type": "file_exists", "path": "deployed.txt"}
 OTHER_READBACK = {"type": "regex", "path": "deployed.txt", "pattern": "live"}
@@ -98,3 +100,132 @@ def test_verify_checks_still_weaken_when_removed() -> None:
     new["steps"][1]["verify"].append({"type": "run", "argv": ["echo", "more"]})
     assert [c.kind for c in compare(contract_of(old), contract_of(new)).changes] == ["strengthened"]
     assert [c.kind for c in compare(contract_of(new), contract_of(old)).changes] == ["weakened"]
+
+
+# ------------------------------------------------------------------ routes around a step
+
+
+Spec = tuple[str, list[Any], list[str]]
+
+
+def graph_plan(*steps: Spec) -> dict[str, Any]:
+    """A plan of (id, depends_on, covers) steps, each checking `true`; R is a must, M a may."""
+    return {
+        "task": "routes",
+        "requirements": [
+            {"id": "R", "description": "it works", "priority": "must"},
+            {"id": "M", "description": "nice to have", "priority": "may"},
+        ],
+        "steps": [
+            {"id": sid, "depends_on": deps, "covers": covers, "verify": [run_check("true")]}
+            for sid, deps, covers in steps
+        ],
+    }
+
+
+UNIT: Spec = ("unit", [], ["R"])
+LINT: Spec = ("lint", [], ["R"])
+TRIVIAL: Spec = ("trivial", [], ["R"])
+# ship needs fast or full; only full covers R, so every PASS verifies full
+FULL: Spec = ("full", [], ["R"])
+FAST: Spec = ("fast", [], ["M"])
+SHIP: Spec = ("ship", [{"any_of": ["fast", "full"]}], ["M"])
+NO_LONGER = "no longer required: an any_of alternative route avoids it"
+WITHOUT_FULL = "coverage of R: can now be met without any step that covered it (full)"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        pytest.param(
+            [UNIT, LINT],
+            [UNIT, LINT, TRIVIAL, ("done", [{"any_of": ["trivial", "unit"]}], ["R"])],
+            [f"step unit: {NO_LONGER}"],
+            id="new-sink-names-it-in-any_of",
+        ),
+        pytest.param(
+            [UNIT, LINT],
+            [
+                UNIT,
+                LINT,
+                TRIVIAL,
+                ("mid", [{"any_of": ["unit", "trivial"]}], []),
+                ("done", ["mid"], []),
+            ],
+            [f"step unit: {NO_LONGER}"],
+            id="any_of-upstream-of-a-new-sink",
+        ),
+        pytest.param(
+            [UNIT, LINT],
+            [
+                UNIT,
+                LINT,
+                TRIVIAL,
+                ("wrap", ["unit"], []),
+                ("done", [{"any_of": ["wrap", "trivial"]}], []),
+            ],
+            [f"step unit: {NO_LONGER}"],
+            id="any_of-downstream-of-a-new-wrapper",
+        ),
+        pytest.param(
+            [UNIT, LINT],
+            [UNIT, ("lint", [{"any_of": ["unit", "trivial"]}], ["R"]), TRIVIAL],
+            [f"step unit: {NO_LONGER}"],
+            id="a-new-any_of-clause-on-a-sealed-step",
+        ),
+        pytest.param(
+            [FULL, FAST, SHIP],
+            [FULL, FAST, SHIP, ("cheap", [], ["R"])],
+            [WITHOUT_FULL],
+            id="a-new-step-covers-what-only-an-alternative-covered",
+        ),
+        pytest.param(
+            [FULL, FAST, SHIP],
+            [FULL, ("fast", [], ["M", "R"]), SHIP],
+            [WITHOUT_FULL],
+            id="the-other-alternative-now-also-covers-it",
+        ),
+        pytest.param(
+            [FULL, FAST, SHIP],
+            [FULL, FAST, SHIP, ("m2", [], ["M"]), ("more", [{"any_of": ["m2", "fast"]}], ["M"])],
+            [],
+            id="control-an-alternative-to-a-step-already-optional",
+        ),
+        pytest.param(
+            [UNIT, LINT],
+            [UNIT, LINT, ("ship", ["unit", "lint"], ["R"])],
+            [],
+            id="control-a-new-step-that-needs-them",
+        ),
+        pytest.param(
+            [UNIT, LINT],
+            [UNIT, LINT, ("gate", [{"any_of": ["unit", "unit2"]}, "unit"], []), ("unit2", [], [])],
+            [],
+            id="control-an-any_of-beside-a-plain-clause",
+        ),
+        pytest.param(
+            [UNIT, LINT],
+            [
+                UNIT,
+                LINT,
+                ("pre", [], []),
+                ("gate", [{"any_of": ["unit", "pre"]}], []),
+                ("pre2", ["unit"], []),
+            ],
+            [],
+            id="control-still-needed-by-another-new-step",
+        ),
+    ],
+)
+def test_a_step_made_avoidable_by_added_routes_is_a_weakening(
+    old: list[Spec],
+    new: list[Spec],
+    expected: list[str],
+) -> None:
+    """Adding steps only, or coverage only, must not let a PASS skip a step every PASS of the
+    sealed contract verified."""
+    comparison = compare(contract_of(graph_plan(*old)), contract_of(graph_plan(*new)))
+    assert [c.render() for c in comparison.weakenings] == expected
+    if expected:
+        return
+    assert comparison.strengthenings and not comparison.weakened
