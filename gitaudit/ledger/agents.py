@@ -499,7 +499,9 @@ def read_registry(repo: Repo, plans: PlansState, *, remember: bool = True) -> Re
     watermark.check_forward(git, repo.gitdir, AGENTS_REF, tip, marks)
     if tip is None:
         return EMPTY
-    mark = marks["verified"].get(AGENTS_REF)
+    # only a mark gitaudit MAC'd here says the records up to it were verified (the file is a
+    # cache anything in the work tree can write); the tip's own record is verified all the same
+    mark = watermark.verified(git, repo.gitdir, marks, AGENTS_REF)
     stop = None
     if mark and mark != str(tip):
         stop = pygit2.Oid(hex=mark)

@@ -22,7 +22,7 @@ from gitaudit.crypto.commits import create_signed_commit, verify_commit
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError, LedgerError, SealError, TrustError
 from gitaudit.git.repo import Repo
-from gitaudit.ledger import chain, vouch, watermark
+from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of, loads, read_files, write_tree
 from gitaudit.ledger.protected import manifest_path, parse_manifest
@@ -369,87 +369,20 @@ def read_state(repo: Repo, *, tip: pygit2.Oid | None = None, remember: bool = Tr
     if tip is None:
         return EMPTY
     pinned = pinned_root(repo)  # the trust anchor's, or audit.rootKey
-    mark = marks["verified"].get(PLANS_REF)
-    stop = pygit2.Oid(hex=mark) if mark and mark != str(tip) else None
-    fresh = mark != str(tip)
-    if not fresh:
-        # The chain up to the mark was verified, but the mark file is only a cache that a
-        # process in the work tree could write: the tip's own signature is always checked.
-        tip_commit = commit_of(git, tip, PLANS_REF)
-        state = state_at(git, tip_commit)
-        fresh = _verify_tip_signature(
-            git,
-            tip_commit,
-            state,
-            pinned,
-            vouched=lambda: vouch.vouched(repo.gitdir, repo.workdir, str(tip)),
-        )
+    # only a mark this repository's gitaudit MAC'd says the chain up to it was verified: the
+    # file is a cache anything in the work tree can write
+    mark = watermark.verified(git, repo.gitdir, marks, PLANS_REF)
+    if mark == str(tip):
+        state = state_at(git, commit_of(git, tip, PLANS_REF))
     else:
+        stop = pygit2.Oid(hex=mark) if mark else None
         state = verify_chain(git, tip, stop_at=stop, pinned_root=pinned)
     if pinned and mark:
-        # ... and so it cannot vouch for the root either: a written mark on a history of
-        # someone else's would skip the pinned key altogether
+        # the mark says nothing of the pin, which may have changed since it was made
         verify_root(git, tip, pinned)
     if remember and mark != str(tip):
         watermark.record(repo.gitdir, {PLANS_REF: str(tip)}, "verified", git)
-    if remember and fresh:
-        vouch.vouch(repo.gitdir, repo.workdir, str(tip))
     return state
-
-
-def _verify_tip_signature(
-    git: pygit2.Repository,
-    commit: pygit2.Commit,
-    state: PlansState,
-    pinned_root: str | None,
-    *,
-    vouched: Callable[[], bool] = lambda: False,
-) -> bool:
-    """Check the signature of a tip the verified mark points at; a tip a planner signed is
-    verified back to the nearest sealer's commit unless *vouched* says it was verified here
-    (:mod:`gitaudit.ledger.vouch`). True when that verification was made."""
-    where = f"plans commit {str(commit.id)[:12]}"
-    if not commit.parent_ids:
-        try:
-            root = verify_commit(git, commit.id, state.trust.with_role("sealer"))
-        except GitAuditError as exc:
-            raise TrustError(
-                f"{where}: not signed by a trusted sealer: {exc.message}",
-                hint="someone rewrote refs/audit/plans; restore it from a good copy",
-            ) from None
-        if pinned_root and not pinned_matches(pinned_root, root):
-            raise TrustError(
-                f"{where}: the root of trust is not signed by the pinned audit.rootKey"
-            )
-        return False
-    parent_commit = commit_of(git, commit.parent_ids[0], PLANS_REF)
-    parent = state_at(git, parent_commit)
-    signer = _check_signed(git, commit, parent.trust, where, None, planners=True)
-    if parent.trust.require(signer, "planner").may("sealer") or vouched():
-        return False
-    # The mark vouches for what a sealer's tip holds (only a sealer's verified append makes
-    # one), never for a planner's: whoever holds the planner key can write the mark too.
-    # Every commit since the nearest one a sealer signed is verified again.
-    base = _nearest_sealed(git, parent_commit, pinned_root)
-    verify_chain(git, commit.id, stop_at=base.id)
-    return True
-
-
-def _nearest_sealed(
-    git: pygit2.Repository, commit: pygit2.Commit, pinned_root: str | None
-) -> pygit2.Commit:
-    """*commit*, or its nearest ancestor, signed by a sealer of its parent (or the root, checked
-    against the pinned key); each commit passed on the way is signed by a planner at least."""
-    while commit.parent_ids:
-        parent = commit_of(git, commit.parent_ids[0], PLANS_REF)
-        where = f"plans commit {str(commit.id)[:12]}"
-        trust = state_at(git, parent).trust
-        signer = _check_signed(git, commit, trust, where, None, planners=True)
-        if trust.require(signer, "planner").may("sealer"):
-            return commit
-        commit = parent
-    _verify_tip_signature(git, commit, state_at(git, commit), pinned_root)
-    return commit
 
 
 def verify_root(git: pygit2.Repository, tip: pygit2.Oid, pinned: str) -> None:
@@ -548,7 +481,6 @@ def append(
         except RefConflict:
             continue
         watermark.record(repo.gitdir, {PLANS_REF: str(commit)}, "verified", repo.git)
-        vouch.vouch(repo.gitdir, repo.workdir, str(commit))
         return commit, state_at(repo.git, commit_of(repo.git, commit, PLANS_REF))
     raise LedgerError(
         f"{PLANS_REF} kept moving while writing; gave up after {MAX_RETRIES} attempts",

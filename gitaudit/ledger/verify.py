@@ -7,7 +7,9 @@
   check has its ``result.json``, ``stdout`` and ``stderr``);
 * no audit ref has moved behind its verified high-water mark (a rewind or truncation is FAIL).
 
-Verified tips are recorded, so a second call verifies only what is new.
+Verified tips are recorded, so a second call verifies only what is new: each ref from its
+verified mark when the mark's MAC under the local key holds (:func:`watermark.verified`), from
+its root otherwise.
 
 Many run commits to verify (a fresh clone, a first ``verify``) are shared with worker processes,
 one per core: the chain is cut into shares of a few hundred commits, each process verifies the
@@ -71,20 +73,27 @@ def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
     git = repo.git
     with watermark.view(repo.gitdir) as marks:
         refs = {PLANS_REF: read_ref(git, PLANS_REF), **list_refs(git, RUNS_PREFIX)}
-    verified = marks["verified"]
-    for ref, mark in verified.items():
+    for ref, mark in marks["verified"].items():
         if ref not in refs or refs[ref] is None:
             report.problems.append(f"{ref} was deleted; it was verified at {mark[:12]}")
+
+    def start(ref: str) -> str | None:
+        """Where *ref*'s verification resumes: its verified mark, if gitaudit made it here
+        (a hand-written one would vouch for whatever is below it), else the root."""
+        return watermark.verified(git, repo.gitdir, marks, ref)
+
     new_marks: dict[str, str] = {}
     plans_tip = refs.get(PLANS_REF)
     if plans_tip is not None:
         try:
             watermark.check_forward(git, repo.gitdir, PLANS_REF, plans_tip, marks)
-            report.verified[PLANS_REF] = _verify_plans(repo, plans_tip, verified.get(PLANS_REF))
+            report.verified[PLANS_REF] = _verify_plans(repo, plans_tip, start(PLANS_REF))
             new_marks[PLANS_REF] = str(plans_tip)
         except GitAuditError as exc:
             report.problems.append(exc.message)
     runners = _runner_keys(git, plans_tip) if plans_tip is not None else []
+    # runs are judged by the runners of the plans chain: when it does not verify, neither do they
+    trusted_runners = plans_tip is None or PLANS_REF in new_marks
     for ref, tip in sorted(refs.items()):
         if ref == PLANS_REF or tip is None:
             continue
@@ -93,11 +102,11 @@ def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
         except GitAuditError as exc:
             report.problems.append(exc.message)
             continue
-        count, found = _verify_runs(git, ref, tip, verified.get(ref), runners, repo.gitdir)
+        count, found = _verify_runs(git, ref, tip, start(ref), runners, repo.gitdir)
         report.verified[ref] = count
         if found:
             report.problems.append(found)
-        else:
+        elif trusted_runners:
             new_marks[ref] = str(tip)
     if remember and new_marks:
         watermark.record(repo.gitdir, new_marks, "verified", git)
@@ -118,7 +127,7 @@ def _verify_plans(repo: Repo, tip: pygit2.Oid, mark: str | None) -> int:
         state = verify_chain(git, tip, stop_at=stop, pinned_root=pinned)
         count = chain.count(git, tip, stop)
     if pinned and mark:
-        verify_root(git, tip, pinned)  # the mark is a file: it vouches for no root
+        verify_root(git, tip, pinned)  # the pin may have changed since the mark was made
     for name in state.active():
         sealed_contract(state, name)
     return count

@@ -5,12 +5,21 @@ was rewound, truncated or rewritten, which is a FAIL. Marks only ever move forwa
 replaced atomically, so a crash leaves the old marks or the new ones, never a torn file. The
 file is a cache of facts that can be re-established: deleting it means "trust nothing
 incrementally", and the next verification starts from the roots.
+
+Anything in the work tree can write the file, so a mark is trusted two ways. As a *floor* (a
+ref below it was rewound) any mark counts: a written one can only make gitaudit refuse more. As
+a *starting point* (everything up to it was verified: verification resumes there) only a
+verified mark with its MAC under the local secret key (:mod:`gitaudit.secret`, beside the
+signing keys, out of an agent's reach), bound to this repository, the ref and the commit, counts
+(:func:`verified`): otherwise a hand-written mark on a forged commit deep in a chain vouched for
+every commit below it. Without the key nothing is vouched for, and verification is only slower.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hmac
 import json
 import os
 import tempfile
@@ -20,6 +29,7 @@ from typing import Literal
 
 import pygit2
 
+from gitaudit import secret
 from gitaudit.errors import LedgerError
 from gitaudit.places import state_dir
 
@@ -31,17 +41,22 @@ def _path(gitdir: Path) -> Path:
 
 
 Kind = Literal["verified", "seen"]
+_SECTIONS = ("verified", "seen", "macs")  # macs: ref -> the MAC of its verified mark
+
+
+def _empty() -> dict[str, dict[str, str]]:
+    return {section: {} for section in _SECTIONS}
 
 
 def _read(gitdir: Path) -> dict[str, dict[str, str]]:
     try:
         data = json.loads(_path(gitdir).read_text())
     except (OSError, ValueError):
-        return {"verified": {}, "seen": {}}  # a missing or corrupt cache costs a re-verification
+        return _empty()  # a missing or corrupt cache costs a re-verification
     if not isinstance(data, dict):
-        return {"verified": {}, "seen": {}}
+        return _empty()
     out: dict[str, dict[str, str]] = {}
-    for kind in ("verified", "seen"):
+    for kind in _SECTIONS:
         marks = data.get(kind, {})
         out[kind] = (
             {str(k): str(v) for k, v in marks.items() if isinstance(v, str)}
@@ -57,7 +72,41 @@ def load(gitdir: Path, kind: Kind = "verified") -> dict[str, str]:
     return _read(gitdir)[kind]
 
 
-Marks = dict[str, dict[str, str]]  # kind -> ref -> commit id
+Marks = dict[str, dict[str, str]]  # kind -> ref -> commit id (and "macs": ref -> MAC)
+
+
+def _payload(gitdir: Path, ref: str, commit: str) -> bytes:
+    return b"\0".join(
+        (
+            b"gitaudit.watermark/1",
+            os.fsencode(os.path.realpath(gitdir)),
+            ref.encode("utf-8", "surrogateescape"),
+            commit.encode(),
+        )
+    )
+
+
+def _key(repo: pygit2.Repository, *, create: bool) -> bytes | None:
+    workdir = repo.workdir
+    return secret.local_key(os.path.normpath(workdir) if workdir else None, create=create)
+
+
+def verified(repo: pygit2.Repository, gitdir: Path, marks: Marks, ref: str) -> str | None:
+    """The verified mark of *ref* in *marks* when this repository's gitaudit made it (its MAC
+    under the local key holds for this repository, *ref* and the commit); None otherwise.
+
+    Only such a mark may stand for "everything up to here was verified": one written by hand,
+    or with the MAC of another ref, another commit or another repository's mark, is ignored, and
+    the chain is verified from its root (:func:`check_forward` still takes it as a floor)."""
+    mark = marks["verified"].get(ref)
+    tag = marks.get("macs", {}).get(ref)
+    if not mark or not tag:
+        return None
+    key = _key(repo, create=False)
+    if key is None:
+        return None
+    expected = secret.mac(key, _payload(gitdir, ref, mark))
+    return mark if hmac.compare_digest(tag, expected) else None
 
 
 @contextlib.contextmanager
@@ -132,9 +181,19 @@ def record(
     """Merge *marks* into the file (atomic replace); a verified mark is also a seen one.
 
     With *repo*, a mark is only recorded while its ref still points at it: a slow process (the
-    hook of an interrupted push, say) must not write back a tip the ref has since left."""
+    hook of an interrupted push, say) must not write back a tip the ref has since left; and a
+    verified mark gets its MAC under the local key (:func:`verified`). Without *repo* (or the
+    key) a verified mark is a floor only, as one written by hand is."""
     kinds: tuple[Kind, ...] = ("verified", "seen") if kind == "verified" else ("seen",)
-    if all(_read(gitdir)[k].get(r) == v for k in kinds for r, v in marks.items()):
+    macs: dict[str, str] = {}
+    if kind == "verified" and repo is not None:
+        key = _key(repo, create=True)
+        if key is not None:
+            macs = {r: secret.mac(key, _payload(gitdir, r, v)) for r, v in marks.items()}
+    before = _read(gitdir)
+    if all(before[k].get(r) == v for k in kinds for r, v in marks.items()) and all(
+        before["macs"].get(r) == m for r, m in macs.items()
+    ):
         return  # nothing new: no write, no lock
     with _locked(gitdir):
         if repo is not None:
@@ -142,6 +201,11 @@ def record(
         current = _read(gitdir)
         for k in kinds:
             current[k].update(marks)
+        if kind == "verified":
+            for ref in marks:
+                current["macs"].pop(ref, None)
+                if ref in macs:
+                    current["macs"][ref] = macs[ref]
         _write(gitdir, current)
 
 
@@ -155,6 +219,7 @@ def _points_at(repo: pygit2.Repository, ref: str, value: str) -> bool:
 def _reset(gitdir: Path, ref: str, seen: str) -> None:
     current = _read(gitdir)
     current["verified"].pop(ref, None)
+    current["macs"].pop(ref, None)
     current["seen"][ref] = seen
     _write(gitdir, current)
 

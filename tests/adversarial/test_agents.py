@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from gitaudit.ledger.refs import AGENTS_REF
 from gitaudit.ledger.seals import set_policy, trust_add
 from gitaudit.ledger.trust import Policy
 from tests.adversarial.conftest import World, assert_plan, check, plan, step
+from tests.adversarial.test_evidence import MARKS, _mark_verified
 from tests.gitrepo import audit
 
 TWO = plan(step("unit", check("true")), step("lint", check("true")))
@@ -63,10 +64,12 @@ def _rebuild(
     world: World,
     signer: Signer | None,
     files: list[dict[str, bytes]],
+    *,
+    signers: Mapping[int, Signer | None] | None = None,
 ) -> None:
-    """Write *files* as a fresh linear chain (each commit signed by *signer*) and point
-    refs/audit/agents at it, as a fresh clone would receive it (no high-water marks here: they
-    would report the rewrite before anything else)."""
+    """Write *files* as a fresh linear chain (each commit signed by *signer*, or by its own in
+    *signers*: index -> signer) and point refs/audit/agents at it, as a fresh clone would
+    receive it (no high-water marks here: they would report the rewrite before anything else)."""
     (world.path / ".git" / "gitaudit" / "watermarks.json").unlink(missing_ok=True)
     git = world.handle().git
     times = [c.commit_time for c in _chain(world)]  # the forger keeps the signed times
@@ -80,7 +83,8 @@ def _rebuild(
             content["record.json"] = dumps(doc)
         tree = write_tree(git, content)
         when = times[min(n, len(times) - 1)]
-        oid = world.commit_object(git, tree, parent, "agents: forged\n", signer, when=when)
+        by = (signers or {}).get(n, signer)
+        oid = world.commit_object(git, tree, parent, "agents: forged\n", by, when=when)
         parent = [oid]
     world.set_ref(AGENTS_REF, parent[0])
 
@@ -172,6 +176,22 @@ def test_attack_agents_record_dropped_from_the_middle(crew: World) -> None:
     del files[2]
     _rebuild(crew, crew.ci, files)
     _registry_fails(crew, "record #4 follows record #2")
+
+
+@pytest.mark.parametrize("mark", MARKS)
+def test_attack_agents_record_in_the_middle_behind_a_written_mark(
+    crew: World, tmp_path: Path, mark: str
+) -> None:
+    """bob's registration signed by mallory in a chain ci signed otherwise, and its tip marked
+    verified in watermarks.json: only the tip and its parent were verified."""
+    marks = crew.handle().state_dir / "watermarks.json"
+    genuine = marks.read_bytes()  # the genuine tip's mark, and its MAC
+    _rebuild(crew, crew.ci, _files(crew), signers={1: crew.mallory})
+    marks.write_bytes(genuine)
+    tip = crew.ref(AGENTS_REF)
+    assert tip is not None
+    _mark_verified(crew, tmp_path, AGENTS_REF, tip, mark)
+    _registry_fails(crew, "not signed by a trusted runner or sealer")
 
 
 def test_attack_agents_state_edited_beside_its_records(crew: World) -> None:

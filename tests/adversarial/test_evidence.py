@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import pygit2
 import pytest
 
 from gitaudit.errors import RunError, TrustError
@@ -24,11 +26,13 @@ from tests.adversarial.conftest import (
     STRICT,
     World,
     assert_plan,
+    assert_plans_level,
     check,
     only,
     plan,
     step,
 )
+from tests.adversarial.test_seals import _forge_weak_seal
 from tests.gitrepo import GitRepo
 
 RUNS = runs_ref("default")
@@ -649,6 +653,91 @@ def test_attack_evidence_watermark_file_forged(proven: World) -> None:
     result = proven.gate()
     assert result.verdict == "FAIL"
     assert [r.code for r in result.reasons] == ["plans.untrusted"]
+
+
+MARKS = ("by hand", "with the old tip's MAC", "with another ref's MAC", "with another repo's MAC")
+
+
+def _mac_made_in(path: Path, ref: str, commit: str) -> str:
+    """The MAC gitaudit gives a verified mark of *ref* at *commit* in the repository at *path*
+    (*ref* moved there for the moment; the marks file and the ref put back as they were)."""
+    handle = open_repo(path)
+    marks = handle.state_dir / "watermarks.json"
+    saved = marks.read_bytes()
+    old = handle.git.references.get(ref)
+    handle.git.references.create(ref, pygit2.Oid(hex=commit), force=True)
+    watermark.record(handle.gitdir, {ref: commit}, "verified", handle.git)
+    made = str(json.loads(marks.read_text()).get("macs", {}).get(ref, ""))
+    marks.write_bytes(saved)
+    if old is None:
+        handle.git.references.delete(ref)
+    else:
+        handle.git.references.create(ref, old.target, force=True)
+    return made
+
+
+def _mark_verified(world: World, tmp_path: Path, ref: str, commit: str, how: str) -> None:
+    """What an agent can write into watermarks.json: *ref* verified (and seen) at *commit*, the
+    MAC left out, left as the genuine old tip's, or one gitaudit made for another ref or in a
+    copy of the repository."""
+    path = world.handle().state_dir / "watermarks.json"
+    doc = json.loads(path.read_text())
+    macs = doc.setdefault("macs", {})
+    if how == "by hand":
+        macs.pop(ref, None)
+    elif how == "with another ref's MAC":
+        macs[ref] = _mac_made_in(world.path, "refs/audit/scratch", commit)
+    elif how == "with another repo's MAC":
+        copy = tmp_path / "copy"
+        shutil.copytree(world.path, copy, symlinks=True)
+        macs[ref] = _mac_made_in(copy, ref, commit)
+    doc["verified"][ref] = doc["seen"][ref] = commit
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("mark", MARKS)
+def test_attack_evidence_watermark_hides_a_forged_interior_plans_commit(
+    proven: World, tmp_path: Path, mark: str
+) -> None:
+    """Under the genuine root, an unsigned plans commit makes mallory a sealer and a runner; on it
+    a commit mallory signs seals a weak plan, and the agent marks that tip verified in
+    watermarks.json. Only the tip's signature was checked, against its parent's (unverified)
+    trust set: status, verify, the commit-msg claim and pre-push passed mallory's evidence."""
+    files = proven.plans_files()
+    trust = read_state(proven.handle()).trust.added("mallory", proven.mallory.public_key, "sealer")
+    files.update(trust.added("mallory", proven.mallory.public_key, "runner").files())
+    unsigned = str(proven.forge_plans(files, None))[:12]
+    tip = proven.forge_plans(_forge_weak_seal(proven), proven.mallory)
+    _mark_verified(proven, tmp_path, PLANS_REF, str(tip), mark)
+    proven.repo.commit("weak plan")
+    with pytest.raises(TrustError, match=f"plans commit {unsigned}: .*not signed"):
+        read_state(proven.handle())
+    with pytest.raises(TrustError, match=f"plans commit {unsigned}"):
+        proven.run(signer=proven.mallory)
+    result = proven.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert f"plans commit {unsigned}" in result.reasons[0].message
+    report = verify_all(proven.handle())
+    assert not report.ok and any(unsigned in p for p in report.problems), report.problems
+    assert proven.cli("status").code == 1
+
+
+@pytest.mark.parametrize("mark", MARKS)
+def test_attack_evidence_watermark_hides_a_forged_interior_run_commit(
+    failing: tuple[World, str, Path], tmp_path: Path, mark: str
+) -> None:
+    """mallory slips an unsigned PASS forgery into a verified ledger, an honest run lands on top
+    of it, and the agent marks that tip verified in watermarks.json: `git audit verify` resumed
+    at the mark and reported nothing."""
+    world, _, _ = failing
+    assert verify_all(world.handle()).ok  # the genuine ledger, verified (and its tip marked)
+    tip = world.ref(RUNS)
+    assert tip is not None
+    forged = str(world.forge_run(tip, edit=make_pass, signer=None))[:12]
+    _mark_verified(world, tmp_path, RUNS, world.run().commit, mark)
+    report = verify_all(world.handle())
+    assert not report.ok and any(forged in p for p in report.problems), report.problems
+    assert not verify_all(world.handle()).ok  # nothing was marked verified meanwhile
 
 
 # --------------------------------------------------------------------- human attestations

@@ -446,9 +446,8 @@ def test_attack_request_hand_made_planner_commit_resets_attempts(asked: Asked) -
 def test_attack_request_hand_made_planner_commit_behind_a_forged_mark(asked: Asked) -> None:
     """The agent also writes its commit's id into the verified mark (a cache any process of
     the user can write), once on its bad commit, once on a harmless planner commit on top of
-    it, and a vouching record for it: whatever a planner signed since the last sealer's commit
-    is judged again unless a record MAC'd with the local key (out of the agent's reach) vouches
-    for it."""
+    it, then with a made-up MAC: a mark counts only with its MAC under the local key (out of
+    the agent's reach), so the chain is verified from the root."""
     asked.forge_seal(drop_r2())
     marked = str(asked.plans_tip())
     watermark.record(asked.world.handle().gitdir, {PLANS_REF: marked})
@@ -460,9 +459,9 @@ def test_attack_request_hand_made_planner_commit_behind_a_forged_mark(asked: Ask
     watermark.record(asked.world.handle().gitdir, {PLANS_REF: tip})
     with pytest.raises(TrustError, match=f"plans commit {marked[:12]}: .*cannot drop request"):
         read_state(asked.world.handle())
-    # the authenticated mark of a verified planner tip cannot be written without the key
-    vouched = asked.world.handle().state_dir / "plans-vouched.json"
-    vouched.write_text(json.dumps({"tip": tip, "mac": "0" * 64}))
+    # the MAC of a verified mark cannot be written without the key
+    marks = asked.world.handle().state_dir / "watermarks.json"
+    marks.write_text(json.dumps({**json.loads(marks.read_text()), "macs": {PLANS_REF: "0" * 64}}))
     assert_plans_level(asked.world.gate(), "plans.untrusted")
 
 

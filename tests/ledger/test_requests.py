@@ -10,9 +10,10 @@ import pytest
 from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.errors import PlanError, SealError, TrustError
 from gitaudit.git.repo import Repo
-from gitaudit.ledger import vouch
+from gitaudit.ledger import watermark
 from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.refs import PLANS_REF
 from gitaudit.ledger.request_ops import request_history, seal_request
 from gitaudit.ledger.requests import RequestRecord, parse_records, record_path, request_path
 from gitaudit.ledger.seals import retire_plan, seal_plan, set_policy, trust_add
@@ -210,20 +211,22 @@ def test_a_request_record_round_trips_and_rejects_bad_fields() -> None:
     assert json.loads(dumps(record.to_json()))["format"] == "gitaudit.request-seal/1"
 
 
-def test_a_planners_tip_is_vouched_for_with_the_local_key(
+def test_a_planners_tip_is_marked_verified_with_the_local_key(
     trusted: Repo, sealer: Ed25519Signer, planner: Ed25519Signer
 ) -> None:
-    """The verified mark does not vouch for a planner's tip (the agent can write it); a record
-    MAC'd with the local key does, so the chain is not re-verified on every read."""
+    """A planner's verified tip is marked with a MAC under the local key, so the chain is not
+    re-verified on every read; a mark whose MAC does not hold is verified again from the root,
+    then marked anew."""
     ask(trusted, sealer, REQUEST)
     outcome = seal(trusted, planner)
     tip = str(outcome.commit)
-    assert vouch.vouched(trusted.gitdir, trusted.workdir, tip)
-    assert not vouch.vouched(trusted.gitdir, trusted.workdir, "0" * 40)
-    record = trusted.state_dir / vouch.FILENAME
-    record.unlink()
-    assert read_state(trusted).seal("default") is not None  # verified again, then vouched
-    assert vouch.vouched(trusted.gitdir, trusted.workdir, tip)
-    doc = json.loads(record.read_text())
-    record.write_text(json.dumps({**doc, "mac": "f" * 64}))
-    assert not vouch.vouched(trusted.gitdir, trusted.workdir, tip)
+    with watermark.view(trusted.gitdir) as marks:
+        assert watermark.verified(trusted.git, trusted.gitdir, marks, PLANS_REF) == tip
+    path = trusted.state_dir / watermark.FILENAME
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, "macs": {PLANS_REF: "f" * 64}}))
+    with watermark.view(trusted.gitdir) as marks:
+        assert watermark.verified(trusted.git, trusted.gitdir, marks, PLANS_REF) is None
+    assert read_state(trusted).seal("default") is not None  # verified again, then marked
+    with watermark.view(trusted.gitdir) as marks:
+        assert watermark.verified(trusted.git, trusted.gitdir, marks, PLANS_REF) == tip

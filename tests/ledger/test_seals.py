@@ -15,6 +15,7 @@ from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.errors import LedgerError, PlanError, SealError, TrustError
 from gitaudit.git.repo import Repo, open_repo
+from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.objects import write_tree
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, read_ref
@@ -372,6 +373,30 @@ def test_a_written_mark_does_not_vouch_for_another_root(
     with pytest.raises(TrustError, match=r"not by the pinned audit\.rootKey"):
         read_state(trusted)
     assert not verify_all(trusted).ok
+
+
+def test_verification_resumes_only_at_a_mark_made_here(
+    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo
+) -> None:
+    """The honest path stays incremental: a chain verified once is not verified again (its mark
+    carries a MAC under the local key). A mark whose MAC is missing or does not hold (written by
+    hand) costs one verification from the root, and is then made again."""
+    plan = two_step_plan()
+    for n in range(4):
+        plan["steps"][1]["verify"].append({"type": "run", "argv": ["echo", str(n)]})
+        repo.write_plan(plan)
+        seal(trusted, sealer)
+    tip = read_ref(trusted.git, PLANS_REF)
+    assert tip is not None
+    everything = chain.count(trusted.git, tip, None)
+    assert verify_all(trusted).verified[PLANS_REF] == 0  # sealing marked each tip verified
+    path = trusted.state_dir / watermark.FILENAME
+    for damage in ({}, {PLANS_REF: "0" * 64}):
+        doc = json.loads(path.read_text())
+        path.write_text(json.dumps({**doc, "macs": damage}))
+        assert verify_all(trusted).verified[PLANS_REF] == everything
+        assert verify_all(trusted).verified[PLANS_REF] == 0
+        assert read_state(trusted).tip == tip
 
 
 def test_reset_to_an_older_seal_is_detected(
