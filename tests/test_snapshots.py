@@ -139,3 +139,27 @@ def test_run_snapshot_takes_one_first(keyed: GitRepo) -> None:
     out = ok(keyed, "run", "--snapshot")
     assert "snapshot pre-run:" in out
     assert keyed.git("rev-parse", "refs/audit/snapshots/pre-run^{tree}").strip()
+
+
+def test_a_snapshot_chains_only_onto_a_snapshot(keyed: GitRepo) -> None:
+    """The ref of a name holding anything but a snapshot (here HEAD, a plain commit) is not
+    built on: the new snapshot is a root, and the user is told what the ref held."""
+    head = keyed.git("rev-parse", "HEAD").strip()
+    keyed.git("update-ref", "refs/audit/snapshots/s", head)
+    out = ok(keyed, "snapshot", "s")
+    assert f"refs/audit/snapshots/s held {head[:12]}, which is no snapshot" in out
+    assert keyed.git("rev-list", "--count", "refs/audit/snapshots/s").strip() == "1"
+    again = ok(keyed, "snapshot", "s")
+    assert "no snapshot" not in again
+    assert keyed.git("rev-list", "--count", "refs/audit/snapshots/s").strip() == "2"
+
+
+def test_a_commit_signed_as_a_git_commit_is_no_snapshot(keyed: GitRepo) -> None:
+    """A commit signed by the user's key for `git` (a ledger commit, or a snapshot taken before
+    snapshots had their own namespace) is not rolled back to; the hint says how to by hand."""
+    ok(keyed, "trust", "init")  # a plans commit the user signed
+    keyed.git("update-ref", "refs/audit/snapshots/old", "refs/audit/plans")
+    result = audit(keyed.path, "rollback", "old", "--force")
+    assert result.code == 1
+    assert "snapshot 'old'" in result.err and "expected 'gitaudit-snapshot'" in result.err
+    assert "git restore --source=" in result.err

@@ -277,11 +277,13 @@ def run(
         raise UsageError("naming steps needs --plan", hint="e.g. `git audit run 3 --plan backend`")
     signer = signer_for(repo, key)
     if snapshot:
-        from gitaudit.ledger.snapshots import take
+        from gitaudit.ledger.snapshots import take, unchained_note
 
         taken = take(repo, signer, "pre-run", "before `git audit run`")
         if not as_json:
             say(f"snapshot pre-run: {taken.commit[:12]} (tree {taken.tree[:12]})")
+            if taken.unchained:
+                warn(unchained_note(taken))
     options = _Options(
         steps, labels or [], jobs, force, fresh, as_json, os.environ.get("GITAUDIT_AGENT") or None
     )

@@ -38,8 +38,10 @@ def snapshot_cmd(
     a signed commit on refs/audit/snapshots/NAME: its tree is the work tree's fingerprint."""
     snapshots.check_name(name)
     repo = repo_here()
-    taken = snapshots.take(repo, signer_for(repo, key), name, note)
+    taken = snapshots.take(repo, signer_for(repo, key), name, note, trusted_keys(repo))
     say(f"snapshot {name}: {taken.commit[:12]} (tree {taken.tree[:12]})")
+    if taken.unchained:
+        warn(snapshots.unchained_note(taken))
 
 
 def snapshots_cmd(as_json: JsonOpt = False) -> None:

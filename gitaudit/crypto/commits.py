@@ -24,6 +24,11 @@ if TYPE_CHECKING:  # signing is for writers: judging only verifies
     from gitaudit.crypto.signers import Signer
 
 NAMESPACE = "git"
+SNAPSHOT_NAMESPACE = "gitaudit-snapshot"
+"""Work-tree snapshots (:mod:`gitaudit.ledger.snapshots`) are signed for their own namespace:
+their tree and parent come from the work tree and a ref the agent can write, so a signature
+that verified for ``git`` would make each one a commit of the agent's design, signed by the
+user, that any ledger reader (and ``git verify-commit``) accepts."""
 SIGNATURE_HEADER = b"gpgsig"
 SIGNATURE_HEADER_SHA256 = b"gpgsig-sha256"
 _SIGNATURE_HEADERS = (SIGNATURE_HEADER, SIGNATURE_HEADER_SHA256)
@@ -124,11 +129,13 @@ def create_signed_commit(
     signer: Signer,
     author: pygit2.Signature | None = None,
     committer: pygit2.Signature | None = None,
+    namespace: str = NAMESPACE,
 ) -> pygit2.Oid:
     """Write an SSH-signed commit object and return its id. No ref is moved.
 
     *author* and *committer* default to the repository's ``user.name``/``user.email`` (or
-    ``gitaudit <gitaudit@localhost>``) at the current time.
+    ``gitaudit <gitaudit@localhost>``) at the current time. *namespace* is ``git`` for every
+    ledger commit (what ``git verify-commit`` checks), :data:`SNAPSHOT_NAMESPACE` for snapshots.
     """
     tree_oid = _require(repo, tree, ObjectType.TREE, "tree")
     parent_oids = [_require(repo, p, ObjectType.COMMIT, "parent") for p in parents]
@@ -139,8 +146,8 @@ def create_signed_commit(
     payload = commit_payload(
         tree=tree_oid, parents=parent_oids, author=author, committer=committer, message=message
     )
-    armoured = signer.sign(payload, NAMESPACE)
-    signed_by = sshsig.verify(armoured, payload, NAMESPACE)
+    armoured = signer.sign(payload, namespace)
+    signed_by = sshsig.verify(armoured, payload, namespace)
     if signed_by.raw != signer.public_key.raw:
         raise SignatureError(
             f"signer returned a signature by {signed_by.fingerprint()}, "
@@ -251,10 +258,32 @@ def read_commit_signature(repo: pygit2.Repository, oid: OidLike) -> SignedCommit
     return split_signature(raw, f"commit {commit_oid}")
 
 
-def verify_commit(repo: pygit2.Repository, oid: OidLike, allowed: Iterable[PublicKey]) -> PublicKey:
-    """Verify the SSH signature of commit *oid* (namespace ``git``) against *allowed* keys."""
+def verify_commit(
+    repo: pygit2.Repository,
+    oid: OidLike,
+    allowed: Iterable[PublicKey],
+    namespace: str = NAMESPACE,
+) -> PublicKey:
+    """Verify the SSH signature of commit *oid* (namespace ``git`` unless told) against
+    *allowed* keys. A snapshot is refused as anything else by name, so the refusal of one
+    pointed at by a ledger ref says what it is."""
     signed = read_commit_signature(repo, oid)
     try:
-        return sshsig.verify_with(signed.armoured, signed.payload, NAMESPACE, allowed)
+        return sshsig.verify_with(signed.armoured, signed.payload, namespace, allowed)
     except SignatureError as exc:
+        if namespace != SNAPSHOT_NAMESPACE and _signed_for(signed) == SNAPSHOT_NAMESPACE:
+            raise SignatureError(
+                f"commit {_oid(oid)} is a work-tree snapshot (signed for "
+                f"{SNAPSHOT_NAMESPACE!r}), never a {namespace!r} commit",
+                hint="snapshots are not evidence, seals or trust; move the ref back to the "
+                "commit it held (`git reflog`)",
+            ) from None
         raise SignatureError(f"commit {_oid(oid)}: {exc.message}", hint=exc.hint) from None
+
+
+def _signed_for(signed: SignedCommit) -> str | None:
+    """The namespace a commit's signature names, or None when it does not parse."""
+    try:
+        return sshsig.parse(signed.armoured).namespace
+    except SignatureError:
+        return None

@@ -7,6 +7,14 @@ snapshot onto the old one (``git log refs/audit/snapshots/NAME`` lists its versi
 hold untracked files, which may be private: they stay in this repository (servers refuse them,
 and `git audit push` does not send them).
 
+The user signs a snapshot whenever they ask for one (`snapshot`, `run --snapshot`, `rollback`),
+and its tree is whatever the work tree holds: the agent's design. So a snapshot is signed for
+its own SSHSIG namespace (:data:`~gitaudit.crypto.commits.SNAPSHOT_NAMESPACE`), which no ledger
+reader (nor ``git verify-commit``) accepts: a snapshot is never a plans commit, a run or any
+other signed record, whatever ref it is put on. It is chained only onto an earlier version that
+verifies as a snapshot; anything else the ref holds (the agent can write it) is left out of the
+new snapshot's history.
+
 `git audit rollback NAME [--paths GLOB..]` brings the work tree back to the snapshot within the
 scope (:mod:`gitaudit.git.restore` does the careful part), after checking that:
 
@@ -37,7 +45,7 @@ from typing import Any
 
 import pygit2
 
-from gitaudit.crypto.commits import create_signed_commit, verify_commit
+from gitaudit.crypto.commits import SNAPSHOT_NAMESPACE, create_signed_commit, verify_commit
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, UsageError
@@ -82,6 +90,7 @@ class Snapshot:
     time: int
     head: str | None
     versions: int = 1
+    unchained: str | None = None  # what the ref held that is no snapshot: not chained onto
 
 
 def _identity(git: pygit2.Repository, at: int) -> pygit2.Signature:
@@ -92,14 +101,20 @@ def _identity(git: pygit2.Repository, at: int) -> pygit2.Signature:
         return pygit2.Signature("gitaudit", "gitaudit@localhost", at, 0)
 
 
-def take(repo: Repo, signer: Signer, name: str, note: str = "") -> Snapshot:
-    """Snapshot the work tree as *name* (chained onto an earlier snapshot of that name)."""
+def take(
+    repo: Repo, signer: Signer, name: str, note: str = "", trusted: Sequence[PublicKey] = ()
+) -> Snapshot:
+    """Snapshot the work tree as *name*, chained onto the earlier snapshot of that name when it
+    verifies as a snapshot signed by *trusted* or *signer* (anything else on the ref, which
+    the agent can write, is not chained onto: the new snapshot starts its own history)."""
     ref = snapshot_ref(name)
     workdir = repo.require_workdir()
     fp = workspace_fingerprint(workdir)
     git = repo.git
+    keys = [*trusted, signer.public_key]
     for _ in range(20):
-        parent = read_ref(git, ref)
+        current = read_ref(git, ref)
+        parent = current if current is not None and _is_snapshot(repo, current, keys) else None
         at = int(time.time())
         who = _identity(git, at)
         message = (
@@ -115,13 +130,34 @@ def take(repo: Repo, signer: Signer, name: str, note: str = "") -> Snapshot:
             signer=signer,
             author=who,
             committer=who,
+            namespace=SNAPSHOT_NAMESPACE,
         )
         try:
-            cas_update(git, ref, commit, parent, f"gitaudit: snapshot {name}")
+            cas_update(git, ref, commit, current, f"gitaudit: snapshot {name}")
         except RefConflict:
             continue
-        return Snapshot(name, str(commit), fp.tree, at, fp.head)
+        unchained = str(current) if current is not None and parent is None else None
+        return Snapshot(name, str(commit), fp.tree, at, fp.head, unchained=unchained)
     raise LedgerError(f"{ref} kept moving; no snapshot was taken")
+
+
+def unchained_note(taken: Snapshot) -> str:
+    """What to tell the user when *taken* did not chain onto what its ref held."""
+    ref = snapshot_ref(taken.name)
+    held = (taken.unchained or "")[:12]
+    return (
+        f"{ref} held {held}, which is no snapshot of a trusted key: the new snapshot does not "
+        f"build on it (`git show {held}` shows what it was)"
+    )
+
+
+def _is_snapshot(repo: Repo, oid: pygit2.Oid, keys: Sequence[PublicKey]) -> bool:
+    """Whether commit *oid* is a snapshot one of *keys* signed (for the snapshot namespace)."""
+    try:
+        verify_commit(repo.git, oid, keys, SNAPSHOT_NAMESPACE)
+    except GitAuditError:
+        return False
+    return True
 
 
 def _head_of(commit: pygit2.Commit) -> str | None:
@@ -162,12 +198,14 @@ def resolve(repo: Repo, name: str, trusted: Sequence[PublicKey]) -> Snapshot:
         )
     commit = commit_of(repo.git, oid, ref)
     try:
-        verify_commit(repo.git, oid, trusted)
+        verify_commit(repo.git, oid, trusted, SNAPSHOT_NAMESPACE)
     except GitAuditError as exc:
         raise SnapshotError(
             f"snapshot {name!r} ({str(oid)[:12]}) is not signed by a key this repository "
             f"trusts: {exc.message}",
-            hint=f"take snapshots with your own key; inspect it with `git show {str(oid)[:12]}`",
+            hint=f"take snapshots with your own key; inspect it with `git show {str(oid)[:12]}` "
+            f"(one taken before snapshots had their own signature namespace is restored by "
+            f"hand: `git restore --source={str(oid)[:12]} -- PATHS`)",
         ) from None
     return Snapshot(name, str(oid), str(commit.tree_id), commit.commit_time, _head_of(commit))
 
@@ -280,7 +318,7 @@ def rollback(
             hint="take a snapshot first (`git audit snapshot NAME`), or pass --force (the "
             f"'{UNDO}' snapshot still keeps them)",
         )
-    undo = take(repo, signer, UNDO, f"before rolling back to {name}")
+    undo = take(repo, signer, UNDO, f"before rolling back to {name}", trusted)
     doc = {
         "format": JOURNAL_FORMAT,
         "snapshot": name,
@@ -338,7 +376,7 @@ def resume(
         raise SnapshotError(f"the rollback journal {_journal(repo)} is damaged ({exc})") from None
     commit = commit_of(repo.git, oid, f"the rollback journal's {name!r} snapshot")
     try:
-        verify_commit(repo.git, oid, trusted)
+        verify_commit(repo.git, oid, trusted, SNAPSHOT_NAMESPACE)
     except GitAuditError as exc:
         raise SnapshotError(
             f"the journal's snapshot {str(oid)[:12]} is not signed by a trusted key: {exc.message}",

@@ -26,7 +26,7 @@ import pygit2
 import pytest
 from pygit2.enums import ObjectType
 
-from gitaudit.crypto.commits import create_signed_commit
+from gitaudit.crypto.commits import NAMESPACE, create_signed_commit
 from gitaudit.crypto.keystore import generate_key, load_signer
 from gitaudit.crypto.signers import Ed25519Signer, Signer
 from gitaudit.gate.judge import judge
@@ -188,12 +188,19 @@ class World:
         signer: Signer | None,
         *,
         when: int | None = None,
+        namespace: str = NAMESPACE,
     ) -> pygit2.Oid:
         who = pygit2.Signature("forger", "forger@example.test", int(when or time.time()), 0)
         if signer is None:
             return git.create_commit(None, who, who, message, tree, parents)
         return create_signed_commit(
-            git, tree=tree, parents=parents, message=message, signer=signer, author=who
+            git,
+            tree=tree,
+            parents=parents,
+            message=message,
+            signer=signer,
+            author=who,
+            namespace=namespace,
         )
 
     def rewrite_raw(

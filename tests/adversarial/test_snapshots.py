@@ -1,16 +1,29 @@
-"""Attacks through snapshots and rollback: the one command that writes the user's work tree."""
+"""Attacks through snapshots and rollback: the one command that writes the user's work tree,
+and the one that signs whatever the work tree holds, onto whatever its ref points at."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from pathlib import Path
 
 import pygit2
+import pytest
 
-from gitaudit.ledger.objects import write_tree
-from gitaudit.ledger.refs import SNAPSHOTS_PREFIX
-from tests.adversarial.conftest import World
-from tests.gitrepo import CliResult, audit
+from gitaudit.crypto.commits import SNAPSHOT_NAMESPACE
+from gitaudit.ledger.objects import dumps, write_tree
+from gitaudit.ledger.refs import PLANS_REF, SNAPSHOTS_PREFIX, runs_ref
+from gitaudit.ledger.seals import trust_add
+from tests.adversarial.conftest import (
+    World,
+    assert_plans_level,
+    check,
+    only,
+    plan,
+    step,
+)
+from tests.gitrepo import CliResult, audit, git
 
 
 def _rollback(world: World, *args: str) -> CliResult:
@@ -64,7 +77,9 @@ def test_attack_snapshots_tree_names_the_git_folder(world: World) -> None:
     readme = r.git("rev-parse", "HEAD:README.md").strip()
     listing = f"040000 tree {dot}\t.GIT\n100644 blob {readme}\tREADME.md\n"
     tree = pygit2.Oid(hex=r.git("mktree", input=listing.encode()).strip())
-    oid = world.commit_object(git, tree, [], "snapshot: hooks\n", world.ci)
+    oid = world.commit_object(
+        git, tree, [], "snapshot: hooks\n", world.ci, namespace=SNAPSHOT_NAMESPACE
+    )
     world.set_ref(f"{SNAPSHOTS_PREFIX}hooks", oid)
     result = _rollback(world, "hooks", "--force")
     assert result.code == 1
@@ -72,3 +87,200 @@ def test_attack_snapshots_tree_names_the_git_folder(world: World) -> None:
     assert not (world.path / ".GIT").exists()
     assert not (world.path / ".git" / "gitaudit" / "rollback.json").exists()
     assert isinstance(git.head.peel(pygit2.Commit), pygit2.Commit)
+
+
+# ------------------------------------------------------- the snapshot as a signing oracle
+#
+# The user signs a snapshot whenever they ask for one; its tree is the agent's work tree and
+# (before the fix) its parent whatever refs/audit/snapshots/NAME held, which the agent can point
+# at refs/audit/plans or refs/audit/runs/PLAN. The signature, for the namespace "git" like every
+# ledger commit, made the snapshot a fast-forward plans commit (or run) of the agent's design.
+
+RUNS = runs_ref("default")
+GOOD = plan(step("unit", check("grep", "-qx", "good", "app.txt")), step("lint"))
+
+
+@pytest.fixture
+def broken(world: World) -> World:
+    """GOOD sealed by alice and proven by ci on app.txt = good; then the agent commits
+    app.txt = bad, which fails `unit` (no evidence for it)."""
+    world.repo.write("app.txt", "good\n")
+    world.seal(GOOD)
+    assert world.run().verdict == "PASS"
+    world.repo.write("app.txt", "bad\n")
+    world.repo.commit("break app")
+    assert world.gate().verdict != "PASS"
+    return world
+
+
+def _lay_out(world: World, files: dict[str, bytes]) -> None:
+    """The agent writes *files* into the work tree (untracked: a snapshot takes them)."""
+    for path, data in files.items():
+        target = world.path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def _plans_with_mallory(world: World) -> dict[str, bytes]:
+    """The current plans tree, with mallory trusted as sealer and runner."""
+    files = world.plans_files()
+    line = f'mallory namespaces="git" {world.mallory.public_key.openssh()}\n'
+    files["trust/allowed_signers"] += line.encode()
+    roles = json.loads(files["trust/roles.json"])
+    roles["sealers"].append("mallory")
+    roles["runners"].append("mallory")
+    files["trust/roles.json"] = dumps(roles)
+    return files
+
+
+TAKES = {"run --snapshot": "pre-run", "snapshot": "latest", "rollback": "pre-rollback"}
+"""The snapshot each routine command signs."""
+
+
+def _user_signs(world: World, how: str, key: str | None) -> CliResult:
+    """The user (with *key*, or the configured one) runs the command *how*, which signs a
+    snapshot of the work tree as ``TAKES[how]``."""
+    by = ["--key", str(world.keys[key])] if key else []
+    if how == "run --snapshot":
+        return audit(world.path, "run", "--snapshot", *by)  # a FAIL: app.txt is bad
+    if how == "snapshot":
+        return audit(world.path, "snapshot", *by)
+    assert how == "rollback"
+    result = audit(world.path, "rollback", "before", "--paths", "app.txt", *by)
+    world.repo.write("app.txt", "bad\n")  # the agent puts its change back
+    return result
+
+
+def _push(world: World, *refspecs: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "push", "--no-verify", "--atomic", "origin", *refspecs],
+        cwd=world.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("how", ["run --snapshot", "snapshot", "rollback", "chained"])
+def test_attack_snapshots_signed_as_a_plans_commit(broken: World, tmp_path: Path, how: str) -> None:
+    """alice (sealer and runner, as `git audit init` makes her) takes a snapshot of a work tree
+    the agent laid out as the plans tree with mallory trusted, its ref pointed at
+    refs/audit/plans; the agent moves refs/audit/plans to it. *chained*: a snapshot alice signed
+    on the plans tip itself (what the old chaining made): its signature is no plans signature."""
+    world = broken
+    trust_add(world.handle(), world.alice, world.alice.public_key, "runner", "alice")
+    server = world.serve(tmp_path / "server.git")
+    on_server = git(server, "rev-parse", PLANS_REF).strip()
+    tip = world.ref(PLANS_REF)
+    assert tip is not None and tip == on_server
+    if how == "rollback":
+        world.repo.write("app.txt", "good\n")
+        assert audit(world.path, "snapshot", "before", "--key", str(world.keys["alice"])).code == 0
+        world.repo.write("app.txt", "bad\n")
+    files = _plans_with_mallory(world)
+    if how == "chained":
+        git_ = world.handle().git
+        snap = world.commit_object(
+            git_,
+            write_tree(git_, files),
+            [pygit2.Oid(hex=tip)],
+            "snapshot: latest\n\nAudit-Snapshot: latest\n",
+            world.alice,
+            namespace=SNAPSHOT_NAMESPACE,
+        )
+    else:
+        _lay_out(world, files)
+        ref = f"{SNAPSHOTS_PREFIX}{TAKES[how]}"
+        world.set_ref(ref, tip)  # the agent: the next snapshot's parent
+        taken = _user_signs(world, how, "alice")
+        assert taken.code == (1 if how == "run --snapshot" else 0), taken.err
+        snap = pygit2.Oid(hex=world.ref(ref) or "")
+        assert str(snap) != tip
+    world.set_ref(PLANS_REF, snap)
+    result = world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    pushed = _push(world, f"+{PLANS_REF}:{PLANS_REF}")
+    assert pushed.returncode != 0 and "pre-receive hook declined" in pushed.stderr
+    why = "is a work-tree snapshot" if how == "chained" else "not a fast-forward"
+    assert why in pushed.stderr, pushed.stderr
+    assert git(server, "rev-parse", PLANS_REF).strip() == on_server
+    if how != "chained":  # nor was it chained onto what the agent put on its ref
+        assert _parents(world, snap) == []
+
+
+def _parents(world: World, oid: pygit2.Oid) -> list[str]:
+    commit = world.handle().git.get(oid)
+    assert isinstance(commit, pygit2.Commit)
+    return [str(p) for p in commit.parent_ids]
+
+
+@pytest.mark.parametrize("how", ["run --snapshot", "snapshot", "chained"])
+def test_attack_snapshots_signed_as_a_run(broken: World, tmp_path: Path, how: str) -> None:
+    """The runner ci snapshots a work tree holding the last PASS run's files relabelled for
+    the bad tree, its ref pointed at refs/audit/runs/default; the agent moves the runs ref to
+    the snapshot and deletes the high-water marks (a cache). *chained*: a snapshot ci signed on
+    the runs tip itself. Neither the gate nor the server takes it as a run."""
+    world = broken
+    server = world.serve(tmp_path / "server.git")
+    assert _push(world, f"{RUNS}:{RUNS}").returncode == 0  # the good run is on the server
+    on_server = git(server, "rev-parse", RUNS).strip()
+    tip = world.ref(RUNS)
+    assert tip is not None
+    tree = world.repo.head_tree()
+    files = world.run_files(tip)
+    doc = json.loads(files["run.json"])
+    doc["tree"] = tree
+    files["run.json"] = dumps(doc)
+    if how == "chained":
+        git_ = world.handle().git
+        snap = world.commit_object(
+            git_,
+            write_tree(git_, files),
+            [pygit2.Oid(hex=tip)],
+            "snapshot: latest\n\nAudit-Snapshot: latest\n",
+            world.ci,
+            namespace=SNAPSHOT_NAMESPACE,
+        )
+    else:
+        _lay_out(world, files)
+        ref = f"{SNAPSHOTS_PREFIX}{TAKES[how]}"
+        world.set_ref(ref, tip)
+        taken = _user_signs(world, how, "ci")
+        assert taken.code == (1 if how == "run --snapshot" else 0), taken.err
+        snap = pygit2.Oid(hex=world.ref(ref) or "")
+        for path in files:
+            (world.path / path).unlink()
+    world.set_ref(RUNS, snap)
+    (world.handle().state_dir / "watermarks.json").unlink(missing_ok=True)
+    judged = only(world.gate())
+    assert judged.verdict == "FAIL" and world.gate().verdict == "FAIL", judged
+    if how == "chained":
+        assert any("is a work-tree snapshot" in r.message for r in judged.reasons), judged
+    pushed = _push(world, "HEAD:refs/heads/main", f"+{RUNS}:{RUNS}")
+    assert pushed.returncode != 0 and "pre-receive hook declined" in pushed.stderr
+    assert git(server, "rev-parse", RUNS).strip() == on_server
+    assert git(server, "rev-parse", "-q", "--verify", "refs/heads/main", check=False) == ""
+    if how != "chained":
+        assert _parents(world, snap) == []
+
+
+def test_snapshots_control_versions_chain_and_roll_back(world: World) -> None:
+    """Control: taking a name again chains onto the user's own earlier snapshot (no warning),
+    and rollback and pre-rollback still verify."""
+    alice = ["--key", str(world.keys["alice"])]
+    world.repo.write("README.md", "one\n")
+    assert audit(world.path, "snapshot", "s", *alice).code == 0
+    world.repo.write("README.md", "two\n")
+    again = audit(world.path, "snapshot", "s", *alice)
+    assert again.code == 0 and "no snapshot" not in again.err
+    first = world.ref(f"{SNAPSHOTS_PREFIX}s~1")
+    assert first is not None
+    world.set_ref(f"{SNAPSHOTS_PREFIX}one", first)
+    back = audit(world.path, "rollback", "one", *alice)
+    assert back.code == 0, back.err
+    assert (world.path / "README.md").read_text() == "one\n"
+    undo = audit(world.path, "rollback", "pre-rollback", *alice)
+    assert undo.code == 0, undo.err
+    assert (world.path / "README.md").read_text() == "two\n"
+    listed = {s["name"]: s for s in audit(world.path, "snapshots", "--json").json()["snapshots"]}
+    assert listed["s"]["versions"] == 2 and listed["pre-rollback"]["versions"] == 2

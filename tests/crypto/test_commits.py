@@ -13,6 +13,7 @@ import pytest
 from gitaudit.crypto import sshsig
 from gitaudit.crypto.allowed_signers import format_allowed_signers
 from gitaudit.crypto.commits import (
+    SNAPSHOT_NAMESPACE,
     _split_lines,
     _split_plain,
     commit_payload,
@@ -110,6 +111,30 @@ def test_our_commit_passes_git_verify_commit(
     assert repo.git("log", "-1", "--format=%T %P %an %ce %s", str(oid)).strip() == (
         f"{repo.head_tree()} {head} Test Author committer@example.test evidence"
     )
+
+
+def test_a_snapshot_signature_is_never_a_commit_signature(
+    repo: GitRepo, signer: Ed25519Signer, tmp_path: Path
+) -> None:
+    """Signed for the snapshot namespace, a commit passes only the snapshot verifier: neither
+    `git verify-commit` nor the ledger's verify_commit accepts it, and the refusal says what it
+    is."""
+    r = pygit2.Repository(str(repo.path))
+    oid = create_signed_commit(
+        r,
+        tree=repo.head_tree(),
+        parents=[repo.git("rev-parse", "HEAD").strip()],
+        message="snapshot: latest\n",
+        signer=signer,
+        author=AUTHOR,
+        namespace=SNAPSHOT_NAMESPACE,
+    )
+    assert _git_verify(repo, _allowed_file(tmp_path, signer.public_key), oid) != 0
+    with pytest.raises(SignatureError, match="is a work-tree snapshot"):
+        verify_commit(r, oid, [signer.public_key])
+    assert verify_commit(r, oid, [signer.public_key], SNAPSHOT_NAMESPACE) == signer.public_key
+    with pytest.raises(SignatureError, match="expected 'gitaudit-snapshot'"):
+        verify_commit(r, _our_commit(repo, signer), [signer.public_key], SNAPSHOT_NAMESPACE)
 
 
 def test_layout_matches_git_commit_dash_s_byte_for_byte(repo: GitRepo, tmp_path: Path) -> None:
