@@ -25,7 +25,7 @@ from gitaudit.plan.known_valid import KnownValid
 from gitaudit.plan.store import discover_worktree
 from gitaudit.run import interrupts
 from gitaudit.run.authority import forced_past_exhaustion
-from gitaudit.run.recorder import RecordedRun, run_plan
+from gitaudit.run.recorder import RecordedRun, require_runner, run_plan
 from gitaudit.run.runner import StepOutcome
 
 if TYPE_CHECKING:
@@ -279,7 +279,9 @@ def run(
     if snapshot:
         from gitaudit.ledger.snapshots import take, unchained_note
 
-        taken = take(repo, signer, "pre-run", "before `git audit run`")
+        state, _runner = require_runner(repo, signer)  # a key that may not run signs nothing
+        trusted = [k.key for k in state.trust.keys]
+        taken = take(repo, signer, "pre-run", "before `git audit run`", trusted)
         if not as_json:
             say(f"snapshot pre-run: {taken.commit[:12]} (tree {taken.tree[:12]})")
             if taken.unchained:

@@ -314,6 +314,18 @@ def _quick_handover() -> Iterator[None]:
         sys.setswitchinterval(before)
 
 
+def require_runner(repo: Repo, signer: Signer) -> tuple[PlansState, TrustedKey]:
+    """The verified plans state and the runner *signer* is in it, or the refusal: asked
+    before anything is signed for a run (`run --snapshot` signs its snapshot first)."""
+    state = read_state(repo)
+    if not state.exists:
+        raise RunError(
+            "refs/audit/plans does not exist",
+            hint="run `git audit trust init` and `git audit plan seal`",
+        )
+    return state, state.trust.require(signer.public_key, "runner")
+
+
 def _prepare(
     repo: Repo,
     name: str,
@@ -326,13 +338,7 @@ def _prepare(
     """Every refusal that comes before anything runs: no plans ref, a key that is no runner
     (or lacks a label it would act as), an invalid or unsealed plan, a working copy that
     differs from its seal, unknown steps."""
-    state = read_state(repo)
-    if not state.exists:
-        raise RunError(
-            "refs/audit/plans does not exist",
-            hint="run `git audit trust init` and `git audit plan seal`",
-        )
-    runner = state.trust.require(signer.public_key, "runner")
+    state, runner = require_runner(repo, signer)
     missing = [label for label in labels if label not in runner.labels]
     if missing:
         raise RunError(

@@ -264,6 +264,38 @@ def test_attack_snapshots_signed_as_a_run(broken: World, tmp_path: Path, how: st
         assert _parents(world, snap) == []
 
 
+@pytest.mark.parametrize("how", ["run --snapshot", "snapshot"])
+def test_attack_snapshots_signing_key_chosen_in_the_repository_config(
+    broken: World, how: str
+) -> None:
+    """The agent sets audit.signingKey in .git/config to alice's key (a sealer, not a runner),
+    lays out the plans tree with mallory trusted and points the snapshot's ref at
+    refs/audit/plans; the user runs the command without --key. `run --snapshot` refuses alice
+    before it signs anything; `snapshot` signs with her, for snapshots only: the plans ref
+    moved to it does not verify."""
+    world = broken
+    tip = world.ref(PLANS_REF)
+    assert tip is not None
+    _lay_out(world, _plans_with_mallory(world))
+    ref = f"{SNAPSHOTS_PREFIX}{TAKES[how]}"
+    world.set_ref(ref, tip)
+    world.repo.git("config", "audit.signingKey", str(world.keys["alice"]))
+    taken = _user_signs(world, how, None)
+    if how == "run --snapshot":
+        assert taken.code != 0 and "key alice" in taken.err and "is not a runner" in taken.err
+        assert world.ref(ref) == tip  # nothing was signed
+        assert "snapshot pre-run" not in taken.out + taken.err
+    else:
+        assert taken.code == 0, taken.err
+    world.set_ref(PLANS_REF, world.ref(ref) or "")
+    if how == "run --snapshot":  # the plans ref did not move: no mallory, no evidence
+        assert world.ref(PLANS_REF) == tip
+        assert only(world.gate()).verdict == "UNKNOWN"
+    else:
+        assert_plans_level(world.gate(), "plans.untrusted")
+        assert "is no snapshot of a trusted key" in taken.err  # and said so when taken
+
+
 def test_snapshots_control_versions_chain_and_roll_back(world: World) -> None:
     """Control: taking a name again chains onto the user's own earlier snapshot (no warning),
     and rollback and pre-rollback still verify."""
