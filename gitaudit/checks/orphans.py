@@ -29,6 +29,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+from gitaudit.checks.process import processes
+
 PR_SET_CHILD_SUBREAPER = 36
 ROUNDS = 64  # kill-and-reap rounds: each one reaches what the killed processes had started
 REAP_WAIT = 2.0  # seconds to wait for one killed process to be reaped (D state: give up)
@@ -116,21 +118,7 @@ def _reap(pid: int) -> None:
 
 
 def _children(parent: int) -> Iterator[tuple[int, int]]:
-    """(pid, session) of every process whose parent is *parent* (zombies included), from
-    ``/proc``."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue  # exited meanwhile
-        # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses
-        fields = stat.rpartition(b")")[2].split()
+    """(pid, session) of every process whose parent is *parent* (zombies included)."""
+    for pid, fields in processes():
         if len(fields) >= 4 and int(fields[1]) == parent:
-            yield int(name), int(fields[3])
+            yield pid, int(fields[3])

@@ -48,7 +48,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -361,10 +361,21 @@ def _kill_leftovers(pgid: int) -> bool:
 
 def _group_has_live_members(pgid: int) -> bool:
     """True if ``/proc`` shows a non-zombie process in group ``pgid`` (or cannot tell)."""
+    if not os.path.isdir("/proc"):  # pragma: no cover - no procfs: assume the worst
+        return True
+    return any(
+        len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X")
+        for _pid, fields in processes()
+    )
+
+
+def processes() -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, the fields of ``/proc/<pid>/stat`` after the command name: state, ppid, pgrp,
+    session, ...) of every process there is (none without ``/proc``)."""
     try:
         entries = os.listdir("/proc")
-    except OSError:  # pragma: no cover - no procfs: assume the worst
-        return True
+    except OSError:
+        return
     for name in entries:
         if not name.isdigit():
             continue
@@ -373,11 +384,8 @@ def _group_has_live_members(pgid: int) -> bool:
                 stat = f.read()
         except OSError:
             continue  # exited meanwhile
-        # Format: "pid (comm) state ppid pgrp ..."; comm may contain spaces and parentheses.
-        fields = stat.rpartition(b")")[2].split()
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
+        # "pid (comm) state ppid pgrp session ...": comm may contain spaces and parentheses
+        yield int(name), stat.rpartition(b")")[2].split()
 
 
 def _not_started(command: tuple[str, ...], message: str, start: float) -> ProcessResult:
