@@ -114,6 +114,14 @@ class RunRequest:
         return Where(workspace, sandbox, self.plan.python)
 
 
+WAKE_SECONDS = 0.25
+"""How long the main thread waits for a step at most before it looks again. The kernel hands a
+signal sent to the process to any thread, and Python runs the handler only when the main thread
+runs: a Ctrl-C delivered to a worker blocked in ``select()`` went unseen, under load, until the
+check ended (the interrupt test hung for its check's 600 seconds). Blocking the signals in the
+workers instead would pass the blocked mask on to every check they start."""
+
+
 class _Supervisor:
     """Tracks the process groups of running checks, so an interrupt can kill them all."""
 
@@ -250,7 +258,9 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
                     if not progressed:
                         break
                     continue
-                done, _ = wait(running, timeout=None, return_when=FIRST_COMPLETED)
+                # woken now and then (WAKE_SECONDS): Python handles a Ctrl-C only when the
+                # main thread runs, and the kernel may hand it to a worker thread
+                done, _ = wait(running, timeout=WAKE_SECONDS, return_when=FIRST_COMPLETED)
                 for future in done:
                     sid = running.pop(future)
                     outcome = future.result()
