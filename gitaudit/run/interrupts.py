@@ -2,9 +2,12 @@
 
 Inside :func:`session` (what the command line opens around a run):
 
-* the **first** SIGINT raises ``KeyboardInterrupt``: while checks run, the scheduler
-  (:func:`gitaudit.run.runner.execute`) catches it, kills every check's process group and the
-  run is recorded as ``INTERRUPTED``; before the checks start, nothing is recorded;
+* the **first** SIGINT raises ``KeyboardInterrupt``: before the checks start, nothing is
+  recorded. While checks run (inside :func:`polled`), it is only remembered: the scheduler
+  (:func:`gitaudit.run.runner.execute`) asks at its safe points (it wakes at least every
+  quarter second), kills every check's process group and the run is recorded as
+  ``INTERRUPTED``. Raised anywhere, the exception could land between starting a check and
+  noting it as running, and that check's interruption would go unreported;
 * every **later** SIGINT only prints a line: the run being stopped is still recorded, so a
   double Ctrl-C cannot leave a half-written record or a traceback behind;
 * from :func:`hold` to the end of :func:`held` (once the checks are done: the evidence is
@@ -29,6 +32,7 @@ class _State:
     active = False
     requested = False
     shield_depth = 0
+    polled_depth = 0
 
 
 _state = _State()
@@ -54,6 +58,8 @@ def _handler(signum: int, frame: FrameType | None) -> None:
     if _state.shield_depth:
         _write(_RECORDING)
         return
+    if _state.polled_depth:
+        return  # the scheduler asks requested() at its next safe point
     raise KeyboardInterrupt
 
 
@@ -68,13 +74,28 @@ def session() -> Iterator[None]:
     if previous is signal.SIG_IGN:
         yield
         return
-    _state.active, _state.requested, _state.shield_depth = True, False, 0
+    _state.active, _state.requested = True, False
+    _state.shield_depth = _state.polled_depth = 0
     signal.signal(signal.SIGINT, _handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
         _state.active = False
+
+
+@contextlib.contextmanager
+def polled() -> Iterator[None]:
+    """Within a session: a first SIGINT during the block is remembered, not raised; the block
+    asks :func:`requested` where stopping is safe. One that arrived before the block raises
+    here, at its start."""
+    if requested() and not _state.shield_depth:
+        raise KeyboardInterrupt
+    _state.polled_depth += 1
+    try:
+        yield
+    finally:
+        _state.polled_depth = max(0, _state.polled_depth - 1)
 
 
 def hold() -> None:

@@ -24,6 +24,7 @@ from gitaudit.checks.environment import Sandbox
 from gitaudit.checks.execute import CheckResult, run_check
 from gitaudit.plan.graph import topological_order
 from gitaudit.plan.model import Check, Plan, Step, StepId
+from gitaudit.run import interrupts
 from gitaudit.verdict import PROVEN, StepStatus
 
 
@@ -193,9 +194,11 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
     interrupted = False
     emit = request.on_event or (lambda *_: None)
     running: dict[Future[StepOutcome], StepId] = {}
-    with ThreadPoolExecutor(max_workers=max(1, request.jobs)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, request.jobs)) as pool, interrupts.polled():
         try:
             while True:
+                if interrupts.requested():
+                    raise KeyboardInterrupt  # a safe point: no check half-started
                 progressed = False
                 for sid in order:
                     if status[sid] != "pending":
@@ -258,8 +261,8 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
                     if not progressed:
                         break
                     continue
-                # woken now and then (WAKE_SECONDS): Python handles a Ctrl-C only when the
-                # main thread runs, and the kernel may hand it to a worker thread
+                # woken now and then (WAKE_SECONDS) to ask for a Ctrl-C: its handler runs only
+                # when the main thread does, and the kernel may hand it to a worker thread
                 done, _ = wait(running, timeout=WAKE_SECONDS, return_when=FIRST_COMPLETED)
                 for future in done:
                     sid = running.pop(future)
