@@ -431,14 +431,15 @@ class _Prior:
 def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
     name, plan, digest = prep.plan.name, prep.plan, prep.seal.contract_digest
     runners = prep.state.trust.with_role("runner")
+    sources = _carry_sources(prep)
     carried: dict[StepId, str] = {}
     if prep.targets or prep.elsewhere:
-        carried = _carried_for_tree(repo, name, tree, digest, runners)
+        carried = _carried_for_tree(repo, name, tree, digest, runners, sources)
     digests = input_digests(repo.git, plan, tree)
     counted = index.tallies(repo.git, repo.gitdir, name)
     incremental: dict[StepId, str] = {}
     if not fresh:
-        incremental = _unchanged_inputs(repo, prep, digests, counted, runners)
+        incremental = _unchanged_inputs(repo, prep, digests, counted, sources)
     return _Prior(
         carried,
         incremental,
@@ -448,25 +449,46 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
     )
 
 
+def _carry_sources(prep: _Prepared) -> list[PublicKey]:
+    """Whose runs this run may carry passes from: any trusted runner's, unless an evidence rule
+    of the policy admits this runner (``refs/heads/main=ci``); then only the runners every
+    such rule admits too. A ref with a rule is judged from its admitted runners' runs alone,
+    so a pass carried from another runner's would leave the ref without evidence, and the run
+    would have to be made again with ``--fresh``."""
+    trust, rules = prep.state.trust, prep.state.policy.evidence
+    mine = [rule for rule in rules if rule.admits(prep.runner)]
+    return [k.key for k in trust.keys if k.may("runner") and all(rule.admits(k) for rule in mine)]
+
+
 def _carried_for_tree(
-    repo: Repo, name: str, tree: str, contract: str, runners: list[PublicKey]
+    repo: Repo,
+    name: str,
+    tree: str,
+    contract: str,
+    runners: list[PublicKey],
+    sources: list[PublicKey],
 ) -> dict[StepId, str]:
     """step -> the run whose pass a targeted run carries for *tree*. The newest trusted outcome
     of each step for this tree decides: a later failure outweighs an earlier pass, a pass in a
-    run that does not count as a whole (one that changed its workspace, say) is none, and a run
-    without a runner's signature counts for nothing."""
+    run that does not count as a whole (one that changed its workspace, say) is none, nor one
+    in a run of a runner outside *sources* (:func:`_carry_sources`), and a run without a
+    runner's signature counts for nothing."""
     carried: dict[StepId, str] = {}
     decided: set[StepId] = set()
     for prior in index.runs_for_tree(repo.git, repo.gitdir, name, tree, contract):
         if not _trusted(repo, prior.commit, runners):
             continue
         record = read_run(repo.git, prior.commit)
+        source: bool | None = None  # signed by one of *sources*: checked once, when needed
         for sid, entry in record.steps.items():
             if sid in decided or entry.status in (StepStatus.NOT_RUN, StepStatus.BLOCKED):
                 continue
             decided.add(sid)
             if entry.proven and record.sound:
-                carried[sid] = entry.carried_from or record.commit
+                if source is None:
+                    source = sources == runners or _trusted(repo, prior.commit, sources)
+                if source:
+                    carried[sid] = entry.carried_from or record.commit
     return _still_newest(repo, name, tree, contract, carried, runners)
 
 

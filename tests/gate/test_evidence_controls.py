@@ -103,6 +103,34 @@ def test_only_the_runners_a_ref_names_prove_a_tree_for_it(world: World) -> None:
     assert failed.reasons[0].verdict == Verdict.FAIL
 
 
+def test_a_runner_a_rule_admits_carries_only_what_that_rule_admits(world: World) -> None:
+    """Carrying by unchanged inputs under a rule: ci (admitted for main) does not carry the
+    agent's passes, which main would not take (its run would prove nothing there, and its
+    record would say carried); it executes the steps, and carries from its own runs after. The
+    agent, which no rule admits, still carries from any trusted runner's runs."""
+    world.repo.write("src/app.txt", "v1\n")
+    world.seal(
+        plan(
+            step("unit", check("true"), inputs=["src/**"]),
+            step("lint", check("true"), inputs=["src/**"]),
+        )
+    )
+    rule(world, EvidenceRule(MAIN, ("ci",)))
+    agent = runner(world, "agent")
+    assert world.run(signer=agent).verdict == "PASS"
+    first = world.run()  # ci
+    assert {sid: e["status"] for sid, e in first.doc["steps"].items()} == {
+        "unit": "passed",
+        "lint": "passed",
+    }
+    assert _evidence(world, ref=MAIN).reasons == ()
+    again = world.run()  # ci again: its own passes carry
+    assert {e["status"] for e in again.doc["steps"].values()} == {"carried"}
+    assert _evidence(world, ref=MAIN).reasons == ()
+    carried = world.run(signer=agent)  # the agent carries from any trusted runner's run
+    assert {e["status"] for e in carried.doc["steps"].values()} == {"carried"}
+
+
 # ---------------------------------------------------------------------------- the user's request
 
 
