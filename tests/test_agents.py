@@ -239,3 +239,44 @@ def test_snapshot_and_agents_refs_do_not_touch_the_users_index(
     ok(team, "agents", "claim", "unit", "-a", "ann")
     ok(team, "snapshot", "here")
     assert (team.path / ".git" / "index").read_bytes() == before
+
+
+def test_verify_checks_the_registry_and_passes_while_it_is_there(team: GitRepo) -> None:
+    # registering marked refs/audit/agents verified; verify read only the plans and runs refs,
+    # so it took the mark of a ref it never read for one whose ref was gone
+    assert (
+        json.loads((team.path / ".git" / "gitaudit" / "watermarks.json").read_text())["verified"][
+            "refs/audit/agents"
+        ]
+        == team.git("rev-parse", "refs/audit/agents").strip()
+    )
+    report = audit(team.path, "verify", "--json")
+    assert report.code == 0, report.out + report.err
+    assert report.json()["problems"] == []
+    assert report.json()["verified"]["refs/audit/agents"] == 0  # verified (and marked) already
+    ok(team, "agents", "claim", "unit", "--agent", "ann")
+    out = ok(team, "verify")
+    assert "refs/audit/agents: 0 new" in out and "deleted" not in out
+
+
+def test_verify_reports_the_registry_deleted_rewound_or_forged_after_its_mark(
+    team: GitRepo,
+) -> None:
+    tip = team.git("rev-parse", "refs/audit/agents").strip()
+    ok(team, "verify")
+    team.git("update-ref", "-d", "refs/audit/agents")
+    deleted = audit(team.path, "verify", "--json")
+    assert deleted.code == 1
+    problem = f"refs/audit/agents was deleted; it was verified at {tip[:12]}"
+    assert deleted.json()["problems"] == [problem]
+    team.git("update-ref", "refs/audit/agents", f"{tip}~1")
+    rewound = audit(team.path, "verify")
+    assert rewound.code == 1 and "refs/audit/agents moved backwards" in rewound.out
+    forged = team.git(
+        "commit-tree", f"{tip}^{{tree}}", "-p", tip, "-m", "unsigned", input=b""
+    ).strip()
+    team.git("update-ref", "refs/audit/agents", forged)
+    found = audit(team.path, "verify")
+    assert found.code == 1 and f"agents commit {forged[:12]}: not signed" in found.out, found.out
+    team.git("update-ref", "refs/audit/agents", tip)
+    assert audit(team.path, "verify").code == 0  # restored: nothing was marked meanwhile

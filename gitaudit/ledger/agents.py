@@ -493,12 +493,24 @@ def verify_segment(
 def read_registry(repo: Repo, plans: PlansState, *, remember: bool = True) -> Registry:
     """The verified registry (EMPTY when the ref does not exist), verified from the last
     verified tip; a tip that does not descend from it (a truncated registry) fails."""
-    git = repo.git
     with watermark.view(repo.gitdir) as marks:
-        tip = read_ref(git, AGENTS_REF)
+        tip = read_ref(repo.git, AGENTS_REF)
+    reg, verified_now = verify_registry(repo, plans, tip, marks)
+    if remember and tip is not None and verified_now:  # none: the tip was the verified mark
+        watermark.record(repo.gitdir, {AGENTS_REF: str(tip)}, "verified", repo.git)
+    return reg
+
+
+def verify_registry(
+    repo: Repo, plans: PlansState, tip: pygit2.Oid | None, marks: watermark.Marks
+) -> tuple[Registry, int]:
+    """The registry at *tip* (read under *marks*, :func:`watermark.view`), verified from its
+    verified mark (from the root without one), and the number of commits verified now; a tip
+    behind or beside a mark, or deleted after one, fails. Nothing is marked."""
+    git = repo.git
     watermark.check_forward(git, repo.gitdir, AGENTS_REF, tip, marks)
     if tip is None:
-        return EMPTY
+        return EMPTY, 0
     # only a mark gitaudit MAC'd here says the records up to it were verified (the file is a
     # cache anything in the work tree can write); the tip's own record is verified all the same
     mark = watermark.verified(git, repo.gitdir, marks, AGENTS_REF)
@@ -508,9 +520,7 @@ def read_registry(repo: Repo, plans: PlansState, *, remember: bool = True) -> Re
     elif mark == str(tip):
         stop = commit_of(git, tip, AGENTS_REF).parent_ids[0] if _has_parent(git, tip) else None
     reg = verify_segment(git, plans, tip, stop)
-    if remember and mark != str(tip):
-        watermark.record(repo.gitdir, {AGENTS_REF: str(tip)}, "verified", git)
-    return reg
+    return reg, 0 if mark == str(tip) else chain.count(git, tip, stop)
 
 
 def _has_parent(git: pygit2.Repository, tip: pygit2.Oid) -> bool:

@@ -5,7 +5,10 @@
 * every runs ref: every commit signed by a key that was a trusted runner on some version of the
   plans ref, a linear parent chain, and each ``run.json`` matched by its tree (every recorded
   check has its ``result.json``, ``stdout`` and ``stderr``);
-* no audit ref has moved behind its verified high-water mark (a rewind or truncation is FAIL).
+* the agents registry (``refs/audit/agents``): every record signed and consistent, judged by the
+  verified plans state (:func:`gitaudit.ledger.agents.verify_registry`);
+* no audit ref has moved behind its verified high-water mark (a rewind or truncation is FAIL), and
+  none with a mark was deleted.
 
 Verified tips are recorded, so a second call verifies only what is new: each ref from its
 verified mark when the mark's MAC under the local key holds (:func:`watermark.verified`), from
@@ -32,8 +35,14 @@ from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of
-from gitaudit.ledger.plansref import sealed_contract, state_at, verify_chain, verify_root
-from gitaudit.ledger.refs import PLANS_REF, RUNS_PREFIX, list_refs, read_ref
+from gitaudit.ledger.plansref import (
+    PlansState,
+    sealed_contract,
+    state_at,
+    verify_chain,
+    verify_root,
+)
+from gitaudit.ledger.refs import AGENTS_REF, PLANS_REF, RUNS_PREFIX, list_refs, read_ref
 from gitaudit.ledger.run_shares import problem, verify_share
 
 
@@ -72,7 +81,13 @@ def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
     report = VerifyReport()
     git = repo.git
     with watermark.view(repo.gitdir) as marks:
-        refs = {PLANS_REF: read_ref(git, PLANS_REF), **list_refs(git, RUNS_PREFIX)}
+        # every ref a verified mark can name (the plans and agents readers mark theirs too): a
+        # mark of a ref not read here would read as the ref deleted
+        refs = {
+            PLANS_REF: read_ref(git, PLANS_REF),
+            AGENTS_REF: read_ref(git, AGENTS_REF),
+            **list_refs(git, RUNS_PREFIX),
+        }
     for ref, mark in marks["verified"].items():
         if ref not in refs or refs[ref] is None:
             report.problems.append(f"{ref} was deleted; it was verified at {mark[:12]}")
@@ -84,18 +99,20 @@ def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
 
     new_marks: dict[str, str] = {}
     plans_tip = refs.get(PLANS_REF)
+    plans: PlansState | None = None
     if plans_tip is not None:
         try:
             watermark.check_forward(git, repo.gitdir, PLANS_REF, plans_tip, marks)
-            report.verified[PLANS_REF] = _verify_plans(repo, plans_tip, start(PLANS_REF))
+            report.verified[PLANS_REF], plans = _verify_plans(repo, plans_tip, start(PLANS_REF))
             new_marks[PLANS_REF] = str(plans_tip)
         except GitAuditError as exc:
             report.problems.append(exc.message)
+    _verify_agents(repo, plans, refs[AGENTS_REF], marks, report, new_marks)
     runners = _runner_keys(git, plans_tip) if plans_tip is not None else []
     # runs are judged by the runners of the plans chain: when it does not verify, neither do they
     trusted_runners = plans_tip is None or PLANS_REF in new_marks
     for ref, tip in sorted(refs.items()):
-        if ref == PLANS_REF or tip is None:
+        if ref in (PLANS_REF, AGENTS_REF) or tip is None:
             continue
         try:
             watermark.check_forward(git, repo.gitdir, ref, tip, marks)
@@ -114,9 +131,38 @@ def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
     return report
 
 
-def _verify_plans(repo: Repo, tip: pygit2.Oid, mark: str | None) -> int:
-    """Verify the plans chain from its verified mark to *tip*, and each active seal; the number
-    of commits verified now."""
+def _verify_agents(
+    repo: Repo,
+    plans: PlansState | None,
+    tip: pygit2.Oid | None,
+    marks: watermark.Marks,
+    report: VerifyReport,
+    new_marks: dict[str, str],
+) -> None:
+    """Verify the agents registry from its verified mark to *tip* by the verified *plans* state
+    (None: the plans chain did not verify or is missing, and neither does the registry), into
+    *report*, and mark *tip* in *new_marks* when it verifies. No *tip*: nothing to verify (a
+    registry deleted after its mark is reported with every deleted ref)."""
+    if tip is None:
+        return
+    if plans is None:
+        report.problems.append(
+            f"{AGENTS_REF} cannot be verified: {PLANS_REF} does not verify or is missing"
+        )
+        return
+    from gitaudit.ledger.agents import verify_registry  # read only when the registry exists
+
+    try:
+        report.verified[AGENTS_REF] = verify_registry(repo, plans, tip, marks)[1]
+    except GitAuditError as exc:
+        report.problems.append(exc.message)
+    else:
+        new_marks[AGENTS_REF] = str(tip)
+
+
+def _verify_plans(repo: Repo, tip: pygit2.Oid, mark: str | None) -> tuple[int, PlansState]:
+    """Verify the plans chain from its verified mark to *tip*, and each active seal: the number
+    of commits verified now, and the plans state at *tip*."""
     git = repo.git
     pinned = pinned_root(repo)
     if mark == str(tip):
@@ -130,7 +176,7 @@ def _verify_plans(repo: Repo, tip: pygit2.Oid, mark: str | None) -> int:
         verify_root(git, tip, pinned)  # the pin may have changed since the mark was made
     for name in state.active():
         sealed_contract(state, name)
-    return count
+    return count, state
 
 
 PARALLEL_FROM = 2_000  # run commits to verify before worker processes pay for themselves
