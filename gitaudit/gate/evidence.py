@@ -46,7 +46,7 @@ from gitaudit.ledger.records import MalformedRun, RunRecord, StepEntry
 from gitaudit.ledger.refs import mirrored_runs, read_ref, runs_ref
 from gitaudit.ledger.runs import read_run
 from gitaudit.ledger.trust import EvidenceRule, TrustedKey
-from gitaudit.plan.graph import optional_steps
+from gitaudit.plan.graph import clauses_of, optional_steps, viable_without
 from gitaudit.plan.model import Plan
 from gitaudit.verdict import StepStatus, Verdict, output_broken, uncovered, unproven_step
 
@@ -510,6 +510,7 @@ def _content_reasons(
                 until = expires if until is None else min(until, expires)
         if proven:
             verified.add(step.id)
+    reasons += _ungrounded(j, verified, optional)
     reasons += _run_level(
         j, newest, list(used.values()), composed=len(sources) > 1, quiet=bool(reasons)
     )
@@ -523,6 +524,33 @@ def _content_reasons(
             for req in uncovered(j.plan, verified)
         )
     return reasons, until, list(used.values())
+
+
+def _ungrounded(j: Judging, verified: set[str], optional: set[str]) -> list[Reason]:
+    """Take out of *verified* every step that no alternative of one of its ``depends_on``
+    clauses grounds in *verified* (transitively), and say why for each required one whose
+    clause has only OR alternatives, which are not reported when unproven. Each entry is judged
+    alone, so a pass carried from a run in which a prerequisite passed, or composed from an
+    older run, stood beside a newest run in which every alternative failed."""
+    grounded = viable_without(clauses_of(j.plan), set(j.plan.step_ids) - verified)
+    reasons = []
+    for step in j.plan.steps:
+        if step.id not in verified or step.id in grounded:
+            continue
+        clause = next(c for c in step.depends_on if not grounded.intersection(c.alternatives))
+        if step.id not in optional and optional.issuperset(clause.alternatives):
+            reasons.append(
+                Reason(
+                    "evidence.prerequisite-unproven",
+                    f"step {step.id} is recorded as proven, but no alternative of its "
+                    f"prerequisite {clause} is proven in the evidence for this tree",
+                    j.run_fix,
+                    step=step.id,
+                    verdict=Verdict.UNKNOWN,
+                )
+            )
+    verified.intersection_update(grounded)
+    return reasons
 
 
 def _judge_proof(

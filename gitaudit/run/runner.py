@@ -163,26 +163,29 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
     steps = {s.id: s for s in plan.steps}
     status: dict[StepId, str] = {}
     outcomes: dict[StepId, StepOutcome] = {}
+    # a pass carried from an earlier run counts once a prerequisite of each clause is proven in
+    # this run (else the step is blocked, as an executed one would be): it waits for them
+    carrying: dict[StepId, StepOutcome] = {}
     for sid in order:
         if sid in request.incremental and sid not in request.reconcile:
-            outcomes[sid] = StepOutcome(
+            carrying[sid] = StepOutcome(
                 sid,
                 StepStatus.CARRIED,
                 f"inputs unchanged since {request.incremental[sid][:12]}",
                 carried_from=request.incremental[sid],
             )
-            status[sid] = StepStatus.CARRIED
+            status[sid] = "pending"
         elif sid in request.elsewhere or (
             request.targets is not None and sid not in request.targets
         ):
             if sid in request.carried:
-                outcomes[sid] = StepOutcome(
+                carrying[sid] = StepOutcome(
                     sid,
                     StepStatus.CARRIED,
                     "verified earlier for this tree",
                     carried_from=request.carried[sid],
                 )
-                status[sid] = StepStatus.CARRIED
+                status[sid] = "pending"
             else:
                 why = request.elsewhere.get(sid, "not targeted and no evidence for this tree")
                 outcomes[sid] = StepOutcome(sid, StepStatus.NOT_RUN, why)
@@ -215,6 +218,11 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
                         progressed = True
                         continue
                     if "wait" in verdicts:
+                        continue
+                    if sid in carrying:
+                        outcomes[sid] = carrying[sid]
+                        status[sid] = StepStatus.CARRIED
+                        progressed = True
                         continue
                     used = request.attempts_used.get(sid, 0)
                     if sid in request.reconcile:

@@ -505,6 +505,50 @@ def test_attack_evidence_forgery_laundered_by_incremental_evidence(
     assert_plan(world.gate(), "step.failed", "FAIL")
 
 
+@pytest.mark.parametrize("recorded_by", ["a targeted run", "ci, as runs wrote it before"])
+def test_attack_evidence_carried_dependant_while_every_alternative_fails(
+    world: World, tmp_path: Path, recorded_by: str
+) -> None:
+    """`ship` needs `fast` or `thorough` (an any_of clause); both alternatives pass while a flag
+    outside the repository does not exist. Everything passed; the flag appears, and `git audit
+    run fast thorough` executes both on the same tree: both fail. That run carried ship's pass
+    from the first run for the tree beside them and said PASS (before the fix; ci may still
+    sign such a record), and the gate took it: an unverified OR alternative is not reported by
+    itself, and ship's entry was judged alone. Now the run blocks ship; and the gate, which
+    composed ship's pass from the older run beside the newest run's failures (PASS too, before
+    the fix), counts a step only with a prerequisite of each clause proven beside it."""
+    flag = tmp_path / "flag"
+    out = [{"name": "o", "verify": [{"type": "file_exists", "path": "README.md"}]}]
+    reads = check("test", "!", "-e", str(flag))
+    ship = step("ship", deps=[{"any_of": ["fast", "thorough"]}])
+    ship["requires_outputs"] = [{"step": "fast", "name": "o"}, {"step": "thorough", "name": "o"}]
+    world.seal(plan(*(step(s, reads, outputs=out) for s in ("fast", "thorough")), ship))
+    first = world.run()
+    assert first.verdict == "PASS"
+    flag.write_text("both alternatives fail now\n")
+    recorded = world.run(targets=["fast", "thorough"])
+    assert recorded.tree == first.tree and recorded.verdict != "PASS"
+    assert {sid: e["status"] for sid, e in recorded.doc["steps"].items()} == {
+        "fast": "failed",
+        "thorough": "failed",
+        "ship": "blocked",
+    }
+    if recorded_by != "a targeted run":
+
+        def carried(doc: dict[str, Any]) -> None:
+            doc["verdict"], doc["reasons"] = "PASS", []
+            doc["steps"]["ship"].update(
+                status="carried", reason="verified earlier for this tree", carried_from=first.commit
+            )
+
+        world.forge_run(recorded.commit, edit=carried, signer=world.ci)
+    judged = assert_plan(world.gate(), "evidence.prerequisite-unproven", "UNKNOWN")
+    reason = judged.reasons[0]
+    assert reason.step == "ship" and "any_of(fast, thorough)" in reason.message, reason
+    status = world.cli("status", "--json")
+    assert status.code != 0 and status.json()["verdict"] == "UNKNOWN", status.out
+
+
 # ---------------------------------------------------------------------- local caches in .git
 
 

@@ -227,3 +227,45 @@ def test_attack_inputs_carried_across_a_reseal_that_hides_less(
     recorded = world.run()
     assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
     assert world.gate(None).verdict != "PASS"
+
+
+# ------------------------------------------------------------ a dependant of OR alternatives
+
+
+@pytest.mark.parametrize("then", ["the alternatives targeted", "a full run after"])
+def test_attack_inputs_carried_dependant_while_every_alternative_fails(
+    world: World, then: str
+) -> None:
+    """`ship` needs `fast` or `thorough` (an any_of clause); all three declare src/**, and both
+    alternatives also read checks.txt, outside their inputs. Everything passed; then checks.txt
+    changed (no input did) and a targeted run executed both alternatives with the same input
+    digests: both failed. ship's input digest (its inputs and theirs) was unchanged, so that
+    run, and every full run after it, carried ship's pass from the first run beside two failed
+    alternatives and said PASS, and the gate took it (before the fix): an unverified OR
+    alternative is not reported by itself, and ship's entry was judged alone. A carried pass
+    now waits for its prerequisites in the run, and is blocked when no alternative of a clause
+    is proven there."""
+    out = [{"name": "o", "verify": [{"type": "file_exists", "path": "README.md"}]}]
+    reads = check("grep", "-q", "ok", "checks.txt")
+    ship = step("ship", inputs=["src/**"], deps=[{"any_of": ["fast", "thorough"]}])
+    ship["requires_outputs"] = [{"step": "fast", "name": "o"}, {"step": "thorough", "name": "o"}]
+    alternatives = [step(s, reads, inputs=["src/**"], outputs=out) for s in ("fast", "thorough")]
+    world.repo.write("src/app.txt", "code\n")
+    world.repo.write("checks.txt", "ok\n")
+    world.seal(plan(*alternatives, ship))
+    first = world.run()
+    assert first.verdict == "PASS"
+    world.repo.write("checks.txt", "fails\n")
+    world.repo.commit("break what the alternatives read, not their inputs")
+    recorded = world.run(targets=["fast", "thorough"])
+    if then == "a full run after":
+        recorded = world.run()
+    steps = recorded.doc["steps"]
+    assert steps["ship"]["input_digest"] == first.doc["steps"]["ship"]["input_digest"]
+    assert {sid: e["status"] for sid, e in steps.items()} == {
+        "fast": "failed",
+        "thorough": "failed",
+        "ship": "blocked",
+    }
+    assert recorded.verdict != "PASS"
+    assert_plan(world.gate(), "step.blocked", "UNKNOWN")

@@ -153,6 +153,70 @@ def test_a_blocked_step_decides_only_when_an_upstream_output_broke(
     )
 
 
+def _ship_plan(world: World, *, must_alternative: bool = False) -> None:
+    """`ship` needs `fast` or `thorough`; `deploy` needs `ship`. Sealed, and a run of it."""
+    out = [{"name": "o", "verify": [{"type": "file_exists", "path": "README.md"}]}]
+    ship = step("ship", deps=[{"any_of": ["fast", "thorough"]}], outputs=out)
+    ship["requires_outputs"] = [{"step": "fast", "name": "o"}, {"step": "thorough", "name": "o"}]
+    deploy = step("deploy", deps=["ship"], requires_outputs=[{"step": "ship", "name": "o"}])
+    rest = [deploy]
+    if must_alternative:
+        rest.append(
+            step("audit", deps=["thorough"], requires_outputs=[{"step": "thorough", "name": "o"}])
+        )
+    world.seal(plan(step("fast", outputs=out), step("thorough", outputs=out), ship, *rest))
+    assert world.run().verdict == "PASS"
+
+
+@pytest.mark.parametrize("failed", [("fast", "thorough"), ("fast",)], ids=["both", "one"])
+def test_a_step_counts_only_beside_a_proven_alternative_of_each_clause(
+    world: World, failed: tuple[str, ...]
+) -> None:
+    """A runner-signed run says ship and deploy passed while both alternatives of ship's any_of
+    clause failed (what a run that carried ship wrote): ship is not proven, nor is deploy, which
+    needs it; only ship is named, the step whose clause has no proven alternative (an OR
+    alternative is not reported by itself). With one alternative proven, everything counts."""
+    _ship_plan(world)
+    tip = world.ref(RUNS)
+    assert tip is not None
+
+    def alternatives_failed(doc: dict[str, Any]) -> None:
+        for sid in failed:
+            doc["steps"][sid].update(status="failed", reason="forged")
+
+    world.forge_run(tip, edit=alternatives_failed, signer=world.ci)
+    judged = _evidence(world)
+    if failed == ("fast",):
+        assert judged.reasons == ()
+        return
+    assert judged.reasons == (
+        Reason(
+            "evidence.prerequisite-unproven",
+            "step ship is recorded as proven, but no alternative of its prerequisite "
+            "any_of(fast, thorough) is proven in the evidence for this tree",
+            "git audit run --plan default",
+            "ship",
+            Verdict.UNKNOWN,
+        ),
+    )
+
+
+def test_an_unproven_alternative_another_step_requires_is_named_once(world: World) -> None:
+    """thorough is also required by itself (audit needs it): its failure is named as such, and
+    ship, whose clause it leaves without a proven alternative, is not counted but not named
+    again."""
+    _ship_plan(world, must_alternative=True)
+    tip = world.ref(RUNS)
+    assert tip is not None
+
+    def alternatives_failed(doc: dict[str, Any]) -> None:
+        for sid in ("fast", "thorough"):
+            doc["steps"][sid].update(status="failed", reason="forged")
+
+    world.forge_run(tip, edit=alternatives_failed, signer=world.ci)
+    assert [(r.code, r.step) for r in _evidence(world).reasons] == [("step.failed", "thorough")]
+
+
 def test_a_run_no_trusted_runner_signed_is_named(sealed: World) -> None:
     """mallory's run on the plan's own ledger: tampering, and the run judged is named."""
     sealed.run()

@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gitaudit.checks.environment import Sandbox
+from gitaudit.plan.load import build_plan
+from gitaudit.run.runner import RunRequest, execute
+from gitaudit.verdict import StepStatus
 from tests.gitrepo import GitRepo, audit
 from tests.run.conftest import Sealer, make_plan, run_step
 
@@ -314,3 +319,48 @@ def test_a_checkout_tampered_before_a_run_that_starts_no_check_fails_the_next_ch
     doc = run_doc(repo)
     assert doc["verdict"] == "FAIL"
     assert "pkg0/src.txt" in json.dumps(doc["purity"]), doc["purity"]
+
+
+@pytest.mark.parametrize("carry", ["inputs unchanged", "verified earlier for the tree"])
+@pytest.mark.parametrize("alternative", ["false", "true"], ids=["both fail", "one passes"])
+def test_a_carried_pass_counts_only_beside_a_proven_prerequisite(
+    tmp_path: Path, carry: str, alternative: str
+) -> None:
+    """`ship` needs `fast` or `thorough`; its pass is carried (inputs unchanged, or verified
+    earlier for the tree in a targeted run of the alternatives). It waits for them in the run:
+    carried when one of them passes, blocked when both fail (it was carried beside two failed
+    alternatives, and the run said PASS, before the fix)."""
+    out = {"o": "README.md"}
+    dependant = run_step("ship", "true", requires=[("fast", "o"), ("thorough", "o")])
+    dependant["depends_on"] = [{"any_of": ["fast", "thorough"]}]
+    doc = make_plan(
+        run_step("fast", "false", outputs=out),
+        run_step("thorough", alternative, outputs=out),
+        dependant,
+    )
+    plan, problems = build_plan(doc, name="default", source="default.json")
+    assert not problems, problems
+    (tmp_path / "README.md").write_text("r\n")
+    for folder in ("home", "tmp"):
+        (tmp_path / folder).mkdir()
+    source = "1" * 40
+    outcome = execute(
+        RunRequest(
+            plan=plan,
+            workspace=tmp_path,
+            sandbox=Sandbox(home=tmp_path / "home", tmp=tmp_path / "tmp"),
+            jobs=2,
+            **(
+                {"incremental": {"ship": source}}
+                if carry == "inputs unchanged"
+                else {"carried": {"ship": source}, "targets": frozenset({"fast", "thorough"})}
+            ),
+        )
+    )
+    ship = outcome.steps["ship"]
+    if alternative == "true":
+        assert (ship.status, ship.carried_from) == (StepStatus.CARRIED, source)
+    else:
+        assert ship.status == StepStatus.BLOCKED and ship.carried_from is None
+        assert ship.reason == "prerequisite any_of(fast, thorough) is not verified"
+    assert ship.checks == ()  # its own check never ran
