@@ -31,7 +31,8 @@ def status_cmd(
 
 def verify_cmd(as_json: JsonOpt = False) -> None:
     """Verify everything stored: the plans chain and seals, every run commit's signature, chain
-    and tree, and that no audit ref moved behind its verified tip. Incremental."""
+    and tree, the agents registry, and that no audit ref moved behind its verified tip.
+    Incremental."""
     exit_with(reading.verify(as_json))
 
 
