@@ -27,6 +27,18 @@ if TYPE_CHECKING:  # annotations only: the gate reads runs without the check run
     from gitaudit.crypto.signers import Signer
 
 MAX_RETRIES = 200
+RUN_FILES = {"run.json": "blob", "summary.md": "blob", "steps": "tree"}
+"""What the top of a run commit's tree may hold (``steps`` a folder, the others files)."""
+
+
+def foreign_entries(tree: pygit2.Tree) -> list[str]:
+    """The entries at the top of *tree* that no run commit holds (folders with a final ``/``):
+    a run's tree is nothing else, so a commit with more is no run to sign again."""
+    return sorted(
+        f"{entry.name}/" if entry.type_str == "tree" else str(entry.name)
+        for entry in tree
+        if RUN_FILES.get(str(entry.name)) != entry.type_str
+    )
 
 
 def _check_files(prefix: str, results: Iterable[CheckResult]) -> dict[str, bytes]:

@@ -9,9 +9,13 @@ against their predecessor, so the sealer must fetch and reseal.
 
 Re-signing is vouching, so nothing is re-signed unverified: each local-only run commit must be a
 single-parent commit signed by a runner trusted in the verified plans state (the remote's, when
-the plans ref is adopted from it), holding a well-formed ``run.json`` for the ref's own plan.
-Anything else stops the push with one error naming the commit, and no ref moves: every ref update
-is applied only once every replay of the push has been verified and signed.
+the plans ref is adopted from it), holding a well-formed ``run.json`` for the ref's own plan
+and nothing but a run's files at the top of its tree; the key that signs again must be a
+runner, and the remote's tip the replays go onto a run of that plan (the key and the remote's
+URL come from ``.git/config``: a replay of a tree that is also a plans tree, onto the plans tip,
+with a sealer's key, would be a fast-forward of ``refs/audit/plans``). Anything else stops the
+push with one error naming the commit, and no ref moves: every ref update is applied only once
+every replay of the push has been verified and signed.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from gitaudit.git.call import run_git
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.anchor import pinned_root
+from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.plansref import PlansState, read_state, verify_chain
 from gitaudit.ledger.proposals import pushable
 from gitaudit.ledger.refs import (
@@ -47,7 +52,7 @@ from gitaudit.ledger.refs import (
     mirror_ref,
     read_ref,
 )
-from gitaudit.ledger.runs import read_run
+from gitaudit.ledger.runs import RUN_FILES, foreign_entries, read_run
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,52 @@ def _replayable(
     if record.plan != plan:
         raise LedgerError(
             f"{where} is evidence for plan {record.plan!r}, not {plan!r}, and {refused}", hint=hint
+        )
+    # signed again, a tree that also holds (say) trust/ would be the signer's plans commit
+    extra = foreign_entries(commit.tree)
+    if extra:
+        raise LedgerError(
+            f"{where} holds {', '.join(extra)} besides a run's files "
+            f"({', '.join(f'{n}/' if k == 'tree' else n for n, k in RUN_FILES.items())}) "
+            f"and {refused}",
+            hint=hint,
+        )
+
+
+def _replay_base(git: pygit2.Repository, ref: str, remote: str, theirs: pygit2.Oid) -> None:
+    """LedgerError unless the remote's tip *theirs*, which replays are signed onto, is a run of
+    *ref*'s plan: the remote (its URL is in .git/config) could hold any commit there, and a
+    replay onto the plans tip is a fast-forward of refs/audit/plans."""
+    plan = ref.removeprefix(RUNS_PREFIX)
+    try:
+        record = read_run(git, theirs)
+        problem = None if record.plan == plan else f"a run of plan {record.plan!r}"
+        extra = foreign_entries(commit_of(git, theirs, ref).tree)
+        problem = problem or (f"a commit holding {', '.join(extra)}" if extra else None)
+    except GitAuditError as exc:
+        problem = exc.message
+    if problem is not None:
+        raise LedgerError(
+            f"{remote!r} holds {str(theirs)[:12]} on {ref}, which is no run of plan {plan!r} "
+            f"({problem}); nothing is replayed onto it and nothing was pushed",
+            hint=f"check the remote's URL (`git remote -v`) and its {ref}",
+        )
+
+
+def _replay_signer(state: PlansState, ref: str, signer: Signer) -> None:
+    """LedgerError unless *signer* is a runner of *state*: a replay is a run, signed again (and
+    the key is whatever audit.signingKey in .git/config names, a sealer's too)."""
+    key = signer.public_key
+    entry = state.trust.find(key)
+    if entry is None or not entry.may("runner"):
+        who = (
+            f"key {entry.name} ({key.fingerprint()}), which is not a runner"
+            if entry is not None
+            else f"key {key.fingerprint()}, which is not trusted"
+        )
+        raise LedgerError(
+            f"{ref}: its local runs would be signed again by {who}; nothing was replayed or pushed",
+            hint="push with a runner key (`audit.signingKey`, `$GITAUDIT_SIGNING_KEY`)",
         )
 
 
@@ -206,6 +257,8 @@ def reconcile_with(repo: Repo, remote: str, signer: Signer | None) -> list[SyncA
             raise LedgerError(
                 f"{ref} has diverged from {remote!r}", hint="a runner key is needed to replay runs"
             )
+        _replay_signer(state(), ref, signer)
+        _replay_base(git, ref, remote, theirs)
         parent, count = _replay(git, state(), ref, local, theirs, signer)
         # both the old and the new chain descend from the merge base: with the marks lowered to
         # it while the ref moves (under the marks lock), a crash or a concurrent hook marking

@@ -9,6 +9,7 @@ neither the remote nor any local ref moves.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,8 +20,10 @@ import pygit2
 import pytest
 
 from gitaudit.crypto.commits import create_signed_commit
+from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
-from tests.adversarial.conftest import World
+from gitaudit.ledger.seals import trust_add
+from tests.adversarial.conftest import World, assert_plans_level, runner
 from tests.gitrepo import audit, git
 
 RUNS = runs_ref("default")
@@ -204,3 +207,70 @@ def test_attack_push_replay_keeps_the_signed_time(served: Served) -> None:
     tip = git(served.server, "rev-parse", RUNS).strip()
     assert tip != str(old)  # signed again onto the server's ledger...
     assert git(served.server, "log", "-1", "--format=%ct %at", tip).split() == [str(day_old)] * 2
+
+
+# ------------------------------------------------------- the replay as a signing oracle
+#
+# A replay signs a local run's tree again, with the key `git audit push` resolves (the user's,
+# or whatever audit.signingKey in .git/config names), onto whatever the remote's runs ref holds.
+# The agent holds a runner key of its own (docs/threat-model.md#trusted-runners-per-ref), can
+# write .git/config (the remote's URL) and so chooses both: a run whose tree is also a plans
+# tree trusting mallory, replayed onto the plans tip, is a sealer-signed fast-forward of
+# refs/audit/plans.
+
+
+REPLAYS = {
+    "onto the plans tip": "which is no run of plan 'default' (run ",
+    "sealer key chosen in the config": "by key alice (",
+    "onto a run": "holds plans/, policy.json, protected/, seals/, trust/ besides a run's files",
+}
+
+
+@pytest.mark.parametrize("how", list(REPLAYS))
+def test_attack_push_replay_signs_a_plans_commit(proven: World, tmp_path: Path, how: str) -> None:
+    """The agent signs, with its own runner key, a root 'run' whose tree is the plans tree with
+    mallory trusted as a sealer plus a genuine run.json, puts it on refs/audit/runs/default, and
+    points origin at a repository of its own whose refs/audit/runs/default is the plans tip.
+    alice runs `git audit push` with her key: a sealer and a runner, as `git audit init` makes
+    her (*sealer key chosen in the config*: her sealer-only key, which the agent named in
+    audit.signingKey). The replay was alice's signature on that tree, on the plans tip: the
+    agent moved refs/audit/plans to it and mallory was a sealer. Now a replay is signed only by
+    a runner, only onto a run of the plan, and only for a run's files (*onto a run*: the
+    remote holds ci's genuine run; the tree alone is refused)."""
+    world = proven
+    agent = runner(world, "agent")
+    if how != "sealer key chosen in the config":
+        trust_add(world.handle(), world.alice, world.alice.public_key, "runner", "alice")
+    tip = world.ref(PLANS_REF)
+    genuine = world.ref(RUNS)
+    assert tip is not None and genuine is not None
+    files = world.plans_files()
+    line = f'mallory namespaces="git" {world.mallory.public_key.openssh()}\n'
+    files["trust/allowed_signers"] += line.encode()
+    roles = json.loads(files["trust/roles.json"])
+    roles["sealers"].append("mallory")
+    files["trust/roles.json"] = dumps(roles)
+    run = world.run_files(genuine)
+    files.update({"run.json": run["run.json"], "summary.md": run["summary.md"]})
+    forged = str(world.forge_run(genuine, files=files, signer=agent, parent=None))
+    evil = tmp_path / "evil.git"
+    git(tmp_path, "init", "-q", "--bare", str(evil))
+    base = genuine if how == "onto a run" else tip
+    world.repo.git("push", "-q", str(evil), f"{base}:{RUNS}")
+    world.repo.git("remote", "add", "origin", str(evil))
+    world.repo.git("config", "audit.signingKey", str(world.keys["alice"]))
+    before = git(evil, "for-each-ref", "--format=%(refname) %(objectname)")
+    pushed = world.cli("push")
+    assert pushed.code == 1, pushed.out + pushed.err
+    first = pushed.err.splitlines()[0]
+    assert first.startswith("error: ") and REPLAYS[how] in first, first
+    if how == "onto a run":
+        assert f"local run {forged[:12]}" in first, first
+    if how == "sealer key chosen in the config":
+        assert "which is not a runner" in first, first
+    assert "Traceback" not in pushed.err
+    assert world.ref(RUNS) == forged  # nothing was signed again
+    assert git(evil, "for-each-ref", "--format=%(refname) %(objectname)") == before
+    # whatever the agent does with what the push left behind, mallory is no sealer
+    world.set_ref(PLANS_REF, world.ref(RUNS) or "")
+    assert_plans_level(world.gate(), "plans.untrusted")

@@ -87,6 +87,13 @@ def _forge(d: Diverged, signer: str | None, edit: Callable[[dict[str, Any]], Non
     return str(d.world.forge_run(d.shared, edit=edit, signer=key))
 
 
+def _more_than_a_run(d: Diverged) -> str:
+    """A ci-signed run whose tree also holds trust/ (signed again, a plans commit of its own)."""
+    w = d.world
+    files = {**w.run_files(d.shared), "trust/allowed_signers": b"", "policy.json": b"{}"}
+    return str(w.forge_run(d.shared, files=files, signer=w.ci))
+
+
 def _merge(d: Diverged) -> str:
     """A ci-signed merge whose second parent is an unsigned forgery."""
     w = d.world
@@ -109,8 +116,17 @@ def _merge(d: Diverged) -> str:
         (lambda d: _forge(d, "ci", _malformed), "run.json verdict: expected a verdict, found int"),
         (lambda d: _forge(d, "ci", _other_plan), "is evidence for plan 'other', not 'default'"),
         (_merge, "has 2 parents (a run has one)"),
+        (_more_than_a_run, "holds policy.json, trust/ besides a run's files (run.json, "),
     ],
-    ids=["untrusted-key", "unsigned", "sealer-only-key", "malformed", "another-plan", "merge"],
+    ids=[
+        "untrusted-key",
+        "unsigned",
+        "sealer-only-key",
+        "malformed",
+        "another-plan",
+        "merge",
+        "more-than-a-run",
+    ],
 )
 def test_replay_refuses_a_run_it_cannot_verify(
     diverged: Diverged, make: Callable[[Diverged], str], why: str
@@ -128,6 +144,32 @@ def test_replay_refuses_a_run_it_cannot_verify(
     assert caught.value.message.endswith("is not replayed; nothing was pushed")
     assert diverged.audit_refs() == before and before[RUNS] == forged
     assert git(diverged.remote, "for-each-ref") == remote_before
+
+
+def test_replay_signs_only_with_a_runner_key_onto_a_run(diverged: Diverged) -> None:
+    """A replay is a run signed again: with a key that is no runner (alice, a sealer only), or
+    onto a remote runs ref that holds no run of the plan (the plans tip: the replay would be a
+    fast-forward of refs/audit/plans), nothing is signed and no ref moves."""
+    w = diverged.world
+    w.repo.write("more.txt", "more\n")
+    w.repo.commit("more")
+    assert w.run().verdict == "PASS"
+    before = diverged.audit_refs()
+    with pytest.raises(LedgerError) as caught:
+        reconcile_with(w.handle(), "origin", w.alice)
+    assert caught.value.message.startswith(f"{RUNS}: its local runs would be signed again by ")
+    assert "key alice (SHA256:" in caught.value.message
+    assert "which is not a runner; nothing was replayed or pushed" in caught.value.message
+    assert diverged.audit_refs() == before
+    plans = git(diverged.remote, "rev-parse", PLANS_REF).strip()
+    git(diverged.remote, "update-ref", RUNS, plans, diverged.theirs)
+    with pytest.raises(LedgerError) as caught:
+        diverged.reconcile()
+    assert caught.value.message == (
+        f"'origin' holds {plans[:12]} on {RUNS}, which is no run of plan 'default' (run "
+        f"{plans[:12]} has no run.json); nothing is replayed onto it and nothing was pushed"
+    )
+    assert diverged.audit_refs() == before
 
 
 def test_replay_signs_a_verified_run_again(diverged: Diverged) -> None:
