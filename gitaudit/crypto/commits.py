@@ -29,6 +29,10 @@ SNAPSHOT_NAMESPACE = "gitaudit-snapshot"
 their tree and parent come from the work tree and a ref the agent can write, so a signature
 that verified for ``git`` would make each one a commit of the agent's design, signed by the
 user, that any ledger reader (and ``git verify-commit``) accepts."""
+SNAPSHOT_TRAILER = "Audit-Snapshot"
+"""The trailer every snapshot's message carries (``Audit-Snapshot: NAME``), from the first
+gitaudit that took snapshots on: those before :data:`SNAPSHOT_NAMESPACE` were signed for ``git``
+like any ledger commit, so the trailer is what tells one of them from a plans commit or a run."""
 SIGNATURE_HEADER = b"gpgsig"
 SIGNATURE_HEADER_SHA256 = b"gpgsig-sha256"
 _SIGNATURE_HEADERS = (SIGNATURE_HEADER, SIGNATURE_HEADER_SHA256)
@@ -268,6 +272,13 @@ def verify_commit(
     *allowed* keys. A snapshot is refused as anything else by name, so the refusal of one
     pointed at by a ledger ref says what it is."""
     signed = read_commit_signature(repo, oid)
+    if namespace != SNAPSHOT_NAMESPACE:  # one signed for "git" by a gitaudit before the namespace
+        body = signed.payload.find(b"\n\n")
+        refusal = snapshot_refusal(
+            signed.payload[body + 2 :] if body >= 0 else b"", _oid(oid), f"a {namespace!r} commit"
+        )
+        if refusal is not None:
+            raise SignatureError(refusal, hint=SNAPSHOT_HINT)
     try:
         return sshsig.verify_with(signed.armoured, signed.payload, namespace, allowed)
     except SignatureError as exc:
@@ -275,10 +286,39 @@ def verify_commit(
             raise SignatureError(
                 f"commit {_oid(oid)} is a work-tree snapshot (signed for "
                 f"{SNAPSHOT_NAMESPACE!r}), never a {namespace!r} commit",
-                hint="snapshots are not evidence, seals or trust; move the ref back to the "
-                "commit it held (`git reflog`)",
+                hint=SNAPSHOT_HINT,
             ) from None
         raise SignatureError(f"commit {_oid(oid)}: {exc.message}", hint=exc.hint) from None
+
+
+def snapshot_marker(message: str | bytes) -> str | None:
+    """The snapshot name in the trailers of commit *message* (a line ``Audit-Snapshot: NAME`` in
+    its last paragraph, where gitaudit writes it), or None: the commit is a work-tree snapshot."""
+    text = message.decode("utf-8", "replace") if isinstance(message, bytes) else message
+    if f"{SNAPSHOT_TRAILER}:" not in text:  # every ledger commit: one search
+        return None
+    for line in text.rstrip("\n").rsplit("\n\n", 1)[-1].split("\n"):
+        if line.startswith(f"{SNAPSHOT_TRAILER}:"):
+            return line.removeprefix(f"{SNAPSHOT_TRAILER}:").strip()
+    return None
+
+
+def snapshot_refusal(message: str | bytes, oid: OidLike, role: str) -> str | None:
+    """Why commit *oid* (its *message*) is no *role* (``a plans commit``, ``a run``): it is a
+    work-tree snapshot by its trailer, whatever namespace it was signed for; None otherwise."""
+    name = snapshot_marker(message)
+    if name is None:
+        return None
+    return (
+        f"commit {oid} is a work-tree snapshot ('{SNAPSHOT_TRAILER}: {name}' in its message), "
+        f"never {role}"
+    )
+
+
+SNAPSHOT_HINT = (
+    "snapshots are not evidence, seals or trust (an older gitaudit signed them like ledger "
+    "commits); move the ref back to the commit it held (`git reflog`)"
+)
 
 
 def _signed_for(signed: SignedCommit) -> str | None:

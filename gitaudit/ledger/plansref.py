@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from gitaudit import checkpoint
-from gitaudit.crypto.commits import create_signed_commit, verify_commit
+from gitaudit.crypto.commits import (
+    SNAPSHOT_HINT,
+    create_signed_commit,
+    snapshot_refusal,
+    verify_commit,
+)
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError, LedgerError, SealError, TrustError
 from gitaudit.git.repo import Repo
@@ -225,7 +230,11 @@ EMPTY = PlansState(None, TrustSet(), Policy(), {}, {})
 
 
 def state_at(repo: pygit2.Repository, commit: pygit2.Commit) -> PlansState:
-    """Parse (not verify) the plans state stored in *commit*."""
+    """Parse (not verify) the plans state stored in *commit*; TrustError for a work-tree
+    snapshot (an older gitaudit signed them like plans commits: never read as one)."""
+    refusal = snapshot_refusal(commit.message, str(commit.id)[:12], "a plans commit")
+    if refusal is not None:
+        raise TrustError(f"{PLANS_REF}: {refusal}", hint=SNAPSHOT_HINT)
     return _state_of(repo, commit.tree, commit.id, f"plans commit {str(commit.id)[:12]}")
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from gitaudit import checkpoint
-from gitaudit.crypto.commits import create_signed_commit
+from gitaudit.crypto.commits import SNAPSHOT_HINT, create_signed_commit, snapshot_refusal
 from gitaudit.errors import LedgerError
 from gitaudit.ledger.objects import blob_at, commit_of, dumps, loads, write_tree
 from gitaudit.ledger.records import RunRecord, parse_run
@@ -115,7 +115,11 @@ def read_run(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str = "run") 
 def run_of(
     repo: pygit2.Repository, commit: pygit2.Commit, tree: pygit2.Tree, what: str = "run"
 ) -> RunRecord:
-    """:func:`read_run` of a commit already looked up, and its tree (``commit.tree``)."""
+    """:func:`read_run` of a commit already looked up, and its tree (``commit.tree``); a
+    work-tree snapshot (an older gitaudit signed them like runs) is never read as one."""
+    refusal = snapshot_refusal(commit.message, str(commit.id)[:12], "a run")
+    if refusal is not None:
+        raise LedgerError(f"{what}: {refusal}", hint=SNAPSHOT_HINT)
     raw = blob_at(repo, tree, "run.json")
     if raw is None:
         raise LedgerError(f"{what} {str(commit.id)[:12]} has no run.json")

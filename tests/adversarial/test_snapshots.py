@@ -12,6 +12,8 @@ import pygit2
 import pytest
 
 from gitaudit.crypto.commits import SNAPSHOT_NAMESPACE
+from gitaudit.crypto.signers import Signer
+from gitaudit.ledger import watermark
 from gitaudit.ledger.objects import dumps, write_tree
 from gitaudit.ledger.refs import PLANS_REF, SNAPSHOTS_PREFIX, runs_ref
 from gitaudit.ledger.seals import trust_add
@@ -316,3 +318,79 @@ def test_snapshots_control_versions_chain_and_roll_back(world: World) -> None:
     assert (world.path / "README.md").read_text() == "two\n"
     listed = {s["name"]: s for s in audit(world.path, "snapshots", "--json").json()["snapshots"]}
     assert listed["s"]["versions"] == 2 and listed["pre-rollback"]["versions"] == 2
+
+
+# ------------------------------------------------ snapshots an older gitaudit signed for "git"
+
+
+def _old_snapshot(world: World, files: dict[str, bytes], parent: str, signer: Signer) -> str:
+    """A snapshot as gitaudit wrote it before snapshots had their own namespace: the work tree
+    (here *files*) on whatever its ref held (*parent*), signed for "git" like a ledger commit."""
+    git_ = world.handle().git
+    tree = write_tree(git_, files)
+    message = f"snapshot: latest\n\nAudit-Snapshot: latest\nAudit-Tree: {tree}\n"
+    oid = world.commit_object(git_, tree, [pygit2.Oid(hex=parent)], message, signer)
+    return str(oid)
+
+
+@pytest.mark.parametrize("how", ["verified from the mark", "marked verified already"])
+def test_attack_snapshots_old_one_read_as_a_plans_commit(
+    broken: World, tmp_path: Path, how: str
+) -> None:
+    """An older gitaudit signed a snapshot for "git", with alice's key (sealer and runner), of a
+    work tree the agent laid out as the plans tree with mallory trusted, on the plans tip; the
+    repository still holds it. The agent moves refs/audit/plans to it (*marked verified
+    already*: the older gitaudit had accepted it and marked it verified, with its MAC). Every
+    reader refuses it by its Audit-Snapshot trailer, and so does the server."""
+    world = broken
+    trust_add(world.handle(), world.alice, world.alice.public_key, "runner", "alice")
+    server = world.serve(tmp_path / "server.git")
+    tip = world.ref(PLANS_REF)
+    assert tip is not None
+    snap = _old_snapshot(world, _plans_with_mallory(world), tip, world.alice)
+    world.set_ref(PLANS_REF, snap)
+    if how == "marked verified already":
+        handle = world.handle()
+        watermark.record(handle.gitdir, {PLANS_REF: snap}, "verified", handle.git)
+    result = world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    (reason,) = result.reasons
+    assert f"commit {snap[:12]}" in reason.message or f"commit {snap}" in reason.message
+    assert "is a work-tree snapshot ('Audit-Snapshot: latest' in its message)" in reason.message
+    assert "never a" in reason.message and "\n" not in reason.message
+    pushed = _push(world, f"{PLANS_REF}:{PLANS_REF}")
+    assert pushed.returncode != 0 and "pre-receive hook declined" in pushed.stderr
+    assert "is a work-tree snapshot ('Audit-Snapshot: latest'" in pushed.stderr, pushed.stderr
+    assert git(server, "rev-parse", PLANS_REF).strip() == tip
+
+
+def test_attack_snapshots_old_one_read_as_a_run(broken: World, tmp_path: Path) -> None:
+    """An older gitaudit signed a snapshot for "git", with ci's key, of a work tree holding the
+    last PASS run relabelled for the bad tree, on the runs tip. The agent moves the runs ref to
+    it and deletes the high-water marks: the gate, verify and the server refuse it by its
+    Audit-Snapshot trailer."""
+    world = broken
+    server = world.serve(tmp_path / "server.git")
+    assert _push(world, f"{RUNS}:{RUNS}").returncode == 0
+    tip = world.ref(RUNS)
+    assert tip is not None
+    files = world.run_files(tip)
+    doc = json.loads(files["run.json"])
+    doc["tree"] = world.repo.head_tree()
+    files["run.json"] = dumps(doc)
+    snap = _old_snapshot(world, files, tip, world.ci)
+    world.set_ref(RUNS, snap)
+    (world.handle().state_dir / "watermarks.json").unlink(missing_ok=True)
+    judged = only(world.gate())
+    assert judged.verdict == "FAIL", judged
+    assert any(
+        "is a work-tree snapshot ('Audit-Snapshot: latest' in its message), never a run"
+        in r.message
+        for r in judged.reasons
+    ), judged.reasons
+    verified = audit(world.path, "verify")
+    assert verified.code != 0 and "is a work-tree snapshot" in verified.out + verified.err
+    pushed = _push(world, "HEAD:refs/heads/main", f"{RUNS}:{RUNS}")
+    assert pushed.returncode != 0 and "pre-receive hook declined" in pushed.stderr
+    assert "is a work-tree snapshot ('Audit-Snapshot: latest'" in pushed.stderr, pushed.stderr
+    assert git(server, "rev-parse", RUNS).strip() == tip

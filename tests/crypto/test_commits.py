@@ -20,6 +20,7 @@ from gitaudit.crypto.commits import (
     create_signed_commit,
     insert_signature,
     read_commit_signature,
+    snapshot_marker,
     split_signature,
     verify_commit,
 )
@@ -135,6 +136,33 @@ def test_a_snapshot_signature_is_never_a_commit_signature(
     assert verify_commit(r, oid, [signer.public_key], SNAPSHOT_NAMESPACE) == signer.public_key
     with pytest.raises(SignatureError, match="expected 'gitaudit-snapshot'"):
         verify_commit(r, _our_commit(repo, signer), [signer.public_key], SNAPSHOT_NAMESPACE)
+
+
+def test_a_snapshot_signed_for_git_is_refused_by_its_trailer(
+    repo: GitRepo, signer: Ed25519Signer
+) -> None:
+    """A snapshot an older gitaudit signed for "git" (before snapshots had their own namespace)
+    verifies as a git signature, but verify_commit refuses it by its Audit-Snapshot trailer, in
+    one line; the same words outside the trailers (a seal's reason, say) are no snapshot."""
+    r = pygit2.Repository(str(repo.path))
+    head = repo.git("rev-parse", "HEAD").strip()
+
+    def signed(message: str) -> pygit2.Oid:
+        return create_signed_commit(
+            r, tree=repo.head_tree(), parents=[head], message=message, signer=signer, author=AUTHOR
+        )
+
+    old = signed("snapshot: latest\n\nAudit-Snapshot: latest\nAudit-Tree: 0123\n")
+    with pytest.raises(SignatureError) as caught:
+        verify_commit(r, old, [signer.public_key])
+    assert caught.value.message == (
+        f"commit {old} is a work-tree snapshot ('Audit-Snapshot: latest' in its message), "
+        "never a 'git' commit"
+    )
+    assert snapshot_marker("snapshot: s \u2014 note\n\nAudit-Snapshot: s\nAudit-Head: 1\n") == "s"
+    quoted = signed("seal: default\n\nAudit-Snapshot: in the reason\n\nAudit-Plan: default\n")
+    assert snapshot_marker("seal\n\nAudit-Snapshot: x\n\nAudit-Plan: default\n") is None
+    assert verify_commit(r, quoted, [signer.public_key]) == signer.public_key
 
 
 def test_layout_matches_git_commit_dash_s_byte_for_byte(repo: GitRepo, tmp_path: Path) -> None:
