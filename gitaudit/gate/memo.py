@@ -197,7 +197,7 @@ def _contents(path: str) -> bytes:
 
 
 def _mac(key: bytes, entry: Entry) -> str:
-    return hmac.new(key, entry.payload(), hashlib.sha256).hexdigest()
+    return secret.mac(key, entry.payload())
 
 
 # --------------------------------------------------------------------------------- the file
