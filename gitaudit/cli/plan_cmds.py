@@ -40,7 +40,7 @@ from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
 from gitaudit.plan.graph import render, topological_order
 from gitaudit.plan.model import Check, Plan
-from gitaudit.plan.store import PlanFile, discover_worktree
+from gitaudit.plan.store import PLANS_DIR, PlanFile, discover_worktree, unlike_head
 
 app = typer.Typer(
     help="Validate, show, draw and seal plans.", context_settings=CONTEXT, no_args_is_help=True
@@ -273,7 +273,12 @@ def seal_cmd(
     for c in checked:
         c.require_valid()
     signer = signer_for(repo, key)
+    workdir = repo.require_workdir()
     for c in checked:
+        unlike = unlike_head(repo.git, workdir, c.file)
+        if unlike is not None:
+            review = f"`git diff HEAD -- {PLANS_DIR}`"
+            warn(f"warning: {unlike}: check {review} is what you meant to seal")
         try:
             outcome = seal_plan(
                 repo, signer, c, reason=reason, allow_weaken=allow_weaken, amend=amend

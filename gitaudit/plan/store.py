@@ -95,3 +95,24 @@ def select(files: list[PlanFile], name: str | None) -> list[PlanFile]:
             hint="check the name, or create it with `git audit init`" if not files else None,
         )
     return chosen
+
+
+def unlike_head(repo: pygit2.Repository, workdir: Path, plan: PlanFile) -> str | None:
+    """How the work tree's plan file *plan* (the bytes a seal takes) differs from the one HEAD
+    commits, worded for a warning; None when they are the same file. A sealer reviews the
+    committed plan, a pull request's, while the seal reads the work tree, where anything can
+    have changed it since (an uncommitted edit, a link to another file)."""
+    path = plan_path(workdir, plan.name)
+    rel = f"{PLANS_DIR}/{plan.name}.json"
+    if path.is_symlink():
+        return f"{rel} is a symbolic link in the work tree (sealed: the file it leads to)"
+    try:
+        tree = repo.revparse_single("HEAD^{tree}")
+        blob = tree[rel] if isinstance(tree, pygit2.Tree) else None
+    except (KeyError, ValueError, pygit2.GitError):
+        blob = None
+    if blob is None or not isinstance(blob, pygit2.Blob):
+        return f"{rel} is not committed in HEAD (sealed: the work tree's file)"
+    if blob.data != plan.data:
+        return f"{rel} differs from HEAD's (sealed: the work tree's file, uncommitted edits too)"
+    return None

@@ -186,3 +186,35 @@ def test_a_retired_runner_is_refused_by_the_gate_and_kept_by_verify(
     verified = audit(repo.path, "verify", "--json")
     assert verified.code == 0, verified.out + verified.err
     assert verified.json()["verified"]["refs/audit/runs/default"] == 1
+
+
+def test_seal_warns_when_the_work_tree_plan_is_not_the_committed_one(repo: GitRepo) -> None:
+    """The sealer reviews the committed plan (a pull request's); the seal reads the work tree,
+    which may hold an uncommitted edit, a new file or a link to another file: each is named."""
+    repo.write_plan(two_step_plan())
+    repo.commit("plan")
+    for args in (["keys", "generate"], ["trust", "init"]):
+        assert audit(repo.path, *args).code == 0
+    clean = audit(repo.path, "plan", "seal", "-m", "first")
+    assert clean.code == 0, clean.err
+    assert "warning" not in clean.err
+    edited = two_step_plan()
+    edited["steps"][0]["title"] = "edited after the review"
+    repo.write_plan(edited)
+    sealed = audit(repo.path, "plan", "seal", "-m", "second")
+    assert sealed.code == 0, sealed.err
+    assert (
+        "warning: .gitaudit/plans/default.json differs from HEAD's (sealed: the work tree's "
+        "file, uncommitted edits too): check `git diff HEAD -- .gitaudit/plans` is what you "
+        "meant to seal"
+    ) in sealed.err
+    other = repo.write_json("elsewhere.json", two_step_plan())
+    plan_file = repo.path / ".gitaudit" / "plans" / "default.json"
+    plan_file.unlink()
+    plan_file.symlink_to(other)
+    linked = audit(repo.path, "plan", "seal", "-m", "third")
+    assert "default.json is a symbolic link in the work tree" in linked.err
+    repo.write_plan(two_step_plan(), "extra")
+    new = audit(repo.path, "plan", "seal", "--plan", "extra", "-m", "new")
+    assert new.code == 0, new.err
+    assert ".gitaudit/plans/extra.json is not committed in HEAD" in new.err
