@@ -75,7 +75,7 @@ def _pushed_updates(stdin: str) -> list[tuple[str, str, str]]:
     """(local ref, local sha, remote ref) of each pushed update the gate must consider:
     deletions pass, and the audit refs themselves are judged by the server."""
     updates = []
-    for line in stdin.splitlines():
+    for line in stdin.split("\n"):  # git's lines end in \n only (a ref name may hold U+2028)
         parts = line.split()
         if len(parts) != 4:
             continue
@@ -366,6 +366,22 @@ def _check_audit_update(repo: Repo, state: PlansState, ref: str, old: str, new: 
     return "unknown audit ref"
 
 
+def _received(stdin: str) -> list[tuple[str, str, str]] | str:
+    """The ``<old> <new> <ref>`` lines git gives pre-receive, or why one cannot be read. Lines
+    end in ``\\n`` alone: a ref name may hold U+2028, U+2029 or U+0085, which
+    :meth:`str.splitlines` would take for line ends, judging a prefix of the name instead."""
+    import re
+
+    oid = "[0-9a-f]{40}(?:[0-9a-f]{24})?"
+    updates = []
+    for line in stdin.removesuffix("\n").split("\n") if stdin else []:
+        parts = line.split(" ")
+        if len(parts) != 3 or not all(re.fullmatch(oid, p) for p in parts[:2]) or not parts[2]:
+            return f"unreadable update line {line!r} (expected '<old> <new> <ref>'): push again"
+        updates.append((parts[0], parts[1], parts[2]))
+    return updates
+
+
 def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 (to split: audit refs, then protected refs)
     import pygit2
 
@@ -373,9 +389,13 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 
     from gitaudit.gate.assess import assess
     from gitaudit.git.repo import open_repo
     from gitaudit.ledger.plansref import read_state
+    from gitaudit.plan.store import valid_name
 
+    updates = _received(stdin)
+    if isinstance(updates, str):
+        _err(f"gitaudit: pre-receive failed closed: {updates}")
+        return 1
     repo = open_repo(from_env=True)
-    updates = [line.split() for line in stdin.splitlines() if len(line.split()) == 3]
     try:
         state = read_state(repo, remember=False)
     except GitAuditError as exc:
@@ -397,7 +417,12 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 
             continue
         why: str | None
         if ref.startswith("refs/audit/runs/"):
-            if not state.exists:
+            if not valid_name(name := ref.removeprefix("refs/audit/runs/")):
+                why = (
+                    f"{name!r} is no plan name (letters, digits, '-' and '_'): evidence goes "
+                    "on refs/audit/runs/<plan>, push that ref"
+                )
+            elif not state.exists:
                 why = "the server has no refs/audit/plans yet: push it first"
             else:
                 why = _check_runs_update(repo, state, old, new)
@@ -494,6 +519,13 @@ HANDLERS = {
 }
 
 
+def _read_stdin() -> str:
+    """Standard input as git wrote it: bytes, a ref name being any bytes git allows (not
+    necessarily UTF-8, nor in the locale's encoding), kept by surrogate escapes."""
+    raw = getattr(sys.stdin, "buffer", None)
+    return raw.read().decode("utf-8", "surrogateescape") if raw is not None else sys.stdin.read()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in HANDLERS:
@@ -504,7 +536,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gitaudit.git import libgit2
 
         libgit2.install()
-    stdin = "" if name in ("commit-msg", "pre-commit-push") else sys.stdin.read()
+    stdin = "" if name in ("commit-msg", "pre-commit-push") else _read_stdin()
     try:
         return HANDLERS[name](rest, stdin)
     except Exception as exc:  # a hook must fail closed with one readable line

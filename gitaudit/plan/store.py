@@ -26,7 +26,7 @@ class PlanFile:
 
 def valid_name(name: str) -> bool:
     """Plan names become ref names (``refs/audit/runs/<name>``), so they are kept simple."""
-    return bool(_NAME.match(name))
+    return bool(_NAME.fullmatch(name))  # match's $ would take a trailing newline
 
 
 def plan_path(workdir: Path, name: str) -> Path:

@@ -260,3 +260,32 @@ def test_attack_hooks_completion_claim_in_other_words() -> None:
     assert claims_completion("Closes REQ-2", ids) is not None  # the detected spelling
     for message in ("Fixed REQ-2", "Closes: REQ-2", "resolved REQ-2", "close REQ-2"):
         assert claims_completion(f"greeting\n\n{message}\n", ids) is not None, message
+
+
+def _make_fail(files: dict[str, bytes]) -> None:
+    doc = json.loads(files["run.json"])
+    doc["verdict"] = "FAIL"
+    doc["steps"]["check"]["status"] = "failed"
+    files["run.json"] = dumps(doc)
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085"])
+def test_attack_hooks_runs_ref_named_across_a_line_separator(setup: Setup, separator: str) -> None:
+    """The server's ledger says the tree of main PASSed, then (newer, the same runner) FAILed.
+    The agent pushes main with the older PASS run as `refs/audit/runs/default<U+2028>x`: a name
+    git allows, but Python's splitlines cut the hook's input line there, so the update was
+    judged as one of refs/audit/runs/default, the rewound ledger read as pushed evidence, and
+    main accepted (before the fix). Lines now end in \\n alone, and a runs ref must name a plan."""
+    _run_pass(setup)
+    passed = setup.client.git("rev-parse", RUNS).strip()
+    assert setup.push("--no-verify", "origin", RUNS).returncode == 0
+    _forge(setup, RUNS, _sealer(), _make_fail)  # the trusted runner's newer verdict: FAIL
+    assert setup.push("--no-verify", "origin", RUNS).returncode == 0
+    assert setup.push("--no-verify", "origin", "main").returncode != 0  # FAIL, as it should
+    alias = f"refs/audit/runs/default{separator}x"
+    pushed = setup.push("--no-verify", "origin", "main", f"{passed}:{alias}")
+    assert pushed.returncode != 0, pushed.stderr
+    assert f"{'default' + separator + 'x'!r} is no plan name" in pushed.stderr
+    assert "Traceback" not in pushed.stderr
+    assert setup.server_ref("refs/heads/main") is None
+    assert setup.server_ref(alias) is None
