@@ -427,7 +427,7 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 
             else:
                 why = _check_runs_update(repo, state, old, new)
                 if why is None:
-                    pushed_runs[ref.removeprefix("refs/audit/runs/")] = pygit2.Oid(hex=new)
+                    pushed_runs[name] = pygit2.Oid(hex=new)
         else:
             why = _check_audit_update(repo, state, ref, old, new)
         if why:

@@ -189,3 +189,36 @@ def test_the_server_does_not_need_the_plans_tools(
     head = repo.git("rev-parse", "HEAD").strip()
     assert shutil.which("greeter-lint") is None
     assert receive(capsys, f"{ZERO} {head} refs/heads/main") == (0, "")
+
+
+@pytest.mark.parametrize("name", ["default\u2028x", "x/y", "-x", "a.b"])
+def test_a_runs_ref_that_names_no_plan_is_refused(
+    server: Server, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """A runs ref is refs/audit/runs/<plan name>: a signed run under any other name is refused
+    (names with U+2028 cut the hook's input in two before the fix: see tests/adversarial)."""
+    run = server.signed([])
+    ref = f"refs/audit/runs/{name}"
+    code, err = receive(capsys, f"{ZERO} {run} {ref}")
+    assert code == 1
+    assert f"rejecting {ref}: {name!r} is no plan name" in err
+
+
+@pytest.mark.parametrize(
+    "stdin",
+    [
+        "garbage\n",
+        f"{ZERO} {ZERO}\n",
+        f"{ZERO} {'g' * 40} refs/heads/main\n",
+        f"{ZERO} {ZERO} a b\n",
+    ],
+)
+def test_an_unreadable_update_line_fails_closed(
+    server: Server, capsys: pytest.CaptureFixture[str], stdin: str
+) -> None:
+    """A line that is not `<old> <new> <ref>` is never skipped: the whole push is refused."""
+    capsys.readouterr()
+    assert entry.pre_receive([], stdin) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("gitaudit: pre-receive failed closed: unreadable update line ")
+    assert err.count("\n") == 1
