@@ -75,8 +75,9 @@ def _pushed_updates(stdin: str) -> list[tuple[str, str, str]]:
     """(local ref, local sha, remote ref) of each pushed update the gate must consider:
     deletions pass, and the audit refs themselves are judged by the server."""
     updates = []
-    for line in stdin.split("\n"):  # git's lines end in \n only (a ref name may hold U+2028)
-        parts = line.split()
+    # git's lines end in \n and its fields in " " alone: a ref name may hold U+2028 or U+00A0
+    for line in stdin.split("\n"):
+        parts = line.split(" ")
         if len(parts) != 4:
             continue
         local_ref, local_sha, remote_ref, _remote_sha = parts

@@ -289,3 +289,22 @@ def test_attack_hooks_runs_ref_named_across_a_line_separator(setup: Setup, separ
     assert "Traceback" not in pushed.stderr
     assert setup.server_ref("refs/heads/main") is None
     assert setup.server_ref(alias) is None
+
+
+@pytest.mark.parametrize("space", ["\u00a0", "\u3000", "\u2007"])
+def test_attack_hooks_ref_named_with_unicode_whitespace(setup: Setup, space: str) -> None:
+    """A branch and a runs ref whose names hold a no-break (or ideographic, figure) space, which
+    git allows: the hook split each input line at any whitespace, found four fields instead of
+    three and skipped the line, so an unproven commit went onto a protected branch and an
+    unsigned 'all passed' commit onto the ledger, neither judged (before the fix)."""
+    _run_pass(setup)
+    setup.client.write("greeting.txt", "goodbye\n")
+    setup.client.commit("unproven change")
+    forged = _forge(setup, RUNS, None, _make_pass)
+    branch, runs = f"refs/heads/main{space}x", f"refs/audit/runs/default{space}x"
+    pushed = setup.push("--no-verify", "origin", f"main:{branch}", f"{forged}:{runs}")
+    assert pushed.returncode != 0, pushed.stderr
+    assert f"update of {branch} to" in pushed.stderr and "UNKNOWN" in pushed.stderr
+    assert f"{'default' + space + 'x'!r} is no plan name" in pushed.stderr
+    assert "Traceback" not in pushed.stderr
+    assert (setup.server_ref(branch), setup.server_ref(runs)) == (None, None)
