@@ -369,8 +369,9 @@ def _check_audit_update(repo: Repo, state: PlansState, ref: str, old: str, new: 
 
 def _received(stdin: str) -> list[tuple[str, str, str]] | str:
     """The ``<old> <new> <ref>`` lines git gives pre-receive, or why one cannot be read. Lines
-    end in ``\\n`` alone: a ref name may hold U+2028, U+2029 or U+0085, which
-    :meth:`str.splitlines` would take for line ends, judging a prefix of the name instead."""
+    end in ``\\n`` and fields in ``" "`` alone: a ref name may hold U+2028, U+2029 or U+0085,
+    which :meth:`str.splitlines` takes for line ends (a prefix of the name was judged), and
+    U+00A0 or U+3000, which :meth:`str.split` takes for spaces (the line was skipped)."""
     import re
 
     oid = "[0-9a-f]{40}(?:[0-9a-f]{24})?"
@@ -378,7 +379,7 @@ def _received(stdin: str) -> list[tuple[str, str, str]] | str:
     for line in stdin.removesuffix("\n").split("\n") if stdin else []:
         parts = line.split(" ")
         if len(parts) != 3 or not all(re.fullmatch(oid, p) for p in parts[:2]) or not parts[2]:
-            return f"unreadable update line {line!r} (expected '<old> <new> <ref>'): push again"
+            return f"unreadable update line {line!r} (git writes '<old> <new> <ref>')"
         updates.append((parts[0], parts[1], parts[2]))
     return updates
 
