@@ -160,7 +160,7 @@ def snapshot(
     configured = start_git(["config", "--get-regexp", CONFIG], cwd=cwd, git_dir=gitdir)
     if asked is not None:
         out, code = _answer(asked)
-        lines = out.splitlines() if code == 0 else None
+        lines = out.split("\n")[:-1] if code == 0 else None  # at "\n" alone: see below
     refs_out, refs_code = _answer(listed)
     config, config_code = _answer(configured)
     if lines is None or refs_code != 0 or config_code not in (0, 1):
@@ -168,7 +168,10 @@ def snapshot(
     if len(lines) != 3 + len(revs):
         return None
     refs = []
-    for line in refs_out.splitlines():
+    # one line a ref, cut at "\n" alone: a ref name may hold U+2028 (and other characters that
+    # str.splitlines cuts at), and read as two refs, a crafted name made one of them any ref
+    # at any commit, so a deleted runs ref could be listed as the remembered state lists it
+    for line in refs_out.split("\n")[:-1]:
         name, _, oid = line.rpartition(" ")
         refs.append((name, oid))
     found, workdir, common = lines[0], lines[1], lines[2]

@@ -27,7 +27,7 @@ from gitaudit.ledger.objects import write_tree
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
 from gitaudit.ledger.runs import append_run
 from gitaudit.ledger.seals import trust_remove
-from tests.adversarial.conftest import World, assert_plan, assert_plans_level
+from tests.adversarial.conftest import World, assert_plan, assert_plans_level, check, plan, step
 from tests.adversarial.test_evidence import failing as failing  # noqa: PLC0414 (fixture)
 from tests.adversarial.test_seals import _forge_weak_seal
 from tests.run.test_memo import pre_push
@@ -236,3 +236,40 @@ def test_attack_history_shallow_file_cuts_the_runs_ledger(
     (world.path / ".git" / "shallow").write_text(f"{top if cut == 'top' else failed}\n")
     _forget_index(world)
     assert_plan(world.gate("HEAD~1"), "step.failed", "FAIL")
+
+
+@pytest.mark.parametrize("namespace", ["refs/audit/", "refs/gitaudit/"])
+def test_attack_history_ref_names_with_line_separators_replay_a_remembered_state(
+    world: World, tmp_path: Path, namespace: str
+) -> None:
+    """The verdict memo re-serves a PASS only in the state it was judged in, and the audit refs
+    are part of that state, read from ``git for-each-ref`` one line a ref. git allows U+2028 in
+    a ref name; Python's ``str.splitlines`` cuts there, so a ref named ``<x>\\u2028refs/audit/
+    runs/default`` read as two refs, the second one ``refs/audit/runs/default``. The agent
+    planted such a ref before the PASS was remembered (its second half naming a harmless ref);
+    after ci's run FAILed the same tree, it deleted the runs ref, made the harmless ref real,
+    planted a twin whose second half is the runs ref at the passing run, and put the marks file
+    back: the listing read as the remembered one, and the memo served the PASS."""
+    flag = tmp_path / "flag"
+    flag.write_text("pass\n")
+    world.seal(plan(step("unit", check("grep", "-qx", "pass", str(flag)))))
+    assert world.run().verdict == "PASS"
+    git = world.repo.git
+    passed = git("rev-parse", runs_ref("default")).strip()
+    sep = "\u2028"
+    git("update-ref", f"{namespace}h{sep}refs/audit/dummy", passed)
+    assert pre_push(world.repo)[:2] == (0, "full")
+    assert pre_push(world.repo)[:2] == (0, "memo")
+    marks = world.path / ".git" / "gitaudit" / "watermarks.json"
+    remembered = marks.read_bytes()
+    flag.write_text("fail\n")
+    assert world.run().verdict == "FAIL"
+    assert pre_push(world.repo)[0] == 1
+    git("update-ref", "-d", runs_ref("default"))
+    git("update-ref", "-d", f"{namespace}h{sep}refs/audit/dummy")
+    git("update-ref", "refs/audit/dummy", passed)
+    git("update-ref", f"{namespace}h{sep}{runs_ref('default')}", passed)
+    marks.write_bytes(remembered)
+    code, path, err = pre_push(world.repo)
+    assert code != 0, (path, err)
+    assert path == "full"
