@@ -656,8 +656,12 @@ def _filters_named(slot: Slot, attributes: Mapping[str, str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for path, blob in sorted(attributes.items()):
         text = _git(slot, slot.git, slot.tree, ["cat-file", "blob", blob]).out
-        for line in text.splitlines():
-            if line.lstrip().startswith("#"):
+        # lines and comments as git reads them: a line ends at "\n" alone (str.splitlines also
+        # ends one at U+2028, a form feed and more, which made `v<U+2028>#x filter=NAME` a
+        # comment here and a filter of the file `v<U+2028>#x` for git), and only its blanks
+        # come before a comment's "#"
+        for line in text.split("\n"):
+            if line.lstrip(" \t\r").startswith("#"):
                 continue
             for name in _FILTER.findall(line):
                 found.setdefault(name, path)
@@ -810,7 +814,7 @@ def _submodule_names(slot: Slot, git_dir: Path, work_tree: Path, tree: str) -> d
         check=False,
     )
     names = {}
-    for line in listed.out.splitlines():
+    for line in listed.out.split("\n")[:-1]:  # names and paths may hold U+2028: "\n" alone
         key, _, path = line.partition(" ")
         names[path] = key.removeprefix("submodule.").removesuffix(".path")
     return names

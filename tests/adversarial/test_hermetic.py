@@ -235,6 +235,26 @@ def test_attack_hermetic_tree_filter_must_be_declared(world: World) -> None:
         world.run()
 
 
+@pytest.mark.parametrize("separator", ["\u2028", "\x0c", "\x1e"], ids=["u2028", "ff", "rs"])
+def test_attack_hermetic_tree_filter_named_after_a_line_separator(
+    world: World, separator: str
+) -> None:
+    """The same, spelled so that only git reads it: the pattern of the .gitattributes line is
+    ``v<SEP>#x``, a file the check reads, so Python's ``splitlines`` cut it into ``v`` and a
+    comment line, ``#x filter=flip``, while git (lines end at ``\\n`` alone) applied the filter
+    to that file. Undeclared, a filter of the user's global configuration (Git LFS, say, whose
+    objects in ``.git/lfs`` are the agent's to write) put bytes the tree does not hold into the
+    checkout: PASS before the fix."""
+    name = f"v{separator}#x"
+    world.repo.write(".gitattributes", f"{name} filter=flip\n")
+    world.repo.git("config", "--global", "filter.flip.smudge", "sed s/broken/ok/")
+    world.repo.git("config", "--global", "filter.flip.clean", "cat")
+    world.repo.write(name, "broken\n")
+    world.seal(plan(step("unit", check("grep", "-qx", "ok", name))))
+    with pytest.raises(RunError, match="content filter 'flip'"):
+        world.run()
+
+
 def test_a_declared_filter_is_applied_with_the_users_driver(world: World) -> None:
     """A filter the plan declares is applied with the driver of the user's global configuration
     (a round trip: clean undoes smudge, as Git LFS does)."""
