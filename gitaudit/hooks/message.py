@@ -63,7 +63,8 @@ _ID_FIRST = (
 def body(message: str) -> list[str]:
     """The lines git keeps: comment lines and everything from the scissors line on dropped."""
     lines = []
-    for line in message.splitlines():
+    for line in message.split("\n"):  # as git: str.splitlines also cuts at U+2028 and more,
+        line = line.removesuffix("\r")  # and made a comment of the rest of a line git keeps
         if line == SCISSORS:
             break
         if not line.startswith("#"):

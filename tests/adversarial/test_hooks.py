@@ -260,6 +260,10 @@ def test_attack_hooks_completion_claim_in_other_words() -> None:
     assert claims_completion("Closes REQ-2", ids) is not None  # the detected spelling
     for message in ("Fixed REQ-2", "Closes: REQ-2", "resolved REQ-2", "close REQ-2"):
         assert claims_completion(f"greeting\n\n{message}\n", ids) is not None, message
+    # a comment line for Python's splitlines, the middle of a line git keeps whole
+    for separator in ("\u2028", "\x0c", "\x85"):
+        hidden = f"greeting\n\nx{separator}# Closes REQ-2\n"
+        assert claims_completion(hidden, ids) is not None, repr(separator)
 
 
 def _make_fail(files: dict[str, bytes]) -> None:
