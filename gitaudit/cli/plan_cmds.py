@@ -275,10 +275,6 @@ def seal_cmd(
     signer = signer_for(repo, key)
     workdir = repo.require_workdir()
     for c in checked:
-        unlike = unlike_head(repo.git, workdir, c.file)
-        if unlike is not None:
-            review = f"`git diff HEAD -- {PLANS_DIR}`"
-            warn(f"warning: {unlike}: check {review} is what you meant to seal")
         try:
             outcome = seal_plan(
                 repo, signer, c, reason=reason, allow_weaken=allow_weaken, amend=amend
@@ -287,6 +283,10 @@ def seal_cmd(
             say(f"{proposed.message}\nnext: {proposed.hint}")
             continue
         say(outcome.message)
+        unlike = unlike_head(repo.git, workdir, c.file) if outcome.commit is not None else None
+        if unlike is not None:  # after the seal: a refusal stays one line
+            review = f"`git diff HEAD -- {PLANS_DIR}`"
+            warn(f"warning: {unlike}: check {review} is what you meant to seal")
         record = outcome.record
         if outcome.commit is not None and record is not None and record.amended:
             for kind, paths in record.amended.items():
