@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from gitaudit.ledger.plansref import PlansState
 
 ZERO = "0" * 40
+_MIRRORS = "refs/gitaudit/"  # gitaudit.ledger.refs.MIRROR's parent (not imported: no pygit2 here)
 
 
 def _err(text: str) -> None:
@@ -384,14 +385,11 @@ def _received(stdin: str) -> list[tuple[str, str, str]] | str:
     return updates
 
 
-def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 (to split: audit refs, then protected refs)
-    import pygit2
-
+def pre_receive(args: Sequence[str], stdin: str) -> int:
     from gitaudit.errors import GitAuditError
     from gitaudit.gate.assess import assess
     from gitaudit.git.repo import open_repo
     from gitaudit.ledger.plansref import read_state
-    from gitaudit.plan.store import valid_name
 
     updates = _received(stdin)
     if isinstance(updates, str):
@@ -403,44 +401,18 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 
     except GitAuditError as exc:
         _err(f"gitaudit: the server's refs/audit/plans is not trustworthy: {exc.message}")
         return 1
-    rejected = False
-
-    def reject(ref: str, why: str) -> None:
-        nonlocal rejected
-        rejected = True
+    refused, pushed_runs = _audit_updates(repo, state, updates)
+    for ref, why in refused:
         _err(f"gitaudit: rejecting {ref}: {why}")
-
-    pushed_runs: dict[str, pygit2.Oid] = {}
-    for old, new, ref in updates:
-        if not ref.startswith("refs/audit/"):
-            continue
-        if new == ZERO and not ref.startswith("refs/audit/proposals/"):
-            reject(ref, "audit refs cannot be deleted")
-            continue
-        why: str | None
-        if ref.startswith("refs/audit/runs/"):
-            if not valid_name(name := ref.removeprefix("refs/audit/runs/")):
-                why = (
-                    f"{name!r} is no plan name (letters, digits, '-' and '_'): evidence goes "
-                    "on refs/audit/runs/<plan>, push that ref"
-                )
-            elif not state.exists:
-                why = "the server has no refs/audit/plans yet: push it first"
-            else:
-                why = _check_runs_update(repo, state, old, new)
-                if why is None:
-                    pushed_runs[name] = pygit2.Oid(hex=new)
-        else:
-            why = _check_audit_update(repo, state, ref, old, new)
-        if why:
-            reject(ref, why)
+    rejected = bool(refused)
     for _old, new, ref in updates:
-        if ref.startswith("refs/audit/") or new == ZERO:
+        if ref.startswith(("refs/audit/", _MIRRORS)) or new == ZERO:
             continue
         if not (state.policy.protects(ref) if state.exists else ref.startswith("refs/heads/")):
             continue
         if not state.exists:
-            reject(ref, "the server has no refs/audit/plans: nothing can PASS")
+            rejected = True
+            _err(f"gitaudit: rejecting {ref}: the server has no refs/audit/plans: nothing can PASS")
             continue
         result = assess(
             repo,
@@ -455,6 +427,47 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:  # noqa: C901, PLR0912 
             rejected = True
             _explain(_as_server(result, pushed_runs), f"update of {ref} to {new[:12]}")
     return 1 if rejected else 0
+
+
+def _audit_updates(
+    repo: Repo, state: PlansState, updates: Sequence[tuple[str, str, str]]
+) -> tuple[list[tuple[str, str]], dict[str, pygit2.Oid]]:
+    """The pushed updates of audit refs (and of ``refs/gitaudit/``) that are refused, with why;
+    and the accepted runs updates' new tips, by plan."""
+    import pygit2
+
+    from gitaudit.plan.store import valid_name
+
+    refused: list[tuple[str, str]] = []
+    pushed_runs: dict[str, pygit2.Oid] = {}
+    for old, new, ref in updates:
+        why: str | None
+        if ref.startswith(_MIRRORS):  # the gate reads them beside refs/audit/*: none on a server
+            why = (
+                f"{_MIRRORS} holds a clone's copies of its remotes' audit refs and a server "
+                "keeps none: push refs/audit/* itself"
+            )
+        elif not ref.startswith("refs/audit/"):
+            continue
+        elif new == ZERO and not ref.startswith("refs/audit/proposals/"):
+            why = "audit refs cannot be deleted"
+        elif ref.startswith("refs/audit/runs/"):
+            if not valid_name(name := ref.removeprefix("refs/audit/runs/")):
+                why = (
+                    f"{name!r} is no plan name (letters, digits, '-' and '_'): evidence goes "
+                    "on refs/audit/runs/<plan>, push that ref"
+                )
+            elif not state.exists:
+                why = "the server has no refs/audit/plans yet: push it first"
+            else:
+                why = _check_runs_update(repo, state, old, new)
+                if why is None:
+                    pushed_runs[name] = pygit2.Oid(hex=new)
+        else:
+            why = _check_audit_update(repo, state, ref, old, new)
+        if why:
+            refused.append((ref, why))
+    return refused, pushed_runs
 
 
 # evidence the server lacks, which the pusher may well have recorded: what to say instead of the

@@ -312,3 +312,34 @@ def test_attack_hooks_ref_named_with_unicode_whitespace(setup: Setup, space: str
     assert f"{'default' + space + 'x'!r} is no plan name" in pushed.stderr
     assert "Traceback" not in pushed.stderr
     assert (setup.server_ref(branch), setup.server_ref(runs)) == (None, None)
+
+
+@pytest.mark.parametrize("how", ["runs copy", "plans copy", "elsewhere below", "deletion"])
+def test_attack_hooks_mirror_refs_pushed_to_the_server(setup: Setup, how: str) -> None:
+    """`refs/gitaudit/` holds a clone's copies of its remotes' audit refs, and the gate reads
+    them beside refs/audit/* (a copy may only add runner-signed runs). A server keeps none, so a
+    pushed copy could only be the pusher's choice of evidence for the server's gate to weigh, and
+    deleting one (left there by an administrator) its choice of what to hide: every update
+    below refs/gitaudit/ is refused, whatever it holds."""
+    _run_pass(setup)
+    mirror = "refs/gitaudit/remotes/origin/audit"
+    if how == "deletion":
+        tip = setup.client.git("rev-parse", RUNS).strip()
+        assert setup.push("--no-verify", "origin", RUNS).returncode == 0
+        subprocess.run(
+            ["git", "update-ref", f"{mirror}/runs/default", tip], cwd=setup.server, check=True
+        )
+        ref, spec = f"{mirror}/runs/default", f":{mirror}/runs/default"
+    else:
+        source, ref = {
+            "runs copy": (RUNS, f"{mirror}/runs/default"),
+            "plans copy": (PLANS, f"{mirror}/plans"),
+            "elsewhere below": (RUNS, "refs/gitaudit/evidence"),
+        }[how]
+        spec = f"{source}:{ref}"
+    before = setup.server_ref(ref)
+    pushed = setup.push("--no-verify", "origin", spec)
+    assert pushed.returncode != 0, pushed.stderr
+    assert f"rejecting {ref}: refs/gitaudit/ holds a clone's copies" in pushed.stderr
+    assert "Traceback" not in pushed.stderr
+    assert setup.server_ref(ref) == before
