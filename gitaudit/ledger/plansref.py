@@ -616,7 +616,7 @@ def transition_problem(before: PlansState, after: PlansState, where: str) -> str
             return f"{where}: {exc.message}"
         weakened = new.retired
         if old_sealed and old_sealed.plan and new_sealed and new_sealed.plan:
-            weakened = weakened or _weakens(old_sealed.plan, new_sealed.plan, new)
+            weakened = weakened or _weakens(old_sealed.plan, new_sealed.plan, new, before.policy)
         if weakened and not new.weakened:
             return (
                 f"{where}: seal v{new.version} of {name!r} weakens the contract "
@@ -632,14 +632,18 @@ def transition_problem(before: PlansState, after: PlansState, where: str) -> str
     return approvals.approval_problem(before, after, where)
 
 
-def _weakens(old: Plan, new: Plan, record: SealRecord) -> bool:
+def _weakens(old: Plan, new: Plan, record: SealRecord, policy: Policy) -> bool:
     """Whether sealing *new* over *old* weakens the contract. Ways to reconcile (a step made
     non-idempotent, a readback check added) were classified as strengthenings before they
     counted as weakenings: a seal that lists such a change among its strengthenings was made
-    under the earlier rule, and stays valid for it."""
+    under the earlier rule, and stays valid for it, where one sealer could weaken then. Under a
+    *policy* (the parent's) that forbids weakening or asks several sealers to weaken, the listing
+    excuses nothing: anyone holding one sealer key could write it today, and open a way around a
+    step's checks that the policy says takes more (approvals came after the rule changed)."""
     from gitaudit.plan.compare import compare  # new seals only
 
-    earlier = set(record.strengthenings)
+    lone = policy.allow_weaken and policy.approvals_for("weaken") <= 1
+    earlier = set(record.strengthenings) if lone else set()
     return any(
         not (change.reconciliation and change.render() in earlier)
         for change in compare(contract(old), contract(new)).weakenings

@@ -5,15 +5,18 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+from dataclasses import replace
 from typing import Any
 
 import pygit2
 import pytest
 
+from gitaudit.crypto.keystore import generate_key, load_signer
 from gitaudit.errors import SealError
 from gitaudit.ledger.objects import dumps, write_tree
+from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF
-from gitaudit.ledger.seals import set_policy
+from gitaudit.ledger.seals import set_policy, trust_add
 from gitaudit.ledger.trust import Policy, TrustSet
 from gitaudit.plan.catalog import check_worktree
 from tests.adversarial.conftest import (
@@ -25,6 +28,7 @@ from tests.adversarial.conftest import (
     plan,
     step,
 )
+from tests.adversarial.test_reconcile import deploy_plan
 from tests.adversarial.test_request import tied
 
 WEAK = plan(step("unit", check("true")))
@@ -297,3 +301,54 @@ def test_attack_seals_required_step_made_optional_where_weakening_is_forbidden(
     result = world.gate()
     assert_plans_level(result, "plans.untrusted")
     assert "weakens the contract without recording it" in result.reasons[0].message
+
+
+@pytest.mark.parametrize("policy", ["weakening-forbidden", "two-sealers-to-weaken"])
+def test_attack_seals_reconciliation_opened_as_an_earlier_rule_strengthening(
+    world: World, policy: str
+) -> None:
+    """`deploy` can never pass its checks (`sleep 30`, timeout 0.5 s). The policy forbids
+    weakening, or asks two sealers to weaken. alice alone signs a hand-made seal v2 making deploy
+    non-idempotent with a readback check the agent can satisfy, listing both changes among its
+    `strengthenings`, as gitaudit wrote them before they counted as weakenings. The chain check
+    excused such a listing as a seal made under the earlier rule, so ci's run (deploy unknown)
+    and `reconcile deploy --readback` with ci's key gave PASS. Under a policy where one sealer
+    could not weaken, the listing excuses nothing: the chain refuses the commit."""
+    world.repo.write(".gitignore", "deployed.txt\n")
+    world.seal(deploy_plan(idempotent=True, readback=[]))
+    handle = world.handle()
+    if policy == "weakening-forbidden":
+        set_policy(handle, world.alice, Policy(allow_weaken=False), allow_weaken=False, reason=None)
+    else:
+        bob = load_signer(generate_key("bob").private_path)
+        trust_add(handle, world.alice, bob.public_key, "sealer", "bob")
+        wanted = replace(read_state(handle).policy, approvals=(("weaken", 2),))
+        set_policy(handle, world.alice, wanted, allow_weaken=False, reason=None)
+    files = world.plans_files()
+    v1 = json.loads(files["seals/default.json"])
+    world.write_plan(deploy_plan())  # idempotent: false, readback: deployed.txt exists
+    world.repo.commit("deploy may be read back")
+    (checked,) = check_worktree(world.path, "default")
+    v2 = {
+        **v1,
+        "contract_digest": checked.digest,
+        "previous_digest": v1["contract_digest"],
+        "version": v1["version"] + 1,
+        "change": "strengthened",
+        "weakened": False,
+        "strengthenings": [
+            "step deploy: idempotent True -> False",
+            "step deploy readback: readback check added: file_exists deployed.txt",
+        ],
+    }
+    files["seals/default.json"] = dumps(v2)
+    files["plans/default.json"] = checked.file.data
+    world.forge_plans(files, world.alice)
+    result = world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "seal v2 of 'default' weakens the contract without recording it" in (
+        result.reasons[0].message
+    )
+    status = world.cli("status", "--json")
+    assert status.code == 1, status.err
+    assert status.json()["reasons"][0]["code"] == "plans.untrusted"
