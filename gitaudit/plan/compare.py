@@ -317,14 +317,15 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:  # no
         out.append(Change("weakened", "required_tools", f"{tool!r} no longer required"))
     for tool in sorted(set(new["required_tools"]) - set(old["required_tools"])):
         out.append(Change("strengthened", "required_tools", f"{tool!r} now required"))
-    new_steps = {str(s["id"]): s for s in new["steps"]}
+    # matched as the plan matches ids (step_key): 1, 1.0 and "1" are one step
+    new_steps = {step_key(s["id"]): s for s in new["steps"]}
     for step in old["steps"]:
-        other = new_steps.get(str(step["id"]))
+        other = new_steps.get(step_key(step["id"]))
         if other is None:
             out.append(Change("weakened", f"step {step['id']}", "removed"))
         else:
             _step(out, step, other)
-    old_step_ids = {str(s["id"]) for s in old["steps"]}
+    old_step_ids = {step_key(s["id"]) for s in old["steps"]}
     for sid in new_steps:
         if sid not in old_step_ids:
             out.append(Change("strengthened", f"step {sid}", "added"))

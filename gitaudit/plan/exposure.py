@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from gitaudit.plan.load import step_key
 from gitaudit.plan.model import Plan, Step
 
 Kind = Literal["weakened", "strengthened", "neutral"]
@@ -107,10 +108,10 @@ def workspace_changes(
     own, else the plan's) changed: to ``live`` weakens, from ``live`` strengthens."""
     default = PLAN_DEFAULTS["workspace"]
     old_plan, new_plan = old.get("workspace", default), new.get("workspace", default)
-    new_steps = {str(s["id"]): s for s in new["steps"]}
+    new_steps = {step_key(s["id"]): s for s in new["steps"]}
     out: list[tuple[Kind, str, str]] = []
     for step in old["steps"]:
-        other = new_steps.get(str(step["id"]))
+        other = new_steps.get(step_key(step["id"]))
         if other is None:
             continue
         was = step.get("workspace") or old_plan

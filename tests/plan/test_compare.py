@@ -102,6 +102,36 @@ def test_verify_checks_still_weaken_when_removed() -> None:
     assert [c.kind for c in compare(contract_of(new), contract_of(old)).changes] == ["weakened"]
 
 
+def test_an_integer_id_respelt_with_a_fraction_is_the_same_step() -> None:
+    """`1` and `1.0` are one step id (the plan reads both as "1"): respelling it while adding a
+    check is that strengthening alone, not the step removed and another added; a check removed
+    from the respelt step is still a weakening."""
+
+    def numbered(spelling: float, *argvs: list[str]) -> dict[str, Any]:
+        return {
+            "task": "ids",
+            "requirements": [{"id": "R", "description": "it works"}],
+            "steps": [
+                {
+                    "id": spelling,
+                    "depends_on": [],
+                    "covers": ["R"],
+                    "workspace": "live",
+                    "verify": [run_check(*argv) for argv in argvs],
+                },
+                {"id": 2, "depends_on": [], "covers": ["R"], "verify": [run_check("true")]},
+            ],
+        }
+
+    sealed = contract_of(numbered(1, ["true"]))
+    more = compare(sealed, contract_of(numbered(1.0, ["true"], ["make", "test"])))
+    assert [(c.kind, c.render()) for c in more.changes] == [
+        ("strengthened", "step 1 verify: check added: run make test")
+    ]
+    fewer = compare(sealed, contract_of(numbered(1.0, ["make", "test"])))
+    assert [c.kind for c in fewer.changes] == ["weakened", "strengthened"]
+
+
 # ------------------------------------------------------------------ routes around a step
 
 
