@@ -153,9 +153,12 @@ def _manifest_amended(
     before: StateLike, after: StateLike, name: str, old: SealLike, new: SealLike
 ) -> bool:
     """A new seal version changes protected content without saying so: a file protected before
-    and after with other content, or another manifest under the same contract."""
-    if old.protected_digest is None or new.protected_digest is None:
+    and after with other content, another manifest under the same contract, or no manifest at
+    all where there was one (as a seal made before protection existed: nothing is protected)."""
+    if old.protected_digest is None or new.retired:
         return False
+    if new.protected_digest is None:
+        return True
     if old.protected_digest == new.protected_digest:
         return False
     if old.contract_digest == new.contract_digest:

@@ -263,6 +263,42 @@ def test_attack_approvals_lowered_without_approvals(council: Council) -> None:
     )
 
 
+@pytest.mark.parametrize("change", ["neutral", "strengthened"])
+def test_attack_approvals_amendment_by_dropping_the_manifest(council: Council, change: str) -> None:
+    """The policy asks two sealers to amend protected files. Plan `guarded` runs check.sh, which
+    fails; its seal protects it. alice alone signs a hand-made seal v2 of `guarded` (the same
+    contract, or one with a check added) whose record binds no protected-files manifest, as a
+    seal made before protection existed: nothing is protected any more, so the agent makes
+    check.sh pass and ci's run PASSed. Dropping the manifest amends every file it protected:
+    it needs the amend approvals."""
+    world = council.world
+    council.require(weaken=2, amend=2)
+    world.repo.write("check.sh", "exit 1\n")
+    guarded = plan(step("unit", check("sh", "check.sh")))
+    world.seal(guarded, "guarded")
+    files = world.plans_files()
+    assert "protected/guarded.json" in files
+    v1 = json.loads(files["seals/guarded.json"])
+    v2 = {**v1, "version": 2, "previous_digest": v1["contract_digest"], "change": change}
+    del v2["protected_digest"]
+    if change == "strengthened":
+        guarded["steps"][0]["verify"].append(check("true"))
+        world.write_plan(guarded, "guarded")
+        (checked,) = check_worktree(world.path, "guarded")
+        v2.update(contract_digest=checked.digest, strengthenings=["step unit verify: added"])
+        files["plans/guarded.json"] = checked.file.data
+    files["seals/guarded.json"] = dumps(v2)
+    del files["protected/guarded.json"]
+    council.forge(files)
+    world.repo.write("check.sh", "exit 0\n")
+    world.repo.commit("check.sh passes now")
+    result = world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "(amend) needs the approval of 2 distinct sealers and carries none" in (
+        result.reasons[0].message
+    )
+
+
 # -------------------------------------------------------------------------------- controls
 
 
