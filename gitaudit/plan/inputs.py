@@ -4,7 +4,8 @@ A step's input digest is sha256 over: its step-contract digest, which also cover
 settings the step runs under (so a reseal that changes the step, or what its checks may read
 beyond the tree, reopens it, and one that does not keeps it: versioned proofs); the ``mode path
 blob`` lines of the
-workspace files its ``inputs`` globs cover — or the whole tree id when it declares none (it
+workspace files its ``inputs`` globs cover (a path that could read as more than one line, or
+is not UTF-8, JSON-quoted: :func:`_written`) — or the whole tree id when it declares none (it
 depends on everything); and the input digests of every step it depends on (so a changed
 dependency reopens its dependants). Two runs with the same input digest for a step would run the
 same checks against the same bytes.
@@ -45,6 +46,7 @@ from __future__ import annotations
 import bisect
 import fnmatch
 import hashlib
+import json
 import os
 import posixpath
 import re
@@ -656,6 +658,26 @@ def _attributes_over(
     return [entry for entry in found if entry[0] not in have]
 
 
+def _written(path: str) -> str:
+    """*path* as a covered file's line of the digest writes it: as is, unless it could read as
+    something else. git allows a line break in a file name, and a name such as ``a <blob>\\n100644
+    b`` would read as the lines of two files of another tree; a name of bytes that are not UTF-8
+    (surrogates here) cannot be written as is. Those, and a path starting with a double quote,
+    are written JSON-quoted, which no path written as is looks like, so every set of lines
+    reads one way only; every other path is written as it always was."""
+    if "\n" in path or path.startswith('"') or not (path.isascii() or _utf8(path)):
+        return json.dumps(path)
+    return path
+
+
+def _utf8(path: str) -> bool:
+    try:
+        path.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 _DIGESTS: dict[tuple[object, ...], dict[StepId, str]] = {}  # the last few, by what they depend on
 _DIGESTS_KEPT = 8
 
@@ -708,7 +730,7 @@ def _input_digests(
                     f"\ntree {tree_id}".encode()
                     if covered is None
                     else "".join(
-                        f"\n{mode:o} {path} {oid}"
+                        f"\n{mode:o} {_written(path)} {oid}"
                         for path, mode, oid in [*covered, *_attributes_over(tree, covered)]
                     ).encode()
                 )

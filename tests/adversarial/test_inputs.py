@@ -269,3 +269,43 @@ def test_attack_inputs_carried_dependant_while_every_alternative_fails(
     }
     assert recorded.verdict != "PASS"
     assert_plan(world.gate(), "step.blocked", "UNKNOWN")
+
+
+# ------------------------------------------------------------- a file name that forges lines
+
+# variant -> (the inputs, the file beside src/impl.txt whose line the forged name takes over)
+FORGED_LINES: dict[str, tuple[list[str], str]] = {
+    "the root's .gitattributes": (["src/**"], ".gitattributes"),
+    "a root file among the inputs": (["src/**", "tox.ini"], "tox.ini"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(FORGED_LINES))
+def test_attack_inputs_file_name_with_a_line_break_forges_the_digest(
+    world: World, variant: str
+) -> None:
+    """The input digest hashes one ``mode path blob`` line per covered file, and git allows a
+    line break in a file name. unit passed with src/impl.txt and a second covered file (the
+    root's .gitattributes, or tox.ini, which sort after it). The agent deletes both and adds one
+    file in src/ named ``impl.txt <the passing blob>\\n100644 <the second file>`` holding the
+    second file's bytes: its one line reads as the two lines of the passing tree, so the digest
+    was unchanged and the pass was carried to a tree without src/impl.txt (PASS, and the gate
+    took it, before the fix). A path that could read as more than one line is written quoted."""
+    patterns, other = FORGED_LINES[variant]
+    world.repo.write("src/impl.txt", "works\n")
+    world.repo.write(other, "# nothing\n")
+    unit: dict[str, Any] = step(
+        "unit", check("grep", "-q", "works", "src/impl.txt"), inputs=patterns
+    )
+    world.seal(plan(unit))
+    first = world.run()
+    assert first.verdict == "PASS"
+    works = world.repo.git("rev-parse", "HEAD:src/impl.txt").strip()
+    (world.path / "src" / "impl.txt").unlink()
+    (world.path / other).unlink()
+    world.repo.write(f"src/impl.txt {works}\n100644 {other}", "# nothing\n")
+    world.repo.commit("one file named like two lines")
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
+    assert recorded.verdict == "FAIL"
+    assert_plan(world.gate(), "step.failed", "FAIL")

@@ -334,3 +334,29 @@ def test_reading_raw_trees_is_pygit2s_reading(
         inputs.tree_files(git, holder)
     with pytest.raises(pygit2.GitError):
         _reading(git, holder)
+
+
+def test_a_file_name_reads_as_one_line_only(repo: GitRepo) -> None:
+    """Each covered file is one line of the digest: a name holding a line break (written
+    quoted) does not read as the lines of two files, nor a name starting with a quote as a
+    quoted one; a name that is not UTF-8 has a digest too (it raised before). Ordinary names are
+    written as they always were."""
+    from gitaudit.plan.inputs import _written
+
+    git = open_repo(repo.path).git
+    plan = _plan(["src/**", "tox.ini"])
+    repo.write("src/a.txt", "a\n")
+    repo.write("tox.ini", "t\n")
+    repo.commit("two files")
+    two = inputs.input_digests(git, plan, repo.head_tree())["a"]
+    blob = repo.git("rev-parse", "HEAD:src/a.txt").strip()
+    repo.git("rm", "-q", "src/a.txt", "tox.ini")
+    repo.write(f"src/a.txt {blob}\n100644 tox.ini", "t\n")
+    repo.commit("one file")
+    assert inputs.input_digests(git, plan, repo.head_tree())["a"] != two
+    assert _written("src/a b.txt") == "src/a b.txt"
+    assert _written('"a\\nb"') == '"\\"a\\\\nb\\""'  # not the quoted form of a<LF>b
+    assert _written("src/a\nb") == '"src/a\\nb"'
+    (repo.path / os.fsdecode(b"src/\xff")).write_bytes(b"x\n")
+    repo.commit("a name that is not UTF-8")
+    assert inputs.input_digests(git, plan, repo.head_tree())["a"].startswith("sha256:")
