@@ -23,7 +23,9 @@ to the fingerprinted tree and runs its checks there, as they would run in a fres
   every time (only its authenticated index stays), and git runs there with ``GIT_COMMON_DIR`` and
   ``GIT_NO_REPLACE_OBJECTS``, so no object, replace ref or ``commondir`` a check left is read.
 * **Submodules** are materialised at the commits the tree records, from the submodule's own
-  object store (``.git/modules/<name>``), each with its own index; uncommitted submodule state
+  object store (``.git/modules/<name>``), each with its own index, when the tree's
+  ``.gitmodules`` names their path (as a clone's ``git submodule update --init`` does: a
+  submodule it does not name is an empty folder there, and here); uncommitted submodule state
   never reaches a check, and the purity check looks into each one (a check that changes a
   submodule's files for the next one makes the run impure).
 * **Ignored files do not exist** in the checkout. A path the plan declares in ``ignored_paths``
@@ -383,8 +385,10 @@ def materialise(
     requested = _requested(slot, listing, previous is None, tree, meta.get("requested"))
     filters = _filters(requested, declared_filters)
     config = [f"{key}={value}" for key, value in filters.items()]
-    for gone in _stale_submodules(meta, tree, slot):
+    for gone, gitlink in _stale_submodules(meta, tree, slot):
         _remove_tree(slot.tree / gone)
+        if gitlink:  # still in the tree, not named: an empty folder, as git writes it
+            (slot.tree / gone).mkdir(parents=True, exist_ok=True)
     # the objects are verified while git writes them: nothing in the checkout is used before
     # the verification has passed, and a forgery wipes it
     verification = _Background(lambda: verify_objects(objects, listing.oids, gitdir))
@@ -488,17 +492,20 @@ def _move(
     )
 
 
-def _stale_submodules(meta: Mapping[str, object], tree: str, slot: Slot) -> list[str]:
-    """Submodule paths of the last checkout that *tree* no longer has as submodules (their
-    materialised contents would stand in the way)."""
+def _stale_submodules(meta: Mapping[str, object], tree: str, slot: Slot) -> list[tuple[str, bool]]:
+    """Submodule paths of the last checkout that *tree* no longer has as submodules: no gitlink
+    there, or one its ``.gitmodules`` does not name (their materialised contents would stand in
+    the way, or be read where a clone holds an empty folder); with whether *tree* has a gitlink
+    there."""
     paths = [p for p in meta.get("submodules") or () if isinstance(p, str)]  # type: ignore[attr-defined]
     if not paths:
         return []
     listed = _git(slot, slot.git, slot.tree, ["ls-tree", "-z", tree, "--", *paths]).stdout
+    named = _submodule_names(slot, slot.git, slot.tree, tree)
     kept = {
         os.fsdecode(r.partition(b"\t")[2]) for r in listed.split(b"\0") if r.startswith(b"160000 ")
     }
-    return [p for p in paths if p not in kept]
+    return [(p, p in kept) for p in paths if p not in kept or p not in named]
 
 
 def _forget(slot: Slot) -> None:
@@ -701,7 +708,9 @@ def _submodules(
     names = _submodule_names(slot, git_dir, work_tree, tree)
     found: dict[str, str] = {}
     for path, commit in links:
-        name = names.get(path, path)
+        name = names.get(path)
+        if name is None:
+            continue  # .gitmodules does not name it: a clone leaves its folder empty, and so here
         if ".." in name.split("/"):
             raise RunError(f"submodule {path} has the unsafe name {name!r} in .gitmodules")
         store = source_gitdir / "modules" / name

@@ -626,6 +626,43 @@ def test_a_check_that_leaves_submodules_alone_is_pure(world: World, tmp_path: Pa
     assert world.run().verdict == "PASS"
 
 
+# variant -> (what .gitmodules says then, whether a run before the change materialised lib)
+NOT_NAMED: dict[str, tuple[str, bool]] = {
+    "emptied, after a run": ("", True),
+    "naming another path, after a run": ('[submodule "lib"]\n\tpath = other\n', True),
+    "emptied, before the first run": ("", False),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(NOT_NAMED))
+def test_attack_hermetic_submodule_gitmodules_does_not_name(
+    world: World, tmp_path: Path, variant: str
+) -> None:
+    """The tree keeps the gitlink lib, but its .gitmodules no longer names that path: a clone's
+    `git submodule update --init` leaves lib an empty folder, so the check, which reads
+    lib/verdict, fails there. The checkout materialised lib from .git/modules/lib all the same
+    (the name was taken to be the path), or kept the files of the last run's: PASS before the
+    fix. A submodule .gitmodules does not name is an empty folder in the checkout too."""
+    gitmodules, earlier = NOT_NAMED[variant]
+    lib = GitRepo.create(tmp_path / "lib")
+    lib.write("verdict", "ok\n")
+    lib.commit("v1")
+    world.repo.git(
+        "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib.path), "lib"
+    )
+    world.repo.commit("add lib")
+    world.seal(plan(step("unit", check("grep", "-qx", "ok", "lib/verdict"))))
+    if earlier:
+        assert world.run().verdict == "PASS"
+    world.repo.write(".gitmodules", gitmodules)
+    world.repo.commit(".gitmodules names no lib")
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
+    assert recorded.doc["purity"]["changed"] == []
+    assert recorded.verdict == "FAIL"
+    assert world.gate(None).verdict == "FAIL"
+
+
 def test_a_submodule_commit_that_is_missing_is_a_clear_error(world: World, tmp_path: Path) -> None:
     _submodule(world, tmp_path)
     world.seal(plan(step("unit")))
