@@ -34,6 +34,12 @@ ignored file is (docs/plan-format.md). When following links would visit more tha
 :data:`MAX_VISITS` entries, the step depends on the whole tree instead. Without symlinks the
 digest is what it always was.
 
+**Inputs that reach a submodule depend on the whole tree.** A submodule is one entry of the
+tree (its commit); whether a checkout holds its files at all depends on ``.gitmodules``, and
+where the links among its files lead (out of it, back into this tree) is not in this tree. So a
+step whose globs match a submodule or could match a path inside one, or whose links lead to one
+or through one, depends on the whole tree, as a step without ``inputs`` does.
+
 **How git writes the files counts too.** A ``.gitattributes`` file changes the bytes git checks
 out for the paths below its folder (line endings, ``working-tree-encoding``, a declared content
 filter) without changing their blobs, so every ``.gitattributes`` in the folder of a covered file
@@ -171,6 +177,12 @@ class _Nowhere(Exception):
     """A link leads outside the tree, nowhere, or round in circles."""
 
 
+class _Submodule(Exception):
+    """The inputs reach a submodule: what its files are, and where the links among them lead
+    (back into this tree, say), is not in this tree, and whether a checkout holds them at all
+    depends on ``.gitmodules``. The step depends on the whole tree."""
+
+
 class _Tree:
     """The files of one tree by path, with what its symlinks lead to.
 
@@ -189,6 +201,7 @@ class _Tree:
         self._matching: dict[str, list[str]] = {}  # pattern -> the file paths it matches
         self._starting: dict[str, list[str]] = {}  # literal -> the file paths starting with it
         self._links: set[str] = set()  # every symlink listed so far
+        self._gitlinks: set[str] = set()  # every submodule listed so far
         self._odd: set[str] = set()  # paths listed with a "", "." or ".." part (not normal)
         self._targets: dict[str, str] = {}
         self._attributes: dict[str, dict[str, tuple[str, int, str]]] = {}  # attributes_of
@@ -212,6 +225,8 @@ class _Tree:
             )
             if found is not None and found.filemode == LINK:
                 self._links.add(path)
+            elif found is not None and found.filemode == GITLINK:
+                self._gitlinks.add(path)
         return self._entries[path]
 
     def _read_whole(self, folder: str) -> bool:
@@ -264,6 +279,8 @@ class _Tree:
                     out.append(path)
                     if mode == LINK:
                         links.add(path)
+                    elif mode == GITLINK:
+                        self._gitlinks.add(path)
 
     def _walk_entries(
         self, at: str, oid: pygit2.Oid, todo: list[tuple[str, pygit2.Oid]], out: list[str]
@@ -284,6 +301,8 @@ class _Tree:
                 out.append(path)
                 if mode == LINK:
                     self._links.add(path)
+                elif mode == GITLINK:
+                    self._gitlinks.add(path)
 
     def under(self, folder: str) -> list[str]:
         """Every file path below *folder* ("" is the root), sorted."""
@@ -333,6 +352,8 @@ class _Tree:
                         found.append(path)
                         if entry.filemode == LINK:
                             self._links.add(path)
+                        elif entry.filemode == GITLINK:
+                            self._gitlinks.add(path)
             found.sort()
         self._starting[literal] = found
         return found
@@ -375,6 +396,24 @@ class _Tree:
                 if ch == "/" and self.mode(literal[:at]) == LINK:
                     links.add(literal[:at])
         return sorted(links)
+
+    def reaches_a_submodule(self, patterns: Iterable[str]) -> bool:
+        """Whether a pattern could match a submodule or a path inside one: a submodule whose
+        path starts with the pattern's literal prefix, or one on the way to it (a prefix of it
+        ending at a ``/``)."""
+        for pattern in patterns:
+            literal = _literal(pattern)
+            self.starting_with(literal)  # lists them, and every submodule among them
+            if any(gitlink.startswith(literal) for gitlink in self._gitlinks):
+                return True
+            for at, ch in enumerate(literal):
+                if ch == "/" and self.mode(literal[:at]) == GITLINK:
+                    return True
+        return False
+
+    def no_submodules_among(self, paths: Iterable[str]) -> bool:
+        """Whether none of *paths* (listed ones) is a submodule."""
+        return not self._gitlinks or self._gitlinks.isdisjoint(paths)
 
     def without_attributes(self) -> bool:
         """Whether the whole tree has been read and holds no ``.gitattributes`` file."""
@@ -546,6 +585,8 @@ class _Cover:
         lists = [tree.matching(pattern) for pattern in self.patterns]
         follow = list(lists[0]) if len(lists) == 1 else sorted(set().union(*lists))
         matched = len(follow)  # sorted, each path once
+        if tree.reaches_a_submodule(self.patterns):
+            raise _Submodule
         passed: list[str] = []
         for link in tree.links_for(self.patterns):
             if not self.matches(link) and _could_match_below(self.patterns, link):
@@ -553,7 +594,10 @@ class _Cover:
         if not passed and len(follow) == matched and tree.no_links_among(follow):
             self.visit(matched)  # nothing to follow: what matched is what is covered
             return follow
-        return sorted(self.closure(follow, passed))
+        covered = self.closure(follow, passed)
+        if not tree.no_submodules_among(covered):  # a link leads to one, or through one
+            raise _Submodule
+        return sorted(covered)
 
     def through(
         self,
@@ -568,6 +612,8 @@ class _Cover:
         *shown*) a pattern matches, or the link itself where following stops (a loop, or deep
         enough: it is covered whole); to *passed* the links the matched paths go through."""
         kind, target, on_the_way = self.tree.resolve(link)
+        if kind == "file" and self.tree.mode(target) == GITLINK:
+            raise _Submodule  # the glob reaches inside the submodule the link leads to
         if kind != "folder":
             return
         if depth >= MAX_LINK_DEPTH or any(_inside(f, target) for f in folders):
@@ -582,6 +628,8 @@ class _Cover:
                 follow.append(real)
             elif self.tree.mode(real) == LINK and _could_match_below(self.patterns, seen):
                 self.through(real, seen, depth + 1, [*folders, target], follow, passed)
+            elif self.tree.mode(real) == GITLINK and _could_match_below(self.patterns, seen):
+                raise _Submodule
         if len(follow) > found:
             passed += on_the_way
 
@@ -619,15 +667,15 @@ def covered_files(
     repo: pygit2.Repository, tree_id: str, patterns: Iterable[str]
 ) -> list[tuple[str, int, str]] | None:
     """(path, filemode, object id) of the files of the tree that *patterns* cover, symlinks
-    followed (the module docstring); None when that is too costly to work out (then the whole
-    tree counts)."""
+    followed (the module docstring); None when that is too costly to work out, or when they
+    reach a submodule (then the whole tree counts)."""
     return _covered(_Tree(repo, tree_id), tuple(patterns))
 
 
 def _covered(tree: _Tree, patterns: tuple[str, ...]) -> list[tuple[str, int, str]] | None:
     try:
         paths = _Cover(tree, patterns).paths()
-    except _TooMany:
+    except (_TooMany, _Submodule):
         return None
     entries = tree.listed_entries()
     out = []

@@ -8,11 +8,13 @@ so the step's input digest covers the content behind the link and the step runs 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.adversarial.conftest import World, assert_plan, check, edit_lookup_cache, plan, step
+from tests.gitrepo import GitRepo
 
 # variant -> (symlinks: path -> target, the file the check reads, the step's inputs)
 VARIANTS: dict[str, tuple[dict[str, str], str, list[str]]] = {
@@ -305,6 +307,56 @@ def test_attack_inputs_file_name_with_a_line_break_forges_the_digest(
     (world.path / other).unlink()
     world.repo.write(f"src/impl.txt {works}\n100644 {other}", "# nothing\n")
     world.repo.commit("one file named like two lines")
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
+    assert recorded.verdict == "FAIL"
+    assert_plan(world.gate(), "step.failed", "FAIL")
+
+
+# ------------------------------------------------------------------------------- submodules
+
+# variant -> (the step's inputs, the file its check reads)
+SUBMODULE: dict[str, tuple[list[str], str]] = {
+    "the .gitmodules removed": (["src/**"], "src/lib/verdict"),
+    "a glob naming a file inside it": (["src/lib/verdict"], "src/lib/verdict"),
+    "a glob reaching inside it": (["src/lib/*"], "src/lib/verdict"),
+    "a link in it leading back into the tree": (["src/**"], "src/lib/up/verdict"),
+    "a link through it, back into the tree": (["src/**"], "src/verdict"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(SUBMODULE))
+def test_attack_inputs_submodule_in_the_inputs(world: World, tmp_path: Path, variant: str) -> None:
+    """unit reads a file of (or through) the submodule src/lib; its inputs cover the
+    submodule's entry (its commit), or name a path inside it, which no entry of the tree
+    matches. The agent breaks what the check reads without changing what the digest saw:
+    deletes .gitmodules (the checkout then holds no files of the submodule), commits a broken
+    verdict in the submodule (a glob inside it matched nothing), or breaks real/verdict, which
+    a link inside the submodule (up -> ../../real) or a link through it (src/verdict ->
+    lib/sub/../../../real/verdict) leads to. The pass was carried (PASS, and the gate took it,
+    before the fix). Inputs that reach a submodule now depend on the whole tree."""
+    patterns, read = SUBMODULE[variant]
+    lib = GitRepo.create(tmp_path / "lib")
+    lib.write("verdict", "ok\n")
+    lib.write("sub/keep", "\n")
+    os.symlink("../../real", lib.path / "up")
+    lib.commit("v1")
+    world.repo.git(
+        "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib.path), "src/lib"
+    )
+    world.repo.write("real/verdict", "ok\n")
+    os.symlink("lib/sub/../../../real/verdict", world.path / "src" / "verdict")
+    world.seal(plan(step("unit", check("grep", "-qx", "ok", read), inputs=patterns)))
+    assert world.run().verdict == "PASS"
+    if variant == "the .gitmodules removed":
+        world.repo.git("rm", "-q", ".gitmodules")
+    elif read == "src/lib/verdict":
+        inside = GitRepo(world.path / "src" / "lib")
+        inside.write("verdict", "broken\n")
+        inside.commit("v2")
+    else:
+        world.repo.write("real/verdict", "broken\n")
+    world.repo.commit("break what unit reads")
     recorded = world.run()
     assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
     assert recorded.verdict == "FAIL"

@@ -360,3 +360,31 @@ def test_a_file_name_reads_as_one_line_only(repo: GitRepo) -> None:
     (repo.path / os.fsdecode(b"src/\xff")).write_bytes(b"x\n")
     repo.commit("a name that is not UTF-8")
     assert inputs.input_digests(git, plan, repo.head_tree())["a"].startswith("sha256:")
+
+
+# the globs, and links to add to the tree: path -> target (the submodule is at sub/lib)
+REACHING: dict[str, tuple[list[str], dict[str, str]]] = {
+    "a glob matching the submodule": (["sub/**"], {}),
+    "a glob naming a file inside it": (["sub/lib/x.py"], {}),
+    "a wildcard that can match inside it": (["*.py"], {}),
+    "a link to it": (["pkg/**"], {"pkg/lib": "../sub/lib"}),
+    "a link through it": (["pkg/**"], {"pkg/a.txt": "../sub/lib/../../real/a.txt"}),
+    "a glob through a linked folder holding it": (["pkg/s/lib/x.py"], {"pkg/s": "../sub"}),
+    "a glob through a link to it": (["pkg/lib/x.py"], {"pkg/lib": "../sub/lib"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REACHING))
+def test_inputs_that_reach_a_submodule_depend_on_the_whole_tree(repo: GitRepo, case: str) -> None:
+    """What a submodule holds, and where links inside it lead, is not in the tree (only its
+    commit is): inputs that reach one cover the whole tree (None). Inputs that do not, keep
+    their files."""
+    patterns, links = REACHING[case]
+    tree = _tree(repo, links)
+    repo.git("update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},sub/lib")
+    repo.git("commit", "-q", "-m", "a submodule")
+    git = open_repo(repo.path).git
+    assert covered_files(git, repo.head_tree(), patterns) is None, case
+    assert covered_files(git, repo.head_tree(), ["real/**"]) == covered_files(
+        git, tree, ["real/**"]
+    )
