@@ -28,9 +28,11 @@ symlink also covers its target, resolved within the judged tree as the operating
 per path): a link to a file covers that file, a link to a folder every file below it (and what
 the links there lead to), and every link passed on the way is covered too. A glob that matches a
 path *through* a linked folder (``vendor/lib.py`` where ``vendor`` is a link) covers the file it
-reaches. A link whose target is absolute, leaves the tree, does not exist in it, or loops is
-covered by its own text only: content outside the tree is no more part of the evidence than an
-ignored file is (docs/plan-format.md). When following links would visit more than
+reaches. A link whose target does not exist in the tree, or loops, is covered by its own text
+only. A link whose target is absolute or leaves the tree makes the step depend on the whole
+tree: the checks run in a checkout at ``<slot>/tree``, so such a link can lead back into the
+judged tree (``../tree/lib.py`` from the root) by a way the tree does not show
+(docs/plan-format.md). When following links would visit more than
 :data:`MAX_VISITS` entries, the step depends on the whole tree instead. Without symlinks the
 digest is what it always was.
 
@@ -175,6 +177,14 @@ class _TooMany(Exception):
 
 class _Nowhere(Exception):
     """A link leads outside the tree, nowhere, or round in circles."""
+
+
+class _Outside(Exception):
+    """A link leads out of the tree (an absolute target, or ``..`` above the root). What is
+    there is no evidence, but the checks run in a checkout that is out there too (at
+    ``<slot>/tree``: ``../tree/...`` from the root, or its absolute path, lead back into the
+    judged tree), so what the link reaches is not known from the tree: the step depends on the
+    whole tree."""
 
 
 class _Submodule(Exception):
@@ -461,8 +471,9 @@ class _Tree:
 
     def resolve(self, link: str) -> tuple[str, str, list[str]]:
         """Where the symlink *link* leads in the tree: ``("file", path)`` (a file, or a
-        submodule), ``("folder", path)`` ("" is the root), or ``("none", "")`` (outside the
-        tree, dangling or looping); with the links passed on the way (*link* included)."""
+        submodule), ``("folder", path)`` ("" is the root), or ``("none", "")`` (dangling or
+        looping); with the links passed on the way (*link* included). Raises :class:`_Outside`
+        when it leads out of the tree."""
         passed: list[str] = []
         try:
             kind, path = self._walk(link, passed)
@@ -479,7 +490,7 @@ class _Tree:
                 continue
             if part == "..":
                 if not where:
-                    raise _Nowhere  # above the root
+                    raise _Outside  # above the root
                 where.pop()
                 continue
             path = "/".join([*where, part])
@@ -502,7 +513,7 @@ class _Tree:
         passed.append(link)
         text = self.target(link)
         if text.startswith("/"):
-            raise _Nowhere  # absolute: outside the tree
+            raise _Outside  # absolute
         return text.split("/")
 
 
@@ -668,14 +679,14 @@ def covered_files(
 ) -> list[tuple[str, int, str]] | None:
     """(path, filemode, object id) of the files of the tree that *patterns* cover, symlinks
     followed (the module docstring); None when that is too costly to work out, or when they
-    reach a submodule (then the whole tree counts)."""
+    reach a submodule or a link out of the tree (then the whole tree counts)."""
     return _covered(_Tree(repo, tree_id), tuple(patterns))
 
 
 def _covered(tree: _Tree, patterns: tuple[str, ...]) -> list[tuple[str, int, str]] | None:
     try:
         paths = _Cover(tree, patterns).paths()
-    except (_TooMany, _Submodule):
+    except (_TooMany, _Submodule, _Outside):
         return None
     entries = tree.listed_entries()
     out = []

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from gitaudit.places import checkouts_dir
 from tests.adversarial.conftest import World, assert_plan, check, edit_lookup_cache, plan, step
 from tests.gitrepo import GitRepo
 
@@ -357,6 +358,54 @@ def test_attack_inputs_submodule_in_the_inputs(world: World, tmp_path: Path, var
     else:
         world.repo.write("real/verdict", "broken\n")
     world.repo.commit("break what unit reads")
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
+    assert recorded.verdict == "FAIL"
+    assert_plan(world.gate(), "step.failed", "FAIL")
+
+
+# ---------------------------------------------------------------- a link out, and back in
+
+# variant -> (the link: path -> target, "{checkout}" standing for the private checkout's
+# absolute path; the inputs; the file the check reads)
+BACK_IN: dict[str, tuple[tuple[str, str], list[str], str]] = {
+    "up two, in by the checkout's folder name": (
+        ("src/impl.txt", "../../tree/lib/impl.txt"),
+        ["src/**"],
+        "src/impl.txt",
+    ),
+    "up one from the root": (("impl.txt", "../tree/lib/impl.txt"), ["impl.txt"], "impl.txt"),
+    "absolute, into the checkout": (
+        ("src/impl.txt", "{checkout}/lib/impl.txt"),
+        ["src/**"],
+        "src/impl.txt",
+    ),
+    "a glob through a linked folder out": (
+        ("vendor", "../tree/lib"),
+        ["vendor/impl.txt"],
+        "vendor/impl.txt",
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(BACK_IN))
+def test_attack_inputs_link_out_of_the_tree_leads_back_in(world: World, variant: str) -> None:
+    """A link whose target leaves the tree (``..`` above the root, or an absolute path) was
+    covered by its own text only: what is outside the tree is no evidence. But the checks run
+    in a private checkout at ``<slot>/tree``, so ``../tree/lib/impl.txt`` from the root (or the
+    checkout's absolute path) leads back into the judged tree: the check read lib/impl.txt,
+    which the digest did not cover. The agent breaks it; the pass was carried (PASS, and the
+    gate took it, before the fix). A step whose links lead out of the tree depends on the
+    whole tree."""
+    (path, target), patterns, read = BACK_IN[variant]
+    checkout = Path(checkouts_dir(world.handle().gitdir)) / "0" / "tree"
+    world.repo.write("lib/impl.txt", "works\n")
+    (world.path / path).parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(target.format(checkout=checkout), world.path / path)
+    world.seal(plan(step("unit", check("grep", "-q", "works", read), inputs=patterns)))
+    assert world.run().verdict == "PASS"
+    world.repo.write("lib/impl.txt", "broken\n")
+    world.repo.commit("break what the link leads back to")
     recorded = world.run()
     assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
     assert recorded.verdict == "FAIL"

@@ -78,11 +78,6 @@ CASES: dict[str, tuple[dict[str, str], list[str], set[str]]] = {
         ["loop/loop/real/a.txt"],
         {*FILES, "README.md", "loop"},
     ),
-    "outside the tree: the link's own text only": (
-        {"pkg/up": "../../outside.txt", "pkg/abs": "/etc/passwd"},
-        ["pkg/**"],
-        {"pkg/up", "pkg/abs"},
-    ),
     "dangling: the link's own text only": (
         {"pkg/gone": "../real/nothing.txt", "pkg/nodir": "../real/a.txt/x"},
         ["pkg/**"],
@@ -388,3 +383,24 @@ def test_inputs_that_reach_a_submodule_depend_on_the_whole_tree(repo: GitRepo, c
     assert covered_files(git, repo.head_tree(), ["real/**"]) == covered_files(
         git, tree, ["real/**"]
     )
+
+
+@pytest.mark.parametrize(
+    "links",
+    [
+        {"pkg/up": "../../outside.txt"},
+        {"pkg/abs": "/etc/passwd"},
+        {"up": "../tree/real/a.txt"},
+        {"pkg/lib": "../../tree/real"},
+        {"pkg/a.txt": "../mid/a.txt", "mid/a.txt": "../../real/a.txt"},
+    ],
+    ids=["up out", "absolute", "out and back in from the root", "a folder", "at a chain's end"],
+)
+def test_a_link_out_of_the_tree_makes_the_whole_tree_count(
+    repo: GitRepo, links: dict[str, str]
+) -> None:
+    """A link whose target is absolute or leaves the tree may lead back into it (the checks
+    run in a checkout at <slot>/tree): the inputs cover the whole tree (None)."""
+    tree = _tree(repo, links)
+    patterns = ["pkg/**", "up"]
+    assert covered_files(open_repo(repo.path).git, tree, patterns) is None
