@@ -357,6 +357,29 @@ def test_a_file_name_reads_as_one_line_only(repo: GitRepo) -> None:
     assert inputs.input_digests(git, plan, repo.head_tree())["a"].startswith("sha256:")
 
 
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["src/a.txt", "src/b c.txt"],
+        ["src/a.txt", "src/a\nb"],
+        ['"src"/a', "src/b"],
+        ["src/a", 'src/"b"'],  # a quote after the folder: written as is
+        ["src/a", 'src/b "c"'],  # a quote after a space inside the name
+        ["src/a", os.fsdecode(b"src/\xff")],
+        ["src/\u00e9t\u00e9", "src/\u2028"],
+        [],
+    ],
+)
+def test_the_lines_are_each_path_written_whatever_the_names(names: list[str]) -> None:
+    """The digest's lines are joined as they are when no path needs quoting (one pass to tell),
+    and are exactly the lines of each path :func:`_written` either way."""
+    from gitaudit.plan.inputs import _lines, _written
+
+    entries = [(name, 0o100644, f"{n:040x}") for n, name in enumerate(names)]
+    want = "".join(f"\n{mode:o} {_written(path)} {oid}" for path, mode, oid in entries)
+    assert _lines(entries) == want.encode()
+
+
 # the globs, and links to add to the tree: path -> target (the submodule is at sub/lib)
 REACHING: dict[str, tuple[list[str], dict[str, str]]] = {
     "a glob matching the submodule": (["sub/**"], {}),
