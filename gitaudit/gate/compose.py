@@ -20,6 +20,7 @@ outcome. Candidates are read from the signed chains themselves, not from the loo
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -92,19 +93,39 @@ def effective_labels(declared: Iterable[str], held: frozenset[str]) -> frozenset
 
 
 def newest_first(ledgers: Sequence[Sequence[Source]]) -> list[Source]:
-    """One newest-first order over several ledgers' runs (each list newest first): by signed
-    time, a ledger's own order kept for equal times, the first ledger first; a run found on two
-    ledgers (the same commit) counts once."""
-    seen: set[str] = set()
-    merged: list[tuple[int, int, int, Source]] = []
+    """One newest-first order over several ledgers' runs (each list newest first, in its chain's
+    order): a run recorded after another on a ledger's chain comes first whatever the clocks say
+    (runners' clocks differ, and a slow one is never refused, so a FAIL recorded after a PASS can
+    be signed earlier); otherwise by signed time, the first ledger first for equal times. A run
+    found on two ledgers (the same commit) counts once, and is ordered by both chains."""
+    first: dict[str, tuple[int, int, int, Source]] = {}
+    older: dict[str, list[str]] = {}  # run -> the runs recorded right before it on a chain
+    waiting: dict[str, int] = {}  # run -> how many runs recorded after it are not placed yet
     for rank, runs in enumerate(ledgers):
+        previous: str | None = None
         for position, source in enumerate(runs):
-            if source.record.commit in seen:
-                continue
-            seen.add(source.record.commit)
-            merged.append((-source.record.time, rank, position, source))
-    merged.sort(key=lambda item: item[:3])
-    return [item[3] for item in merged]
+            commit = source.record.commit
+            if commit not in first:
+                first[commit] = (-source.record.time, rank, position, source)
+                older[commit], waiting[commit] = [], 0
+            if previous is not None and previous != commit and commit not in older[previous]:
+                older[previous].append(commit)
+                waiting[commit] += 1
+            previous = commit
+    ready = [first[c] for c, n in waiting.items() if n == 0]
+    heapq.heapify(ready)
+    out: list[Source] = []
+    while ready:
+        source = heapq.heappop(ready)[3]
+        out.append(source)
+        for commit in older[source.record.commit]:
+            waiting[commit] -= 1
+            if waiting[commit] == 0:
+                heapq.heappush(ready, first[commit])
+    if len(out) < len(first):  # chains that disagree (not git's): by signed time, as a last resort
+        placed = {s.record.commit for s in out}
+        out += [f[3] for f in sorted(f for c, f in first.items() if c not in placed)]
+    return out
 
 
 def prove(plan: Plan, sources: Sequence[Source]) -> dict[str, tuple[Proof, ...]]:

@@ -158,8 +158,7 @@ def judge_evidence(j: Judging) -> Evidence:
     seen, notes = survey.seen, survey.notes
     if not survey.found:
         return Evidence((_no_evidence(j, survey.other),), seen=seen, notes=tuple(notes))
-    # the newest run for this tree among the ledgers read (the plan's own first on a tie)
-    ledger, newest = min(survey.found, key=lambda f: -f[1].time)
+    ledger, newest = _newest_found(j, survey.found)
     if ledger.remote is not None:
         notes.append(f"the evidence was recorded elsewhere and fetched from {ledger.remote}")
     sources = [Source(newest, ledger.key, _labels(j, newest))]
@@ -297,6 +296,25 @@ def _newest_on(j: Judging, ledger: _Ledger, survey: _Survey) -> Evidence | None:
         survey.seen[ledger.ref] = str(tip)
     survey.found.append((ledger, record))
     return None
+
+
+def _newest_found(j: Judging, found: list[tuple[_Ledger, RunRecord]]) -> tuple[_Ledger, RunRecord]:
+    """The newest run for this tree among the ledgers read (each ledger's newest): one that
+    another ledger's newest was recorded after, on its chain, is older whatever the clocks say
+    (a remote-tracking copy left at an older run, which anyone who writes ``.git/`` can make,
+    must not outrank the newer run of the same chain); the rest by signed time, the plan's own
+    first on a tie."""
+    git = j.repo.git
+
+    def superseded(record: RunRecord) -> bool:
+        run = pygit2.Oid(hex=record.commit)
+        return any(
+            other.commit != record.commit and git.descendant_of(pygit2.Oid(hex=other.commit), run)
+            for _ledger, other in found
+        )
+
+    current = [f for f in found if not superseded(f[1])] if len(found) > 1 else found
+    return min(current or found, key=lambda f: -f[1].time)
 
 
 def _decides(survey: _Survey, ledger: _Ledger, evidence: Evidence, why: str) -> Evidence | None:

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
-from gitaudit.ledger.refs import runs_ref
-from tests.adversarial.conftest import World, assert_plan, plan, step
+import pygit2
+import pytest
+
+from gitaudit.ledger.refs import MIRROR, runs_ref
+from tests.adversarial.conftest import World, assert_plan, codes, only, plan, step
+from tests.adversarial.test_evidence import failing as failing  # noqa: PLC0414 (fixture)
 
 RUNS = runs_ref("default")
 DAY = 86400
@@ -52,3 +57,44 @@ def test_attack_time_future_date_within_tolerated_skew(world: World) -> None:
     assert world.run().verdict == "PASS"
     _resigned_at(world, int(time.time()) + 60)
     assert world.gate().verdict == "PASS"
+
+
+def _recorded_at(world: World, run: str, when: int) -> pygit2.Oid:
+    """Run *run* as ci records it on another machine whose clock says *when*: the same tree and
+    message (its trailers), signed by ci on top of the ledger's tip."""
+    git = world.handle().git
+    original = git[pygit2.Oid(hex=run)].peel(pygit2.Commit)
+    tip = world.ref(RUNS)
+    assert tip is not None
+    oid = world.commit_object(
+        git, original.tree_id, [pygit2.Oid(hex=tip)], original.message, world.ci, when=when
+    )
+    world.set_ref(RUNS, oid)
+    return oid
+
+
+@pytest.mark.parametrize("hide", ["remote-tracking copy", "targeted run"])
+def test_attack_time_newer_failure_signed_with_an_earlier_time(
+    failing: tuple[World, str, Path], hide: str
+) -> None:
+    """ci records from two machines whose clocks differ (a slow clock is never refused): the
+    PASS run is signed at the right time, the FAIL run recorded after it on the ledger is dated
+    two minutes earlier. The newest run on the ledger is the FAIL. The agent then writes a
+    remote-tracking copy of the ledger (`refs/gitaudit/remotes/...`) at the PASS run, or has a
+    targeted run of lint recorded, so the gate composes the tree's runs: ordered by signed time
+    alone, the older PASS outranked the newer FAIL and the gate said PASS (before the fix)."""
+    world, passed, _flag = failing
+    failed = world.ref(RUNS)
+    assert failed is not None
+    now = int(time.time())
+    again = _recorded_at(world, passed, now)  # machine A: the right time
+    _recorded_at(world, failed, now - 120)  # machine B: two minutes slow
+    assert_plan(world.gate(), "step.failed", "FAIL")
+    if hide == "remote-tracking copy":
+        world.set_ref(f"{MIRROR}/origin/audit/runs/default", again)
+    else:
+        assert world.run(targets=["lint"]).verdict == "UNKNOWN"  # unit: not run, lint: passed
+    judged = only(world.gate())
+    assert judged.verdict == "FAIL", judged
+    assert "step.failed" in codes(judged)
+    assert world.cli("status").code == 1

@@ -14,10 +14,12 @@ from typing import Any
 import pygit2
 import pytest
 
+from gitaudit.gate.compose import Source, newest_first
 from gitaudit.gate.evidence import Evidence, Judging, judge_evidence
 from gitaudit.gate.result import Reason
 from gitaudit.ledger.objects import write_tree
 from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.records import RunRecord
 from gitaudit.ledger.refs import runs_ref
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.verdict import Verdict
@@ -412,3 +414,31 @@ def test_the_only_run_for_the_tree_under_another_contract_is_stale_and_named(
             "the ledger was tampered with; restore refs/audit/runs/default",
         ),
     )
+
+
+def _source(commit: str, when: int, ledger: str = "default") -> Source:
+    record = RunRecord(
+        commit, when, "default", Verdict.PASS, (), "c", "t", None, None, None, None, {}, {}
+    )
+    return Source(record, ledger)
+
+
+def test_runs_are_ordered_by_their_chains_before_their_clocks() -> None:
+    """A run recorded after another on a ledger comes first whatever its signed time (a slow
+    clock); runs on unrelated chains by signed time, the first ledger first on a tie; a run on
+    two ledgers once, ordered by both chains."""
+    order = newest_first([[_source("f", 100), _source("p", 200)]])
+    assert [s.record.commit for s in order] == ["f", "p"]
+    # a copy of the ledger left at the older run, and another clone's run dated in between
+    own = [_source("f", 100), _source("p", 200)]
+    copy = [_source("p", 200, "mirror")]
+    other = [_source("x", 150, "other")]
+    order = newest_first([own, copy, other])
+    assert [s.record.commit for s in order] == ["x", "f", "p"]
+    assert order[2].ledger == "default"
+    # another clone's ledger ahead of ours, its newer run signed by a slow clock
+    ahead = [_source("n", 50, "mirror"), _source("f", 100, "mirror"), _source("p", 200, "mirror")]
+    order = newest_first([own, ahead])
+    assert [s.record.commit for s in order] == ["n", "f", "p"]
+    tie = newest_first([[_source("a", 100)], [_source("b", 100, "mirror")]])
+    assert [s.record.commit for s in tie] == ["a", "b"]
