@@ -224,7 +224,7 @@ def _ruled(j: Judging, rule: EvidenceRule, runs: list[Source]) -> Evidence:
     tree must have PASSed: a reason when too few did, else a note of who did."""
     from gitaudit.gate.runners import describe, tally  # refs with an evidence rule only
 
-    admitted, advisory = tally(j.plan, rule, runs, j.now)
+    admitted, advisory, agreed_until = tally(j.plan, rule, runs, j.now)
     text = describe(rule, j.ref or rule.pattern, admitted, advisory)
     theirs = [s for s in runs if s.signer is not None and rule.admits(s.signer)]
     reasons: list[Reason] = []
@@ -249,6 +249,8 @@ def _ruled(j: Judging, rule: EvidenceRule, runs: list[Source]) -> Evidence:
             )
         )
     newest = used[0].record if used else None
+    if agreed_until is not None:  # the rule holds only while enough runners' runs are fresh
+        until = agreed_until if until is None else min(until, agreed_until)
     return Evidence(
         tuple(reasons),
         newest,

@@ -25,10 +25,11 @@ from gitaudit.verdict import Verdict
 
 def tally(
     plan: Plan, rule: EvidenceRule, runs: Sequence[Source], now: float
-) -> tuple[frozenset[str], frozenset[str]]:
-    """(admitted, advisory): the trusted runners whose newest run among *runs* (every run of the
-    plan for the tree and contract, newest first, each with its signer) PASSed and is fresh,
-    split by *rule*."""
+) -> tuple[frozenset[str], frozenset[str], float | None]:
+    """(admitted, advisory, until): the trusted runners whose newest run among *runs* (every run
+    of the plan for the tree and contract, newest first, each with its signer) PASSed and is
+    fresh, split by *rule*; and when fewer than ``min`` admitted runners will still be fresh (an
+    expiry for whoever remembers the verdict; None: never, or too few already)."""
     lifetimes = [s.valid_for for s in plan.steps if s.valid_for is not None]
     oldest = now - min(lifetimes) if lifetimes else None
     newest: dict[str, tuple[TrustedKey, RunRecord]] = {}
@@ -37,11 +38,16 @@ def tally(
             newest.setdefault(source.signer.name, (source.signer, source.record))
     admitted: set[str] = set()
     advisory: set[str] = set()
+    expiries: list[float] = []
     for name, (signer, record) in newest.items():
         if record.verdict != Verdict.PASS or (oldest is not None and record.time < oldest):
             continue
         (admitted if rule.admits(signer) else advisory).add(name)
-    return frozenset(admitted), frozenset(advisory)
+        if lifetimes and rule.admits(signer):
+            expiries.append(float(record.time + min(lifetimes)))
+    expiries.sort(reverse=True)
+    until = expiries[rule.min - 1] if 0 < rule.min <= len(expiries) else None
+    return frozenset(admitted), frozenset(advisory), until
 
 
 def describe(

@@ -9,8 +9,11 @@ import pygit2
 import pytest
 
 from gitaudit.ledger.refs import MIRROR, runs_ref
-from tests.adversarial.conftest import World, assert_plan, codes, only, plan, step
+from gitaudit.ledger.trust import EvidenceRule
+from tests.adversarial.conftest import World, assert_plan, codes, only, plan, runner, step
 from tests.adversarial.test_evidence import failing as failing  # noqa: PLC0414 (fixture)
+from tests.adversarial.test_runner_rules import MAIN, rule
+from tests.run.test_memo import pre_push
 
 RUNS = runs_ref("default")
 DAY = 86400
@@ -98,3 +101,27 @@ def test_attack_time_newer_failure_signed_with_an_earlier_time(
     assert judged.verdict == "FAIL", judged
     assert "step.failed" in codes(judged)
     assert world.cli("status").code == 1
+
+
+def test_attack_time_memo_outlives_the_second_runners_evidence(world: World) -> None:
+    """main needs two runners (ci and ci2) whose newest runs PASSed and are fresh (unit is valid
+    for 30 s). ci2 ran first, ci 15 s later: the PASS for main is remembered until ci's evidence
+    expires. Once ci2's has expired, main's rule holds for one runner only (UNKNOWN), but the
+    pre-push hook served the remembered PASS (before the fix): the memo's expiry now includes
+    the freshness of every runner the rule counted."""
+    world.seal(plan(step("unit", valid_for="30s")))
+    second = runner(world, "ci2")
+    rule(world, EvidenceRule(MAIN, ("ci", "ci2"), 2))
+    recorded = world.run(signer=second)
+    assert recorded.commit is not None
+    first = world.handle().git[pygit2.Oid(hex=recorded.commit)].peel(pygit2.Commit).commit_time
+    time.sleep(max(0.0, first + 15 - time.time()))
+    assert world.run().verdict == "PASS"
+    assert world.gate(for_ref=MAIN).verdict == "PASS"  # remembered, for main
+    code, _path, err = pre_push(world.repo)
+    assert code == 0, err
+    time.sleep(max(0.0, first + 31 - time.time()))
+    judged = assert_plan(world.gate(for_ref=MAIN), "evidence.runner-rule", "UNKNOWN")
+    assert "passing runs for this tree by ci;" in judged.reasons[0].message + ";"
+    code, _path, err = pre_push(world.repo)
+    assert code != 0, err

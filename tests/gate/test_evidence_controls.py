@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 
+import pygit2
 import pytest
 
 from gitaudit.gate.evidence import Evidence, Judging, judge_evidence
@@ -101,6 +102,29 @@ def test_only_the_runners_a_ref_names_prove_a_tree_for_it(world: World) -> None:
     failed = _evidence(world, ref=MAIN)
     assert failed.reasons and failed.reasons[0].code == "step.failed"
     assert failed.reasons[0].verdict == Verdict.FAIL
+
+
+def test_a_rules_agreement_expires_with_the_runs_it_counted(world: World) -> None:
+    """main needs ci and ci2; unit is valid for an hour. The evidence lasts until the run of the
+    runner whose agreement expires first (ci2's, the older), not until that of the newest run,
+    whose steps alone are judged: whoever remembers the PASS must judge it again then. With
+    three agreeing runners where two must agree, it lasts until the second one expires."""
+    world.seal(plan(step("unit", valid_for="1h")))
+    second, third = runner(world, "ci2"), runner(world, "ci3")
+    rule(world, EvidenceRule(MAIN, ("ci", "ci2", "ci3"), 2))
+    older = world.run(signer=second)
+    time.sleep(1.1)  # signed a second apart at least
+    newer = world.run()
+    judged = _evidence(world, ref=MAIN)
+    assert judged.reasons == ()
+    git = world.handle().git
+    times = {
+        r.commit: git[r.commit].peel(pygit2.Commit).commit_time for r in (older, newer) if r.commit
+    }
+    assert judged.until == times[older.commit] + 3600
+    latest = world.run(signer=third)
+    assert latest.commit is not None
+    assert _evidence(world, ref=MAIN).until == times[newer.commit] + 3600
 
 
 def test_a_runner_a_rule_admits_carries_only_what_that_rule_admits(world: World) -> None:
