@@ -42,15 +42,13 @@ from gitaudit.git.repo import Repo
 from gitaudit.ledger import index, lookup, watermark
 from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.plansref import PlansState
-from gitaudit.ledger.records import MalformedRun, RunRecord, StepEntry
+from gitaudit.ledger.records import CLOCK_SKEW, MalformedRun, RunRecord, StepEntry
 from gitaudit.ledger.refs import mirrored_runs, read_ref, runs_ref
 from gitaudit.ledger.runs import read_run
 from gitaudit.ledger.trust import EvidenceRule, TrustedKey
 from gitaudit.plan.graph import clauses_of, optional_steps, viable_without
 from gitaudit.plan.model import Plan
 from gitaudit.verdict import StepStatus, Verdict, output_broken, uncovered, unproven_step
-
-CLOCK_SKEW = 300  # seconds of tolerated clock difference for signed times
 
 
 @dataclass(frozen=True)

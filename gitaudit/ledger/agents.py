@@ -15,7 +15,9 @@ ref):
   plans chain and never older than its predecessor's; and the record's key must be that signer;
 * the transition: only an agent's own key writes its records; a claim needs the step free, or
   held by a claim that was stale at the record's signed time (a *takeover*, named in the
-  record); ``agents.json`` must be exactly the registry the records replay to.
+  record); ``agents.json`` must be exactly the registry the records replay to;
+* the time: a record signed more than the tolerated clock skew after the reader's clock is
+  refused until then (its signed time decides who is stale).
 
 A claim is *stale* once its agent's last record is older than the agent's lease; a stale claim
 no longer blocks anyone and may be taken over. Which claims may coexist is the sealed policy's
@@ -41,6 +43,7 @@ from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.objects import blob_at, commit_of, dumps, loads, write_tree
 from gitaudit.ledger.plansref import PlansState, state_at
+from gitaudit.ledger.records import CLOCK_SKEW
 from gitaudit.ledger.refs import AGENTS_REF, RefConflict, cas_update, read_ref
 from gitaudit.ledger.trust import TrustSet
 from gitaudit.plan.globs import GlobError, canonical
@@ -460,10 +463,15 @@ def verify_segment(
     plans: PlansState,
     tip: pygit2.Oid,
     stop: pygit2.Oid | None,
+    now: float | None = None,
 ) -> Registry:
     """Verify every agents commit from *tip* back to *stop* (exclusive; None: the root) and
     return the registry at *tip*. The registry at *stop* is taken from its ``agents.json`` after
-    its own signature is checked. Errors name the first bad commit, oldest first."""
+    its own signature is checked. Errors name the first bad commit, oldest first. A record
+    signed more than :data:`CLOCK_SKEW` after *now* (this machine's clock) is refused: its time
+    decides staleness (a takeover, a heartbeat), so a key holder who dated it ahead would take
+    over a live claim, or keep its own alive, before that time came."""
+    now = time.time() if now is None else now
     commits, reached = chain.segment(git, tip, stop, what=AGENTS_REF, linear=True)
     if not reached:
         raise LedgerError(f"{AGENTS_REF} does not descend from {str(stop)[:12]}")
@@ -478,6 +486,13 @@ def verify_segment(
     for commit in commits:
         where = f"agents commit {str(commit.id)[:12]}"
         record = _verified_record(git, judge, commit, previous)
+        if commit.commit_time > now + CLOCK_SKEW:
+            dated = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(commit.commit_time))
+            raise LedgerError(
+                f"{where}: record #{record.seq} is dated {dated}, ahead of this machine's clock",
+                hint=f"check the clocks here and where it was signed; a record dated ahead is "
+                f"refused until then (or restore {AGENTS_REF} from a good copy)",
+            )
         after = apply(reg, record, commit.commit_time, where)
         after = replace(after, tip=commit.id)
         stored = _parse_state(_json_at(git, commit, STATE_PATH, where), commit.id, where)

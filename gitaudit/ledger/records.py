@@ -18,6 +18,10 @@ from typing import Any, TypeVar
 from gitaudit.errors import LedgerError
 from gitaudit.verdict import StepStatus, Verdict
 
+CLOCK_SKEW = 300
+"""Seconds of tolerated clock difference for signed times: a signed time further ahead of the
+reader's clock is refused (evidence, agent records), one behind it is merely old."""
+
 RUN_FORMAT = "gitaudit.run/1"
 
 

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import time
+import types
 from pathlib import Path
 
 import pygit2
 import pytest
 
+from gitaudit.ledger import agent_ops, agents
+from gitaudit.ledger.agents import DEFAULT_LEASE
+from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import MIRROR, runs_ref
+from gitaudit.ledger.seals import trust_add
 from gitaudit.ledger.trust import EvidenceRule
 from tests.adversarial.conftest import World, assert_plan, codes, only, plan, runner, step
+from tests.adversarial.test_agents import _cli
+from tests.adversarial.test_agents import crew as crew  # noqa: PLC0414 (fixture)
 from tests.adversarial.test_evidence import failing as failing  # noqa: PLC0414 (fixture)
 from tests.adversarial.test_runner_rules import MAIN, rule
 from tests.run.test_memo import pre_push
@@ -125,3 +132,40 @@ def test_attack_time_memo_outlives_the_second_runners_evidence(world: World) -> 
     assert "passing runs for this tree by ci;" in judged.reasons[0].message + ";"
     code, _path, err = pre_push(world.repo)
     assert code != 0, err
+
+
+@pytest.mark.parametrize(
+    "ahead", [DEFAULT_LEASE + 120, 365 * DAY], ids=["past-the-lease", "a-year"]
+)
+def test_attack_time_agents_claim_taken_over_by_a_record_dated_ahead(
+    crew: World, monkeypatch: pytest.MonkeyPatch, ahead: int
+) -> None:
+    """mal holds a trusted runner key of his own (an agent's key, in the multi-agent set-up)
+    and signs his claim on ann's unit with a time past ann's lease: ann's claim, live by every
+    clock, looked stale at the record's signed time and was taken over; mal then edited ann's
+    src/a.py and ran, no live claim stood in his way, and the gate said PASS (before the fix).
+    A record dated further ahead than the tolerated skew is refused until its time comes."""
+    trust_add(crew.handle(), crew.alice, crew.mallory.public_key, "runner", "mallory")
+    assert _cli(crew, "agents", "register", "mal", key="mallory").code == 0
+    when = time.time() + ahead
+    with monkeypatch.context() as clock:  # mal's clock, or a record he signs by hand
+        fake = types.SimpleNamespace(time=lambda: when, strftime=time.strftime, gmtime=time.gmtime)
+        clock.setattr(agents, "time", fake)
+        base = str(crew.handle().git.revparse_single("HEAD^{tree}").id)
+        written = agent_ops.claim(
+            crew.handle(),
+            crew.mallory,
+            read_state(crew.handle()),
+            "mal",
+            "default",
+            "unit",
+            ["src/a.py"],
+            base,
+        )
+        assert written.warnings[0].startswith("took over the stale claim #3 of agent ann")
+    crew.repo.write("src/a.py", "mal was here\n")
+    crew.repo.commit("mal's change")
+    _cli(crew, "run", key="mallory", env={"GITAUDIT_AGENT": "mal"})
+    judged = assert_plan(crew.gate(), "agents.registry", "FAIL")
+    assert "ahead of this machine's clock" in judged.reasons[0].message
+    assert crew.cli("status").code == 1

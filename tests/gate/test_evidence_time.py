@@ -11,9 +11,10 @@ from __future__ import annotations
 import pygit2
 import pytest
 
-from gitaudit.gate.evidence import CLOCK_SKEW, Evidence, Judging, judge_evidence
+from gitaudit.gate.evidence import Evidence, Judging, judge_evidence
 from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.records import CLOCK_SKEW
 from gitaudit.ledger.refs import runs_ref
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.verdict import Verdict
