@@ -20,7 +20,9 @@ outcome. Candidates are read from the signed chains themselves, not from the loo
 
 from __future__ import annotations
 
+import hashlib
 import heapq
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -92,39 +94,50 @@ def effective_labels(declared: Iterable[str], held: frozenset[str]) -> frozenset
     return held & declared if declared else held
 
 
+def same_run(record: RunRecord) -> tuple[int, str]:
+    """What a run is, whichever commit carries it: its signed time and its record. ``git audit
+    push`` signs a local run again on top of the remote's ledger, keeping both, so the commit it
+    replaced (in the reflog, or on another remote's copy) is the same run, not another one."""
+    text = json.dumps(record.doc, sort_keys=True, separators=(",", ":"), default=str)
+    return record.time, hashlib.sha256(text.encode()).hexdigest()
+
+
 def newest_first(ledgers: Sequence[Sequence[Source]]) -> list[Source]:
     """One newest-first order over several ledgers' runs (each list newest first, in its chain's
     order): a run recorded after another on a ledger's chain comes first whatever the clocks say
     (runners' clocks differ, and a slow one is never refused, so a FAIL recorded after a PASS can
     be signed earlier); otherwise by signed time, the first ledger first for equal times. A run
-    found on two ledgers (the same commit) counts once, and is ordered by both chains."""
-    first: dict[str, tuple[int, int, int, Source]] = {}
-    older: dict[str, list[str]] = {}  # run -> the runs recorded right before it on a chain
-    waiting: dict[str, int] = {}  # run -> how many runs recorded after it are not placed yet
+    found on two ledgers (the same commit, or a copy a push signed again) counts once, where it
+    was first found, and is ordered by both chains."""
+    first: dict[tuple[int, str], tuple[int, int, int, Source]] = {}
+    older: dict[tuple[int, str], list[tuple[int, str]]] = {}  # the runs recorded right before
+    waiting: dict[tuple[int, str], int] = {}  # how many runs recorded after it are not placed
     for rank, runs in enumerate(ledgers):
-        previous: str | None = None
+        previous: tuple[int, str] | None = None
         for position, source in enumerate(runs):
-            commit = source.record.commit
-            if commit not in first:
-                first[commit] = (-source.record.time, rank, position, source)
-                older[commit], waiting[commit] = [], 0
-            if previous is not None and previous != commit and commit not in older[previous]:
-                older[previous].append(commit)
-                waiting[commit] += 1
-            previous = commit
-    ready = [first[c] for c, n in waiting.items() if n == 0]
+            run = same_run(source.record)
+            if run not in first:
+                first[run] = (-source.record.time, rank, position, source)
+                older[run], waiting[run] = [], 0
+            if previous is not None and previous != run and run not in older[previous]:
+                older[previous].append(run)
+                waiting[run] += 1
+            previous = run
+    ready = [(*first[r][:3], r) for r, n in waiting.items() if n == 0]
     heapq.heapify(ready)
     out: list[Source] = []
+    placed: set[tuple[int, str]] = set()
     while ready:
-        source = heapq.heappop(ready)[3]
-        out.append(source)
-        for commit in older[source.record.commit]:
-            waiting[commit] -= 1
-            if waiting[commit] == 0:
-                heapq.heappush(ready, first[commit])
+        run = heapq.heappop(ready)[3]
+        out.append(first[run][3])
+        placed.add(run)
+        for below in older[run]:
+            waiting[below] -= 1
+            if waiting[below] == 0:
+                heapq.heappush(ready, (*first[below][:3], below))
     if len(out) < len(first):  # chains that disagree (not git's): by signed time, as a last resort
-        placed = {s.record.commit for s in out}
-        out += [f[3] for f in sorted(f for c, f in first.items() if c not in placed)]
+        rest = sorted((*f[:3], r) for r, f in first.items() if r not in placed)
+        out += [first[r][3] for *_key, r in rest]
     return out
 
 

@@ -36,6 +36,7 @@ from gitaudit.gate.compose import (
     needs_more_runs,
     newest_first,
     prove,
+    same_run,
 )
 from gitaudit.gate.result import Reason
 from gitaudit.git.repo import Repo
@@ -300,20 +301,42 @@ def _newest_on(j: Judging, ledger: _Ledger, survey: _Survey) -> Evidence | None:
 
 def _newest_found(j: Judging, found: list[tuple[_Ledger, RunRecord]]) -> tuple[_Ledger, RunRecord]:
     """The newest run for this tree among the ledgers read (each ledger's newest): one that
-    another ledger's newest was recorded after, on its chain, is older whatever the clocks say
-    (a remote-tracking copy left at an older run, which anyone who writes ``.git/`` can make,
-    must not outrank the newer run of the same chain); the rest by signed time, the plan's own
-    first on a tie."""
+    another ledger's newest was recorded after, on its chain (itself, or a copy a push signed
+    again), is older whatever the clocks say (a remote-tracking copy left at an older run, which
+    anyone who writes ``.git/`` can make, must not outrank the newer run of the same chain); the
+    rest by signed time, the plan's own first on a tie."""
+    if len(found) == 1:
+        return found[0]
     git = j.repo.git
+    seal = j.state.seal(j.name)
+    assert seal is not None
+    below: dict[str, set[tuple[int, str]]] = {}  # ledger -> the runs for the tree on its chain
+    for ledger, _newest in found:
+        try:
+            records = (
+                lookup.every_run(
+                    git, j.repo.gitdir, ledger.key, j.tree, seal.contract_digest, ledger.tip
+                )
+                if ledger.tip is not None
+                else []
+            )
+        except GitAuditError:
+            records = []
+        below[ledger.ref] = {same_run(r) for r in records}
 
-    def superseded(record: RunRecord) -> bool:
+    def superseded(ledger: _Ledger, record: RunRecord) -> bool:
         run = pygit2.Oid(hex=record.commit)
         return any(
-            other.commit != record.commit and git.descendant_of(pygit2.Oid(hex=other.commit), run)
-            for _ledger, other in found
+            other.commit != record.commit
+            and (
+                same_run(record) in below[theirs.ref]
+                or git.descendant_of(pygit2.Oid(hex=other.commit), run)
+            )
+            for theirs, other in found
+            if theirs is not ledger
         )
 
-    current = [f for f in found if not superseded(f[1])] if len(found) > 1 else found
+    current = [f for f in found if not superseded(*f)]
     return min(current or found, key=lambda f: -f[1].time)
 
 

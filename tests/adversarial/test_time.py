@@ -83,16 +83,17 @@ def _recorded_at(world: World, run: str, when: int) -> pygit2.Oid:
     return oid
 
 
-@pytest.mark.parametrize("hide", ["remote-tracking copy", "targeted run"])
+@pytest.mark.parametrize("hide", ["remote-tracking copy", "targeted run", "copy before a push"])
 def test_attack_time_newer_failure_signed_with_an_earlier_time(
     failing: tuple[World, str, Path], hide: str
 ) -> None:
     """ci records from two machines whose clocks differ (a slow clock is never refused): the
     PASS run is signed at the right time, the FAIL run recorded after it on the ledger is dated
     two minutes earlier. The newest run on the ledger is the FAIL. The agent then writes a
-    remote-tracking copy of the ledger (`refs/gitaudit/remotes/...`) at the PASS run, or has a
-    targeted run of lint recorded, so the gate composes the tree's runs: ordered by signed time
-    alone, the older PASS outranked the newer FAIL and the gate said PASS (before the fix)."""
+    remote-tracking copy of the ledger (`refs/gitaudit/remotes/...`) at the PASS run (or at the
+    PASS run's commit from before a push signed it again), or has a targeted run of lint
+    recorded, so the gate composes the tree's runs: ordered by signed time alone, the older
+    PASS outranked the newer FAIL and the gate said PASS (before the fix)."""
     world, passed, _flag = failing
     failed = world.ref(RUNS)
     assert failed is not None
@@ -102,6 +103,16 @@ def test_attack_time_newer_failure_signed_with_an_earlier_time(
     assert_plan(world.gate(), "step.failed", "FAIL")
     if hide == "remote-tracking copy":
         world.set_ref(f"{MIRROR}/origin/audit/runs/default", again)
+    elif hide == "copy before a push":
+        # the PASS run as it was before `git audit push` signed it again onto the shared ledger
+        # (same tree, message and signed time, another parent; kept by the reflog or another
+        # remote): on no chain of ours, so only its clock would order it
+        git = world.handle().git
+        replayed = git[again].peel(pygit2.Commit)
+        before = world.commit_object(
+            git, replayed.tree_id, [], replayed.message, world.ci, when=replayed.commit_time
+        )
+        world.set_ref(f"{MIRROR}/laptop/audit/runs/default", before)
     else:
         assert world.run(targets=["lint"]).verdict == "UNKNOWN"  # unit: not run, lint: passed
     judged = only(world.gate())

@@ -416,9 +416,11 @@ def test_the_only_run_for_the_tree_under_another_contract_is_stale_and_named(
     )
 
 
-def _source(commit: str, when: int, ledger: str = "default") -> Source:
+def _source(commit: str, when: int, ledger: str = "default", run: str | None = None) -> Source:
+    """A run *run* (default: its commit) signed at *when*, as carried by commit *commit*."""
+    doc = {"run": run or commit}
     record = RunRecord(
-        commit, when, "default", Verdict.PASS, (), "c", "t", None, None, None, None, {}, {}
+        commit, when, "default", Verdict.PASS, (), "c", "t", None, None, None, None, {}, doc
     )
     return Source(record, ledger)
 
@@ -426,7 +428,7 @@ def _source(commit: str, when: int, ledger: str = "default") -> Source:
 def test_runs_are_ordered_by_their_chains_before_their_clocks() -> None:
     """A run recorded after another on a ledger comes first whatever its signed time (a slow
     clock); runs on unrelated chains by signed time, the first ledger first on a tie; a run on
-    two ledgers once, ordered by both chains."""
+    two ledgers (or a copy a push signed again) once, ordered by both chains."""
     order = newest_first([[_source("f", 100), _source("p", 200)]])
     assert [s.record.commit for s in order] == ["f", "p"]
     # a copy of the ledger left at the older run, and another clone's run dated in between
@@ -442,3 +444,7 @@ def test_runs_are_ordered_by_their_chains_before_their_clocks() -> None:
     assert [s.record.commit for s in order] == ["n", "f", "p"]
     tie = newest_first([[_source("a", 100)], [_source("b", 100, "mirror")]])
     assert [s.record.commit for s in tie] == ["a", "b"]
+    # the PASS run as it was before a push signed it again ("p0", on no chain of ours) is "p"
+    before = [_source("p0", 200, "laptop", run="p")]
+    order = newest_first([own, before])
+    assert [s.record.commit for s in order] == ["f", "p"]
