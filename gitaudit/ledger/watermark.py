@@ -196,9 +196,13 @@ def record(
     ):
         return  # nothing new: no write, no lock
     with _locked(gitdir):
-        if repo is not None:
-            marks = {r: v for r, v in marks.items() if _points_at(repo, r, v)}
         current = _read(gitdir)
+        if repo is not None:
+            marks = {
+                r: v
+                for r, v in marks.items()
+                if _points_at(repo, r, v) and _forward(repo, current, r, v)
+            }
         for k in kinds:
             current[k].update(marks)
         if kind == "verified":
@@ -207,6 +211,19 @@ def record(
                 if ref in macs:
                     current["macs"][ref] = macs[ref]
         _write(gitdir, current)
+
+
+def _forward(repo: pygit2.Repository, current: Marks, ref: str, value: str) -> bool:
+    """Whether *value* is, or descends from, every mark *current* holds for *ref*: a mark never
+    moves back or sideways (a run appended on a rewound ref must not cover the rewind); only
+    :func:`rewrite` lowers one."""
+    for mark in {m for k in ("verified", "seen") if (m := current[k].get(ref))} - {value}:
+        try:
+            if not repo.descendant_of(pygit2.Oid(hex=value), pygit2.Oid(hex=mark)):
+                return False
+        except (KeyError, ValueError, pygit2.GitError):
+            return False
+    return True
 
 
 def _points_at(repo: pygit2.Repository, ref: str, value: str) -> bool:

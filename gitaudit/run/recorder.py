@@ -339,6 +339,7 @@ def _prepare(
     (or lacks a label it would act as), an invalid or unsealed plan, a working copy that
     differs from its seal, unknown steps."""
     state, runner = require_runner(repo, signer)
+    _require_forward(repo, name)
     missing = [label for label in labels if label not in runner.labels]
     if missing:
         raise RunError(
@@ -378,6 +379,16 @@ def _prepare(
         if labels and s.runs_on and not set(s.runs_on) & set(labels) and s.id not in wanted
     }
     return _Prepared(state, runner, plan, seal, wanted, labels, elsewhere)
+
+
+def _require_forward(repo: Repo, name: str) -> None:
+    """The runs ledger no further back than it was seen: a step's failed attempts and unknown
+    outcome are counted on it, so one rewound or deleted since (which would forget them, and
+    whose run would then be marked seen over the rewind) is refused before anything runs."""
+    ref = runs_ref(name)
+    with watermark.view(repo.gitdir) as marks:
+        tip = read_ref(repo.git, ref)
+    watermark.check_forward(repo.git, repo.gitdir, ref, tip, marks)
 
 
 def _check_reconcile(

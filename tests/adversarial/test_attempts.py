@@ -306,3 +306,41 @@ def test_attack_attempts_lookup_cache_rolled_back_to_before_a_failure(
     recorded = world.run()
     assert recorded.doc["steps"]["unit"]["status"] == "exhausted", recorded.doc["steps"]["unit"]
     assert_plan(world.gate(), "step.exhausted", "FAIL")
+
+
+# ------------------------------------------------------- the runs ledger rewound before a run
+
+
+def _rewind(world: World, how: str) -> None:
+    """What the agent does to refs/audit/runs/default once unit is exhausted (two failures,
+    then the run that found it exhausted): *how* names it."""
+    git = world.handle().git
+    chain = [str(c.id) for c in git.walk(git.revparse_single(RUNS).id)]
+    if how == "rewound to the first failure":
+        world.set_ref(RUNS, chain[-1])
+    elif how == "deleted":
+        world.repo.git("update-ref", "-d", RUNS)
+    else:  # another ledger's chain: ci's first failing run alone, as another clone holds it
+        world.forge_run(chain[-1], signer=world.ci, parent=None)
+
+
+@pytest.mark.parametrize(
+    "how", ["rewound to the first failure", "deleted", "moved to another chain"]
+)
+def test_attack_attempts_ledger_rewound_before_the_run(exhausted: World, how: str) -> None:
+    """unit is exhausted; ci moves refs/audit/runs/default back to the first failure, deletes
+    it, or points it at another chain holding fewer failures (the high-water marks left as
+    they are), then runs the plan without `--force`: the run counted the failures on the
+    rewound ledger, tried unit a third time, and marked its own run seen over the rewind, so
+    the gate took it (PASS before the fix). The run refuses a ledger behind its mark before
+    anything runs; the gate reports the rewind."""
+    _rewind(exhausted, how)
+    moved = exhausted.ref(RUNS)
+    result = exhausted.cli("run", "--key", str(exhausted.keys["ci"]))
+    assert result.code == 1, result.out + result.err
+    lines = result.err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: refs/audit/runs/default "), lines
+    assert "verified at" in lines[0] or "does not descend from" in lines[0], lines
+    assert lines[1].startswith("hint: ") and "git update-ref refs/audit/runs/default" in lines[1]
+    assert exhausted.ref(RUNS) == moved  # nothing ran, nothing was recorded
+    assert_plan(exhausted.gate(), "evidence.ledger", "FAIL")

@@ -253,3 +253,33 @@ def test_attack_reconcile_lookup_cache_forgets_the_unknown_outcome(
     result = pending.cli("reconcile", "deploy", "--readback", "--key", str(pending.keys["ci"]))
     assert result.code == 0, result.out + result.err
     assert pending.gate().verdict == "PASS"
+
+
+# ------------------------------------------------------ the runs ledger rewound before a run
+
+
+def _deploy_not_run(doc: dict[str, Any]) -> None:
+    """Another chain's run: deploy was not run there."""
+    doc["verdict"], doc["reasons"] = "UNKNOWN", ["deploy was not run"]
+    doc["steps"]["deploy"].update(status="not_run", reason="not targeted", attempt=None, checks=[])
+
+
+@pytest.mark.parametrize("how", ["deleted", "moved to another chain"])
+def test_attack_reconcile_ledger_rewound_before_the_run(pending: World, how: str) -> None:
+    """deploy's outcome is unknown; ci deletes refs/audit/runs/default, or points it at another
+    chain (a ci-signed run in which deploy did not run), the high-water marks left as they are,
+    then runs the plan: the run saw no unknown outcome and deployed a second time (before the
+    fix). The run refuses a ledger behind its mark before anything runs."""
+    unknown = str(pending.ref(RUNS))
+    if how == "deleted":
+        pending.repo.git("update-ref", "-d", RUNS)
+    else:
+        pending.forge_run(unknown, edit=_deploy_not_run, signer=pending.ci, parent=None)
+    moved = pending.ref(RUNS)
+    result = pending.cli("run", "--key", str(pending.keys["ci"]))
+    assert result.code == 1, result.out + result.err
+    lines = result.err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"error: {RUNS} "), lines
+    assert lines[1].startswith("hint: ") and f"git update-ref {RUNS} {unknown}" in lines[1]
+    assert pending.ref(RUNS) == moved  # deploy did not run: nothing was recorded
+    assert_plan(pending.gate(), "evidence.ledger", "FAIL")

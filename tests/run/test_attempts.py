@@ -7,6 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from gitaudit.cli.context import signer_for
+from gitaudit.errors import LedgerError
+from gitaudit.git.repo import open_repo
+from gitaudit.ledger import watermark
+from gitaudit.run.recorder import run_plan
 from tests.gitrepo import GitRepo, audit
 from tests.run.conftest import Sealer, make_plan, run_step
 
@@ -122,3 +129,27 @@ def test_only_the_exhausted_steps_of_a_forced_run_do_not_count(
     status = audit(repo.path, "status", "--json")
     reasons = status.json()["plans"][0]["reasons"]
     assert [(r["code"], r["step"]) for r in reasons] == [("evidence.forced-past-exhaustion", "a")]
+
+
+def test_a_rewound_ledger_is_refused_and_marks_never_move_back(
+    repo: GitRepo, sealed: Sealer, tmp_path: Path
+) -> None:
+    """The failures are counted on the runs ref: one moved back since it was seen is refused
+    before anything runs, and no run recorded on it (made while it was moved back) moves the
+    mark off the tip the failures are on."""
+    exhaust(repo, sealed, tmp_path / "flag")
+    ref = "refs/audit/runs/default"
+    tip = repo.git("rev-parse", ref).strip()
+    first = repo.git("rev-list", "--max-parents=0", ref).strip()
+    repo.git("update-ref", ref, first)
+    handle = open_repo(repo.path)
+    with pytest.raises(LedgerError, match=f"{ref} moved backwards or was rewritten"):
+        run_plan(handle, "default", signer_for(handle, None))
+    assert repo.git("rev-parse", ref).strip() == first  # nothing recorded
+    watermark.record(handle.gitdir, {ref: first}, "seen", handle.git)
+    watermark.record(handle.gitdir, {ref: first}, "verified", handle.git)
+    assert watermark.load(handle.gitdir, "seen")[ref] == tip
+    assert ref not in watermark.load(handle.gitdir, "verified")
+    repo.git("update-ref", ref, tip)
+    watermark.record(handle.gitdir, {ref: tip}, "verified", handle.git)  # forward: recorded
+    assert watermark.load(handle.gitdir, "verified")[ref] == tip
