@@ -33,11 +33,11 @@ from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, RunError, UsageError
 from gitaudit.git.fingerprint import Fingerprint, changed_paths, workspace_fingerprint
 from gitaudit.git.repo import Repo
-from gitaudit.ledger import index, lookup, watermark
+from gitaudit.ledger import chain, index, lookup, watermark
 from gitaudit.ledger.plansref import PlansState, SealRecord, read_state, sealed_contract
 from gitaudit.ledger.records import RUN_FORMAT, RunRecord
 from gitaudit.ledger.refs import read_ref, runs_ref
-from gitaudit.ledger.runs import append_run, evidence_files, read_run
+from gitaudit.ledger.runs import append_run, evidence_files, read_run, run_of
 from gitaudit.ledger.tallies import Tallies
 from gitaudit.ledger.trust import TrustedKey
 from gitaudit.plan.catalog import CheckedPlan, check_worktree
@@ -412,7 +412,7 @@ def _check_reconcile(
                 f"step {sid} of plan {name!r} has no unknown outcome to reconcile",
                 hint=f"`git audit run {sid} --plan {name}` runs it",
             )
-        where = read_run(repo.git, pending[sid]).tree
+        where = _unknown_since(repo, name, pending[sid], sid).tree
         if where != tree:
             raise RunError(
                 f"the unknown outcome of step {sid} was recorded for tree {where[:12]}, not for "
@@ -424,6 +424,23 @@ def _check_reconcile(
                 f"step {sid} declares no readback checks",
                 hint="reconcile with --observed pass|fail, or add readback checks and reseal",
             )
+
+
+def _unknown_since(repo: Repo, name: str, newest: str, sid: StepId) -> RunRecord:
+    """The run that left *sid*'s outcome unknown: *newest* (the newest run whose entry for it
+    is unknown) or, when that run only reported the outcome still unknown (waiting for a
+    reconcile, it did not execute the step: no attempt, no reconciliation, no check), the
+    newest run before it that executed or reconciled the step. A run on another tree reports
+    it too, and must not move the outcome there."""
+    first = read_run(repo.git, newest)
+    for commit in chain.walk(repo.git, pygit2.Oid(hex=newest), what=runs_ref(name)):
+        record = first if str(commit.id) == newest else run_of(repo.git, commit, commit.tree)
+        entry = record.steps.get(sid)
+        if entry is not None and (
+            entry.attempt is not None or entry.reconciled is not None or entry.checks
+        ):
+            return record
+    return first
 
 
 @dataclass(frozen=True)

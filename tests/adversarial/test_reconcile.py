@@ -283,3 +283,47 @@ def test_attack_reconcile_ledger_rewound_before_the_run(pending: World, how: str
     assert lines[1].startswith("hint: ") and f"git update-ref {RUNS} {unknown}" in lines[1]
     assert pending.ref(RUNS) == moved  # deploy did not run: nothing was recorded
     assert_plan(pending.gate(), "evidence.ledger", "FAIL")
+
+
+# ---------------------------------------------------- the unknown outcome moved to another tree
+
+# variant -> the `git audit run` arguments of the run on the other tree
+ANOTHER_TREE_RUNS: dict[str, tuple[str, ...]] = {
+    "a full run": (),
+    "a targeted run of deploy": ("deploy",),
+    "a fresh, forced run": ("--fresh", "--force"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(ANOTHER_TREE_RUNS))
+def test_attack_reconcile_unknown_outcome_moved_to_another_tree(
+    pending: World, variant: str
+) -> None:
+    """deploy's outcome is unknown for tree A; reconcile is refused on any other tree. ci
+    commits another tree B and runs the plan there: deploy is not executed, only reported still
+    unknown, but that report counted as deploy's newest unknown outcome, now B's, and `reconcile
+    --readback` on B was accepted (PASS for B, where deploy never ran, before the fix). The
+    outcome stays A's: refused on B, with the tree to check out; reconciled on A it counts."""
+    tree_a = pending.gate().plans[0].run
+    record_a = json.loads(pending.files_at(str(tree_a))["run.json"])
+    pending.repo.write("src.txt", "tree B\n")
+    pending.repo.commit("tree B")
+    key = ("--key", str(pending.keys["ci"]))
+    ran = pending.cli("run", *ANOTHER_TREE_RUNS[variant], *key)
+    assert ran.code == 3, ran.out + ran.err
+    (pending.path / "deployed.txt").write_text("v1\n")
+    tip = pending.ref(RUNS)
+    result = pending.cli("reconcile", "deploy", "--readback", *key)
+    assert result.code == 1, result.out + result.err
+    lines = result.err.splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(
+        f"error: the unknown outcome of step deploy was recorded for tree {record_a['tree'][:12]}"
+    ), lines
+    assert lines[1] == "hint: check out that tree to reconcile the outcome observed there"
+    assert pending.ref(RUNS) == tip
+    assert_plan(pending.gate(), "step.unknown", "UNKNOWN")
+    pending.repo.git("reset", "-q", "--hard", "HEAD~1")
+    settled = pending.cli("reconcile", "deploy", "--readback", *key)
+    assert settled.code == 0, settled.out + settled.err
+    assert pending.gate().verdict == "PASS"

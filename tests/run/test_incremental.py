@@ -187,6 +187,11 @@ def test_reconcile_is_refused_for_idempotent_steps_and_on_another_tree(
     repo.write("elsewhere.txt", "another tree\n")
     other = audit(repo.path, "reconcile", "canary", "--observed", "pass")
     assert other.code == 1 and "was recorded for tree" in other.err
+    # a run on this tree reports the outcome still unknown: that does not make it this tree's
+    assert audit(repo.path, "run").code == 3
+    assert run_doc(repo)["steps"]["canary"]["status"] == "unknown"
+    again = audit(repo.path, "reconcile", "canary", "--observed", "pass")
+    assert again.code == 1 and "was recorded for tree" in again.err
 
 
 # links -> (symlinks to create, the path the check reads, the step's inputs)
