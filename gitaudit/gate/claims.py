@@ -22,6 +22,7 @@ from gitaudit.crypto.commits import verify_commit
 from gitaudit.errors import GitAuditError
 from gitaudit.gate.result import Reason
 from gitaudit.git.repo import Repo
+from gitaudit.ledger import watermark
 from gitaudit.ledger.plansref import PlansState
 from gitaudit.ledger.records import RunRecord
 from gitaudit.ledger.refs import AGENTS_REF, read_ref
@@ -42,12 +43,16 @@ class Agents:
 
 
 def load(repo: Repo, state: PlansState, *, remember: bool = True) -> Agents:
-    """The verified registry (nothing to read when the ref does not exist)."""
-    if read_ref(repo.git, AGENTS_REF) is None:
-        return Agents()
-    from gitaudit.ledger.agents import read_registry
-
+    """The verified registry (nothing to read when the ref does not exist, unless its
+    high-water mark says it did: a registry deleted since is a problem, not no registry)."""
     try:
+        with watermark.view(repo.gitdir) as marks:
+            tip = read_ref(repo.git, AGENTS_REF)
+        if tip is None:
+            watermark.check_forward(repo.git, repo.gitdir, AGENTS_REF, None, marks)
+            return Agents()
+        from gitaudit.ledger.agents import read_registry
+
         return Agents(read_registry(repo, state, remember=remember))
     except GitAuditError as exc:
         return Agents(

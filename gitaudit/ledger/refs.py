@@ -72,7 +72,13 @@ def read_ref(repo: pygit2.Repository, name: str) -> pygit2.Oid | None:
         return None
     except pygit2.GitError as exc:
         raise LedgerError(f"{name} cannot be read: {exc}", hint="run `git fsck`") from exc
-    target = ref.resolve().target
+    try:
+        target = ref.resolve().target
+    except (KeyError, pygit2.GitError):  # a symbolic ref to a ref that does not exist
+        raise LedgerError(
+            f"{name} is a symbolic ref to {ref.target}, which does not exist",
+            hint=f"restore {name}, or delete it: `git update-ref -d --no-deref {name}`",
+        ) from None
     if not isinstance(target, pygit2.Oid):
         raise LedgerError(f"{name} is not a direct reference")
     return target

@@ -249,6 +249,55 @@ def test_attack_agents_run_touching_a_claimed_path_under_strict(crew: World) -> 
     assert "claim #3 of agent ann" in judged.reasons[0].message
 
 
+def _unpacked_and_deleted(world: World) -> None:
+    world.repo.git("update-ref", "-d", AGENTS_REF)
+
+
+def _pointed_nowhere(world: World) -> None:
+    world.repo.git("symbolic-ref", AGENTS_REF, "refs/heads/nowhere")
+
+
+def _deleted_from_packed_refs(world: World) -> None:
+    world.repo.git("pack-refs", "--all")
+    packed = world.path / ".git" / "packed-refs"
+    kept = [line for line in packed.read_text().splitlines() if AGENTS_REF not in line]
+    packed.write_text("\n".join(kept) + "\n")
+
+
+DELETED = f"{AGENTS_REF} was deleted; it was verified at"
+# variant -> (how the registry is hidden, what the refusal says)
+HIDE_REGISTRY: dict[str, tuple[Callable[[World], None], str]] = {
+    "deleted": (_unpacked_and_deleted, DELETED),
+    "dropped from packed-refs": (_deleted_from_packed_refs, DELETED),
+    "made a symbolic ref to nothing": (
+        _pointed_nowhere,
+        f"{AGENTS_REF} is a symbolic ref to refs/heads/nowhere, which does not exist",
+    ),
+}
+
+
+@pytest.mark.parametrize("how", sorted(HIDE_REGISTRY))
+def test_attack_agents_registry_deleted(crew: World, how: str) -> None:
+    """bob edits ann's claimed src/a.py and runs under parallel-strict (FAIL), then deletes
+    refs/audit/agents (by `git update-ref -d`, or its line dropped from packed-refs): the gate
+    read a missing registry as no registry and took his evidence (PASS before the fix). The
+    registry was verified here, and its high-water mark says it existed: the gate FAILs
+    (`agents.registry`), and so do `agents list` and `agents register`. Made a symbolic ref to
+    no branch, it crashed the gate with a traceback (before the fix): now a one-line refusal."""
+    crew.repo.write("src/a.py", "bob was here\n")
+    crew.repo.commit("bob's change")
+    assert _cli(crew, "run", env={"GITAUDIT_AGENT": "bob"}).code == 0
+    assert_plan(crew.gate(), "agents.conflict", "FAIL")
+    hide, refusal = HIDE_REGISTRY[how]
+    hide(crew)
+    assert crew.ref(AGENTS_REF) is None
+    _registry_fails(crew, refusal)
+    register = _cli(crew, "agents", "register", "carl")
+    assert register.code == 1 and len(register.err.splitlines()) == 2, register.err
+    assert register.err.startswith(f"error: {refusal}"), register.err
+    assert crew.ref(AGENTS_REF) is None
+
+
 def test_attack_agents_run_impersonates_another_agent(crew: World) -> None:
     """mallory, now a trusted runner with his own key, edits ann's file and stamps his run as
     ann's (whose claim owns it): the stamp names an agent of another key."""
