@@ -148,6 +148,8 @@ def test_non_fast_forward_audit_refs_and_deletion_are_rejected(setup: Setup) -> 
     assert setup.audit_push().returncode == 0  # the server has R1 <- R2
     first = setup.client.git("rev-parse", "refs/audit/runs/default~1").strip()
     setup.client.git("update-ref", "refs/audit/runs/default", first)
+    # a deliberate rewind: without its marks the client runs on it (with them it refuses)
+    (setup.client.path / ".git" / "gitaudit" / "watermarks.json").unlink()
     # another tree: a run of R2's tree on R1 within the same second is R2 itself, byte for byte
     # (Ed25519 signatures are deterministic), and the push would find nothing to update
     setup.client.write("later.txt", "a later commit\n")
