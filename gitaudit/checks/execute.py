@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gitaudit.checks.environment import Sandbox, check_environment, resolve
+from gitaudit.checks.fence import Fence
 from gitaudit.checks.paths import confine
 from gitaudit.checks.process import ProcessResult, decode_output, run_bounded
 from gitaudit.errors import CheckError
@@ -96,8 +97,10 @@ def run_check(
     *,
     python: str = "python3",
     on_start: Callable[[int], None] | None = None,
+    fence: Fence | None = None,
 ) -> CheckResult:
-    """Execute *check* in *workspace*; never raises for a failing or misdeclared check."""
+    """Execute *check* in *workspace*, its process inside *fence*; never raises for a failing or
+    misdeclared check."""
     base: dict[str, Any] = {
         "json_path": check.json_path,
         "type": check.type,
@@ -109,7 +112,7 @@ def run_check(
         if check.type == "regex":
             return _regex(check, workspace, base)
         cwd = confine(workspace, check.cwd, what="cwd", must_exist=True) if check.cwd else workspace
-        return _process(check, workspace, cwd, sandbox, python, on_start, base)
+        return _process(check, workspace, cwd, sandbox, python, on_start, fence, base)
     except CheckError as exc:
         return CheckResult(**base, outcome="failed", message=exc.message)
 
@@ -121,6 +124,7 @@ def _process(
     sandbox: Sandbox,
     python: str,
     on_start: Callable[[int], None] | None,
+    fence: Fence | None,
     base: dict[str, Any],
 ) -> CheckResult:
     """A behavioural check: its environment, its executable, the bounded process."""
@@ -149,6 +153,7 @@ def _process(
         max_output_bytes=check.max_output_bytes,
         shell=check.shell,
         on_start=on_start,
+        fence=fence,
     )
     return _judge(check, workspace, cwd, result, base)
 

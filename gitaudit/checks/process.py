@@ -52,6 +52,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gitaudit.checks.fence import Fence
 from gitaudit.errors import CheckError
 
 SHELL = "/bin/sh"
@@ -139,6 +140,7 @@ def run_bounded(
     max_output_bytes: int = 1 << 20,
     shell: bool = False,
     on_start: Callable[[int], None] | None = None,
+    fence: Fence | None = None,
 ) -> ProcessResult:
     """Run one check process with bounded time, output and process lifetime.
 
@@ -149,6 +151,7 @@ def run_bounded(
     :class:`CheckError` only for caller mistakes, and re-raises ``KeyboardInterrupt`` after killing
     the process group. ``on_start`` receives the pid (which is also the process group id) as soon
     as the process exists, so a supervisor in another thread can kill the group on Ctrl-C.
+    ``fence`` (:mod:`gitaudit.checks.fence`) names what the process may not open.
     """
     command = _command(argv, shell)
     if not timeout > 0:  # also rejects NaN
@@ -164,8 +167,9 @@ def run_bounded(
     start = time.monotonic()
     if not os.path.isdir(cwd):
         return _not_started(command, f"working directory not found: {cwd}", start)
-    try:
-        proc = subprocess.Popen(
+
+    def begin() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -174,6 +178,9 @@ def run_bounded(
             env=env,
             start_new_session=True,
         )
+
+    try:
+        proc = fence.start(begin) if fence is not None else begin()
     except OSError as exc:
         return _not_started(command, _start_error_message(exc, command, cwd, env), start)
     except ValueError as exc:  # e.g. an environment variable name containing '=' or NUL

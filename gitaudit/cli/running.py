@@ -289,6 +289,13 @@ def run(
     options = _Options(
         steps, labels or [], jobs, force, fresh, as_json, os.environ.get("GITAUDIT_AGENT") or None
     )
+    from gitaudit.checks.fence import abi
+
+    if not abi():
+        warn(
+            "this system has no Landlock: checks run unfenced and can read the gitaudit home "
+            "and the signing key (docs/threat-model.md, 'The fence around the checks')"
+        )
     results = []
     worst: int = ExitCode.OK
     with interrupts.session():

@@ -25,7 +25,7 @@ from typing import Any
 import pygit2
 
 from gitaudit import __version__
-from gitaudit.checks import orphans, process
+from gitaudit.checks import fence, orphans, process
 from gitaudit.checks.environment import Sandbox, clean_path
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.crypto.pubkey import PublicKey
@@ -239,7 +239,10 @@ def run_plan(
             tmp=slot.tmp,
             repository=(workdir, repo.gitdir),
         )
-        with orphans.adopting(process.running):  # what a check leaves running dies with the run
+        with (
+            orphans.adopting(process.running),  # what a check leaves running dies with the run
+            fence.for_run(slot.root, keys=fence.key_files(signer)) as wall,
+        ):
             outcome = execute(
                 RunRequest(
                     plan=plan,
@@ -256,6 +259,7 @@ def run_plan(
                     reconcile=dict(reconcile or {}),
                     force=force,
                     on_event=on_event,
+                    fence=wall,
                 )
             )
         interrupts.hold()  # the checks are done: a Ctrl-C from here on waits for the record

@@ -22,6 +22,7 @@ from typing import Any
 
 from gitaudit.checks.environment import Sandbox
 from gitaudit.checks.execute import CheckResult, run_check
+from gitaudit.checks.fence import Fence
 from gitaudit.plan.graph import topological_order
 from gitaudit.plan.model import Check, Plan, Step, StepId
 from gitaudit.run import interrupts
@@ -72,11 +73,12 @@ Event = Callable[[str, StepId, StepOutcome | None], None]  # ("start"|"done", st
 class Where:
     """Where and how one step's checks run: the directory (the private checkout, or the live
     work tree for a ``workspace: live`` step), their sandbox (environment, HOME, TMPDIR) and the
-    Python of pytest checks."""
+    Python of pytest checks, and the fence their processes run in."""
 
     workspace: Path
     sandbox: Sandbox
     python: str = "python3"
+    fence: Fence | None = None
 
 
 @dataclass
@@ -99,6 +101,7 @@ class RunRequest:
     reconcile: Mapping[StepId, tuple[str, str]] = field(default_factory=dict)
     force: bool = False
     on_event: Event | None = None
+    fence: Fence | None = None  # what checks may not open (None: no fence)
     # one sandbox per pass_env: each works out the environment its checks share once
     _sandboxes: dict[tuple[str, ...], Sandbox] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -112,7 +115,7 @@ class RunRequest:
         if sandbox is None:
             sandbox = self._sandboxes[pass_env] = replace(self.sandbox, pass_env=pass_env)
         workspace = self.live_workspace if live and self.live_workspace else self.workspace
-        return Where(workspace, sandbox, self.plan.python)
+        return Where(workspace, sandbox, self.plan.python, self.fence)
 
 
 WAKE_SECONDS = 0.25
@@ -321,6 +324,7 @@ def _run_checks(
                 where.sandbox,
                 python=where.python,
                 on_start=supervisor.started,
+                fence=where.fence,
             )
         )
     return tuple(results)

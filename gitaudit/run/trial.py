@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gitaudit.checks import fence
 from gitaudit.checks.environment import Sandbox
 from gitaudit.git.fingerprint import workspace_fingerprint
 from gitaudit.git.repo import Repo
@@ -81,17 +82,19 @@ def trial(
             tmp=slot.tmp,
             repository=(workdir, repo.gitdir),
         )
-        outcome = execute(
-            RunRequest(
-                plan=plan,
-                workspace=slot.tree,
-                sandbox=sandbox,
-                live_workspace=workdir,
-                jobs=jobs or os.cpu_count() or 1,
-                incremental=incremental,
-                on_event=on_event,
+        with fence.for_run(slot.root) as wall:
+            outcome = execute(
+                RunRequest(
+                    plan=plan,
+                    workspace=slot.tree,
+                    sandbox=sandbox,
+                    live_workspace=workdir,
+                    jobs=jobs or os.cpu_count() or 1,
+                    incremental=incremental,
+                    on_event=on_event,
+                    fence=wall,
+                )
             )
-        )
         checkout.leave_clean(placed, workdir, checkout.changed(placed))
     for sid, o in outcome.steps.items():
         if o.status in PROVEN:

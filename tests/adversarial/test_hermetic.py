@@ -877,3 +877,83 @@ def test_the_checkout_is_outside_the_project(world: World, monkeypatch: pytest.M
     assert recorded.verdict == "FAIL"
     stdout = world.run_files(recorded.commit)["steps/unit/checks/0/stdout"].decode()
     assert "fixture 'planted' not found" in stdout
+
+
+# ------------------------------------------------------------ the fence (what a check may open)
+
+
+def _secrets(world: World) -> dict[str, str]:
+    """The runner's key, the keys folder and the gitaudit home, as a check's variables."""
+    key = world.keys["ci"]
+    return {"KEY": str(key), "KEYS": str(key.parent), "HOME_DIR": str(key.parent.parent)}
+
+
+READS = {
+    "the runner's key file": 'grep -q PRIVATE "$KEY"',
+    "the keys folder": 'ls "$KEYS" | grep -q .',
+    "the gitaudit home": 'find "$HOME_DIR" -name "*.pub" | grep -q .',
+    "the key through a link in the tree": "grep -q PRIVATE key-link",
+    "the key through the run's /proc root": 'grep -q PRIVATE "/proc/$PPID/root$KEY"',
+    "a hard link to the key": 'ln "$KEY" stolen && grep -q PRIVATE stolen',
+    "the key copied by a daemon": '(cp "$KEY" "$HOME/k" &); sleep 0.2; grep -q PRIVATE "$HOME/k"',
+}
+
+
+@pytest.mark.parametrize("variant", sorted(READS))
+def test_attack_hermetic_check_reads_the_signing_key(world: World, variant: str) -> None:
+    """A check (a test the agent wrote) that reads the runner's signing key or the gitaudit
+    home: by path, through a link in the tree, the run's ``/proc`` root, a hard link or a
+    daemon. With the key, whoever planted the check signs evidence of its own. The kernel
+    refuses the check every such open (Landlock, :mod:`gitaudit.checks.fence`)."""
+    env = _secrets(world)
+    os.symlink(env["KEY"], world.path / "key-link")
+    world.seal(plan(step("unit", check("sh", "-c", READS[variant], env=env))))
+    recorded = world.run()
+    assert recorded.verdict == "FAIL", recorded.doc["steps"]["unit"]
+    assert recorded.doc["steps"]["unit"]["status"] == "failed"
+
+
+WRITES = {
+    "re-pin the trust anchor": 'for a in "$HOME_DIR"/anchors/*; do echo "{}" > "$a"; done',
+    "replace the runner's key": 'echo forged > "$KEY"',
+    "add a key of its own": 'echo forged > "$KEYS/default"',
+    "rename the keys folder away": 'mv "$KEYS" "$TMPDIR/keys"',
+}
+
+
+@pytest.mark.parametrize("variant", sorted(WRITES))
+def test_attack_hermetic_check_writes_the_gitaudit_home(world: World, variant: str) -> None:
+    """A check that writes the gitaudit home (a trust anchor of its own, a key of its own, the
+    keys moved away): refused by the kernel, so every file there is as it was."""
+    env = _secrets(world)
+    home = Path(env["HOME_DIR"])
+    (home / "anchors").mkdir(exist_ok=True)
+    (home / "anchors" / "pinned.json").write_text('{"pinned": true}\n')
+    before = {p: p.read_bytes() for p in home.rglob("*") if p.is_file()}
+    world.seal(plan(step("unit", check("sh", "-c", WRITES[variant], env=env))))
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
+    assert {p: p.read_bytes() for p in home.rglob("*") if p.is_file()} == before
+
+
+def test_a_fenced_check_still_has_its_checkout_home_tmp_and_tools(world: World) -> None:
+    """Control: inside the fence a check reads and writes its checkout, its HOME and TMPDIR,
+    runs the system's tools and git in the checkout, and a live step reads the work tree (but
+    not the keys)."""
+    key = world.keys["ci"]
+    world.repo.write("verdict", "ok\n")
+    script = (
+        "grep -qx ok verdict && echo x > made && rm made"
+        ' && echo h > "$HOME/h" && echo t > "$TMPDIR/t" && python3 -c "print(1)" >/dev/null'
+        " && git rev-parse HEAD >/dev/null && git log -1 >/dev/null"
+    )
+    live = f'grep -qx ok verdict && ! cat "{key}"'
+    world.seal(
+        plan(
+            step("unit", check("sh", "-c", script)),
+            step("live", check("sh", "-c", live), workspace="live"),
+        )
+    )
+    recorded = world.run()
+    steps = recorded.doc["steps"]
+    assert (steps["unit"]["status"], steps["live"]["status"]) == ("passed", "passed"), steps

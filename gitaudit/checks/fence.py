@@ -1,0 +1,296 @@
+"""A fence around the checks: what no check may open, held by the kernel (Linux Landlock).
+
+A check runs code from the audited tree with the user's privileges. Without a fence, a test the
+agent wrote could read the key that signs the run's evidence (``$GITAUDIT_HOME/keys``, or the
+key file ``--key`` names) and leave it where the agent finds it, then sign evidence of its own;
+or write the gitaudit home: re-pin a trust anchor, replace a key. A :class:`Fence` names paths
+no check may open at all (read, write, execute, list, create, rename, link):
+:func:`for_run` fences the gitaudit home and the signing key's files.
+
+Landlock only grants, so the fence is drawn as grants: every entry of each folder above a
+fenced path, except the ones on the way to it, is granted whole (links are not granted: what
+they lead to has rules of its own), and so are the paths inside a fenced one that stay open
+(the checkout, wherever the cache lies). The folders on the way get nothing themselves, so a
+check cannot create entries right in them (``~/.config``, ``~`` for the default home; checks
+have a private ``HOME`` unless the plan declares ``home: user``). The kernel refuses every
+other access, also through symbolic links, ``/proc/<pid>/cwd`` or a hard link (linking or
+renaming across rules is refused: ``REFER``), and a fenced process cannot ``ptrace`` or read
+the memory of the run that holds the signing key.
+
+Landlock restricts the calling thread and what it starts, so one thread per fence, fenced once,
+starts the checks (:meth:`Fence.start`); the run's own threads stay unfenced. The ruleset is
+built once per fence. Where the kernel has no Landlock (Linux before 5.13, disabled, or
+another system) checks run unfenced: :func:`abi` says 0 and ``run`` says so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import queue
+import stat
+import struct
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+T = TypeVar("T")
+
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # same on every arch
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
+
+EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_ABI1 = (1 << 13) - 1  # EXECUTE .. MAKE_SYM
+_REFER, _TRUNCATE, _IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+_FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | _TRUNCATE | _IOCTL_DEV
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+_ABI: int | None = None
+
+
+def abi() -> int:
+    """The kernel's Landlock ABI version; 0 where there is none (or not Linux)."""
+    global _ABI  # noqa: PLW0603 (asked once a process)
+    if _ABI is None:
+        libc = _libc()
+        version = -1 if libc is None else libc.syscall(_SYS_CREATE_RULESET, None, 0, 1)
+        _ABI = max(0, int(version))
+    return _ABI
+
+
+def _handled(version: int) -> int:
+    rights = _ABI1
+    if version >= 2:
+        rights |= _REFER
+    if version >= 3:
+        rights |= _TRUNCATE
+    if version >= 5:
+        rights |= _IOCTL_DEV
+    return rights
+
+
+def _real(path: str | os.PathLike[str]) -> str:
+    return os.path.realpath(os.fspath(path))
+
+
+def _beneath(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def grants(fenced: Iterable[str]) -> list[str]:
+    """The hierarchies to grant so that everything but *fenced* (real paths) stays reachable:
+    every entry of each folder above a fenced path, except those on the way to one."""
+    tops = sorted(set(fenced))
+    tops = [p for p in tops if not any(p != t and _beneath(p, t) for t in tops)]
+    above: set[str] = set()
+    for top in tops:
+        at = top
+        while at != "/":
+            at = os.path.dirname(at)
+            above.add(at)
+    out: list[str] = []
+    for folder in sorted(above):
+        if any(_beneath(folder, t) for t in tops):
+            continue
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            if path in above or path in tops:
+                continue
+            out.append(path)
+    return out
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Paths no check may open (``fenced``), and paths inside them that stay open (``open``).
+    Paths that do not exist are left out."""
+
+    fenced: tuple[str, ...]
+    open: tuple[str, ...] = ()
+    _built: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+    _spawner: list[_Spawner] = field(default_factory=list, compare=False, repr=False)
+
+    @classmethod
+    def around(
+        cls,
+        fenced: Iterable[str | os.PathLike[str]],
+        open_: Iterable[str | os.PathLike[str]] = (),
+    ) -> Fence:
+        def real(paths: Iterable[str | os.PathLike[str]]) -> tuple[str, ...]:
+            return tuple(dict.fromkeys(_real(p) for p in paths if os.path.lexists(p)))
+
+        return cls(real(fenced), real(open_))
+
+    def ruleset(self) -> int | None:
+        """The Landlock ruleset's file descriptor (built once); None without Landlock."""
+        version = abi()
+        if not version or not self.fenced:
+            return None
+        with self._lock:
+            if "fd" not in self._built:
+                self._built["fd"] = _build(version, self)
+        return self._built["fd"]
+
+    def start(self, begin: Callable[[], T]) -> T:
+        """``begin()`` (which starts a process) in this fence's own thread, fenced once, so the
+        process and everything it starts is fenced; its result, or its exception raised here.
+        One thread a fence, kept for the process: a thread started for each check cost 0.3 ms."""
+        fd = self.ruleset()
+        if fd is None:
+            return begin()
+        with self._lock:
+            spawner = self._spawner
+            if not spawner:
+                spawner.append(_Spawner(fd))
+        return spawner[0].call(begin)
+
+    def close(self) -> None:
+        """End this fence's thread and close its ruleset (a run's end); using it again builds
+        them anew."""
+        with self._lock:
+            spawners, self._spawner[:] = list(self._spawner), []
+            fd = self._built.pop("fd", None)
+        for spawner in spawners:
+            spawner.stop()
+        if fd is not None:
+            os.close(fd)
+
+    def __enter__(self) -> Fence:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+class _Spawner:
+    """A thread fenced once that runs what it is handed, one call at a time."""
+
+    def __init__(self, ruleset: int) -> None:
+        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._failed: BaseException | None = None
+        ready = threading.Event()
+
+        def serve() -> None:
+            try:
+                _restrict(ruleset)
+            except OSError as exc:
+                self._failed = exc
+            ready.set()
+            while True:
+                call = self._calls.get()
+                if call is None:
+                    return
+                try:
+                    call.result.append(call.begin())
+                except BaseException as exc:  # handed to the caller's thread
+                    call.error.append(exc)
+                call.done.set()
+
+        self._thread = threading.Thread(target=serve, name="gitaudit-fence", daemon=True)
+        self._thread.start()
+        ready.wait()
+
+    def stop(self) -> None:
+        self._calls.put(None)
+        self._thread.join()
+
+    def call(self, begin: Callable[[], T]) -> T:
+        if self._failed is not None:
+            raise self._failed
+        call: _Call = _Call(begin)
+        self._calls.put(call)
+        call.done.wait()
+        if call.error:
+            raise call.error[0]
+        return call.result[0]  # type: ignore[return-value]
+
+
+@dataclass
+class _Call:
+    begin: Callable[[], object]
+    result: list[object] = field(default_factory=list)
+    error: list[BaseException] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+def _build(version: int, fence: Fence) -> int:
+    libc = _libc()
+    assert libc is not None
+    handled = _handled(version)
+    attr = struct.pack("=Q", handled)
+    fd = libc.syscall(_SYS_CREATE_RULESET, ctypes.c_char_p(attr), len(attr), 0)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+    try:
+        for path in grants(fence.fenced):
+            if not any(_beneath(path, top) for top in fence.fenced):
+                _grant(libc, fd, path, handled)
+        for path in fence.open:
+            _grant(libc, fd, path, handled)
+    except BaseException:
+        os.close(fd)
+        raise
+    return int(fd)
+
+
+def _grant(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:
+    try:
+        target = os.open(path, os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return  # gone meanwhile: nothing to grant
+    try:
+        mode = os.fstat(target).st_mode
+        if stat.S_ISLNK(mode):
+            return  # what a link leads to has rules of its own
+        allowed = rights if stat.S_ISDIR(mode) else rights & _FILE_RIGHTS
+        attr = struct.pack("=Qi", allowed, target)
+        if libc.syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.c_char_p(attr), 0):
+            raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+    finally:
+        os.close(target)
+
+
+def _restrict(ruleset: int) -> None:
+    libc = _libc()
+    assert libc is not None
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0):
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    if libc.syscall(_SYS_RESTRICT_SELF, ruleset, 0):
+        raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+
+
+def for_run(slot: str | os.PathLike[str], *, keys: Iterable[str | os.PathLike[str]] = ()) -> Fence:
+    """The fence of a run whose checks run in the checkout folder *slot*: no check opens the
+    gitaudit home (keys, the memo key, trust anchors) or the signing key's files; the
+    checkout stays open wherever the cache lies."""
+    from gitaudit.places import home_dir
+
+    return Fence.around([home_dir(), *keys], open_=[slot])
+
+
+def key_files(signer: object) -> list[str]:
+    """The files of *signer*'s key (a private key file, or a public one and the private key
+    beside it), for :func:`for_run` to fence."""
+    path = getattr(signer, "source", None) or getattr(signer, "key_path", None)
+    if path is None:
+        return []
+    text = os.fspath(path)
+    return [text, text.removesuffix(".pub")] if text.endswith(".pub") else [text]

@@ -1,0 +1,116 @@
+"""The fence around the checks (gitaudit/checks/fence.py): Linux Landlock, on real processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from gitaudit.checks import fence
+from gitaudit.checks.fence import Fence
+from gitaudit.checks.process import run_bounded
+
+
+def test_the_kernel_has_landlock() -> None:
+    """The machines gitaudit is tested on have Landlock (Linux 5.13+): every test here and in
+    tests/adversarial/test_hermetic.py that reads the fence relies on it."""
+    assert fence.abi() >= 1
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> Path:
+    (tmp_path / "home" / "keys").mkdir(parents=True)
+    (tmp_path / "home" / "keys" / "k").write_text("SECRET\n")
+    (tmp_path / "home" / "cache").mkdir()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "f").write_text("open\n")
+    return tmp_path
+
+
+def sh(wall: Fence, script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    proc = wall.start(
+        lambda: subprocess.Popen(
+            ["sh", "-c", script], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+    )
+    out, _ = proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out.decode())
+
+
+def test_grants_everything_but_the_fenced_path_and_the_way_to_it(layout: Path) -> None:
+    granted = set(fence.grants([str(layout / "home" / "keys")]))
+    assert str(layout / "home" / "cache") in granted
+    assert str(layout / "other") in granted
+    assert str(layout / "home") not in granted  # on the way: nothing granted on it itself
+    assert str(layout / "home" / "keys") not in granted
+    assert not any(p.startswith(str(layout / "home" / "keys") + "/") for p in granted)
+
+
+def test_a_fenced_process_cannot_open_the_fenced_path(layout: Path) -> None:
+    wall = Fence.around([layout / "home" / "keys"], open_=[layout / "home" / "cache"])
+    secret = layout / "home" / "keys" / "k"
+    refused = sh(wall, f"cat {secret}", layout / "other")
+    assert refused.returncode != 0 and "Permission denied" in refused.stdout
+    allowed = sh(
+        wall, "cat f && echo x > ../home/cache/new && cat ../home/cache/new", layout / "other"
+    )
+    assert (allowed.returncode, allowed.stdout) == (0, "open\nx\n")
+    assert sh(wall, f"echo forged > {secret}", layout).returncode != 0
+    assert secret.read_text() == "SECRET\n"
+    assert sh(wall, f"ln -s {secret} link && cat link", layout / "other").returncode != 0
+
+
+def test_the_callers_thread_stays_unfenced(layout: Path) -> None:
+    wall = Fence.around([layout / "home" / "keys"])
+    assert sh(wall, "true", layout).returncode == 0
+    assert (layout / "home" / "keys" / "k").read_text() == "SECRET\n"  # this thread still reads
+    assert subprocess.run(["cat", str(layout / "home" / "keys" / "k")], check=False).returncode == 0
+
+
+def test_run_bounded_starts_the_check_inside_the_fence(layout: Path) -> None:
+    wall = Fence.around([layout / "home"])
+    result = run_bounded(
+        ["cat", str(layout / "home" / "keys" / "k")], cwd=layout / "other", fence=wall
+    )
+    assert result.exit_code != 0 and b"Permission denied" in result.stderr
+    assert run_bounded(["cat", "f"], cwd=layout / "other", fence=wall).stdout == b"open\n"
+
+
+def test_a_run_fences_the_gitaudit_home_and_the_key_files(
+    layout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITAUDIT_HOME", str(layout / "home"))
+    key = layout / "other" / "id_ed25519"
+    key.write_text("PRIVATE\n")
+    (layout / "other" / "id_ed25519.pub").write_text("ssh-ed25519 AAAA\n")
+
+    class AgentKey:
+        key_path = layout / "other" / "id_ed25519.pub"
+
+    wall = fence.for_run(layout / "home" / "cache", keys=fence.key_files(AgentKey()))
+    assert set(wall.fenced) == {
+        os.path.realpath(p) for p in (layout / "home", key, layout / "other" / "id_ed25519.pub")
+    }
+    assert sh(wall, "cat ../home/keys/k", layout / "other").returncode != 0
+    assert sh(wall, "cat id_ed25519", layout / "other").returncode != 0
+    assert sh(wall, "echo x > ../home/cache/x", layout / "other").returncode == 0
+
+
+def test_closing_a_fence_ends_its_thread_and_it_can_be_used_again(layout: Path) -> None:
+    """A run closes its fence: a process that runs many (the tests, a watch loop) keeps no
+    idle thread or ruleset per run."""
+
+    def fence_threads() -> int:
+        return sum(t.name == "gitaudit-fence" for t in threading.enumerate())
+
+    before = fence_threads()
+    with Fence.around([layout / "home"]) as wall:
+        assert sh(wall, "true", layout).returncode == 0
+        assert fence_threads() == before + 1
+    assert fence_threads() == before
+    assert sh(wall, "cat home/keys/k", layout).returncode != 0  # built again on use
+    wall.close()
+    assert fence_threads() == before
