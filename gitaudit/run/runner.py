@@ -200,7 +200,12 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
     interrupted = False
     emit = request.on_event or (lambda *_: None)
     running: dict[Future[StepOutcome], StepId] = {}
-    with ThreadPoolExecutor(max_workers=max(1, request.jobs)) as pool, interrupts.polled():
+    # the workers only run checks: each enters the run's fence as it starts
+    enter = request.fence.enter if request.fence is not None else None
+    with (
+        ThreadPoolExecutor(max_workers=max(1, request.jobs), initializer=enter) as pool,
+        interrupts.polled(),
+    ):
         try:
             while True:
                 if interrupts.requested():

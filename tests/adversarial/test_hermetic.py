@@ -936,6 +936,36 @@ def test_attack_hermetic_check_writes_the_gitaudit_home(world: World, variant: s
     assert {p: p.read_bytes() for p in home.rglob("*") if p.is_file()} == before
 
 
+GLOBAL_CONFIG = {
+    "a filter driver added to ~/.gitconfig": ('echo "[filter \\"flip\\"]" >> "$G"', ".gitconfig"),
+    "~/.gitconfig replaced": ('echo "[core]" > "$G.new" && mv "$G.new" "$G"', ".gitconfig"),
+    "the XDG git config": ('echo "[core]" >> "$X/config"', ".config/git/config"),
+    "a global attributes file made": (
+        'echo "* filter=flip" > "$X/attributes"',
+        ".config/git/attributes",
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(GLOBAL_CONFIG))
+def test_attack_hermetic_check_writes_the_global_git_config(world: World, variant: str) -> None:
+    """The user's global git configuration is trusted like the key folder: a declared content
+    filter's driver comes from it. A check that wires a filter of its own there (or any other
+    setting) for the runs to come is refused by the kernel: the files are as they were."""
+    home = Path(os.environ["HOME"])
+    (home / ".gitconfig").write_text("[user]\n\tname = u\n")
+    (home / ".config" / "git").mkdir(parents=True, exist_ok=True)
+    (home / ".config" / "git" / "config").write_text("[user]\n\tname = u\n")
+    before = {p: p.read_bytes() for p in (home / ".gitconfig", home / ".config" / "git" / "config")}
+    script, target = GLOBAL_CONFIG[variant]
+    env = {"G": str(home / ".gitconfig"), "X": str(home / ".config" / "git")}
+    world.seal(plan(step("unit", check("sh", "-c", script, env=env))))
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
+    assert {p: p.read_bytes() for p in before} == before
+    assert (home / target).exists() == (target != ".config/git/attributes")
+
+
 def test_a_fenced_check_still_has_its_checkout_home_tmp_and_tools(world: World) -> None:
     """Control: inside the fence a check reads and writes its checkout, its HOME and TMPDIR,
     runs the system's tools and git in the checkout, and a live step reads the work tree (but

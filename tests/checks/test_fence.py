@@ -91,9 +91,9 @@ def test_a_run_fences_the_gitaudit_home_and_the_key_files(
         key_path = layout / "other" / "id_ed25519.pub"
 
     wall = fence.for_run(layout / "home" / "cache", keys=fence.key_files(AgentKey()))
-    assert set(wall.fenced) == {
+    assert {
         os.path.realpath(p) for p in (layout / "home", key, layout / "other" / "id_ed25519.pub")
-    }
+    } <= set(wall.fenced)
     assert sh(wall, "cat ../home/keys/k", layout / "other").returncode != 0
     assert sh(wall, "cat id_ed25519", layout / "other").returncode != 0
     assert sh(wall, "echo x > ../home/cache/x", layout / "other").returncode == 0
@@ -114,3 +114,51 @@ def test_closing_a_fence_ends_its_thread_and_it_can_be_used_again(layout: Path) 
     assert sh(wall, "cat home/keys/k", layout).returncode != 0  # built again on use
     wall.close()
     assert fence_threads() == before
+
+
+def test_a_thread_that_entered_the_fence_starts_fenced_checks_itself(layout: Path) -> None:
+    """A run's workers enter the fence once and start their checks with no hand-off."""
+    wall = Fence.around([layout / "home"])
+    seen: list[object] = []
+
+    def worker() -> None:
+        wall.enter()
+        seen.append(sh(wall, "cat home/keys/k", layout).returncode)
+        seen.append(threading.current_thread().name)
+        try:
+            (layout / "home" / "keys" / "k").read_text()
+        except PermissionError:
+            seen.append("refused")
+
+    before = sum(t.name == "gitaudit-fence" for t in threading.enumerate())
+    thread = threading.Thread(target=worker, name="worker")
+    thread.start()
+    thread.join()
+    assert seen[0] != 0 and seen[1:] == ["worker", "refused"]
+    assert sum(t.name == "gitaudit-fence" for t in threading.enumerate()) == before
+    wall.close()
+
+
+def test_a_run_leaves_the_global_git_config_readable_not_writable(
+    layout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user's global git configuration is trusted like the key folder (a declared filter's
+    driver comes from it): a check reads it, writes none of it, creates none of it."""
+    home = layout / "user"
+    (home / ".config" / "git").mkdir(parents=True)
+    (home / ".config" / "git" / "config").write_text("[user]\n\tname = u\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    monkeypatch.setenv("GITAUDIT_HOME", str(layout / "home"))
+    (home / "work").mkdir()  # what is there when the run starts; created later, on the way: not
+    wall = fence.for_run(layout / "home" / "cache")
+    xdg = home / ".config" / "git" / "config"
+    assert sh(wall, f"grep -q name {xdg}", layout).returncode == 0
+    assert sh(wall, f"echo [filter] >> {xdg}", layout).returncode != 0
+    assert sh(wall, f"echo x > {home}/.gitconfig", layout).returncode != 0
+    assert sh(wall, f"echo x > {home}/.config/git/attributes", layout).returncode != 0
+    assert xdg.read_text() == "[user]\n\tname = u\n"
+    assert not (home / ".gitconfig").exists()
+    assert sh(wall, f"echo x > {home}/.cache-new", layout).returncode != 0  # on the way
+    assert sh(wall, f"echo x > {home}/work/f", layout).returncode == 0  # beside: open
