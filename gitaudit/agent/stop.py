@@ -45,8 +45,8 @@ def decide(raw: bytes) -> Answer:
     if snap is not None:
         from gitaudit.gate import memo
 
-        if memo.lookup(snap, tree) is not None:
-            return ALLOW  # judged PASS for exactly this tree and state
+        if memo.lookup(snap, tree, work_tree=True) is not None:
+            return ALLOW  # judged PASS for exactly this tree and state, relying on no more
         if repeated:
             again = remembered_block(snap, tree)
             if again is not None:

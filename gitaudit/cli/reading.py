@@ -70,8 +70,8 @@ def _remembered_status(ref: str = "") -> tuple[memo.Snapshot | None, bool]:
         tree = workspace_fingerprint(snap.workdir).tree
     except RepositoryError:
         return snap, False  # the full gate explains
-    entry = memo.lookup(snap, tree, ref=ref)
-    if entry is None or entry.notes:  # notes: what the work tree holds beyond the tree matters
+    entry = memo.lookup(snap, tree, ref=ref, work_tree=True)
+    if entry is None:
         return snap, False
     for line in render_pass(tree, entry.runs):
         say(line)

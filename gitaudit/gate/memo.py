@@ -245,10 +245,20 @@ def _parse(raw: Mapping[str, object]) -> Entry | None:
         return None
 
 
-def lookup(snap: Snapshot, tree: str, now: float | None = None, ref: str = "") -> Entry | None:
+def lookup(
+    snap: Snapshot,
+    tree: str,
+    now: float | None = None,
+    ref: str = "",
+    *,
+    work_tree: bool = False,
+) -> Entry | None:
     """The remembered PASS of *tree* for *ref* ("" for no ref) in the state *snap*, if it holds
     now; None otherwise. A PASS judged for no ref answers for a ref only when no evidence rule
-    of the policy matches it (the same state: the same policy)."""
+    of the policy matches it (the same state: the same policy). With *work_tree* (the work tree
+    is judged, *tree* its fingerprint: `status`, the stop hook) an entry with notes never
+    answers: its PASS relied on what the work tree holds beyond the tree (declared ignored
+    paths), which the full gate checks again and the state does not cover."""
     raw = [e for e in _entries(snap.gitdir) if e.get("tree") == tree and e.get("ref") in (ref, "")]
     if not raw:
         return None
@@ -260,6 +270,8 @@ def lookup(snap: Snapshot, tree: str, now: float | None = None, ref: str = "") -
     for item in raw:
         entry = _parse(item)
         if entry is None or entry.state != state or not _answers(entry, ref):
+            continue
+        if work_tree and entry.notes:
             continue
         if not hmac.compare_digest(str(item.get("mac", "")), _mac(key, entry)):
             continue

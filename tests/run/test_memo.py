@@ -370,6 +370,25 @@ def test_status_is_not_served_from_an_entry_with_notes(
     assert reading._remembered_status()[1] is True
 
 
+def test_an_entry_with_notes_never_answers_for_the_work_tree(passing: GitRepo) -> None:
+    """Every reader that judges the work tree (`status`, the stop hook) asks the memo with
+    ``work_tree``: an entry whose PASS came with notes answers only for the commit's tree (the
+    hooks), never for the work tree, whose ignored files the state does not cover."""
+    found = memo.snapshot(passing.path)
+    assert found is not None
+    tree = passing.head_tree()
+    kwargs: dict[str, Any] = dict(
+        tree=tree, made=0.0, until=None, tools=(), protect=(), commit_msg="claims"
+    )
+    runs = (("default", "0" * 40),)
+    assert memo.remember(found[0], runs=runs, notes=(("default", "a note"),), **kwargs)
+    snap = found[0]
+    assert memo.lookup(snap, tree) is not None
+    assert memo.lookup(snap, tree, work_tree=True) is None
+    assert memo.remember(snap, runs=runs, **kwargs)
+    assert memo.lookup(snap, tree, work_tree=True) is not None
+
+
 def test_a_bare_status_served_from_the_memo_imports_no_grammar_and_no_dataclasses(
     passing: GitRepo,
 ) -> None:
