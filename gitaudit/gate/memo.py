@@ -354,6 +354,8 @@ def _marks_moved_to_tips(before: Snapshot, after: Snapshot) -> bool:
         new = json.loads(after.marks)
     except ValueError:
         return False
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return False  # not marks as gitaudit writes them: nothing is remembered
     tips = dict(after.refs)
     for kind in set(old) | set(new):
         was, now = old.get(kind, {}), new.get(kind, {})

@@ -101,6 +101,19 @@ def test_a_forged_entry_is_ignored(passing: GitRepo) -> None:
         assert (code, path) == (1, "full") and "UNKNOWN" in err
 
 
+@pytest.mark.parametrize("marks", ["null", "[]", '"seen"', "7"])
+def test_a_marks_file_that_is_not_an_object_is_no_traceback(passing: GitRepo, marks: str) -> None:
+    """The marks file holds JSON that is not an object (anyone who writes .git can put it
+    there): the gate reads no marks from it, as from a damaged file, and the memo, comparing
+    the marks before and after the judgement, remembered nothing instead of raising a
+    TypeError out of `git audit status` and the hooks."""
+    (passing.path / ".git" / "gitaudit" / "watermarks.json").write_text(marks)
+    judged = audit(passing.path, "status")
+    assert judged.code == 0 and judged.out.startswith("PASS"), judged.out + judged.err
+    code, _, err = pre_push(passing)
+    assert code == 0 and "Traceback" not in err, err
+
+
 def test_any_change_of_the_audit_refs_invalidates(passing: GitRepo) -> None:
     assert pre_push(passing)[:2] == (0, "full")
     assert pre_push(passing)[:2] == (0, "memo")
