@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import re
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -64,9 +65,50 @@ class IndexedRun:
     time: int
 
 
+_OID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+
+
+def _path(gitdir: Path) -> Path:
+    return Path(state_dir(gitdir)) / FILENAME
+
+
+def _run_row(gitdir: Path, row: tuple[object, ...]) -> IndexedRun:
+    """The run a row of the ``runs`` table names; LedgerError naming the file when the row is
+    not one :func:`sync` writes (SQLite keeps whatever type a hand-made UPDATE puts in a
+    column: a text ``seq``, a blob ``commit_id``)."""
+    plan, seq, commit, tree, contract, verdict, time = row
+    texts = (plan, tree, contract, verdict)
+    if (
+        isinstance(seq, int)
+        and isinstance(time, int)
+        and isinstance(commit, str)
+        and _OID.fullmatch(commit)
+        and all(isinstance(t, str) for t in texts)
+    ):
+        return IndexedRun(str(plan), seq, commit, str(tree), str(contract), str(verdict), time)
+    path = _path(gitdir)
+    raise LedgerError(
+        f"the lookup cache {path} holds a malformed row of {plan!r} (run {commit!r:.50}): "
+        "the cache was edited",
+        hint=f"it is a cache of the signed ledger: delete it (`rm {path}*`), the next command "
+        "rebuilds it",
+    )
+
+
+def _meta_row(row: tuple[object, ...] | None) -> tuple[str, int] | None:
+    """The indexed tip and run count of a ``meta`` row; None (the ledger is indexed again)
+    when there is none or it is not one :func:`sync` writes."""
+    if row is None:
+        return None
+    tip, count = row
+    if isinstance(tip, str) and _OID.fullmatch(tip) and isinstance(count, int) and count >= 0:
+        return tip, count
+    return None
+
+
 @contextlib.contextmanager
 def _db(gitdir: Path) -> Iterator[sqlite3.Connection]:
-    path = Path(state_dir(gitdir)) / FILENAME
+    path = _path(gitdir)
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=30, isolation_level=None)
     try:
@@ -157,7 +199,7 @@ def _sync_locked(
     conn: sqlite3.Connection, repo: pygit2.Repository, plan: str, need_tallies: bool
 ) -> _View:
     tip = read_ref(repo, ledger_ref(plan))
-    row = conn.execute("SELECT tip, count FROM meta WHERE plan=?", (plan,)).fetchone()
+    row = _meta_row(conn.execute("SELECT tip, count FROM meta WHERE plan=?", (plan,)).fetchone())
     if tip is None:
         _clear(conn, plan)
         return _View(conn, None, 0, Tallies())  # no runs: nothing failed, nothing unsettled
@@ -266,7 +308,11 @@ def lookup(repo: pygit2.Repository, gitdir: Path, plan: str, tree: str, contract
                 "AND seq <= ? ORDER BY seq DESC LIMIT 1",
                 (plan, tree, contract, count),
             ).fetchone()
-    return Lookup(IndexedRun(*row) if row else None, IndexedRun(*newest) if newest else None, tip)
+    return Lookup(
+        _run_row(gitdir, row) if row else None,
+        _run_row(gitdir, newest) if newest else None,
+        tip,
+    )
 
 
 def runs_for_tree(
@@ -281,7 +327,7 @@ def runs_for_tree(
             "WHERE plan=? AND tree=? AND contract=? ORDER BY seq DESC",
             (plan, tree, contract),
         ).fetchall()
-    return [IndexedRun(*r) for r in rows]
+    return [_run_row(gitdir, r) for r in rows]
 
 
 def tallies(repo: pygit2.Repository, gitdir: Path, plan: str) -> Tallies:
@@ -300,7 +346,7 @@ def recent(repo: pygit2.Repository, gitdir: Path, plan: str, limit: int) -> list
             "ORDER BY seq DESC LIMIT ?",
             (plan, limit),
         ).fetchall()
-    return [IndexedRun(*r) for r in rows]
+    return [_run_row(gitdir, r) for r in rows]
 
 
 def is_earlier(
@@ -317,4 +363,7 @@ def is_earlier(
         )
     if older not in rows or newer not in rows:
         return None
-    return bool(rows[older] < rows[newer])
+    before, after = rows[older], rows[newer]
+    if not isinstance(before, int) or not isinstance(after, int):
+        return None  # not numbered as sync numbers runs: the caller asks git
+    return before < after

@@ -149,3 +149,38 @@ def test_an_older_index_is_brought_up_to_date_in_place(tmp_path: Path, version: 
     index.sync(repo, gitdir, "default")
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT tree FROM runs").fetchall() == [("tree-0",)]
+
+
+HAND_EDITS = {
+    "commit id not hex": "UPDATE runs SET commit_id='zz'",
+    "commit id a blob": "UPDATE runs SET commit_id=x'00ff'",
+    "seq and time as text": "UPDATE runs SET seq='abc', time='x'",
+    "tip not hex": "UPDATE meta SET tip='nothex'",
+    "count as text": "UPDATE meta SET count='x'",
+}
+
+
+@pytest.mark.parametrize("edit", sorted(HAND_EDITS))
+def test_a_hand_edited_row_is_a_one_line_error_or_rebuilt(tmp_path: Path, edit: str) -> None:
+    """SQLite keeps whatever type an UPDATE puts in a column; the lookup cache is anyone's to
+    edit. A meta row that is not one sync writes is indexed again; a run row names the file
+    and the fix, and the gate turns that into a reason: never a traceback (`status`, `log`
+    and `run` raised ValueError, TypeError or pygit2's InvalidError before)."""
+    from tests.agent.host import run_passing, sealed_project
+    from tests.gitrepo import audit
+
+    repo = sealed_project(tmp_path / "project")
+    run_passing(repo)
+    db = repo.path / ".git" / "gitaudit" / index.FILENAME
+    with sqlite3.connect(db) as conn:
+        conn.execute(HAND_EDITS[edit])
+    for args in (("status", "HEAD"), ("log",), ("run",)):
+        done = audit(repo.path, *args)
+        assert done.code in (0, 1, 2, 3), (args, done.code, done.err)
+        assert "Traceback" not in done.err + done.out, (args, done.err)
+        if done.code not in (0, 3):
+            assert "lookup cache" in done.err + done.out and "rm " in done.err + done.out, (
+                args,
+                done.out,
+                done.err,
+            )
