@@ -504,13 +504,17 @@ def _carried_for_tree(
     of each step for this tree decides: a later failure outweighs an earlier pass, a pass in a
     run that does not count as a whole (one that changed its workspace, say) is none, nor one
     in a run of a runner outside *sources* (:func:`_carry_sources`), and a run without a
-    runner's signature counts for nothing."""
+    runner's signature counts for nothing. The lookup cache lists the runs, and anyone can
+    file a row there under any tree: a run whose signed record is for another tree or
+    contract is none of this tree's runs."""
     carried: dict[StepId, str] = {}
     decided: set[StepId] = set()
     for prior in index.runs_for_tree(repo.git, repo.gitdir, name, tree, contract):
         if not _trusted(repo, prior.commit, runners):
             continue
         record = read_run(repo.git, prior.commit)
+        if (record.plan, record.tree, record.contract) != (name, tree, contract):
+            continue
         source: bool | None = None  # signed by one of *sources*: checked once, when needed
         for sid, entry in record.steps.items():
             if sid in decided or entry.status in (StepStatus.NOT_RUN, StepStatus.BLOCKED):

@@ -8,10 +8,12 @@ leaves the cache's key as it was.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+from tests.adversarial.conftest import World, check, plan, step
 from tests.agent.host import run_hook, stop
 from tests.gitrepo import GitRepo, audit
 
@@ -71,3 +73,53 @@ def test_attack_caches_memo_serves_the_stop_hook_a_pass_relying_on_ignored_paths
     assert CHANGED in run.reason
     judged = audit(repo.path, "status")
     assert judged.code == 3 and judged.out.startswith("UNKNOWN") and CHANGED in judged.out
+
+
+NO_EVIDENCE = "not targeted and no evidence for this tree"
+UNIT_READS_SRC = plan(
+    step("unit", check("grep", "-q", "good", "src.py")), step("lint", check("true"))
+)
+
+
+@pytest.mark.parametrize("filed", ["a run of the older tree", "a run of another plan"])
+def test_attack_caches_lookup_rows_make_a_targeted_run_carry_a_foreign_pass(
+    world: World, filed: str
+) -> None:
+    """unit passed on an older tree; the agent commits src.py that unit fails on, then files
+    a row in the lookup cache listing, for the new tree under plan default's contract, a run
+    in which unit passed: default's run of the older tree, or a run of plan other (whose unit
+    is `true`) for the new tree. The honest runner's `git audit run lint` took the row's run
+    as this tree's own and signed unit as carried from it: PASS (the gate then said FAIL,
+    evidence.carried-invalid; both variants). The run now reads the signed record and keeps
+    only this plan's runs of this tree and contract: unit is not carried (not targeted, no
+    evidence for this tree), and the run and the gate say UNKNOWN."""
+    world.repo.write("src.py", "good = True\n")
+    world.seal(UNIT_READS_SRC)
+    older = world.run()
+    assert older.verdict == "PASS"
+    world.repo.write("src.py", "bad = True\n")
+    world.repo.commit("unit fails on this tree")
+    tree = world.repo.head_tree()
+    source = older.commit
+    if filed == "a run of another plan":
+        world.seal(plan(step("unit"), step("lint")), "other")
+        tree = world.repo.head_tree()
+        other = world.run("other")
+        assert other.verdict == "PASS" and other.tree == tree
+        source = other.commit
+    with sqlite3.connect(world.handle().state_dir / "index.sqlite") as db:
+        plan_name, seq, _, _, contract, _, when = db.execute(
+            "SELECT * FROM runs WHERE plan='default' ORDER BY seq DESC"
+        ).fetchone()
+        db.execute(
+            "INSERT INTO runs VALUES (?,?,?,?,?,?,?)",
+            (plan_name, -seq, source, tree, contract, "PASS", when),
+        )
+    recorded = world.run(targets=["lint"])
+    unit = recorded.doc["steps"]["unit"]
+    assert (unit["status"], unit["reason"]) == ("not-run", NO_EVIDENCE), unit
+    assert recorded.verdict == "UNKNOWN"
+    judged = world.gate()
+    assert judged.verdict == "UNKNOWN"
+    (default,) = [p for p in judged.plans if p.name == "default"]
+    assert [r.code for r in default.reasons] == ["step.not-run"]
