@@ -302,18 +302,20 @@ def remember(
     rules: Iterable[str] = (),
     notes: Iterable[tuple[str, str]] = (),
 ) -> bool:
-    """Record a PASS judged in the state *before*. The state is taken again now: the refs must
-    not have moved meanwhile, and the marks may only have moved to the refs' current tips (the
-    gate's own "seen" records), which leaves the verdict unchanged; the entry is keyed by the
-    state as it is now, which is what the next lookup will see. Best effort: False when nothing
-    was recorded."""
+    """Record a PASS judged in the state *before*. The state is taken again now: the refs, the
+    configuration and the trust anchors must not have changed meanwhile, and the marks may only
+    have moved to the refs' current tips (the gate's own "seen" records), which leaves the
+    verdict unchanged; the entry is keyed by the state as it is now, which is what the next
+    lookup will see. Best effort: False when nothing was recorded."""
     # where the repository is was asked just before: only its state is taken again
     located = before.located if before.common else None
     again = snapshot(gitdir=before.gitdir, entered=before.entered, located=located)
     if again is None:
         return False
     after = again[0]
-    if after.refs != before.refs or not _marks_moved_to_tips(before, after):
+    if (after.refs, after.config, after.anchors) != (before.refs, before.config, before.anchors):
+        return False  # the gate judged another state than the one the entry would be keyed by
+    if not _marks_moved_to_tips(before, after):
         return False
     key = secret.local_key(after.workdir, create=True)
     if key is None:

@@ -114,6 +114,26 @@ def test_a_marks_file_that_is_not_an_object_is_no_traceback(passing: GitRepo, ma
     assert code == 0 and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize("setting", ["core.ignorecase", "audit.commitMsg"])
+def test_a_pass_is_not_remembered_under_settings_changed_while_it_was_judged(
+    passing: GitRepo, setting: str
+) -> None:
+    """The state is taken before the gate judges and again before the entry is written, keyed
+    by the second: a setting the gate reads (how claimed paths match, the commit-msg mode)
+    changed in between had the PASS remembered under settings it was not judged with (only the
+    refs and the marks were compared)."""
+    found = memo.snapshot(passing.path)
+    assert found is not None
+    value = "true" if setting == "core.ignorecase" else "strict"
+    passing.git("config", setting, value)  # meanwhile, while the gate judged
+    kwargs: dict[str, Any] = dict(
+        tree=passing.head_tree(), made=0.0, until=None, tools=(), protect=(), commit_msg="claims"
+    )
+    assert not memo.remember(found[0], runs=(("default", ZERO),), **kwargs)
+    again = memo.snapshot(passing.path)
+    assert again is not None and memo.lookup(again[0], passing.head_tree()) is None
+
+
 def test_any_change_of_the_audit_refs_invalidates(passing: GitRepo) -> None:
     assert pre_push(passing)[:2] == (0, "full")
     assert pre_push(passing)[:2] == (0, "memo")
