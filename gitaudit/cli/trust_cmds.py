@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from gitaudit.cli.common import CONTEXT, KeyOpt, repo_here, say, signer_for
+from gitaudit.crypto.allowed_signers import PRINCIPAL_HINT, principal_problem
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import TrustError, UsageError
 from gitaudit.ledger import anchor
@@ -48,7 +49,7 @@ def init_cmd(
     """Create refs/audit/plans, signed by the first sealer key, and pin that key locally."""
     repo = repo_here()
     signer = signer_for(repo, key)
-    principal = name or signer.public_key.comment or "sealer"
+    principal = _principal(name) if name else signer.public_key.comment or "sealer"
     commit = trust_init(repo, signer, principal.replace(" ", "-"), runner=not no_runner)
     roles = "sealer" if no_runner else "sealer and runner"
     say(f"initialised refs/audit/plans at {str(commit)[:12]}: {principal} is {roles}")
@@ -137,6 +138,7 @@ def add_cmd(
             f"unknown role {role!r}",
             hint="use --role sealer, --role runner, --role reconciler or --role planner",
         )
+    _principal(name)
     text = Path(pubkey).read_text() if Path(pubkey).is_file() else pubkey
     public = PublicKey.from_openssh(text)
     repo = repo_here()
@@ -147,6 +149,13 @@ def add_cmd(
     else:
         labelled = f" labelled {', '.join(sorted(labels))}" if labels else ""
         say(f"trusted {name} as {role}{labelled} ({public.fingerprint()}) in {str(commit)[:12]}")
+
+
+def _principal(name: str) -> str:
+    problem = principal_problem(name)
+    if problem:
+        raise UsageError(f"invalid principal name {name!r}: {problem}", hint=PRINCIPAL_HINT)
+    return name
 
 
 def _label(value: str) -> str:

@@ -19,7 +19,25 @@ AllowedSigner = tuple[str, PublicKey, dict[str, str | None]]
 FLAG_OPTIONS = frozenset({"cert-authority"})
 VALUE_OPTIONS = frozenset({"namespaces", "valid-after", "valid-before"})
 _KEY_TYPE_PREFIXES = ("ssh-", "ecdsa-", "sk-", "rsa-")
-_FORBIDDEN_IN_PRINCIPAL = frozenset(' \t\r\n"#')
+_FORBIDDEN_IN_PRINCIPAL = frozenset('"#,')
+PRINCIPAL_HINT = (
+    "a principal is one name without spaces, quotes, commas or '#', e.g. an email "
+    "(a comma would make it a list of principals, each with the roles of its name)"
+)
+
+
+def principal_problem(name: str) -> str | None:
+    """Why *name* cannot be one principal of an allowed-signers line (None: it can). A comma
+    makes a principal list (every reader splits it, each name taking that name's roles), white
+    space ends the field, a line break (any: ``str.splitlines`` breaks at more than ``\n``) or
+    another control character ends or garbles the line."""
+    if not name:
+        return "it is empty"
+    bad = sorted({ch for ch in name if ch in _FORBIDDEN_IN_PRINCIPAL or ch.isspace()})
+    bad += sorted({ch for ch in name if not ch.isprintable() and ch not in bad})
+    if bad:
+        return f"it holds {', '.join(repr(ch) for ch in bad)}"
+    return None
 
 
 def format_allowed_signers(
@@ -28,10 +46,10 @@ def format_allowed_signers(
     """One ``principal namespaces="<namespaces>" ssh-ed25519 AAAA... [comment]`` line per entry."""
     lines = []
     for principal, key in entries:
-        if not principal or any(ch in _FORBIDDEN_IN_PRINCIPAL for ch in principal):
+        problem = principal_problem(principal)
+        if problem:
             raise KeyMaterialError(
-                f"invalid allowed-signers principal {principal!r}",
-                hint="a principal is one word without spaces, quotes or '#', e.g. an email",
+                f"invalid allowed-signers principal {principal!r}: {problem}", hint=PRINCIPAL_HINT
             )
         if '"' in namespaces or not namespaces.strip() or any(c.isspace() for c in namespaces):
             raise KeyMaterialError(f"invalid namespaces list {namespaces!r}")
@@ -98,8 +116,10 @@ def parse_allowed_signers(text: str) -> list[AllowedSigner]:
     :class:`KeyMaterialError` naming the line.
     """
     entries: list[AllowedSigner] = []
-    for number, raw_line in enumerate(text.splitlines(), start=1):
-        line = raw_line.strip()
+    # lines end at "\n" only, as OpenSSH reads them (str.splitlines would also break at \x0b,
+    # \x1c, \x85, \u2028...: lines ssh-keygen and git verify-commit do not see)
+    for number, raw_line in enumerate(text.split("\n"), start=1):
+        line = raw_line.strip(" \t\r")
         if not line or line.startswith("#"):
             continue
         principals, pos = _next_token(line, 0, number)

@@ -211,9 +211,16 @@ def trust_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> T
         labels = _labels(roles)
     except (GitAuditError, ValueError, UnicodeDecodeError) as exc:
         raise TrustError(f"{where}: malformed trust files: {exc}") from None
-    keys = []
+    keys: list[TrustedKey] = []
     for principals, key, _options in entries:
         for name in principals.split(","):
+            other = next((k for k in keys if k.name == name and k.key != key), None)
+            if other is not None:  # one name, two keys: each would hold that name's roles
+                raise TrustError(
+                    f"{where}: malformed trust files: {ALLOWED_SIGNERS_PATH} names principal "
+                    f"{name!r} for two keys ({other.key.fingerprint()}, {key.fingerprint()})",
+                    hint="restore refs/audit/plans from a good copy",
+                )
             granted = {r for r, names in held.items() if name in names}
             keys.append(TrustedKey(name, key, frozenset(granted), labels.get(name, frozenset())))
     return TrustSet(tuple(keys))

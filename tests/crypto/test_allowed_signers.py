@@ -48,10 +48,24 @@ def test_formatted_file_is_accepted_by_ssh_keygen(tmp_path: Path) -> None:
     assert keygen_verify(tmp_path, allowed, "one", armoured, b"data").returncode != 0
 
 
-@pytest.mark.parametrize("principal", ["", "a b", 'a"b', "a\nb", "#x"])
+@pytest.mark.parametrize(
+    "principal",
+    ["", "a b", 'a"b', "a\nb", "#x", "a,b", "a\x0bb", "a\x1cb", "a\x85b", "a\u2028b", "a\x00b"],
+)
 def test_format_rejects_bad_principals(principal: str) -> None:
+    """One principal is one name: a comma would make it a list (each name with its roles), any
+    white space or control character ends or splits the field or the line on reading."""
     with pytest.raises(KeyMaterialError, match="invalid allowed-signers principal"):
         format_allowed_signers([(principal, ALICE.public_key)])
+
+
+@pytest.mark.parametrize("separator", ["\x0b", "\x0c", "\x1c", "\x85", "\u2028"])
+def test_parse_breaks_lines_at_newlines_only(separator: str) -> None:
+    """What ssh-keygen (so git verify-commit) reads as one line, with a second key hidden in its
+    comment, is one entry here too."""
+    line = f"alice {ALICE.public_key.openssh()} laptop{separator}bob {BOB.public_key.openssh()}\n"
+    ((principals, key, _),) = parse_allowed_signers(line)
+    assert (principals, key) == ("alice", ALICE.public_key)
 
 
 def test_parse_real_world_file(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.signers import Ed25519Signer
-from gitaudit.errors import LedgerError, PlanError, SealError, TrustError
+from gitaudit.errors import KeyMaterialError, LedgerError, PlanError, SealError, TrustError
 from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.objects import write_tree
@@ -256,6 +256,27 @@ def test_trust_add_remove_and_roles(
         trust_remove(trusted, sealer, "alice")
     trust_remove(trusted, sealer, "ci")
     assert read_state(trusted).trust.named("ci") is None
+
+
+def test_a_principal_named_for_two_keys_is_refused(
+    trusted: Repo, sealer: Ed25519Signer, stranger: Ed25519Signer, repo: GitRepo
+) -> None:
+    """A principal list naming a sealer (``bot,alice``) would give another key the sealer's
+    name and roles: `trust add` refuses such a name, and a trust set that binds one name to two
+    keys is malformed for every reader."""
+    with pytest.raises(KeyMaterialError, match="invalid allowed-signers principal 'bot,alice'"):
+        trust_add(trusted, sealer, stranger.public_key, "runner", "bot,alice")
+    files = read_state(trusted).files
+    line = f"bot,alice {stranger.public_key.openssh()}\n".encode()
+    forged = {**files, "trust/allowed_signers": files["trust/allowed_signers"] + line}
+    git = trusted.git
+    tip = read_ref(git, PLANS_REF)
+    assert tip is not None
+    oid = create_signed_commit(
+        git, tree=write_tree(git, forged), parents=[tip], message="trust\n", signer=sealer
+    )
+    with pytest.raises(TrustError, match="names principal 'alice' for two keys"):
+        read_state(trusted, tip=oid)
 
 
 def test_reconciler_role_and_sealers_reconcile_too(
