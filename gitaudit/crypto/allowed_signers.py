@@ -163,19 +163,22 @@ def _matches(patterns: str, value: str) -> bool:
     return matched
 
 
-def keys_for_namespace(entries: Iterable[AllowedSigner], namespace: str = "git") -> list[PublicKey]:
-    """The keys allowed to sign in *namespace*.
+def signs_for(options: dict[str, str | None], namespace: str = "git") -> bool:
+    """Whether a line with *options* lets its key sign in *namespace* itself.
 
     Conservative: ``cert-authority`` lines (CA keys, not signers) and lines with
-    ``valid-after``/``valid-before`` (gitaudit does not evaluate validity windows) are skipped.
+    ``valid-after``/``valid-before`` (gitaudit does not evaluate validity windows) never do.
     """
+    if "cert-authority" in options or "valid-after" in options or "valid-before" in options:
+        return False
+    allowed = options.get("namespaces")
+    return allowed is None or _matches(allowed, namespace)
+
+
+def keys_for_namespace(entries: Iterable[AllowedSigner], namespace: str = "git") -> list[PublicKey]:
+    """The keys allowed to sign in *namespace* (the lines :func:`signs_for` it)."""
     keys: list[PublicKey] = []
     for _principals, key, options in entries:
-        if "cert-authority" in options or "valid-after" in options or "valid-before" in options:
-            continue
-        allowed = options.get("namespaces")
-        if allowed is not None and not _matches(allowed, namespace):
-            continue
-        if key not in keys:
+        if signs_for(options, namespace) and key not in keys:
             keys.append(key)
     return keys

@@ -18,7 +18,11 @@ from typing import Any, Literal
 
 import pygit2
 
-from gitaudit.crypto.allowed_signers import format_allowed_signers, parse_allowed_signers
+from gitaudit.crypto.allowed_signers import (
+    format_allowed_signers,
+    parse_allowed_signers,
+    signs_for,
+)
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError, TrustError
 from gitaudit.ledger.objects import blob_at, dumps, loads
@@ -212,7 +216,11 @@ def trust_from_tree(repo: pygit2.Repository, tree: pygit2.Tree, where: str) -> T
     except (GitAuditError, ValueError, UnicodeDecodeError) as exc:
         raise TrustError(f"{where}: malformed trust files: {exc}") from None
     keys: list[TrustedKey] = []
-    for principals, key, _options in entries:
+    for principals, key, options in entries:
+        if not signs_for(options, "git"):
+            # a line ssh-keygen (so git verify-commit) would not take for a ledger commit's
+            # signature: an expired or not yet valid key, a CA, a key for other namespaces
+            continue
         for name in principals.split(","):
             other = next((k for k in keys if k.name == name and k.key != key), None)
             if other is not None:  # one name, two keys: each would hold that name's roles

@@ -7,13 +7,19 @@ mallory is the agent, trusted by nobody until alice adds mallory's key at mallor
 
 from __future__ import annotations
 
+import subprocess
+from typing import Any
+
 import pytest
 
 from gitaudit.ledger.plansref import read_state
-from gitaudit.ledger.refs import PLANS_REF
+from gitaudit.ledger.refs import PLANS_REF, runs_ref
 from gitaudit.ledger.seals import seal_plan
+from gitaudit.ledger.trust import ALLOWED_SIGNERS_PATH
 from gitaudit.plan.catalog import check_worktree
-from tests.adversarial.conftest import World, check, plan, step
+from tests.adversarial.conftest import World, assert_plan, check, plan, runner, step
+
+RUNS = runs_ref("default")
 
 WEAK = plan(step("unit", check("true")))
 """STRICT without its step ``lint``: a weakening only a sealer may seal."""
@@ -53,3 +59,52 @@ def test_attack_signatures_principal_name_lists_a_sealer(
     assert added.code == 2, added.out + added.err
     assert f"invalid principal name {name!r}" in added.err
     assert proven.ref(PLANS_REF) == before
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        'valid-before="20240101"',
+        'valid-after="29991231"',
+        "cert-authority",
+        'namespaces="file"',
+    ],
+)
+def test_attack_signatures_restricted_key_signs_evidence(proven: World, option: str) -> None:
+    """alice trusted the agent's key ``bot`` as a runner, then restricted its line of
+    ``trust/allowed_signers`` the OpenSSH way (in a commit she signs): expired
+    (``valid-before``), not valid yet (``valid-after``), a certificate authority that signs no
+    commit itself, or allowed to sign only ``file`` signatures. ssh-keygen, so ``git
+    verify-commit``, refuses bot's commits; every gitaudit reader ignored the options, so bot's
+    run for an untested tree (ci's pass relabelled) was PASS. A line whose options keep its key
+    from signing ``git`` commits, or whose validity gitaudit cannot judge, now trusts nobody."""
+    bot = runner(proven, "bot")
+    files = proven.plans_files()
+    key = bot.public_key.with_comment("").openssh()
+    signers = files[ALLOWED_SIGNERS_PATH].decode()
+    assert f'\nbot namespaces="git" {key}\n' in signers
+    restricted = signers.replace(f'\nbot namespaces="git" {key}\n', f"\nbot {option} {key}\n")
+    proven.forge_plans({**files, ALLOWED_SIGNERS_PATH: restricted.encode()}, proven.alice)
+    base = proven.ref(RUNS)
+    assert base is not None
+    proven.repo.write("src.py", "broken = True\n")
+    proven.repo.commit("untested change")
+    tree = proven.repo.head_tree()
+
+    def relabel(doc: dict[str, Any]) -> None:
+        doc["tree"] = doc["purity"]["before"] = doc["purity"]["after"] = tree
+
+    forged = proven.forge_run(base, edit=relabel, signer=bot)
+    assert _git_verifies(proven, base) and not _git_verifies(proven, str(forged))
+    judged = assert_plan(proven.gate(), "evidence.untrusted", "FAIL")
+    assert "signed by untrusted key" in judged.reasons[0].message
+
+
+def _git_verifies(world: World, commit: str) -> bool:
+    """Whether ``git verify-commit`` accepts *commit* with ``trust/allowed_signers`` as stored on
+    the plans ref."""
+    stored = world.path.parent / "allowed_signers"
+    stored.write_bytes(world.plans_files()[ALLOWED_SIGNERS_PATH])
+    config = ["-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={stored}"]
+    argv = ["git", *config, "verify-commit", commit]
+    return subprocess.run(argv, cwd=world.path, capture_output=True, check=False).returncode == 0

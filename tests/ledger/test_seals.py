@@ -31,7 +31,7 @@ from gitaudit.ledger.seals import (
     trust_init,
     trust_remove,
 )
-from gitaudit.ledger.trust import Policy
+from gitaudit.ledger.trust import Policy, trust_from_tree
 from gitaudit.ledger.verify import verify_all
 from gitaudit.plan.catalog import check_worktree
 from tests import sealrules
@@ -277,6 +277,34 @@ def test_a_principal_named_for_two_keys_is_refused(
     )
     with pytest.raises(TrustError, match="names principal 'alice' for two keys"):
         read_state(trusted, tip=oid)
+
+
+@pytest.mark.parametrize(
+    "option",
+    ['valid-before="20240101"', 'valid-after="20240101"', "cert-authority", 'namespaces="file"'],
+)
+def test_restricted_lines_sign_nothing(trusted: Repo, stranger: Ed25519Signer, option: str) -> None:
+    """A line ssh-keygen would not take for a commit's signature (a CA, a validity window
+    gitaudit does not judge, namespaces without git) trusts nobody; namespaces naming git do."""
+    files = dict(read_state(trusted).files)
+    key = stranger.public_key.openssh()
+    for options, trusted_after in ((option, False), ('namespaces="file,gi?"', True)):
+        signers = files["trust/allowed_signers"] + f"bot {options} {key}\n".encode()
+        roles = json.loads(files["trust/roles.json"])
+        roles["runners"] = [*roles["runners"], "bot"]
+        tree = trusted.git[
+            write_tree(
+                trusted.git,
+                {
+                    **files,
+                    "trust/allowed_signers": signers,
+                    "trust/roles.json": json.dumps(roles).encode(),
+                },
+            )
+        ]
+        assert isinstance(tree, pygit2.Tree)
+        trust = trust_from_tree(trusted.git, tree, "x")
+        assert (stranger.public_key in trust.with_role("runner")) is trusted_after, options
 
 
 def test_reconciler_role_and_sealers_reconcile_too(
