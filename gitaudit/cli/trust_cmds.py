@@ -11,8 +11,9 @@ import typer
 
 from gitaudit.cli.common import CONTEXT, KeyOpt, repo_here, say, signer_for
 from gitaudit.crypto.allowed_signers import PRINCIPAL_HINT, principal_problem
+from gitaudit.crypto.keystore import read_key_file
 from gitaudit.crypto.pubkey import PublicKey
-from gitaudit.errors import TrustError, UsageError
+from gitaudit.errors import KeyMaterialError, TrustError, UsageError
 from gitaudit.ledger import anchor
 from gitaudit.ledger.plansref import read_state, root_of_trust
 from gitaudit.ledger.seals import set_policy, trust_add, trust_init, trust_remove
@@ -139,8 +140,7 @@ def add_cmd(
             hint="use --role sealer, --role runner, --role reconciler or --role planner",
         )
     _principal(name)
-    text = Path(pubkey).read_text() if Path(pubkey).is_file() else pubkey
-    public = PublicKey.from_openssh(text)
+    public = _public_key_arg(pubkey)
     repo = repo_here()
     labels = frozenset(_label(v) for v in label or ())
     commit = trust_add(repo, signer_for(repo, key), public, role, name, labels)
@@ -149,6 +149,21 @@ def add_cmd(
     else:
         labelled = f" labelled {', '.join(sorted(labels))}" if labels else ""
         say(f"trusted {name} as {role}{labelled} ({public.fingerprint()}) in {str(commit)[:12]}")
+
+
+def _public_key_arg(value: str) -> PublicKey:
+    """The key `trust add` names: an OpenSSH public key line, or the ``.pub`` file holding one."""
+    if not Path(value).is_file():
+        return PublicKey.from_openssh(value)
+    data = read_key_file(Path(value))
+    try:
+        return PublicKey.from_openssh(data.decode("utf-8"))
+    except (KeyMaterialError, UnicodeDecodeError) as exc:
+        why = exc.message if isinstance(exc, KeyMaterialError) else "not UTF-8 text"
+        raise KeyMaterialError(
+            f"{value}: not an OpenSSH Ed25519 public key ({why})",
+            hint="pass the key's .pub file or its `ssh-ed25519 AAAA...` line",
+        ) from None
 
 
 def _principal(name: str) -> str:

@@ -54,11 +54,48 @@ class LocalKey:
         return self.public_key.fingerprint()
 
 
+MAX_KEY_FILE_BYTES = 1 << 16  # an OpenSSH key file is a few hundred bytes
+
+
+def expand_user(path: Path | str) -> Path:
+    """*path* with a leading ``~`` or ``~user`` expanded; KeyMaterialError (not pathlib's
+    RuntimeError) when there is no such home."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        raise KeyMaterialError(
+            f"{path}: cannot expand '~' (no such user or no home directory)",
+            hint="give the key's full path",
+        ) from None
+
+
+def read_key_file(path: Path) -> bytes:
+    """The bytes of the key file *path*: a regular file of at most :data:`MAX_KEY_FILE_BYTES`
+    (a device such as ``/dev/zero`` would never end, a FIFO would block); KeyMaterialError
+    otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise KeyMaterialError(f"{path}: no such key file", hint=GENERATE_HINT) from None
+    except OSError as exc:
+        raise KeyMaterialError(f"{path}: cannot read key file ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise KeyMaterialError(f"{path}: not a key file (not a regular file)")
+        try:
+            data = handle.read(MAX_KEY_FILE_BYTES + 1)
+        except OSError as exc:
+            raise KeyMaterialError(f"{path}: cannot read key file ({exc.strerror})") from None
+    if len(data) > MAX_KEY_FILE_BYTES:
+        raise KeyMaterialError(f"{path}: not a key file (more than {MAX_KEY_FILE_BYTES} bytes)")
+    return data
+
+
 def refuse_inside(path: Path, forbid_inside: Path | None) -> None:
     """Raise KeyMaterialError when *path* resolves (symlinks included) to inside *forbid_inside*."""
     if forbid_inside is None:
         return
-    resolved = Path(path).expanduser().resolve()
+    resolved = expand_user(path).resolve()
     root = Path(forbid_inside).resolve()
     if resolved == root or resolved.is_relative_to(root):
         raise KeyMaterialError(
@@ -173,13 +210,8 @@ def load_signer(path: Path, *, forbid_inside: Path | None = None) -> Signer:
     Private keys inside *forbid_inside* (after resolving symlinks) or readable by group/others
     are refused.
     """
-    path = Path(path).expanduser()
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise KeyMaterialError(f"{path}: no such key file", hint=GENERATE_HINT) from None
-    except OSError as exc:
-        raise KeyMaterialError(f"{path}: cannot read key file ({exc.strerror})") from None
+    path = expand_user(path)
+    data = read_key_file(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -9,7 +9,13 @@ from typing import Protocol
 
 import pygit2
 
-from gitaudit.crypto.keystore import GENERATE_HINT, keys_dir, list_local_keys, load_signer
+from gitaudit.crypto.keystore import (
+    GENERATE_HINT,
+    expand_user,
+    keys_dir,
+    list_local_keys,
+    load_signer,
+)
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer, SshKeygenSigner
 from gitaudit.errors import KeyMaterialError
@@ -61,7 +67,10 @@ def _signer_from_setting(value: str, source: str, workdir: Path | None) -> Signe
             return SshKeygenSigner.for_agent_key(PublicKey.from_openssh(setting))
         except KeyMaterialError as exc:
             raise KeyMaterialError(f"{source}: {exc.message}", hint=exc.hint) from None
-    path = Path(setting).expanduser()
+    try:
+        path = expand_user(setting)
+    except KeyMaterialError as exc:
+        raise KeyMaterialError(f"{source}: {exc.message}", hint=exc.hint) from None
     if not path.is_absolute() and workdir is not None:
         path = workdir / path
     return _load_from(source, path, workdir)
@@ -88,7 +97,7 @@ def resolve_signer(
     """
     get = config_lookup(repo_config)
     if explicit is not None:
-        return _load_from("--key", Path(explicit).expanduser(), workdir)
+        return _load_from("--key", Path(explicit), workdir)  # load_signer expands ~
     env_value = os.environ.get(ENV_SIGNING_KEY, "").strip()
     if env_value:
         return _signer_from_setting(env_value, ENV_SIGNING_KEY, workdir)

@@ -7,6 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.gitrepo import GitRepo, audit
 from tests.plan.builders import two_step_plan
 
@@ -61,6 +63,18 @@ def test_missing_and_corrupted_keys_are_one_line_errors(repo: GitRepo, tmp_path:
     corrupt = audit(repo.path, "trust", "init", "--key", str(bad))
     assert corrupt.code == 1 and str(bad) in corrupt.err and "Traceback" not in corrupt.err
     assert len(corrupt.err.strip().splitlines()) <= 2
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00binary", b"", b"ssh-ed25519 !!"])
+def test_trust_add_of_a_file_that_is_no_public_key_is_a_one_line_error(
+    repo: GitRepo, tmp_path: Path, content: bytes
+) -> None:
+    """A .pub file that is not UTF-8 raised UnicodeDecodeError (a traceback)."""
+    bad = tmp_path / "bad.pub"
+    bad.write_bytes(content)
+    added = audit(repo.path, "trust", "add", str(bad), "--role", "runner", "--name", "ci")
+    assert added.code == 1 and "Traceback" not in added.err, added.err
+    assert added.err.startswith(f"error: {bad}: not an OpenSSH Ed25519 public key"), added.err
 
 
 def test_seal_flow_and_plain_git_verification(repo: GitRepo, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -137,3 +138,22 @@ def test_explicit_path_is_always_a_path(tmp_path: Path, monkeypatch: pytest.Monk
     assert isinstance(signer, Ed25519Signer) and signer.public_key == made.public_key
     with pytest.raises(KeyMaterialError, match=r"^--key: .*no such key file"):
         resolve_signer(explicit=tmp_path / "absent")
+
+
+@pytest.mark.parametrize("where", ["audit.signingKey", "GITAUDIT_SIGNING_KEY", "--key"])
+@pytest.mark.parametrize("setting", ["~no-such-user-gitaudit/key", "/dev/zero", "fifo"])
+def test_unusable_key_paths_are_one_line_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, setting: str
+) -> None:
+    """A home that does not exist (pathlib raised RuntimeError), a device that never ends and
+    a FIFO that blocks (the read never returned): a key setting the agent may write in
+    .git/config, or an environment variable, is refused in one line."""
+    if setting == "fifo":
+        setting = str(tmp_path / "fifo")
+        os.mkfifo(setting)
+    config = {"audit.signingKey": setting} if where == "audit.signingKey" else {}
+    if where == "GITAUDIT_SIGNING_KEY":
+        monkeypatch.setenv(where, setting)
+    explicit = Path(setting) if where == "--key" else None
+    with pytest.raises(KeyMaterialError, match=rf"^{where}: .*(cannot expand|not a key file)"):
+        resolve_signer(explicit=explicit, repo_config=config, workdir=tmp_path / "repo")
