@@ -82,6 +82,10 @@ def trust_init(repo: Repo, signer: Signer, name: str, *, runner: bool = True) ->
             f"{PLANS_REF} already exists; trust is initialised",
             hint="use `git audit trust add` to trust more keys",
         )
+    trust = TrustSet().added(name, signer.public_key, "sealer")
+    if runner:
+        trust = trust.added(name, signer.public_key, "runner")
+    trust.files()  # a name no allowed-signers line can hold is refused before anything is written
     fingerprint = signer.public_key.fingerprint()
     existing = anchor.find(repo)
     if existing is not None and existing.root_key != fingerprint:
@@ -93,9 +97,6 @@ def trust_init(repo: Repo, signer: Signer, name: str, *, runner: bool = True) ->
         )
     if existing is None:
         anchor.write(repo, fingerprint)
-    trust = TrustSet().added(name, signer.public_key, "sealer")
-    if runner:
-        trust = trust.added(name, signer.public_key, "runner")
 
     def build(state: PlansState) -> tuple[dict[str, bytes], str]:
         if state.exists:

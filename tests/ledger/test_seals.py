@@ -15,7 +15,7 @@ from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.errors import KeyMaterialError, LedgerError, PlanError, SealError, TrustError
 from gitaudit.git.repo import Repo, open_repo
-from gitaudit.ledger import chain, watermark
+from gitaudit.ledger import anchor, chain, watermark
 from gitaudit.ledger.objects import write_tree
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, read_ref
@@ -266,6 +266,12 @@ def test_a_principal_named_for_two_keys_is_refused(
     keys is malformed for every reader."""
     with pytest.raises(KeyMaterialError, match="invalid allowed-signers principal 'bot,alice'"):
         trust_add(trusted, sealer, stranger.public_key, "runner", "bot,alice")
+    # the first sealer's name (a key comment, by default): refused before the anchor is written
+    subprocess.run(["git", "-C", str(repo.path.parent), "init", "-q", "fresh"], check=True)
+    fresh = open_repo(repo.path.parent / "fresh")
+    with pytest.raises(KeyMaterialError, match="invalid allowed-signers principal 'a,b'"):
+        trust_init(fresh, stranger, "a,b")
+    assert not any(Path(f).exists() for f in anchor.files(fresh))  # nothing was pinned
     files = read_state(trusted).files
     line = f"bot,alice {stranger.public_key.openssh()}\n".encode()
     forged = {**files, "trust/allowed_signers": files["trust/allowed_signers"] + line}
