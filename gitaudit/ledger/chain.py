@@ -29,7 +29,13 @@ def walk(
     file can change."""
     current = tip
     while current is not None and current != stop:
-        obj = repo.get(current)
+        try:
+            obj = repo.get(current)
+        except (ValueError, pygit2.GitError) as exc:  # stored, but libgit2 cannot parse it
+            raise LedgerError(
+                f"{what}: commit {str(current)[:12]} cannot be read ({_why(exc)})",
+                hint="restore the ref from a good copy or the reflog",
+            ) from None
         if obj is None:
             raise LedgerError(
                 f"{what}: commit {str(current)[:12]} is missing from the repository",
@@ -42,6 +48,11 @@ def walk(
             raise LedgerError(f"{what}: {str(current)[:12]} is a merge; audit refs are linear")
         yield obj
         current = obj.parent_ids[0] if obj.parent_ids else None
+
+
+def _why(exc: Exception) -> str:
+    """libgit2's reason, without the object id it starts with."""
+    return str(exc).split(": ", 1)[-1][:200]
 
 
 def segment(

@@ -165,8 +165,14 @@ def dumps(value: Any) -> bytes:
 def commit_of(repo: pygit2.Repository, oid: pygit2.Oid, what: str) -> pygit2.Commit:
     try:
         obj = repo[oid]
-    except (KeyError, ValueError) as exc:
+    except KeyError as exc:
         raise LedgerError(f"{what} points at {oid}, which does not exist") from exc
+    except ValueError as exc:  # stored, but libgit2 cannot parse it (pygit2.InvalidError)
+        why = str(exc).split(": ", 1)[-1][:200]
+        raise LedgerError(
+            f"{what} points at {oid}, which cannot be read as a commit ({why})",
+            hint="the ref was overwritten; restore it from a good copy or the reflog",
+        ) from exc
     if not isinstance(obj, pygit2.Commit):
         raise LedgerError(
             f"{what} points at {str(oid)[:12]}, a {obj.type_str}, not a commit",

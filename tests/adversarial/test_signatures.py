@@ -7,10 +7,14 @@ mallory is the agent, trusted by nobody until alice adds mallory's key at mallor
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
+import pygit2
 import pytest
+from pygit2.enums import ObjectType
 
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
@@ -108,3 +112,71 @@ def _git_verifies(world: World, commit: str) -> bool:
     config = ["-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={stored}"]
     argv = ["git", *config, "verify-commit", commit]
     return subprocess.run(argv, cwd=world.path, capture_output=True, check=False).returncode == 0
+
+
+def _signature_moved_up(raw: bytes) -> bytes:
+    """*raw* with its ``gpgsig`` header (and continuation lines) moved right after ``tree``:
+    the payload git and gitaudit cut out is unchanged, so the signature still verifies, but
+    libgit2 cannot parse the commit (it expects ``parent``/``author`` there)."""
+    head, _, body = raw.partition(b"\n\n")
+    lines = head.split(b"\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith(b"gpgsig "))
+    end = start + 1
+    while end < len(lines) and lines[end].startswith(b" "):
+        end += 1
+    rest = lines[:start] + lines[end:]
+    return b"\n".join(rest[:1] + lines[start:end] + rest[1:]) + b"\n\n" + body
+
+
+@pytest.mark.parametrize(
+    ("ledger", "reader"),
+    [
+        ("runs", "verify"),
+        ("plans", "verify"),
+        ("runs", "log"),
+        ("runs", "status"),
+        ("runs", "server"),
+        ("plans", "server"),
+    ],
+)
+def test_attack_signatures_header_moved_into_the_headers(
+    proven: World, tmp_path: Path, ledger: str, reader: str
+) -> None:
+    """The agent rewrites the tip of a ledger ref with its ``gpgsig`` header moved between
+    ``tree`` and ``author``: the signed payload is the same (git's own split takes a
+    signature header anywhere), so the signature of ci or alice verifies, and libgit2 cannot
+    parse the object. The high-water marks are gone (as in a fresh clone), and the rewritten
+    tip is pushed to the server with --no-verify. `git audit verify` and `git audit log`
+    crashed with a traceback (pygit2.InvalidError) and `status` said the object did not exist;
+    every reader now says the commit cannot be read (`log` lists no run), and the server
+    refuses it."""
+    name = RUNS if ledger == "runs" else PLANS_REF
+    if reader == "server":
+        proven.serve(tmp_path / "server.git")
+        proven.repo.git("push", "-q", "origin", f"{RUNS}:{RUNS}")
+    tip = proven.ref(name)
+    assert tip is not None
+    git = proven.handle().git
+    _kind, raw = git.odb.read(pygit2.Oid(hex=tip))
+    moved = git.odb.write(ObjectType.COMMIT, _signature_moved_up(raw))
+    assert _git_verifies(proven, str(moved))  # the signature is good: only the object is bad
+    proven.set_ref(name, moved)
+    shutil.rmtree(proven.handle().state_dir)
+    why = "cannot be read"
+    if reader == "server":
+        pushed = subprocess.run(
+            ["git", "push", "--no-verify", "-f", "origin", f"{name}:{name}"],
+            cwd=proven.path, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert pushed.returncode == 1 and "pre-receive hook declined" in pushed.stderr
+        assert f"rejecting {name}: commit {str(moved)[:12]} {why}" in pushed.stderr
+    elif reader == "status":
+        judged = assert_plan(proven.gate(), "evidence.ledger", "FAIL")
+        assert f"{name} points at {moved}, which {why} as a commit" in judged.reasons[0].message
+    elif reader == "log":  # lists the runs it can read: none here (the index skips the rest)
+        done = proven.cli(reader)
+        assert (done.code, done.out) == (0, "no runs recorded yet (run `git audit run`)\n")
+    else:
+        done = proven.cli(reader)
+        assert done.code == 1 and "Traceback" not in done.err, done.err
+        assert f"{name}: commit {str(moved)[:12]} {why}" in done.out + done.err
