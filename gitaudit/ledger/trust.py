@@ -157,6 +157,21 @@ class TrustSet:
         other = self.find(key)
         if other is not None and other.name != name:
             raise TrustError(f"this key is already trusted as {other.name!r}")
+        # an evidence rule lists runner names and labels as one list: a name that is another
+        # principal's label (or a label that is another's name) would be admitted as that one
+        for k in self.keys:
+            if k.name != name and name in k.labels:
+                raise TrustError(
+                    f"the name {name!r} is a label of {k.name}: evidence rules naming it would "
+                    "admit this key too",
+                    hint="choose another --name",
+                )
+            if k.name != name and k.name in labels:
+                raise TrustError(
+                    f"the label {k.name!r} is the name of a trusted principal: evidence rules "
+                    "naming it would admit this key too",
+                    hint="choose another --label",
+                )
         if current is None:
             return TrustSet((*self.keys, TrustedKey(name, key, frozenset({role}), labels)))
         updated = replace(current, roles=current.roles | {role}, labels=current.labels | labels)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,20 @@ from pygit2.enums import ObjectType
 
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
-from gitaudit.ledger.seals import seal_plan
-from gitaudit.ledger.trust import ALLOWED_SIGNERS_PATH
+from gitaudit.ledger.seals import seal_plan, set_policy
+from gitaudit.ledger.trust import ALLOWED_SIGNERS_PATH, EvidenceRule
 from gitaudit.plan.catalog import check_worktree
 from tests.adversarial.conftest import World, assert_plan, check, plan, runner, step
 
 RUNS = runs_ref("default")
+MAIN = "refs/heads/main"
+
+
+def rule(world: World, *rules: EvidenceRule) -> None:
+    """alice sets the policy's evidence rules (a strengthening)."""
+    policy = replace(read_state(world.handle()).policy, evidence=rules)
+    set_policy(world.handle(), world.alice, policy, allow_weaken=False, reason="runners")
+
 
 WEAK = plan(step("unit", check("true")))
 """STRICT without its step ``lint``: a weakening only a sealer may seal."""
@@ -180,3 +189,40 @@ def test_attack_signatures_header_moved_into_the_headers(
         done = proven.cli(reader)
         assert done.code == 1 and "Traceback" not in done.err, done.err
         assert f"{name}: commit {str(moved)[:12]} {why}" in done.out + done.err
+
+
+@pytest.mark.parametrize(
+    ("name", "labels", "admitted_as"),
+    [
+        ("release-ci", (), "release-ci"),  # the name of the label the rule names
+        ("bot", ("ci",), "ci"),  # the label of the name the rule names
+    ],
+)
+def test_attack_signatures_runner_named_like_a_label(
+    sealed: World, name: str, labels: tuple[str, ...], admitted_as: str
+) -> None:
+    """main is proven by the runners the rule names: ``release-ci`` (a label, which alice's
+    build machine carries) or ``ci`` (a principal). An evidence rule reads runner names and
+    labels as one list, so mallory, trusted as a runner at her request under the *name*
+    ``release-ci``, or *labelled* ``ci``, was admitted where only the build machine or ci was
+    meant: her own run made main PASS. A principal's name may no longer be another
+    principal's label, nor a label another principal's name."""
+    runner(sealed, "build1", frozenset({"release-ci"}))
+    rule(sealed, EvidenceRule(MAIN, (admitted_as,)))
+    before = sealed.ref(PLANS_REF)
+    flags = [arg for label in labels for arg in ("--label", label)]
+    added = sealed.cli(
+        "trust", "add", sealed.mallory.public_key.openssh(), "--role", "runner", "--name", name,
+        *flags, "--key", str(sealed.keys["alice"]),
+    )  # fmt: skip
+    if added.code == 0:  # before the fix: mallory's runs count for main
+        assert sealed.run(signer=sealed.mallory).verdict == "PASS"
+        assert sealed.gate(for_ref=MAIN).verdict == "PASS"
+    assert added.code == 1, added.out + added.err
+    clash = (
+        f"the name {name!r} is a label of build1"
+        if name == admitted_as
+        else f"the label {admitted_as!r} is the name of a trusted principal"
+    )
+    assert added.err.startswith(f"error: {clash}: evidence rules naming it"), added.err
+    assert sealed.ref(PLANS_REF) == before

@@ -31,7 +31,7 @@ from gitaudit.ledger.seals import (
     trust_init,
     trust_remove,
 )
-from gitaudit.ledger.trust import Policy, trust_from_tree
+from gitaudit.ledger.trust import Policy, TrustSet, trust_from_tree
 from gitaudit.ledger.verify import verify_all
 from gitaudit.plan.catalog import check_worktree
 from tests import sealrules
@@ -283,6 +283,22 @@ def test_a_principal_named_for_two_keys_is_refused(
     )
     with pytest.raises(TrustError, match="names principal 'alice' for two keys"):
         read_state(trusted, tip=oid)
+
+
+def test_a_name_is_never_another_principals_label() -> None:
+    """Evidence rules list runner names and labels together: a new name that is another
+    principal's label, or a label that is another principal's name, would be admitted as it."""
+    build, ci, bot = (Ed25519Signer.generate(n).public_key for n in ("build", "ci", "bot"))
+    trust = TrustSet().added("build", build, "runner", frozenset({"linux"}))
+    trust = trust.added("ci", ci, "runner")
+    with pytest.raises(TrustError, match="the name 'linux' is a label of build"):
+        trust.added("linux", bot, "runner")
+    with pytest.raises(TrustError, match="the label 'ci' is the name of a trusted principal"):
+        trust.added("bot", bot, "runner", frozenset({"ci"}))
+    with pytest.raises(TrustError, match="the label 'ci' is the name"):
+        trust.added("build", build, "runner", frozenset({"ci"}))  # an existing principal too
+    mine = trust.added("mac", bot, "runner", frozenset({"mac", "linux"}))  # its own name: fine
+    assert mine.named("mac") is not None
 
 
 @pytest.mark.parametrize(
