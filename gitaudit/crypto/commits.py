@@ -220,7 +220,9 @@ def _split_lines(raw: bytes, what: str) -> SignedCommit:
                 payload.append(line)
             continue
         name = line.split(b" ", 1)[0].rstrip(b"\n")
-        in_signature = name in _SIGNATURE_HEADERS
+        # a signature header is its name and a space, as git reads it ("gpgsig" alone on its
+        # line starts none: git verify-commit finds no signature there)
+        in_signature = name in _SIGNATURE_HEADERS and line[len(name) : len(name) + 1] == b" "
         if in_signature:
             signatures.append((name, [line[len(name) + 1 :]]))
         else:

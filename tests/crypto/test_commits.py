@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -260,6 +261,27 @@ def test_two_gpgsig_headers_fail(repo: GitRepo, signer: Ed25519Signer) -> None:
     only256 = raw.replace(header.group(0), b"gpgsig-sha256" + header.group(0)[6:])
     with pytest.raises(SignatureError, match="only a gpgsig-sha256"):
         verify_commit(r, _write_raw(repo, only256), [signer.public_key])
+
+
+def test_a_signature_header_without_its_space_is_no_signature(
+    repo: GitRepo, signer: Ed25519Signer
+) -> None:
+    """``gpgsig`` alone on its line, the armour on the continuation lines: git verify-commit
+    finds no signature (a header is its name and a space); gitaudit took the armour."""
+    oid = _our_commit(repo, signer)
+    raw = repo.git("cat-file", "commit", str(oid)).encode()
+    split = raw.replace(b"\ngpgsig -----BEGIN", b"\ngpgsig\n -----BEGIN", 1)
+    moved = _write_raw(repo, split)
+    seen = subprocess.run(
+        ["git", "verify-commit", "--raw", moved], cwd=repo.path, capture_output=True, check=False
+    )
+    assert (seen.returncode, seen.stderr) == (1, b"")  # git finds no signature to check
+    signed = subprocess.run(
+        ["git", "verify-commit", "--raw", str(oid)], cwd=repo.path, capture_output=True, check=False
+    )
+    assert signed.stderr  # the original's signature is found (and cannot be checked here)
+    with pytest.raises(SignatureError, match=f"commit {moved} is not signed"):
+        verify_commit(pygit2.Repository(str(repo.path)), moved, [signer.public_key])
 
 
 def test_unsigned_commit_fails(repo: GitRepo, signer: Ed25519Signer) -> None:
