@@ -22,6 +22,7 @@ from gitaudit.ledger.trust import (
     APPROVAL_KINDS,
     COMMIT_MSG_MODES,
     LIVE_EVIDENCE,
+    POLICY_PATH,
     ROLES,
     EvidenceRule,
     Policy,
@@ -300,6 +301,10 @@ def policy_cmd(
         evidence=current.evidence if evidence is None else _evidence_rules(evidence),
         approvals=_approvals(current.approvals, approvals or []),
     )
+    try:  # what every reader will check of it, before anything is signed
+        Policy.from_json(policy.to_json(), "the new policy")
+    except TrustError as exc:
+        raise UsageError(exc.message.replace(f": {POLICY_PATH} is invalid:", ":")) from None
     commit, laxer = set_policy(
         repo, signer_for(repo, key), policy, allow_weaken=allow_weaken, reason=reason
     )
@@ -327,7 +332,7 @@ def _evidence_rules(specs: list[str]) -> tuple[EvidenceRule, ...]:
                 hint="e.g. --evidence refs/heads/main=ci, "
                 "or --evidence 'refs/heads/release/*=ci,mac:2'",
             )
-        if least and not (least.isdigit() and int(least) >= 1):
+        if least and not (least.isascii() and least.isdigit() and int(least) >= 1):
             raise UsageError(f"--evidence {spec!r}: MIN must be a whole number, 1 or more")
         if pattern in rules:
             raise UsageError(f"--evidence: {pattern} is given twice")
@@ -342,7 +347,8 @@ def _approvals(
     wanted = dict(current)
     for spec in specs:
         kind, eq, least = spec.partition("=")
-        if not eq or kind not in APPROVAL_KINDS or not (least.isdigit() and int(least) >= 1):
+        whole = least.isascii() and least.isdigit() and int(least) >= 1
+        if not eq or kind not in APPROVAL_KINDS or not whole:
             raise UsageError(
                 f"--approvals {spec!r}: expected KIND=K, KIND one of {', '.join(APPROVAL_KINDS)}",
                 hint="e.g. --approvals weaken=2 --approvals trust=2",

@@ -71,26 +71,39 @@ class EvidenceRule:
         return f"{self.pattern}: {self.min} of [{who}]"
 
 
+MAX_JSON_INT = (1 << 53) - 1  # the largest integer canonical JSON (RFC 8785) holds exactly
+
+
+def _whole(value: Any, least: int) -> bool:
+    """*value* is a JSON integer (not a bool) from *least* to :data:`MAX_JSON_INT`."""
+    return not isinstance(value, bool) and isinstance(value, int) and least <= value <= MAX_JSON_INT
+
+
+def _is_text(value: str) -> bool:
+    """*value* encodes as UTF-8 (no lone surrogate, which JSON output cannot hold)."""
+    return value.encode("utf-8", errors="ignore").decode() == value
+
+
 def _rules_from_json(doc: Any) -> tuple[EvidenceRule, ...]:
     if not isinstance(doc, dict):
         raise ValueError("evidence must map ref patterns to {runners, min}")
     rules = []
     for pattern, rule in sorted(doc.items()):
         where = f"evidence[{pattern!r}]"
-        if not isinstance(pattern, str) or not pattern.startswith("refs/"):
-            raise ValueError(f"{where}: a ref pattern starts with refs/")
+        if not isinstance(pattern, str) or not pattern.startswith("refs/") or not _is_text(pattern):
+            raise ValueError(f"{where}: a ref pattern starts with refs/ (and is text)")
         if not isinstance(rule, dict) or set(rule) - {"runners", "min"}:
             raise ValueError(f'{where} must be {{"runners": [...], "min": N}}')
         runners = rule.get("runners")
         if (
             not isinstance(runners, list)
             or not runners
-            or not all(isinstance(r, str) and r for r in runners)
+            or not all(isinstance(r, str) and r and _is_text(r) for r in runners)
         ):
             raise ValueError(f"{where}.runners must list runner names or labels")
         least = rule.get("min", 1)
-        if isinstance(least, bool) or not isinstance(least, int) or least < 1:
-            raise ValueError(f"{where}.min must be a whole number, 1 or more")
+        if not _whole(least, 1):
+            raise ValueError(f"{where}.min must be a whole number, 1 or more (at most 2^53-1)")
         rules.append(EvidenceRule(pattern, tuple(sorted(set(runners))), least))
     return tuple(rules)
 
@@ -366,7 +379,7 @@ class Policy:
             refs = doc.get("protected_refs", ["refs/heads/*"])
             if not isinstance(refs, list) or not all(isinstance(r, str) and r for r in refs):
                 raise ValueError("protected_refs must be a list of ref patterns")
-            if not all(r.encode("utf-8", errors="ignore").decode() == r for r in refs):
+            if not all(_is_text(r) for r in refs):
                 raise ValueError("protected_refs must be text (no lone surrogates)")
             allow = doc.get("allow_weaken", True)
             if not isinstance(allow, bool):
@@ -378,8 +391,10 @@ class Policy:
             if live not in LIVE_EVIDENCE:
                 raise ValueError(f"live_evidence must be one of {', '.join(LIVE_EVIDENCE)}")
             limit = doc.get("max_artifact_bytes", DEFAULT_MAX_ARTIFACT_BYTES)
-            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-                raise ValueError("max_artifact_bytes must be a number of bytes (0 or more)")
+            if not _whole(limit, 0):
+                raise ValueError(
+                    "max_artifact_bytes must be a number of bytes (0 or more, at most 2^53-1)"
+                )
             agents = doc.get("agents", "parallel-warn")
             if agents not in AGENTS_MODES:
                 raise ValueError(f"agents must be one of {', '.join(AGENTS_MODES)}")
@@ -396,8 +411,8 @@ def _approvals_from_json(doc: Any) -> tuple[tuple[str, int], ...]:
     for kind, least in doc.items():
         if kind not in APPROVAL_KINDS:
             raise ValueError(f"approvals: unknown kind {kind!r} ({', '.join(APPROVAL_KINDS)})")
-        if isinstance(least, bool) or not isinstance(least, int) or least < 1:
-            raise ValueError(f"approvals.{kind} must be a whole number, 1 or more")
+        if not _whole(least, 1):
+            raise ValueError(f"approvals.{kind} must be a whole number, 1 or more (at most 2^53-1)")
     return tuple(sorted(doc.items()))
 
 

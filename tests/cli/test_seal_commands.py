@@ -77,6 +77,28 @@ def test_trust_add_of_a_file_that_is_no_public_key_is_a_one_line_error(
     assert added.err.startswith(f"error: {bad}: not an OpenSSH Ed25519 public key"), added.err
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "error"),
+    [
+        ("--evidence", "refs/heads/main=ci:" + "9" * 23, "evidence['refs/heads/main'].min must"),
+        ("--evidence", "refs/heads/main=ci:\u00b2", "MIN must be a whole number"),
+        ("--evidence", "refs/heads/\udcff=ci", "a ref pattern starts with refs/ (and is text)"),
+        ("--approvals", "weaken=\u00b2", "expected KIND=K"),
+        ("--max-artifact-bytes", "9" * 23, "max_artifact_bytes must be a number of bytes"),
+    ],
+)
+def test_a_policy_no_reader_could_hold_is_a_one_line_error(
+    repo: GitRepo, hermetic: Path, option: str, value: str, error: str
+) -> None:
+    """A number beyond canonical JSON's integers (IntegerDomainError), a lone surrogate
+    (UnicodeEncodeError) or a superscript digit (int() ValueError) raised a traceback."""
+    assert audit(repo.path, "keys", "generate", "--name", "alice").code == 0
+    assert audit(repo.path, "trust", "init").code == 0
+    done = audit(repo.path, "trust", "policy", option, value)
+    assert done.code == 2 and "Traceback" not in done.err, done.err
+    assert error in done.err and len(done.err.strip().splitlines()) <= 2, done.err
+
+
 def test_seal_flow_and_plain_git_verification(repo: GitRepo, tmp_path: Path) -> None:
     onboard(repo)
     again = audit(repo.path, "plan", "seal")

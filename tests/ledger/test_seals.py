@@ -833,3 +833,18 @@ def test_the_root_of_trust_is_the_first_plans_commit_and_its_signer(
         root_of_trust(open_repo(repo.path))
     assert refused.value.message == f"{PLANS_REF} does not exist: there is no root of trust to pin"
     assert refused.value.hint is not None and "`git audit init`" in refused.value.hint
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"max_artifact_bytes": 1 << 53},
+        {"approvals": {"weaken": 10**30}},
+        {"evidence": {"refs/heads/main": {"runners": ["ci"], "min": 1 << 60}}},
+        {"evidence": {"refs/heads/\udcff": {"runners": ["ci"]}}},
+    ],
+)
+def test_a_policy_canonical_json_cannot_hold_is_invalid(doc: dict[str, Any]) -> None:
+    """Its digest raised (IntegerDomainError, UnicodeEncodeError) in every reader."""
+    with pytest.raises(TrustError, match=r"^x: policy\.json is invalid: "):
+        Policy.from_json({"format": "gitaudit.policy/1", **doc}, "x")
