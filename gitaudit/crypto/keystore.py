@@ -196,6 +196,23 @@ def list_local_keys(home: Path | None = None) -> list[LocalKey]:
     return found
 
 
+def _is_inside(path: Path, folder: Path) -> bool:
+    try:
+        refuse_inside(path, folder)
+    except KeyMaterialError:
+        return True
+    return False
+
+
+def _private_halves(public: Path) -> list[Path]:
+    """The private key files ssh-keygen looks for beside the public key file *public*."""
+    return [
+        public.with_name(public.name.removesuffix(suffix))
+        for suffix in ("-cert.pub", ".pub")
+        if public.name.endswith(suffix) and public.name != suffix
+    ]
+
+
 def _looks_public(text: str) -> bool:
     first = text.lstrip().split(None, 1)
     return bool(first) and (first[0].startswith(("ssh-", "ecdsa-", "sk-", "key::")))
@@ -217,8 +234,17 @@ def load_signer(path: Path, *, forbid_inside: Path | None = None) -> Signer:
     except UnicodeDecodeError:
         text = ""
     if text and _looks_public(text):
+        inside = forbid_inside is not None and _is_inside(path, forbid_inside)
+        if inside:
+            # ssh-keygen signs with the private key beside a .pub when no agent holds it:
+            # one inside the work tree would be loaded after all
+            for private in _private_halves(path):
+                if private.exists() or private.is_symlink():
+                    refuse_inside(private, forbid_inside)
         try:
-            return SshKeygenSigner(path, PublicKey.from_openssh(text.strip().splitlines()[0]))
+            public = PublicKey.from_openssh(text.strip().splitlines()[0])
+            # in the work tree only the agent may sign (a private half may appear beside it)
+            return SshKeygenSigner(path, public, agent_only=inside)
         except KeyMaterialError as exc:
             raise KeyMaterialError(
                 f"{path}: not an OpenSSH Ed25519 public key ({exc})",

@@ -71,10 +71,17 @@ class SshKeygenSigner:
     there is no file: a temporary ``.pub`` is written for each signature.
     """
 
-    def __init__(self, key_path: Path | None, public_key: PublicKey | None = None) -> None:
+    def __init__(
+        self,
+        key_path: Path | None,
+        public_key: PublicKey | None = None,
+        *,
+        agent_only: bool = False,
+    ) -> None:
         if key_path is None and public_key is None:
             raise KeyMaterialError("SshKeygenSigner needs a key path or a public key")
         self.key_path = key_path
+        self.agent_only = agent_only  # ssh-keygen -U: never load a private key file
         if public_key is None:
             assert key_path is not None
             public_key = _public_key_of_file(key_path)
@@ -107,8 +114,9 @@ class SshKeygenSigner:
                 f"{shown}: ssh-keygen is needed to sign with this key but is not on PATH",
                 hint="install OpenSSH (openssh-client) or use an unencrypted gitaudit key",
             )
+        agent = ["-U"] if self.agent_only else []
         proc = subprocess.run(
-            [exe, "-q", "-Y", "sign", "-n", namespace, "-f", str(key_file)],
+            [exe, "-q", "-Y", "sign", *agent, "-n", namespace, "-f", str(key_file)],
             input=data,
             capture_output=True,
             check=False,

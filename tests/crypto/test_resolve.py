@@ -106,9 +106,35 @@ def test_work_tree_keys_are_refused_and_relative_paths_use_workdir(
     # an explicit path is no exception to the rule
     with pytest.raises(KeyMaterialError, match="inside the work tree"):
         resolve_signer(explicit=inside, workdir=repo.path)
-    # a public key (agent-held private half) may be read from anywhere
+    # nor a public key beside it (ssh-keygen signs with the private half when no agent has it)
+    with pytest.raises(KeyMaterialError, match=r"secrets/id: private keys must never live inside"):
+        resolve_signer(repo_config={"audit.signingKey": "secrets/id.pub"}, workdir=repo.path)
+    # a public key alone (agent-held private half) may be read from anywhere; in the work tree
+    # ssh-keygen takes it from the agent only (-U), whatever appears beside it later
+    inside.unlink()
     signer = resolve_signer(repo_config={"audit.signingKey": "secrets/id.pub"}, workdir=repo.path)
     assert isinstance(signer, SshKeygenSigner) and signer.key_path == repo.path / "secrets/id.pub"
+    assert signer.agent_only
+    keygen(tmp_path / "elsewhere")
+    outside = resolve_signer(repo_config={"audit.signingKey": str(tmp_path / "elsewhere.pub")})
+    assert isinstance(outside, SshKeygenSigner) and not outside.agent_only
+
+
+def test_a_private_key_appearing_beside_a_work_tree_public_key_never_signs(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent writes its private key beside the .pub that .git/config names, after the
+    signer was chosen: ssh-keygen -U signs from the agent only, so no key in the work tree
+    signs (before, ssh-keygen loaded it)."""
+    keygen(repo.path / ".git" / "k")
+    private = (repo.path / ".git" / "k").read_bytes()
+    (repo.path / ".git" / "k").unlink()
+    signer = resolve_signer(repo_config={"audit.signingKey": ".git/k.pub"}, workdir=repo.path)
+    (repo.path / ".git" / "k").write_bytes(private)
+    (repo.path / ".git" / "k").chmod(0o600)
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    with pytest.raises(KeyMaterialError, match="ssh-keygen could not sign"):
+        signer.sign(b"data", "git")
 
 
 def test_env_path_expands_home(hermetic: Path, monkeypatch: pytest.MonkeyPatch) -> None:
