@@ -71,6 +71,17 @@ def anchor_path(where: str | os.PathLike[str]) -> str:
     return os.path.join(home_dir(), ANCHORS_DIRNAME, f"{name}.json")
 
 
+MARKS_DIRNAME = "marks"
+
+
+def marks_path(gitdir: str | os.PathLike[str]) -> str:
+    """``$GITAUDIT_HOME/marks/<sha256 of the real path of *gitdir*>.json``: the copy of the
+    repository's high-water marks kept out of the work tree's reach
+    (:mod:`gitaudit.ledger.watermark`)."""
+    real = os.path.realpath(os.fspath(gitdir))
+    return os.path.join(home_dir(), MARKS_DIRNAME, f"{sha256_hex(os.fsencode(real))}.json")
+
+
 def entered_worktree(start: str | os.PathLike[str]) -> str | None:
     """The nearest folder at or above *start* holding a ``.git`` (folder or ``gitdir:`` file):
     where git's discovery enters a repository from *start*, so the work tree a user there

@@ -211,3 +211,12 @@ def root_left_to_compute(trees: bytes) -> bytes:
     subtrees = head.split()[1]
     new = b"\0-1 " + subtrees + b"\n" + rest[20:]
     return b"TREE" + len(new).to_bytes(4, "big") + new
+
+
+def forget_marks(gitdir: Path) -> None:
+    """Forget the high-water marks of the repository at *gitdir*, as a fresh clone has none:
+    the marks file and their floors in the gitaudit home (gitaudit/ledger/watermark.py)."""
+    from gitaudit.places import marks_path, state_dir
+
+    for path in (Path(state_dir(gitdir)) / "watermarks.json", Path(marks_path(gitdir))):
+        path.unlink(missing_ok=True)

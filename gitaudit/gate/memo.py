@@ -37,7 +37,7 @@ from typing import NamedTuple
 from gitaudit import __version__, secret
 from gitaudit.git.call import start_git
 from gitaudit.git.spawn import Process
-from gitaudit.places import anchor_path, entered_worktree, state_dir
+from gitaudit.places import anchor_path, entered_worktree, marks_path, state_dir
 
 # 2: entries carry the notes of the PASS; 3: the state covers refs/gitaudit/; 4: entries carry
 # the ref judged for and the policy's evidence rule patterns
@@ -60,6 +60,7 @@ class Snapshot(NamedTuple):
     anchors: bytes = b""  # the trust anchor files (by common dir, by work tree), as stored
     entered: str | None = None  # the work tree the anchor is looked up by
     common: str = ""  # the common dir (the anchor's key), as git printed it
+    floors: bytes = b""  # the marks' floors in the gitaudit home, as stored
 
     @property
     def located(self) -> tuple[str, str, str]:
@@ -74,6 +75,7 @@ class Snapshot(NamedTuple):
             "refs": [list(r) for r in self.refs],
             "config": self.config,
             "marks": hashlib.sha256(self.marks).hexdigest(),
+            "floors": hashlib.sha256(self.floors).hexdigest(),
             "anchors": hashlib.sha256(self.anchors).hexdigest(),
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
@@ -177,11 +179,14 @@ def snapshot(
     found, workdir, common = lines[0], lines[1], lines[2]
     try:
         marks = _contents(os.path.join(state_dir(found), "watermarks.json"))
+        floors = _contents(marks_path(found))  # kept in the gitaudit home
         keyed = (common, entered) if entered is not None else (common,)
         anchors = b"\0".join(_contents(anchor_path(where)) for where in keyed)
     except OSError:
         return None
-    snap = Snapshot(found, workdir, tuple(sorted(refs)), config, marks, anchors, entered, common)
+    snap = Snapshot(
+        found, workdir, tuple(sorted(refs)), config, marks, anchors, entered, common, floors
+    )
     return snap, lines[3:]
 
 
@@ -349,16 +354,23 @@ def remember(
 
 
 def _marks_moved_to_tips(before: Snapshot, after: Snapshot) -> bool:
-    if before.marks == after.marks:
+    """Whether the marks and their floors changed only to name the refs' current tips."""
+    return all(
+        _moved_to_tips(was, now, dict(after.refs))
+        for was, now in ((before.marks, after.marks), (before.floors, after.floors))
+    )
+
+
+def _moved_to_tips(before: bytes, after: bytes, tips: Mapping[str, str]) -> bool:
+    if before == after:
         return True
     try:
-        old = json.loads(before.marks) if before.marks else {}
-        new = json.loads(after.marks)
+        old = json.loads(before) if before else {}
+        new = json.loads(after)
     except ValueError:
         return False
     if not isinstance(old, dict) or not isinstance(new, dict):
         return False  # not marks as gitaudit writes them: nothing is remembered
-    tips = dict(after.refs)
     for kind in set(old) | set(new):
         was, now = old.get(kind, {}), new.get(kind, {})
         if not isinstance(was, dict) or not isinstance(now, dict):

@@ -13,6 +13,12 @@ verified mark with its MAC under the local secret key (:mod:`gitaudit.secret`, b
 signing keys, out of an agent's reach), bound to this repository, the ref and the commit, counts
 (:func:`verified`): otherwise a hand-written mark on a forged commit deep in a chain vouched for
 every commit below it. Without the key nothing is vouched for, and verification is only slower.
+
+Deleting the file (or putting back an old copy) would forget how far a ref had got, so a ref
+moved back past a run it held (a FAIL of a tree after its PASS, never pushed) would read as
+never having held it. So every mark recorded against the ref it names is also kept as a floor
+in the gitaudit home (:func:`gitaudit.places.marks_path`), which the agent cannot write and the
+checks cannot open; a ref must descend from that floor too (``home`` in :data:`Marks`).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import pygit2
 
 from gitaudit import secret
 from gitaudit.errors import LedgerError
-from gitaudit.places import state_dir
+from gitaudit.places import marks_path, state_dir
 
 FILENAME = "watermarks.json"
 
@@ -48,15 +54,16 @@ def _empty() -> dict[str, dict[str, str]]:
     return {section: {} for section in _SECTIONS}
 
 
-def _read(gitdir: Path) -> dict[str, dict[str, str]]:
+def _sections(path: str | Path, sections: tuple[str, ...]) -> dict[str, dict[str, str]]:
     try:
-        data = json.loads(_path(gitdir).read_text())
+        with open(path, encoding="utf-8") as handle:
+            data = json.loads(handle.read())
     except (OSError, ValueError):
-        return _empty()  # a missing or corrupt cache costs a re-verification
+        data = {}  # a missing or corrupt cache costs a re-verification
     if not isinstance(data, dict):
-        return _empty()
+        data = {}
     out: dict[str, dict[str, str]] = {}
-    for kind in _SECTIONS:
+    for kind in sections:
         marks = data.get(kind, {})
         out[kind] = (
             {str(k): str(v) for k, v in marks.items() if isinstance(v, str)}
@@ -66,13 +73,20 @@ def _read(gitdir: Path) -> dict[str, dict[str, str]]:
     return out
 
 
+def _read(gitdir: Path) -> dict[str, dict[str, str]]:
+    """The marks file's sections, and ``home``: the floors kept in the gitaudit home."""
+    out = _sections(_path(gitdir), _SECTIONS)
+    out["home"] = _sections(marks_path(gitdir), ("seen",))["seen"]
+    return out
+
+
 def load(gitdir: Path, kind: Kind = "verified") -> dict[str, str]:
     """The marks of one kind: ``verified`` (everything up to it was verified: `verify` resumes
     there) or ``seen`` (only the tip's own signature was checked: enough to catch a rewind)."""
     return _read(gitdir)[kind]
 
 
-Marks = dict[str, dict[str, str]]  # kind -> ref -> commit id (and "macs": ref -> MAC)
+Marks = dict[str, dict[str, str]]  # kind -> ref -> commit id ("macs": ref -> MAC; "home": floors)
 
 
 def _payload(gitdir: Path, ref: str, commit: str) -> bytes:
@@ -130,7 +144,8 @@ def check_forward(
     """LedgerError when *ref* is now behind (or beside) a tip verified or seen earlier (in
     *marks*, taken with :func:`view` before the ref was read; read now otherwise)."""
     marks = marks if marks is not None else _read(gitdir)
-    for mark in dict.fromkeys(m for m in (marks["verified"].get(ref), marks["seen"].get(ref)) if m):
+    found = (marks[k].get(ref) for k in ("verified", "seen", "home") if k in marks)
+    for mark in dict.fromkeys(m for m in found if m):
         _forward_of(repo, gitdir, ref, tip, mark)
 
 
@@ -153,7 +168,7 @@ def _forward_of(
             f"{ref} moved backwards or was rewritten: it is at {str(tip)[:12]}, which does not "
             f"descend from the verified tip {mark[:12]}",
             hint=f"restore it with `git update-ref {ref} {mark}` (if this was deliberate, delete "
-            f"{_path(gitdir)} and run `git audit verify`)",
+            f"{_path(gitdir)} and {marks_path(gitdir)}, then run `git audit verify`)",
         )
 
 
@@ -191,8 +206,10 @@ def record(
         if key is not None:
             macs = {r: secret.mac(key, _payload(gitdir, r, v)) for r, v in marks.items()}
     before = _read(gitdir)
-    if all(before[k].get(r) == v for k in kinds for r, v in marks.items()) and all(
-        before["macs"].get(r) == m for r, m in macs.items()
+    if (
+        all(before[k].get(r) == v for k in kinds for r, v in marks.items())
+        and all(before["macs"].get(r) == m for r, m in macs.items())
+        and (repo is None or all(before["home"].get(r) == v for r, v in marks.items()))
     ):
         return  # nothing new: no write, no lock
     with _locked(gitdir):
@@ -211,13 +228,15 @@ def record(
                 if ref in macs:
                     current["macs"][ref] = macs[ref]
         _write(gitdir, current)
+        if repo is not None and any(current["home"].get(r) != v for r, v in marks.items()):
+            _write_home(gitdir, {**current["home"], **marks})
 
 
 def _forward(repo: pygit2.Repository, current: Marks, ref: str, value: str) -> bool:
     """Whether *value* is, or descends from, every mark *current* holds for *ref*: a mark never
     moves back or sideways (a run appended on a rewound ref must not cover the rewind); only
     :func:`rewrite` lowers one."""
-    for mark in {m for k in ("verified", "seen") if (m := current[k].get(ref))} - {value}:
+    for mark in {m for k in ("verified", "seen", "home") if (m := current[k].get(ref))} - {value}:
         try:
             if not repo.descendant_of(pygit2.Oid(hex=value), pygit2.Oid(hex=mark)):
                 return False
@@ -239,6 +258,7 @@ def _reset(gitdir: Path, ref: str, seen: str) -> None:
     current["macs"].pop(ref, None)
     current["seen"][ref] = seen
     _write(gitdir, current)
+    _write_home(gitdir, {**current["home"], ref: seen})
 
 
 def rewrite(gitdir: Path, ref: str, base: str, new: str, move: Callable[[], None]) -> None:
@@ -252,13 +272,28 @@ def rewrite(gitdir: Path, ref: str, base: str, new: str, move: Callable[[], None
         _reset(gitdir, ref, new)
 
 
+def _write_home(gitdir: Path, floors: dict[str, str]) -> None:
+    """Keep *floors* in the gitaudit home (best effort: a home that cannot be written leaves
+    the marks file alone to tell a rewind)."""
+    path = Path(marks_path(gitdir))
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _replace(path, {"seen": floors})
+    except OSError:
+        return
+
+
 def _write(gitdir: Path, current: dict[str, dict[str, str]]) -> None:
     path = _path(gitdir)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _replace(path, {k: current[k] for k in _SECTIONS})
+
+
+def _replace(path: Path, content: dict[str, dict[str, str]]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".watermarks.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(current, fh, indent=1, sort_keys=True)
+            json.dump(content, fh, indent=1, sort_keys=True)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

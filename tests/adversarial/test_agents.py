@@ -20,7 +20,7 @@ from gitaudit.ledger.seals import set_policy, trust_add
 from gitaudit.ledger.trust import Policy
 from tests.adversarial.conftest import World, assert_plan, check, plan, step
 from tests.adversarial.test_evidence import MARKS, _mark_verified
-from tests.gitrepo import audit
+from tests.gitrepo import audit, forget_marks
 
 TWO = plan(step("unit", check("true")), step("lint", check("true")))
 
@@ -70,7 +70,7 @@ def _rebuild(
     """Write *files* as a fresh linear chain (each commit signed by *signer*, or by its own in
     *signers*: index -> signer) and point refs/audit/agents at it, as a fresh clone would
     receive it (no high-water marks here: they would report the rewrite before anything else)."""
-    (world.path / ".git" / "gitaudit" / "watermarks.json").unlink(missing_ok=True)
+    forget_marks(world.handle().gitdir)
     git = world.handle().git
     times = [c.commit_time for c in _chain(world)]  # the forger keeps the signed times
     parent: list[pygit2.Oid] = []

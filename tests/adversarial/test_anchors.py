@@ -22,7 +22,7 @@ from gitaudit.git.repo import open_repo
 from gitaudit.ledger import anchor
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
 from gitaudit.ledger.seals import seal_plan, trust_init
-from gitaudit.places import anchor_path
+from gitaudit.places import anchor_path, marks_path
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.run.recorder import run_plan
 from tests.adversarial.conftest import World, assert_plans_level
@@ -48,11 +48,17 @@ def _fabricate(world: World, tmp_path: Path) -> str:
 
 
 def _forget_marks(world: World) -> None:
+    """No marks, as in a fresh clone. The floors the gitaudit home keeps of them (which the
+    agent cannot remove) would report the replaced ledger first: they go too, so the anchor is
+    seen to hold on its own."""
     shutil.rmtree(world.handle().state_dir)
+    Path(marks_path(world.handle().gitdir)).unlink(missing_ok=True)
 
 
 def _forge_marks(world: World) -> None:
-    """Write watermarks.json as if every current audit tip had been verified."""
+    """Write watermarks.json as if every current audit tip had been verified (the floors in the
+    gitaudit home removed, as by :func:`_forget_marks`)."""
+    Path(marks_path(world.handle().gitdir)).unlink(missing_ok=True)
     tips = {ref: world.ref(ref) for ref in (PLANS_REF, RUNS)}
     marks = {"verified": tips, "seen": tips}
     state = world.handle().state_dir

@@ -33,7 +33,8 @@ from tests.adversarial.conftest import (
     step,
 )
 from tests.adversarial.test_seals import _forge_weak_seal
-from tests.gitrepo import GitRepo
+from tests.gitrepo import GitRepo, forget_marks
+from tests.run.test_memo import pre_push
 
 RUNS = runs_ref("default")
 
@@ -80,7 +81,7 @@ def _caught_in_place_and_in_a_fresh_clone(world: World) -> None:
     a fresh clone (no high-water mark) the stale signature gives it away."""
     judged = assert_plan(world.gate(), "evidence.ledger", "FAIL")
     assert "moved backwards or was rewritten" in judged.reasons[0].message
-    (world.handle().state_dir / "watermarks.json").unlink()
+    forget_marks(world.handle().gitdir)
     judged = assert_plan(world.gate(), "evidence.untrusted", "FAIL")
     assert "signature" in judged.reasons[0].message
 
@@ -801,3 +802,38 @@ def test_attack_evidence_timeout_reconciled_as_observed_pass(world: World) -> No
     with pytest.raises(RunError, match="idempotent"):
         world.run(targets=["unit"], reconcile={"unit": ("pass", "looked fine to me")})
     assert_plan(world.gate(), "evidence.missing", "UNKNOWN")
+
+
+FORGETTING = ("marks deleted", "marks emptied", "the marks of the PASS put back")
+
+
+@pytest.mark.parametrize("forget", FORGETTING)
+def test_attack_evidence_marks_forgotten_hide_a_rewind(
+    world: World, tmp_path: Path, forget: str
+) -> None:
+    """A genuine PASS, then a genuine FAIL of the same tree, never pushed. The agent moves the
+    runs ref back to the PASS and makes the marks file forget the FAIL run: deletes it, empties
+    it, or puts back the copy it took when the PASS was judged (the verdict memo then also
+    recognised the state it remembered the PASS in, and pre-push served it from there). The
+    floors kept in the gitaudit home still name the FAIL run: the rewind is reported."""
+    flag = tmp_path / "flag"
+    world.seal(flagged(flag))
+    world.repo.commit("the tree the runs judge")
+    passed = world.run()
+    assert passed.verdict == "PASS"
+    assert pre_push(world.repo)[0] == 0  # judged, and remembered
+    marks = world.handle().state_dir / "watermarks.json"
+    saved = marks.read_bytes()
+    flag.write_text("the unit tests fail now\n")
+    failed = world.run()
+    assert failed.verdict == "FAIL" and failed.tree == passed.tree
+    world.set_ref(RUNS, passed.commit)
+    if forget == "marks deleted":
+        marks.unlink()
+    elif forget == "marks emptied":
+        marks.write_text("{}")
+    else:
+        marks.write_bytes(saved)
+    judged = assert_plan(world.gate(), "evidence.ledger", "FAIL")
+    assert "moved backwards" in judged.reasons[0].message
+    assert pre_push(world.repo)[:2] == (1, "full")

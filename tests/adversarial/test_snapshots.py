@@ -25,7 +25,7 @@ from tests.adversarial.conftest import (
     plan,
     step,
 )
-from tests.gitrepo import CliResult, audit, git
+from tests.gitrepo import CliResult, audit, forget_marks, git
 
 
 def _rollback(world: World, *args: str) -> CliResult:
@@ -253,7 +253,7 @@ def test_attack_snapshots_signed_as_a_run(broken: World, tmp_path: Path, how: st
         for path in files:
             (world.path / path).unlink()
     world.set_ref(RUNS, snap)
-    (world.handle().state_dir / "watermarks.json").unlink(missing_ok=True)
+    forget_marks(world.handle().gitdir)
     judged = only(world.gate())
     assert judged.verdict == "FAIL" and world.gate().verdict == "FAIL", judged
     if how == "chained":
@@ -380,7 +380,7 @@ def test_attack_snapshots_old_one_read_as_a_run(broken: World, tmp_path: Path) -
     files["run.json"] = dumps(doc)
     snap = _old_snapshot(world, files, tip, world.ci)
     world.set_ref(RUNS, snap)
-    (world.handle().state_dir / "watermarks.json").unlink(missing_ok=True)
+    forget_marks(world.handle().gitdir)
     judged = only(world.gate())
     assert judged.verdict == "FAIL", judged
     assert any(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gitrepo import GitRepo, audit
+from tests.gitrepo import GitRepo, audit, forget_marks
 from tests.plan.builders import two_step_plan
 
 
@@ -218,7 +218,7 @@ def test_a_retired_runner_is_refused_by_the_gate_and_kept_by_verify(
     assert judged.code == 1
     codes = [r["code"] for p in judged.json()["plans"] for r in p["reasons"]]
     assert codes == ["evidence.untrusted"], judged.out
-    (repo.path / ".git" / "gitaudit" / "watermarks.json").unlink()  # verify everything again
+    forget_marks(repo.path / ".git")  # verify everything again
     verified = audit(repo.path, "verify", "--json")
     assert verified.code == 0, verified.out + verified.err
     assert verified.json()["verified"]["refs/audit/runs/default"] == 1

@@ -12,7 +12,7 @@ from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.git.repo import open_repo
 from tests.e2e.conftest import PLAN, Setup
-from tests.gitrepo import audit
+from tests.gitrepo import audit, forget_marks
 
 
 def run_pass(setup: Setup) -> None:
@@ -149,7 +149,7 @@ def test_non_fast_forward_audit_refs_and_deletion_are_rejected(setup: Setup) -> 
     first = setup.client.git("rev-parse", "refs/audit/runs/default~1").strip()
     setup.client.git("update-ref", "refs/audit/runs/default", first)
     # a deliberate rewind: without its marks the client runs on it (with them it refuses)
-    (setup.client.path / ".git" / "gitaudit" / "watermarks.json").unlink()
+    forget_marks(setup.client.path / ".git")
     # another tree: a run of R2's tree on R1 within the same second is R2 itself, byte for byte
     # (Ed25519 signatures are deterministic), and the push would find nothing to update
     setup.client.write("later.txt", "a later commit\n")

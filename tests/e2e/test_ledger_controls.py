@@ -32,6 +32,7 @@ from gitaudit.ledger.objects import dumps, read_files, write_tree
 from gitaudit.ledger.trust import TrustSet
 from tests.e2e.conftest import PLAN, Setup
 from tests.gitrepo import audit, git
+from tests.gitrepo import forget_marks as forget_repository_marks
 
 RUNS = "refs/audit/runs/default"
 PLANS = "refs/audit/plans"
@@ -98,7 +99,7 @@ def push_runs(setup: Setup) -> subprocess.CompletedProcess[str]:
 
 def forget_marks(setup: Setup) -> None:
     """What a fresh clone has: no high-water marks (and so no remembered verdicts either)."""
-    (setup.client.path / ".git" / "gitaudit" / "watermarks.json").unlink()
+    forget_repository_marks(setup.client.path / ".git")
 
 
 # --------------------------------------------------------------------------------- signatures

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.gitrepo import GitRepo, audit, git
+from tests.gitrepo import GitRepo, audit, forget_marks, git
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -192,7 +192,7 @@ def assert_ledger_sound(path: Path, ref: str = RUNS_REF) -> list[str]:
     assert rev_list(path, ref, "--merges") == [], f"{ref} has merges"
     assert rev_list(path, ref, "--first-parent") == chain, f"{ref} is not linear"
     gitdir = Path(git(path, "rev-parse", "--absolute-git-dir").strip())
-    (gitdir / "gitaudit" / "watermarks.json").unlink(missing_ok=True)
+    forget_marks(gitdir)
     verified = audit(path, "verify", "--json")
     assert verified.code == 0, verified.out + verified.err
     doc = verified.json()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pygit2
@@ -21,9 +22,11 @@ from gitaudit.ledger.objects import write_tree
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.records import RunRecord
 from gitaudit.ledger.refs import runs_ref
+from gitaudit.places import marks_path
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.verdict import Verdict
 from tests.adversarial.conftest import World, check, plan, runner, step
+from tests.gitrepo import forget_marks
 
 RUNS = runs_ref("default")
 
@@ -268,6 +271,7 @@ def test_evidence_fetched_from_another_clone_is_noted(sealed: World) -> None:
     sealed.repo.git("update-ref", "-d", RUNS)
     marks = sealed.handle().state_dir / "watermarks.json"
     marks.write_text(json.dumps({**json.loads(marks.read_text()), "seen": {}}))
+    Path(marks_path(sealed.handle().gitdir)).unlink(missing_ok=True)  # nor its floors
     judged = _evidence(sealed)
     assert judged.reasons == () and judged.run == tip
     assert "the evidence was recorded elsewhere and fetched from origin" in judged.notes
@@ -369,7 +373,7 @@ def test_a_runs_ref_overwritten_with_a_blob_is_named(proven: World) -> None:
     repo = proven.handle()
     blob = repo.git.create_blob(b"not a commit\n")
     proven.set_ref(RUNS, str(blob))
-    (repo.gitdir / "gitaudit" / "watermarks.json").unlink()  # else: a rewind, reported first
+    forget_marks(repo.gitdir)  # else: a rewind, reported first
     (reason,) = _evidence(proven).reasons
     assert (reason.code, reason.verdict) == ("evidence.ledger", Verdict.FAIL)
     assert reason.message == f"{RUNS} points at {str(blob)[:12]}, a blob, not a commit"
@@ -389,7 +393,7 @@ def test_the_only_run_for_the_tree_under_another_contract_is_stale_and_named(
         doc["contract_digest"] = "sha256:" + "0" * 64
 
     # the ledger then holds this run alone (as in a clone that never saw the honest one)
-    (world.path / ".git" / "gitaudit" / "watermarks.json").unlink()
+    forget_marks(world.handle().gitdir)
     forged = world.forge_run(honest.commit, edit=other_contract, signer=world.ci, parent=None)
     assert _evidence(world).reasons == (
         Reason(
@@ -405,7 +409,7 @@ def test_the_only_run_for_the_tree_under_another_contract_is_stale_and_named(
         other_contract(doc)
         doc["plan"] = "b"
 
-    (world.path / ".git" / "gitaudit" / "watermarks.json").unlink()
+    forget_marks(world.handle().gitdir)
     replayed = world.forge_run(honest.commit, edit=other_plan, signer=world.ci, parent=None)
     assert _evidence(world).reasons == (
         Reason(

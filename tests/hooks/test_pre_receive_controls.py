@@ -19,7 +19,7 @@ from gitaudit.hooks import entry
 from gitaudit.ledger.objects import read_files, write_tree
 from gitaudit.ledger.seals import trust_init
 from gitaudit.ledger.trust import TrustSet
-from tests.gitrepo import GitRepo
+from tests.gitrepo import GitRepo, forget_marks
 
 ZERO = "0" * 40
 RUNS = "refs/audit/runs/default"
@@ -158,7 +158,7 @@ def test_a_replacement_plans_history_is_refused(
     )
     # a server the plans ref has not reached yet (no ref, no marks), its root key pinned
     repo.git("update-ref", "-d", PLANS)
-    (open_repo(repo.path).gitdir / "gitaudit" / "watermarks.json").unlink()
+    forget_marks(open_repo(repo.path).gitdir)
     code, err = receive(capsys, f"{ZERO} {root} {PLANS}")
     assert code == 1
     assert err.startswith(f"gitaudit: rejecting {PLANS}: plans commit {str(root)[:12]}: ")

@@ -33,9 +33,10 @@ from gitaudit.ledger.seals import (
 )
 from gitaudit.ledger.trust import Policy, TrustSet, trust_from_tree
 from gitaudit.ledger.verify import verify_all
+from gitaudit.places import marks_path
 from gitaudit.plan.catalog import check_worktree
 from tests import sealrules
-from tests.gitrepo import GitRepo
+from tests.gitrepo import GitRepo, forget_marks
 from tests.plan.builders import two_step_plan
 
 
@@ -416,7 +417,7 @@ def test_rewritten_root_is_rejected_by_the_pinned_key(
         trusted.git, tree=tree, parents=[], message="root\n", signer=stranger
     )
     trusted.git.references.create(PLANS_REF, forged, force=True)
-    (trusted.gitdir / "gitaudit" / "watermarks.json").unlink()  # even without the high-water mark
+    forget_marks(trusted.gitdir)  # even without the high-water mark
     with pytest.raises(TrustError, match=r"not by the pinned audit\.rootKey"):
         read_state(trusted)
 
@@ -441,6 +442,9 @@ def test_a_written_mark_does_not_vouch_for_another_root(
     trusted.git.references.create(PLANS_REF, tip, force=True)
     marks = {"verified": {PLANS_REF: str(tip)}, "seen": {PLANS_REF: str(tip)}}
     (trusted.gitdir / "gitaudit" / "watermarks.json").write_text(json.dumps(marks))
+    # the floors in the gitaudit home (out of the agent's reach) would report the rewrite
+    # first: gone here, so the pin is seen to hold on its own
+    Path(marks_path(trusted.gitdir)).unlink(missing_ok=True)
     with pytest.raises(TrustError, match=r"not by the pinned audit\.rootKey"):
         read_state(trusted)
     assert not verify_all(trusted).ok
@@ -518,7 +522,7 @@ def test_malformed_seal_json_and_mismatched_sealed_copy(
         trusted, sealer, tip, tip, {"plans/default.json": json.dumps({"steps": []}).encode()}
     )
     trusted.git.references.create(PLANS_REF, edited, force=True)
-    (trusted.gitdir / "gitaudit" / "watermarks.json").unlink()
+    forget_marks(trusted.gitdir)
     # even signed by a trusted sealer, a sealed copy that contradicts its record is refused
     with pytest.raises(TrustError, match="does not match its seal record"):
         read_state(trusted)
@@ -697,7 +701,7 @@ def test_a_sealer_signed_plans_commit_that_breaks_a_sealing_rule_is_refused(
     oid = sealrules.forge(trusted, sealer, transition, v1)
     for marks in ("kept", "deleted"):
         if marks == "deleted":
-            (trusted.state_dir / "watermarks.json").unlink()
+            forget_marks(trusted.gitdir)
         with pytest.raises(TrustError) as info:
             read_state(trusted, remember=False)
         assert sealrules.TRANSITIONS[transition] in info.value.message, marks
@@ -775,7 +779,7 @@ def test_a_merge_on_the_plans_ref_is_refused_by_name(trusted: Repo, sealer: Ed25
     assert base.tip is not None
     side = _signed_on_plans(trusted, sealer, dict(base.files), [base.tip])
     merge = _signed_on_plans(trusted, sealer, dict(base.files), [base.tip, side])
-    (trusted.state_dir / "watermarks.json").unlink()
+    forget_marks(trusted.gitdir)
     with pytest.raises(TrustError) as info:
         read_state(trusted, remember=False)
     assert info.value.message == f"{PLANS_REF}: {str(merge)[:12]} is a merge; audit refs are linear"
@@ -848,3 +852,40 @@ def test_a_policy_canonical_json_cannot_hold_is_invalid(doc: dict[str, Any]) -> 
     """Its digest raised (IntegerDomainError, UnicodeEncodeError) in every reader."""
     with pytest.raises(TrustError, match=r"^x: policy\.json is invalid: "):
         Policy.from_json({"format": "gitaudit.policy/1", **doc}, "x")
+
+
+def test_marks_keep_a_floor_in_the_gitaudit_home(
+    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo
+) -> None:
+    """Every mark recorded against its ref's tip is also a floor in the gitaudit home: a reset
+    to an older seal is reported with the marks file deleted, emptied or put back as it was,
+    and `rewrite` (a deliberate move) lowers the floor with the marks."""
+    seal(trusted, sealer)
+    old = read_ref(trusted.git, PLANS_REF)
+    path = trusted.state_dir / watermark.FILENAME
+    before = path.read_bytes()
+    plan = two_step_plan()
+    plan["steps"][1]["verify"].append({"type": "run", "argv": ["echo", "stronger"]})
+    repo.write_plan(plan)
+    seal(trusted, sealer)
+    new = read_ref(trusted.git, PLANS_REF)
+    assert old is not None and new is not None
+    floors = json.loads(Path(marks_path(trusted.gitdir)).read_text())
+    assert floors == {"seen": {PLANS_REF: str(new)}}
+    trusted.git.references.create(PLANS_REF, old, force=True)
+    for damage in (None, b"{}", before):
+        if damage is None:
+            path.unlink()
+        else:
+            path.write_bytes(damage)
+        with pytest.raises(LedgerError, match="moved backwards"):
+            read_state(trusted)
+    watermark.rewrite(
+        trusted.gitdir,
+        PLANS_REF,
+        str(old),
+        str(old),
+        lambda: None,  # the ref is there already
+    )
+    assert json.loads(Path(marks_path(trusted.gitdir)).read_text())["seen"][PLANS_REF] == str(old)
+    assert read_state(trusted).tip == old

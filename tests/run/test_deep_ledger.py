@@ -16,7 +16,7 @@ from gitaudit.gate.judge import judge
 from gitaudit.git.repo import open_repo
 from gitaudit.ledger import lookup
 from gitaudit.ledger.runs import append_run
-from tests.gitrepo import GitRepo, audit
+from tests.gitrepo import GitRepo, audit, forget_marks
 from tests.run.conftest import Sealer, make_plan, run_step
 
 
@@ -157,7 +157,7 @@ def test_verification_split_among_processes_reports_as_one_process(
     handle = open_repo(repo.path)
 
     def report() -> tuple[dict[str, int], list[str]]:
-        (handle.gitdir / "gitaudit" / "watermarks.json").unlink(missing_ok=True)
+        forget_marks(handle.gitdir)
         got = verify.verify_all(open_repo(repo.path), remember=False)
         return got.verified, got.problems
 
