@@ -245,7 +245,7 @@ def _judge_commit(path: str, tree: str | None, before: memo.Snapshot | None) -> 
     if mode == "strict":
         _explain(result, "this commit (audit.commitMsg=strict)")
         return 1
-    claim = claims_completion(message, _requirement_ids(repo, tree))
+    claim = claims_completion(message, _requirement_ids(repo, state, tree))
     if claim is not None:
         _explain(result, f"this commit claims completion ({claim!r})")
         _err("gitaudit:   run `git audit run`, or drop the claim from the message")
@@ -253,9 +253,14 @@ def _judge_commit(path: str, tree: str | None, before: memo.Snapshot | None) -> 
     return 0
 
 
-def _requirement_ids(repo: Repo, tree: str) -> set[str]:
-    """The requirement ids of every plan in *tree*."""
+def _requirement_ids(repo: Repo, state: PlansState, tree: str) -> set[str]:
+    """The requirement ids a claim may name: those of every plan in *tree*, and those of every
+    plan sealed as active and every sealed request. The sealed ones count whatever the commit
+    does to its plan files: a plan file deleted, moved, broken or with a requirement renamed in
+    the commit (the gate FAILs it) must not take the requirement out of the claim's reach."""
+    from gitaudit.errors import GitAuditError
     from gitaudit.gate.assess import plan_files
+    from gitaudit.ledger.plansref import sealed_contract
     from gitaudit.plan.catalog import check_file
     from gitaudit.plan.known_valid import KnownValid
 
@@ -265,6 +270,20 @@ def _requirement_ids(repo: Repo, tree: str) -> set[str]:
         checked = check_file(file, environment=False, known=known)
         if checked.plan is not None:
             ids |= {r.id for r in checked.plan.requirements}
+    for name in state.active():
+        try:
+            sealed, _ = sealed_contract(state, name)
+        except GitAuditError:  # a tampered plans ref: the gate has FAILed the commit already
+            continue
+        if sealed is not None and sealed.plan is not None:
+            ids |= {r.id for r in sealed.plan.requirements}
+    for name in state.requested():
+        try:
+            request = state.request(name)
+        except GitAuditError:
+            continue
+        if request is not None:
+            ids |= set(request.ids)
     return ids
 
 

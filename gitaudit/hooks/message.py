@@ -15,7 +15,8 @@ git's scissors line ignored) when it has
 * a requirement id followed by a completion word: ``REQ-1: done``, ``[REQ-1] completed``,
   ``REQ-1 is fixed``.
 
-An id counts when it is exactly a requirement of a plan in the judged tree (``REQ-10`` is not
+An id counts when it is exactly a requirement of a plan in the judged tree, of a plan sealed as
+active or of a sealed request (the hook passes them; ``REQ-10`` is not
 ``REQ-1``; a trailing ``.`` ``,`` ``)`` and the like are punctuation). A verb directly negated or
 qualified as partial (``doesn't fix REQ-1 yet``, ``does not close REQ-1``, ``partially fixes
 REQ-1``, ``REQ-1 is not done``) is no claim: blocking such a message would only teach people to

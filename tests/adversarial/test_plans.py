@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -20,6 +21,8 @@ from tests.adversarial.conftest import (
     plan,
     step,
 )
+from tests.e2e.conftest import Setup
+from tests.e2e.conftest import setup as setup  # noqa: PLC0414 (re-exported fixture)
 
 
 def test_attack_plans_edited_after_sealing(proven: World) -> None:
@@ -123,3 +126,49 @@ def test_attack_plans_schema_check_skipped_by_forged_marks(proven: World, forger
     status = proven.cli("status", "HEAD", "--json")
     assert status.code == 1, status.err
     assert status.json()["plans"][0]["reasons"][0]["code"] == "plan.invalid"
+
+
+def _commit_all(setup: Setup, message: str) -> subprocess.CompletedProcess[str]:
+    """`git add -A` and `git commit` in the client, with its hooks (commit-msg among them)."""
+    setup.client.git("add", "-A")
+    return subprocess.run(
+        ["git", "commit", "-q", "-m", message],
+        cwd=setup.client.path,
+        capture_output=True,
+        text=True,
+        env=setup.env(),
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("edit", ["deleted", "moved", "broken", "requirement renamed"])
+def test_attack_plans_edited_in_the_commit_to_hide_a_claim(setup: Setup, edit: str) -> None:
+    """The commit-msg hook refuses a completion claim ("Fixes: REQ-2") on a tree the gate does
+    not PASS, and knew a requirement id only from the plan files of the staged tree. The agent
+    breaks the greeting and, in the same commit, deletes the plan file, moves it into a
+    subfolder, breaks its JSON, or renames REQ-2 in it: the gate FAILs that tree, but the claim
+    named no requirement any more, so the commit went through. The sealed plans' requirements
+    (and the sealed requests') now count whatever the commit does to the plan files."""
+    plan_file = setup.client.path / ".gitaudit/plans/default.json"
+    setup.client.write("greeting.txt", "goodbye\n")
+    if edit == "deleted":
+        plan_file.unlink()
+    elif edit == "moved":
+        (plan_file.parent / "old").mkdir()
+        plan_file.rename(plan_file.parent / "old" / "default.json")
+    elif edit == "broken":
+        plan_file.write_text("{")
+    else:
+        edited = json.loads(plan_file.read_text())
+        edited["requirements"][1]["id"] = "REQ-2b"
+        edited["steps"][1]["covers"] = ["REQ-2b"]
+        plan_file.write_text(json.dumps(edited))
+    head = setup.client.git("rev-parse", "HEAD").strip()
+    committed = _commit_all(setup, "finish\n\nFixes: REQ-2")
+    assert committed.returncode == 1, committed.stderr
+    assert "it claims completion ('Fixes: REQ-2') is blocked: the gate says FAIL" in (
+        committed.stderr
+    )
+    assert setup.client.git("rev-parse", "HEAD").strip() == head
+    unclaimed = _commit_all(setup, "work in progress")  # no claim: commit-msg lets it through
+    assert unclaimed.returncode == 0, unclaimed.stderr
