@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -472,13 +473,35 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
     incremental: dict[StepId, str] = {}
     if not fresh:
         incremental = _unchanged_inputs(repo, prep, digests, counted, sources)
+    now = time.time()
     return _Prior(
-        carried,
-        incremental,
+        _unexpired(repo, plan, carried, now),
+        _unexpired(repo, plan, incremental, now),
         counted.failures(digest, prep.state.attempts_reset(name, digest)),
         counted.unsettled(),
         digests,
     )
+
+
+def _unexpired(
+    repo: Repo, plan: Plan, found: Mapping[StepId, str], now: float
+) -> dict[StepId, str]:
+    """*found* (step -> the run whose pass would be carried: the run that executed the step)
+    less the steps with ``valid_for`` whose execution there is older than that: the gate
+    counts a step's evidence from the signed time of the run that executed it, so such a pass
+    carried on is expired evidence (UNKNOWN), and the step is executed again instead."""
+    kept: dict[StepId, str] = {}
+    for sid, source in found.items():
+        step = plan.step(sid)
+        if step is not None and step.valid_for is not None:
+            try:
+                executed = read_run(repo.git, source).time
+            except GitAuditError:
+                continue
+            if executed + step.valid_for < now:
+                continue
+        kept[sid] = source
+    return kept
 
 
 def _carry_sources(prep: _Prepared) -> list[PublicKey]:

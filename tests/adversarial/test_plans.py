@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import pytest
 
@@ -172,3 +173,38 @@ def test_attack_plans_edited_in_the_commit_to_hide_a_claim(setup: Setup, edit: s
     assert setup.client.git("rev-parse", "HEAD").strip() == head
     unclaimed = _commit_all(setup, "work in progress")  # no claim: commit-msg lets it through
     assert unclaimed.returncode == 0, unclaimed.stderr
+
+
+@pytest.mark.parametrize("carry", ["inputs unchanged", "targeted run of another step"])
+def test_attack_plans_expired_evidence_carried_by_the_run(world: World, carry: str) -> None:
+    """`attestation` declares `valid_for: 1s`: its evidence counts for one second after the
+    signed time of the run that executed it. Two seconds later the gate says UNKNOWN
+    (`evidence.expired`); `git audit run` carried that pass on, because the attestation's
+    inputs were unchanged, or because a run targeting `unit` alone carries the other steps
+    verified earlier for the tree, and the run said PASS (exit 0) on evidence the plan says has
+    expired, forever. A pass older than its step's `valid_for` is no longer carried: the step
+    executes again (or, not targeted, is not run and the run is UNKNOWN)."""
+    world.repo.write("src/app.txt", "app\n")
+    world.seal(
+        plan(
+            step("unit", check("true")),
+            step("attestation", check("true"), valid_for="1s", inputs=["src/**"]),
+        )
+    )
+    first = world.run()
+    assert first.verdict == "PASS", first.doc
+    time.sleep(2.1)
+    judged = assert_plan(world.gate(), "evidence.expired", "UNKNOWN")
+    assert judged.reasons[0].step == "attestation"
+    if carry == "inputs unchanged":
+        again = world.run()
+        entry = again.doc["steps"]["attestation"]
+        assert (entry["status"], entry["carried_from"]) == ("passed", None), entry
+        assert again.verdict == "PASS"
+        assert only(world.gate()).verdict == "PASS"
+    else:
+        again = world.run(targets=["unit"])
+        entry = again.doc["steps"]["attestation"]
+        assert (entry["status"], entry["carried_from"]) == ("not-run", None), entry
+        assert again.verdict == "UNKNOWN", again.doc
+        assert_plan(world.gate(), "evidence.expired", "UNKNOWN")  # composed: the older run
