@@ -268,8 +268,11 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
                         continue
                     status[sid] = "running"
                     emit("start", sid, None)
+                    # the outputs it relies on: of the prerequisites verified by now (an OR
+                    # clause relies on the alternative that was, not on those that failed)
+                    verified = frozenset(d for d, st in status.items() if st in PROVEN)
                     future = pool.submit(
-                        _run_step, plan, step, request.where(step), used + 1, supervisor
+                        _run_step, plan, step, request.where(step), used + 1, supervisor, verified
                     )
                     running[future] = sid
                     progressed = True
@@ -341,14 +344,21 @@ def _summarise(results: tuple[CheckResult, ...]) -> str:
 
 
 def _run_step(
-    plan: Plan, step: Step, where: Where, attempt: int, supervisor: _Supervisor
+    plan: Plan,
+    step: Step,
+    where: Where,
+    attempt: int,
+    supervisor: _Supervisor,
+    verified: frozenset[StepId] | None = None,
 ) -> StepOutcome:
+    """Execute *step*: first the output contracts it requires of its prerequisites in
+    *verified* (None: all of them), then its checks and its own outputs'."""
     start = time.monotonic()
     upstream: list[UpstreamCheck] = []
     for ref in step.requires_outputs:
         producer = plan.step(ref.step)
         output = producer.output(ref.name) if producer else None
-        if output is None:
+        if output is None or (verified is not None and ref.step not in verified):
             continue
         upstream.append(
             UpstreamCheck(ref.step, ref.name, _run_checks(output.checks, where, supervisor))
