@@ -22,7 +22,7 @@ from gitaudit.crypto.commits import verify_commit
 from gitaudit.errors import GitAuditError
 from gitaudit.gate.result import Reason
 from gitaudit.ledger.objects import commit_of
-from gitaudit.ledger.plansref import PlansState
+from gitaudit.ledger.plansref import PlansState, attempt_contracts
 from gitaudit.ledger.records import RunRecord, StepEntry
 from gitaudit.ledger.resets import failures_on_chain
 from gitaudit.ledger.trust import TrustSet
@@ -66,9 +66,8 @@ def forced_past_exhaustion(
     model = plan.step(step)
     if model is None:  # a step the plan does not have: nothing it allows or forbids
         return None
-    reset = state.attempts_reset(name, record.contract)
     before = _failures_before(git, state, name, plan, record)  # every executed pass counted
-    if before[step] - reset.get(step, 0) < model.max_attempts:
+    if before[step] < model.max_attempts:
         return None
     return Reason(
         "evidence.forced-past-exhaustion",
@@ -98,19 +97,34 @@ _COUNTED: dict[tuple[str, str, str, tuple[tuple[str, int], ...]], dict[str, int]
 def _failures_before(
     git: pygit2.Repository, state: PlansState, name: str, plan: Plan, record: RunRecord
 ) -> dict[str, int]:
-    """Failed attempts before *record* of each step it executed and passed, counted in one walk
-    (far enough to decide each step) and remembered: the chain below a commit never changes."""
-    reset = state.attempts_reset(name, record.contract)
+    """Failed attempts before *record* of each step it executed and passed, less those a sealer
+    reset: under the run's contract, and when that is the sealed one, also under the contracts
+    a planner's reseals led from (:func:`gitaudit.ledger.plansref.attempt_contracts`); counted
+    in one walk per contract (far enough to decide each step) and remembered: the chain below a
+    commit never changes."""
+    seal = state.seal(name)
+    contracts = (
+        attempt_contracts(git, state, name)
+        if seal is not None and seal.contract_digest == record.contract
+        else (record.contract,)
+    )
+    passed = _executed_passes(record)
+    resets = [state.attempts_reset(name, contract) for contract in contracts]
+    total = {sid: -sum(reset.get(sid, 0) for reset in resets) for sid in passed}
+    # enough to decide under each contract: a reset under one may cover failures under another
     enough = {
-        sid: reset.get(sid, 0) + model.max_attempts
-        for sid in _executed_passes(record)
+        sid: model.max_attempts - total[sid]
+        for sid in passed
         if (model := plan.step(sid)) is not None
     }
-    key = (str(git.path), record.commit, record.contract, tuple(sorted(enough.items())))
-    if key not in _COUNTED:
-        parents = commit_of(git, pygit2.Oid(hex=record.commit), "run").parent_ids
-        start = parents[0] if parents else None
-        if len(_COUNTED) > 64:
-            _COUNTED.clear()
-        _COUNTED[key] = failures_on_chain(git, start, name, record.contract, enough)
-    return _COUNTED[key]
+    for contract in contracts:
+        key = (str(git.path), record.commit, contract, tuple(sorted(enough.items())))
+        if key not in _COUNTED:
+            parents = commit_of(git, pygit2.Oid(hex=record.commit), "run").parent_ids
+            start = parents[0] if parents else None
+            if len(_COUNTED) > 64:
+                _COUNTED.clear()
+            _COUNTED[key] = failures_on_chain(git, start, name, contract, enough)
+        for sid, n in _COUNTED[key].items():
+            total[sid] += n
+    return total

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from gitaudit.gate.result import Reason
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import index
-from gitaudit.ledger.plansref import PlansState
+from gitaudit.ledger.plansref import PlansState, attempt_contracts
 from gitaudit.ledger.records import RunRecord
 from gitaudit.plan.model import Plan
 from gitaudit.verdict import StepStatus, Verdict
@@ -41,7 +41,9 @@ def step_states(
     seal = state.seal(name)
     counted = index.tallies(repo.git, repo.gitdir, name)
     attempts = (
-        counted.failures(seal.contract_digest, state.attempts_reset(name, seal.contract_digest))
+        counted.failures_since(
+            {c: state.attempts_reset(name, c) for c in attempt_contracts(repo.git, state, name)}
+        )
         if seal
         else {}
     )

@@ -731,6 +731,51 @@ _SEALERS_OWN = {
 _ONLY = "only a sealer changes the request"
 
 
+_INHERITED: dict[tuple[str, str, str], tuple[str, ...]] = {}  # (repository, tip, plan) -> ...
+
+
+def attempt_contracts(git: pygit2.Repository, state: PlansState, name: str) -> tuple[str, ...]:
+    """The contracts under which failed attempts of plan *name*'s steps count, newest first:
+    the sealed one, and while the seal that brought it is a planner's, those before it, back to
+    the newest seal a sealer made (or the first). A sealer's reseal lets every step be tried
+    afresh; a planner's does not, whatever it changed (a title, a cost: any new contract),
+    since counting failed attempts afresh is a sealer's word (a reset, or a reseal)."""
+    record = state.seal(name)
+    if record is None or state.tip is None:
+        return (record.contract_digest,) if record is not None else ()
+    key = (str(git.path), str(state.tip), name)
+    if key in _INHERITED:
+        return _INHERITED[key]
+    contracts = [record.contract_digest]
+    current, trust = record, state.trust
+    if _sealers_seal(trust, current):  # the usual case: no walk
+        return tuple(contracts)
+    for commit in chain.walk(git, state.tip, what=PLANS_REF):
+        try:
+            at = state_at(git, commit)
+        except GitAuditError:
+            break
+        older = at.seals.get(name)
+        if older is not None and older.version == current.version:
+            trust = at.trust  # at the commit that made it, in the end
+            continue
+        if current.retired or _sealers_seal(trust, current) or older is None:
+            break
+        current, trust = older, at.trust
+        contracts.append(older.contract_digest)
+    if len(_INHERITED) > 64:
+        _INHERITED.clear()
+    _INHERITED[key] = tuple(dict.fromkeys(contracts))
+    return _INHERITED[key]
+
+
+def _sealers_seal(trust: TrustSet, record: SealRecord) -> bool:
+    """Whether *record* was sealed by a key that is a sealer in *trust* (not a planner's, nor
+    one *trust* no longer holds: the older failures count then)."""
+    entry = next((k for k in trust.keys if k.key.fingerprint() == record.sealer_fingerprint), None)
+    return entry is not None and entry.may("sealer")
+
+
 def planner_problem(before: PlansState, after: PlansState, planner: TrustedKey) -> str | None:
     """Why *planner* may not make the step from *before* to *after* (None: it may).
 

@@ -23,6 +23,7 @@ from gitaudit.ledger.plansref import (
     PlansState,
     SealRecord,
     append,
+    attempt_contracts,
     now_iso,
     read_state,
     sealed_contract,
@@ -526,9 +527,14 @@ def reset_attempts(repo: Repo, signer: Signer, plan: str, step: str, reason: str
             raise UsageError(f"plan {plan!r} has no step {step}", hint=f"steps: {steps}")
         contract_digest = seal.contract_digest
         tip = read_ref(repo.git, runs_ref(plan))
-        failed = failures_on_chain(repo.git, tip, plan, contract_digest, {step: ALL})[step]
+        # the failures that count: under the sealed contract and those a planner's reseals
+        # led from, less what a sealer reset under each; the reset covers them all
         resets = dict(state.resets.get(plan, {}))
-        count = failed - already_reset(resets, step, contract_digest)
+        failed = count = 0
+        for under in attempt_contracts(repo.git, state, plan):
+            found = failures_on_chain(repo.git, tip, plan, under, {step: ALL})[step]
+            failed += found
+            count += found - already_reset(resets, step, under)
         outcome.update(count=max(count, 0))
         if count <= 0:
             return None

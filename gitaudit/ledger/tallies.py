@@ -68,6 +68,20 @@ class Tallies:
         }
         return {step: n for step, n in counts.items() if n > 0}
 
+    def failures_since(self, contracts: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+        """Failed executions under several contracts (contract -> its resets), less every reset
+        among them: those a planner's reseals led through
+        (:func:`gitaudit.ledger.plansref.attempt_contracts`), where a sealer's reset under the
+        newest covers the failures under the older ones too; only steps with some left."""
+        total: dict[str, int] = {}
+        for contract, reset in contracts.items():
+            for (under, step), n in self.failed.items():
+                if under == contract:
+                    total[step] = total.get(step, 0) + n
+            for step, n in reset.items():
+                total[step] = total.get(step, 0) - n
+        return {step: n for step, n in total.items() if n > 0}
+
     def unsettled(self) -> dict[str, str]:
         """step -> the run commit of its newest execution, when that outcome is unknown or
         interrupted."""

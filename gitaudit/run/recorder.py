@@ -35,7 +35,13 @@ from gitaudit.errors import GitAuditError, RunError, UsageError
 from gitaudit.git.fingerprint import Fingerprint, changed_paths, workspace_fingerprint
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, index, lookup, watermark
-from gitaudit.ledger.plansref import PlansState, SealRecord, read_state, sealed_contract
+from gitaudit.ledger.plansref import (
+    PlansState,
+    SealRecord,
+    attempt_contracts,
+    read_state,
+    sealed_contract,
+)
 from gitaudit.ledger.records import RUN_FORMAT, RunRecord
 from gitaudit.ledger.refs import read_ref, runs_ref
 from gitaudit.ledger.runs import append_run, evidence_files, read_run, run_of
@@ -477,7 +483,12 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
     return _Prior(
         _unexpired(repo, plan, carried, now),
         _unexpired(repo, plan, incremental, now),
-        counted.failures(digest, prep.state.attempts_reset(name, digest)),
+        counted.failures_since(
+            {
+                c: prep.state.attempts_reset(name, c)
+                for c in attempt_contracts(repo.git, prep.state, name)
+            }
+        ),
         counted.unsettled(),
         digests,
     )

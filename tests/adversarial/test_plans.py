@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import time
@@ -11,7 +12,7 @@ import pytest
 from gitaudit.errors import TrustError
 from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.refs import PLANS_REF
-from gitaudit.ledger.seals import retire_plan
+from gitaudit.ledger.seals import reset_attempts, retire_plan
 from tests.adversarial.conftest import (
     STRICT,
     World,
@@ -22,6 +23,8 @@ from tests.adversarial.conftest import (
     plan,
     step,
 )
+from tests.adversarial.test_request import PLAN, R1, R2, Asked, answering
+from tests.adversarial.test_request import asked as asked  # noqa: PLC0414 (re-exported fixture)
 from tests.e2e.conftest import Setup
 from tests.e2e.conftest import setup as setup  # noqa: PLC0414 (re-exported fixture)
 
@@ -208,3 +211,53 @@ def test_attack_plans_expired_evidence_carried_by_the_run(world: World, carry: s
         assert (entry["status"], entry["carried_from"]) == ("not-run", None), entry
         assert again.verdict == "UNKNOWN", again.doc
         assert_plan(world.gate(), "evidence.expired", "UNKNOWN")  # composed: the older run
+
+
+FLAKY = step("flaky", check("sh", "-c", "test $(cat flaky.txt) = 1"), covers=["R1"], max_attempts=2)
+
+
+@pytest.mark.parametrize("change", ["retitled", "cost", "own requirement", "twice"])
+def test_attack_plans_planner_reseal_restarts_failed_attempts(asked: Asked, change: str) -> None:
+    """The agent's planner key sealed a step `flaky` with `max_attempts: 2`; it failed twice and
+    is exhausted. Raising max_attempts is a weakening a planner may not seal, and resetting the
+    attempts is a sealer's word; but failed attempts were counted under the sealed contract
+    alone, so the planner resealed with a change that weakens nothing (a new title, another
+    cost, a requirement of its own, or two such reseals) and the exhausted step was run again,
+    unforced, and PASSed. Failures now count across a planner's reseals, back to the newest
+    seal a sealer made; a sealer's reset still lets the step be tried again."""
+    world = asked.world
+    world.repo.write("flaky.txt", "0\n")
+    base = copy.deepcopy(PLAN["steps"])
+    assert asked.seal(answering(*base, FLAKY)).commit is not None
+    world.repo.commit("a step of the planner's own")
+    for _ in range(2):
+        assert world.run().doc["steps"]["flaky"]["status"] == "failed"
+    assert world.run().doc["steps"]["flaky"]["status"] == "exhausted"
+    mine = {"id": "MINE", "description": "mine", "priority": "must"}
+    versions = {
+        "retitled": [answering(*base, {**FLAKY, "title": "flaky, renamed"})],
+        "cost": [answering(*base, {**FLAKY, "cost": 2})],
+        "own requirement": [
+            answering(*base, {**FLAKY, "covers": ["R1", "MINE"]}, requirements=[R1, R2, mine])
+        ],
+        "twice": [
+            answering(*base, {**FLAKY, "title": "flaky, renamed"}),
+            answering(*base, {**FLAKY, "title": "flaky, renamed", "cost": 2}),
+        ],
+    }[change]
+    for version in versions:
+        outcome = asked.seal(version)
+        assert outcome.record is not None and outcome.record.sealer == "agent"
+        assert not outcome.record.weakened
+    world.repo.write("flaky.txt", "1\n")  # the flake passes now
+    world.repo.commit("resealed, and lucky")
+    again = world.run()
+    assert again.doc["steps"]["flaky"]["status"] == "exhausted", again.doc
+    assert_plan(world.gate(), "step.exhausted", "FAIL")
+    forced = world.run(force=True)
+    assert forced.doc["steps"]["flaky"]["status"] == "passed"
+    assert_plan(world.gate(), "evidence.forced-past-exhaustion", "FAIL")
+    reset = reset_attempts(world.handle(), world.alice, "default", "flaky", "flaky infra")
+    assert reset.count == 2
+    assert world.run().verdict == "PASS"
+    assert world.gate().verdict == "PASS"
