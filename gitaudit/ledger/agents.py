@@ -64,7 +64,7 @@ class AgentError(GitAuditError):
 
 
 def check_name(name: str) -> str:
-    if not NAME.match(name) or name.endswith(".lock") or ".." in name:
+    if not NAME.fullmatch(name) or name.endswith(".lock") or ".." in name:
         raise UsageError(
             f"{name!r} is not a valid agent name",
             hint="use lower-case letters, digits, '.', '_' and '-' (at most 64), starting "
@@ -314,7 +314,7 @@ def apply(reg: Registry, record: Record, at: int, where: str) -> Registry:
         raise _bad(where, f"record #{record.seq} follows record #{reg.seq} (they count 1, 2, ...)")
     if record.prev != (str(reg.tip) if reg.tip is not None else None):
         raise _bad(where, f"record #{record.seq} names {str(record.prev)[:12]} as predecessor")
-    if not NAME.match(record.agent):
+    if not NAME.fullmatch(record.agent):
         raise _bad(where, f"{record.agent!r} is not an agent name")
     agents = dict(reg.agents)
     current = agents.get(record.agent)

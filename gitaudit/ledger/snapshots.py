@@ -69,7 +69,7 @@ class SnapshotError(GitAuditError):
 
 
 def check_name(name: str) -> str:
-    if not NAME.match(name) or name.endswith(".lock") or ".." in name:
+    if not NAME.fullmatch(name) or name.endswith(".lock") or ".." in name:
         raise UsageError(
             f"{name!r} is not a safe snapshot name",
             hint="use letters, digits, '.', '_' and '-' (at most 100), starting with a letter "

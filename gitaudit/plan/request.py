@@ -101,7 +101,7 @@ def _requirement(item: Any, path: str, source: str) -> Requirement:
     if extra:
         raise _invalid(source, path, f"unknown field(s) {', '.join(map(repr, extra))}")
     rid, description = item.get("id"), item.get("description")
-    if not isinstance(rid, str) or not _ID.match(rid):
+    if not isinstance(rid, str) or not _ID.fullmatch(rid):
         raise _invalid(
             source, f"{path}.id", "an id is 1-64 letters, digits, '.', '_' or '-' (e.g. REQ-1)"
         )

@@ -444,3 +444,38 @@ def test_large_legacy_plan_validates_quickly_enough_to_be_linear() -> None:
     steps[0]["outputs"] = [{"name": "o", "verify": [{"type": "file_exists", "path": "o"}]}]
     plan = {"requirements": [{"id": "R", "description": "r"}], "steps": steps}
     assert check(plan).valid
+
+
+@pytest.mark.parametrize(
+    ("where", "edit"),
+    [
+        ("$.steps[0].id", lambda p: p["steps"][0].update(id="build\n")),
+        ("$.requirements[0].id", lambda p: p["requirements"][0].update(id="REQ-1\n")),
+        ("$.steps[0].runs_on[0]", lambda p: p["steps"][0].update(runs_on=["linux\n"])),
+    ],
+    ids=["step id", "requirement id", "runs_on label"],
+)
+def test_an_id_with_a_final_line_break_is_refused(where: str, edit: Any) -> None:
+    """Python's `$` also matches before a final line break; JSON Schema's (and the compiled
+    validator's) does not. "build\\n" passed as a valid step id: shown like "build", another id."""
+    plan = two_step_plan()
+    edit(plan)
+    report = check(plan)
+    assert not report.valid
+    assert where in [p.path for p in report.errors], [p.render() for p in report.problems]
+
+
+def test_a_plan_only_the_compiled_validator_refuses_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the two validators disagree, the compiled one's "invalid" stands: one problem at
+    the root, never a plan taken as valid."""
+    import jsonschema
+
+    from gitaudit.plan import load
+
+    monkeypatch.setattr(load, "_validator", lambda: jsonschema.Draft202012Validator({}))
+    plan = two_step_plan()
+    plan["steps"][0]["id"] = "Bad Id!"
+    problem = only(check(plan), "schema.invalid")
+    assert problem.path == "$"
