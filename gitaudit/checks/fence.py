@@ -161,13 +161,13 @@ class Fence:
         """Fence the calling thread for good: for threads that only run checks (a run's
         workers), which then start them with no hand-off. A failure leaves the thread as it
         was, and :meth:`start` hands each check to the fence's own thread instead."""
-        fd = self.ruleset()
-        if fd is None:
-            return
         try:
+            fd = self.ruleset()
+            if fd is None:
+                return
             _restrict(fd)
         except OSError:
-            return
+            return  # each check then fails to start, saying why (start)
         _LOCAL.fence = self
 
     def start(self, begin: Callable[[], T]) -> T:

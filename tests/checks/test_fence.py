@@ -162,3 +162,19 @@ def test_a_run_leaves_the_global_git_config_readable_not_writable(
     assert not (home / ".gitconfig").exists()
     assert sh(wall, f"echo x > {home}/.cache-new", layout).returncode != 0  # on the way
     assert sh(wall, f"echo x > {home}/work/f", layout).returncode == 0  # beside: open
+
+
+def test_a_fence_that_cannot_be_drawn_fails_each_check_closed(
+    layout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ruleset the kernel refuses: the worker stays as it was (no broken pool, no traceback)
+    and every check fails to start, saying why; none runs unfenced."""
+
+    def refuse(_version: int, _fence: Fence) -> int:
+        raise OSError(22, "landlock_add_rule")
+
+    monkeypatch.setattr(fence, "_build", refuse)
+    wall = Fence.around([layout / "home"])
+    wall.enter()  # no exception: the run's pool stays usable
+    result = run_bounded(["true"], cwd=layout / "other", fence=wall)
+    assert result.exit_code is None and "landlock_add_rule" in (result.start_error or "")
