@@ -29,11 +29,15 @@ if TYPE_CHECKING:
     from gitaudit.ledger.plansref import PlansState
 
 ZERO = "0" * 40
+# how pre-receive refuses an audit ref that is not at the old value the push gives (another push
+# came first, or the pusher lied); gitaudit.ledger.sync reads it as a race to retry
+MOVED = "the push says it was at"
 _MIRRORS = "refs/gitaudit/"  # gitaudit.ledger.refs.MIRROR's parent (not imported: no pygit2 here)
 
 
 def _err(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    # a ref name is any bytes git allows, read with surrogate escapes: shown, never a crash
+    sys.stderr.write(text.encode("utf-8", "surrogateescape").decode("utf-8", "replace") + "\n")
 
 
 def _explain(result: GateResult, what: str) -> None:
@@ -423,6 +427,8 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:
     refused, pushed_runs = _audit_updates(repo, state, updates)
     for ref, why in refused:
         _err(f"gitaudit: rejecting {ref}: {why}")
+    if any(why.startswith(MOVED) for _, why in refused):
+        return 1  # another push came first: `git audit push` fetches, replays and retries
     rejected = bool(refused)
     for _old, new, ref in updates:
         if ref.startswith(("refs/audit/", _MIRRORS)) or new == ZERO:
@@ -453,10 +459,6 @@ def _audit_updates(
 ) -> tuple[list[tuple[str, str]], dict[str, pygit2.Oid]]:
     """The pushed updates of audit refs (and of ``refs/gitaudit/``) that are refused, with why;
     and the accepted runs updates' new tips, by plan."""
-    import pygit2
-
-    from gitaudit.plan.store import valid_name
-
     refused: list[tuple[str, str]] = []
     pushed_runs: dict[str, pygit2.Oid] = {}
     for old, new, ref in updates:
@@ -468,25 +470,65 @@ def _audit_updates(
             )
         elif not ref.startswith("refs/audit/"):
             continue
-        elif new == ZERO and not ref.startswith("refs/audit/proposals/"):
-            why = "audit refs cannot be deleted"
-        elif ref.startswith("refs/audit/runs/"):
-            if not valid_name(name := ref.removeprefix("refs/audit/runs/")):
-                why = (
-                    f"{name!r} is no plan name (letters, digits, '-' and '_'): evidence goes "
-                    "on refs/audit/runs/<plan>, push that ref"
-                )
-            elif not state.exists:
-                why = "the server has no refs/audit/plans yet: push it first"
-            else:
-                why = _check_runs_update(repo, state, old, new)
-                if why is None:
-                    pushed_runs[name] = pygit2.Oid(hex=new)
         else:
-            why = _check_audit_update(repo, state, ref, old, new)
+            why = _stale(repo, ref, old) or _check_update(repo, state, ref, old, new, pushed_runs)
         if why:
             refused.append((ref, why))
     return refused, pushed_runs
+
+
+def _check_update(
+    repo: Repo,
+    state: PlansState,
+    ref: str,
+    old: str,
+    new: str,
+    pushed_runs: dict[str, pygit2.Oid],
+) -> str | None:
+    """Why the update of audit ref *ref* from the value the server holds is refused, or None;
+    an accepted runs update's new tip is added to *pushed_runs*."""
+    import pygit2
+
+    from gitaudit.plan.store import valid_name
+
+    if new == ZERO and not ref.startswith("refs/audit/proposals/"):
+        return "audit refs cannot be deleted"
+    if not ref.startswith("refs/audit/runs/"):
+        return _check_audit_update(repo, state, ref, old, new)
+    if not valid_name(name := ref.removeprefix("refs/audit/runs/")):
+        return (
+            f"{name!r} is no plan name (letters, digits, '-' and '_'): evidence goes "
+            "on refs/audit/runs/<plan>, push that ref"
+        )
+    if not state.exists:
+        return "the server has no refs/audit/plans yet: push it first"
+    why = _check_runs_update(repo, state, old, new)
+    if why is None:
+        pushed_runs[name] = pygit2.Oid(hex=new)
+    return why
+
+
+def _stale(repo: Repo, ref: str, old: str) -> str | None:
+    """Why the old value of *ref* in the push is not what the server holds, or None. git gives
+    the hook the old value the pusher sent, and checks it only when it moves the ref, after the
+    hook: an update verified from an old value of the pusher's choosing was verified from a
+    commit of its choice (and its runs were read as evidence, though that ref never moves)."""
+    from gitaudit.errors import GitAuditError
+    from gitaudit.ledger.refs import read_ref
+
+    try:
+        found = read_ref(repo.git, ref)
+    except GitAuditError as exc:
+        return f"the server cannot read it ({exc.message})"
+    except UnicodeError:
+        return "its name is not UTF-8: audit refs are named by gitaudit"
+    held = str(found) if found is not None else ZERO
+    if held == old:
+        return None
+    return (
+        f"{MOVED} {old[:12]}, but the server holds {held[:12]} (every check starts from the "
+        "old value: a push must give the real one): fetch, then push again"
+    )
 
 
 # evidence the server lacks, which the pusher may well have recorded: what to say instead of the

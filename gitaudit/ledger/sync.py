@@ -402,20 +402,44 @@ class PushResult:
     @property
     def refused(self) -> tuple[str, ...]:
         """The refs refused for a reason of their own (not only because the push is atomic),
-        including those the server could not lock because they had moved."""
+        including those the server could not lock because they had moved; when gitaudit's
+        pre-receive refused only audit refs that had moved, those."""
+        moved = self._moved_at_hook()
+        if moved:
+            return moved
         own = [r.target for r in self.refs if r.flag == "!" and not _only_atomic(r.summary)]
         return tuple(dict.fromkeys([*own, *_LOCK_FAILED.findall(self.messages)]))
+
+    @property
+    def _declined(self) -> bool:
+        """The server's pre-receive hook refused the push (git says so per ref, on stdout with
+        --porcelain, and in its messages without)."""
+        said = "hook declined"
+        return said in self.messages or any(said in r.summary for r in self.refs)
+
+    def _moved_at_hook(self) -> tuple[str, ...]:
+        """The audit refs gitaudit's pre-receive refused because they had moved since the
+        server advertised them, when that was all it refused (it then judges nothing else)."""
+        if not self._declined:
+            return ()
+        moved = _HOOK_MOVED.findall(self.messages)
+        if len(moved) != len(_HOOK_REJECTED.findall(self.messages)):
+            return ()
+        return tuple(dict.fromkeys(moved))
 
     @property
     def lost_race(self) -> bool:
         """Only audit run refs were refused, each because the remote had moved between our
         fetch and our push: fetching and replaying again will help."""
-        if self.code == 0 or not self.refused or "hook declined" in self.messages:
+        if self.code == 0 or not self.refused:
             return False
-        moved = set(_LOCK_FAILED.findall(self.messages))
+        if self._declined:
+            at_hook = self._moved_at_hook()
+            return bool(at_hook) and all(ref.startswith(RUNS_PREFIX) for ref in at_hook)
+        locked = set(_LOCK_FAILED.findall(self.messages))
         reasons = {r.target: r.summary for r in self.refs}
         return all(
-            ref.startswith(RUNS_PREFIX) and (ref in moved or _race_reason(reasons.get(ref, "")))
+            ref.startswith(RUNS_PREFIX) and (ref in locked or _race_reason(reasons.get(ref, "")))
             for ref in self.refused
         )
 
@@ -451,6 +475,9 @@ def _race_reason(summary: str) -> bool:
 
 
 _LOCK_FAILED = re.compile(r"cannot lock ref '([^']+)': is at [0-9a-f]+ but expected")
+# gitaudit's pre-receive (gitaudit.hooks.entry.MOVED): an audit ref moved since the advertisement
+_HOOK_MOVED = re.compile(r"gitaudit: rejecting (\S+): the push says it was at [0-9a-f]+, but")
+_HOOK_REJECTED = re.compile(r"gitaudit: rejecting (\S+): ")
 
 
 def _porcelain(stdout: str) -> tuple[PushedRef, ...]:

@@ -28,6 +28,7 @@ from tests.gitrepo import audit
 
 RUNS = "refs/audit/runs/default"
 PLANS = "refs/audit/plans"
+ZERO = "0" * 40
 
 
 def _sealer() -> Signer:
@@ -343,3 +344,61 @@ def test_attack_hooks_mirror_refs_pushed_to_the_server(setup: Setup, how: str) -
     assert f"rejecting {ref}: refs/gitaudit/ holds a clone's copies" in pushed.stderr
     assert "Traceback" not in pushed.stderr
     assert setup.server_ref(ref) == before
+
+
+def _pkt(data: bytes) -> bytes:
+    return b"%04x" % (len(data) + 4) + data
+
+
+def _raw_push(setup: Setup, commands: list[tuple[str, str, str]], revs: list[str]) -> str:
+    """A push spoken to the server's `git receive-pack` directly, as any client can: each
+    command's old value is the pusher's to write (git's client sends the one the server
+    advertised). The objects of *revs* go in the pack; git's report and messages are returned."""
+    lines = b"".join(
+        _pkt(f"{old} {new} {ref}".encode() + (b"\0report-status" if not i else b"") + b"\n")
+        for i, (old, new, ref) in enumerate(commands)
+    )
+    pack = subprocess.run(
+        ["git", "pack-objects", "--stdout", "--revs"],
+        cwd=setup.client.path,
+        input="".join(f"{r}\n" for r in revs).encode(),
+        capture_output=True,
+        check=True,
+    ).stdout
+    proc = subprocess.Popen(
+        ["git", "receive-pack", str(setup.server)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=setup.env(),
+    )
+    assert proc.stdout is not None
+    while size := int(proc.stdout.read(4), 16):  # the advertised refs, up to a flush
+        proc.stdout.read(size - 4)
+    out, err = proc.communicate(lines + b"0000" + pack)
+    return out.decode(errors="replace") + err.decode(errors="replace")
+
+
+@pytest.mark.parametrize("claimed", ["the rewound run itself", "no ledger yet"])
+def test_attack_hooks_runs_update_with_a_false_old_value(setup: Setup, claimed: str) -> None:
+    """The server's ledger says main's tree PASSed, then (newer) FAILed. The pusher speaks to
+    receive-pack itself and sends, in one non-atomic push, main and refs/audit/runs/default
+    moved back to the PASS run with the old value it chose: that run (nothing to verify from
+    it), or zeros (a new ledger, verified from its genuine root). git gives pre-receive the old
+    value the pusher sent and checks it only when it moves the ref: the hook verified the
+    update from there, read the rewound ledger as pushed evidence and passed main; then the
+    runs ref failed to lock and main landed (both variants, before the fix). An audit ref's
+    old value must now be what the server holds."""
+    _run_pass(setup)
+    passed = setup.client.git("rev-parse", RUNS).strip()
+    assert setup.push("--no-verify", "origin", RUNS).returncode == 0
+    failed = _forge(setup, RUNS, _sealer(), _make_fail)  # the trusted runner's newer verdict
+    assert setup.push("--no-verify", "origin", RUNS).returncode == 0
+    assert setup.push("--no-verify", "origin", "main").returncode != 0  # FAIL, as it should
+    main = setup.client.git("rev-parse", "main").strip()
+    old = passed if claimed == "the rewound run itself" else ZERO
+    report = _raw_push(setup, [(old, passed, RUNS), (ZERO, main, "refs/heads/main")], [main])
+    assert f"rejecting {RUNS}: the push says it was at {old[:12]}, but the server holds " in report
+    assert f"holds {failed[:12]} " in report and "pre-receive hook declined" in report
+    assert "Traceback" not in report
+    assert (setup.server_ref("refs/heads/main"), setup.server_ref(RUNS)) == (None, failed)

@@ -326,8 +326,11 @@ def seal_worker(path: str, me: int, versions: int, folder: str) -> None:
 
 RACE_MARKERS = re.compile(
     r"fetch first|non-fast-forward|failed to update ref|cannot lock ref|atomic|"
-    r"incorrect old value|stale info|but expected",
+    r"incorrect old value|stale info|but expected|the push says it was at",
 )
+# pre-receive refuses an audit ref that moved since the server advertised it (another push came
+# first) before judging anything else: a lost race, though the hook declined the push
+HOOK_MOVED = "the push says it was at"
 
 
 KINDS = ("pass", "unproven", "forged", "replayed")
@@ -413,7 +416,9 @@ def load_client(
                     accepted = True
                     break
                 err = proc.stdout + proc.stderr
-                declined = "hook declined" in err or "is blocked" in err or "Traceback" in err
+                declined = ("hook declined" in err and HOOK_MOVED not in err) or any(
+                    w in err for w in ("is blocked", "Traceback")
+                )
                 if declined or not RACE_MARKERS.search(err):
                     break  # not a race: a wrong reject, reported below, never retried away
                 races += 1
@@ -438,7 +443,9 @@ def load_client(
                     text=True,
                     check=False,
                 )
-                declined = "pre-receive hook declined" in proc.stderr
+                declined = (
+                    "pre-receive hook declined" in proc.stderr and HOOK_MOVED not in proc.stderr
+                )
                 lost_race = not declined and RACE_MARKERS.search(proc.stderr) is not None
                 if proc.returncode == 0 or not lost_race or attempts >= max_attempts:
                     break

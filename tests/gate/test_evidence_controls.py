@@ -268,9 +268,8 @@ def test_evidence_for_another_tree_is_refused_by_the_hooks(
     code, err = _push(proven, capsys, monkeypatch)
     assert code == 1
     assert "gitaudit: push of refs/heads/main" in err and "UNKNOWN" in err
-    code, err = _receive(
-        proven, capsys, monkeypatch, f"{ZERO} {proven.ref(RUNS)} {RUNS}", f"{ZERO} {sha} {MAIN}"
-    )
+    tip = proven.ref(RUNS)  # the update's old value is what the receiving side holds
+    code, err = _receive(proven, capsys, monkeypatch, f"{tip} {tip} {RUNS}", f"{ZERO} {sha} {MAIN}")
     assert code == 1
     assert f"no evidence for tree {_head_tree(proven)[:12]}" in err
     assert "rejecting refs/audit/runs/default" not in err  # the ledger itself is genuine
@@ -293,9 +292,8 @@ def test_a_failing_check_blocks_pre_push_and_pre_receive(
     assert code == 1
     assert f"push of refs/heads/main to refs/heads/main ({sha[:12]})" in err
     assert "FAIL" in err and "step unit failed" in err
-    code, err = _receive(
-        world, capsys, monkeypatch, f"{ZERO} {world.ref(RUNS)} {RUNS}", f"{ZERO} {sha} {MAIN}"
-    )
+    tip = world.ref(RUNS)  # the update's old value is what the receiving side holds
+    code, err = _receive(world, capsys, monkeypatch, f"{tip} {tip} {RUNS}", f"{ZERO} {sha} {MAIN}")
     assert code == 1
     assert f"update of {MAIN} to {sha[:12]}" in err and "step unit failed" in err
     assert "rejecting refs/audit/runs/default" not in err

@@ -108,11 +108,43 @@ def test_a_merge_on_the_runs_ref_is_refused(
     assert code == 1
     assert f"gitaudit: rejecting {RUNS}: {str(merge)[:12]} is a merge; audit refs are linear" in err
     # as an update of an existing runs ref too
+    server.repo.git("update-ref", RUNS, str(honest))
     code, err = receive(capsys, f"{honest} {merge} {RUNS}")
     assert code == 1
     assert f"{str(merge)[:12]} is a merge; audit refs are linear" in err
     # the control: the honest first parent alone is accepted
+    server.repo.git("update-ref", "-d", RUNS)
     assert receive(capsys, f"{ZERO} {honest} {RUNS}") == (0, "")
+
+
+def test_an_old_value_other_than_the_servers_is_refused(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """git gives pre-receive the old value the pusher sent (it checks it only when it moves the
+    ref, after the hook): an audit ref update is verified from it, so it must be what the
+    server holds; the evidence it carries is not read."""
+    first = server.signed([])
+    second = server.signed([first])
+    server.repo.git("update-ref", RUNS, str(second))
+    for old, new in ((ZERO, first), (first, first), (str(server.unsigned([])), second)):
+        code, err = receive(capsys, f"{old} {new} {RUNS}", f"{ZERO} {second} refs/heads/main")
+        assert code == 1
+        assert err.splitlines()[0] == (
+            f"gitaudit: rejecting {RUNS}: the push says it was at {str(old)[:12]}, but the "
+            f"server holds {str(second)[:12]} (every check starts from the old value: a push "
+            "must give the real one): fetch, then push again"
+        )
+    # a name git allows but that is not UTF-8 (the hook reads its input with surrogate escapes)
+    odd = "refs/audit/runs/d\udcffx"
+    code, err = receive(capsys, f"{ZERO} {first} {odd}")
+    assert code == 1
+    assert err.splitlines() == [
+        "gitaudit: rejecting refs/audit/runs/d\ufffdx: its name is not UTF-8: audit refs are "
+        "named by gitaudit"
+    ]
+    # the control: from the value the server holds
+    third = server.signed([second])
+    assert receive(capsys, f"{second} {third} {RUNS}") == (0, "")
 
 
 def test_a_merge_on_the_plans_ref_is_refused(
