@@ -1,9 +1,11 @@
 """A run as JUnit XML (`git audit show RUN --format junit`), the format CI systems render.
 
 One ``<testsuite>`` per step (named by id and title), one ``<testcase>`` per check: the step's
-checks, its output contracts and the upstream contracts re-checked before it. A failed check
-carries a ``<failure>`` with the tail of its captured output; a step that did not execute (not
-run, blocked) is ``<skipped>``; an unknown or interrupted outcome is an ``<error>``. When the
+checks, its output contracts and the upstream contracts re-checked before it; and a last suite
+``run`` whose one case ``verdict`` is the run's verdict (a failure for FAIL, an error for
+UNKNOWN or INTERRUPTED). A failed check carries a ``<failure>`` with the tail of its captured
+output; a step that did not execute (not run, blocked) is ``<skipped>``; an unknown or
+interrupted outcome is an ``<error>``. When the
 step stored a JUnit artifact, its test cases are included in the step's suite. Durations are
 the recorded ones. Nothing is executed: everything comes from the run commit.
 """
@@ -154,11 +156,35 @@ def build(repo: pygit2.Repository, record: RunRecord, titles: dict[str, str]) ->
         suite.set("time", f"{seconds:.3f}")
         for i, value in enumerate((len(cases), failures, errors, skipped, seconds)):
             totals[i] += value
+    verdict = _verdict_suite(record)
+    suites.append(verdict)
     for i, key in enumerate(("tests", "failures", "errors", "skipped")):
+        totals[i] += int(verdict.get(key, "0"))
         suites.set(key, str(int(totals[i])))
     suites.set("time", f"{totals[4]:.3f}")
     ET.indent(suites)
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+def _verdict_suite(record: RunRecord) -> ET.Element:
+    """The run's own verdict as a test case: a run FAILs (or is UNKNOWN) also for reasons of the
+    run as a whole (a changed workspace, a missing required tool, an interruption, a requirement
+    no verified step covers) while every check of every step passed, and a report with only the
+    steps' cases would then have no failure."""
+    suite = ET.Element("testsuite", name="run", timestamp=str(record.doc.get("started_at", "")))
+    case = ET.SubElement(suite, "testcase", classname=f"{record.plan}.run", name="verdict")
+    case.set("time", "0")
+    verdict = str(record.verdict)
+    message = "; ".join(record.reasons) or verdict
+    if verdict == "FAIL":
+        ET.SubElement(case, "failure", message=message, type=verdict)
+    elif verdict != "PASS":
+        ET.SubElement(case, "error", message=message, type=verdict)
+    failures, errors, _ = _counts([case])
+    for key, value in (("tests", 1), ("failures", failures), ("errors", errors), ("skipped", 0)):
+        suite.set(key, str(value))
+    suite.set("time", "0.000")
+    return suite
 
 
 def failing_tests(repo: pygit2.Repository, record: RunRecord, sid: str) -> list[str]:

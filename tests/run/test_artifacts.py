@@ -103,8 +103,9 @@ def test_show_format_junit(repo: GitRepo, sealed: Sealer) -> None:
     result = audit(repo.path, "show", "--format", "junit")
     assert result.code == 0, result.err
     root = ET.fromstring(result.out)
-    assert root.tag == "testsuites" and root.get("failures") == "2"
-    (suite,) = root.findall("testsuite")
+    assert root.tag == "testsuites" and root.get("failures") == "3"
+    suite, run = root.findall("testsuite")
+    assert run.get("name") == "run" and run.find("testcase[@name='verdict']/failure") is not None
     assert suite.get("name") == "test (Unit tests)"
     cases = suite.findall("testcase")
     own = cases[0]
