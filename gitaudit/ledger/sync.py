@@ -75,10 +75,20 @@ def fetch_mirror(repo: Repo, remote: str) -> dict[str, pygit2.Oid]:
     )
     if proc.code != 0:
         raise LedgerError(f"cannot fetch the audit refs of {remote!r}: {proc.err}")
-    return {
+    fetched = {
         name.removeprefix(prefix).replace("audit/", "refs/audit/", 1): oid
         for name, oid in list_refs(repo.git, prefix).items()
     }
+    for ref, oid in fetched.items():
+        if ref == PLANS_REF or ref.startswith(RUNS_PREFIX):  # what is compared, adopted, replayed
+            try:
+                commit_of(repo.git, oid, f"{ref} of remote {remote!r}")
+            except LedgerError as exc:
+                raise LedgerError(
+                    f"{exc.message}; nothing was taken from it",
+                    hint=f"check the remote's URL (`git remote -v`) and its {ref}",
+                ) from None
+    return fetched
 
 
 _REPLAYED = ("local run", "is not replayed; nothing was pushed")

@@ -118,3 +118,39 @@ def test_init_upgrades_the_legacy_fetch_refspec(setup: Setup) -> None:
     ]
     # a plain fetch now works whatever the remote's ledger did
     assert client.git("fetch", "-q", "origin") == ""
+
+
+def test_a_remote_serving_a_non_commit_audit_ref_is_refused_in_one_line(
+    setup: Setup, tmp_path: Path
+) -> None:
+    """A remote (its URL is whatever .git/config says) whose refs/audit/plans or runs ref is a
+    blob, a tree or an annotated tag: `sync` and `push` compared it with the local ref and
+    crashed (pygit2's InvalidError, a traceback); now one line names the ref and the remote."""
+    assert audit(setup.client.path, "run").code == 0
+    odd = tmp_path / "odd.git"
+    git(tmp_path, "init", "-q", "--bare", str(odd))
+    setup.client.git("push", "-q", "--no-verify", str(odd), "refs/audit/*:refs/audit/*")
+    setup.client.git("remote", "add", "odd", str(odd))
+    blob = git(odd, "hash-object", "-w", "--stdin", input=b"not a commit\n").strip()
+    run = git(odd, "rev-parse", "refs/audit/runs/default").strip()
+    tag = git(
+        odd,
+        "mktag",
+        input=f"object {run}\ntype commit\ntag t\ntagger t <t@e> 0 +0000\n\nt\n".encode(),
+    ).strip()
+    tree = git(odd, "rev-parse", "refs/audit/plans^{tree}").strip()
+    for ref, oid, kind in (
+        ("refs/audit/plans", blob, "blob"),
+        ("refs/audit/runs/default", tag, "tag"),
+        ("refs/audit/runs/default", tree, "tree"),
+    ):
+        git(odd, "update-ref", ref, oid)
+        for command in (["sync", "odd"], ["push", "odd"]):
+            result = audit(setup.client.path, *command)
+            assert result.code == 1, (command, result.out, result.err)
+            assert "Traceback" not in result.err
+            assert (
+                f"error: {ref} of remote 'odd' points at {oid[:12]}, a {kind}, not a commit; "
+                "nothing was taken from it"
+            ) in result.err, result.err
+        git(odd, "update-ref", ref, run if "runs" in ref else setup.server_ref(ref) or "")
