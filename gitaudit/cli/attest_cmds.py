@@ -40,12 +40,12 @@ def attest_cmd(
     """The gate's verdict on a commit as an in-toto Statement v1 with a SLSA Verification
     Summary (v1) predicate, in a DSSE envelope signed by a trusted runner key. `attest verify
     FILE` checks one offline against this repository's trust set: exit 0 when it is authentic
-    and PASSED, 1 otherwise."""
+    and PASSED for every plan of the commit (with --plan: that plan PASSed), 1 otherwise."""
     words = list(args or [])
     if words[:1] == ["verify"]:
         if len(words) != 2:
-            raise UsageError("usage: git audit attest verify FILE")
-        _verify(Path(words[1]))
+            raise UsageError("usage: git audit attest verify FILE [--plan NAME]")
+        _verify(Path(words[1]), plan)
         return
     if len(words) > 1:
         raise UsageError("give at most one revision", hint="git audit attest [REV] [--plan NAME]")
@@ -69,7 +69,7 @@ def attest_cmd(
         warn(f"attested {attestation.commit[:12]}: {result} ({fmt}) -> {output}")
 
 
-def _verify(path: Path) -> None:
+def _verify(path: Path, plan: str | None) -> None:
     from gitaudit.gate import attest
 
     try:
@@ -88,4 +88,8 @@ def _verify(path: Path) -> None:
         say(f"  plan {name}: contract {digest}")
     for note in checked.notes:
         say(f"  note: {note}")
-    exit_with(ExitCode.OK if checked.passed else ExitCode.FAIL)
+    refusal = checked.refusal(plan)
+    if refusal is not None:
+        warn(f"error: {refusal}")
+        exit_with(ExitCode.FAIL)
+    exit_with(ExitCode.OK if plan is not None or checked.passed else ExitCode.FAIL)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -76,6 +77,9 @@ def build(
         ) from None
     sha, tree = str(commit.id), str(commit.tree_id)
     result = judge(repo, sha, plan=plan)
+    # a statement for some plans is no statement about the commit: it says whether it is one
+    judged = {p.name for p in result.plans}
+    complete = plan is None or {p.name for p in judge(repo, sha).plans} <= judged
     state = read_state(repo)
     base = _repository_uri(repo)
     contracts: dict[str, str] = {}
@@ -131,6 +135,7 @@ def build(
                 "plans_commit": tip,
                 "contracts": contracts,
                 "plans": plans_doc,
+                "complete": complete,
                 "reasons": [r.message for p in result.plans for r in p.reasons]
                 + [r.message for r in result.reasons],
             },
@@ -156,10 +161,32 @@ class Checked:
     tree: str
     contracts: dict[str, str]
     notes: tuple[str, ...]  # what could not be cross-checked in this repository
+    plans: dict[str, str]  # the verdict of each plan judged
+    complete: bool  # every plan of the commit was judged (not `attest --plan` of some)
 
     @property
     def passed(self) -> bool:
         return self.result == "PASSED"
+
+    def refusal(self, plan: str | None = None) -> str | None:
+        """Why the attestation does not show the commit PASSed (for *plan*, when given: that
+        plan PASSed), or None."""
+        if plan is not None:
+            verdict = self.plans.get(plan)
+            if verdict is None:
+                judged = ", ".join(sorted(self.plans)) or "none"
+                return f"the attestation judged no plan {plan!r} (plans judged: {judged})"
+            return None if verdict == "PASS" else f"plan {plan!r} is {verdict}, not PASS"
+        if not self.passed:
+            return None  # FAILED: said as such, never accepted
+        if not self.complete:
+            names = ", ".join(sorted(self.plans)) or "none"
+            return (
+                f"the attestation judged plan {names} only, not every plan of the commit: it is "
+                f"accepted for that plan (`git audit attest verify FILE --plan "
+                f"{sorted(self.plans)[0] if self.plans else 'NAME'}`)"
+            )
+        return None
 
 
 def verify(repo: Repo, text: bytes, source: str) -> Checked:
@@ -208,14 +235,7 @@ def _check_statement(repo: Repo, statement: object, signer: TrustedKey, source: 
     result = predicate.get("verificationResult")
     if result not in ("PASSED", "FAILED"):
         raise bad("has no verificationResult PASSED or FAILED")
-    extension = predicate.get(EXTENSION)
-    contracts = extension.get("contracts") if isinstance(extension, dict) else None
-    if not isinstance(contracts, dict):
-        raise bad(f"lists no contracts ({EXTENSION})")
-    policy = predicate.get("policy")
-    claimed = policy.get("digest", {}).get("sha256") if isinstance(policy, dict) else None
-    if claimed != contracts_digest(contracts):
-        raise bad("has a policy digest that does not match the contracts it lists")
+    contracts, plans, complete = _extension(predicate, bad)
     notes = []
     try:
         obj = repo.git[pygit2.Oid(hex=commit)]
@@ -224,4 +244,51 @@ def _check_statement(repo: Repo, statement: object, signer: TrustedKey, source: 
     else:
         if not isinstance(obj, pygit2.Commit) or str(obj.tree_id) != tree:
             raise bad(f"names tree {tree[:12]}, but commit {commit[:12]} has another tree")
-    return Checked(signer, statement, str(result), commit, tree, dict(contracts), tuple(notes))
+    return Checked(
+        signer,
+        statement,
+        str(result),
+        commit,
+        tree,
+        contracts,
+        tuple(notes),
+        plans,
+        complete,
+    )
+
+
+def _extension(
+    predicate: dict[str, Any], bad: Callable[[str], SignatureError]
+) -> tuple[dict[str, str], dict[str, str], bool]:
+    """The contracts the predicate's policy digest covers, each judged plan's verdict, and
+    whether every plan of the commit was judged (a statement without the field, from an older
+    gitaudit, is not known to be complete)."""
+    extension = predicate.get(EXTENSION)
+    if not isinstance(extension, dict):
+        extension = {}
+    contracts = extension.get("contracts")
+    if not isinstance(contracts, dict):
+        raise bad(f"lists no contracts ({EXTENSION})")
+    policy = predicate.get("policy")
+    claimed = policy.get("digest", {}).get("sha256") if isinstance(policy, dict) else None
+    if claimed != contracts_digest(contracts):
+        raise bad("has a policy digest that does not match the contracts it lists")
+    plans = _plan_verdicts(extension.get("plans"))
+    if plans is None:
+        raise bad(f"lists no plans with their verdicts ({EXTENSION})")
+    return dict(contracts), plans, extension.get("complete") is True
+
+
+def _plan_verdicts(plans: object) -> dict[str, str] | None:
+    """name -> verdict of the extension's ``plans`` list, or None when it is not one."""
+    if not isinstance(plans, list):
+        return None
+    out = {}
+    for entry in plans:
+        if not isinstance(entry, dict):
+            return None
+        name, verdict = entry.get("name"), entry.get("verdict")
+        if not isinstance(name, str) or not isinstance(verdict, str):
+            return None
+        out[name] = verdict
+    return out

@@ -7,6 +7,7 @@ must not be told that a run passed when gitaudit's verdict on it is not PASS.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -34,3 +35,33 @@ def test_attack_attest_junit_of_a_failed_run_is_green(world: World, how: str) ->
     failure = case.find("failure")
     assert failure is not None and failure.get("type") == "FAIL"
     assert failure.get("message") == "; ".join(recorded.doc["reasons"])
+
+
+@pytest.mark.parametrize("other", ["fails", "has no evidence"])
+def test_attack_attest_one_plan_attested_for_the_commit(
+    world: World, other: str, tmp_path: Path
+) -> None:
+    """The commit's plan `default` FAILs (or has no evidence): the gate says FAIL. The agent
+    runs `git audit attest --plan docs` (the user's runner key signs it), `docs` being a plan
+    that passes: the envelope said PASSED for the commit, and `attest verify` exited 0 (both
+    variants, before the fix). A statement now says whether it judged every plan of the
+    commit; `attest verify` accepts one that did not only for the plan it is asked about."""
+    world.seal(plan(step("unit", check("true"))), "docs", commit=False)
+    world.seal(plan(step("unit", check("false" if other == "fails" else "true"))))
+    assert world.run("docs").verdict == "PASS"
+    if other == "fails":
+        assert world.run().verdict == "FAIL"
+    assert world.gate().verdict in ("FAIL", "UNKNOWN")
+    out = tmp_path / "docs.vsa.json"
+    made = world.cli("attest", "--plan", "docs", "--key", str(world.keys["ci"]), "-o", str(out))
+    assert made.code == 0, made.err
+    checked = world.cli("attest", "verify", str(out))
+    assert checked.code == 1, checked.out
+    assert "PASSED for commit" in checked.out
+    assert (
+        "the attestation judged plan docs only, not every plan of the commit: it is accepted "
+        "for that plan (`git audit attest verify FILE --plan docs`)"
+    ) in checked.err, checked.err
+    assert world.cli("attest", "verify", str(out), "--plan", "docs").code == 0
+    refused = world.cli("attest", "verify", str(out), "--plan", "default")
+    assert refused.code == 1 and "judged no plan 'default'" in refused.err, refused.err
