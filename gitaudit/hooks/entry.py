@@ -337,9 +337,14 @@ def _check_plans_update(repo: Repo, old: str, new: str) -> str | None:
     return None
 
 
-def _check_runs_update(repo: Repo, state: PlansState, old: str, new: str) -> str | None:
+def _check_runs_update(repo: Repo, state: PlansState, plan: str, old: str, new: str) -> str | None:
+    """Fast-forward only; every new commit signed by a runner trusted on the server, and a run
+    of *plan*: a runner's key may sign other records too (agents records; plans commits, when
+    it seals as well), and such a chain on a runs ref that has none yet would be what the
+    plan's evidence must build on, for good (audit refs are never deleted)."""
     from gitaudit.crypto.commits import verify_commit
     from gitaudit.errors import GitAuditError
+    from gitaudit.ledger.runs import foreign_entries, read_run
 
     added = _ff_commits(repo.git, old, new)
     if isinstance(added, str):
@@ -350,6 +355,15 @@ def _check_runs_update(repo: Repo, state: PlansState, old: str, new: str) -> str
             verify_commit(repo.git, commit.id, runners)
         except GitAuditError as exc:
             return f"{exc.message} (evidence must be signed by a runner trusted on the server)"
+        short = str(commit.id)[:12]
+        try:
+            record = read_run(repo.git, commit.id)
+        except GitAuditError as exc:
+            return f"{short} is no run ({exc.message}): a runs ref holds runs of its plan only"
+        extra = foreign_entries(commit.tree)
+        if record.plan != plan or extra:
+            what = f"holds {', '.join(extra)}" if extra else f"is a run of plan {record.plan!r}"
+            return f"{short} {what}: refs/audit/runs/{plan} holds runs of plan {plan!r} only"
     return None
 
 
@@ -502,7 +516,7 @@ def _check_update(
         )
     if not state.exists:
         return "the server has no refs/audit/plans yet: push it first"
-    why = _check_runs_update(repo, state, old, new)
+    why = _check_runs_update(repo, state, name, old, new)
     if why is None:
         pushed_runs[name] = pygit2.Oid(hex=new)
     return why

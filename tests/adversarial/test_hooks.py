@@ -402,3 +402,27 @@ def test_attack_hooks_runs_update_with_a_false_old_value(setup: Setup, claimed: 
     assert f"holds {failed[:12]} " in report and "pre-receive hook declined" in report
     assert "Traceback" not in report
     assert (setup.server_ref("refs/heads/main"), setup.server_ref(RUNS)) == (None, failed)
+
+
+@pytest.mark.parametrize("source", ["the plans chain", "the runs of another plan"])
+def test_attack_hooks_runs_ref_squatted_with_other_signed_commits(
+    setup: Setup, source: str
+) -> None:
+    """The key `git audit init` made signs as sealer and runner. The pusher (no key) takes
+    commits it signed for something else, the plans chain or plan default's runs, and pushes
+    them as refs/audit/runs/release, a ledger the server does not have yet: every commit is
+    signed by a trusted runner, so the server accepted it (both, before the fix). That chain
+    would stay the ledger of plan release for good (audit refs are never deleted), its evidence
+    malformed, and `git audit push` refuses to replay runs onto a tip that is no run of the
+    plan. Each pushed runs commit must now be a run of the ref's plan."""
+    _run_pass(setup)
+    ref = "refs/audit/runs/release"
+    tip = setup.client.git("rev-parse", PLANS if source == "the plans chain" else RUNS).strip()
+    pushed = setup.push("--no-verify", "origin", f"{tip}:{ref}")
+    assert pushed.returncode != 0, pushed.stderr
+    what = "is no run (" if source == "the plans chain" else "is a run of plan 'default'"
+    assert f"rejecting {ref}: " in pushed.stderr and what in pushed.stderr, pushed.stderr
+    assert "Traceback" not in pushed.stderr
+    assert setup.server_ref(ref) is None
+    # the control: the runs of plan default, as its own ledger
+    assert setup.push("--no-verify", "origin", RUNS).returncode == 0

@@ -22,6 +22,7 @@ from gitaudit.hooks import entry
 from gitaudit.ledger.seals import trust_init
 from tests.e2e.conftest import PLAN
 from tests.gitrepo import GitRepo, audit
+from tests.hooks.runs import run_tree
 
 ZERO = "0" * 40
 RUNS = "refs/audit/runs/default"
@@ -35,7 +36,7 @@ class Server:
     signer: Ed25519Signer  # sealer and runner
 
     def signed(self, parents: list[pygit2.Oid], message: str = "run\n") -> pygit2.Oid:
-        tree = self.git.revparse_single("HEAD^{tree}").id
+        tree = run_tree(self.git)
         return create_signed_commit(
             self.git, tree=tree, parents=parents, message=message, signer=self.signer
         )

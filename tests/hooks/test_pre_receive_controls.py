@@ -20,6 +20,7 @@ from gitaudit.ledger.objects import read_files, write_tree
 from gitaudit.ledger.seals import trust_init
 from gitaudit.ledger.trust import TrustSet
 from tests.gitrepo import GitRepo, forget_marks
+from tests.hooks.runs import run_tree
 
 ZERO = "0" * 40
 RUNS = "refs/audit/runs/default"
@@ -35,7 +36,7 @@ class Server:
     def commit(
         self, parents: list[pygit2.Oid], signer: Ed25519Signer, message: str = "run\n"
     ) -> pygit2.Oid:
-        tree = self.git.revparse_single("HEAD^{tree}").id
+        tree = run_tree(self.git)
         return create_signed_commit(
             self.git, tree=tree, parents=parents, message=message, signer=signer
         )
