@@ -1,7 +1,8 @@
 #!/bin/sh
 # gitaudit hook shim (gitaudit-hook-shim v1). Installed by `git audit hooks install`, which
 # upgrades it in place; `git audit hooks uninstall` restores the hook that was here before.
-# It calls back into the installed gitaudit package through its lean hook entry point.
+# It calls back into the installed gitaudit package through its lean hook entry point; -P, so
+# that the folder git runs it in (the work tree: anything may be there) does not come first.
 PYTHON='@PYTHON@'
 name=$(basename "$0")
 legacy="$0.legacy"
@@ -11,7 +12,7 @@ if [ -x "$legacy" ]; then
         input=$(mktemp) || exit 1
         cat >"$input"
         "$legacy" "$@" <"$input" || { rc=$?; rm -f "$input"; exit $rc; }
-        "$PYTHON" -m gitaudit.hooks "$name" "$@" <"$input"
+        "$PYTHON" -P -m gitaudit.hooks "$name" "$@" <"$input"
         rc=$?
         rm -f "$input"
         exit $rc
@@ -21,4 +22,4 @@ if [ -x "$legacy" ]; then
         ;;
     esac
 fi
-exec "$PYTHON" -m gitaudit.hooks "$name" "$@"
+exec "$PYTHON" -P -m gitaudit.hooks "$name" "$@"

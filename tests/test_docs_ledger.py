@@ -319,8 +319,8 @@ def test_pre_commit_manifest_declares_both_hooks() -> None:
     assert push["stages"] == "[pre-push]" and msg["stages"] == "[commit-msg]"
     assert push["language"] == msg["language"] == "python"
     assert push["pass_filenames"] == "false" and push["always_run"] == "true"
-    assert push["entry"] == "python -m gitaudit.hooks pre-commit-push"
-    assert msg["entry"] == "python -m gitaudit.hooks commit-msg"
+    assert push["entry"] == "python -P -m gitaudit.hooks pre-commit-push"
+    assert msg["entry"] == "python -P -m gitaudit.hooks commit-msg"
     from gitaudit.hooks.entry import HANDLERS
 
     assert "commit-msg" in HANDLERS and "pre-commit-push" in HANDLERS

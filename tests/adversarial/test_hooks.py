@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pygit2
@@ -426,3 +427,55 @@ def test_attack_hooks_runs_ref_squatted_with_other_signed_commits(
     assert setup.server_ref(ref) is None
     # the control: the runs of plan default, as its own ledger
     assert setup.push("--no-verify", "origin", RUNS).returncode == 0
+
+
+def _plant_gitaudit(folder: Path) -> None:
+    """A package named gitaudit whose hook entry point lets everything through."""
+    (folder / "gitaudit" / "hooks").mkdir(parents=True)
+    (folder / "gitaudit" / "__init__.py").write_text("")
+    (folder / "gitaudit" / "hooks" / "__init__.py").write_text("")
+    (folder / "gitaudit" / "hooks" / "__main__.py").write_text(
+        "import sys\nprint('planted hook ran', file=sys.stderr)\nsys.exit(0)\n"
+    )
+
+
+@pytest.mark.parametrize("how", ["push", "commit"])
+def test_attack_hooks_gitaudit_package_planted_in_the_work_tree(setup: Setup, how: str) -> None:
+    """The hook shims run `python -m gitaudit.hooks`, and git runs a client hook in the work
+    tree's top folder, which Python put before the installed package. An untracked `gitaudit/`
+    folder the agent writes (no --no-verify, no change to .git) answered for gitaudit in the
+    user's own commits and pushes too: an unproven commit was pushed, and a commit claiming
+    completion without PASS was made (both, before the fix). The shims run Python with -P."""
+    setup.client.write("greeting.txt", "hello, unproven\n")
+    env = setup.env()
+    _plant_gitaudit(setup.client.path)
+    setup.client.git("add", "greeting.txt")
+    head = setup.client.git("rev-parse", "HEAD").strip()
+    message = "all done\n\nAudit-Claim: done" if how == "commit" else "unproven"
+    committed = subprocess.run(
+        ["git", "commit", "-q", "-m", message],
+        cwd=setup.client.path,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert "planted hook ran" not in committed.stderr
+    if how == "commit":
+        assert committed.returncode != 0, committed.stderr
+        assert "claims completion ('Audit-Claim: done')" in committed.stderr
+        assert setup.client.git("rev-parse", "HEAD").strip() == head
+        return
+    assert committed.returncode == 0, committed.stderr
+    pushed = subprocess.run(
+        ["git", "push", "origin", "main"],
+        cwd=setup.client.path,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert "planted hook ran" not in pushed.stderr
+    assert pushed.returncode != 0, pushed.stderr
+    assert "push of refs/heads/main to refs/heads/main" in pushed.stderr
+    assert setup.server_ref("refs/heads/main") is None
