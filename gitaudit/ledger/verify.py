@@ -265,7 +265,9 @@ class _Shares:
         )
         self.procs = [
             subprocess.Popen(
-                [sys.executable, "-c", code],
+                # -P: `-c` would put the current folder (the work tree, anything may be there)
+                # before the package root on the worker's path
+                [sys.executable, "-P", "-c", code],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env={**os.environ, "PYTHONPATH": path},

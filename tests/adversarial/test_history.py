@@ -19,6 +19,7 @@ import json
 import sqlite3
 import struct
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
@@ -273,3 +274,48 @@ def test_attack_history_ref_names_with_line_separators_replay_a_remembered_state
     code, path, err = pre_push(world.repo)
     assert code != 0, (path, err)
     assert path == "full"
+
+
+_PLANTED_WORKER = """import json, sys
+read = sys.stdin.buffer.readline
+read()
+while line := read():
+    start, commits = json.loads(line)
+    sys.stdout.write(json.dumps([start, None]) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+def test_attack_history_verify_workers_import_a_planted_gitaudit(
+    proven: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`git audit verify` hands shares of a long runs ledger to worker processes started as
+    `python -c ...`, in the folder it is run from: the work tree, which Python put first on
+    the workers' path. An untracked `gitaudit/` package there whose worker finds nothing wrong
+    made verify report a ledger with mallory's commit on top as sound (before the fix); the
+    workers now run `python -P`."""
+    from gitaudit.ledger import verify
+
+    base = proven.ref(runs_ref("default"))
+    assert base is not None
+    for n in range(3):  # genuine runs of ci's, for other trees
+
+        def other_tree(doc: dict[str, Any], n: int = n) -> None:
+            doc["tree"] = f"{n:040x}"
+
+        proven.forge_run(base, signer=proven.ci, edit=other_tree)
+    forged = proven.forge_run(base, signer=proven.mallory)
+    planted = proven.path / "gitaudit"
+    for folder in (planted, planted / "git", planted / "ledger"):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "__init__.py").write_text("")
+    (planted / "git" / "libgit2.py").write_text("def install():\n    pass\n")
+    (planted / "ledger" / "run_shares.py").write_text(_PLANTED_WORKER)
+    monkeypatch.chdir(proven.path)
+    monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(verify, "CHUNK", 1)
+    monkeypatch.setattr(verify, "_jobs", lambda: 2)
+    (proven.handle().gitdir / "gitaudit" / "watermarks.json").unlink(missing_ok=True)
+    report = verify.verify_all(proven.handle(), remember=False)
+    assert not report.ok, report
+    assert any(str(forged)[:12] in p and "untrusted key" in p for p in report.problems), report
