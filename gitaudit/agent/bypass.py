@@ -12,7 +12,9 @@ worded so the agent can act on it, or None. The kinds refused:
   ``audit.*``, ``core.hooksPath``, ``include.path``/``includeIf.*`` and ``alias.*`` (``--edit``
   too); the same keys in ``git -c``/``--config-env``; ``GIT_CONFIG*`` variables (``GIT_CONFIG_
   COUNT``/``KEY_n``/``VALUE_n``, ``GIT_CONFIG_PARAMETERS``, ``GIT_CONFIG_GLOBAL``, ...),
-  ``GITAUDIT_HOME``, and ``HOME``/``XDG_CONFIG_HOME`` for git (another global config);
+  ``GITAUDIT_HOME``, ``HOME``/``XDG_CONFIG_HOME`` for git (another global config), and
+  ``PYTHONPATH``/``PYTHONHOME`` for git or ``git-audit`` (the hooks would import another
+  gitaudit);
 * removing the hooks: ``git audit hooks uninstall``, ``git audit agent uninstall``;
 * the sealer's decisions, taken with the user's key: ``git audit plan seal --allow-weaken``
   (or ``--amend``), ``plan retire``, ``plan reset-attempts``, ``request seal``, ``trust add/
@@ -121,6 +123,7 @@ def _moved(bases: list[str], args: Sequence[str]) -> list[str]:
 # ------------------------------------------------------------------------------ environment
 
 _EXPORTS = frozenset({"export", "declare", "typeset", "local", "readonly", "set"})
+_GITAUDIT_RUNNERS = frozenset({"git", "git-audit", "gitaudit"})  # they run gitaudit's Python
 
 
 def _environment(simple: Simple) -> str | None:
@@ -139,6 +142,11 @@ def _environment(simple: Simple) -> str | None:
                 "setting GITAUDIT_HOME points gitaudit at another home (keys, trust anchors, "
                 "the verdict memo), so its verdict would not be the user's: run the command "
                 "without it" + AFTER
+            )
+        if name in ("PYTHONPATH", "PYTHONHOME") and simple.name in _GITAUDIT_RUNNERS:
+            return (
+                f"setting {name} for {simple.name} can make its hooks (and `git audit`) import "
+                "another gitaudit: run it without it" + AFTER
             )
         if name in ("HOME", "XDG_CONFIG_HOME") and simple.name == "git":
             return (

@@ -49,6 +49,7 @@ def refused(command: str) -> str | None:
         "sed -n 1,10p tests/check.py",
         "export PATH=$PATH:/opt/bin",
         "GIT_AUTHOR_NAME=x git commit -m msg",
+        "PYTHONPATH=src python3 -m pytest -q",  # the project's own tests may set it
     ],
 )
 def test_ordinary_commands_pass(command: str) -> None:
@@ -79,6 +80,9 @@ def test_ordinary_commands_pass(command: str) -> None:
         ("export GIT_CONFIG_PARAMETERS=x", "GIT_CONFIG_PARAMETERS"),
         ("HOME=/tmp/h git commit -m x", "another global configuration"),
         ("GITAUDIT_HOME=/tmp/g git audit status", "GITAUDIT_HOME"),
+        ("PYTHONPATH=/tmp/fake git push origin main", "import another gitaudit"),
+        ("PYTHONHOME=/tmp/py git commit -m x", "import another gitaudit"),
+        ("PYTHONPATH=/tmp/fake git-audit status", "import another gitaudit"),
         ("git push -f origin refs/audit/runs/default", "rewrite the shared ledger"),
         ("git push origin :refs/audit/plans", "rewrite the shared ledger"),
         ("git push --mirror origin", "--mirror"),
