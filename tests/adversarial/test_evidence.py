@@ -804,7 +804,12 @@ def test_attack_evidence_timeout_reconciled_as_observed_pass(world: World) -> No
     assert_plan(world.gate(), "evidence.missing", "UNKNOWN")
 
 
-FORGETTING = ("marks deleted", "marks emptied", "the marks of the PASS put back")
+FORGETTING = (
+    "marks deleted",
+    "marks emptied",
+    "the marks of the PASS put back",
+    "marks deleted, the ledger deleted, the PASS parked as a fetched one",
+)
 
 
 @pytest.mark.parametrize("forget", FORGETTING)
@@ -828,12 +833,16 @@ def test_attack_evidence_marks_forgotten_hide_a_rewind(
     failed = world.run()
     assert failed.verdict == "FAIL" and failed.tree == passed.tree
     world.set_ref(RUNS, passed.commit)
-    if forget == "marks deleted":
+    if forget.startswith("marks deleted, the ledger deleted"):
+        world.set_ref("refs/gitaudit/remotes/origin/audit/runs/default", passed.commit)
+        world.repo.git("update-ref", "-d", RUNS)
+        marks.unlink()
+    elif forget == "marks deleted":
         marks.unlink()
     elif forget == "marks emptied":
         marks.write_text("{}")
     else:
         marks.write_bytes(saved)
     judged = assert_plan(world.gate(), "evidence.ledger", "FAIL")
-    assert "moved backwards" in judged.reasons[0].message
+    assert any(w in judged.reasons[0].message for w in ("moved backwards", "was deleted"))
     assert pre_push(world.repo)[:2] == (1, "full")
