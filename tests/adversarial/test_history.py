@@ -31,6 +31,7 @@ from gitaudit.ledger.seals import trust_remove
 from tests.adversarial.conftest import World, assert_plan, assert_plans_level, check, plan, step
 from tests.adversarial.test_evidence import failing as failing  # noqa: PLC0414 (fixture)
 from tests.adversarial.test_seals import _forge_weak_seal
+from tests.gitrepo import forget_marks
 from tests.run.test_memo import pre_push
 
 RUNS = runs_ref("default")
@@ -315,7 +316,7 @@ def test_attack_history_verify_workers_import_a_planted_gitaudit(
     monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
     monkeypatch.setattr(verify, "CHUNK", 1)
     monkeypatch.setattr(verify, "_jobs", lambda: 2)
-    (proven.handle().gitdir / "gitaudit" / "watermarks.json").unlink(missing_ok=True)
+    forget_marks(proven.handle().gitdir)
     report = verify.verify_all(proven.handle(), remember=False)
     assert not report.ok, report
     assert any(str(forged)[:12] in p and "untrusted key" in p for p in report.problems), report

@@ -23,6 +23,7 @@ from gitaudit.ledger.seals import seal_plan, set_policy
 from gitaudit.ledger.trust import ALLOWED_SIGNERS_PATH, EvidenceRule
 from gitaudit.plan.catalog import check_worktree
 from tests.adversarial.conftest import World, assert_plan, check, plan, runner, step
+from tests.gitrepo import forget_marks
 
 RUNS = runs_ref("default")
 MAIN = "refs/heads/main"
@@ -170,6 +171,7 @@ def test_attack_signatures_header_moved_into_the_headers(
     moved = git.odb.write(ObjectType.COMMIT, _signature_moved_up(raw))
     assert _git_verifies(proven, str(moved))  # the signature is good: only the object is bad
     proven.set_ref(name, moved)
+    forget_marks(proven.handle().gitdir)  # as in a fresh clone: no marks, no floors
     shutil.rmtree(proven.handle().state_dir)
     why = "cannot be read"
     if reader == "server":
