@@ -30,6 +30,7 @@ from tests.adversarial.conftest import (
 )
 from tests.adversarial.test_reconcile import deploy_plan
 from tests.adversarial.test_request import tied
+from tests.gitrepo import forget_marks
 
 WEAK = plan(step("unit", check("true")))
 
@@ -75,6 +76,7 @@ def test_attack_seals_resigned_by_an_untrusted_key_in_a_fresh_clone(proven: Worl
     clone), so the chain is verified from the root and her commit is refused by signature."""
     proven.forge_plans(_forge_weak_seal(proven), proven.mallory)
     proven.repo.commit("weak plan")
+    forget_marks(proven.handle().gitdir)  # as in a fresh clone: no marks, no floors
     shutil.rmtree(proven.handle().state_dir)
     result = proven.gate()
     assert_plans_level(result, "plans.untrusted")
@@ -92,6 +94,7 @@ def test_attack_seals_replacement_root_of_trust(proven: World) -> None:
     root = proven.commit_object(git, write_tree(git, files), [], "trust: mine\n", proven.mallory)
     proven.set_ref(PLANS_REF, root)
     proven.repo.commit("weak plan")
+    forget_marks(proven.handle().gitdir)  # as in a fresh clone: no marks, no floors
     shutil.rmtree(proven.handle().state_dir)
     result = proven.gate()
     assert_plans_level(result, "plans.untrusted")
@@ -154,6 +157,7 @@ def _forge_root(world: World, files: dict[str, bytes]) -> None:
     git = world.handle().git
     root = world.commit_object(git, write_tree(git, files), [], "trust: hand-made\n", world.alice)
     world.set_ref(PLANS_REF, root)
+    forget_marks(world.handle().gitdir)  # as in a fresh clone: no marks, no floors
     shutil.rmtree(world.handle().state_dir)
 
 
