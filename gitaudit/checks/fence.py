@@ -262,9 +262,8 @@ def _build(version: int, fence: Fence) -> int:
     if fd < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
     try:
-        for path in grants(fence.fenced):
-            if not any(_beneath(path, top) for top in fence.fenced):
-                _grant(libc, fd, path, handled)
+        for path in grants(fence.fenced):  # none of them is, or lies beneath, a fenced path
+            _grant(libc, fd, path, handled)
         for path in fence.open:
             _grant(libc, fd, path, handled)
         for path in fence.readable:

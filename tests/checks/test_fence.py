@@ -49,6 +49,17 @@ def test_grants_everything_but_the_fenced_path_and_the_way_to_it(layout: Path) -
     assert not any(p.startswith(str(layout / "home" / "keys") + "/") for p in granted)
 
 
+def test_grants_nothing_beneath_any_fenced_path_nested_ones_included(layout: Path) -> None:
+    """The ruleset grants exactly :func:`fence.grants`: none of them may be or lie beneath a
+    fenced path, even when one fenced path lies inside another."""
+    fenced = [str(layout / "home"), str(layout / "home" / "keys"), str(layout / "other" / "f")]
+    granted = fence.grants(fenced)
+    assert str(layout / "other") not in granted  # on the way to other/f
+    assert str(layout / "other" / "f") not in granted
+    for path in granted:
+        assert not any(path == top or path.startswith(top + "/") for top in fenced), path
+
+
 def test_a_fenced_process_cannot_open_the_fenced_path(layout: Path) -> None:
     wall = Fence.around([layout / "home" / "keys"], open_=[layout / "home" / "cache"])
     secret = layout / "home" / "keys" / "k"
