@@ -6,6 +6,7 @@ codes.
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated
 
 import typer
@@ -70,6 +71,22 @@ app.command("rollback")(snapshot_cmds.rollback_cmd)
 app.command("watch")(watch_cmds.watch_cmd)
 app.command("proposals")(approval_cmds.proposals_cmd)
 app.command("approve")(approval_cmds.approve_cmd)
+
+
+def _short_help(group: typer.Typer) -> None:
+    """A command's line in its group's listing is its docstring's first paragraph as one
+    paragraph: typer's rich listing keeps the docstring's line breaks, which cut sentences
+    short at the docstring's width (help of the command itself already joins them)."""
+    for info in group.registered_commands:
+        doc = inspect.getdoc(info.callback) if info.callback is not None else None
+        if info.short_help is None and doc:
+            info.short_help = " ".join(doc.split("\n\n")[0].split())
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _short_help(sub.typer_instance)
+
+
+_short_help(app)
 
 
 def _version(value: bool) -> None:

@@ -70,3 +70,24 @@ def test_the_pre_rendered_help_is_what_typer_prints() -> None:
     env = {"COLUMNS": "80", "TERM": "dumb", "FORCE_COLOR": None, "NO_COLOR": None}
     rendered = CliRunner().invoke(app, ["--help"], prog_name="git-audit", env=env).output
     assert rendered == helptext.TEXT
+
+
+def test_every_command_s_line_in_a_listing_is_its_first_paragraph_unbroken() -> None:
+    """The listing wraps a command's summary at the terminal's width, not at the docstring's:
+    typer's rich listing would keep the docstring's line breaks ("signed commit on" cut short,
+    the rest on the next line)."""
+    import typer
+
+    from gitaudit.cli.app import app
+
+    def commands(group: typer.Typer) -> list[str]:
+        out = [info.short_help or "" for info in group.registered_commands]
+        for sub in group.registered_groups:
+            assert sub.typer_instance is not None
+            out += commands(sub.typer_instance)
+        return out
+
+    lines = commands(app)
+    assert len(lines) > 30 and all(lines)
+    assert not [line for line in lines if "\n" in line]
+    assert "signed commit on refs/audit/runs/<plan>. Exit 0 PASS" in helptext.TEXT
