@@ -158,6 +158,15 @@ def _process(
     return _judge(check, workspace, cwd, result, base)
 
 
+_PYTEST_EXITS = {  # pytest's documented exit codes, beside the number in a failure's reason
+    1: "tests failed",
+    2: "interrupted",
+    3: "internal error",
+    4: "usage error",
+    5: "no tests collected",
+}
+
+
 def _judge(
     check: Check, workspace: Path, cwd: Path, result: ProcessResult, base: dict[str, Any]
 ) -> CheckResult:
@@ -168,7 +177,9 @@ def _judge(
     elif result.start_error is not None or result.exit_code is None:
         outcome = "failed"
     elif result.exit_code != check.expect_exit:
-        outcome, message = "failed", f"exit code {result.exit_code}, expected {check.expect_exit}"
+        meaning = _PYTEST_EXITS.get(result.exit_code) if check.type == "pytest" else None
+        code = f"{result.exit_code} ({meaning})" if meaning else str(result.exit_code)
+        outcome, message = "failed", f"exit code {code}, expected {check.expect_exit}"
     elif check.output_regex is not None:
         text = decode_output(result.stdout) + "\n" + decode_output(result.stderr)
         if not re.search(check.output_regex, text, re.MULTILINE):

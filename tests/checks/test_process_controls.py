@@ -222,6 +222,31 @@ def test_the_pytest_python_is_not_chosen_by_a_variable(
     assert result.extra["executable"] != str(fake)
 
 
+def test_a_pytest_failure_says_what_pytest_s_exit_code_means(
+    world: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """A pytest check that collects nothing fails with pytest's exit code 5, and the reason
+    says so; a failing test says "tests failed"; a run check's code stays a bare number."""
+    workspace, _, private = world
+    bindir = str(Path(sys.executable).parent)
+    sandbox = Sandbox(
+        home=private, tmp=tmp_path / "tmp", caller={"PATH": f"{bindir}:{SYSTEM_PATH}"}
+    )
+
+    def pytest(*argv: str) -> CheckResult:
+        check = Check(type="pytest", json_path="$.v", argv=("-q", "-p", "no:cacheprovider", *argv))
+        return run_check(check, workspace, sandbox)
+
+    empty = pytest()
+    assert empty.message == "exit code 5 (no tests collected), expected 0", empty.stdout
+    (workspace / "test_x.py").write_text("def test_x():\n    assert False\n")
+    assert pytest("test_x.py").message == "exit code 1 (tests failed), expected 0"
+    run = run_check(
+        Check(type="run", json_path="$.v", argv=("sh", "-c", "exit 5")), workspace, sandbox
+    )
+    assert run.message == "exit code 5, expected 0"
+
+
 # ------------------------------------------------------------- a directory is not a file (26)
 
 
