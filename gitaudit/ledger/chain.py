@@ -43,7 +43,10 @@ def walk(
                 "`git fetch --unshallow`, or `git fsck` when nothing was fetched shallow",
             )
         if not isinstance(obj, pygit2.Commit):
-            raise LedgerError(f"{what}: {str(current)[:12]} is not a commit")
+            raise LedgerError(
+                f"{what}: {str(current)[:12]} is not a commit",
+                hint="restore the ref from a good copy or the reflog",
+            )
         if linear and len(obj.parent_ids) > 1:
             raise LedgerError(f"{what}: {str(current)[:12]} is a merge; audit refs are linear")
         yield obj

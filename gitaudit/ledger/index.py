@@ -339,7 +339,12 @@ def tallies(repo: pygit2.Repository, gitdir: Path, plan: str) -> Tallies:
 
 
 def recent(repo: pygit2.Repository, gitdir: Path, plan: str, limit: int) -> list[IndexedRun]:
-    sync(repo, gitdir, plan)
+    """The newest *limit* runs of *plan*, newest first. LedgerError when the ref's tip is not a
+    commit that can be read (missing, unparsable, a blob): the index holds nothing for such a
+    tip, and an empty answer would read as "no runs recorded yet"."""
+    tip = sync(repo, gitdir, plan)
+    if tip is not None:
+        next(chain.walk(repo, pygit2.Oid(hex=tip), what=ledger_ref(plan)))
     with _db(gitdir) as conn:
         rows = conn.execute(
             "SELECT plan, seq, commit_id, tree, contract, verdict, time FROM runs WHERE plan=? "

@@ -120,3 +120,25 @@ def test_show_names_each_step_with_its_title(repo: GitRepo, sealed: Sealer) -> N
     assert audit(repo.path, "run").code == 0
     shown = audit(repo.path, "show")
     assert "| build (Build the wheel) | passed |" in shown.out
+
+
+@pytest.mark.parametrize("tip", ["blob", "missing"])
+def test_log_names_a_runs_ref_whose_tip_is_not_a_readable_commit(
+    repo: GitRepo, sealed: Sealer, tip: str
+) -> None:
+    """`git audit log` on a ledger whose tip is a blob or an object the repository lacks says
+    so, naming the ref and the object (it said "no runs recorded yet" and exited 0)."""
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    assert audit(repo.path, "log").out.count(" default ") == 1
+    ref = "refs/audit/runs/default"
+    if tip == "blob":
+        target = repo.git("hash-object", "-w", "--stdin", input=b"not a run\n").strip()
+        expected = f"{ref}: {target[:12]} is not a commit"
+    else:
+        target = "1234567890" * 4
+        expected = f"{ref}: commit {target[:12]} is missing from the repository"
+    (repo.path / ".git" / ref).write_text(target + "\n")
+    shown = audit(repo.path, "log")
+    assert shown.code == 1 and "no runs recorded" not in shown.out
+    assert expected in shown.err and "hint:" in shown.err
