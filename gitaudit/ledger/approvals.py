@@ -175,7 +175,7 @@ def _manifest_amended(
 def lockout_problem(trust: TrustSet, policy: Policy) -> str | None:
     """Why *policy* would need more distinct sealers than *trust* holds (nothing of that kind
     could ever change again), if it would."""
-    sealers = {k.name for k in trust.keys if "sealer" in k.roles}
+    sealers = {k.key for k in trust.keys if "sealer" in k.roles}  # distinct keys, not names
     over = [f"{kind} needs {k}" for kind, k in policy.approvals if k > len(sealers)]
     if over:
         return (
@@ -240,21 +240,21 @@ class Approvals:
         return cls(parent, change, tuple(signatures))
 
     def approvers(self, trust: TrustSet) -> tuple[str, ...]:
-        """The distinct sealers of *trust* whose signature here verifies, sorted. A signature by
+        """The distinct sealers of *trust* whose signature here verifies, sorted: one each per
+        key, named by its sealer names (``a,b`` for a key trusted under two). A signature by
         an untrusted key, a non-sealer, over another statement or broken counts for nobody; a
-        sealer's second signature counts once."""
-        data = statement(self.parent, self.change)
-        names: set[str] = set()
-        for armoured in self.signatures:
-            try:
-                key = sshsig.verify(armoured, data, NAMESPACE)
-            except GitAuditError:
-                continue
-            names |= {k.name for k in trust.keys if k.key == key and "sealer" in k.roles}
-        return tuple(sorted(names))
+        sealer's second signature counts once, and so does a key listed under several names
+        (one line of ``allowed_signers`` may name several principals: one signature would
+        otherwise count as several sealers)."""
+        return tuple(sorted(self._counted(trust)))
 
     def valid_only(self, trust: TrustSet) -> Approvals:
-        """Only the signatures that count (one per sealer, the first), in a stable order."""
+        """Only the signatures that count (one per sealer key, the first), in a stable order."""
+        counted = self._counted(trust)
+        return replace(self, signatures=tuple(counted[n] for n in sorted(counted)))
+
+    def _counted(self, trust: TrustSet) -> dict[str, str]:
+        """The sealer names of each key with a signature that counts -> its first signature."""
         data = statement(self.parent, self.change)
         kept: dict[str, str] = {}
         for armoured in self.signatures:
@@ -262,10 +262,10 @@ class Approvals:
                 key = sshsig.verify(armoured, data, NAMESPACE)
             except GitAuditError:
                 continue
-            for entry in trust.keys:
-                if entry.key == key and "sealer" in entry.roles:
-                    kept.setdefault(entry.name, armoured)
-        return replace(self, signatures=tuple(kept[n] for n in sorted(kept)))
+            names = sorted({k.name for k in trust.keys if k.key == key and "sealer" in k.roles})
+            if names:
+                kept.setdefault(",".join(names), armoured)
+        return kept
 
     def signed_by(self, signer: Signer) -> Approvals:
         """These approvals and *signer*'s (unless it already signed)."""

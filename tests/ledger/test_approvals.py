@@ -226,3 +226,31 @@ def test_the_command_line_proposes_lists_and_approves(
     assert again.code == 0 and "1 of 2 (alice); it needs 1 more" in again.out
     missing = audit(repo.path, "approve", "ffffff", "--key", str(keys["alice"]))
     assert missing.code == 2 and "is not a proposal this clone holds" in missing.err
+
+
+def test_a_key_trusted_under_two_names_approves_once(
+    sealer: Ed25519Signer, bob: Ed25519Signer
+) -> None:
+    """Distinct sealers are distinct keys: a key that allowed_signers lists under two
+    principals ("alice,alias") counts once, and so does a policy's count of sealers."""
+    from gitaudit.ledger.approvals import Approvals, lockout_problem
+    from gitaudit.ledger.trust import TrustedKey, TrustSet
+
+    sealing = frozenset({"sealer"})
+    trust = TrustSet(
+        (
+            TrustedKey("alice", sealer.public_key, sealing),
+            TrustedKey("alias", sealer.public_key, sealing),
+            TrustedKey("bob", bob.public_key, sealing),
+        )
+    )
+    alone = Approvals("a" * 40, "sha256:" + "0" * 64).signed_by(sealer)
+    assert alone.approvers(trust) == ("alias,alice",)
+    assert len(alone.valid_only(trust).signatures) == 1
+    both = alone.signed_by(bob)
+    assert both.approvers(trust) == ("alias,alice", "bob")
+    assert len(both.valid_only(trust).signatures) == 2
+    policy = Policy(approvals=(("weaken", 3),))
+    problem = lockout_problem(trust, policy)
+    assert problem is not None and "than the 2 trusted" in problem
+    assert lockout_problem(trust, replace(policy, approvals=(("weaken", 2),))) is None
