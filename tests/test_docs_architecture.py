@@ -14,6 +14,7 @@ DOC = ROOT / "docs" / "architecture.md"
 # bottom first, as the module map lists them top first
 LAYERS = [
     "errors",
+    "frozen",
     "shutdown",
     "places",
     "secret",

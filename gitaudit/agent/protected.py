@@ -16,9 +16,9 @@ import json
 import os
 import shlex
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, cast
 
+from gitaudit.frozen import frozen
 from gitaudit.git.call import run_git
 from gitaudit.plan.model import Check, CheckType
 from gitaudit.plan.protect import Patterns, patterns_of
@@ -28,7 +28,7 @@ PLANS_REF = "refs/audit/plans"
 MAX_PLAN_BYTES = 4 << 20
 
 
-@dataclass(frozen=True)
+@frozen
 class Protection:
     """What the plans of a work tree protect: one set of rules per plan document."""
 

@@ -31,11 +31,11 @@ import json
 import os
 import re
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gitaudit.errors import HookError, UsageError
+from gitaudit.frozen import frozen
 
 SETTINGS = Path(".claude") / "settings.json"
 LOCAL_SETTINGS = Path(".claude") / "settings.local.json"
@@ -74,7 +74,7 @@ def settings_path(workdir: Path, host: str = "claude-code", *, local: bool = Fal
     return workdir / (LOCAL_SETTINGS if local else SETTINGS)
 
 
-@dataclass(frozen=True)
+@frozen
 class SettingsChange:
     """What installing or uninstalling did to the settings file at *path*."""
 

@@ -21,10 +21,11 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from pathlib import Path
 
+from gitaudit.frozen import frozen
 from gitaudit.places import inside
 from gitaudit.plan.exposure import forbidden
 
@@ -43,7 +44,7 @@ def declared(name: str, patterns: Iterable[str]) -> bool:
     return False
 
 
-@dataclass(frozen=True)
+@frozen
 class Sandbox:
     """Where a run's checks keep their private state, and what the plan lets them see."""
 
@@ -78,7 +79,7 @@ class Sandbox:
         return env, passed
 
 
-@dataclass(frozen=True)
+@frozen
 class Environment:
     variables: dict[str, str]
     missing: tuple[str, ...]  # declared names the caller does not have

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,13 +23,14 @@ from gitaudit.checks.fence import Fence
 from gitaudit.checks.paths import confine
 from gitaudit.checks.process import ProcessResult, decode_output, run_bounded
 from gitaudit.errors import CheckError
+from gitaudit.frozen import frozen
 from gitaudit.plan.model import Check
 
 Outcome = Literal["passed", "failed", "unknown", "interrupted"]
 REGEX_READ_LIMIT = 16 << 20
 
 
-@dataclass(frozen=True)
+@frozen
 class CheckResult:
     """The evidence of one check: what ran, how it ended, and its bounded output."""
 

@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from gitaudit.frozen import frozen
+
 T = TypeVar("T")
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # same on every arch
@@ -123,7 +125,7 @@ def grants(fenced: Iterable[str]) -> list[str]:
 _LOCAL = threading.local()  # .fence: the fence the thread has entered
 
 
-@dataclass(frozen=True)
+@frozen
 class Fence:
     """Paths no check may open (``fenced``; one that does not exist cannot be created), and
     paths inside them that stay open: ``open`` for everything, ``readable`` to read only."""

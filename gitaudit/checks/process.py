@@ -49,11 +49,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from gitaudit.checks.fence import Fence
 from gitaudit.errors import CheckError
+from gitaudit.frozen import frozen
 
 SHELL = "/bin/sh"
 """The shell used for ``shell=True``: POSIX ``sh``, never the user's login shell."""
@@ -79,7 +79,7 @@ _READ_CHUNK = 1 << 16  # the default Linux pipe capacity: one read empties a ful
 _POLL_INTERVAL = 0.02  # only used where pidfd_open() is unavailable
 
 
-@dataclass(frozen=True)
+@frozen
 class ProcessResult:
     """Everything observable about one bounded run, as plain data (ready to be recorded).
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gitaudit.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class Param:
     """One parameter: an option (``names`` given) or a positional argument (no ``names``).
 
@@ -60,7 +61,7 @@ FOR_REF = Param(
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Grammar:
     name: str
     params: tuple[Param, ...]

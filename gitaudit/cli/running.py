@@ -11,7 +11,6 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,7 @@ from gitaudit.cli.context import signer_for
 from gitaudit.cli.output import emit_json, say, warn
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import ExitCode, GitAuditError, UsageError
+from gitaudit.frozen import frozen
 from gitaudit.git.repo import Repo, open_repo
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.plan.known_valid import KnownValid
@@ -199,7 +199,7 @@ def _stamp(repo: Repo, agent: str, plan: str) -> dict[str, Any]:
     return run_stamp(repo, read_state(repo), agent, plan)
 
 
-@dataclass(frozen=True)
+@frozen
 class _Options:
     """What the command line asks of every plan's run."""
 

@@ -10,7 +10,6 @@ the bytes signed and the bytes stored cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pygit2
@@ -19,6 +18,7 @@ from pygit2.enums import ObjectType
 from gitaudit.crypto import sshsig
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import RepositoryError, SignatureError
+from gitaudit.frozen import frozen
 
 if TYPE_CHECKING:  # signing is for writers: judging only verifies
     from gitaudit.crypto.signers import Signer
@@ -42,7 +42,7 @@ _FALLBACK_NAME, _FALLBACK_EMAIL = "gitaudit", "gitaudit@localhost"
 OidLike = pygit2.Oid | str
 
 
-@dataclass(frozen=True)
+@frozen
 class SignedCommit:
     """A commit split the way git verifies it: the payload and the armoured signature."""
 

@@ -12,7 +12,6 @@ import base64
 import binascii
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import nacl.exceptions
@@ -21,6 +20,7 @@ import nacl.signing
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Ed25519Signer, Signer
 from gitaudit.errors import KeyMaterialError, SignatureError
+from gitaudit.frozen import frozen
 
 IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 
@@ -31,7 +31,7 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
 
 
-@dataclass(frozen=True)
+@frozen
 class Envelope:
     payload_type: str
     payload: bytes

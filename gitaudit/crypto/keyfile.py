@@ -7,7 +7,6 @@ read) and handed to ``ssh-keygen`` for signing.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import nacl.signing
 
@@ -24,13 +23,14 @@ from gitaudit.crypto.wire import (
     ssh_uint32,
 )
 from gitaudit.errors import KeyMaterialError
+from gitaudit.frozen import frozen
 
 PRIVATE_KEY_LABEL = "OPENSSH PRIVATE KEY"
 OPENSSH_KEY_MAGIC = b"openssh-key-v1\x00"
 _PRIVATE_BLOCK_SIZE = 8  # cipher "none" pads the private section to 8 bytes
 
 
-@dataclass(frozen=True)
+@frozen
 class PrivateKeyFile:
     """A parsed ``openssh-key-v1`` file holding one Ed25519 key; *seed* is None if encrypted."""
 

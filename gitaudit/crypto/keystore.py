@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 import nacl.signing
@@ -18,6 +17,7 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Ed25519Signer, Signer, SshKeygenSigner
 from gitaudit.crypto.wire import SEED_LEN, WireFormatError
 from gitaudit.errors import KeyMaterialError
+from gitaudit.frozen import frozen
 from gitaudit.places import gitaudit_home
 
 KEYS_DIRNAME = "keys"
@@ -30,7 +30,7 @@ def keys_dir(home: Path | None = None) -> Path:
     return (home if home is not None else gitaudit_home()) / KEYS_DIRNAME
 
 
-@dataclass(frozen=True)
+@frozen
 class GeneratedKey:
     """The files written by :func:`generate_key`."""
 
@@ -39,7 +39,7 @@ class GeneratedKey:
     public_key: PublicKey
 
 
-@dataclass(frozen=True)
+@frozen
 class LocalKey:
     """One key pair found in the gitaudit key directory."""
 

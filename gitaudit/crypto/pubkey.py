@@ -9,13 +9,14 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gitaudit.crypto.wire import KEY_TYPE, PUBLIC_KEY_LEN, WireFormatError, WireReader, ssh_string
 from gitaudit.errors import KeyMaterialError
+from gitaudit.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class PublicKey:
     """An Ed25519 public key. Equality and hashing use the 32 raw bytes only, never the comment."""
 

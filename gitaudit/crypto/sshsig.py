@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import nacl.bindings
 import nacl.exceptions
@@ -41,6 +40,7 @@ from gitaudit.crypto.wire import (
     ssh_uint32,
 )
 from gitaudit.errors import KeyMaterialError, SignatureError
+from gitaudit.frozen import frozen
 
 MAGIC = b"SSHSIG"
 VERSION = 1
@@ -49,7 +49,7 @@ DEFAULT_HASH = "sha512"
 HASHES = frozenset({"sha512", "sha256"})
 
 
-@dataclass(frozen=True)
+@frozen
 class ParsedSignature:
     """The fields of a well-formed SSHSIG blob (not yet checked against any message)."""
 

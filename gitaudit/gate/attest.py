@@ -15,7 +15,6 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +24,7 @@ from gitaudit import __version__
 from gitaudit.crypto import dsse
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import RepositoryError, SignatureError, TrustError
+from gitaudit.frozen import frozen
 from gitaudit.gate.judge import judge
 from gitaudit.gate.result import GateResult
 from gitaudit.git.repo import Repo
@@ -40,7 +40,7 @@ EXTENSION = "https://gitaudit.dev/attestation/gate/v1"
 PASS_LEVEL = "GITAUDIT_GATE_PASS"  # noqa: S105 - a SLSA result name, not a secret
 
 
-@dataclass(frozen=True)
+@frozen
 class Attestation:
     statement: dict[str, Any]
     result: GateResult
@@ -157,7 +157,7 @@ def sign(repo: Repo, attestation: Attestation, signer: Signer) -> dsse.Envelope:
     return dsse.sign(signer, dsse.IN_TOTO_PAYLOAD_TYPE, attestation.payload())
 
 
-@dataclass(frozen=True)
+@frozen
 class Checked:
     """An envelope whose signature verified: who signed, and what the statement says."""
 

@@ -13,13 +13,13 @@ not verify fails every plan, as a tampered ledger does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pygit2
 
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.errors import GitAuditError
+from gitaudit.frozen import frozen
 from gitaudit.gate.result import Reason
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import watermark
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the registry's module is read only when the ref exists
 SHOWN = 5  # changed paths named per conflict
 
 
-@dataclass(frozen=True)
+@frozen
 class Agents:
     """The registry as the gate judges with it, or why it cannot be used."""
 

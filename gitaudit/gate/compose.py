@@ -24,8 +24,8 @@ import hashlib
 import heapq
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
+from gitaudit.frozen import frozen
 from gitaudit.ledger.records import RunRecord, StepEntry
 from gitaudit.ledger.trust import TrustedKey
 from gitaudit.plan.model import Plan, Step
@@ -44,7 +44,7 @@ EXECUTED = frozenset(
 DECISIVE = EXECUTED | {StepStatus.CARRIED}
 
 
-@dataclass(frozen=True)
+@frozen
 class Source:
     """A run that may prove steps: its record, the ledger it was read from (a plan name or the
     ref of a remote-tracking copy), the labels its signer holds for it, and its signer as the
@@ -56,7 +56,7 @@ class Source:
     signer: TrustedKey | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Proof:
     """What proves one step (for one runner label, when the step has ``runs_on``): the run and
     its entry, or None when no run decided it."""

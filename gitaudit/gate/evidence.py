@@ -28,6 +28,7 @@ import pygit2
 
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.errors import GitAuditError
+from gitaudit.frozen import frozen
 from gitaudit.gate.authority import forced_past_exhaustion, unauthorised_reconcile
 from gitaudit.gate.compose import (
     Proof,
@@ -52,7 +53,7 @@ from gitaudit.plan.model import Plan
 from gitaudit.verdict import StepStatus, Verdict, output_broken, uncovered, unproven_step
 
 
-@dataclass(frozen=True)
+@frozen
 class Evidence:
     """The gate's judgement of one plan's evidence.
 
@@ -71,7 +72,7 @@ class Evidence:
     sources: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen
 class Judging:
     """What judging one plan's evidence needs."""
 
@@ -107,7 +108,7 @@ class Judging:
         return f"git audit run --plan {self.name}"
 
 
-@dataclass(frozen=True)
+@frozen
 class _Ledger:
     """One copy of the plan's ledger the gate reads: its ref, the key the lookup cache knows it
     by, its tip as read, and the remote it came from (None: the plan's own)."""

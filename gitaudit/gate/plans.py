@@ -7,10 +7,10 @@ and the seal must be intact and bound to the current policy. Only then is eviden
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gitaudit.errors import GitAuditError, SealError
+from gitaudit.frozen import frozen
 from gitaudit.gate.request import unplanned_reason
 from gitaudit.gate.result import Reason
 from gitaudit.ledger.plansref import PlansState, sealed_contract
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from gitaudit.plan.known_valid import KnownValid
 
 
-@dataclass(frozen=True)
+@frozen
 class PlanCheck:
     """The reasons the plan is not in order (none: it is), and the checked plan file."""
 

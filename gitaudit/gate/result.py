@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from gitaudit.frozen import frozen
 from gitaudit.ledger.trust import Policy
 from gitaudit.verdict import Verdict, combine, exit_code
 
 
-@dataclass(frozen=True)
+@frozen
 class Reason:
     """Why a plan (or a step of it) is not PASS: a stable code, a message naming the plan, step,
     clause or object, and the command that fixes it."""
@@ -24,7 +25,7 @@ class Reason:
         return {"code": self.code, "message": self.message, "hint": self.hint, "step": self.step}
 
 
-@dataclass(frozen=True)
+@frozen
 class PlanVerdict:
     name: str
     verdict: Verdict
@@ -46,7 +47,7 @@ class PlanVerdict:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class Basis:
     """What a verdict rests on besides the evidence itself: when it was judged, the plans
     commit it was judged under, the ledger tips whose signatures it verified (ref -> tip), the
@@ -61,7 +62,7 @@ class Basis:
     tools: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen
 class GateResult:
     verdict: Verdict
     tree: str

@@ -13,12 +13,12 @@ real object and ref databases, taking its configuration, paths and remotes from 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
 from gitaudit.errors import RepositoryError
+from gitaudit.frozen import frozen
 from gitaudit.places import entered_worktree, require_entered, state_dir
 
 
@@ -57,7 +57,7 @@ class StoredHistory(pygit2.Repository):
         raise AttributeError("default_signature is read-only")
 
 
-@dataclass(frozen=True)
+@frozen
 class Repo:
     """A pygit2 repository (:class:`StoredHistory`) plus the paths gitaudit needs. ``workdir`` is
     None for a bare repo."""

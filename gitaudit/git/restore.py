@@ -30,12 +30,12 @@ import secrets
 import shutil
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
 from gitaudit.errors import RepositoryError
+from gitaudit.frozen import frozen
 from gitaudit.git.call import run_git
 from gitaudit.places import state_dir
 from gitaudit.plan.globs import WHOLE_TREE, matches
@@ -43,7 +43,7 @@ from gitaudit.plan.globs import WHOLE_TREE, matches
 LINK, GITLINK, EXEC = 0o120000, 0o160000, 0o100755
 
 
-@dataclass(frozen=True)
+@frozen
 class Change:
     """One path to bring to the target: ``mode``/``oid`` of the target entry, or None to delete
     it; ``old`` the current entry's (mode, oid), or None when the path is new."""
@@ -54,7 +54,7 @@ class Change:
     old: tuple[int, str] | None
 
 
-@dataclass(frozen=True)
+@frozen
 class Applied:
     written: tuple[str, ...]
     deleted: tuple[str, ...]

@@ -11,11 +11,11 @@ import os
 import re
 import shlex
 import sys
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from gitaudit.errors import HookError
+from gitaudit.frozen import frozen
 from gitaudit.git.repo import Repo
 from gitaudit.ledger.refs import fetch_refspec
 
@@ -29,7 +29,7 @@ SERVER_HOOKS = ("pre-receive",)
 LEGACY_REFSPEC = "refs/audit/*:refs/audit/*"
 
 
-@dataclass(frozen=True)
+@frozen
 class Action:
     what: str
     path: str

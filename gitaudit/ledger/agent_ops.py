@@ -15,10 +15,10 @@ over (recorded, and told to its agent at its next heartbeat).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gitaudit.crypto.signers import Signer
+from gitaudit.frozen import frozen
 from gitaudit.git.repo import Repo
 from gitaudit.ledger.agents import (
     AgentError,
@@ -32,7 +32,7 @@ from gitaudit.ledger.plansref import PlansState
 from gitaudit.plan.globs import overlap
 
 
-@dataclass(frozen=True)
+@frozen
 class Written:
     """What an agents command did: the registry after it, the agent's claim, and what it should
     be told (overlaps allowed by ``parallel-warn``, a takeover)."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 import pygit2
@@ -39,6 +39,7 @@ from gitaudit.crypto.commits import create_signed_commit, verify_commit
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, TrustError, UsageError
+from gitaudit.frozen import frozen
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.objects import blob_at, commit_of, dumps, loads, write_tree
@@ -73,7 +74,7 @@ def check_name(name: str) -> str:
     return name
 
 
-@dataclass(frozen=True)
+@frozen
 class Claim:
     """An agent's hold on one step of one plan and on workspace paths (canonical globs);
     ``base`` is the work tree's fingerprint when it was made, ``seq`` the record that made it."""
@@ -116,7 +117,7 @@ class Claim:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class Agent:
     name: str
     key: str  # the SHA256 fingerprint of the key that registered it
@@ -155,7 +156,7 @@ class Agent:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class Registry:
     """The verified registry at ``tip`` (None: the ref does not exist)."""
 
@@ -204,7 +205,7 @@ class Registry:
 EMPTY = Registry()
 
 
-@dataclass(frozen=True)
+@frozen
 class Record:
     """``record.json``: one change to the registry."""
 

@@ -24,12 +24,12 @@ import json
 import os
 import stat
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from gitaudit import places
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError, TrustError
+from gitaudit.frozen import frozen
 from gitaudit.git.repo import Repo
 from gitaudit.places import anchor_path, inside
 
@@ -44,7 +44,7 @@ class AnchorError(TrustError):
     code = CODE
 
 
-@dataclass(frozen=True)
+@frozen
 class Anchor:
     """One repository's anchor, as read from *file*."""
 

@@ -24,7 +24,7 @@ compares are described by the protocols below.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, Protocol
 
 import pygit2
@@ -33,6 +33,7 @@ from gitaudit.crypto import sshsig
 from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import ExitCode, GitAuditError, LedgerError
+from gitaudit.frozen import frozen
 from gitaudit.ledger.objects import commit_of, dumps, loads, read_files, write_tree
 from gitaudit.ledger.protected import manifest_path, parse_manifest
 from gitaudit.ledger.refs import PROPOSALS_PREFIX, cas_update, read_ref
@@ -91,7 +92,7 @@ class StateLike(Protocol):
     def files(self) -> Mapping[str, bytes]: ...
 
 
-@dataclass(frozen=True)
+@frozen
 class Need:
     """What a change does that the policy weighs, and how many distinct sealers it needs."""
 
@@ -207,7 +208,7 @@ def proposal_ref(pid: str) -> str:
     return f"{PROPOSALS_PREFIX}{pid}"
 
 
-@dataclass(frozen=True)
+@frozen
 class Approvals:
     """``approvals.json``: signatures over :func:`statement` of *parent* and *change*."""
 
@@ -329,7 +330,7 @@ def _own_approvals(before: StateLike, after: StateLike, raw: bytes, where: str) 
 # -------------------------------------------------------------------------------- proposals
 
 
-@dataclass(frozen=True)
+@frozen
 class Proposal:
     """One proposal as a commit of ``refs/audit/proposals/<id>`` holds it."""
 

@@ -21,13 +21,13 @@ import hmac
 import re
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
 from gitaudit import secret
 from gitaudit.errors import LedgerError
+from gitaudit.frozen import frozen
 from gitaudit.ledger import chain
 from gitaudit.ledger.objects import blob_at, loads
 from gitaudit.ledger.records import lookup_keys
@@ -54,7 +54,7 @@ DROP TABLE IF EXISTS steps;
 """
 
 
-@dataclass(frozen=True)
+@frozen
 class IndexedRun:
     plan: str
     seq: int
@@ -161,7 +161,7 @@ def sync(repo: pygit2.Repository, gitdir: Path, plan: str) -> str | None:
         return view.tip
 
 
-@dataclass(frozen=True)
+@frozen
 class _View:
     """The index of one ledger as of its tip, inside the write transaction that synced it: the
     number of runs indexed, and the tallies counted up to the tip (always there when asked
@@ -277,7 +277,7 @@ def _clear(conn: sqlite3.Connection, plan: str) -> None:
         conn.execute(f"DELETE FROM {table} WHERE plan=?", (plan,))  # noqa: S608 (fixed names)
 
 
-@dataclass(frozen=True)
+@frozen
 class Lookup:
     """What the index says about one tree, from one consistent view of the ledger: the newest run
     for the tree under the contract asked for, the newest run for the tree under any contract,

@@ -27,7 +27,6 @@ import json
 import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
@@ -36,6 +35,7 @@ from gitaudit import secret
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError, LedgerError
+from gitaudit.frozen import frozen
 from gitaudit.git.call import run_git
 from gitaudit.ledger import chain, index
 from gitaudit.ledger.objects import commit_of
@@ -55,7 +55,7 @@ CONFIRMED_FORMAT = 1
 MAX_CONFIRMED = 256  # statements kept (the newest)
 
 
-@dataclass(frozen=True)
+@frozen
 class Found:
     """The run found (None: no run of the plan for this tree under this contract), the ledger
     tip the answer holds for (None: the plan has no ledger) and, when no run was found, the

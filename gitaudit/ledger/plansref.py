@@ -11,7 +11,7 @@ rewritten, foreign-signed or unsigned plans ref is always reported with the comm
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ from gitaudit.crypto.commits import (
 )
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError, LedgerError, SealError, TrustError
+from gitaudit.frozen import frozen
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.anchor import pinned_root
@@ -60,7 +61,7 @@ MAX_RETRIES = 50
 RESTORE_HINT = "restore refs/audit/plans from a good copy"
 
 
-@dataclass(frozen=True)
+@frozen
 class SealRecord:
     """``seals/<name>.json``: one plan's current seal (design §3)."""
 
@@ -177,7 +178,7 @@ def _bool(v: Any) -> bool:
     return v
 
 
-@dataclass(frozen=True)
+@frozen
 class PlansState:
     """One verified version of the plans ref."""
 

@@ -14,7 +14,7 @@ approvals count for nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import pygit2
@@ -22,6 +22,7 @@ import pygit2
 from gitaudit.crypto.commits import create_signed_commit, verify_commit
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, SealError, UsageError
+from gitaudit.frozen import frozen
 from gitaudit.git.call import run_git
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
@@ -62,7 +63,7 @@ LOCAL = "local"
 STATES = ("pending", "ready", "applied", "stale", "behind")
 
 
-@dataclass(frozen=True)
+@frozen
 class ProposalView:
     """One proposal, its copies merged, as this clone sees it."""
 
@@ -94,7 +95,7 @@ class ProposalView:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class _Copy:
     source: str
     ref: str
@@ -283,7 +284,7 @@ def changed_paths(repo: Repo, view: ProposalView) -> dict[str, list[str]]:
 # --------------------------------------------------------------------------------- approving
 
 
-@dataclass(frozen=True)
+@frozen
 class ApproveOutcome:
     id: str
     approvers: tuple[str, ...]

@@ -11,11 +11,11 @@ changed, added or deleted is ``plan.protected-changed`` until a sealer amends th
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import pygit2
 
 from gitaudit.errors import SealError
+from gitaudit.frozen import frozen
 from gitaudit.ledger.objects import dumps, loads
 from gitaudit.plan.digest import sha256
 from gitaudit.plan.inputs import tree_files
@@ -79,7 +79,7 @@ def parse_manifest(data: bytes, where: str) -> dict[str, str]:
     return dict(files)
 
 
-@dataclass(frozen=True)
+@frozen
 class Changes:
     """How a tree's protected files differ from the sealed ones."""
 

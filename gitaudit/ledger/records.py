@@ -12,10 +12,11 @@ document stays available as :attr:`RunRecord.doc` for display (``show --json``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypeVar
 
 from gitaudit.errors import LedgerError
+from gitaudit.frozen import frozen
 from gitaudit.verdict import StepStatus, Verdict
 
 CLOCK_SKEW = 300
@@ -25,7 +26,7 @@ reader's clock is refused (evidence, agent records), one behind it is merely old
 RUN_FORMAT = "gitaudit.run/1"
 
 
-@dataclass(frozen=True)
+@frozen
 class CheckEntry:
     """One check's result as recorded (``result.json``)."""
 
@@ -40,7 +41,7 @@ class CheckEntry:
     stderr_truncated: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class UpstreamEntry:
     """An upstream output contract re-executed right before a step."""
 
@@ -50,7 +51,7 @@ class UpstreamEntry:
     checks: tuple[CheckEntry, ...]
 
 
-@dataclass(frozen=True)
+@frozen
 class StepEntry:
     status: StepStatus
     title: str
@@ -76,7 +77,7 @@ class StepEntry:
         return self.workspace != "checkout"
 
 
-@dataclass(frozen=True)
+@frozen
 class RunRecord:
     """A run commit as the gate, mission control and reviewers see it."""
 

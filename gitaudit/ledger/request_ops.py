@@ -9,12 +9,12 @@ the sealed plan answers the new request is reported, not required: a planner ans
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import pygit2
 
 from gitaudit.crypto.signers import Signer
+from gitaudit.frozen import frozen
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain
 from gitaudit.ledger.objects import dumps
@@ -35,7 +35,7 @@ from gitaudit.plan.digest import sha256
 from gitaudit.plan.request import Gap, Request, compare_requests, gaps, implicit, parse_request
 
 
-@dataclass(frozen=True)
+@frozen
 class RequestOutcome:
     plan: str
     commit: pygit2.Oid | None  # None: nothing to do
@@ -164,7 +164,7 @@ def _message(record: RequestRecord, request: Request, comparison: Comparison | N
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class RequestEntry:
     commit: str
     time: int

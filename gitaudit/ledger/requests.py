@@ -11,10 +11,10 @@ read (see :func:`gitaudit.ledger.plansref.transition_problem`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gitaudit.errors import GitAuditError, SealError
+from gitaudit.frozen import frozen
 from gitaudit.ledger.objects import loads
 from gitaudit.plan.digest import sha256
 from gitaudit.plan.request import Request, compare_requests, parse_request
@@ -30,7 +30,7 @@ def record_path(name: str) -> str:
     return f"request-seals/{name}.json"
 
 
-@dataclass(frozen=True)
+@frozen
 class RequestRecord:
     """``request-seals/<name>.json``: the current seal of one plan's request."""
 

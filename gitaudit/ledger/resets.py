@@ -16,12 +16,12 @@ cache (a file in ``.git/`` that anyone with the work tree can edit).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import pygit2
 
 from gitaudit.errors import SealError
+from gitaudit.frozen import frozen
 from gitaudit.ledger import chain
 from gitaudit.ledger.objects import blob_at, dumps, loads
 from gitaudit.ledger.records import lookup_keys
@@ -35,7 +35,7 @@ def resets_path(plan: str) -> str:
     return f"{RESETS_DIR}{plan}.json"
 
 
-@dataclass(frozen=True)
+@frozen
 class AttemptReset:
     """The latest reset of one step's failed attempts (an entry of ``resets/<plan>.json``)."""
 

@@ -8,7 +8,6 @@ concurrent seal is never lost; a concurrent change that makes ours a weakening i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import pygit2
@@ -16,6 +15,7 @@ import pygit2
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import PlanError, SealError, TrustError, UsageError
+from gitaudit.frozen import frozen
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import anchor, chain
 from gitaudit.ledger.objects import dumps
@@ -209,7 +209,7 @@ def _check_weaken_allowed(
 # --------------------------------------------------------------------------------- seals
 
 
-@dataclass(frozen=True)
+@frozen
 class SealOutcome:
     plan: str
     commit: pygit2.Oid | None  # None: nothing to do
@@ -498,7 +498,7 @@ def _retired_seal(
 # --------------------------------------------------------------------------- attempt resets
 
 
-@dataclass(frozen=True)
+@frozen
 class ResetOutcome:
     commit: pygit2.Oid | None  # None: nothing to reset
     reset: AttemptReset | None
@@ -570,7 +570,7 @@ def reset_attempts(repo: Repo, signer: Signer, plan: str, step: str, reason: str
 # --------------------------------------------------------------------------------- history
 
 
-@dataclass(frozen=True)
+@frozen
 class HistoryEntry:
     commit: str
     time: int
@@ -634,7 +634,7 @@ def migration(
     return [s for s in order if s in kept], [s for s in order if s not in kept]
 
 
-@dataclass(frozen=True)
+@frozen
 class ResetEntry:
     commit: str
     time: int

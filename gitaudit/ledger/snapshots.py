@@ -39,7 +39,6 @@ import re
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +48,7 @@ from gitaudit.crypto.commits import SNAPSHOT_NAMESPACE, create_signed_commit, ve
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, UsageError
+from gitaudit.frozen import frozen
 from gitaudit.git import restore
 from gitaudit.git.fingerprint import workspace_fingerprint
 from gitaudit.git.repo import Repo
@@ -82,7 +82,7 @@ def snapshot_ref(name: str) -> str:
     return f"{SNAPSHOTS_PREFIX}{check_name(name)}"
 
 
-@dataclass(frozen=True)
+@frozen
 class Snapshot:
     name: str
     commit: str
@@ -213,7 +213,7 @@ def resolve(repo: Repo, name: str, trusted: Sequence[PublicKey]) -> Snapshot:
 # ------------------------------------------------------------------------------- rollback
 
 
-@dataclass(frozen=True)
+@frozen
 class Rollback:
     snapshot: Snapshot
     scope: tuple[str, ...]

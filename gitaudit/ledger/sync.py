@@ -26,7 +26,6 @@ import random
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import pygit2
 
@@ -34,6 +33,7 @@ from gitaudit import checkpoint
 from gitaudit.crypto.commits import create_signed_commit, verify_commit
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError
+from gitaudit.frozen import frozen
 from gitaudit.git.call import run_git
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
@@ -55,7 +55,7 @@ from gitaudit.ledger.refs import (
 from gitaudit.ledger.runs import RUN_FILES, foreign_entries, read_run
 
 
-@dataclass(frozen=True)
+@frozen
 class SyncAction:
     ref: str
     action: str  # up-to-date | fast-forwarded | rebased N | remote-only | local-only
@@ -393,7 +393,7 @@ _RACE_REASONS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class PushedRef:
     flag: str  # git's porcelain flag: ' ' '+' '-' '*' '=' or '!' (rejected)
     source: str
@@ -401,7 +401,7 @@ class PushedRef:
     summary: str  # e.g. "[new branch]", "[rejected] (fetch first)"
 
 
-@dataclass(frozen=True)
+@frozen
 class PushResult:
     code: int  # git push's exit code of the last attempt
     attempts: int

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, Literal
 
 import pygit2
@@ -25,6 +25,7 @@ from gitaudit.crypto.allowed_signers import (
 )
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError, TrustError
+from gitaudit.frozen import frozen
 from gitaudit.ledger.objects import blob_at, dumps, loads
 from gitaudit.plan.digest import canonical, sha256
 
@@ -50,7 +51,7 @@ ROLES_FORMAT = "gitaudit.roles/1"
 POLICY_FORMAT = "gitaudit.policy/1"
 
 
-@dataclass(frozen=True)
+@frozen
 class EvidenceRule:
     """Whose evidence proves a tree for the refs matching *pattern*: runners named (a principal
     name, or a label a principal carries), and how many distinct ones must each have recorded
@@ -108,7 +109,7 @@ def _rules_from_json(doc: Any) -> tuple[EvidenceRule, ...]:
     return tuple(rules)
 
 
-@dataclass(frozen=True)
+@frozen
 class TrustedKey:
     name: str
     key: PublicKey
@@ -127,7 +128,7 @@ class TrustedKey:
         return role in self.roles or any(r in self.roles for r in IMPLIED_BY.get(role, ()))
 
 
-@dataclass(frozen=True)
+@frozen
 class TrustSet:
     keys: tuple[TrustedKey, ...] = ()
 
@@ -281,7 +282,7 @@ def _names(doc: Mapping[str, Any], field_name: str) -> list[str]:
 DEFAULT_MAX_ARTIFACT_BYTES = 4 << 20
 
 
-@dataclass(frozen=True)
+@frozen
 class Policy:
     """The gate policy. A server judges a push with the policy it already holds."""
 

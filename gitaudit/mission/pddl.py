@@ -27,8 +27,8 @@ import itertools
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from gitaudit.frozen import frozen
 from gitaudit.mission.states import UNUSABLE, VERIFIED, _state_of
 from gitaudit.plan.graph import optional_steps, topological_order
 from gitaudit.plan.model import Plan, StepId
@@ -82,7 +82,7 @@ DOMAIN = f"""\
 """
 
 
-@dataclass(frozen=True)
+@frozen
 class PddlTask:
     """A plan as a planning task: the domain and problem texts, the factor every cost was
     multiplied by (``scale``; a planner's plan cost divided by it is the route cost), whether

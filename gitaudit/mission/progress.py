@@ -6,14 +6,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from gitaudit.frozen import frozen
 from gitaudit.mission.states import EXHAUSTED, EXPIRED, FAILED, UNKNOWN, VERIFIED, _state_of
 from gitaudit.plan.graph import topological_order
 from gitaudit.plan.model import Plan, Step, StepId
 
 
-@dataclass(frozen=True)
+@frozen
 class ClauseNeed:
     """Why one clause of a blocked step is unsatisfied.
 
@@ -31,7 +31,7 @@ class ClauseNeed:
         return f"clause {self.index} needs one of [{', '.join(named)}]"
 
 
-@dataclass(frozen=True)
+@frozen
 class BlockedStep:
     """A non-verified step that cannot start: ``needs`` lists each unsatisfied clause."""
 
@@ -43,7 +43,7 @@ class BlockedStep:
         return f"{self.step}: " + "; ".join(str(n) for n in self.needs)
 
 
-@dataclass(frozen=True)
+@frozen
 class ReadyStep:
     """A step whose every clause is satisfied. ``retry`` is true when its last attempt failed."""
 
@@ -52,7 +52,7 @@ class ReadyStep:
     retry: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class Frontier:
     """The verified frontier and a classification of every other non-verified step.
 

@@ -5,8 +5,9 @@ paths touches) does to the verified steps and to the goal's cheapest route.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from gitaudit.frozen import frozen
 from gitaudit.mission.search import DEFAULT_MAX_WORK, cheapest_route
 from gitaudit.mission.space import Route, _Space
 from gitaudit.mission.states import FAILED, PENDING, UNUSABLE, VERIFIED, _state_of
@@ -15,7 +16,7 @@ from gitaudit.plan.inputs import matches_input
 from gitaudit.plan.model import Plan, StepId
 
 
-@dataclass(frozen=True)
+@frozen
 class Impact:
     """What invalidating some evidence does to the mission (see :func:`impact`).
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final
 
+from gitaudit.frozen import frozen
 from gitaudit.mission.solver import _OutOfBudget, _Solver
 from gitaudit.mission.space import Route, _Goal, _Space
 from gitaudit.plan.model import Plan, StepId
@@ -20,7 +20,7 @@ DEFAULT_ROUTE_LIMIT: Final = 50
 DEFAULT_MAX_WORK: Final = 250_000
 
 
-@dataclass(frozen=True)
+@frozen
 class RouteSearch:
     """The outcome of :func:`route_search`.
 

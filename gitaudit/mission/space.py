@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
+from gitaudit.frozen import frozen
 from gitaudit.mission.states import UNUSABLE, VERIFIED, _state_of
 from gitaudit.plan.graph import optional_steps, topological_order
 from gitaudit.plan.model import Plan, Step, StepId
 from gitaudit.verdict import mandatory_coverage
 
 
-@dataclass(frozen=True)
+@frozen
 class Route:
     """One non-dominated remaining solution subgraph for a goal.
 
@@ -157,7 +157,7 @@ def _plannable_cost(cost: float) -> float:
     return cost if cost >= 0 else 0.0  # NaN compares false: planned as 0
 
 
-@dataclass(frozen=True)
+@frozen
 class _Goal:
     units: tuple[int, ...]  # non-verified steps the route must contain
     clauses: tuple[_Alts, ...]  # requirement clauses not yet covered by a verified step

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gitaudit.errors import PlanError, UsageError
+from gitaudit.frozen import frozen
 from gitaudit.plan.digest import contract_digest
 from gitaudit.plan.model import Plan
 from gitaudit.plan.problems import Problem, ValidationReport
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from gitaudit.plan.known_valid import KnownValid
 
 
-@dataclass(frozen=True)
+@frozen
 class CheckedPlan:
     """A plan file after every validation layer: the model (when it could be built), the report,
     and the contract digest (when the plan is valid)."""

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from gitaudit.frozen import frozen
 from gitaudit.plan import exposure
 from gitaudit.plan.digest import canonical
 from gitaudit.plan.graph import optional_among, viable_without
@@ -33,7 +33,7 @@ ChangeKind = Literal["weakened", "strengthened", "neutral"]
 _PRIORITY = {"may": 0, "should": 1, "must": 2}
 
 
-@dataclass(frozen=True)
+@frozen
 class Change:
     kind: ChangeKind
     where: str  # e.g. "step 3 verify" or "requirement REQ-1"
@@ -49,7 +49,7 @@ class Change:
         return f"{self.where}: {self.message}"
 
 
-@dataclass(frozen=True)
+@frozen
 class Comparison:
     changes: tuple[Change, ...]
 

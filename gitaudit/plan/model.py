@@ -9,9 +9,11 @@ the spelling of the file for display and for the contract.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from typing import Literal
+
+from gitaudit.frozen import frozen
 
 StepId = str
 Priority = Literal["must", "should", "may"]
@@ -27,7 +29,7 @@ DEFAULT_COST = 1.0
 DEFAULT_MAX_ATTEMPTS = 3
 
 
-@dataclass(frozen=True)
+@frozen
 class Requirement:
     id: str
     description: str
@@ -39,7 +41,7 @@ class Requirement:
         return self.priority in ("must", "should")
 
 
-@dataclass(frozen=True)
+@frozen
 class Check:
     """One deterministic check. Which fields matter depends on :attr:`type`.
 
@@ -85,7 +87,7 @@ class Check:
         return f"file_exists: {self.path}" + ("/ (dir)" if self.kind == "dir" else "")
 
 
-@dataclass(frozen=True)
+@frozen
 class Output:
     name: str
     checks: tuple[Check, ...]
@@ -93,13 +95,13 @@ class Output:
     artifacts: tuple[str, ...] = ()  # files kept with the evidence (see Step.artifacts)
 
 
-@dataclass(frozen=True)
+@frozen
 class OutputRef:
     step: StepId
     name: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Clause:
     """One AND item of ``depends_on``: satisfied when any of :attr:`alternatives` is verified.
 
@@ -115,7 +117,7 @@ class Clause:
         return self.alternatives[0] if self.alternatives else "?"
 
 
-@dataclass(frozen=True)
+@frozen
 class Step:
     id: StepId
     raw_id: int | str
@@ -169,7 +171,7 @@ class Step:
         return next((o for o in self.outputs if o.name == name), None)
 
 
-@dataclass(frozen=True)
+@frozen
 class Plan:
     name: str
     source: str  # where it was read from, for messages: a path or "<rev>:<path>"

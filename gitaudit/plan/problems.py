@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Literal
+
+from gitaudit.frozen import frozen
 
 Severity = Literal["error", "warning", "environment"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Problem:
     """One thing wrong with a plan.
 
@@ -32,7 +34,7 @@ class Problem:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@frozen
 class ValidationReport:
     plan: str
     source: str

@@ -38,9 +38,9 @@ import posixpath
 import re
 import shlex
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from functools import lru_cache
 
+from gitaudit.frozen import frozen
 from gitaudit.plan.model import Check, Plan
 
 PYTEST_CONFIG = ("pytest.ini", ".pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini")
@@ -72,7 +72,7 @@ def _shadowed() -> frozenset[str]:
 SHADOWED = _shadowed()
 
 
-@dataclass(frozen=True)
+@frozen
 class Patterns:
     """What a plan protects, before a tree is looked at: globs to include, exact candidate
     paths (protected only when they are files of the tree), and exemptions."""

@@ -16,13 +16,13 @@ Everything here is pure: bytes in, values out (the ledger seals them, the gate j
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import pygit2
 
 from gitaudit.errors import PlanError
+from gitaudit.frozen import frozen
 from gitaudit.plan.load import parse_json
 from gitaudit.plan.model import Plan, Priority, Requirement
 from gitaudit.plan.store import valid_name
@@ -37,7 +37,7 @@ _FIELDS = {"task", "requirements"}
 _REQUIREMENT_FIELDS = {"id", "description", "priority"}
 
 
-@dataclass(frozen=True)
+@frozen
 class Request:
     """One plan's request, parsed (see the module docstring)."""
 
@@ -177,7 +177,7 @@ def read_tree(repo: pygit2.Repository, tree: pygit2.Tree, name: str) -> bytes | 
 # ------------------------------------------------------------------- answering and comparing
 
 
-@dataclass(frozen=True)
+@frozen
 class Gap:
     """One way a plan fails to answer its request."""
 

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
 from gitaudit.errors import PlanError, UsageError
+from gitaudit.frozen import frozen
 
 PLANS_DIR = ".gitaudit/plans"
 DEFAULT_PLAN = "default"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 
-@dataclass(frozen=True)
+@frozen
 class PlanFile:
     """A plan's bytes with its name and where they came from (for messages)."""
 

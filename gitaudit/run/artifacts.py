@@ -11,18 +11,18 @@ such and changes no verdict. Carried steps keep the artifacts of the run that ex
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gitaudit.checks.paths import confine
 from gitaudit.errors import CheckError
+from gitaudit.frozen import frozen
 from gitaudit.plan.model import Plan, Step, StepId
 
 TREE_FOLDER = "artifacts"
 
 
-@dataclass(frozen=True)
+@frozen
 class Artifact:
     path: str  # as declared, relative to the repository root
     output: str | None  # the output that declares it; None: the step

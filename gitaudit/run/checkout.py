@@ -61,12 +61,13 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import NamedTuple
 
 from gitaudit import secret
 from gitaudit.errors import RunError
+from gitaudit.frozen import frozen
 from gitaudit.git.call import GitResult, run_git
 from gitaudit.git.environment import AS_IT_IS, git_env
 from gitaudit.places import checkouts_dir, inside
@@ -97,7 +98,7 @@ _PRIVATE_CONFIG = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Slot:
     """One private checkout: ``tree`` is where checks run; ``git`` its private git dir."""
 
@@ -124,7 +125,7 @@ class Slot:
         return self.root / "neutral"  # an empty HOME and XDG_CONFIG_HOME for our own git
 
 
-@dataclass(frozen=True)
+@frozen
 class IgnoredPath:
     """A declared ignored path linked into the checkout, and the digest of its listing."""
 
@@ -136,7 +137,7 @@ class IgnoredPath:
         return {"files": self.files, "digest": self.digest}
 
 
-@dataclass(frozen=True)
+@frozen
 class PlacedSubmodule:
     """A materialised submodule: its private git dir, the commit it is at, and the digest of the
     index :func:`materialise` left there (the purity check compares both)."""
@@ -146,7 +147,7 @@ class PlacedSubmodule:
     index_digest: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Materialised:
     """What :func:`materialise` did: ``fresh`` (written from scratch) or an update, the objects
     it verified, the content filters applied (name -> driver settings), the submodules (path ->
@@ -759,7 +760,7 @@ def _submodules(
     return found
 
 
-@dataclass(frozen=True)
+@frozen
 class _Listing:
     """What a checkout from *previous* (None: from nothing) to a tree reads from the object
     store (its trees and blobs: every one, or those that changed), and the tree's
@@ -1048,7 +1049,7 @@ def _modules_named(folders: Iterable[str], name: str) -> Iterator[str]:
 # ------------------------------------------------------------------------------------- purity
 
 
-@dataclass(frozen=True)
+@frozen
 class Purity:
     """What the steps left: the checkout's tree now, the paths in which it no longer equals the
     judged tree, the entries git does not see (to remove), and whether anything may be left to

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from gitaudit.crypto.commits import verify_commit
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, RunError, UsageError
+from gitaudit.frozen import frozen
 from gitaudit.git.fingerprint import Fingerprint, changed_paths, workspace_fingerprint
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, index, lookup, watermark
@@ -58,7 +59,7 @@ from gitaudit.run.runner import Event, RunOutcome, RunRequest, execute, step_jso
 from gitaudit.verdict import PROVEN, StepStatus, Verdict, judge_run, output_broken
 
 
-@dataclass(frozen=True)
+@frozen
 class RecordedRun:
     plan: str
     commit: str
@@ -171,7 +172,7 @@ def _carries(record: RunRecord | None, plan: str, step: StepId, digest: str) -> 
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class _Prepared:
     """A run that may go ahead: the verified plans state, the runner, the plan and its seal."""
 
@@ -454,7 +455,7 @@ def _unknown_since(repo: Repo, name: str, newest: str, sid: StepId) -> RunRecord
     return first
 
 
-@dataclass(frozen=True)
+@frozen
 class _Prior:
     """What the ledger already says for this run: evidence to carry for the targeted steps'
     siblings (step -> run) and for unchanged inputs, attempts used, unknown outcomes, and the
@@ -673,7 +674,7 @@ def _producers_run(
     return carried, incremental, wanted
 
 
-@dataclass(frozen=True)
+@frozen
 class _Purity:
     after: str
     changed: tuple[str, ...]

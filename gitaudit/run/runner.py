@@ -23,13 +23,14 @@ from typing import Any
 from gitaudit.checks.environment import Sandbox
 from gitaudit.checks.execute import CheckResult, run_check
 from gitaudit.checks.fence import Fence
+from gitaudit.frozen import frozen
 from gitaudit.plan.graph import topological_order
 from gitaudit.plan.model import Check, Plan, Step, StepId
 from gitaudit.run import interrupts
 from gitaudit.verdict import PROVEN, StepStatus
 
 
-@dataclass(frozen=True)
+@frozen
 class UpstreamCheck:
     step: StepId
     output: str
@@ -40,7 +41,7 @@ class UpstreamCheck:
         return all(r.passed for r in self.results)
 
 
-@dataclass(frozen=True)
+@frozen
 class StepOutcome:
     step: StepId
     status: StepStatus
@@ -53,7 +54,7 @@ class StepOutcome:
     carried_from: str | None = None  # the run commit whose evidence was carried forward
 
 
-@dataclass(frozen=True)
+@frozen
 class RunOutcome:
     steps: Mapping[StepId, StepOutcome]
     order: tuple[StepId, ...]
@@ -69,7 +70,7 @@ class RunOutcome:
 Event = Callable[[str, StepId, StepOutcome | None], None]  # ("start"|"done", step, outcome)
 
 
-@dataclass(frozen=True)
+@frozen
 class Where:
     """Where and how one step's checks run: the directory (the private checkout, or the live
     work tree for a ``workspace: live`` step), their sandbox (environment, HOME, TMPDIR) and the

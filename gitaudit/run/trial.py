@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from gitaudit.checks import fence
 from gitaudit.checks.environment import Sandbox
+from gitaudit.frozen import frozen
 from gitaudit.git.fingerprint import workspace_fingerprint
 from gitaudit.git.repo import Repo
 from gitaudit.plan.inputs import input_digests
@@ -33,7 +34,7 @@ class Memory:
     passed: dict[StepId, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen
 class Trial:
     tree: str
     outcome: RunOutcome
