@@ -9,18 +9,8 @@ from typing import Annotated
 
 import typer
 
-from gitaudit.cli.common import (
-    ForRefOpt,
-    KeyOpt,
-    PlanOpt,
-    exit_with,
-    repo_here,
-    say,
-    signer_for,
-    warn,
-)
+from gitaudit.cli.common import KeyOpt, PlanOpt, exit_with, repo_here, say, signer_for, warn
 from gitaudit.cli.names import require_known
-from gitaudit.cli.reading import check_for_ref
 from gitaudit.errors import ExitCode, UsageError
 
 
@@ -46,19 +36,16 @@ def attest_cmd(
         Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
     ] = None,
     key: KeyOpt = None,
-    for_ref: ForRefOpt = None,
 ) -> None:
     """The gate's verdict on a commit as an in-toto Statement v1 with a SLSA Verification
     Summary (v1) predicate, in a DSSE envelope signed by a trusted runner key. `attest verify
     FILE` checks one offline against this repository's trust set: exit 0 when it is authentic
-    and PASSED for every plan of the commit (with --plan: that plan PASSed; with --for: judged
-    for that ref), 1 otherwise."""
+    and PASSED for every plan of the commit (with --plan: that plan PASSed), 1 otherwise."""
     words = list(args or [])
-    check_for_ref(for_ref)
     if words[:1] == ["verify"]:
         if len(words) != 2:
-            raise UsageError("usage: git audit attest verify FILE [--plan NAME] [--for REF]")
-        _verify(Path(words[1]), plan, for_ref)
+            raise UsageError("usage: git audit attest verify FILE [--plan NAME]")
+        _verify(Path(words[1]), plan)
         return
     if len(words) > 1:
         raise UsageError("give at most one revision", hint="git audit attest [REV] [--plan NAME]")
@@ -68,7 +55,7 @@ def attest_cmd(
 
     repo = repo_here()
     require_known(repo, plan)
-    attestation = attest.build(repo, words[0] if words else None, plan, for_ref=for_ref)
+    attestation = attest.build(repo, words[0] if words else None, plan)
     if fmt == "statement":
         doc = attestation.statement
     else:
@@ -82,7 +69,7 @@ def attest_cmd(
         warn(f"attested {attestation.commit[:12]}: {result} ({fmt}) -> {output}")
 
 
-def _verify(path: Path, plan: str | None, for_ref: str | None) -> None:
+def _verify(path: Path, plan: str | None) -> None:
     from gitaudit.gate import attest
 
     try:
@@ -94,15 +81,14 @@ def _verify(path: Path, plan: str | None, for_ref: str | None) -> None:
         f"authentic: signed by {checked.signer.name} ({checked.signer.key.fingerprint()}, "
         f"a trusted runner)"
     )
-    judged = f", judged for {checked.ref}" if checked.ref else ""
-    say(f"{checked.result} for commit {checked.commit} (tree {checked.tree}){judged}")
+    say(f"{checked.result} for commit {checked.commit} (tree {checked.tree})")
     predicate = checked.statement["predicate"]
     say(f"verified at {predicate.get('timeVerified')} by {predicate['verifier'].get('id')}")
     for name, digest in sorted(checked.contracts.items()):
         say(f"  plan {name}: contract {digest}")
     for note in checked.notes:
         say(f"  note: {note}")
-    refusal = checked.refusal(plan, for_ref)
+    refusal = checked.refusal(plan)
     if refusal is not None:
         warn(f"error: {refusal}")
         exit_with(ExitCode.FAIL)

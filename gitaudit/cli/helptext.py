@@ -57,7 +57,7 @@ TEXT = (
     "│             signed by a trusted runner key. `attest verify FILE` checks one  │\n"
     "│             offline against this repository's trust set: exit 0 when it is   │\n"
     "│             authentic and PASSED for every plan of the commit (with --plan:  │\n"
-    "│             that plan PASSed; with --for: judged for that ref), 1 otherwise. │\n"
+    "│             that plan PASSed), 1 otherwise.                                  │\n"
     "│ doctor      Set-up and environment: versions, keys and roles, hooks,         │\n"
     "│             refspecs, tools, plans, and the status verdict. Exits non-zero   │\n"
     "│             unless everything is in order and the verdict is PASS.           │\n"

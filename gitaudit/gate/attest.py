@@ -65,15 +65,9 @@ def contracts_digest(contracts: dict[str, str]) -> str:
 
 
 def build(
-    repo: Repo,
-    rev: str | None,
-    plan: str | None,
-    when: datetime | None = None,
-    for_ref: str | None = None,
+    repo: Repo, rev: str | None, plan: str | None, when: datetime | None = None
 ) -> Attestation:
-    """Judge *rev* (default HEAD) and describe the verdict as an in-toto Statement. With
-    *for_ref*, judged as the policy's evidence rule for that ref does (only the runners it
-    names prove a tree for it), and the statement names the ref."""
+    """Judge *rev* (default HEAD) and describe the verdict as an in-toto Statement."""
     spec = rev or "HEAD"
     try:
         commit = repo.git.revparse_single(spec).peel(pygit2.Commit)
@@ -82,10 +76,10 @@ def build(
             f"unknown revision {spec!r}", hint="give a commit, branch or tag"
         ) from None
     sha, tree = str(commit.id), str(commit.tree_id)
-    result = judge(repo, sha, plan=plan, for_ref=for_ref)
+    result = judge(repo, sha, plan=plan)
     # a statement for some plans is no statement about the commit: it says whether it is one
     judged = {p.name for p in result.plans}
-    complete = plan is None or {p.name for p in judge(repo, sha, for_ref=for_ref).plans} <= judged
+    complete = plan is None or {p.name for p in judge(repo, sha).plans} <= judged
     state = read_state(repo)
     base = _repository_uri(repo)
     contracts: dict[str, str] = {}
@@ -142,7 +136,6 @@ def build(
                 "contracts": contracts,
                 "plans": plans_doc,
                 "complete": complete,
-                "ref": for_ref,
                 "reasons": [r.message for p in result.plans for r in p.reasons]
                 + [r.message for r in result.reasons],
             },
@@ -170,23 +163,14 @@ class Checked:
     notes: tuple[str, ...]  # what could not be cross-checked in this repository
     plans: dict[str, str]  # the verdict of each plan judged
     complete: bool  # every plan of the commit was judged (not `attest --plan` of some)
-    ref: str | None = None  # judged for this ref's evidence rule (`attest --for`), or for none
 
     @property
     def passed(self) -> bool:
         return self.result == "PASSED"
 
-    def refusal(self, plan: str | None = None, for_ref: str | None = None) -> str | None:
+    def refusal(self, plan: str | None = None) -> str | None:
         """Why the attestation does not show the commit PASSed (for *plan*, when given: that
-        plan PASSed; for *for_ref*, when given: judged for that ref's evidence rule), or
-        None. A verdict reached for no ref, or another one, says nothing of a ref whose rule
-        admits fewer runners."""
-        if for_ref is not None and self.ref != for_ref:
-            judged = f"for {self.ref}" if self.ref else "for no ref"
-            return (
-                f"the attestation judged the commit {judged}, not for {for_ref}: make one with "
-                f"`git audit attest --for {for_ref}`"
-            )
+        plan PASSed), or None."""
         if plan is not None:
             verdict = self.plans.get(plan)
             if verdict is None:
@@ -251,7 +235,7 @@ def _check_statement(repo: Repo, statement: object, signer: TrustedKey, source: 
     result = predicate.get("verificationResult")
     if result not in ("PASSED", "FAILED"):
         raise bad("has no verificationResult PASSED or FAILED")
-    contracts, plans, complete, ref = _extension(predicate, bad)
+    contracts, plans, complete = _extension(predicate, bad)
     notes = []
     try:
         obj = repo.git[pygit2.Oid(hex=commit)]
@@ -270,16 +254,15 @@ def _check_statement(repo: Repo, statement: object, signer: TrustedKey, source: 
         tuple(notes),
         plans,
         complete,
-        ref,
     )
 
 
 def _extension(
     predicate: dict[str, Any], bad: Callable[[str], SignatureError]
-) -> tuple[dict[str, str], dict[str, str], bool, str | None]:
-    """The contracts the predicate's policy digest covers, each judged plan's verdict,
+) -> tuple[dict[str, str], dict[str, str], bool]:
+    """The contracts the predicate's policy digest covers, each judged plan's verdict, and
     whether every plan of the commit was judged (a statement without the field, from an older
-    gitaudit, is not known to be complete), and the ref it was judged for (None: none)."""
+    gitaudit, is not known to be complete)."""
     extension = predicate.get(EXTENSION)
     if not isinstance(extension, dict):
         extension = {}
@@ -293,10 +276,7 @@ def _extension(
     plans = _plan_verdicts(extension.get("plans"))
     if plans is None:
         raise bad(f"lists no plans with their verdicts ({EXTENSION})")
-    ref = extension.get("ref")
-    if ref is not None and not isinstance(ref, str):
-        raise bad(f"names a ref that is not a string ({EXTENSION})")
-    return dict(contracts), plans, extension.get("complete") is True, ref
+    return dict(contracts), plans, extension.get("complete") is True
 
 
 def _plan_verdicts(plans: object) -> dict[str, str] | None:
