@@ -81,7 +81,9 @@ def rollback_cmd(
     force: Annotated[
         bool,
         typer.Option(
-            "--force", help="Overwrite changes no snapshot holds (the pre-rollback one keeps them)."
+            "--force",
+            help="Overwrite changes no snapshot holds (the pre-rollback one keeps them; with "
+            "--continue or --abort nothing does).",
         ),
     ] = False,
     resume: Annotated[
@@ -103,7 +105,7 @@ def rollback_cmd(
             raise UsageError(
                 "--continue and --abort take no snapshot or paths: the journal has them"
             )
-        done = snapshots.resume(repo, trusted, abort=abort)
+        done = snapshots.resume(repo, trusted, abort=abort, force=force)
     else:
         if name is None:
             raise UsageError("name the snapshot to roll back to", hint="`git audit snapshots`")

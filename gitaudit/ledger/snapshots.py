@@ -308,16 +308,8 @@ def rollback(
             f"snapshot {name!r} holds {bad[0]!r}, a path a rollback never writes",
             hint="nothing was changed; this snapshot was not taken by `git audit snapshot`",
         )
-    lost = unsaved(repo, todo)
-    if lost and not force:
-        more = f" and {len(lost) - SHOWN} more" if len(lost) > SHOWN else ""
-        shown = ", ".join(lost[:SHOWN]) + more
-        raise SnapshotError(
-            f"rolling back to {name!r} would destroy {len(lost)} change(s) that no snapshot "
-            f"holds: {shown}",
-            hint="take a snapshot first (`git audit snapshot NAME`), or pass --force (the "
-            f"'{UNDO}' snapshot still keeps them)",
-        )
+    if not force:
+        _refuse_losses(repo, name, todo, f"'{UNDO}' snapshot still keeps them")
     undo = take(repo, signer, UNDO, f"before rolling back to {name}", trusted)
     doc = {
         "format": JOURNAL_FORMAT,
@@ -331,6 +323,19 @@ def rollback(
     }
     _write_journal(repo, doc)
     return _finish(repo, target, tuple(scope), undo.commit, progress)
+
+
+def _refuse_losses(repo: Repo, name: str, todo: Sequence[restore.Change], keeps: str) -> None:
+    """SnapshotError when *todo* would overwrite or delete changes no snapshot holds."""
+    lost = unsaved(repo, todo)
+    if lost:
+        more = f" and {len(lost) - SHOWN} more" if len(lost) > SHOWN else ""
+        shown = ", ".join(lost[:SHOWN]) + more
+        raise SnapshotError(
+            f"rolling back to {name!r} would destroy {len(lost)} change(s) that no snapshot "
+            f"holds: {shown}",
+            hint=f"take a snapshot first (`git audit snapshot NAME`), or pass --force ({keeps})",
+        )
 
 
 def _finish(
@@ -357,11 +362,15 @@ def resume(
     trusted: Sequence[PublicKey],
     *,
     abort: bool = False,
+    force: bool = False,
     progress: Callable[[restore.Change], None] | None = None,
 ) -> Rollback:
     """Finish the interrupted rollback (or, with *abort*, bring back the ``pre-rollback``
     snapshot it took), within its scope. The journal only names the snapshot commits: each is
-    read from git and its signature checked again."""
+    read from git and its signature checked again. The journal is a file the agent can write
+    (or put back after a rollback): like a rollback, finishing one refuses to destroy changes
+    that no snapshot holds, unless *force* (an interrupted rollback's files are as its
+    ``pre-rollback`` snapshot or its target holds them)."""
     journal = pending(repo)
     if journal is None:
         raise SnapshotError(
@@ -383,4 +392,8 @@ def resume(
             hint=f"delete {_journal(repo)} and roll back to a snapshot you trust",
         ) from None
     target = Snapshot(name, str(oid), str(commit.tree_id), commit.commit_time, _head_of(commit))
+    if not force:
+        current = workspace_fingerprint(repo.require_workdir()).tree
+        todo = restore.changes(repo.git, current, target.tree, scope, _ignore_case(repo))
+        _refuse_losses(repo, name, todo, "no snapshot will keep them")
     return _finish(repo, target, scope, undo, progress)

@@ -91,6 +91,55 @@ def test_attack_snapshots_tree_names_the_git_folder(world: World) -> None:
     assert isinstance(git.head.peel(pygit2.Commit), pygit2.Commit)
 
 
+@pytest.mark.parametrize("journal", ["written by the agent", "put back after a rollback"])
+@pytest.mark.parametrize("finish", ["--continue", "--abort"])
+def test_attack_snapshots_rollback_journal_planted_over_unsaved_work(
+    world: World, journal: str, finish: str
+) -> None:
+    """The user took snapshot ``old`` (README.md = old), then wrote README.md again, a change
+    no snapshot holds. The agent writes ``.git/gitaudit/rollback.json`` naming ``old`` (and as
+    the ``pre-rollback`` snapshot, ``old`` too), or puts back the journal of an earlier
+    rollback of the user's. The user's next rollback says one was interrupted, and
+    `rollback --continue` (or `--abort`) rolled the work tree back without a look at what it
+    destroyed and without a snapshot of it: the change was lost (both, before the fix). Going
+    on with a journal now refuses, as a rollback does, to destroy changes no snapshot holds."""
+    alice = ["--key", str(world.keys["alice"])]
+    world.repo.write("README.md", "old\n")
+    assert audit(world.path, "snapshot", "old", *alice).code == 0
+    target = world.ref(f"{SNAPSHOTS_PREFIX}old")
+    undo = target
+    if journal == "put back after a rollback":
+        world.repo.write("README.md", "between\n")
+        assert audit(world.path, "snapshot", "between", *alice).code == 0
+        assert audit(world.path, "rollback", "old", *alice).code == 0
+        undo = world.ref(f"{SNAPSHOTS_PREFIX}pre-rollback")
+        if finish == "--abort":  # the earlier pre-rollback held "between": roll onto old
+            undo = target
+    assert target is not None and undo is not None
+    world.repo.write("README.md", "precious unsaved work\n")
+    planted = {
+        "format": "gitaudit.rollback/1",
+        "snapshot": "old",
+        "target": target,
+        "tree": world.repo.git("rev-parse", f"{target}^{{tree}}").strip(),
+        "scope": ["**"],
+        "undo": undo,
+        "undo_tree": world.repo.git("rev-parse", f"{undo}^{{tree}}").strip(),
+        "started": 0,
+    }
+    (world.handle().state_dir / "rollback.json").write_text(json.dumps(planted))
+    told = audit(world.path, "rollback", "old", *alice)
+    assert told.code == 1 and "a rollback to 'old' was interrupted" in told.err, told.err
+    done = audit(world.path, "rollback", finish, *alice)
+    assert done.code == 1, done.out + done.err
+    name = "pre-rollback" if finish == "--abort" else "old"
+    assert (
+        f"error: rolling back to {name!r} would destroy 1 change(s) that no snapshot holds: "
+        "README.md"
+    ) in done.err
+    assert (world.path / "README.md").read_text() == "precious unsaved work\n"
+
+
 # ------------------------------------------------------- the snapshot as a signing oracle
 #
 # The user signs a snapshot whenever they ask for one; its tree is the agent's work tree and
