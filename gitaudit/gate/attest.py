@@ -15,6 +15,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,10 +26,12 @@ from gitaudit.crypto import dsse
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import RepositoryError, SignatureError, TrustError
 from gitaudit.frozen import frozen
+from gitaudit.gate.assess import plan_files
 from gitaudit.gate.judge import judge
+from gitaudit.gate.request import requested_names
 from gitaudit.gate.result import GateResult
 from gitaudit.git.repo import Repo
-from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.plansref import PlansState, read_state
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
 from gitaudit.ledger.trust import TrustedKey
 from gitaudit.plan.digest import canonical
@@ -163,6 +166,12 @@ class Checked:
     notes: tuple[str, ...]  # what could not be cross-checked in this repository
     plans: dict[str, str]  # the verdict of each plan judged
     complete: bool  # every plan of the commit was judged (not `attest --plan` of some)
+    # (plan, why) for each judged plan sealed with another contract since: its verdict is not
+    # one under the contract in force
+    outdated: tuple[tuple[str, str], ...] = ()
+    # the plans this repository's gate judges for the commit now that the statement did not
+    # judge (sealed since it was made)
+    unjudged: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -172,11 +181,7 @@ class Checked:
         """Why the attestation does not show the commit PASSed (for *plan*, when given: that
         plan PASSed), or None."""
         if plan is not None:
-            verdict = self.plans.get(plan)
-            if verdict is None:
-                judged = ", ".join(sorted(self.plans)) or "none"
-                return f"the attestation judged no plan {plan!r} (plans judged: {judged})"
-            return None if verdict == "PASS" else f"plan {plan!r} is {verdict}, not PASS"
+            return self._plan_refusal(plan)
         if not self.passed:
             return None  # FAILED: said as such, never accepted
         if not self.complete:
@@ -186,7 +191,23 @@ class Checked:
                 f"accepted for that plan (`git audit attest verify FILE --plan "
                 f"{sorted(self.plans)[0] if self.plans else 'NAME'}`)"
             )
-        return None
+        if self.unjudged:
+            return (
+                f"the attestation did not judge plan {', '.join(self.unjudged)}, which the "
+                "gate judges for the commit now (sealed since it was made): it is no verdict "
+                "on the commit; attest it again"
+            )
+        return self.outdated[0][1] if self.outdated else None
+
+    def _plan_refusal(self, plan: str) -> str | None:
+        """Why the attestation does not show that *plan* PASSed, or None."""
+        verdict = self.plans.get(plan)
+        if verdict is None:
+            judged = ", ".join(sorted(self.plans)) or "none"
+            return f"the attestation judged no plan {plan!r} (plans judged: {judged})"
+        if verdict != "PASS":
+            return f"plan {plan!r} is {verdict}, not PASS"
+        return next((why for name, why in self.outdated if name == plan), None)
 
 
 def verify(repo: Repo, text: bytes, source: str) -> Checked:
@@ -198,7 +219,8 @@ def verify(repo: Repo, text: bytes, source: str) -> Checked:
         raise SignatureError(
             f"{source}: payloadType is {envelope.payload_type!r}, not {dsse.IN_TOTO_PAYLOAD_TYPE!r}"
         )
-    trust = read_state(repo).trust
+    state = read_state(repo)
+    trust = state.trust
     key = dsse.verify(envelope, trust.with_role("runner"))
     signer = trust.find(key)
     if signer is None:  # with_role returned it, so find() does too
@@ -207,7 +229,40 @@ def verify(repo: Repo, text: bytes, source: str) -> Checked:
         statement = json.loads(envelope.payload)
     except ValueError:
         raise SignatureError(f"{source}: the signed payload is not JSON") from None
-    return _check_statement(repo, statement, signer, source)
+    checked = _check_statement(repo, statement, signer, source)
+    return _against_seals(repo, state, checked)
+
+
+def _against_seals(repo: Repo, state: PlansState, checked: Checked) -> Checked:
+    """*checked* with what the statement's verdict is not under the seals in force now: each
+    judged plan sealed with another contract since, and each plan the gate judges for the
+    commit now that the statement did not judge. A statement is the verdict under the
+    contracts it lists; a plan strengthened (or added) since was never judged by it."""
+    outdated = []
+    for name in sorted(checked.plans):
+        seal = state.seal(name)
+        attested = checked.contracts.get(name)
+        if seal is None or seal.retired or seal.contract_digest == attested:
+            continue
+        outdated.append(
+            (
+                name,
+                f"plan {name!r} is sealed with contract {seal.contract_digest} now (version "
+                f"{seal.version}); the attestation judged contract {attested}: it is no verdict "
+                "under the contract in force; attest it again",
+            )
+        )
+    names = set(state.active()) | set(state.requested())
+    try:
+        commit = repo.git[pygit2.Oid(hex=checked.commit)]
+    except (KeyError, ValueError):
+        commit = None
+    if isinstance(commit, pygit2.Commit):
+        tree = str(commit.tree_id)
+        names |= {f.name for f in plan_files(repo, tree, checked.commit)}
+        names |= requested_names(repo, state, tree)
+    unjudged = tuple(sorted(names - set(checked.plans)))
+    return replace(checked, outdated=tuple(outdated), unjudged=unjudged)
 
 
 def _subject_digests(subjects: object) -> tuple[str | None, str | None]:

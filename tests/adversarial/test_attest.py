@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.adversarial.conftest import World, check, plan, step
+from tests.adversarial.conftest import World, check, plan, runner, step
 
 
 @pytest.mark.parametrize("how", ["a check changed the workspace", "a required tool is missing"])
@@ -65,3 +65,44 @@ def test_attack_attest_one_plan_attested_for_the_commit(
     assert world.cli("attest", "verify", str(out), "--plan", "docs").code == 0
     refused = world.cli("attest", "verify", str(out), "--plan", "default")
     assert refused.code == 1 and "judged no plan 'default'" in refused.err, refused.err
+
+
+@pytest.mark.parametrize("since", ["the weakened plan sealed strict again", "a plan sealed"])
+def test_attack_attest_verdict_under_contracts_sealed_over_since(
+    world: World, since: str, tmp_path: Path
+) -> None:
+    """alice sealed plan default weakened for a while (lint dropped, `--allow-weaken`): ci's
+    run passed the commit under it, and the agent had it attested (ci's key signs). alice then
+    sealed the strict plan again (lint fails on the commit), or sealed a second plan,
+    `security`, that the commit fails: the gate says FAIL. `attest verify` still exited 0 on
+    the old envelope, PASSED for the commit (both, before the fix): it checked the statement's
+    policy digest against the contracts the statement itself lists, never against the seals in
+    force. A statement is now refused when a plan it judged is sealed with another contract
+    since, or a plan the gate judges for the commit now was not judged; a change of the plans
+    ref that seals nothing new (a runner added) leaves it accepted."""
+    strict = plan(step("unit", check("true")), step("lint", check("false")))
+    weak = plan(step("unit", check("true")))
+    world.seal(strict)
+    world.seal(weak, reason="lint is flaky", allow_weaken=True)
+    assert world.run().verdict == "PASS"
+    out = tmp_path / "default.vsa.json"
+    made = world.cli("attest", "--key", str(world.keys["ci"]), "-o", str(out))
+    assert made.code == 0, made.err
+    runner(world, "bob")  # the plans ref moves, no contract changes
+    assert world.cli("attest", "verify", str(out)).code == 0
+    assert world.cli("attest", "verify", str(out), "--plan", "default").code == 0
+    if since == "a plan sealed":
+        world.seal(plan(step("audit", check("false"))), "security", commit=False)
+        why = (
+            "the attestation did not judge plan security, which the gate judges for the "
+            "commit now (sealed since it was made): it is no verdict on the commit"
+        )
+    else:
+        world.seal(strict, commit=False)
+        why = "plan 'default' is sealed with contract sha256:"
+    assert world.gate().verdict == "FAIL"
+    checked = world.cli("attest", "verify", str(out))
+    assert checked.code == 1, checked.out + checked.err
+    assert "PASSED for commit" in checked.out and why in checked.err, checked.err
+    for_plan = world.cli("attest", "verify", str(out), "--plan", "default")
+    assert for_plan.code == (0 if since == "a plan sealed" else 1), for_plan.err
