@@ -9,7 +9,16 @@ from typing import Annotated
 
 import typer
 
-from gitaudit.cli.common import KeyOpt, PlanOpt, exit_with, repo_here, say, signer_for, warn
+from gitaudit.cli.common import (
+    ForRefOpt,
+    KeyOpt,
+    PlanOpt,
+    exit_with,
+    repo_here,
+    say,
+    signer_for,
+    warn,
+)
 from gitaudit.cli.names import require_known
 from gitaudit.errors import ExitCode, UsageError
 
@@ -23,6 +32,7 @@ def attest_cmd(
         ),
     ] = None,
     plan: PlanOpt = None,
+    for_ref: ForRefOpt = None,
     fmt: Annotated[
         str,
         typer.Option(
@@ -40,12 +50,17 @@ def attest_cmd(
     """The gate's verdict on a commit as an in-toto Statement v1 with a SLSA Verification
     Summary (v1) predicate, in a DSSE envelope signed by a trusted runner key. `attest verify
     FILE` checks one offline against this repository's trust set: exit 0 when it is authentic
-    and PASSED for every plan of the commit (with --plan: that plan PASSed), 1 otherwise."""
+    and PASSED for every plan of the commit (with --plan: that plan PASSed) under the seals in
+    force, and for the ref of --for (default: the ref it was judged for) under its evidence
+    rule, 1 otherwise."""
+    from gitaudit.cli.reading import check_for_ref
+
+    check_for_ref(for_ref)
     words = list(args or [])
     if words[:1] == ["verify"]:
         if len(words) != 2:
-            raise UsageError("usage: git audit attest verify FILE [--plan NAME]")
-        _verify(Path(words[1]), plan)
+            raise UsageError("usage: git audit attest verify FILE [--plan NAME] [--for REF]")
+        _verify(Path(words[1]), plan, for_ref)
         return
     if len(words) > 1:
         raise UsageError("give at most one revision", hint="git audit attest [REV] [--plan NAME]")
@@ -55,7 +70,7 @@ def attest_cmd(
 
     repo = repo_here()
     require_known(repo, plan)
-    attestation = attest.build(repo, words[0] if words else None, plan)
+    attestation = attest.build(repo, words[0] if words else None, plan, for_ref=for_ref)
     if fmt == "statement":
         doc = attestation.statement
     else:
@@ -69,19 +84,20 @@ def attest_cmd(
         warn(f"attested {attestation.commit[:12]}: {result} ({fmt}) -> {output}")
 
 
-def _verify(path: Path, plan: str | None) -> None:
+def _verify(path: Path, plan: str | None, for_ref: str | None) -> None:
     from gitaudit.gate import attest
 
     try:
         text = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
-    checked = attest.verify(repo_here(), text, str(path))
+    checked = attest.verify(repo_here(), text, str(path), for_ref)
     say(
         f"authentic: signed by {checked.signer.name} ({checked.signer.key.fingerprint()}, "
         f"a trusted runner)"
     )
-    say(f"{checked.result} for commit {checked.commit} (tree {checked.tree})")
+    judged_for = f", judged for {checked.judged_for}" if checked.judged_for else ""
+    say(f"{checked.result} for commit {checked.commit} (tree {checked.tree}){judged_for}")
     predicate = checked.statement["predicate"]
     say(f"verified at {predicate.get('timeVerified')} by {predicate['verifier'].get('id')}")
     for name, digest in sorted(checked.contracts.items()):

@@ -33,7 +33,7 @@ from gitaudit.gate.result import GateResult
 from gitaudit.git.repo import Repo
 from gitaudit.ledger.plansref import PlansState, read_state
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
-from gitaudit.ledger.trust import TrustedKey
+from gitaudit.ledger.trust import EvidenceRule, Policy, TrustedKey
 from gitaudit.plan.digest import canonical
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -48,6 +48,7 @@ class Attestation:
     statement: dict[str, Any]
     result: GateResult
     commit: str
+    rule: EvidenceRule | None = None  # the evidence rule of the ref judged for (`--for`)
 
     def payload(self) -> bytes:
         return json.dumps(self.statement, indent=None, separators=(",", ":")).encode()
@@ -67,10 +68,20 @@ def contracts_digest(contracts: dict[str, str]) -> str:
     return hashlib.sha256(canonical(contracts)).hexdigest()
 
 
+def rule_json(rule: EvidenceRule | None) -> dict[str, Any] | None:
+    """An evidence rule as a statement records it (None: no rule applied)."""
+    return None if rule is None else {"pattern": rule.pattern, **rule.to_json()}
+
+
 def build(
-    repo: Repo, rev: str | None, plan: str | None, when: datetime | None = None
+    repo: Repo,
+    rev: str | None,
+    plan: str | None,
+    when: datetime | None = None,
+    for_ref: str | None = None,
 ) -> Attestation:
-    """Judge *rev* (default HEAD) and describe the verdict as an in-toto Statement."""
+    """Judge *rev* (default HEAD), for the ref *for_ref* when given (its evidence rule), and
+    describe the verdict as an in-toto Statement."""
     spec = rev or "HEAD"
     try:
         commit = repo.git.revparse_single(spec).peel(pygit2.Commit)
@@ -79,11 +90,12 @@ def build(
             f"unknown revision {spec!r}", hint="give a commit, branch or tag"
         ) from None
     sha, tree = str(commit.id), str(commit.tree_id)
-    result = judge(repo, sha, plan=plan)
+    result = judge(repo, sha, plan=plan, for_ref=for_ref)
     # a statement for some plans is no statement about the commit: it says whether it is one
     judged = {p.name for p in result.plans}
-    complete = plan is None or {p.name for p in judge(repo, sha).plans} <= judged
+    complete = plan is None or {p.name for p in judge(repo, sha, for_ref=for_ref).plans} <= judged
     state = read_state(repo)
+    rule = state.policy.evidence_rule(for_ref)
     base = _repository_uri(repo)
     contracts: dict[str, str] = {}
     plans_doc = []
@@ -139,17 +151,28 @@ def build(
                 "contracts": contracts,
                 "plans": plans_doc,
                 "complete": complete,
+                # the ref judged for and its evidence rule: whose runs prove a tree there
+                "for_ref": for_ref,
+                "evidence_rule": rule_json(rule),
                 "reasons": [r.message for p in result.plans for r in p.reasons]
                 + [r.message for r in result.reasons],
             },
         },
     }
-    return Attestation(statement, result, sha)
+    return Attestation(statement, result, sha, rule)
 
 
 def sign(repo: Repo, attestation: Attestation, signer: Signer) -> dsse.Envelope:
-    """The DSSE envelope of *attestation*, signed by *signer*, which must be a trusted runner."""
-    read_state(repo).trust.require(signer.public_key, "runner")
+    """The DSSE envelope of *attestation*, signed by *signer*, which must be a trusted runner
+    (one the evidence rule of the ref judged for admits, when one applied)."""
+    entry = read_state(repo).trust.require(signer.public_key, "runner")
+    rule = attestation.rule
+    if rule is not None and not rule.admits(entry):
+        raise TrustError(
+            f"runner {entry.name} does not prove a tree for the refs matching {rule.pattern} "
+            f"(the policy's evidence rule: {rule.describe()}), so its word attests nothing there",
+            hint="sign with the key of a runner the rule names",
+        )
     return dsse.sign(signer, dsse.IN_TOTO_PAYLOAD_TYPE, attestation.payload())
 
 
@@ -172,6 +195,11 @@ class Checked:
     # the plans this repository's gate judges for the commit now that the statement did not
     # judge (sealed since it was made)
     unjudged: tuple[str, ...] = ()
+    judged_for: str | None = None  # the ref the statement was judged for (`attest --for`)
+    # why the statement is no verdict for the ref it is verified for: the policy's evidence
+    # rule names who proves a tree there, and the statement was judged otherwise or signed by
+    # a runner the rule does not name
+    ref_refusal: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -181,9 +209,13 @@ class Checked:
         """Why the attestation does not show the commit PASSed (for *plan*, when given: that
         plan PASSed), or None."""
         if plan is not None:
-            return self._plan_refusal(plan)
+            return self._plan_refusal(plan) or self.ref_refusal
         if not self.passed:
             return None  # FAILED: said as such, never accepted
+        return self._commit_refusal() or self.ref_refusal
+
+    def _commit_refusal(self) -> str | None:
+        """Why the PASSED statement is no verdict on the commit under the seals now, or None."""
         if not self.complete:
             names = ", ".join(sorted(self.plans)) or "none"
             return (
@@ -210,10 +242,12 @@ class Checked:
         return next((why for name, why in self.outdated if name == plan), None)
 
 
-def verify(repo: Repo, text: bytes, source: str) -> Checked:
+def verify(repo: Repo, text: bytes, source: str, for_ref: str | None = None) -> Checked:
     """Check an envelope offline: a trusted runner's Ed25519 signature over the DSSE PAE, an
     in-toto v1 Statement with a VSA v1 predicate, a policy digest that matches its listed
-    contracts, and (when the repository holds the commit) a tree subject that matches it."""
+    contracts, and (when the repository holds the commit) a tree subject that matches it. What
+    keeps it from being the verdict under the seals and the policy in force (for the ref
+    *for_ref*, when given) is in the result's refusal."""
     envelope = dsse.loads(text, source)
     if envelope.payload_type != dsse.IN_TOTO_PAYLOAD_TYPE:
         raise SignatureError(
@@ -230,7 +264,42 @@ def verify(repo: Repo, text: bytes, source: str) -> Checked:
     except ValueError:
         raise SignatureError(f"{source}: the signed payload is not JSON") from None
     checked = _check_statement(repo, statement, signer, source)
-    return _against_seals(repo, state, checked)
+    checked = _against_seals(repo, state, checked)
+    return replace(checked, ref_refusal=_against_rules(state.policy, checked, for_ref))
+
+
+def _against_rules(policy: Policy, checked: Checked, want: str | None) -> str | None:
+    """Why *checked* is no verdict for the ref *want* (default: the ref it was judged for)
+    under the policy's evidence rules, or None. A verdict judged for no ref took any trusted
+    runner's evidence: it is none for a ref whose rule names the runners that prove it, nor is
+    one judged under another rule, nor one signed by a runner the rule does not name (an
+    agent's own runner key signs whatever statement it likes)."""
+    ref = want or checked.judged_for
+    if ref is None:
+        if not policy.evidence:
+            return None
+        rules = "; ".join(r.describe() for r in policy.evidence)
+        return (
+            f"the attestation was judged for no ref, taking any trusted runner's evidence, and "
+            f"this repository's policy names who proves a tree for some refs ({rules}): verify "
+            "it --for the ref it is about (attested --for that ref)"
+        )
+    rule = policy.evidence_rule(ref)
+    if rule is None:
+        return None
+    recorded = checked.statement["predicate"].get(EXTENSION, {}).get("evidence_rule")
+    if recorded != rule_json(rule):
+        judged = f"for {checked.judged_for}" if checked.judged_for else "for no ref"
+        return (
+            f"the attestation was judged {judged}, not under the evidence rule for {ref} "
+            f"({rule.describe()}): attest the commit again with --for {ref}"
+        )
+    if not rule.admits(checked.signer):
+        return (
+            f"the attestation is signed by {checked.signer.name}, a runner the evidence rule "
+            f"for {ref} does not name ({rule.describe()}): its word proves nothing there"
+        )
+    return None
 
 
 def _against_seals(repo: Repo, state: PlansState, checked: Checked) -> Checked:
@@ -291,6 +360,9 @@ def _check_statement(repo: Repo, statement: object, signer: TrustedKey, source: 
     if result not in ("PASSED", "FAILED"):
         raise bad("has no verificationResult PASSED or FAILED")
     contracts, plans, complete = _extension(predicate, bad)
+    judged_for = predicate.get(EXTENSION, {}).get("for_ref")
+    if judged_for is not None and not isinstance(judged_for, str):
+        raise bad("names a ref judged for that is not text")
     notes = []
     try:
         obj = repo.git[pygit2.Oid(hex=commit)]
@@ -309,6 +381,7 @@ def _check_statement(repo: Repo, statement: object, signer: TrustedKey, source: 
         tuple(notes),
         plans,
         complete,
+        judged_for=judged_for,
     )
 
 

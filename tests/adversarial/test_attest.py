@@ -6,12 +6,19 @@ must not be told that a run passed when gitaudit's verdict on it is not PASS.
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from tests.adversarial.conftest import World, check, plan, runner, step
+from gitaudit.crypto import dsse
+from gitaudit.gate import attest
+from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.seals import set_policy
+from gitaudit.ledger.trust import EvidenceRule
+from tests.adversarial.conftest import STRICT, World, check, plan, runner, step
 
 
 @pytest.mark.parametrize("how", ["a check changed the workspace", "a required tool is missing"])
@@ -106,3 +113,82 @@ def test_attack_attest_verdict_under_contracts_sealed_over_since(
     assert "PASSED for commit" in checked.out and why in checked.err, checked.err
     for_plan = world.cli("attest", "verify", str(out), "--plan", "default")
     assert for_plan.code == (0 if since == "a plan sealed" else 1), for_plan.err
+
+
+MAIN = "refs/heads/main"
+
+
+@pytest.mark.parametrize("how", ["attested for no ref", "forged for main", "attested for main"])
+def test_attack_attest_agent_runner_key_attests_main(
+    world: World, how: str, tmp_path: Path
+) -> None:
+    """main is proven by ci alone (the policy's evidence rule); the agent holds a trusted runner
+    key of its own, whose runs are advisory for main: its passing run leaves main UNKNOWN. It
+    has `git audit attest` sign the gate's verdict with its key (judged for no ref, any
+    runner's evidence counts: PASSED), or writes the statement itself, PASSED and judged for
+    main, and signs the envelope with its key: `attest verify` exited 0 (both, before the fix)
+    and a consumer deploying main took it. A statement judged for no ref is now no verdict for
+    a ref with a rule (`--for` a ref without one takes it); one judged for a ref must be judged
+    under that ref's rule and signed by a runner the rule names, and `attest --for` refuses to
+    sign with any other."""
+    world.seal(STRICT)
+    policy = replace(read_state(world.handle()).policy, evidence=(EvidenceRule(MAIN, ("ci",)),))
+    set_policy(world.handle(), world.alice, policy, allow_weaken=False, reason="runners")
+    agent = runner(world, "agent")
+    assert world.run(signer=agent).verdict == "PASS"
+    assert world.gate(for_ref=MAIN).verdict == "UNKNOWN"
+    out = tmp_path / "main.vsa.json"
+    key = ["--key", str(agent.source)]
+    if how == "attested for main":
+        made = world.cli("attest", "--for", MAIN, *key, "-o", str(out))
+        assert made.code == 1 and not out.exists(), made.err
+        assert made.err.startswith(
+            "error: runner agent does not prove a tree for the refs matching refs/heads/main "
+            "(the policy's evidence rule: refs/heads/main: 1 of [ci])"
+        ), made.err
+        return
+    if how == "attested for no ref":
+        assert world.cli("attest", *key, "-o", str(out)).code == 0
+        why = "the attestation was judged for no ref, taking any trusted runner's evidence"
+    else:
+        forged = attest.build(world.handle(), None, None, for_ref=MAIN)
+        predicate = forged.statement["predicate"]
+        assert predicate["verificationResult"] == "FAILED"
+        predicate["verificationResult"] = "PASSED"
+        predicate["verifiedLevels"] = [attest.PASS_LEVEL]
+        extension = predicate[attest.EXTENSION]
+        extension["verdict"] = "PASS"
+        extension["reasons"] = []
+        for entry in extension["plans"]:
+            entry["verdict"] = "PASS"
+        envelope = dsse.sign(agent, dsse.IN_TOTO_PAYLOAD_TYPE, forged.payload())
+        out.write_text(json.dumps(envelope.to_json()))
+        why = "the attestation is signed by agent, a runner the evidence rule for refs/heads/main"
+    for extra in ([], ["--for", MAIN], ["--plan", "default"]):
+        checked = world.cli("attest", "verify", str(out), *extra)
+        assert checked.code == 1, (extra, checked.out, checked.err)
+        assert "authentic: signed by agent" in checked.out and "PASSED for commit" in checked.out
+        if how == "attested for no ref" and extra == ["--for", MAIN]:
+            assert "the attestation was judged for no ref, not under the evidence rule for " in (
+                checked.err
+            )
+        else:
+            assert why in checked.err, checked.err
+    # a ref without a rule takes any trusted runner's word
+    assert world.cli("attest", "verify", str(out), "--for", "refs/heads/topic").code == 0
+
+
+def test_attest_control_ci_attests_main(world: World, tmp_path: Path) -> None:
+    """Control: with main proven by ci alone, ci's run and `attest --for refs/heads/main` with
+    ci's key verify (for main, and by default for the ref it was judged for)."""
+    world.seal(STRICT)
+    policy = replace(read_state(world.handle()).policy, evidence=(EvidenceRule(MAIN, ("ci",)),))
+    set_policy(world.handle(), world.alice, policy, allow_weaken=False, reason="runners")
+    assert world.run().verdict == "PASS"
+    out = tmp_path / "main.vsa.json"
+    made = world.cli("attest", "--for", MAIN, "--key", str(world.keys["ci"]), "-o", str(out))
+    assert made.code == 0, made.err
+    for extra in ([], ["--for", MAIN], ["--plan", "default", "--for", MAIN]):
+        checked = world.cli("attest", "verify", str(out), *extra)
+        assert checked.code == 0, (extra, checked.out, checked.err)
+        assert f"judged for {MAIN}" in checked.out
