@@ -6,10 +6,12 @@ must not be told that a run passed when gitaudit's verdict on it is not PASS.
 
 from __future__ import annotations
 
+import base64
 import json
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -192,3 +194,77 @@ def test_attest_control_ci_attests_main(world: World, tmp_path: Path) -> None:
         checked = world.cli("attest", "verify", str(out), *extra)
         assert checked.code == 0, (extra, checked.out, checked.err)
         assert f"judged for {MAIN}" in checked.out
+
+
+def _passed(statement: dict[str, Any]) -> dict[str, Any]:
+    """*statement* rewritten to say PASSED for every plan."""
+    predicate = statement["predicate"]
+    predicate["verificationResult"] = "PASSED"
+    predicate["verifiedLevels"] = [attest.PASS_LEVEL]
+    predicate[attest.EXTENSION]["verdict"] = "PASS"
+    for entry in predicate[attest.EXTENSION]["plans"]:
+        entry["verdict"] = "PASS"
+    return statement
+
+
+ALTERED = [
+    "payloadType swapped",
+    "bytes moved from the type into the payload",
+    "statement rewritten, ci's signature kept",
+    "statement rewritten, mallory's signature added",
+    "statement rewritten, mallory's signature under ci's keyid",
+    "ci's signature of another envelope",
+    "ci removed from the trust set since",
+]
+
+
+@pytest.mark.parametrize("how", ALTERED)
+def test_attack_attest_envelope_altered_without_a_key(
+    world: World, how: str, tmp_path: Path
+) -> None:
+    """ci attested the commit FAILED (plan default fails); the agent has no trusted key. It
+    swaps the envelope's payloadType, moves bytes between the type and the payload (the PAE
+    names both lengths), rewrites the statement to PASSED and keeps ci's signature, adds one of
+    mallory's (also under ci's keyid, first in the list), or takes ci's signature from another
+    envelope (ci's PASSED attestation of an older commit); or ci's genuine PASSED envelope is
+    verified after alice removed ci from the trust set. `attest verify` refuses each: no
+    signature verifies with a key trusted now."""
+    world.seal(plan(step("unit", check("sh", "-c", "test ! -e broken"))))
+    assert world.run().verdict == "PASS"
+    older = tmp_path / "older.vsa.json"
+    ci = ["--key", str(world.keys["ci"])]
+    assert world.cli("attest", *ci, "-o", str(older)).code == 0
+    if how != "ci removed from the trust set since":
+        world.repo.write("broken", "yes\n")
+        world.repo.commit("break it")
+        assert world.run().verdict == "FAIL"
+    out = tmp_path / "head.vsa.json"
+    assert world.cli("attest", *ci, "-o", str(out)).code == 0
+    doc = json.loads(out.read_text())
+    statement = json.loads(base64.b64decode(doc["payload"]))
+    forged = json.dumps(_passed(statement), separators=(",", ":")).encode()
+    mallory = dsse.sign(world.mallory, dsse.IN_TOTO_PAYLOAD_TYPE, forged).to_json()["signatures"]
+    why = "no signature of the envelope verifies with a trusted key"
+    if how == "payloadType swapped":
+        doc["payloadType"] = "application/json"
+        why = "payloadType is 'application/json', not 'application/vnd.in-toto+json'"
+    elif how == "bytes moved from the type into the payload":
+        doc["payloadType"] = dsse.IN_TOTO_PAYLOAD_TYPE[:-1]
+        doc["payload"] = base64.b64encode(b"n " + forged).decode()
+        why = "payloadType is 'application/vnd.in-toto+jso'"
+    elif how.startswith("statement rewritten"):
+        doc["payload"] = base64.b64encode(forged).decode()
+        if how.endswith("added"):
+            doc["signatures"] += mallory
+        elif how.endswith("keyid"):
+            mallory[0]["keyid"] = doc["signatures"][0]["keyid"]
+            doc["signatures"] = mallory + doc["signatures"]
+    elif how == "ci's signature of another envelope":
+        doc["signatures"] = json.loads(older.read_text())["signatures"]
+    else:
+        world.cli("trust", "remove", "ci", "--key", str(world.keys["alice"]))
+        assert all(k.name != "ci" for k in read_state(world.handle()).trust.keys)
+    out.write_text(json.dumps(doc))
+    checked = world.cli("attest", "verify", str(out))
+    assert checked.code == 1, checked.out + checked.err
+    assert "authentic" not in checked.out and why in checked.err, checked.err
