@@ -257,9 +257,10 @@ def _ignore_case(repo: Repo) -> bool:
     return (repo.config("core.ignorecase") or "").lower() == "true"
 
 
-def unsaved(repo: Repo, todo: Sequence[restore.Change]) -> list[str]:
+def unsaved(repo: Repo, todo: Sequence[restore.Change], keys: Sequence[PublicKey]) -> list[str]:
     """The paths *todo* would overwrite or delete whose current content neither HEAD nor any
-    snapshot holds at that path."""
+    snapshot signed by one of *keys* holds at that path (a commit the agent put on a snapshot
+    ref holds nothing: it can take it away again)."""
     git = repo.git
     holders: list[dict[str, tuple[int, str]]] = []
     with contextlib.suppress(pygit2.GitError, KeyError):  # no commit yet
@@ -272,7 +273,11 @@ def unsaved(repo: Repo, todo: Sequence[restore.Change]) -> list[str]:
         if any(h.get(change.path) == change.old for h in holders):
             continue
         if held is None:
-            held = [restore.entries(git, s.tree) for s in listing(repo)]
+            held = [
+                restore.entries(git, s.tree)
+                for s in listing(repo)
+                if _is_snapshot(repo, pygit2.Oid(hex=s.commit), keys)
+            ]
         if not any(h.get(change.path) == change.old for h in held):
             out.append(change.path)
     return out
@@ -309,7 +314,8 @@ def rollback(
             hint="nothing was changed; this snapshot was not taken by `git audit snapshot`",
         )
     if not force:
-        _refuse_losses(repo, name, todo, f"'{UNDO}' snapshot still keeps them")
+        keys = [*trusted, signer.public_key]
+        _refuse_losses(repo, name, todo, keys, f"'{UNDO}' snapshot still keeps them")
     undo = take(repo, signer, UNDO, f"before rolling back to {name}", trusted)
     doc = {
         "format": JOURNAL_FORMAT,
@@ -325,9 +331,15 @@ def rollback(
     return _finish(repo, target, tuple(scope), undo.commit, progress)
 
 
-def _refuse_losses(repo: Repo, name: str, todo: Sequence[restore.Change], keeps: str) -> None:
+def _refuse_losses(
+    repo: Repo,
+    name: str,
+    todo: Sequence[restore.Change],
+    keys: Sequence[PublicKey],
+    keeps: str,
+) -> None:
     """SnapshotError when *todo* would overwrite or delete changes no snapshot holds."""
-    lost = unsaved(repo, todo)
+    lost = unsaved(repo, todo, keys)
     if lost:
         more = f" and {len(lost) - SHOWN} more" if len(lost) > SHOWN else ""
         shown = ", ".join(lost[:SHOWN]) + more
@@ -395,5 +407,5 @@ def resume(
     if not force:
         current = workspace_fingerprint(repo.require_workdir()).tree
         todo = restore.changes(repo.git, current, target.tree, scope, _ignore_case(repo))
-        _refuse_losses(repo, name, todo, "no snapshot will keep them")
+        _refuse_losses(repo, name, todo, trusted, "no snapshot will keep them")
     return _finish(repo, target, scope, undo, progress)

@@ -91,7 +91,10 @@ def test_attack_snapshots_tree_names_the_git_folder(world: World) -> None:
     assert isinstance(git.head.peel(pygit2.Commit), pygit2.Commit)
 
 
-@pytest.mark.parametrize("journal", ["written by the agent", "put back after a rollback"])
+@pytest.mark.parametrize(
+    "journal",
+    ["written by the agent", "put back after a rollback", "beside a snapshot of its own"],
+)
 @pytest.mark.parametrize("finish", ["--continue", "--abort"])
 def test_attack_snapshots_rollback_journal_planted_over_unsaved_work(
     world: World, journal: str, finish: str
@@ -102,7 +105,9 @@ def test_attack_snapshots_rollback_journal_planted_over_unsaved_work(
     rollback of the user's. The user's next rollback says one was interrupted, and
     `rollback --continue` (or `--abort`) rolled the work tree back without a look at what it
     destroyed and without a snapshot of it: the change was lost (both, before the fix). Going
-    on with a journal now refuses, as a rollback does, to destroy changes no snapshot holds."""
+    on with a journal now refuses, as a rollback does, to destroy changes no snapshot holds;
+    a commit the agent puts on a snapshot ref holding the change (unsigned: it can delete it
+    again afterwards) holds nothing: only a snapshot a trusted key signed does."""
     alice = ["--key", str(world.keys["alice"])]
     world.repo.write("README.md", "old\n")
     assert audit(world.path, "snapshot", "old", *alice).code == 0
@@ -117,6 +122,11 @@ def test_attack_snapshots_rollback_journal_planted_over_unsaved_work(
             undo = target
     assert target is not None and undo is not None
     world.repo.write("README.md", "precious unsaved work\n")
+    if journal == "beside a snapshot of its own":
+        git_ = world.handle().git
+        tree = write_tree(git_, {"README.md": b"precious unsaved work\n"})
+        decoy = world.commit_object(git_, tree, [], "snapshot: decoy\n", None)
+        world.set_ref(f"{SNAPSHOTS_PREFIX}decoy", decoy)
     planted = {
         "format": "gitaudit.rollback/1",
         "snapshot": "old",
