@@ -6,8 +6,10 @@ Python 3.11's :mod:`dataclasses` compiles six small functions with ``exec`` for 
 ``__setattr__``, ``__delattr__``), about 0.8 ms a class: importing the gate created 52 of them
 in 41 ms of its 129 ms, on every ``status``, hook and ``run`` (Python 3.13 compiles them in one
 ``exec``). Measured 2026-12-04, 15 interleaved rounds: a process importing the gate took
-168 ms against 180 ms, one importing ``run``'s modules 197 ms against 215 ms. ``@frozen`` lets :func:`dataclasses.dataclass` make the class as before (fields,
-``__init__``, immutability, ``replace``, ``fields``, ``asdict``, ``__match_args__``) without
+168 ms against 180 ms, one importing ``run``'s modules 197 ms against 215 ms.
+
+``@frozen`` lets :func:`dataclasses.dataclass` make the class as before (fields, ``__init__``,
+immutability, ``replace``, ``fields``, ``asdict``, ``__match_args__``) without
 ``eq`` and ``repr``, then gives it the three methods built from its field names, with the
 meaning dataclasses gives them: equal when the other object is of exactly the same class and
 the fields that ``compare`` are equal; the hash of those fields (``hash=`` overrides, as in
