@@ -98,6 +98,12 @@ _PRIVATE_CONFIG = (
 )
 
 
+Stamp = tuple[int, int]
+"""An entry of the checkout as ``lstat`` finds it: its inode and its change time (ns). Writing
+a file, renaming it, changing its mode or its links moves the change time, which no process can
+set back: a file written and put back keeps its bytes, not its stamp."""
+
+
 @frozen
 class Slot:
     """One private checkout: ``tree`` is where checks run; ``git`` its private git dir."""
@@ -164,6 +170,8 @@ class Materialised:
     index_digest: str = ""
     pristine: bool = False  # written afresh, or updated from a checkout the last run left clean
     placed_submodules: Mapping[str, PlacedSubmodule] = field(default_factory=dict)
+    # every file and link of the checkout as the checks found it: path -> (inode, change time)
+    stamps: Mapping[str, Stamp] = field(default_factory=dict)
 
     @property
     def config(self) -> list[str]:
@@ -439,8 +447,9 @@ def materialise(
         },
     )
     pristine = fresh or moved == MERGED
+    stamps = _stamps(slot, submodules, [i.path for i in ignored])
     return Materialised(
-        slot, tree, fresh, verified, drivers, submodules, ignored, index, pristine, placed
+        slot, tree, fresh, verified, drivers, submodules, ignored, index, pristine, placed, stamps
     )
 
 
@@ -1067,7 +1076,8 @@ def changed(placed: Materialised) -> Purity:
     untracked files that are not ignored (:func:`_git_sees`), the index itself rewritten, the
     same inside every submodule (:func:`_submodule_sees`: the superproject's look records only
     each submodule's commit, not its files), and what git does not see (``.git`` entries, FIFOs
-    and other special files, unreadable directories: a walk of the checkout)."""
+    and other special files, unreadable directories, files written and put back: a walk of the
+    checkout)."""
     slot, tree = placed.slot, placed.tree
     rewritten = _index_digest(slot.git) != placed.index_digest
     # the walk for what git does not see runs beside git's own look at the checkout (a walk of
@@ -1075,7 +1085,7 @@ def changed(placed: Materialised) -> Purity:
     with ThreadPoolExecutor(max_workers=1) as pool:
         walk = pool.submit(_special_entries, slot, placed)
         seen = _Seen(None, tree, True) if rewritten else _git_sees(slot, placed)
-        specials, hollow = walk.result()
+        specials, hollow, touched = walk.result()
     found = [str(p.relative_to(slot.tree)) + why for p, why in specials]
     paths = tuple(p for p, _ in specials)
     if rewritten:
@@ -1092,6 +1102,8 @@ def changed(placed: Materialised) -> Purity:
         inside, left = _submodule_sees(slot, path, sub)
         found += inside
         leftovers = leftovers or left
+    named = set(found)
+    found += [f"{p} (written during the run, then put back)" for p in touched if p not in named]
     return Purity(seen.tree, tuple(found), paths, leftovers)
 
 
@@ -1171,39 +1183,77 @@ def _submodule_sees(slot: Slot, path: str, sub: PlacedSubmodule) -> tuple[list[s
     return found, bool(listed)
 
 
-def _special_entries(slot: Slot, placed: Materialised) -> tuple[list[tuple[Path, str]], bool]:
-    """Entries of the checkout git would not report, with why: ``.git`` anywhere but where we
-    put them, anything that is neither a file, a symlink nor a directory, unreadable
-    directories; and whether there is an empty directory (git lists none: ``git clean``
-    removes it)."""
+def _walk(
+    slot: Slot, submodules: Iterable[str], ignored: Iterable[str]
+) -> Iterator[tuple[str, list[os.DirEntry[str]] | None]]:
+    """Each folder of the checkout with its entries (None: unreadable), below the root and each
+    submodule, but no ``.git`` entry's insides and not the declared ignored paths' links."""
     # plain strings while walking (a Path per entry costs seconds on 50,000 files)
-    skip = {str(slot.tree / p) for p in placed.submodules}
-    skip |= {str(slot.tree / i.path) for i in placed.ignored}
-    found: list[tuple[Path, str]] = []
-    todo = [str(slot.tree), *(str(slot.tree / sub) for sub in placed.submodules)]
-    roots = set(todo)
-    hollow = False
+    skip = {str(slot.tree / p) for p in submodules}
+    skip |= {str(slot.tree / p) for p in ignored}
+    todo = [str(slot.tree), *(str(slot.tree / sub) for sub in submodules)]
     while todo:
         folder = todo.pop()
         try:
-            entries = list(os.scandir(folder))
+            entries = [e for e in os.scandir(folder) if e.path not in skip]
         except OSError:
+            yield folder, None
+            continue
+        yield folder, entries
+        todo += [e.path for e in entries if e.name != ".git" and e.is_dir(follow_symlinks=False)]
+
+
+def _stamp(entry: os.DirEntry[str]) -> Stamp | None:
+    """*entry*'s :data:`Stamp` when it is a file or a link (None: a folder, or gone)."""
+    try:
+        found = entry.stat(follow_symlinks=False)
+    except OSError:
+        return None
+    if stat.S_ISDIR(found.st_mode):
+        return None
+    return found.st_ino, found.st_ctime_ns
+
+
+def _stamps(slot: Slot, submodules: Iterable[str], ignored: Iterable[str]) -> dict[str, Stamp]:
+    """The :data:`Stamp` of every file and link of the checkout (see :func:`_walk`)."""
+    found: dict[str, Stamp] = {}
+    for _folder, entries in _walk(slot, submodules, ignored):
+        for entry in entries or ():
+            if entry.name != ".git" and (stamp := _stamp(entry)) is not None:
+                found[entry.path] = stamp
+    return found
+
+
+def _special_entries(
+    slot: Slot, placed: Materialised
+) -> tuple[list[tuple[Path, str]], bool, list[str]]:
+    """Entries of the checkout git would not report, with why: ``.git`` anywhere but where we
+    put them, anything that is neither a file, a symlink nor a directory, unreadable
+    directories; whether there is an empty directory (git lists none: ``git clean`` removes
+    it); and the files and links written during the run whatever they hold now (their
+    :data:`Stamp` moved: a file written and put back before the purity check looks, which git
+    takes for unchanged, was what the checks in between read)."""
+    ignored = [i.path for i in placed.ignored]
+    roots = {str(slot.tree), *(str(slot.tree / sub) for sub in placed.submodules)}
+    found: list[tuple[Path, str]] = []
+    touched: list[str] = []
+    hollow = False
+    for folder, entries in _walk(slot, placed.submodules, ignored):
+        if entries is None:
             found.append((Path(folder), "/ (unreadable)"))
             continue
         hollow = hollow or not entries
         for entry in entries:
-            path = entry.path
-            if entry.name == ".git" and folder in roots:
-                continue
-            if path in skip:
-                continue
             if entry.name == ".git":
-                found.append((Path(path), ""))
-            elif entry.is_dir(follow_symlinks=False):
-                todo.append(path)
-            elif not (entry.is_file(follow_symlinks=False) or entry.is_symlink()):
-                found.append((Path(path), " (not a file)"))
-    return sorted(found), hollow
+                if folder not in roots:
+                    found.append((Path(entry.path), ""))
+            elif not entry.is_dir(follow_symlinks=False) and not (
+                entry.is_file(follow_symlinks=False) or entry.is_symlink()
+            ):
+                found.append((Path(entry.path), " (not a file)"))
+            elif (was := placed.stamps.get(entry.path)) is not None and _stamp(entry) != was:
+                touched.append(os.path.relpath(entry.path, slot.tree))
+    return sorted(found), hollow, sorted(touched)
 
 
 def leave_clean(placed: Materialised, workdir: Path, purity: Purity) -> None:

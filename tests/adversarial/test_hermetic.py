@@ -108,6 +108,74 @@ def test_attack_hermetic_check_writes_the_checkout_is_impure(world: World) -> No
     assert "verdict" in recorded.doc["purity"]["changed"]
 
 
+# a check writes the tracked "verdict" for the check after it and puts the tree's bytes back
+# once that one has read them: in place; with the file's times put back too; through a rename,
+# the tree's own file moved aside and back (its inode kept)
+WRITE_OK = "cp -p verdict ../kept.tmp && printf 'ok\\n' > verdict"
+PUT_BACK = {
+    "in-place": (WRITE_OK, "printf 'broken\\n' > verdict"),
+    "times-kept": (WRITE_OK, "cat ../kept.tmp > verdict && touch -r ../kept.tmp verdict"),
+    "renamed-back": (
+        "mv verdict ../kept.tmp && printf 'ok\\n' > verdict",
+        "mv ../kept.tmp verdict",
+    ),
+}
+
+
+@pytest.mark.parametrize("where", ["next-steps", "one-step"])
+@pytest.mark.parametrize("how", sorted(PUT_BACK))
+def test_attack_hermetic_check_writes_the_checkout_and_puts_it_back(
+    world: World, how: str, where: str
+) -> None:
+    """The checks before unit (the agent's build, in a step of its own or first in unit's)
+    write "ok" into the tracked verdict, and a check after it (a packaging step, or last in
+    unit's) puts the tree's bytes back: in place, with the file's times too, or by renaming
+    the tree's file aside and back. unit read "ok" from a tree that says "broken", and the
+    purity check, which compared what the checkout held at the end, found it equal to the tree:
+    PASS (all six before the fix). The purity check now also compares every file's inode and
+    change time (which no process can set back) with what the checks found."""
+    write, put_back = ({"type": "run", "cmd": cmd, "shell": True} for cmd in PUT_BACK[how])
+    world.repo.write("verdict", "broken\n")
+    if where == "one-step":
+        steps = [step("unit", write, READS_VERDICT, put_back)]
+    else:
+        output = [{"name": "v", "verify": [{"type": "file_exists", "path": "verdict"}]}]
+        needs = [{"step": "build", "name": "v"}]
+        steps = [
+            step("build", write, outputs=output),
+            step("unit", READS_VERDICT, deps=["build"], requires_outputs=needs, outputs=output),
+            step(
+                "package", put_back, deps=["unit"], requires_outputs=[{"step": "unit", "name": "v"}]
+            ),
+        ]
+    world.seal(plan(*steps))
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "passed", recorded.doc["steps"]["unit"]
+    assert recorded.verdict == "FAIL", recorded.doc
+    assert recorded.doc["purity"]["changed"] == ["verdict (written during the run, then put back)"]
+    assert world.gate(None).verdict != "PASS"
+
+
+def test_a_check_that_only_reads_and_writes_ignored_files_is_pure(world: World) -> None:
+    """Control: checks that read the tree, write ignored outputs beside it (and remove some)
+    and read them back leave a pure run, run after run."""
+    world.repo.write(".gitignore", "out/\n*.log\n")
+    world.repo.write("verdict", "ok\n")
+    world.repo.write("src/app.txt", "app\n")
+    build = {
+        "type": "run",
+        "cmd": "mkdir -p out && cp src/app.txt out/app && echo done > src/build.log "
+        "&& rm src/build.log && echo kept > build.log",
+        "shell": True,
+    }
+    world.seal(plan(step("unit", build, READS_VERDICT, check("cmp", "out/app", "src/app.txt"))))
+    for _ in range(2):
+        recorded = world.run()
+        assert recorded.verdict == "PASS", recorded.doc
+        assert recorded.doc["purity"]["changed"] == []
+    assert world.gate(None).verdict == "PASS"
+
+
 # a check's own way to blind the purity check: the checkout's ".git" names its private git dir,
 # whose settings the check can write before it edits a tracked file
 PRIVATE_GIT_DIR = "$(sed 's/^gitdir: //' .git)"

@@ -98,7 +98,11 @@ def _trusting_stat_data(repo: GitRepo) -> checkout.Materialised:
     placed = place(repo)
     os.utime(placed.slot.tree / "a.txt", ns=(OLD_TIME, OLD_TIME))
     GitRepo(placed.slot.tree).git("update-index", "--refresh")
-    placed = dataclasses.replace(placed, index_digest=checkout._index_digest(placed.slot.git))
+    placed = dataclasses.replace(
+        placed,
+        index_digest=checkout._index_digest(placed.slot.git),
+        stamps=checkout._stamps(placed.slot, placed.submodules, ()),  # the times set above
+    )
     assert checkout.changed(placed).changed == ()  # nothing edited yet
     return placed
 
@@ -162,6 +166,33 @@ def test_what_a_run_left_decides_whether_the_checkout_is_swept(repo: GitRepo) ->
         assert not target.exists() and not (placed.slot.tree / "made").exists(), leave
         again = place(repo)
         assert not again.fresh and not checkout.changed(again).leftovers
+
+
+def test_a_file_written_and_put_back_is_impure(repo: GitRepo) -> None:
+    """A check writes a tracked file for the checks after it and a later one puts the tree's
+    bytes back, with the file's times, or renames the tree's own file aside and back: git sees
+    the tree, but the file's inode and change time moved, so the purity check names it. An
+    ignored file written and removed beside it is no change."""
+    repo.write(".gitignore", "*.log\n")
+    for name in ("a.txt", "b.txt", "c.txt"):
+        repo.write(name, "tree\n")
+    repo.commit("abc")
+    placed = place(repo)
+    tree = placed.slot.tree
+    assert checkout.changed(placed).changed == ()
+    kept = os.stat(tree / "a.txt")
+    (tree / "a.txt").write_text("ok!!\n")
+    (tree / "a.txt").write_text("tree\n")
+    os.utime(tree / "a.txt", ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    os.rename(tree / "b.txt", placed.slot.root / "b.tmp")
+    (tree / "b.txt").write_text("ok!!\n")
+    os.replace(placed.slot.root / "b.tmp", tree / "b.txt")
+    (tree / "build.log").write_text("built\n")
+    (tree / "build.log").unlink()
+    assert checkout.changed(placed).changed == (
+        "a.txt (written during the run, then put back)",
+        "b.txt (written during the run, then put back)",
+    )
 
 
 def test_a_tampered_slot_state_is_rebuilt_from_scratch(repo: GitRepo) -> None:
