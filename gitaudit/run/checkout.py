@@ -138,6 +138,7 @@ class IgnoredPath:
     path: str
     files: int
     digest: str
+    stamp: str = ""  # the stamps of its entries when the checks start: compared, not recorded
 
     def to_json(self) -> dict[str, object]:
         return {"files": self.files, "digest": self.digest}
@@ -866,17 +867,30 @@ def _link_ignored(slot: Slot, workdir: Path, paths: Sequence[str]) -> Iterator[I
         _refuse_editable(rel, live, workdir, paths)
         inside.parent.mkdir(parents=True, exist_ok=True)
         inside.symlink_to(live)
-        files, digest = listing_digest(live)
-        yield IgnoredPath(rel, files, digest)
+        files, digest, stamp = _listing_digests(live)
+        yield IgnoredPath(rel, files, digest, stamp)
 
 
 def listing_digest(root: Path) -> tuple[int, str]:
     """(entries, sha256 of every entry's path, mode, size and mtime) under *root*: cheap, and it
     changes when anything under it is written."""
-    h = hashlib.sha256()
+    count, digest, _stamp = _listing_digests(root)
+    return count, digest
+
+
+def _listing_digests(root: Path) -> tuple[int, str, str]:
+    """:func:`listing_digest`, and a digest of the :data:`Stamp` of every entry and folder
+    under *root* (what a run compares: a file written and put back with its times, or one
+    added and removed again, moves a stamp; which is why it is not what the run records, and
+    the gate compares later in a work tree that may have been copied since)."""
+    h, stamps = hashlib.sha256(), hashlib.sha256()
     count = 0
     for folder, dirs, files in os.walk(root):
         dirs.sort()
+        with contextlib.suppress(FileNotFoundError):
+            st = os.lstat(folder)
+            where = os.path.relpath(folder, root)
+            stamps.update(f"{where}/\0{st.st_ino}\0{st.st_ctime_ns}\n".encode())
         for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]):
             path = os.path.join(folder, name)
             try:
@@ -885,8 +899,16 @@ def listing_digest(root: Path) -> tuple[int, str]:
                 continue
             rel = os.path.relpath(path, root)
             h.update(f"{rel}\0{st.st_mode:o}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            stamps.update(f"{rel}\0{st.st_ino}\0{st.st_ctime_ns}\n".encode())
             count += 1
-    return count, "sha256:" + h.hexdigest()
+    return count, "sha256:" + h.hexdigest(), "sha256:" + stamps.hexdigest()
+
+
+def ignored_unchanged(workdir: Path, ignored: IgnoredPath) -> bool:
+    """Whether the declared ignored path is as the run found it: its listing, and the stamps of
+    its entries (see :func:`_listing_digests`)."""
+    _count, digest, stamp = _listing_digests(workdir / ignored.path)
+    return digest == ignored.digest and stamp == ignored.stamp
 
 
 _READ_AT_MOST = 1 << 20  # bytes of one file looked into for a path naming the work tree

@@ -693,7 +693,7 @@ def _purity(
         after = left.after
         changed += left.changed
         for ignored in placed.ignored:
-            if checkout.listing_digest(workdir / ignored.path)[1] != ignored.digest:
+            if not checkout.ignored_unchanged(workdir, ignored):
                 changed.append(f"{ignored.path} (declared ignored path)")
     if live:
         live_after = workspace_fingerprint(workdir).tree

@@ -782,6 +782,37 @@ def test_attack_hermetic_declared_ignored_path_written_by_a_check(world: World) 
     assert "tools (declared ignored path)" in recorded.doc["purity"]["changed"]
 
 
+# a check changes the declared ignored path "tools" for the check after it, and a later one
+# undoes it: the file's bytes and times put back, or a file added and removed again
+IGNORED_PUT_BACK = {
+    "times-kept": (
+        "cp -p tools/verdict ../kept.tmp && printf 'ok\\nxxx\\n' > tools/verdict",
+        "cat ../kept.tmp > tools/verdict && touch -r ../kept.tmp tools/verdict",
+    ),
+    "added-and-removed": ("echo ok > tools/override", "rm tools/override"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(IGNORED_PUT_BACK))
+def test_attack_hermetic_declared_ignored_path_written_and_put_back(world: World, how: str) -> None:
+    """The plan declares the ignored folder tools (a virtualenv, say), whose verdict says
+    broken. A check writes "ok" into it (the same size as before) or adds an override there,
+    the next check reads it, and a third one puts it back with its times, or removes the
+    override: the listing of the declared path (paths, modes, sizes, modification times) was
+    the one the run began with, so the run was pure: PASS (both before the fix). Within the
+    run, the stamps (inode, change time) of its files and folders are compared too."""
+    write, back = ({"type": "run", "cmd": cmd, "shell": True} for cmd in IGNORED_PUT_BACK[how])
+    reads = check("sh", "-c", "grep -qx ok tools/verdict || test -f tools/override")
+    world.repo.write(".gitignore", "tools/\n")
+    world.repo.write("tools/verdict", "broken\n")
+    world.seal(plan(step("unit", write, reads, back)) | {"ignored_paths": ["tools"]})
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "passed", recorded.doc["steps"]["unit"]
+    assert recorded.verdict == "FAIL", recorded.doc
+    assert recorded.doc["purity"]["changed"] == ["tools (declared ignored path)"]
+    assert world.gate(None).verdict != "PASS"
+
+
 def test_attack_hermetic_editable_install_in_a_declared_path_is_refused(world: World) -> None:
     world.repo.write(".gitignore", ".venv/\n")
     world.repo.write(".venv/lib/site.pth", f"{world.path}/src\n")

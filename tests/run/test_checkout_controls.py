@@ -277,6 +277,33 @@ def test_a_declared_ignored_path_is_linked_and_guarded(repo: GitRepo) -> None:
         assert purity.changed == ("tools (declared ignored path)",)
 
 
+def test_a_declared_ignored_path_written_and_put_back_is_reported(repo: GitRepo) -> None:
+    """A check writes a file of the declared path (its times put back after), or adds one and
+    removes it again: the listing is what the run began with, the stamps (inode, change time)
+    of its files and folders are not, and the run's purity check reports the path."""
+    repo.write(".gitignore", "tools/\n")
+    repo.commit("ignore")
+    repo.write("tools/verdict", "ok\n")
+    workdir = repo.path
+    for undo in ("times", "added"):
+        with placed(repo, ignored=("tools",)) as p:
+            link = p.slot.tree / "tools"
+            (ignored,) = p.ignored
+            assert checkout.ignored_unchanged(workdir, ignored)
+            if undo == "times":
+                kept = os.stat(link / "verdict")
+                (link / "verdict").write_text("no\n")
+                (link / "verdict").write_text("ok\n")
+                os.utime(link / "verdict", ns=(kept.st_atime_ns, kept.st_mtime_ns))
+            else:
+                (link / "extra").write_text("written by a check\n")
+                (link / "extra").unlink()
+            assert checkout.listing_digest(workdir / "tools")[1] == ignored.digest
+            assert not checkout.ignored_unchanged(workdir, ignored)
+            purity, _ = _purity(workdir, p.tree, p, False)
+            assert purity.changed == ("tools (declared ignored path)",)
+
+
 def test_an_ignored_path_must_exist_and_not_be_in_the_tree(repo: GitRepo) -> None:
     repo.write(".gitignore", ".venv/\n")
     repo.commit("ignore")
