@@ -6,6 +6,7 @@ import copy
 import json
 import subprocess
 import time
+from typing import Any
 
 import pytest
 
@@ -265,3 +266,42 @@ def test_attack_plans_planner_reseal_restarts_failed_attempts(asked: Asked, chan
     assert reset.count == 2
     assert world.run().verdict == "PASS"
     assert world.gate().verdict == "PASS"
+
+
+SEALED_CHECKS = [
+    {"type": "regex", "path": "greeting.txt", "pattern": "^Hello, world$"},
+    check("python3", "greet.py", expect_exit=0, output_regex="^Hello$", timeout=30),
+]
+LOOSER: dict[str, tuple[int, dict[str, Any]]] = {
+    "pattern-unanchored": (0, {"pattern": "Hello"}),
+    "pattern-anything": (0, {"pattern": ".*"}),
+    "output-regex-unanchored": (1, {"output_regex": "Hello"}),
+    "output-regex-dropped": (1, {"output_regex": None}),
+    "expect-exit-changed": (1, {"expect_exit": 1}),
+    "timeout-raised": (1, {"timeout": 3000}),
+    "env-added": (1, {"env": {"GREETING": "Hello"}}),
+    "program-by-path": (1, {"argv": ["/usr/bin/env", "python3", "greet.py"]}),
+}
+
+
+@pytest.mark.parametrize("change", sorted(LOOSER))
+def test_attack_plans_check_loosened_in_place(world: World, change: str) -> None:
+    """A sealed check is loosened in place, its type and path kept: a regex that matches more
+    (unanchored, `.*`), an output regex unanchored or dropped, another expected exit code, a
+    longer timeout, an environment variable added, the program reached through another path.
+    Each is a changed check, so a weakening: refused without --allow-weaken, the ref kept."""
+    world.repo.write("greeting.txt", "Hello, world\n")
+    world.repo.write("greet.py", "print('Hello')\n")
+    world.seal(plan(step("unit", *SEALED_CHECKS)))
+    before = world.ref(PLANS_REF)
+    index, edit = LOOSER[change]
+    loosened = copy.deepcopy(SEALED_CHECKS)
+    loosened[index].update(edit)
+    loosened[index] = {k: v for k, v in loosened[index].items() if v is not None}
+    world.write_plan(plan(step("unit", *loosened)))
+    world.repo.commit(f"loosen: {change}")
+    result = world.cli("plan", "seal", "--plan", "default", "--key", str(world.keys["alice"]))
+    assert result.code == 1, result.out + result.err
+    assert "would be weakened" in result.err and "check removed or changed" in result.err
+    assert world.ref(PLANS_REF) == before
+    assert_plan(world.gate(), "plan.differs-from-seal", "FAIL")
