@@ -1,7 +1,9 @@
 """Step states for mission control, as the gate sees them for the judged tree.
 
 A step is ``verified`` only when the evidence the gate accepted proves it for this tree and it
-has not expired; ``expired``, ``unknown`` (a non-idempotent step whose last outcome is unknown),
+has not expired; ``expired``, ``unknown`` (its last outcome is unknown and it may
+not simply run again: not idempotent under the sealed contract, or under one a planner's
+reseals led from),
 ``exhausted`` (max_attempts failures under this contract since a sealer last reset them) and
 ``failed`` come from the ledger; anything else is ``pending``. The vocabulary is
 :mod:`gitaudit.mission`'s.
@@ -14,7 +16,7 @@ from collections.abc import Sequence
 from gitaudit.gate.result import Reason
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import index
-from gitaudit.ledger.plansref import PlansState, attempt_contracts
+from gitaudit.ledger.plansref import PlansState, attempt_contracts, reconcile_first
 from gitaudit.ledger.records import RunRecord
 from gitaudit.plan.model import Plan
 from gitaudit.verdict import StepStatus, Verdict
@@ -47,7 +49,8 @@ def step_states(
         if seal
         else {}
     )
-    unresolved = counted.unsettled()
+    first = reconcile_first(repo.git, state, name) if seal else frozenset()
+    unresolved = {sid for sid in counted.unsettled() if sid in first}
     states: dict[str, str] = {}
     for step in plan.steps:
         entry = record.steps.get(step.id) if record else None
@@ -56,7 +59,7 @@ def step_states(
             states[step.id] = "expired"
         elif reason is None and entry is not None and entry.proven:
             states[step.id] = "verified"
-        elif step.id in unresolved and not step.idempotent:
+        elif step.id in unresolved:
             states[step.id] = "unknown"
         elif attempts.get(step.id, 0) >= step.max_attempts:
             states[step.id] = "exhausted"

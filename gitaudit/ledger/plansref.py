@@ -732,7 +732,8 @@ _SEALERS_OWN = {
 _ONLY = "only a sealer changes the request"
 
 
-_INHERITED: dict[tuple[str, str, str], tuple[str, ...]] = {}  # (repository, tip, plan) -> ...
+_INHERITED: dict[tuple[str, str, str], tuple[tuple[str, PlansState], ...]] = {}
+# (repository, tip, plan) -> the lineage of its seal (:func:`_lineage`)
 
 
 def attempt_contracts(git: pygit2.Repository, state: PlansState, name: str) -> tuple[str, ...]:
@@ -741,16 +742,44 @@ def attempt_contracts(git: pygit2.Repository, state: PlansState, name: str) -> t
     the newest seal a sealer made (or the first). A sealer's reseal lets every step be tried
     afresh; a planner's does not, whatever it changed (a title, a cost: any new contract),
     since counting failed attempts afresh is a sealer's word (a reset, or a reseal)."""
+    return tuple(dict.fromkeys(contract for contract, _at in _lineage(git, state, name)))
+
+
+def reconcile_first(git: pygit2.Repository, state: PlansState, name: str) -> frozenset[str]:
+    """The steps of plan *name* whose unknown outcome must be settled (``git audit reconcile``)
+    before they run again: those that are not idempotent under the sealed contract or, as for
+    failed attempts (:func:`attempt_contracts`), under one a planner's reseals led from. Making
+    a step idempotent closes the way to settle it by someone's word, a strengthening a planner
+    may seal; it does not make running again what the step did an unknown number of times
+    safe, which is a sealer's word."""
+    steps: set[str] = set()
+    for _contract, at in _lineage(git, state, name):
+        try:
+            checked, _record = sealed_contract(at, name)
+        except GitAuditError:
+            continue  # the chain was verified: the sealed copy of a verified state matches
+        if checked is not None and checked.plan is not None:
+            steps.update(s.id for s in checked.plan.steps if not s.idempotent)
+    return frozenset(steps)
+
+
+def _lineage(
+    git: pygit2.Repository, state: PlansState, name: str
+) -> tuple[tuple[str, PlansState], ...]:
+    """Each contract of :func:`attempt_contracts`, newest first, with a plans state in which it
+    is the sealed one."""
     record = state.seal(name)
-    if record is None or state.tip is None:
-        return (record.contract_digest,) if record is not None else ()
+    if record is None:
+        return ()
+    if state.tip is None:
+        return ((record.contract_digest, state),)
     key = (str(git.path), str(state.tip), name)
     if key in _INHERITED:
         return _INHERITED[key]
-    contracts = [record.contract_digest]
+    lineage = [(record.contract_digest, state)]
     current, trust = record, state.trust
     if _sealers_seal(trust, current):  # the usual case: no walk
-        return tuple(contracts)
+        return tuple(lineage)
     for commit in chain.walk(git, state.tip, what=PLANS_REF):
         try:
             at = state_at(git, commit)
@@ -763,10 +792,10 @@ def attempt_contracts(git: pygit2.Repository, state: PlansState, name: str) -> t
         if current.retired or _sealers_seal(trust, current) or older is None:
             break
         current, trust = older, at.trust
-        contracts.append(older.contract_digest)
+        lineage.append((older.contract_digest, at))
     if len(_INHERITED) > 64:
         _INHERITED.clear()
-    _INHERITED[key] = tuple(dict.fromkeys(contracts))
+    _INHERITED[key] = tuple(lineage)
     return _INHERITED[key]
 
 

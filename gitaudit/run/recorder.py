@@ -41,6 +41,7 @@ from gitaudit.ledger.plansref import (
     SealRecord,
     attempt_contracts,
     read_state,
+    reconcile_first,
     sealed_contract,
 )
 from gitaudit.ledger.records import RUN_FORMAT, RunRecord
@@ -406,14 +407,16 @@ def _require_forward(repo: Repo, name: str) -> None:
 def _check_reconcile(
     repo: Repo, prep: _Prepared, tree: str, reconcile: Mapping[StepId, tuple[str, str]]
 ) -> None:
-    """An unknown outcome may be settled only for a non-idempotent step that has one, on the
-    tree it was recorded for, and by readback only when the step declares readback checks."""
+    """An unknown outcome may be settled only for a step that has one and may not simply run
+    again (:func:`reconcile_first`), on the tree it was recorded for, and by readback only when
+    the step declares readback checks."""
     name, plan = prep.plan.name, prep.plan
+    settle_first = reconcile_first(repo.git, prep.state, name) if reconcile else frozenset()
     for sid, (mode, _note) in reconcile.items():
         step = plan.step(sid)
         if step is None:
             raise UsageError(f"plan {name!r} has no step {sid}")
-        if step.idempotent:
+        if sid not in settle_first:
             raise RunError(
                 f"step {sid} of plan {name!r} is idempotent: run it again instead of reconciling",
                 hint=f"`git audit run {sid} --plan {name}`",
@@ -464,7 +467,7 @@ class _Prior:
     carried: dict[StepId, str]
     incremental: dict[StepId, str]
     attempts: dict[StepId, int]
-    unresolved: dict[StepId, str]
+    unresolved: dict[StepId, str]  # unknown outcomes to settle first (:func:`reconcile_first`)
     digests: dict[StepId, str]
 
 
@@ -481,6 +484,7 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
     if not fresh:
         incremental = _unchanged_inputs(repo, prep, digests, counted, sources)
     now = time.time()
+    settle_first = reconcile_first(repo.git, prep.state, name)
     return _Prior(
         _unexpired(repo, plan, carried, now),
         _unexpired(repo, plan, incremental, now),
@@ -490,7 +494,7 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
                 for c in attempt_contracts(repo.git, prep.state, name)
             }
         ),
-        counted.unsettled(),
+        {sid: run for sid, run in counted.unsettled().items() if sid in settle_first},
         digests,
     )
 

@@ -96,7 +96,9 @@ class RunRequest:
     # steps whose declared inputs and dependencies are unchanged since a passing run: step -> run
     incremental: Mapping[StepId, str] = field(default_factory=dict)
     attempts_used: Mapping[StepId, int] = field(default_factory=dict)
-    # non-idempotent steps whose last outcome is unknown: step -> the run that left it unknown
+    # steps whose last outcome is unknown and that may not simply run again (not idempotent
+    # under the sealed contract or one a planner's reseals led from): step -> the run that left
+    # it unknown
     unresolved: Mapping[StepId, str] = field(default_factory=dict)
     # reconciliation of unknown outcomes: step -> ("pass" | "fail" | "readback", note)
     reconcile: Mapping[StepId, tuple[str, str]] = field(default_factory=dict)
@@ -244,7 +246,7 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
                         running[future] = sid
                         progressed = True
                         continue
-                    if sid in request.unresolved and not step.idempotent:
+                    if sid in request.unresolved:
                         outcomes[sid] = StepOutcome(
                             sid,
                             StepStatus.UNKNOWN,

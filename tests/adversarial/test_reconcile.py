@@ -23,7 +23,7 @@ from gitaudit.errors import SealError
 from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import runs_ref
-from gitaudit.ledger.seals import set_policy, trust_add
+from gitaudit.ledger.seals import seal_plan, set_policy, trust_add
 from gitaudit.ledger.trust import Policy
 from gitaudit.plan.catalog import check_worktree
 from tests.adversarial.conftest import (
@@ -35,6 +35,8 @@ from tests.adversarial.conftest import (
     plan,
     step,
 )
+from tests.adversarial.test_request import PLAN, Asked, answering
+from tests.adversarial.test_request import asked as asked  # noqa: PLC0414 (fixture)
 from tests.gitrepo import git
 
 RUNS = runs_ref("default")
@@ -327,3 +329,63 @@ def test_attack_reconcile_unknown_outcome_moved_to_another_tree(
     settled = pending.cli("reconcile", "deploy", "--readback", *key)
     assert settled.code == 0, settled.out + settled.err
     assert pending.gate().verdict == "PASS"
+
+
+# --------------------------------------------- a planner's reseal makes the step idempotent
+
+
+def _counted_deploy(log: Path, pause: Path, **fields: Any) -> dict[str, Any]:
+    """deploy (covering R1) as in `deploy_plan`: each execution appends a line to *log* (its
+    effect, outside the tree), then waits as long as *pause* says (30 s: it times out)."""
+    script = f"echo deployed >> {log}; sleep $(cat {pause})"
+    return step(
+        "deploy",
+        check("sh", "-c", script, timeout=1),
+        covers=["R1"],
+        **{"idempotent": False, "readback": [READBACK], "workspace": "live", **fields},
+    )
+
+
+@pytest.mark.parametrize("who", ["planner", "sealer"])
+def test_attack_reconcile_planner_makes_the_step_idempotent(
+    asked: Asked, tmp_path: Path, who: str
+) -> None:
+    """The agent's planner key sealed a plan with `deploy` (not idempotent); deploy timed out,
+    so its outcome is unknown and it may not run again before it is reconciled. The planner
+    reseals deploy as idempotent: the plans ref records a strengthening (it closes the way to
+    settle deploy by someone's word), which a planner may seal, and `git audit run` deployed a
+    second time, and the gate said PASS (before the fix). Whether a step that may have had its
+    effect can run again is a sealer's word: the outcome must still be reconciled, as failed
+    attempts still count across a planner's reseals: `git audit run` reports it unknown and
+    `next` says to reconcile it. A sealer's reseal (the control variant) lets it run again."""
+    world = asked.world
+    log, pause = tmp_path / "deploys", tmp_path / "pause"
+    pause.write_text("30\n")
+    world.repo.write(".gitignore", "deployed.txt\n")
+    steps = [*PLAN["steps"], _counted_deploy(log, pause)]
+    assert asked.seal(answering(*steps)).commit is not None
+    world.repo.commit("deploy, the planner's own step")
+    assert world.run().doc["steps"]["deploy"]["status"] == "unknown"
+    assert log.read_text() == "deployed\n"
+    idempotent = answering(*steps[:2], _counted_deploy(log, pause, idempotent=True))
+    if who == "planner":
+        resealed = asked.seal(idempotent)
+    else:
+        world.write_plan(idempotent)
+        (checked,) = check_worktree(world.path, "default")
+        resealed = seal_plan(world.handle(), world.alice, checked)
+    assert resealed.record is not None and not resealed.record.weakened
+    assert resealed.record.strengthenings == ("step deploy: idempotent False -> True",)
+    world.repo.commit("deploy is idempotent now")
+    pause.write_text("0\n")  # a second deployment would pass now
+    again = world.run()
+    if who == "sealer":  # the sealer's word: deploy may simply run again
+        assert again.doc["steps"]["deploy"]["status"] == "passed"
+        assert log.read_text() == "deployed\ndeployed\n"
+        assert world.gate().verdict == "PASS"
+        return
+    entry = again.doc["steps"]["deploy"]
+    assert entry["status"] == "unknown" and entry["attempt"] is None, entry
+    assert log.read_text() == "deployed\n"  # not deployed a second time
+    judged = assert_plan(world.gate(with_states=True), "step.unknown", "UNKNOWN")
+    assert judged.states["deploy"] == "unknown"
