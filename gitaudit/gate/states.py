@@ -24,8 +24,7 @@ from gitaudit.verdict import StepStatus, Verdict
 _STATE_OF = {
     StepStatus.FAILED: "failed",
     StepStatus.EXHAUSTED: "exhausted",
-    StepStatus.UNKNOWN: "unknown",
-}
+}  # an unknown outcome is ``unknown`` only where it must be reconciled (else ``pending``)
 
 
 def step_states(

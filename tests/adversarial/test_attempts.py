@@ -344,3 +344,28 @@ def test_attack_attempts_ledger_rewound_before_the_run(exhausted: World, how: st
     assert lines[1].startswith("hint: ") and "git update-ref refs/audit/runs/default" in lines[1]
     assert exhausted.ref(RUNS) == moved  # nothing ran, nothing was recorded
     assert_plan(exhausted.gate(), "evidence.ledger", "FAIL")
+
+
+# ------------------------------------------------------------- timeouts spend no attempt
+
+
+def test_attack_attempts_timeouts_spend_no_attempt(world: World, tmp_path: Path) -> None:
+    """KNOWN LIMIT: `max_attempts` counts failed attempts, and a timed-out one is `unknown`,
+    not failed. The agent makes the code under test hang where it would fail (it catches the
+    flaky error and waits): unit, allowed 2 failures, times out three times, spends no
+    attempt, and passes on the fourth try. Where it stops: each timed-out run is UNKNOWN for
+    the gate and says so; the gate's PASS rests on the run in which unit's checks passed on
+    this tree, and the timeouts stay on the ledger for a reviewer (`git audit log`)."""
+    counter = tmp_path / "tries"  # the flake: unit passes from its fourth try on
+    counter.write_text("0\n")
+    hang = f'n=$(cat {counter}); echo $((n+1)) > {counter}; [ "$n" -ge 3 ] || sleep 30'
+    world.seal(plan(step("unit", check("sh", "-c", hang, timeout=0.5), max_attempts=2)))
+    for _ in range(3):
+        recorded = world.run()
+        entry = recorded.doc["steps"]["unit"]
+        assert (entry["status"], entry["attempts_used"]) == ("unknown", 0), entry
+        judged = assert_plan(world.gate(with_states=True), "step.unknown", "UNKNOWN")
+        assert judged.states["unit"] == "pending"  # idempotent: it may simply run again
+    lucky = world.run()
+    assert lucky.doc["steps"]["unit"]["status"] == "passed"
+    assert world.gate().verdict == "PASS"
