@@ -20,6 +20,7 @@ from tests.adversarial.test_agents import _cli
 from tests.adversarial.test_agents import crew as crew  # noqa: PLC0414 (fixture)
 from tests.adversarial.test_evidence import failing as failing  # noqa: PLC0414 (fixture)
 from tests.adversarial.test_runner_rules import MAIN, rule
+from tests.gitrepo import audit
 from tests.run.test_memo import pre_push
 
 RUNS = runs_ref("default")
@@ -180,3 +181,32 @@ def test_attack_time_agents_claim_taken_over_by_a_record_dated_ahead(
     judged = assert_plan(crew.gate(), "agents.registry", "FAIL")
     assert "ahead of this machine's clock" in judged.reasons[0].message
     assert crew.cli("status").code == 1
+
+
+def test_attack_time_run_dated_by_the_environment(world: World) -> None:
+    """The agent runs `git audit run` (ci's key) with the clock settings a process takes from
+    its environment set a day ahead: git's `GIT_COMMITTER_DATE` and `GIT_AUTHOR_DATE`, a far
+    time zone (`TZ`, UTC+14) and libfaketime's `FAKETIME`, so the evidence would be dated a day
+    later and stay fresh a day too long. The signed time is the machine's clock in UTC: the
+    evidence expires when its `valid_for` says. (A clock faked under the process itself, with
+    libfaketime preloaded, signs a record dated ahead, which the gate refuses:
+    `test_attack_time_committer_date_in_the_future`.)"""
+    world.seal(plan(step("unit", valid_for="3s")))
+    ahead = int(time.time()) + DAY
+    clock = {
+        "GIT_COMMITTER_DATE": f"@{ahead} +0000",
+        "GIT_AUTHOR_DATE": f"@{ahead} +0000",
+        "TZ": "Pacific/Kiritimati",
+        "FAKETIME": "+1d",
+    }
+    before = time.time()
+    ran = audit(world.path, "run", "--key", str(world.keys["ci"]), env=clock, process=True)
+    assert ran.code == 0, ran.out + ran.err
+    run = world.ref(RUNS)
+    assert run is not None
+    signed = world.handle().git[pygit2.Oid(hex=run)].peel(pygit2.Commit).commit_time
+    assert before - 1 <= signed <= time.time() + 1
+    assert world.gate().verdict == "PASS"
+    time.sleep(max(0.0, signed + 4.1 - time.time()))
+    judged = assert_plan(world.gate(), "evidence.expired", "UNKNOWN")
+    assert judged.reasons[0].step == "unit"
