@@ -438,6 +438,11 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:
     except GitAuditError as exc:
         _err(f"gitaudit: the server's refs/audit/plans is not trustworthy: {exc.message}")
         return 1
+    named = _refused_names(state, updates)
+    for ref, why in named:
+        _err(f"gitaudit: rejecting {ref}: {why}")
+    if named:
+        return 1  # which update git would apply, or to which ref, is not what the hook read
     refused, pushed_runs = _audit_updates(repo, state, updates)
     for ref, why in refused:
         _err(f"gitaudit: rejecting {ref}: {why}")
@@ -466,6 +471,72 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:
             rejected = True
             _explain(_as_server(result, pushed_runs), f"update of {ref} to {new[:12]}")
     return 1 if rejected else 0
+
+
+_REPLACE = "refs/replace/"  # git reads the object such a ref names as another one
+
+
+def _fold(name: str) -> str:
+    """*name* as a file system that ignores case and Unicode normalisation sees it (the loose
+    refs of macOS and Windows servers): ``refs/AUDIT/plans``, ``refs/headſ/main``."""
+    import unicodedata
+
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", name).casefold())
+
+
+def _refused_names(
+    state: PlansState, updates: Sequence[tuple[str, str, str]]
+) -> list[tuple[str, str]]:
+    """The updates refused for their ref's name alone, with why: a ref the push names twice (git
+    gives the hook every line but applies only the first: the hook would judge with evidence
+    that never lands), a replace ref (every git command on the server would read one object as
+    another, a proven commit or tree as the pusher's), and a case variant
+    (:func:`_case_variant`)."""
+    refused: list[tuple[str, str]] = []
+    seen: dict[str, str] = {}
+    policy = state.policy if state.exists else None
+    patterns = (
+        (*policy.protected_refs, *(r.pattern for r in policy.evidence))
+        if policy is not None
+        else ("refs/heads/*",)
+    )
+    for _old, new, ref in updates:
+        folded = _fold(ref)
+        why: str | None
+        if folded in seen:
+            first = seen[folded]
+            also = "" if first == ref else f" (as {first!r} too: one ref where case is ignored)"
+            why = f"the push names it twice{also}; push each ref once"
+        elif ref.startswith(_REPLACE) and new != ZERO:
+            why = (
+                "a replace ref makes git on the server read one object as another (a proven "
+                "commit or tree as an unproven one): the server takes none"
+            )
+        else:
+            why = _case_variant(ref, folded, patterns)
+        seen.setdefault(folded, ref)
+        if why is not None:
+            refused.append((ref, why))
+    return refused
+
+
+def _case_variant(ref: str, folded: str, patterns: Sequence[str]) -> str | None:
+    """Why *ref* is refused as an audit ref, a mirror, a replace ref or a ref a policy pattern
+    matches, only when case is ignored: on a server whose file system ignores case it is that
+    ref (``refs/AUDIT/runs/default`` would move the ledger unjudged, ``refs/Heads/main`` the
+    protected branch); None when it is no such variant."""
+    import fnmatch
+
+    for prefix in ("refs/audit/", _MIRRORS, _REPLACE):
+        if folded.startswith(prefix) and not ref.startswith(prefix):
+            return f"a case variant of {prefix}: name it {prefix}..."
+    for pattern in patterns:
+        if fnmatch.fnmatchcase(folded, _fold(pattern)) and not fnmatch.fnmatchcase(ref, pattern):
+            return (
+                f"the policy's {pattern!r} matches it only when case is ignored (where the "
+                "file system ignores case, it is that ref): spell it as the policy does"
+            )
+    return None
 
 
 def _audit_updates(

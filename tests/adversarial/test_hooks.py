@@ -479,3 +479,103 @@ def test_attack_hooks_gitaudit_package_planted_in_the_work_tree(setup: Setup, ho
     assert pushed.returncode != 0, pushed.stderr
     assert "push of refs/heads/main to refs/heads/main" in pushed.stderr
     assert setup.server_ref("refs/heads/main") is None
+
+
+# ------------------------------------------------------- what else a push can make the server do
+
+
+def test_attack_hooks_runs_ref_named_twice_in_one_push(setup: Setup) -> None:
+    """The trusted runner's ledger says main's tree PASSed, then (newer) FAILed. The pusher
+    speaks to receive-pack itself and names refs/audit/runs/default twice in one push: first
+    with the whole ledger (the FAIL on top), then with the PASS run alone, beside main. git
+    gives pre-receive both lines and applies only the first (the second no longer finds the
+    ref at its old value): the hook judged main with the last, the PASS, and main landed on a
+    server whose ledger says its tree FAILed (before the fix). A push names each ref once."""
+    _run_pass(setup)
+    passed = setup.client.git("rev-parse", RUNS).strip()
+    failed = _forge(setup, RUNS, _sealer(), _make_fail)  # the trusted runner's newer verdict
+    main = setup.client.git("rev-parse", "main").strip()
+    commands = [(ZERO, failed, RUNS), (ZERO, passed, RUNS), (ZERO, main, "refs/heads/main")]
+    report = _raw_push(setup, commands, [main, failed])
+    assert f"rejecting {RUNS}: the push names it twice" in report, report
+    assert "pre-receive hook declined" in report and "Traceback" not in report
+    assert (setup.server_ref("refs/heads/main"), setup.server_ref(RUNS)) == (None, None)
+    # the control: the whole ledger and main, each named once: main's tree FAILed
+    pushed = setup.push("--no-verify", "origin", "main", RUNS)
+    assert pushed.returncode != 0 and "FAIL" in pushed.stderr, pushed.stderr
+    assert setup.push("--no-verify", "origin", RUNS).returncode == 0
+    assert setup.server_ref(RUNS) == failed
+
+
+def test_attack_hooks_replace_ref_pushed_to_the_server(setup: Setup) -> None:
+    """main PASSed on the server. The pusher then pushes `refs/replace/<main's commit>` holding
+    an unproven commit: no protected ref moves, so the hook let it through (before the fix),
+    and every git command on the server (a deploy hook's `git checkout main`, `git archive`)
+    read main as the unproven commit, while gitaudit, which never follows replace refs, still
+    said PASS. A server takes no replace ref (deleting one is allowed)."""
+    _run_pass(setup)
+    assert setup.audit_push().returncode == 0
+    proven = setup.client.git("rev-parse", "main").strip()
+    tree = setup.client.git("rev-parse", "main^{tree}").strip()
+    setup.client.write("greeting.txt", "goodbye\n")
+    unproven = setup.client.commit("unproven change")
+    for name in (proven, tree):
+        swap = unproven if name == proven else f"{unproven}^{{tree}}"
+        target = setup.client.git("rev-parse", swap).strip()
+        pushed = setup.push("--no-verify", "origin", f"{target}:refs/replace/{name}")
+        assert pushed.returncode != 0, pushed.stderr
+        assert f"rejecting refs/replace/{name}: " in pushed.stderr, pushed.stderr
+        assert "Traceback" not in pushed.stderr
+        assert setup.server_ref(f"refs/replace/{name}") is None
+    shown = subprocess.run(
+        ["git", "rev-parse", "main^{tree}"],
+        cwd=setup.server,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={k: v for k, v in setup.env().items() if k != "GIT_NO_REPLACE_OBJECTS"},
+    )
+    assert shown.stdout.strip() == tree
+
+
+CASE_VARIANTS = {
+    "runs ledger": "refs/AUDIT/runs/default",
+    "plans ref deleted": "refs/Audit/plans",
+    "mirror": "refs/GitAudit/remotes/origin/audit/runs/default",
+    "replace ref": "refs/REPLACE/{main}",
+    "protected branch": "refs/Heads/main",
+    "protected branch, long s": "refs/head\u017f/main",
+}
+
+
+@pytest.mark.parametrize("how", list(CASE_VARIANTS))
+def test_attack_hooks_case_variant_of_a_judged_ref(setup: Setup, how: str) -> None:
+    """A name that is an audit ref, a mirror, a replace ref or a protected branch but for case
+    (`refs/AUDIT/runs/default`, `refs/Heads/main`, `refs/head<U+017F>/main`, whose long s folds
+    to s): the hook compared names exactly and let each through unjudged, an unsigned 'all
+    passed' run, the deletion of the plans ref, an unproven commit (all before the fix). On a
+    server whose file system ignores case (macOS, Windows) git writes such a loose ref into the
+    very file of the ref it folds to. Each is refused; a branch the policy protects as spelt
+    still passes (the control)."""
+    _run_pass(setup)
+    assert setup.audit_push().returncode == 0
+    proven = setup.client.git("rev-parse", "main").strip()
+    ref = CASE_VARIANTS[how].format(main=proven)
+    setup.client.write("greeting.txt", "goodbye\n")
+    unproven = setup.client.commit("unproven change")
+    if how == "plans ref deleted":
+        plans = setup.client.git("rev-parse", PLANS).strip()
+        report = _raw_push(setup, [(plans, ZERO, ref)], [])
+    else:
+        source = _forge(setup, RUNS, None, _make_pass) if how in ("runs ledger", "mirror") else ""
+        pushed = setup.push("--no-verify", "origin", f"{source or unproven}:{ref}")
+        assert pushed.returncode != 0, pushed.stderr
+        report = pushed.stderr
+    assert f"rejecting {ref}: " in report, report
+    why = "matches it only when case is ignored" if "branch" in how else "a case variant of"
+    assert why in report and "Traceback" not in report, report
+    assert setup.server_ref(ref) is None
+    assert setup.server_ref(PLANS) is not None
+    # the control: a proven commit on a protected branch of any spelling refs/heads/* matches
+    topic = setup.push("--no-verify", "origin", f"{proven}:refs/heads/Topic-A")
+    assert topic.returncode == 0, topic.stderr

@@ -230,6 +230,31 @@ def test_attack_runner_rules_server_declines_main_without_ci(ruled: World, tmp_p
     assert again.returncode == 0, again.stderr
 
 
+@pytest.mark.parametrize("spelling", ["refs/heads/MAIN", "refs/heads/Main"])
+def test_attack_runner_rules_main_spelt_in_another_case_on_the_server(
+    ruled: World, tmp_path: Path, spelling: str
+) -> None:
+    """main is proven by ci alone. The agent pushes its own PASS run with the commit as
+    `refs/heads/MAIN`: refs/heads/* protects it, but the rule for refs/heads/main did not apply
+    to that name, so the agent's run proved it and the server took it (before the fix); where
+    the server's file system ignores case, that push moved main itself. A name a pattern of the
+    policy matches only when case is ignored is refused."""
+    agent = runner(ruled, "agent")
+    server = ruled.serve(tmp_path / "server.git")
+    ruled.run(signer=agent)
+    pushed = subprocess.run(
+        ["git", "push", "--no-verify", "origin", f"HEAD:{spelling}", "refs/audit/runs/default"],
+        cwd=ruled.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pushed.returncode != 0, pushed.stderr
+    assert f"rejecting {spelling}: the policy's 'refs/heads/main' matches it only" in pushed.stderr
+    assert "Traceback" not in pushed.stderr
+    assert git(server, "rev-parse", "-q", "--verify", spelling, check=False) == ""
+
+
 def test_runner_rules_status_for_names_the_rule(ruled: World) -> None:
     """Control: `status --for` explains itself, and takes full ref names only."""
     ruled.run()
