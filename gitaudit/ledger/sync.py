@@ -146,6 +146,27 @@ def _replayable(
         )
 
 
+def _not_taken(
+    git: pygit2.Repository,
+    state: PlansState,
+    ref: str,
+    theirs: pygit2.Oid,
+    ours: pygit2.Oid | None,
+) -> str | None:
+    """Why the remote's runs *theirs*, ahead of the local *ref* at *ours* (None: the clone has
+    no such ref), are not taken into the local ledger, or None: every run they add must verify
+    as a replay would (a trusted runner's, one parent, this plan's record). A remote without
+    gitaudit's hook holds whatever was pushed to it, and the clone's next runs are recorded on
+    top of what it takes in."""
+    try:
+        for commit in chain.walk(git, theirs, stop=ours, what=ref):
+            root_ok = ours is None and not commit.parent_ids
+            _replayable(git, state, ref, commit, root_ok, what=_FETCHED)
+    except GitAuditError as exc:
+        return exc.message
+    return None
+
+
 def _replay_base(git: pygit2.Repository, ref: str, remote: str, theirs: pygit2.Oid) -> None:
     """LedgerError unless the remote's tip *theirs*, which replays are signed onto, is a run of
     *ref*'s plan: the remote (its URL is in .git/config) could hold any commit there, and a
@@ -258,10 +279,15 @@ def reconcile_with(repo: Repo, remote: str, signer: Signer | None) -> list[SyncA
             moves.append((SyncAction(ref, "up-to-date"), None))
             continue
         if git.descendant_of(theirs, local):
+            why = _not_taken(git, state(), ref, theirs, local)
             move = functools.partial(
                 cas_update, git, ref, theirs, local, "gitaudit: fast-forward to remote runs"
             )
-            moves.append((SyncAction(ref, "fast-forwarded"), move))
+            moves.append(
+                (SyncAction(ref, f"not taken: {why}"), None)
+                if why
+                else (SyncAction(ref, "fast-forwarded"), move)
+            )
             continue
         if signer is None:
             raise LedgerError(
@@ -286,10 +312,15 @@ def reconcile_with(repo: Repo, remote: str, signer: Signer | None) -> list[SyncA
         moves.append((SyncAction(ref, f"rebased {count}"), move))
     for ref in sorted(set(remote_refs) - set(list_refs(git, RUNS_PREFIX)) - {PLANS_REF}):
         if ref.startswith(RUNS_PREFIX):
+            why = _not_taken(git, state(), ref, remote_refs[ref], None)
             move = functools.partial(
                 cas_update, git, ref, remote_refs[ref], None, "gitaudit: runs from remote"
             )
-            moves.append((SyncAction(ref, "remote-only"), move))
+            moves.append(
+                (SyncAction(ref, f"not taken: {why}"), None)
+                if why
+                else (SyncAction(ref, "remote-only"), move)
+            )
     # everything is verified and signed: only now does any ref move
     checkpoint.reached("push.replayed", ",".join(a.ref for a, move in moves if move))
     for _action, apply in moves:
@@ -361,12 +392,9 @@ def _sync_runs(
     if ours == theirs:
         return SyncAction(ref, "up-to-date")
     if ours is None or git.descendant_of(theirs, ours):
-        try:
-            for commit in chain.walk(git, theirs, stop=ours, what=ref):
-                root_ok = ours is None and not commit.parent_ids
-                _replayable(git, state(), ref, commit, root_ok, what=_FETCHED)
-        except GitAuditError as exc:
-            return SyncAction(ref, f"not taken: {exc.message}")
+        why = _not_taken(git, state(), ref, theirs, ours)
+        if why:
+            return SyncAction(ref, f"not taken: {why}")
         cas_update(git, ref, theirs, ours, "gitaudit: runs from remote")
         return SyncAction(ref, "remote-only" if ours is None else "fast-forwarded")
     if git.descendant_of(ours, theirs):
@@ -518,12 +546,15 @@ def push(
     actions: list[SyncAction] = []
     result = PushResult(1, 0, (), ())
     for attempt in range(1, attempts + 1):
-        actions += reconcile_with(repo, remote, signer)
+        reconciled = reconcile_with(repo, remote, signer)
+        actions += reconciled
         first = _push_plans_first(repo, remote, attempt, tuple(actions))
         if first is not None and first.code != 0:
             return first
+        # a runs ref whose remote runs were not taken in is behind them or absent: nothing to send
+        refused = {a.ref for a in reconciled if a.action.startswith("not taken")}
         audit_refs = [PLANS_REF] if read_ref(repo.git, PLANS_REF) else []
-        audit_refs += sorted(list_refs(repo.git, RUNS_PREFIX))
+        audit_refs += sorted(set(list_refs(repo.git, RUNS_PREFIX)) - refused)
         audit_refs += pushable(repo, remote)  # proposals awaiting approvals, fast-forwards only
         proc = run_git(
             ["push", "--atomic", "--porcelain", remote, *specs, *(f"{r}:{r}" for r in audit_refs)],

@@ -274,3 +274,49 @@ def test_attack_push_replay_signs_a_plans_commit(proven: World, tmp_path: Path, 
     # whatever the agent does with what the push left behind, mallory is no sealer
     world.set_ref(PLANS_REF, world.ref(RUNS) or "")
     assert_plans_level(world.gate(), "plans.untrusted")
+
+
+# ------------------------------------------------------- what `git audit push` takes in
+#
+# Before pushing, `git audit push` fetches the remote's audit refs and moves the local runs refs
+# to the remote's where they are ahead (or exist only there). A remote without gitaudit's hook (a
+# forge, a mirror the agent can push to) holds whatever was pushed to it.
+
+
+@pytest.mark.parametrize("how", ["fast-forward", "remote-only ledger"])
+def test_attack_push_takes_in_unverified_remote_runs(
+    proven: World, tmp_path: Path, how: str
+) -> None:
+    """The remote (no pre-receive) holds, on top of the genuine ledger, an unsigned 'all passed'
+    run, or a whole ledger of one for a plan the clone has no runs of. `git audit sync` verifies
+    every run it takes in and leaves such a chain out; `git audit push` moved the local ref to
+    it unverified (both before the fix): the clone's next runs were recorded on top of the
+    forgery, and every gated server then refused them. push now verifies what it takes in as
+    sync does, and says it was not taken."""
+    world = proven
+    genuine = world.ref(RUNS)
+    assert genuine is not None
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    world.repo.git("remote", "add", "origin", str(remote))
+    world.repo.git("config", "audit.signingKey", str(world.keys["ci"]))
+    world.repo.git("push", "-q", "origin", "HEAD:refs/heads/main", PLANS_REF, RUNS)
+    if how == "fast-forward":
+        ref = RUNS
+        forged = world.forge_run(genuine, edit=make_pass_doc, signer=None, move=False)
+    else:
+        ref = runs_ref("release")
+
+        def release(doc: dict[str, Any]) -> None:
+            make_pass_doc(doc)
+            doc["plan"] = "release"
+
+        forged = world.forge_run(genuine, edit=release, signer=None, parent=None, move=False)
+    world.repo.git("push", "-q", "origin", f"{forged}:{ref}")
+    before = world.ref(ref)
+    for command in ("sync", "push"):
+        done = world.cli(command)
+        assert done.code == 0, done.out + done.err
+        assert f"{ref}: not taken: " in done.out and "is not signed" in done.out, done.out
+        assert world.ref(ref) == before  # the genuine tip, or no ledger at all
+    assert git(remote, "rev-parse", ref).strip() == str(forged)  # the push did not rewind it
