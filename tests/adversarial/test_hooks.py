@@ -579,3 +579,55 @@ def test_attack_hooks_case_variant_of_a_judged_ref(setup: Setup, how: str) -> No
     # the control: a proven commit on a protected branch of any spelling refs/heads/* matches
     topic = setup.push("--no-verify", "origin", f"{proven}:refs/heads/Topic-A")
     assert topic.returncode == 0, topic.stderr
+
+
+UNPROVEN_PUSHES = {
+    "beside a proven branch": "update of refs/heads/topic to",
+    "with a tag of it": "update of refs/heads/topic to",
+    "plan added under another name": "plan 'other' is not sealed",
+    "plan file renamed": "plan 'default' is sealed as active but .gitaudit/plans/default.json",
+    "as an annotated tag object": "update of refs/heads/topic to",
+    "as its bare tree": "update of refs/heads/topic to",
+}
+
+
+@pytest.mark.parametrize("how", list(UNPROVEN_PUSHES))
+def test_attack_hooks_unproven_commit_pushed_in_another_shape(setup: Setup, how: str) -> None:
+    """main is proven on the server. The pusher sends an unproven commit in shapes the other
+    tests do not: as one of two branches of a push whose other branch is proven; with an
+    unprotected tag of it; with a tree that adds a copy of the plan under another name (which
+    nothing sealed), or renames the plan file; as an annotated tag object or its bare tree
+    object on a branch (spoken to receive-pack, which takes a non-commit on a new branch).
+    Each is judged (the tree behind the value, every protected ref), and nothing lands."""
+    _run_pass(setup)
+    assert setup.audit_push().returncode == 0
+    proven = setup.client.git("rev-parse", "main").strip()
+    setup.client.write("greeting.txt", "hello, unproven\n")
+    if how == "plan added under another name":
+        setup.client.write_plan(PLAN, "other")
+    if how == "plan file renamed":
+        setup.client.git("mv", ".gitaudit/plans/default.json", ".gitaudit/plans/other.json")
+    unproven = setup.client.commit("unproven change")
+    topic, refs = "refs/heads/topic", ["refs/heads/topic"]
+    if how in ("as an annotated tag object", "as its bare tree"):
+        setup.client.git("tag", "-a", "-m", "release", "v1", unproven)
+        value = setup.client.git(
+            "rev-parse", "refs/tags/v1" if how == "as an annotated tag object" else "HEAD^{tree}"
+        ).strip()
+        report = _raw_push(setup, [(ZERO, value, topic)], ["refs/tags/v1"])
+    else:
+        specs = [f"{unproven}:{topic}"]
+        if how == "beside a proven branch":
+            specs.append(f"{proven}:refs/heads/proven")
+            refs.append("refs/heads/proven")
+        if how == "with a tag of it":
+            setup.client.git("tag", "v1", unproven)
+            specs.append("refs/tags/v1")
+            refs.append("refs/tags/v1")
+        pushed = setup.push("--no-verify", "origin", *specs)
+        assert pushed.returncode != 0, pushed.stderr
+        report = pushed.stderr
+    assert UNPROVEN_PUSHES[how] in report and "pre-receive hook declined" in report, report
+    assert "Traceback" not in report
+    assert [setup.server_ref(ref) for ref in refs] == [None] * len(refs)
+    assert setup.server_ref("refs/heads/main") == proven
