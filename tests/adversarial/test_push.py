@@ -320,3 +320,59 @@ def test_attack_push_takes_in_unverified_remote_runs(
         assert f"{ref}: not taken: " in done.out and "is not signed" in done.out, done.out
         assert world.ref(ref) == before  # the genuine tip, or no ledger at all
     assert git(remote, "rev-parse", ref).strip() == str(forged)  # the push did not rewind it
+
+
+def make_fail_doc(doc: dict[str, Any]) -> None:
+    """The runner's newer verdict on the same tree: a step failed."""
+    doc["verdict"] = "FAIL"
+    first = next(iter(doc["steps"].values()))
+    first["status"], first["reason"] = "failed", "exit 1"
+
+
+@pytest.mark.parametrize("how", ["runs rewound", "plans rewound", "plans forged"])
+def test_attack_push_sync_from_a_remote_that_rewinds_or_forges(
+    proven: World, tmp_path: Path, how: str
+) -> None:
+    """ci PASSed HEAD's tree, then (newer) FAILed it. The remote the clone syncs from (no
+    pre-receive) holds the runs ref at the PASS, the plans ref one seal back, or the plans ref
+    with a commit mallory signed on top. `git audit sync` moves no local audit ref back nor to
+    an unverified chain, and the gate, which reads the remote's copy beside the ledger, still
+    says FAIL: the copy left at the older PASS does not outrank the newer FAIL."""
+    world = proven
+    passed = world.ref(RUNS)
+    assert passed is not None
+    world.forge_run(passed, edit=make_fail_doc, signer=world.ci)
+    assert world.gate().verdict == "FAIL"
+    plans = world.ref(PLANS_REF)
+    assert plans is not None
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    world.repo.git("remote", "add", "origin", str(remote))
+    world.repo.git("push", "-q", "origin", PLANS_REF, RUNS)
+    if how == "runs rewound":
+        git(remote, "update-ref", RUNS, passed)
+    elif how == "plans rewound":
+        git(remote, "update-ref", PLANS_REF, f"{plans}^")
+    else:
+        bare = pygit2.Repository(str(remote))
+        tip = bare.get(pygit2.Oid(hex=plans))
+        assert isinstance(tip, pygit2.Commit)
+        forged = create_signed_commit(
+            bare, tree=tip.tree_id, parents=[tip.id], message="plans\n", signer=world.mallory
+        )
+        git(remote, "update-ref", PLANS_REF, str(forged))
+    before = world.repo.git("for-each-ref", "--format=%(refname) %(objectname)", "refs/audit")
+    synced = world.cli("sync")
+    if how == "plans forged":
+        assert synced.code == 1 and "not signed by a trusted sealer" in synced.err, synced.err
+    else:
+        assert synced.code == 0, synced.out + synced.err
+        ref = RUNS if how == "runs rewound" else PLANS_REF
+        assert f"origin: {ref}: ahead" in synced.out, synced.out
+    assert "Traceback" not in synced.err
+    after = world.repo.git("for-each-ref", "--format=%(refname) %(objectname)", "refs/audit")
+    assert after == before
+    if how == "runs rewound":  # the remote's copy the gate reads beside the ledger
+        assert world.ref("refs/gitaudit/remotes/origin/audit/runs/default") == passed
+    assert world.gate().verdict == "FAIL"
+    assert world.cli("status", "HEAD").code == 1
