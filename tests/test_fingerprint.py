@@ -1010,7 +1010,9 @@ def test_racily_clean_entries_are_rechecked(repo: GitRepo) -> None:
 
 @pytest.mark.parametrize("where", [".gitattributes", ".git/info/attributes"])
 def test_attribute_changes_invalidate_the_kept_index(repo: GitRepo, where: str) -> None:
-    """Attributes decide the blob a file hashes to; a kept blob from before must not survive."""
+    """Attributes decide the blob a file hashes to; a kept blob from before must not survive.
+    (The CRLF file is what a checkout writes under `eol=crlf`: faithful to its blob. In
+    `.git/info/attributes`, which the tree does not pin, the conversion is refused.)"""
     repo.write("crlf.txt", b"one\ntwo\n")
     repo.commit("lf file")
     edited = repo.write("crlf.txt", b"one\r\ntwo\r\n")
@@ -1018,7 +1020,11 @@ def test_attribute_changes_invalidate_the_kept_index(repo: GitRepo, where: str) 
     before = workspace_fingerprint(repo.path)
     assert warm_files(repo)
     assert changed_paths(repo.path, "HEAD", before.tree) == ["crlf.txt"]
-    repo.write(where, "*.txt text eol=lf\n")
+    repo.write(where, "*.txt text eol=crlf\n")
+    if where == ".git/info/attributes":
+        with pytest.raises(RepositoryError, match="sets attributes that convert files"):
+            workspace_fingerprint(repo.path)
+        return
     fp = workspace_fingerprint(repo.path)
     assert fp.tree == truth_in_copy(repo.path)
     # with the attribute the CRLF file normalises to the committed blob
@@ -1374,3 +1380,73 @@ def test_kept_index_carries_no_untracked_cache_of_the_users_index(repo: GitRepo)
     assert kept, "the result was kept for reuse"
     for warm in kept:
         assert b"UNTR" not in warm.read_bytes(), warm
+
+
+@pytest.mark.parametrize("seen", ["kept", "first-contact"])
+def test_a_file_a_checkout_would_not_write_is_refused(repo: GitRepo, seen: str) -> None:
+    """`git add` converts what it hashes and loses information doing so (`$Id: anything$`
+    hashes like `$Id$`, some CRLF line ends like none): a file whose bytes are neither its
+    blob's nor what a checkout writes for that blob is refused, whether the fingerprint hashes
+    it from a kept index or from nothing. Files as a checkout writes them are the tree."""
+    repo.write(".gitattributes", "* text=auto\nid.py ident\n")
+    repo.write("id.py", 'ID = "$Id$"\n')
+    repo.write("mixed.sh", "a=1\nb=2\n")
+    repo.commit("conversions")
+    (repo.path / "id.py").unlink()
+    repo.git("checkout", "--", "id.py")  # `$Id: <blob> $`, as a checkout writes it
+    assert workspace_fingerprint(repo.path).clean
+    for name, content in [("id.py", b'ID = "$Id: x"; evil = 1; _ = "$"\n'), ("mixed.sh", None)]:
+        before = (repo.path / name).read_bytes()
+        (repo.path / name).write_bytes(content or b"a=1\r\nb=2\n")
+        if seen == "first-contact":
+            shutil.rmtree(private_folder(repo.path / ".git"))
+        with pytest.raises(RepositoryError, match=rf"holds other bytes .*: {name};"):
+            workspace_fingerprint(repo.path)
+        (repo.path / name).write_bytes(before)
+        assert workspace_fingerprint(repo.path).clean
+
+
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        (("core.autocrlf", "true"), "core.autocrlf"),
+        (("core.autocrlf", "1"), "core.autocrlf"),
+        (("core.eol", "CRLF"), "core.eol"),
+        (("core.attributesFile", "/dev/null"), "core.attributesfile"),
+    ],
+)
+def test_conversions_of_the_repository_config_are_refused(
+    repo: GitRepo, setting: tuple[str, str], named: str
+) -> None:
+    """The repository's config, which the work tree can write, may not make a checkout write
+    other bytes than the blob (the user's global config may)."""
+    repo.git("config", *setting)
+    with pytest.raises(RepositoryError, match=rf"defines content conversions \({named}\)"):
+        workspace_fingerprint(repo.path)
+    repo.git("config", "--unset", setting[0])
+    repo.git("config", "--global", *setting)
+    assert workspace_fingerprint(repo.path).clean
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("*.sh text eol=crlf\n", True),
+        ("app.py ident\n", True),
+        ("*.txt working-tree-encoding=UTF-16\n", True),
+        ("[attr]mine ident\n", True),
+        ("*.py\tfilter=lfs\n", True),
+        ("*.png -text -diff\n*.c !eol\n", False),
+        ("*.png binary\n*.md diff=markdown export-ignore\n", False),
+    ],
+)
+def test_converting_info_attributes_are_refused(repo: GitRepo, text: str, refused: bool) -> None:
+    """`.git/info/attributes` is not pinned by the tree: an attribute there that converts what
+    git hashes or writes (or a macro the tree's `.gitattributes` could use) is refused;
+    unsetting one, and attributes that convert nothing, are not."""
+    repo.write(".git/info/attributes", text)
+    if not refused:
+        assert workspace_fingerprint(repo.path).clean
+        return
+    with pytest.raises(RepositoryError, match="sets attributes that convert files"):
+        workspace_fingerprint(repo.path)

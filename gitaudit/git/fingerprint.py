@@ -3,9 +3,16 @@
 Evidence is only worth something if it names exactly what was checked.  The fingerprint is the tree
 that ``git add -A && git write-tree`` would produce in a copy of the repository: every tracked file
 plus every untracked file that is not ignored, with executable bits, symlinks and deletions, as git
-itself would hash them (clean filters, ``core.autocrlf``, ``.gitignore``, ``info/exclude`` and
-``core.excludesFile`` all apply).  A clean checkout therefore fingerprints to ``HEAD^{tree}``, so
-evidence recorded on a clean workspace is directly comparable with commits.
+itself would hash them (the tree's attributes, the user's global filters and ``core.autocrlf``,
+``.gitignore``, ``info/exclude`` and ``core.excludesFile`` all apply).  A clean checkout therefore
+fingerprints to ``HEAD^{tree}``, so evidence recorded on a clean workspace is directly comparable
+with commits.
+
+Those conversions lose information (``ident`` takes ``$Id: anything$`` for ``$Id$``, ``text`` some
+CRLF line ends for none), so the tree must be what the files hold, not just what they hash to:
+each file git hashes is compared with its blob and with what a checkout writes for it
+(:func:`_require_faithful`), and conversions set where the tree does not pin them (the
+repository's config, ``info/attributes``) are refused (:func:`_refuse_local_conversions`).
 
 How it is computed, and why that way:
 
@@ -433,6 +440,7 @@ def _private_tree(
             before = _file_state(temp)
             _copy_base(temp, base)
             report = seed.added if seed.added is not None else _add_all(layout, env, started)
+        everything = seed.added is not None  # hashed from no index, before the seed was kept
         if seed.from_warm and b".gitattributes" in report:
             # Attributes in the tree changed since the kept result was made: its blobs may have
             # been hashed under the old ones.  Drop it and hash every file again.
@@ -444,6 +452,7 @@ def _private_tree(
             before = _file_state(temp)
             _copy_base(temp, base)
             report = _add_all(layout, env)
+            everything = True
         after = _file_state(temp)
         if after is None and before is not None:  # git reads a missing index as an empty one
             raise RepositoryError(
@@ -453,6 +462,8 @@ def _private_tree(
                 f"{temp.parent} (nothing but gitaudit should)",
             )
         rewritten = after != before
+        if rewritten or everything:
+            _require_faithful(layout, env, None if everything else base, temp)
         # git rewrites the index whenever it changed an entry: else the tree is the seed's
         tree = seed.tree if seed.tree and not rewritten else _write_tree(layout, env)
         if rewritten or not seed.current:
@@ -462,6 +473,112 @@ def _private_tree(
         for leftover in (temp, temp.with_name(temp.name + ".lock"), base):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
+
+
+_DEBUG_ENTRY = re.compile(
+    rb"(\d+) ([0-9a-f]+) \d\t([^\0]*)\0"
+    rb"  ctime: (\d+:\d+)\n  mtime: (\d+:\d+)\n  dev: (\d+)\tino: (\d+)\n"
+    rb"  uid: \d+\tgid: \d+\n  size: (\d+)\tflags: [0-9a-f]+\n"
+)
+_REGULAR = (b"100644", b"100755")
+_SHOWN = 5  # unfaithful files a refusal names
+
+
+def _entries(
+    layout: _Layout, env: Mapping[str, str], index: Path
+) -> dict[bytes, tuple[bytes, ...]]:
+    """The entries of the private index *index*: path -> (mode, blob id, the stat data git
+    keeps)."""
+    proc = _run(
+        [*INDEX_CONFIG, *layout.settings, "ls-files", "-z", "--stage", "--debug"],
+        cwd=layout.work_tree,
+        env={**env, "GIT_INDEX_FILE": str(index)},
+    )
+    listing = proc.stdout
+    found = {m[3]: (m[1], m[2], *m.groups()[3:]) for m in _DEBUG_ENTRY.finditer(listing)}
+    if proc.code != 0 or listing.count(b"\0") != len(found):
+        raise RepositoryError(
+            f"cannot read the private index {index}: git listed entries in an unknown form",
+            hint="report this as a bug of gitaudit, with your git version",
+        )
+    return found
+
+
+def _blob_id(handle: Any, size: int, width: int) -> str | None:
+    """The id git gives the *size* bytes left in *handle* stored as a blob (SHA-1, or SHA-256
+    for a *width* of 64); None when the file no longer holds *size* bytes."""
+    import hashlib
+
+    digest = hashlib.sha256() if width == 64 else hashlib.sha1()  # noqa: S324 (git's ids)
+    digest.update(b"blob %d\0" % size)
+    seen = 0
+    while chunk := handle.read(1 << 20):
+        digest.update(chunk)
+        seen += len(chunk)
+    return digest.hexdigest() if seen == size else None
+
+
+def _raw_id(path: Path, width: int) -> str | None:
+    """The blob id of the bytes of the file at *path* as they are (no conversion): None when it
+    is not a plain file any more."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with open(fd, "rb") as handle:
+        return _blob_id(handle, os.fstat(fd).st_size, width)
+
+
+def _checked_out_id(layout: _Layout, env: Mapping[str, str], path: bytes, blob: str) -> str | None:
+    """The blob id of the bytes git would write for *blob* at *path* (its smudge filter, line
+    endings, ``ident`` and ``working-tree-encoding``, as a checkout applies them)."""
+    import io
+
+    proc = _run(
+        ["cat-file", "--filters", f"--path={os.fsdecode(path)}", blob],
+        cwd=layout.work_tree,
+        env=env,
+    )
+    if proc.code != 0:
+        return None
+    return _blob_id(io.BytesIO(proc.stdout), len(proc.stdout), len(blob))
+
+
+def _require_faithful(
+    layout: _Layout, env: Mapping[str, str], base: Path | None, temp: Path
+) -> None:
+    """Refuse a work tree whose files hold other bytes than the tree the fingerprint names.
+
+    ``git add`` converts what it hashes (line endings under ``text``/``eol`` or
+    ``core.autocrlf``, ``ident``, ``working-tree-encoding``, a filter), and the conversion
+    loses information: ``$Id: <anything on the line>$`` hashes like ``$Id$``, a file with some
+    CRLF line ends like the same file with none. The checks read a checkout of the tree, so a
+    file whose bytes are neither its blob's nor what a checkout writes for that blob would be
+    vouched for by evidence that never read it. Each file git hashed this time (its entry's
+    stat data differ from the seed *base*'s, or all of them with no *base*) is compared; a
+    file it did not hash is as it was when it was last compared, before its entry was kept."""
+    after = _entries(layout, env, temp)
+    before = _entries(layout, env, base) if base is not None and base.exists() else {}
+    unfaithful: list[str] = []
+    for path, entry in after.items():
+        if entry[0] not in _REGULAR or before.get(path) == entry:
+            continue
+        blob = entry[1].decode("ascii")
+        raw = _raw_id(layout.work_tree / os.fsdecode(path), len(blob))
+        if raw == blob:
+            continue
+        if raw is None or raw != _checked_out_id(layout, env, path, blob):
+            unfaithful.append(os.fsdecode(path))
+            if len(unfaithful) == _SHOWN:
+                break
+    if unfaithful:
+        raise RepositoryError(
+            f"the work tree of {layout.work_tree} holds other bytes than the tree git hashes "
+            f"them to (a conversion of line endings, ident, working-tree-encoding or a "
+            f"filter): {', '.join(unfaithful)}; the checks would read other bytes than these",
+            hint="write each file as git checks it out (commit or stash it, remove it and "
+            "`git checkout -- PATH`), or make its line endings consistent",
+        )
 
 
 def _copy_base(temp: Path, base: Path) -> None:
@@ -520,21 +637,90 @@ def _keep(
 # --------------------------------------------------------------------------- public API
 
 
-_FILTER_DRIVERS = r"^filter\..*\.(clean|process)$"
+_CONVERSIONS = r"^(filter\..*\.(clean|process)|core\.(autocrlf|eol|attributesfile))$"
+_CONVERTING_ATTRIBUTES = frozenset([b"text", b"eol", b"crlf", b"ident", b"filter"])
+_CONVERTING_ATTRIBUTES_WITH_VALUES = (b"working-tree-encoding",)
 
 
-def _refuse_local_filters(layout: _Layout) -> None:
-    """Content filters defined in the repository's own config (which anything in the work tree
-    can write) would let the bytes that checks read differ from the bytes fingerprinted, so
-    evidence would prove a tree that was never tested. They are refused, wherever the
-    repository's config takes them from (``.git/config``, ``config.worktree`` and any file
-    they include, in any letter case: git answers, with the scope of each); filters configured
-    in the user's global config (git-lfs, say) are outside the work tree and trusted like the
-    key directory."""
+def _converts(setting: str, value: str) -> bool:
+    """Whether the repository's *setting* (git's name, lower case) set to *value* (as git's
+    ``--type=bool-or-str`` prints it) makes a checkout write other bytes than the blob: a
+    content filter, CRLF line ends (``core.autocrlf=true``, ``core.eol=crlf``), or a file of
+    attributes of its own. ``core.autocrlf=input`` only converts what is hashed, which
+    :func:`_require_faithful` compares."""
+    if setting == "core.autocrlf":
+        return value == "true"
+    if setting == "core.eol":
+        return value.lower() == "crlf"
+    return True
+
+
+def _info_attributes_convert(path: Path) -> bool:
+    """Whether the attributes file *path* (``info/attributes``, which anything in the work tree
+    can write and the tree does not pin) sets an attribute that converts what git hashes and
+    writes (``text``, ``eol``, ``crlf``, ``ident``, ``filter``, ``working-tree-encoding``), or
+    defines a macro (which the tree's own ``.gitattributes`` could then use). Unsetting one
+    (``-text``, ``!eol``) converts nothing; an attribute git does not know does nothing."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    for line in data.split(b"\n"):
+        tokens = line.replace(b"\t", b" ").replace(b"\r", b" ").split(b" ")
+        tokens = [t for t in tokens if t]
+        if tokens and tokens[0].startswith(b"[attr]"):
+            return True
+        for token in tokens[1:]:
+            name = token.partition(b"=")[0]
+            if name in _CONVERTING_ATTRIBUTES or name in _CONVERTING_ATTRIBUTES_WITH_VALUES:
+                return True
+    return False
+
+
+def _refuse_local_conversions(layout: _Layout) -> None:
+    """Conversions set where the tree does not pin them, in the repository's own config or
+    ``info/attributes`` (which anything in the work tree can write), would let the bytes on
+    disk differ from the bytes checks read, so evidence would prove a tree that was never the
+    work tree: a content filter prints the proven blob for an edited file, ``ident`` takes
+    anything between ``$Id:`` and ``$`` for nothing, ``core.autocrlf=true`` or ``eol=crlf``
+    make CRLF line ends (which a shell reads as part of the line) the checkout of a tree the
+    checks read with LF ones. They are refused, wherever the repository's config takes them
+    from (``.git/config``, ``config.worktree`` and any file they include, in any letter case:
+    git answers, with the scope of each); conversions configured in the user's global config
+    (git-lfs, say, or ``core.autocrlf``) are outside the work tree and trusted like the key
+    directory, and those of the tree's own ``.gitattributes`` are part of what is proven."""
     sources = (layout.common_dir / "config", layout.git_dir / "config.worktree")
-    if not any(head_start.may_name_filters(str(path)) for path in sources):
-        return  # neither a filter section nor an include: nothing to ask git
-    proc = _run(["config", "--show-scope", "--get-regexp", _FILTER_DRIVERS], cwd=layout.work_tree)
+    if any(_may_convert(path) for path in sources):
+        _refuse_config_conversions(layout, sources[0])
+    attributes = layout.common_dir / "info" / "attributes"
+    if _info_attributes_convert(attributes):
+        raise RepositoryError(
+            f"{attributes} sets attributes that convert files (text, eol, crlf, ident, filter, "
+            "working-tree-encoding, or a macro): the bytes checks read could differ from the "
+            "work tree gitaudit fingerprints",
+            hint="move them to the tree's .gitattributes (then they are part of what is "
+            "proven) or to your global attributes file, and remove them from "
+            f"{attributes}",
+        )
+
+
+def _may_convert(config: Path) -> bool:
+    """Whether the config file *config* may set a content filter or a conversion: a word of
+    them appears in it, or it includes other files (in any letter case; git decides)."""
+    try:
+        text = config.read_bytes().lower()
+    except OSError:
+        return False
+    return any(word in text for word in (b"filter", b"include", b"crlf", b"eol", b"attributes"))
+
+
+def _refuse_config_conversions(layout: _Layout, config: Path) -> None:
+    """Refuse the filters and conversions the repository's config (*config*, the files it
+    includes, ``config.worktree``) sets (:func:`_converts`)."""
+    proc = _run(
+        ["config", "--show-scope", "--type=bool-or-str", "--get-regexp", _CONVERSIONS],
+        cwd=layout.work_tree,
+    )
     if proc.code not in (0, 1):  # 1: no such setting
         raise RepositoryError(
             f"cannot read the configuration of {layout.work_tree}: {_stderr(proc)}",
@@ -543,15 +729,17 @@ def _refuse_local_filters(layout: _Layout) -> None:
     drivers = set()
     for line in proc.out.splitlines():
         scope, _, setting = line.partition("\t")
-        if scope in ("local", "worktree"):
-            drivers.add(setting.partition(" ")[0])
+        name, _, value = setting.partition(" ")
+        if scope in ("local", "worktree") and _converts(name, value):
+            drivers.add(name)
     if drivers:
+        kind = "filters" if all(d.startswith("filter.") for d in drivers) else "conversions"
         raise RepositoryError(
-            f"{sources[0]} defines content filters ({', '.join(sorted(drivers))}), itself or "
+            f"{config} defines content {kind} ({', '.join(sorted(drivers))}), itself or "
             "through a file it includes: the bytes checks read could differ from the tree "
             "gitaudit fingerprints",
             hint="remove them from the repository config (`git config --unset ...`); filters "
-            "from your global config are allowed",
+            "and conversions from your global config are allowed",
         )
 
 
@@ -666,7 +854,7 @@ def _fingerprint(
     started: Callable[[], None] | None = None,
     launched: head_start.Started | None = None,
 ) -> Fingerprint:
-    _refuse_local_filters(layout)
+    _refuse_local_conversions(layout)
     tree = _private_tree(layout, started, launched)
     empty = EMPTY_TREE_SHA256 if len(tree) == len(EMPTY_TREE_SHA256) else EMPTY_TREE
     clean = tree == (layout.head_tree or empty)

@@ -111,6 +111,11 @@ def _stat_part(path: str) -> str:
     return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
+_FORMAT = "faithful-1"
+"""What a kept index vouches for: since ``faithful-1``, that each file it holds was compared with
+what a checkout writes for its blob when git hashed it (kept indexes made before are not used)."""
+
+
 def settings_signature(git_dir: str, common_dir: str) -> str:
     """What outside the work tree changes how git hashes files: the repository's config (what
     of it counts, :func:`config_part`), the stat data of the other settings files, and the
@@ -130,6 +135,7 @@ def settings_signature(git_dir: str, common_dir: str) -> str:
         os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig",
     ]
     parts = [
+        _FORMAT,
         config_part(os.path.join(common_dir, "config")),
         config_part(os.path.join(git_dir, "config.worktree")),
         *(_stat_part(path) for path in others),

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gitaudit.errors import RunError
+from gitaudit.errors import RepositoryError, RunError
 from tests.adversarial.conftest import World, assert_plan, check, plan, step
 from tests.gitrepo import GitRepo
 
@@ -267,7 +267,10 @@ def test_attack_hermetic_local_git_settings_do_not_change_the_bytes(
     world: World, tmp_path: Path, setting: tuple[str, str]
 ) -> None:
     """The checkout is written as a fresh clone with default settings would write it: bytes,
-    modes and symlinks are the tree's whatever the repository's configuration says."""
+    modes and symlinks are the tree's whatever the repository's configuration says. (A setting
+    that would make a checkout of the work tree write other bytes, `core.autocrlf=true` or a
+    `core.attributesFile` of the repository's, is refused before anything runs: the work tree
+    the evidence names could not hold the bytes the checks read.)"""
     attrs = tmp_path / "attrs"
     attrs.write_text("* text eol=crlf ident\n")
     world.repo.write("script.sh", "#!/bin/sh\nexit 0\n", mode=0o755)
@@ -279,18 +282,25 @@ def test_attack_hermetic_local_git_settings_do_not_change_the_bytes(
     world.seal(plan(step("unit", {"type": "run", "cmd": probe, "shell": True})))
     key, value = setting
     world.repo.git("config", key, str(attrs) if value == "ATTRS" else value)
+    if key in ("core.autocrlf", "core.attributesFile"):
+        with pytest.raises(RepositoryError, match=r"defines content conversions"):
+            world.run()
+        return
     recorded = world.run()
     assert recorded.verdict == "PASS", recorded.doc["steps"]["unit"]
 
 
 def test_attack_hermetic_info_attributes_filter_is_not_applied(world: World) -> None:
     """A smudge filter wired through .git/info/attributes (and a driver in the global
-    configuration): a fresh clone would not apply it, nor does the checkout."""
+    configuration): a fresh clone would not apply it, nor does the checkout; the run refuses
+    such a work tree (a converting `info/attributes`) before anything runs."""
     honest_failure(world)
     (world.path / ".git" / "info").mkdir(exist_ok=True)
     (world.path / ".git" / "info" / "attributes").write_text("verdict filter=flip\n")
     world.repo.git("config", "--global", "filter.flip.smudge", "sed s/broken/ok/")
-    assert_fails(world)
+    with pytest.raises(RepositoryError, match="sets attributes that convert files"):
+        world.run()
+    assert_plan(world.gate("HEAD"), "evidence.missing", "UNKNOWN")  # nothing was run
 
 
 def test_attack_hermetic_tree_filter_must_be_declared(world: World) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -477,3 +478,119 @@ def test_attack_workspace_fsmonitor_hides_an_edit(world: World) -> None:
     assert world.repo.git("status", "--porcelain") == ""
     world.run()
     assert_plan(world.gate("HEAD"), "evidence.missing", "UNKNOWN")
+
+
+def _refused_as_converted(world: World, message: str) -> None:
+    """The work tree's verdict, `git audit status` and the stop hook refuse, naming *message*."""
+    with pytest.raises(RepositoryError, match=re.escape(message)):
+        world.gate(None)
+    status = world.cli("status", process=True)
+    assert status.code == 1 and message in " ".join(status.err.split()), status
+    stopping = run_hook(world.path, "stop", stop(world.path))
+    assert stopping.blocked, stopping
+
+
+@pytest.mark.parametrize("where", ["tree", "info-attributes"])
+def test_attack_workspace_ident_hides_an_edit(world: World, where: str) -> None:
+    """app.py says `ANSWER = "$Id$"` and is proven. `ident` (in the tree's `.gitattributes`, or
+    in `.git/info/attributes`) makes `git add` take anything between `$Id:` and the next `$`
+    on the line for nothing, so the agent rewrites the line to
+    `ANSWER = "$Id: "; ANSWER = 41; _ = "$"`: code the checks never read, hashed to the
+    proven blob. The work tree's verdict, `status` and the stop hook said PASS (both before
+    the fix); now the file is compared with what a checkout of its blob writes, and the
+    unpinned attributes file is refused."""
+    if where == "tree":
+        world.repo.write(".gitattributes", "app.py ident\n")
+    app = world.repo.write("app.py", 'ANSWER = "$Id$"\n')
+    world.seal(plan(step("unit", check("true"))))
+    assert world.run().verdict == "PASS"
+    assert world.gate(None).verdict == "PASS"
+    if where == "info-attributes":
+        world.repo.write(".git/info/attributes", "app.py ident\n")
+    app.write_text('ANSWER = "$Id: "; ANSWER = 41; _ = "$"\n')
+    assert world.repo.git("diff") == ""  # git sees no change
+    expected = "holds other bytes" if where == "tree" else "sets attributes that convert"
+    _refused_as_converted(world, expected)
+
+
+@pytest.mark.parametrize(
+    "how", ["text-auto", "autocrlf", "core-eol", "info-attributes", "attributes-file"]
+)
+def test_attack_workspace_line_ends_hide_an_edit(world: World, how: str) -> None:
+    """check.sh (`MODE=safe`, then exit 0 only when MODE is safe) is proven. The agent ends
+    its first line with CRLF: `sh` then reads MODE as `safe\\r` and the script fails, but
+    `git add` normalises the line end away under the tree's `* text=auto`, or (every line
+    CRLF, as a checkout writes them then) under `core.autocrlf=true` or `core.eol=crlf` in the
+    repository's config, `eol=crlf` in `.git/info/attributes` or in a `core.attributesFile`
+    the repository's config names. The work tree's verdict said PASS (all five before the
+    fix); the bytes on disk are not what the checks read."""
+    if how == "text-auto":
+        world.repo.write(".gitattributes", "* text=auto\n")
+    script = world.repo.write("check.sh", 'MODE=safe\n[ "$MODE" = safe ] && exit 0\nexit 1\n')
+    world.seal(plan(step("unit", check("sh", "check.sh"))))
+    assert world.run().verdict == "PASS"
+    assert world.gate(None).verdict == "PASS"
+    crlf = b'MODE=safe\r\n[ "$MODE" = safe ] && exit 0\r\nexit 1\r\n'
+    if how == "text-auto":
+        crlf = b'MODE=safe\r\n[ "$MODE" = safe ] && exit 0\nexit 1\n'
+        expected = "holds other bytes"
+    elif how == "autocrlf":
+        world.repo.git("config", "core.autocrlf", "true")
+        expected = "defines content conversions (core.autocrlf)"
+    elif how == "core-eol":
+        world.repo.write(".gitattributes", "* text=auto\n")
+        world.repo.commit("normalise line ends")
+        world.repo.git("config", "core.eol", "crlf")
+        expected = "defines content conversions (core.eol)"
+    elif how == "info-attributes":
+        world.repo.write(".git/info/attributes", "*.sh text eol=crlf\n")
+        expected = "sets attributes that convert"
+    else:
+        world.repo.write(".git/crlf.attributes", "*.sh text eol=crlf\n")
+        world.repo.git("config", "core.attributesFile", ".git/crlf.attributes")
+        expected = "defines content conversions (core.attributesfile)"
+    script.write_bytes(crlf)
+    assert subprocess.run(["sh", str(script)], cwd=world.path, check=False).returncode != 0
+    assert "check.sh" not in world.repo.git("diff", "--name-only")  # git sees no change
+    _refused_as_converted(world, expected)
+
+
+def test_attack_workspace_working_tree_encoding_hides_an_edit(world: World) -> None:
+    """app.py is proven with `working-tree-encoding=UTF-7` in the tree's `.gitattributes`:
+    what it holds is `ANSWER = 41 #` then `ANSWER = 42` (42). The agent writes
+    `ANSWER = 41 #+AAo-ANSWER = 42` on one line, which Python reads as 41 after a comment,
+    and which `git add` decodes (`+AAo-` is a line break) to the proven blob. PASS before the
+    fix; a checkout of that blob writes other bytes."""
+    world.repo.write(".gitattributes", "app.py working-tree-encoding=UTF-7\n")
+    app = world.repo.write("app.py", "ANSWER = 41 #\nANSWER = 42\n")
+    world.seal(plan(step("unit", check("true"))))
+    assert world.run().verdict == "PASS"
+    assert world.gate(None).verdict == "PASS"
+    app.write_bytes(b"ANSWER = 41 #+AAo-ANSWER = 42\n")
+    assert world.repo.git("diff") == ""
+    _refused_as_converted(world, "holds other bytes")
+
+
+def test_control_workspace_conversions_as_a_checkout_writes_them(world: World) -> None:
+    """The tree's own conversions (`* text=auto`, `*.bat eol=crlf`, `ident`), with the files as
+    a checkout writes them, and a global `core.autocrlf=true` (the user's, trusted): the work
+    tree is the proven tree, run after run."""
+    world.repo.write(".gitattributes", "* text=auto\n*.bat text eol=crlf\nid.py ident\n")
+    world.repo.write("run.bat", "@echo off\nexit /b 0\n")
+    world.repo.write("id.py", 'ID = "$Id$"\n')
+    world.repo.write("check.sh", "exit 0\n")
+    world.seal(plan(step("unit", check("sh", "check.sh"))))
+    for name in ("run.bat", "id.py", "check.sh"):
+        (world.path / name).unlink()
+    world.repo.git("checkout", "--", ".")
+    assert (world.path / "run.bat").read_bytes() == b"@echo off\r\nexit /b 0\r\n"
+    assert b"$Id: " in (world.path / "id.py").read_bytes()
+    assert world.run().verdict == "PASS"
+    assert world.gate(None).verdict == "PASS"
+    world.repo.git("config", "--global", "core.autocrlf", "true")
+    for name in ("run.bat", "id.py", "check.sh"):
+        (world.path / name).unlink()
+    world.repo.git("checkout", "--", ".")
+    assert (world.path / "check.sh").read_bytes() == b"exit 0\r\n"
+    assert world.gate(None).verdict == "PASS"
+    assert world.cli("status", process=True).code == 0
