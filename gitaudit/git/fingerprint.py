@@ -48,7 +48,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+import stat
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -475,65 +476,100 @@ def _private_tree(
                 leftover.unlink()
 
 
-_DEBUG_ENTRY = re.compile(
-    rb"(\d+) ([0-9a-f]+) \d\t([^\0]*)\0"
-    rb"  ctime: (\d+:\d+)\n  mtime: (\d+:\d+)\n  dev: (\d+)\tino: (\d+)\n"
-    rb"  uid: \d+\tgid: \d+\n  size: (\d+)\tflags: [0-9a-f]+\n"
+_ENTRY = re.compile(  # one entry of `ls-files -z --stage --debug`, up to its flags
+    rb"(?:[0-9a-f]+\n)?(\d+) ([0-9a-f]+) \d\t([^\0]*)\0"
+    rb"  ctime: \d+:\d+\n  mtime: \d+:\d+\n  dev: \d+\tino: \d+\n"
+    rb"  uid: \d+\tgid: \d+\n  size: \d+\t"
 )
+_FLAGS = b"flags: "
 _REGULAR = (b"100644", b"100755")
 _SHOWN = 5  # unfaithful files a refusal names
 
 
-def _entries(
-    layout: _Layout, env: Mapping[str, str], index: Path
-) -> dict[bytes, tuple[bytes, ...]]:
-    """The entries of the private index *index*: path -> (mode, blob id, the stat data git
-    keeps)."""
+def _listing(layout: _Layout, env: Mapping[str, str], index: Path) -> list[bytes]:
+    """The entries of the private index *index* as ``ls-files --stage --debug`` lists them
+    (mode, blob id, path and the stat data git keeps), cut at each entry's flags: one piece per
+    entry, with the previous entry's flags in front, so that two listings compare piece by piece
+    in C (an entry whose mode, blob or stat data moved is a piece the other listing lacks)."""
     proc = _run(
         [*INDEX_CONFIG, *layout.settings, "ls-files", "-z", "--stage", "--debug"],
         cwd=layout.work_tree,
         env={**env, "GIT_INDEX_FILE": str(index)},
     )
-    listing = proc.stdout
-    found = {m[3]: (m[1], m[2], *m.groups()[3:]) for m in _DEBUG_ENTRY.finditer(listing)}
-    if proc.code != 0 or listing.count(b"\0") != len(found):
+    pieces = proc.stdout.split(_FLAGS)
+    if proc.code != 0 or len(pieces) != proc.stdout.count(b"\0") + 1:
         raise RepositoryError(
             f"cannot read the private index {index}: git listed entries in an unknown form",
             hint="report this as a bug of gitaudit, with your git version",
         )
-    return found
+    return pieces[:-1]  # the last piece is the last entry's flags alone
 
 
-def _blob_id(handle: Any, size: int, width: int) -> str | None:
-    """The id git gives the *size* bytes left in *handle* stored as a blob (SHA-1, or SHA-256
-    for a *width* of 64); None when the file no longer holds *size* bytes."""
-    import hashlib
+def _hashed(pieces: Iterable[bytes]) -> list[tuple[bytes, str, bytes]]:
+    """(mode, blob id, path) of each listed entry of *pieces* (see :func:`_listing`)."""
+    out = []
+    for piece in pieces:
+        found = _ENTRY.fullmatch(piece)
+        if found is None:
+            raise RepositoryError(
+                "cannot read a private index: git listed an entry in an unknown form",
+                hint="report this as a bug of gitaudit, with your git version",
+            )
+        out.append((found[1], found[2].decode("ascii"), found[3]))
+    return out
 
-    digest = hashlib.sha256() if width == 64 else hashlib.sha1()  # noqa: S324 (git's ids)
-    digest.update(b"blob %d\0" % size)
-    seen = 0
-    while chunk := handle.read(1 << 20):
-        digest.update(chunk)
-        seen += len(chunk)
-    return digest.hexdigest() if seen == size else None
+
+def _raw_ids(
+    layout: _Layout, env: Mapping[str, str], paths: Sequence[bytes], width: int
+) -> list[str | None]:
+    """The blob id of each file's bytes as they are (no conversion), hashed by git in one
+    process (``hash-object --no-filters``); None for a path that is no plain file any more."""
+    plain = [p for p in paths if _is_plain(layout.work_tree / os.fsdecode(p))]
+    lines = [p for p in plain if b"\n" not in p]  # --stdin-paths reads one path a line
+    by_path = {p: _file_id(layout.work_tree / os.fsdecode(p), width) for p in plain if b"\n" in p}
+    if lines:
+        proc = _run(
+            ["hash-object", "--no-filters", "--stdin-paths"],
+            cwd=layout.work_tree,
+            env=env,
+            stdin=b"".join(p + b"\n" for p in lines),
+        )
+        ids = proc.stdout.split()
+        if proc.code != 0 or len(ids) != len(lines):
+            return [None] * len(paths)  # one went away meanwhile: each is compared as unfaithful
+        by_path.update(zip(lines, (i.decode("ascii") for i in ids), strict=True))
+    return [by_path.get(p) for p in paths]
 
 
-def _raw_id(path: Path, width: int) -> str | None:
-    """The blob id of the bytes of the file at *path* as they are (no conversion): None when it
-    is not a plain file any more."""
+def _file_id(path: Path, width: int) -> str | None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
     with open(fd, "rb") as handle:
-        return _blob_id(handle, os.fstat(fd).st_size, width)
+        return _blob_id(handle.read(), width)
+
+
+def _is_plain(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _blob_id(data: bytes, width: int) -> str:
+    """The id git gives *data* stored as a blob (SHA-1, or SHA-256 for a *width* of 64)."""
+    import hashlib
+
+    digest = hashlib.sha256() if width == 64 else hashlib.sha1()  # noqa: S324 (git's ids)
+    digest.update(b"blob %d\0" % len(data))
+    digest.update(data)
+    return digest.hexdigest()
 
 
 def _checked_out_id(layout: _Layout, env: Mapping[str, str], path: bytes, blob: str) -> str | None:
     """The blob id of the bytes git would write for *blob* at *path* (its smudge filter, line
     endings, ``ident`` and ``working-tree-encoding``, as a checkout applies them)."""
-    import io
-
     proc = _run(
         ["cat-file", "--filters", f"--path={os.fsdecode(path)}", blob],
         cwd=layout.work_tree,
@@ -541,7 +577,7 @@ def _checked_out_id(layout: _Layout, env: Mapping[str, str], path: bytes, blob: 
     )
     if proc.code != 0:
         return None
-    return _blob_id(io.BytesIO(proc.stdout), len(proc.stdout), len(blob))
+    return _blob_id(proc.stdout, len(blob))
 
 
 def _require_faithful(
@@ -556,18 +592,20 @@ def _require_faithful(
     file whose bytes are neither its blob's nor what a checkout writes for that blob would be
     vouched for by evidence that never read it. Each file git hashed this time (its entry's
     stat data differ from the seed *base*'s, or all of them with no *base*) is compared; a
-    file it did not hash is as it was when it was last compared, before its entry was kept."""
-    after = _entries(layout, env, temp)
-    before = _entries(layout, env, base) if base is not None and base.exists() else {}
+    file it did not hash is as it was when it was last compared, before its entry was kept.
+    The two listings are compared entry by entry as bytes, and only the entries that moved
+    are read; git hashes their bytes as they are in one process, and only a file whose bytes
+    are not its blob's costs a look at what a checkout writes for it."""
+    after = _listing(layout, env, temp)
+    before = set(_listing(layout, env, base)) if base is not None and base.exists() else set()
+    moved = [e for e in _hashed(p for p in after if p not in before) if e[0] in _REGULAR]
+    width = len(moved[0][1]) if moved else 40
+    raw = _raw_ids(layout, env, [path for _, _, path in moved], width)
     unfaithful: list[str] = []
-    for path, entry in after.items():
-        if entry[0] not in _REGULAR or before.get(path) == entry:
+    for (_, blob, path), found in zip(moved, raw, strict=True):
+        if found == blob:
             continue
-        blob = entry[1].decode("ascii")
-        raw = _raw_id(layout.work_tree / os.fsdecode(path), len(blob))
-        if raw == blob:
-            continue
-        if raw is None or raw != _checked_out_id(layout, env, path, blob):
+        if found is None or found != _checked_out_id(layout, env, path, blob):
             unfaithful.append(os.fsdecode(path))
             if len(unfaithful) == _SHOWN:
                 break
