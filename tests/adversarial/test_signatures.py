@@ -184,9 +184,10 @@ def test_attack_signatures_header_moved_into_the_headers(
     elif reader == "status":
         judged = assert_plan(proven.gate(), "evidence.ledger", "FAIL")
         assert f"{name} points at {moved}, which {why} as a commit" in judged.reasons[0].message
-    elif reader == "log":  # lists the runs it can read: none here (the index skips the rest)
+    elif reader == "log":  # the tip cannot be read: an error naming it, not "no runs"
         done = proven.cli(reader)
-        assert (done.code, done.out) == (0, "no runs recorded yet (run `git audit run`)\n")
+        assert done.code == 1 and done.out == "", done.out
+        assert f"{name}: commit {str(moved)[:12]} {why}" in done.err, done.err
     else:
         done = proven.cli(reader)
         assert done.code == 1 and "Traceback" not in done.err, done.err
