@@ -196,6 +196,20 @@ def test_dirty_workspace_matches_git_add_all(repo: GitRepo, change: str) -> None
     assert snapshot(repo) == before
 
 
+def test_names_git_reads_as_lines_differently_are_compared_as_they_are(repo: GitRepo) -> None:
+    """Every file git hashed is compared with its blob: names that `hash-object --stdin-paths`
+    would read otherwise (a line break inside, a CR at the end, a leading double quote) are
+    hashed as they are, so an honest work tree holding them is fingerprinted, not refused."""
+    odd = ['"quoted', 'say "hi".txt', "ends in cr\r", "two\nlines", "tab\there"]
+    for name in odd:
+        (repo.path / name).write_bytes(b"content of an odd name\n")
+    expected = truth_in_copy(repo.path)
+    fp = workspace_fingerprint(repo.path)
+    assert fp.tree == expected and fp.clean is False
+    (repo.path / '"quoted').write_bytes(b"edited\n")
+    assert workspace_fingerprint(repo.path).tree == truth_in_copy(repo.path) != expected
+
+
 def test_chmod_back_and_forth_is_seen(repo: GitRepo) -> None:
     script = repo.write("tool.sh", "echo\n", mode=0o644)
     repo.commit("tool")

@@ -525,8 +525,10 @@ def _raw_ids(
     """The blob id of each file's bytes as they are (no conversion), hashed by git in one
     process (``hash-object --no-filters``); None for a path that is no plain file any more."""
     plain = [p for p in paths if _is_plain(layout.work_tree / os.fsdecode(p))]
-    lines = [p for p in plain if b"\n" not in p]  # --stdin-paths reads one path a line
-    by_path = {p: _file_id(layout.work_tree / os.fsdecode(p), width) for p in plain if b"\n" in p}
+    lines = [p for p in plain if _one_line(p)]
+    by_path = {
+        p: _file_id(layout.work_tree / os.fsdecode(p), width) for p in plain if not _one_line(p)
+    }
     if lines:
         proc = _run(
             ["hash-object", "--no-filters", "--stdin-paths"],
@@ -539,6 +541,12 @@ def _raw_ids(
             return [None] * len(paths)  # one went away meanwhile: each is compared as unfaithful
         by_path.update(zip(lines, (i.decode("ascii") for i in ids), strict=True))
     return [by_path.get(p) for p in paths]
+
+
+def _one_line(path: bytes) -> bool:
+    """Whether ``hash-object --stdin-paths`` reads *path* back as it is: it reads a line, drops a
+    CR before its end and unquotes one that starts with a double quote."""
+    return b"\n" not in path and not path.endswith(b"\r") and not path.startswith(b'"')
 
 
 def _file_id(path: Path, width: int) -> str | None:
