@@ -10,9 +10,9 @@ with commits.
 
 Those conversions lose information (``ident`` takes ``$Id: anything$`` for ``$Id$``, ``text`` some
 CRLF line ends for none), so the tree must be what the files hold, not just what they hash to:
-each file git hashes is compared with its blob and with what a checkout writes for it
-(:func:`_require_faithful`), and conversions set where the tree does not pin them (the
-repository's config, ``info/attributes``) are refused (:func:`_refuse_local_conversions`).
+:mod:`gitaudit.git.conversions` compares each file git hashes with its blob and with what a
+checkout writes for it (unless no conversion can apply at all), and refuses conversions set
+where the tree does not pin them (the repository's config, ``info/attributes``).
 
 How it is computed, and why that way:
 
@@ -48,14 +48,14 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import stat
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from gitaudit import secret
 from gitaudit.errors import RepositoryError
-from gitaudit.git import head_start, index_files
+from gitaudit.git import conversions, head_start, index_files
 from gitaudit.git.call import GitResult, run_git
 from gitaudit.git.environment import as_it_is
 from gitaudit.git.head_start import ADD_ALL, ADD_ENV, INDEX_CONFIG
@@ -424,6 +424,7 @@ def _private_tree(
     """``git add -A`` + ``git write-tree`` on a private index; keep the result when it is safe.
     *started* is called once git is hashing the work tree; *launched*: the head start's git,
     taken when its seed is vouched for."""
+    began = launched.launched_ns if launched is not None else time.time_ns()
     private_dir = _private_dir(layout)
     taken = _take(layout, launched) if launched is not None else None
     temp = Path(launched.temp if taken and launched else head_start.temp_path(str(private_dir)))
@@ -463,10 +464,10 @@ def _private_tree(
                 f"{temp.parent} (nothing but gitaudit should)",
             )
         rewritten = after != before
-        if rewritten or everything:
-            _require_faithful(layout, env, None if everything else base, temp)
         # git rewrites the index whenever it changed an entry: else the tree is the seed's
         tree = seed.tree if seed.tree and not rewritten else _write_tree(layout, env)
+        if (rewritten or everything) and conversions.possible(layout, env, tree, report, began):
+            conversions.require_faithful(layout, env, None if everything else base, temp)
         if rewritten or not seed.current:
             _keep(layout, env, seed, temp, base, report, tree)
         return tree
@@ -474,157 +475,6 @@ def _private_tree(
         for leftover in (temp, temp.with_name(temp.name + ".lock"), base):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
-
-
-_ENTRY = re.compile(  # one entry of `ls-files -z --stage --debug`, up to its flags
-    rb"(?:[0-9a-f]+\n)?(\d+) ([0-9a-f]+) \d\t([^\0]*)\0"
-    rb"  ctime: \d+:\d+\n  mtime: \d+:\d+\n  dev: \d+\tino: \d+\n"
-    rb"  uid: \d+\tgid: \d+\n  size: \d+\t"
-)
-_FLAGS = b"flags: "
-_REGULAR = (b"100644", b"100755")
-_SHOWN = 5  # unfaithful files a refusal names
-
-
-def _listing(layout: _Layout, env: Mapping[str, str], index: Path) -> list[bytes]:
-    """The entries of the private index *index* as ``ls-files --stage --debug`` lists them
-    (mode, blob id, path and the stat data git keeps), cut at each entry's flags: one piece per
-    entry, with the previous entry's flags in front, so that two listings compare piece by piece
-    in C (an entry whose mode, blob or stat data moved is a piece the other listing lacks)."""
-    proc = _run(
-        [*INDEX_CONFIG, *layout.settings, "ls-files", "-z", "--stage", "--debug"],
-        cwd=layout.work_tree,
-        env={**env, "GIT_INDEX_FILE": str(index)},
-    )
-    pieces = proc.stdout.split(_FLAGS)
-    if proc.code != 0 or len(pieces) != proc.stdout.count(b"\0") + 1:
-        raise RepositoryError(
-            f"cannot read the private index {index}: git listed entries in an unknown form",
-            hint="report this as a bug of gitaudit, with your git version",
-        )
-    return pieces[:-1]  # the last piece is the last entry's flags alone
-
-
-def _hashed(pieces: Iterable[bytes]) -> list[tuple[bytes, str, bytes]]:
-    """(mode, blob id, path) of each listed entry of *pieces* (see :func:`_listing`)."""
-    out = []
-    for piece in pieces:
-        found = _ENTRY.fullmatch(piece)
-        if found is None:
-            raise RepositoryError(
-                "cannot read a private index: git listed an entry in an unknown form",
-                hint="report this as a bug of gitaudit, with your git version",
-            )
-        out.append((found[1], found[2].decode("ascii"), found[3]))
-    return out
-
-
-def _raw_ids(
-    layout: _Layout, env: Mapping[str, str], paths: Sequence[bytes], width: int
-) -> list[str | None]:
-    """The blob id of each file's bytes as they are (no conversion), hashed by git in one
-    process (``hash-object --no-filters``); None for a path that is no plain file any more."""
-    plain = [p for p in paths if _is_plain(layout.work_tree / os.fsdecode(p))]
-    lines = [p for p in plain if _one_line(p)]
-    by_path = {
-        p: _file_id(layout.work_tree / os.fsdecode(p), width) for p in plain if not _one_line(p)
-    }
-    if lines:
-        proc = _run(
-            ["hash-object", "--no-filters", "--stdin-paths"],
-            cwd=layout.work_tree,
-            env=env,
-            stdin=b"".join(p + b"\n" for p in lines),
-        )
-        ids = proc.stdout.split()
-        if proc.code != 0 or len(ids) != len(lines):
-            return [None] * len(paths)  # one went away meanwhile: each is compared as unfaithful
-        by_path.update(zip(lines, (i.decode("ascii") for i in ids), strict=True))
-    return [by_path.get(p) for p in paths]
-
-
-def _one_line(path: bytes) -> bool:
-    """Whether ``hash-object --stdin-paths`` reads *path* back as it is: it reads a line, drops a
-    CR before its end and unquotes one that starts with a double quote."""
-    return b"\n" not in path and not path.endswith(b"\r") and not path.startswith(b'"')
-
-
-def _file_id(path: Path, width: int) -> str | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with open(fd, "rb") as handle:
-        return _blob_id(handle.read(), width)
-
-
-def _is_plain(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _blob_id(data: bytes, width: int) -> str:
-    """The id git gives *data* stored as a blob (SHA-1, or SHA-256 for a *width* of 64)."""
-    import hashlib
-
-    digest = hashlib.sha256() if width == 64 else hashlib.sha1()  # noqa: S324 (git's ids)
-    digest.update(b"blob %d\0" % len(data))
-    digest.update(data)
-    return digest.hexdigest()
-
-
-def _checked_out_id(layout: _Layout, env: Mapping[str, str], path: bytes, blob: str) -> str | None:
-    """The blob id of the bytes git would write for *blob* at *path* (its smudge filter, line
-    endings, ``ident`` and ``working-tree-encoding``, as a checkout applies them)."""
-    proc = _run(
-        ["cat-file", "--filters", f"--path={os.fsdecode(path)}", blob],
-        cwd=layout.work_tree,
-        env=env,
-    )
-    if proc.code != 0:
-        return None
-    return _blob_id(proc.stdout, len(blob))
-
-
-def _require_faithful(
-    layout: _Layout, env: Mapping[str, str], base: Path | None, temp: Path
-) -> None:
-    """Refuse a work tree whose files hold other bytes than the tree the fingerprint names.
-
-    ``git add`` converts what it hashes (line endings under ``text``/``eol`` or
-    ``core.autocrlf``, ``ident``, ``working-tree-encoding``, a filter), and the conversion
-    loses information: ``$Id: <anything on the line>$`` hashes like ``$Id$``, a file with some
-    CRLF line ends like the same file with none. The checks read a checkout of the tree, so a
-    file whose bytes are neither its blob's nor what a checkout writes for that blob would be
-    vouched for by evidence that never read it. Each file git hashed this time (its entry's
-    stat data differ from the seed *base*'s, or all of them with no *base*) is compared; a
-    file it did not hash is as it was when it was last compared, before its entry was kept.
-    The two listings are compared entry by entry as bytes, and only the entries that moved
-    are read; git hashes their bytes as they are in one process, and only a file whose bytes
-    are not its blob's costs a look at what a checkout writes for it."""
-    after = _listing(layout, env, temp)
-    before = set(_listing(layout, env, base)) if base is not None and base.exists() else set()
-    moved = [e for e in _hashed(p for p in after if p not in before) if e[0] in _REGULAR]
-    width = len(moved[0][1]) if moved else 40
-    raw = _raw_ids(layout, env, [path for _, _, path in moved], width)
-    unfaithful: list[str] = []
-    for (_, blob, path), found in zip(moved, raw, strict=True):
-        if found == blob:
-            continue
-        if found is None or found != _checked_out_id(layout, env, path, blob):
-            unfaithful.append(os.fsdecode(path))
-            if len(unfaithful) == _SHOWN:
-                break
-    if unfaithful:
-        raise RepositoryError(
-            f"the work tree of {layout.work_tree} holds other bytes than the tree git hashes "
-            f"them to (a conversion of line endings, ident, working-tree-encoding or a "
-            f"filter): {', '.join(unfaithful)}; the checks would read other bytes than these",
-            hint="write each file as git checks it out (commit or stash it, remove it and "
-            "`git checkout -- PATH`), or make its line endings consistent",
-        )
 
 
 def _copy_base(temp: Path, base: Path) -> None:
@@ -681,112 +531,6 @@ def _keep(
 
 
 # --------------------------------------------------------------------------- public API
-
-
-_CONVERSIONS = r"^(filter\..*\.(clean|process)|core\.(autocrlf|eol|attributesfile))$"
-_CONVERTING_ATTRIBUTES = frozenset([b"text", b"eol", b"crlf", b"ident", b"filter"])
-_CONVERTING_ATTRIBUTES_WITH_VALUES = (b"working-tree-encoding",)
-
-
-def _converts(setting: str, value: str) -> bool:
-    """Whether the repository's *setting* (git's name, lower case) set to *value* (as git's
-    ``--type=bool-or-str`` prints it) makes a checkout write other bytes than the blob: a
-    content filter, CRLF line ends (``core.autocrlf=true``, ``core.eol=crlf``), or a file of
-    attributes of its own. ``core.autocrlf=input`` only converts what is hashed, which
-    :func:`_require_faithful` compares."""
-    if setting == "core.autocrlf":
-        return value == "true"
-    if setting == "core.eol":
-        return value.lower() == "crlf"
-    return True
-
-
-def _info_attributes_convert(path: Path) -> bool:
-    """Whether the attributes file *path* (``info/attributes``, which anything in the work tree
-    can write and the tree does not pin) sets an attribute that converts what git hashes and
-    writes (``text``, ``eol``, ``crlf``, ``ident``, ``filter``, ``working-tree-encoding``), or
-    defines a macro (which the tree's own ``.gitattributes`` could then use). Unsetting one
-    (``-text``, ``!eol``) converts nothing; an attribute git does not know does nothing."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return False
-    for line in data.split(b"\n"):
-        tokens = line.replace(b"\t", b" ").replace(b"\r", b" ").split(b" ")
-        tokens = [t for t in tokens if t]
-        if tokens and tokens[0].startswith(b"[attr]"):
-            return True
-        for token in tokens[1:]:
-            name = token.partition(b"=")[0]
-            if name in _CONVERTING_ATTRIBUTES or name in _CONVERTING_ATTRIBUTES_WITH_VALUES:
-                return True
-    return False
-
-
-def _refuse_local_conversions(layout: _Layout) -> None:
-    """Conversions set where the tree does not pin them, in the repository's own config or
-    ``info/attributes`` (which anything in the work tree can write), would let the bytes on
-    disk differ from the bytes checks read, so evidence would prove a tree that was never the
-    work tree: a content filter prints the proven blob for an edited file, ``ident`` takes
-    anything between ``$Id:`` and ``$`` for nothing, ``core.autocrlf=true`` or ``eol=crlf``
-    make CRLF line ends (which a shell reads as part of the line) the checkout of a tree the
-    checks read with LF ones. They are refused, wherever the repository's config takes them
-    from (``.git/config``, ``config.worktree`` and any file they include, in any letter case:
-    git answers, with the scope of each); conversions configured in the user's global config
-    (git-lfs, say, or ``core.autocrlf``) are outside the work tree and trusted like the key
-    directory, and those of the tree's own ``.gitattributes`` are part of what is proven."""
-    sources = (layout.common_dir / "config", layout.git_dir / "config.worktree")
-    if any(_may_convert(path) for path in sources):
-        _refuse_config_conversions(layout, sources[0])
-    attributes = layout.common_dir / "info" / "attributes"
-    if _info_attributes_convert(attributes):
-        raise RepositoryError(
-            f"{attributes} sets attributes that convert files (text, eol, crlf, ident, filter, "
-            "working-tree-encoding, or a macro): the bytes checks read could differ from the "
-            "work tree gitaudit fingerprints",
-            hint="move them to the tree's .gitattributes (then they are part of what is "
-            "proven) or to your global attributes file, and remove them from "
-            f"{attributes}",
-        )
-
-
-def _may_convert(config: Path) -> bool:
-    """Whether the config file *config* may set a content filter or a conversion: a word of
-    them appears in it, or it includes other files (in any letter case; git decides)."""
-    try:
-        text = config.read_bytes().lower()
-    except OSError:
-        return False
-    return any(word in text for word in (b"filter", b"include", b"crlf", b"eol", b"attributes"))
-
-
-def _refuse_config_conversions(layout: _Layout, config: Path) -> None:
-    """Refuse the filters and conversions the repository's config (*config*, the files it
-    includes, ``config.worktree``) sets (:func:`_converts`)."""
-    proc = _run(
-        ["config", "--show-scope", "--type=bool-or-str", "--get-regexp", _CONVERSIONS],
-        cwd=layout.work_tree,
-    )
-    if proc.code not in (0, 1):  # 1: no such setting
-        raise RepositoryError(
-            f"cannot read the configuration of {layout.work_tree}: {_stderr(proc)}",
-            hint="repair the repository config (`git config --list` names the problem)",
-        )
-    drivers = set()
-    for line in proc.out.splitlines():
-        scope, _, setting = line.partition("\t")
-        name, _, value = setting.partition(" ")
-        if scope in ("local", "worktree") and _converts(name, value):
-            drivers.add(name)
-    if drivers:
-        kind = "filters" if all(d.startswith("filter.") for d in drivers) else "conversions"
-        raise RepositoryError(
-            f"{config} defines content {kind} ({', '.join(sorted(drivers))}), itself or "
-            "through a file it includes: the bytes checks read could differ from the tree "
-            "gitaudit fingerprints",
-            hint="remove them from the repository config (`git config --unset ...`); filters "
-            "and conversions from your global config are allowed",
-        )
 
 
 class _Prefetch:
@@ -900,7 +644,7 @@ def _fingerprint(
     started: Callable[[], None] | None = None,
     launched: head_start.Started | None = None,
 ) -> Fingerprint:
-    _refuse_local_conversions(layout)
+    conversions.refuse_local(layout)
     tree = _private_tree(layout, started, launched)
     empty = EMPTY_TREE_SHA256 if len(tree) == len(EMPTY_TREE_SHA256) else EMPTY_TREE
     clean = tree == (layout.head_tree or empty)

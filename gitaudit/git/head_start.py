@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 
 from gitaudit.git import index_files
 from gitaudit.git.environment import CONFIG, as_it_is, git_env
@@ -206,6 +207,7 @@ class Started:
         "head_tree",
         "identity",
         "kept",
+        "launched_ns",
         "process",
         "settings",
         "start",
@@ -226,6 +228,7 @@ class Started:
         self.before: tuple[int, int] | None = None
         self.streams: list[int] = []  # git's output and messages: unlinked files, read here
         self.process: Process | None = None
+        self.launched_ns = 0  # the clock when the copy began: git reads the work tree after it
 
     @property
     def base(self) -> str:
@@ -238,6 +241,7 @@ class Started:
     def launch(self) -> bool:
         """Copy the kept index and start git on the copy; False (nothing left behind) when the
         kept index does not name the user's current index."""
+        self.launched_ns = time.time_ns()
         self.identity = user_index_identity(self.git_dir)
         self.kept = index_files.open_kept(self.warm)
         if self.kept is None or self.identity is None or self.kept.basis != self.identity:

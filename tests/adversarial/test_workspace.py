@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from gitaudit.errors import PlanError, RepositoryError
+from gitaudit.git import conversions
 from gitaudit.git.fingerprint import EMPTY_TREE, private_folder
 from gitaudit.git.index_files import STALE_AFTER_SECONDS
 from gitaudit.plan.catalog import check_worktree
@@ -480,6 +481,11 @@ def test_attack_workspace_fsmonitor_hides_an_edit(world: World) -> None:
     assert_plan(world.gate("HEAD"), "evidence.missing", "UNKNOWN")
 
 
+def _write_file(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
 def _refused_as_converted(world: World, message: str) -> None:
     """The work tree's verdict, `git audit status` and the stop hook refuse, naming *message*."""
     with pytest.raises(RepositoryError, match=re.escape(message)):
@@ -511,6 +517,108 @@ def test_attack_workspace_ident_hides_an_edit(world: World, where: str) -> None:
     assert world.repo.git("diff") == ""  # git sees no change
     expected = "holds other bytes" if where == "tree" else "sets attributes that convert"
     _refused_as_converted(world, expected)
+
+
+@pytest.mark.parametrize(
+    "where", ["ignored-folder", "tracked-folder", "xdg", "home-default", "global-attributes-file"]
+)
+def test_attack_workspace_ident_where_the_fast_path_must_look(
+    world: World, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fingerprint skips comparing files with their blobs when no conversion can apply
+    (:func:`gitaudit.git.conversions.possible`). Each variant puts `ident` for lib/app.py
+    where that test must find it, and the agent then hides `ANSWER = 41` between `$Id:` and
+    `$`: a `.gitattributes` in the folder of the file, ignored (written with the edit; git
+    still reads it) or tracked; the user's global attributes file, at
+    `$XDG_CONFIG_HOME/git/attributes`, at `~/.config/git/attributes` (no XDG_CONFIG_HOME), or
+    named by the global `core.attributesFile`. Each must still be refused as unfaithful."""
+    world.repo.write(".gitignore", "lib/.gitattributes\n" if where == "ignored-folder" else "")
+    if where == "tracked-folder":
+        world.repo.write("lib/.gitattributes", "app.py ident\n")
+    home = Path(os.environ["HOME"])
+    if where == "xdg":
+        _write_file(home / "xdg" / "git" / "attributes", "app.py ident\n")
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "xdg"))
+    elif where == "home-default":
+        _write_file(home / ".config" / "git" / "attributes", "app.py ident\n")
+        monkeypatch.delenv("XDG_CONFIG_HOME")
+    elif where == "global-attributes-file":
+        _write_file(home / "my.attributes", "lib/app.py ident\n")
+        world.repo.git("config", "--global", "core.attributesFile", "~/my.attributes")
+    app = world.repo.write("lib/app.py", 'ANSWER = "$Id$"\n')
+    world.seal(plan(step("unit", check("true"))))
+    assert world.run().verdict == "PASS"
+    assert world.gate(None).verdict == "PASS"
+    if where == "ignored-folder":
+        world.repo.write("lib/.gitattributes", "app.py ident\n")
+    app.write_text('ANSWER = "$Id: "; ANSWER = 41; _ = "$"\n')
+    assert world.repo.git("diff") == ""  # git sees no change
+    _refused_as_converted(world, "holds other bytes")
+
+
+@pytest.mark.parametrize("how", ["removed", "emptied-in-place", "info-attributes"])
+def test_attack_workspace_attributes_there_only_while_git_hashes(
+    world: World, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race against the fast path: `ident` for lib/app.py is in effect while `git add`
+    hashes the edited file to the proven blob, and gone when the fingerprint then looks for
+    attributes (simulated exactly there: the look is wrapped). The ignored lib/.gitattributes
+    is removed, or emptied in place; or `.git/info/attributes` (refused when the fingerprint
+    starts) is written just after that refusal and removed before the look. Each leaves a
+    change time the fingerprint sees, and the file is compared: refused."""
+    world.repo.write(".gitignore", "lib/.gitattributes\n")
+    app = world.repo.write("lib/app.py", 'ANSWER = "$Id$"\n')
+    world.seal(plan(step("unit", check("true"))))
+    assert world.run().verdict == "PASS"
+    assert world.gate(None).verdict == "PASS"
+    attributes = world.path / "lib" / ".gitattributes"
+    info = world.path / ".git" / "info" / "attributes"
+    if how == "info-attributes":
+        refuse = conversions.refuse_local
+
+        def refuse_then_plant(layout: Any) -> None:
+            refuse(layout)
+            _write_file(info, "lib/app.py ident\n")
+
+        monkeypatch.setattr(conversions, "refuse_local", refuse_then_plant)
+    else:
+        attributes.write_text("app.py ident\n")
+    look = conversions.possible
+
+    def gone_before_the_look(*args: Any) -> bool:
+        if how == "removed":
+            attributes.unlink()
+        elif how == "emptied-in-place":
+            attributes.write_text("")
+        else:
+            info.unlink()
+        return look(*args)
+
+    monkeypatch.setattr(conversions, "possible", gone_before_the_look)
+    app.write_text('ANSWER = "$Id: "; ANSWER = 41; _ = "$"\n')
+    with pytest.raises(RepositoryError, match="holds other bytes"):
+        world.gate(None)
+    monkeypatch.undo()
+    assert world.cli("status", process=True).code != 0  # nothing of the lie was kept
+
+
+@pytest.mark.parametrize("how", ["global-autocrlf-input", "tracked-folder-text"])
+def test_attack_workspace_crlf_where_the_fast_path_must_look(world: World, how: str) -> None:
+    """As above for line ends: the user's global `core.autocrlf=input` (which converts only
+    what is hashed) or `text` in a tracked `.gitattributes` of the script's folder normalise a
+    CRLF the agent puts on the script's first line (`sh` then reads MODE as `safe\\r`)."""
+    if how == "global-autocrlf-input":
+        world.repo.git("config", "--global", "core.autocrlf", "input")
+    else:
+        world.repo.write("ci/.gitattributes", "*.sh text\n")
+    script = world.repo.write("ci/check.sh", 'MODE=safe\n[ "$MODE" = safe ] && exit 0\nexit 1\n')
+    world.seal(plan(step("unit", check("sh", "ci/check.sh"))))
+    assert world.run().verdict == "PASS"
+    assert world.gate(None).verdict == "PASS"
+    script.write_bytes(b'MODE=safe\r\n[ "$MODE" = safe ] && exit 0\nexit 1\n')
+    assert subprocess.run(["sh", str(script)], cwd=world.path, check=False).returncode != 0
+    assert "check.sh" not in world.repo.git("diff", "--name-only")  # git sees no change
+    _refused_as_converted(world, "holds other bytes")
 
 
 @pytest.mark.parametrize(

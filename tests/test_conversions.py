@@ -1,0 +1,212 @@
+"""gitaudit.git.conversions.possible: when no conversion can apply, the fingerprint may skip
+comparing files with their blobs, so every place git reads attributes from must be looked at."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gitaudit.git import conversions, fingerprint
+from tests.gitrepo import GitRepo
+
+Setup = Callable[[GitRepo, Path, pytest.MonkeyPatch], None]
+
+
+def _settled() -> int:
+    """A time git began at when every change the test made so far had settled."""
+    return time.time_ns() + conversions.SETTLED_NS + 1
+
+
+def _possible(
+    repo: GitRepo,
+    report: bytes = b"add 'lib/app.py'\n",
+    config: str | None = None,
+    began: int | None = None,
+) -> bool:
+    layout = fingerprint._locate(repo.path)
+    env = {"GIT_DIR": str(layout.git_dir), "GIT_WORK_TREE": str(layout.work_tree)}
+    tree = repo.git("rev-parse", "HEAD^{tree}").strip()
+    if config is not None:
+        (layout.common_dir / "config").write_text(config)
+    return conversions.possible(layout, env, tree, report, began or _settled())
+
+
+def _file(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.fixture
+def project(repo: GitRepo) -> GitRepo:
+    repo.write("lib/app.py", "ANSWER = 42\n")
+    repo.write("lib/deep/more.py", "MORE = 1\n")
+    repo.commit("lib")
+    return repo
+
+
+def test_nothing_converts_in_a_plain_repository(project: GitRepo) -> None:
+    assert _possible(project) is False
+
+
+@pytest.mark.parametrize(
+    "text", ["*.png binary\n*.py diff=python\n", "* -text\n*.sh !eol\n", "*.c merge=union\n"]
+)
+@pytest.mark.parametrize("where", [".gitattributes", "lib/deep/.gitattributes"])
+def test_attributes_that_convert_nothing(project: GitRepo, where: str, text: str) -> None:
+    """Attributes files that set no converting attribute (unsetting one included) keep the
+    fast path."""
+    project.write(where, text)
+    project.commit("attributes")
+    assert _possible(project) is False
+
+
+def _tracked_root(repo: GitRepo, home: Path, mp: pytest.MonkeyPatch) -> None:
+    repo.write(".gitattributes", "* text=auto\n")
+    repo.commit("attributes")
+
+
+def _tracked_deep(repo: GitRepo, home: Path, mp: pytest.MonkeyPatch) -> None:
+    repo.write("lib/deep/.gitattributes", "more.py ident\n")
+    repo.commit("attributes")
+
+
+def _ignored_folder(repo: GitRepo, home: Path, mp: pytest.MonkeyPatch) -> None:
+    repo.write(".gitignore", ".gitattributes\n")
+    repo.commit("ignore")
+    repo.write("lib/.gitattributes", "app.py ident\n")
+
+
+def _symlinked(repo: GitRepo, home: Path, mp: pytest.MonkeyPatch) -> None:
+    _file(home / "elsewhere", "*.py diff=python\n")
+    os.symlink(home / "elsewhere", repo.path / "lib" / ".gitattributes")
+
+
+def _info_attributes(repo: GitRepo, home: Path, mp: pytest.MonkeyPatch) -> None:
+    _file(repo.path / ".git" / "info" / "attributes", "*.sh eol=lf\n")
+
+
+def _macro(repo: GitRepo, home: Path, mp: pytest.MonkeyPatch) -> None:
+    _file(home / ".config" / "git" / "attributes", "[attr]normal text\n")
+
+
+def _xdg(repo: GitRepo, home: Path, mp: pytest.MonkeyPatch) -> None:
+    _file(home / "xdg" / "git" / "attributes", "*.py working-tree-encoding=UTF-16\n")
+    mp.setenv("XDG_CONFIG_HOME", str(home / "xdg"))
+
+
+def _home_default(repo: GitRepo, home: Path, mp: pytest.MonkeyPatch) -> None:
+    _file(home / ".config" / "git" / "attributes", "*.py filter=lfs\n")
+    mp.delenv("XDG_CONFIG_HOME")
+
+
+def _attributes_file(repo: GitRepo, home: Path, mp: pytest.MonkeyPatch) -> None:
+    _file(home / "attrs", "*.py crlf\n")
+    repo.git("config", "--global", "core.attributesFile", "~/attrs")
+
+
+def _relative_attributes_file(repo: GitRepo, home: Path, mp: pytest.MonkeyPatch) -> None:
+    _file(repo.path / "lib" / "attrs", "*.py ident\n")
+    repo.git("config", "--global", "core.attributesFile", "lib/attrs")
+
+
+def _autocrlf_input(repo: GitRepo, home: Path, mp: pytest.MonkeyPatch) -> None:
+    repo.git("config", "--global", "core.autocrlf", "input")
+
+
+def _autocrlf_from_the_environment(repo: GitRepo, home: Path, mp: pytest.MonkeyPatch) -> None:
+    mp.setenv("GIT_CONFIG_COUNT", "1")
+    mp.setenv("GIT_CONFIG_KEY_0", "core.autocrlf")
+    mp.setenv("GIT_CONFIG_VALUE_0", "yes")
+
+
+def _attr_tree(repo: GitRepo, home: Path, mp: pytest.MonkeyPatch) -> None:
+    repo.git("config", "attr.tree", "HEAD")
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        _tracked_root,
+        _tracked_deep,
+        _ignored_folder,
+        _symlinked,
+        _info_attributes,
+        _macro,
+        _xdg,
+        _home_default,
+        _attributes_file,
+        _relative_attributes_file,
+        _autocrlf_input,
+        _autocrlf_from_the_environment,
+        _attr_tree,
+    ],
+    ids=lambda f: f.__name__.strip("_"),
+)
+def test_every_source_of_a_conversion_is_seen(
+    project: GitRepo, monkeypatch: pytest.MonkeyPatch, setup: Setup
+) -> None:
+    setup(project, Path(os.environ["HOME"]), monkeypatch)
+    assert _possible(project) is True
+
+
+def test_an_attributes_file_added_changed_or_removed_counts(project: GitRepo) -> None:
+    """git's report naming a `.gitattributes` (one removed from the work tree, say) means the
+    files may have been hashed under attributes that are gone."""
+    assert _possible(project, b"remove 'lib/.gitattributes'\n") is True
+
+
+def test_an_unreadable_configuration_counts(project: GitRepo) -> None:
+    assert _possible(project, config="[core\n") is True
+
+
+def _gone(repo: GitRepo) -> None:
+    path = repo.path / "lib" / ".gitattributes"
+    path.write_text("app.py ident\n")
+    path.unlink()
+
+
+def _rewritten_in_place(repo: GitRepo) -> None:
+    path = repo.path / "lib" / "deep" / ".gitattributes"
+    path.write_text("more.py ident\n")
+    path.write_text("*.py diff=python\n")
+
+
+def _new_folder_gone(repo: GitRepo) -> None:
+    folder = repo.path / "lib" / "deep" / "tmp"
+    folder.mkdir()
+    folder.rmdir()
+
+
+def _info_gone(repo: GitRepo) -> None:
+    path = repo.path / ".git" / "info" / "attributes"
+    path.write_text("*.py ident\n")
+    path.unlink()
+
+
+def _config_set_and_unset(repo: GitRepo) -> None:
+    repo.git("config", "core.autocrlf", "input")
+    repo.git("config", "--unset", "core.autocrlf")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [_gone, _rewritten_in_place, _new_folder_gone, _info_gone, _config_set_and_unset],
+    ids=lambda f: f.__name__.strip("_"),
+)
+def test_a_change_while_git_hashed_counts(
+    project: GitRepo, change: Callable[[GitRepo], None]
+) -> None:
+    """What changed after git began (and is back as before by the time of the look: attributes
+    there only while git hashed) is seen by its change time, in the tree's folders, the
+    attributes files and the repository's config: a conversion counts as possible."""
+    project.write("lib/deep/.gitattributes", "*.py diff=python\n")
+    project.commit("attributes that convert nothing")
+    assert _possible(project) is False
+    began = time.time_ns()
+    change(project)
+    assert _possible(project, began=began) is True
+    assert _possible(project) is False  # once settled
