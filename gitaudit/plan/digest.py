@@ -12,6 +12,7 @@ a contract sealed before they existed keeps its digest.
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import rfc8785
@@ -110,8 +111,60 @@ def contract(plan: Plan) -> dict[str, Any]:
 
 
 def canonical(value: Any) -> bytes:
-    """RFC 8785 canonical JSON bytes."""
-    return bytes(rfc8785.dumps(value))
+    """RFC 8785 canonical JSON bytes (:mod:`rfc8785`'s, byte for byte).
+
+    Contracts hold strings, booleans, null, integers, timeouts in seconds, lists and objects,
+    and for those RFC 8785 is what the standard library's C encoder writes with sorted keys and
+    no spaces, once each integral float is an integer (RFC 8785 writes ``300.0`` as ``300``):
+    the same escapes (RFC 8785 3.2.2.2 takes ECMAScript's, which Python's ``json`` shares),
+    numbers within 2**53 without an exponent written alike, and keys in code-point order,
+    which is UTF-16 order for keys without a character beyond U+FFFF. rfc8785 is pure Python,
+    three times slower; it writes anything else (a float Python writes with an exponent, zero,
+    a key beyond U+FFFF, another type, a lone surrogate), and refuses what it refuses."""
+    try:
+        text = json.dumps(_plain(value), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        return text.encode("utf-8")
+    except (_NotPlain, UnicodeEncodeError, RecursionError):  # a lone surrogate: refused below
+        return bytes(rfc8785.dumps(value))
+
+
+class _NotPlain(Exception):
+    """A value the standard library does not write as RFC 8785 does."""
+
+
+_SAFE_INTEGER = 2**53 - 1  # RFC 8785 numbers are IEEE doubles: integers beyond are refused
+_BEYOND_BMP = "\U00010000"
+
+
+def _plain(value: Any) -> Any:
+    """*value* with each integral float an integer, when it holds only what the standard
+    library then writes as RFC 8785 does (see :func:`canonical`): exact str, bool, None, int
+    and float within 2**53 (no exponent, not zero), list, tuple, and dict with str keys below
+    U+10000. :class:`_NotPlain` otherwise."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is int:
+        if -_SAFE_INTEGER <= value <= _SAFE_INTEGER:
+            return value
+        raise _NotPlain
+    if kind is float:
+        if value.is_integer() and value and -_SAFE_INTEGER <= value <= _SAFE_INTEGER:
+            return int(value)
+        written = repr(value)
+        if value and not value.is_integer() and "e" not in written and "n" not in written:
+            return value  # not nan, inf nor an exponent: RFC 8785 writes repr's digits
+        raise _NotPlain
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str or not (key.isascii() or max(key) < _BEYOND_BMP):
+                raise _NotPlain
+            out[key] = _plain(item)
+        return out
+    if kind is list or kind is tuple:
+        return [_plain(item) for item in value]
+    raise _NotPlain
 
 
 def sha256(data: bytes) -> str:

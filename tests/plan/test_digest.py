@@ -6,7 +6,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from gitaudit.plan.digest import contract_digest
+import pytest
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gitaudit.plan.digest import _plain, canonical, contract, contract_digest
 from gitaudit.plan.load import load_plan
 from tests.plan.builders import fixture, two_step_plan
 
@@ -76,3 +81,75 @@ def test_every_contract_field_is_bound() -> None:
 def test_digest_format() -> None:
     d = digest(two_step_plan())
     assert d.startswith("sha256:") and len(d) == len("sha256:") + 64
+
+
+# --- canonical: the standard library's encoder where it writes what rfc8785 writes ---------
+
+_KEYS = st.text(
+    st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()), max_size=4
+)
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**54), max_value=2**54)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([0.0, -0.0, 300.0, 1e15, 1e16, 2.0**53, 1e-7, 1e-4, 1e21, 0.1, 123.456])
+    | st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()))
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(_KEYS, inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def _reference(value: Any) -> bytes | str:
+    try:
+        return bytes(rfc8785.dumps(value))
+    except ValueError as exc:  # rfc8785 refuses with its own errors, or with UnicodeEncodeError
+        return type(exc).__name__
+
+
+def _ours(value: Any) -> bytes | str:
+    try:
+        return canonical(value)
+    except ValueError as exc:  # rfc8785 refuses with its own errors, or with UnicodeEncodeError
+        return type(exc).__name__
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_VALUES)
+def test_canonical_is_rfc8785_byte_for_byte(value: Any) -> None:
+    """Any JSON-like value (floats of every kind, integers beyond 2**53, keys beyond U+FFFF,
+    lone surrogates, tuples): the same bytes as rfc8785's, or the same refusal."""
+    assert _ours(value) == _reference(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"timeout": 300.0, "b": [1, 2.5, True, None], "a": "x"},
+        {"\U0001f600": 1, "\ufb01": 2},  # UTF-16 order differs from code-point order
+        {"n": 2**53},
+        {"f": 1e-7, "g": 1e21, "z": -0.0},
+        {"s": "\ud800"},
+        ['\x00\x1f\x7f\u2028"\\'],
+    ],
+    ids=["contract-like", "keys-beyond-bmp", "big-int", "exponents", "surrogate", "escapes"],
+)
+def test_canonical_edge_cases(value: Any) -> None:
+    assert _ours(value) == _reference(value)
+
+
+def test_canonical_of_a_contract_takes_the_fast_path() -> None:
+    """A plan's contract holds only what the standard library writes as RFC 8785 does, once
+    its integral timeouts are integers: the fast path, not the fallback, digests it."""
+    plan, problems = load_plan(json.dumps(two_step_plan()).encode(), name="p", source="p")
+    assert plan is not None, problems
+    body = contract(plan)
+    assert canonical(body) == bytes(rfc8785.dumps(body))
+    assert json.dumps(_plain(body), sort_keys=True) != json.dumps(body, sort_keys=True)
