@@ -159,7 +159,12 @@ def loads(data: bytes | str) -> Any:
 
 def dumps(value: Any) -> bytes:
     """Stable, readable JSON for ledger files (sorted keys, 2-space indent, final newline)."""
-    return (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    return (dumps_text(value) + "\n").encode()
+
+
+def dumps_text(value: Any) -> str:
+    """:func:`dumps` as text, without the final newline."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
 def commit_of(repo: pygit2.Repository, oid: pygit2.Oid, what: str) -> pygit2.Commit:

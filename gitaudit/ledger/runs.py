@@ -10,6 +10,8 @@ tree on the new tip, so concurrent runs form one linear chain and none is lost.
 
 from __future__ import annotations
 
+import json
+import secrets
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +20,7 @@ import pygit2
 from gitaudit import checkpoint
 from gitaudit.crypto.commits import SNAPSHOT_HINT, create_signed_commit, snapshot_refusal
 from gitaudit.errors import LedgerError
-from gitaudit.ledger.objects import blob_at, commit_of, dumps, loads, write_tree
+from gitaudit.ledger.objects import blob_at, commit_of, dumps, dumps_text, loads, write_tree
 from gitaudit.ledger.records import RunRecord, parse_run
 from gitaudit.ledger.refs import RefConflict, cas_update, read_ref, runs_ref
 
@@ -64,16 +66,38 @@ def evidence_files(
     ],
 ) -> dict[str, bytes]:
     """The complete file map of a run commit's tree."""
-    files = {"run.json": dumps(run_json), "summary.md": summary_md.encode()}
+    steps = run_json["steps"]
+    texts = {sid: dumps_text(entry) for sid, entry in steps.items()}
+    files = {"run.json": _run_json(run_json, texts), "summary.md": summary_md.encode()}
     for sid, (checks, outputs, upstream) in step_results.items():
         root = f"steps/{sid}"
-        files[f"{root}/result.json"] = dumps(run_json["steps"][sid])
+        files[f"{root}/result.json"] = (texts[sid] + "\n").encode()
         files.update(_check_files(f"{root}/checks", checks))
         for name, results in outputs.items():
             files.update(_check_files(f"{root}/outputs/{name}", results))
         for up_step, up_name, results in upstream:
             files.update(_check_files(f"{root}/upstream/{up_step}/{up_name}", results))
     return files
+
+
+def _run_json(run_json: Mapping[str, Any], texts: Mapping[str, str]) -> bytes:
+    """``dumps(run_json)``, with each step's entry the text its ``result.json`` holds, indented
+    one level deeper (JSON text holds no line break but between tokens), rather than written
+    twice: the same bytes in half the time. The entries go where a mark no value holds stands."""
+    if not texts:
+        return dumps(run_json)
+    mark = json.dumps(f"\0{secrets.token_hex(16)}\0")
+    body = dumps_text({**run_json, "steps": json.loads(mark)})
+    if body.count(mark) != 1:  # cannot happen: the mark is new; written the long way then
+        return dumps(run_json)
+    entries = ",\n".join(
+        f"    {json.dumps(sid, ensure_ascii=False)}: " + texts[sid].replace("\n", _DEEPER)
+        for sid in sorted(texts)
+    )
+    return (body.replace(mark, "{\n" + entries + "\n  }") + "\n").encode()
+
+
+_DEEPER = "\n    "  # a step's entry in run.json: two levels deeper than in its result.json
 
 
 def append_run(
