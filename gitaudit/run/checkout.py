@@ -63,14 +63,17 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 from gitaudit import secret
 from gitaudit.errors import RunError
 from gitaudit.frozen import frozen
+from gitaudit.git import index_stat
 from gitaudit.git.call import GitResult, run_git
 from gitaudit.git.environment import AS_IT_IS, git_env
 from gitaudit.places import checkouts_dir, inside
+
+_T = TypeVar("_T")
 
 META = "meta.json"
 META_FORMAT = 1
@@ -98,10 +101,11 @@ _PRIVATE_CONFIG = (
 )
 
 
-Stamp = tuple[int, int]
-"""An entry of the checkout as ``lstat`` finds it: its inode and its change time (ns). Writing
-a file, renaming it, changing its mode or its links moves the change time, which no process can
-set back: a file written and put back keeps its bytes, not its stamp."""
+Stamp = index_stat.Stamp
+"""An entry of the checkout as ``lstat`` finds it: its inode and its change time, cut to
+what a git index keeps (:func:`gitaudit.git.index_stat.stamp_of`). Writing a file, renaming it,
+changing its mode or its links moves the change time, which no process can set back: a file
+written and put back keeps its bytes, not its stamp."""
 
 
 @frozen
@@ -372,12 +376,10 @@ def materialise(
 
     objects = _objects_dir(gitdir)
     meta = _read_meta(slot, workdir)
-    fresh = meta.get("objects") != str(objects) or meta.get("index") != _index_digest(slot.git)
+    kept_index = _read_index(slot.git)
+    fresh = meta.get("objects") != str(objects) or meta.get("index") != _digest(kept_index)
     if fresh:
-        for folder in (slot.tree, slot.git):
-            if folder.exists() or folder.is_symlink():
-                _remove_tree(folder)
-        slot.tree.mkdir(parents=True)
+        _clear(slot)
         meta = {}
     _private_git_dir(slot.git, objects, ignored_paths)
     previous = str(meta["tree"]) if isinstance(meta.get("tree"), str) else None
@@ -402,6 +404,8 @@ def materialise(
     # the objects are verified while git writes them: nothing in the checkout is used before
     # the verification has passed, and a forgery wipes it
     verification = _Background(lambda: verify_objects(objects, listing.oids, gitdir))
+    # and the stamps of the files a two-way merge will not write are read from the index
+    early = _early_stamps(slot, kept_index, previous, tree, clean=bool(meta.get("clean")))
     moved = _move(slot, previous, tree, config, clean=bool(meta.get("clean")))
     try:
         verified = verification.result()
@@ -434,7 +438,8 @@ def materialise(
     )
     ignored = tuple(_link_ignored(slot, workdir, ignored_paths))
     drivers = {k.removeprefix("filter."): v for k, v in filters.items()}
-    index = _index_digest(slot.git)
+    index_data = _read_index(slot.git)
+    index = _digest(index_data)
     _write_meta(
         slot,
         workdir,
@@ -448,32 +453,35 @@ def materialise(
         },
     )
     pristine = fresh or moved == MERGED
-    stamps = _stamps(slot, submodules, [i.path for i in ignored])
+    carried = _written_since(slot, early, listing.changed) if moved == MERGED else None
+    stamps = _before(slot, index_data, tree, submodules, ignored, pristine, carried)
+    if stamps is None:
+        return afresh()  # git kept a file whose stat data its index does not hold
     return Materialised(
         slot, tree, fresh, verified, drivers, submodules, ignored, index, pristine, placed, stamps
     )
 
 
-class _Background:
+class _Background(Generic[_T]):
     """A function run in a thread; :meth:`result` waits for it and returns or raises."""
 
-    def __init__(self, fn: Callable[[], int]) -> None:
-        self.value: int = 0
+    def __init__(self, fn: Callable[[], _T]) -> None:
+        self.value: list[_T] = []
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
         self.thread.start()
 
-    def _run(self, fn: Callable[[], int]) -> None:
+    def _run(self, fn: Callable[[], _T]) -> None:
         try:
-            self.value = fn()
+            self.value.append(fn())
         except BaseException as exc:  # handed to the caller by result()
             self.error = exc
 
-    def result(self) -> int:
+    def result(self) -> _T:
         self.thread.join()
         if self.error is not None:
             raise self.error
-        return self.value
+        return self.value[0]
 
 
 MERGED, RESET = "merged", "reset"
@@ -524,11 +532,27 @@ def _forget(slot: Slot) -> None:
         (slot.root / META).unlink()
 
 
-def _index_digest(git_dir: Path) -> str:
+def _clear(slot: Slot) -> None:
+    """An empty checkout and no private git dir: the next update writes everything."""
+    for folder in (slot.tree, slot.git):
+        if folder.exists() or folder.is_symlink():
+            _remove_tree(folder)
+    slot.tree.mkdir(parents=True)
+
+
+def _read_index(git_dir: Path) -> bytes:
     try:
-        return hashlib.sha256((git_dir / "index").read_bytes()).hexdigest()
+        return (git_dir / "index").read_bytes()
     except OSError:
-        return ""
+        return b""
+
+
+def _digest(index: bytes) -> str:
+    return hashlib.sha256(index).hexdigest() if index else ""
+
+
+def _index_digest(git_dir: Path) -> str:
+    return _digest(_read_index(git_dir))
 
 
 def _set_head(slot: Slot, git_dir: Path, work_tree: Path, tree: str, head: str | None) -> None:
@@ -778,6 +802,7 @@ class _Listing:
 
     oids: tuple[str, ...]
     attributes: Mapping[str, str]
+    changed: tuple[str, ...] = ()  # from *previous*: the paths that differ (trees included)
 
 
 def _listing(
@@ -799,7 +824,8 @@ def _listing(
         return _Listing(tuple(oids), attributes)
     args = ["diff-tree", "-r", "-t", "-z", "--no-renames", previous, tree]
     parts = _git(slot, git_dir, work_tree, args).stdout.split(b"\0")
-    for meta, raw in zip(parts[::2], parts[1::2], strict=False):
+    changed = parts[1::2]
+    for meta, raw in zip(parts[::2], changed, strict=False):
         fields = meta.split()
         if len(fields) < 5 or fields[1] == b"160000":
             continue
@@ -807,7 +833,7 @@ def _listing(
             oids.append(fields[3].decode())
         if raw == b".gitattributes" or raw.endswith(b"/.gitattributes"):
             attributes[os.fsdecode(raw)] = fields[3].decode()  # changed (a deletion counts)
-    return _Listing(tuple(oids), attributes)
+    return _Listing(tuple(oids), attributes, tuple(map(os.fsdecode, changed)))
 
 
 def _gitlinks(slot: Slot, git_dir: Path, work_tree: Path) -> dict[str, str]:
@@ -1233,7 +1259,7 @@ def _stamp(entry: os.DirEntry[str]) -> Stamp | None:
         return None
     if stat.S_ISDIR(found.st_mode):
         return None
-    return found.st_ino, found.st_ctime_ns
+    return index_stat.stamp_of(found)
 
 
 def _stamps(slot: Slot, submodules: Iterable[str], ignored: Iterable[str]) -> dict[str, Stamp]:
@@ -1244,6 +1270,79 @@ def _stamps(slot: Slot, submodules: Iterable[str], ignored: Iterable[str]) -> di
             if entry.name != ".git" and (stamp := _stamp(entry)) is not None:
                 found[entry.path] = stamp
     return found
+
+
+def _before(
+    slot: Slot,
+    index: bytes,
+    tree: str,
+    submodules: Mapping[str, str],
+    ignored: Sequence[IgnoredPath],
+    pristine: bool,
+    carried: dict[str, Stamp] | None,
+) -> dict[str, Stamp] | None:
+    """The :data:`Stamp` of every file and link of the checkout before the checks run; None
+    when the checkout must be written afresh.
+
+    They are read from the checkout's *index* (git records the ``lstat`` of each file it
+    writes) rather than walked, which costs a few times less. That holds exactly for a checkout
+    git wrote afresh, and for one it updated from a tree after a run that left it clean (the
+    files it did not write now are those whose stamps that run's purity check found unchanged
+    since git recorded them). After a reset it may not: git compares whole seconds, so a file
+    a check rewrote with the same bytes in the second git wrote it keeps its old stat data in
+    the index. There the walk decides, and a checkout whose index disagrees with it is written
+    afresh (else the next update, from the index, would take that file for one written during
+    its run). Submodules, each with an index of its own, are walked. After a two-way merge the
+    stamps *carried* from the index before it (:func:`_early_stamps`, :func:`_written_since`)
+    are the same, read while git wrote."""
+    skip = [i.path for i in ignored]
+    walked = _stamps(slot, submodules, skip) if submodules or not pristine else None
+    if submodules:
+        return walked
+    if carried is not None:
+        return carried
+    indexed = index_stat.file_stamps(index, len(tree) // 2, str(slot.tree) + os.sep)
+    if indexed is None:  # an index this does not read: the walk alone
+        return walked if walked is not None else _stamps(slot, {}, skip)
+    if walked is not None and walked != indexed:
+        return None
+    return indexed
+
+
+def _early_stamps(
+    slot: Slot, index: bytes, previous: str | None, tree: str, *, clean: bool
+) -> _Background[dict[str, Stamp] | None] | None:
+    """When the checkout is about to go from *previous* to another *tree* by a two-way merge
+    (the last run left it clean), the stamps of its files as the *index* it holds records them,
+    read in a thread while git writes: git writes only the paths that differ, so the others'
+    stamps are these (see :func:`_before`)."""
+    if previous is None or previous == tree or not clean:
+        return None
+    root = str(slot.tree) + os.sep
+    return _Background(lambda: index_stat.file_stamps(index, len(tree) // 2, root))
+
+
+def _written_since(
+    slot: Slot, early: _Background[dict[str, Stamp] | None] | None, changed: Iterable[str]
+) -> dict[str, Stamp] | None:
+    """The stamps read *early*, with the stamp of every path the merge wrote (*changed*) as
+    ``lstat`` finds it now, and without those it removed (or made folders)."""
+    carried = early.result() if early is not None else None
+    if carried is None:
+        return None
+    root = str(slot.tree) + os.sep
+    for path in changed:
+        full = root + path
+        try:
+            found = os.lstat(full)
+        except OSError:
+            carried.pop(full, None)
+            continue
+        if stat.S_ISREG(found.st_mode) or stat.S_ISLNK(found.st_mode):
+            carried[full] = index_stat.stamp_of(found)
+        else:
+            carried.pop(full, None)
+    return carried
 
 
 def _special_entries(

@@ -156,6 +156,45 @@ def test_attack_hermetic_check_writes_the_checkout_and_puts_it_back(
     assert world.gate(None).verdict != "PASS"
 
 
+@pytest.mark.parametrize("how", sorted(PUT_BACK))
+def test_attack_hermetic_put_back_a_file_an_earlier_run_wrote(world: World, how: str) -> None:
+    """The same attack, armed only in the second run: the first, pure, leaves the checkout
+    clean, and the second updates it by writing the one file that changed (``armed``). The
+    verdict the checks write and put back was written by the first run's checkout, so what the
+    purity check compares it with is the stat data git recorded then (read from the checkout's
+    index, not walked): still a moved inode or change time."""
+    write, put_back = (
+        {"type": "run", "cmd": f"if test -f armed; then {cmd}; fi", "shell": True}
+        for cmd in PUT_BACK[how]
+    )
+    world.repo.write("verdict", "broken\n")
+    output = [{"name": "v", "verify": [{"type": "file_exists", "path": "verdict"}]}]
+    world.seal(
+        plan(
+            step("build", write, outputs=output),
+            step(
+                "unit",
+                READS_VERDICT,
+                deps=["build"],
+                requires_outputs=[{"step": "build", "name": "v"}],
+                outputs=output,
+            ),
+            step(
+                "package", put_back, deps=["unit"], requires_outputs=[{"step": "unit", "name": "v"}]
+            ),
+        )
+    )
+    first = world.run()
+    assert first.doc["steps"]["unit"]["status"] == "failed" and first.doc["purity"]["changed"] == []
+    world.repo.write("armed", "\n")
+    recorded = world.run()
+    assert recorded.doc["workspace"]["fresh"] is False  # updated: one file written
+    assert recorded.doc["steps"]["unit"]["status"] == "passed", recorded.doc["steps"]["unit"]
+    assert recorded.verdict == "FAIL", recorded.doc
+    assert recorded.doc["purity"]["changed"] == ["verdict (written during the run, then put back)"]
+    assert world.gate(None).verdict != "PASS"
+
+
 def test_a_check_that_only_reads_and_writes_ignored_files_is_pure(world: World) -> None:
     """Control: checks that read the tree, write ignored outputs beside it (and remove some)
     and read them back leave a pure run, run after run."""

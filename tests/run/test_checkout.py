@@ -5,6 +5,7 @@ concurrent slots."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 
@@ -193,6 +194,114 @@ def test_a_file_written_and_put_back_is_impure(repo: GitRepo) -> None:
         "a.txt (written during the run, then put back)",
         "b.txt (written during the run, then put back)",
     )
+
+
+# how the checkout reaches the tree the checks run in: written afresh, updated from another
+# tree, the same tree again, or reset after a run that changed it (the last read the stamps
+# from a walk, the others from the index git wrote)
+REACHED = ["fresh", "update", "same-tree", "reset"]
+
+
+def reach(repo: GitRepo, how: str) -> None:
+    """Run (and leave) the checkout so that the next one reaches the tree *how* says."""
+    repo.write("kept.txt", "kept\n")
+    repo.write("sub/changing.txt", "one\n")
+    os.symlink("kept.txt", repo.path / "link")
+    repo.commit("files")
+    if how == "fresh":
+        return
+    first = place(repo)
+    if how == "reset":
+        (first.slot.tree / "sub/changing.txt").write_text("a check's edit\n")
+        handle = open_repo(repo.path)
+        assert handle.workdir is not None
+        with checkout.acquire(handle.gitdir, handle.workdir) as slot:
+            placed = checkout.materialise(slot, handle.gitdir, handle.workdir, first.tree, None)
+            (slot.tree / "sub/changing.txt").write_text("a check's edit\n")
+            purity = checkout.changed(placed)
+            assert purity.changed == ("sub/changing.txt",)
+            checkout.leave_clean(placed, handle.workdir, purity)
+    if how in ("update", "reset"):
+        repo.write("sub/changing.txt", "two\n")
+        repo.commit("change")
+
+
+def materialised(repo: GitRepo) -> tuple[checkout.Materialised, dict[str, checkout.Stamp]]:
+    """The checkout of HEAD's tree, as the checks find it, and a walk of it."""
+    handle = open_repo(repo.path)
+    assert handle.workdir is not None
+    with checkout.acquire(handle.gitdir, handle.workdir) as slot:
+        placed = checkout.materialise(slot, handle.gitdir, handle.workdir, repo.head_tree(), None)
+        return placed, checkout._stamps(slot, {}, [])
+
+
+@pytest.mark.parametrize("how", REACHED)
+def test_the_stamps_the_checks_start_from_are_what_the_checkout_holds(
+    repo: GitRepo, how: str
+) -> None:
+    """Read from git's index or walked, the stamps before the checks are every file's and
+    link's own, and nothing in the checkout is taken for written during the run."""
+    reach(repo, how)
+    placed, walk = materialised(repo)
+    assert placed.fresh == (how == "fresh")
+    assert placed.stamps == walk and len(walk) == 4  # README.md, kept.txt, link, changing.txt
+    assert checkout.changed(placed).changed == ()
+
+
+@pytest.mark.parametrize("how", REACHED)
+def test_a_file_written_and_put_back_is_impure_however_the_checkout_was_reached(
+    repo: GitRepo, how: str
+) -> None:
+    """kept.txt was written by the first checkout, not by the update, so its stamp before the
+    checks is the one git recorded runs ago: still, a check that writes it and puts its bytes
+    and times back is seen."""
+    reach(repo, how)
+    placed, _walk = materialised(repo)
+    target = placed.slot.tree / "kept.txt"
+    times = os.stat(target)
+    target.write_text("edit\n")
+    target.write_text("kept\n")
+    os.utime(target, ns=(times.st_atime_ns, times.st_mtime_ns))
+    assert checkout.changed(placed).changed == ("kept.txt (written during the run, then put back)",)
+
+
+def _stale(index: bytes, name: bytes) -> bytes:
+    """*index* with the change time of entry *name* one nanosecond on (checksum made again)."""
+    at = index.index(name + b"\0") - 62  # a version 2 entry with SHA-1 ids
+    assert int.from_bytes(index[at + 60 : at + 62], "big") & 0xFFF == len(name)
+    nanos = int.from_bytes(index[at + 4 : at + 8], "big")
+    data = index[: at + 4] + ((nanos + 1) % 10**9).to_bytes(4, "big") + index[at + 8 : -20]
+    return data + hashlib.sha1(data).digest()
+
+
+def test_a_reset_that_keeps_stale_stat_data_leaves_no_false_change_for_the_next_run(
+    repo: GitRepo,
+) -> None:
+    """git compares whole seconds: a file a check rewrote with the same bytes in the second git
+    wrote it keeps, after a reset, the stat data git recorded before (made here by moving its
+    change time in the index by a nanosecond). The reset's walk disagrees with the index, so
+    the checkout is written afresh (or git rewrote the file): either way its stamps are what
+    it holds, and the next update, which reads them from the index, finds nothing written."""
+    reach(repo, "fresh")
+    first = place(repo)
+    handle = open_repo(repo.path)
+    assert handle.workdir is not None
+    index = first.slot.git / "index"
+    index.write_bytes(_stale(index.read_bytes(), b"kept.txt"))
+    with checkout.acquire(handle.gitdir, handle.workdir) as slot:
+        meta = checkout._read_meta(slot, handle.workdir)
+        meta.update(index=checkout._index_digest(slot.git), clean=False)  # as after a bad run
+        checkout._write_meta(slot, handle.workdir, meta)
+    written = os.stat(first.slot.tree / "kept.txt").st_ino
+    reset, walk = materialised(repo)
+    assert reset.stamps == walk
+    assert reset.fresh or os.stat(reset.slot.tree / "kept.txt").st_ino != written
+    checkout.leave_clean(reset, handle.workdir, checkout.changed(reset))
+    repo.write("sub/changing.txt", "two\n")
+    repo.commit("change")
+    update, walk = materialised(repo)
+    assert not update.fresh and update.stamps == walk
+    assert checkout.changed(update).changed == ()
 
 
 def test_a_tampered_slot_state_is_rebuilt_from_scratch(repo: GitRepo) -> None:
