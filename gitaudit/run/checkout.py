@@ -403,7 +403,9 @@ def materialise(
             (slot.tree / gone).mkdir(parents=True, exist_ok=True)
     # the objects are verified while git writes them: nothing in the checkout is used before
     # the verification has passed, and a forgery wipes it
-    verification = _Background(lambda: verify_objects(objects, listing.oids, gitdir))
+    verification = _Background(
+        lambda: verify_objects(objects, _objects(slot, slot.git, slot.tree, listing), gitdir)
+    )
     # and the stamps of the files a two-way merge will not write are read from the index
     early = _early_stamps(slot, kept_index, previous, tree, clean=bool(meta.get("clean")))
     moved = _move(slot, previous, tree, config, clean=bool(meta.get("clean")))
@@ -684,13 +686,7 @@ def _filters(requested: Mapping[str, str], declared: Sequence[str]) -> dict[str,
 def _requested_filters(slot: Slot, tree: str) -> dict[str, str]:
     """filter name -> the .gitattributes file that names it, over every .gitattributes of
     *tree* (macros included: any ``filter=NAME`` counts)."""
-    listing = _git(slot, slot.git, slot.tree, ["ls-tree", "-r", "-z", tree])
-    attributes: dict[str, str] = {}
-    for record in listing.stdout.split(b"\0"):
-        info, _, raw = record.partition(b"\t")
-        if raw == b".gitattributes" or raw.endswith(b"/.gitattributes"):
-            attributes[os.fsdecode(raw)] = info.split()[2].decode()
-    return _filters_named(slot, attributes)
+    return _filters_named(slot, _attribute_files(slot, slot.git, slot.tree, tree))
 
 
 def _filters_named(slot: Slot, attributes: Mapping[str, str]) -> dict[str, str]:
@@ -766,7 +762,7 @@ def _submodules(
             with contextlib.suppress(FileNotFoundError):
                 (sub_git / "index").unlink()
         listed = _listing(slot, sub_git, sub_work, None, sub_tree_id)
-        verify_objects(sub_objects, [commit, *listed.oids], store)
+        verify_objects(sub_objects, [commit, *_objects(slot, sub_git, sub_work, listed)], store)
         _sweep(slot, sub_git, sub_work)
         reset = _git(
             slot, sub_git, sub_work, ["read-tree", "--reset", "-u", sub_tree_id], check=False
@@ -803,6 +799,7 @@ class _Listing:
     oids: tuple[str, ...]
     attributes: Mapping[str, str]
     changed: tuple[str, ...] = ()  # from *previous*: the paths that differ (trees included)
+    whole: str | None = None  # from nothing: the tree whose every object :func:`_objects` lists
 
 
 def _listing(
@@ -810,18 +807,10 @@ def _listing(
 ) -> _Listing:
     if previous == tree:
         return _Listing((), {})
+    if previous is None:  # the objects are listed beside git's checkout (:func:`_objects`)
+        return _Listing((), _attribute_files(slot, git_dir, work_tree, tree), whole=tree)
     oids = [tree]
     attributes: dict[str, str] = {}
-    if previous is None:
-        out = _git(slot, git_dir, work_tree, ["ls-tree", "-r", "-t", "-z", tree]).stdout
-        for record in out.split(b"\0"):
-            info, _, raw = record.partition(b"\t")
-            fields = info.split()
-            if len(fields) >= 3 and fields[1] in (b"tree", b"blob"):
-                oids.append(fields[2].decode())
-                if raw == b".gitattributes" or raw.endswith(b"/.gitattributes"):
-                    attributes[os.fsdecode(raw)] = fields[2].decode()
-        return _Listing(tuple(oids), attributes)
     args = ["diff-tree", "-r", "-t", "-z", "--no-renames", previous, tree]
     parts = _git(slot, git_dir, work_tree, args).stdout.split(b"\0")
     changed = parts[1::2]
@@ -834,6 +823,42 @@ def _listing(
         if raw == b".gitattributes" or raw.endswith(b"/.gitattributes"):
             attributes[os.fsdecode(raw)] = fields[3].decode()  # changed (a deletion counts)
     return _Listing(tuple(oids), attributes, tuple(map(os.fsdecode, changed)))
+
+
+def _objects(slot: Slot, git_dir: Path, work_tree: Path, listing: _Listing) -> list[str]:
+    """The objects a checkout reads, to verify: those *listing* names, or every tree and blob
+    of its *whole* tree (listed in the verification's thread, while git writes)."""
+    if listing.whole is None:
+        return list(listing.oids)
+    out = _git(slot, git_dir, work_tree, ["ls-tree", "-r", "-t", "-z", listing.whole]).stdout
+    oids = [listing.whole]
+    for record in out.split(b"\0"):
+        fields = record.partition(b"\t")[0].split()
+        if len(fields) >= 3 and fields[1] in (b"tree", b"blob"):
+            oids.append(fields[2].decode())
+    return oids
+
+
+_EMPTY_TREE = {
+    40: "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+    64: "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321",
+}
+
+
+def _attribute_files(slot: Slot, git_dir: Path, work_tree: Path, tree: str) -> dict[str, str]:
+    """path -> blob of every ``.gitattributes`` file (or link) of *tree*, in any folder: git
+    finds them (a diff from the empty tree limited to that name), which costs a fraction of
+    listing the whole tree here."""
+    args = ["diff-tree", "-r", "-z", "--no-renames", _EMPTY_TREE[len(tree)], tree]
+    parts = _git(slot, git_dir, work_tree, [*args, "--", ":(glob)**/.gitattributes"]).stdout
+    records = parts.split(b"\0")
+    attributes: dict[str, str] = {}
+    for meta, raw in zip(records[::2], records[1::2], strict=False):
+        fields = meta.split()
+        named = raw == b".gitattributes" or raw.endswith(b"/.gitattributes")
+        if named and len(fields) >= 5 and fields[1] != b"160000":
+            attributes[os.fsdecode(raw)] = fields[3].decode()
+    return attributes
 
 
 def _gitlinks(slot: Slot, git_dir: Path, work_tree: Path) -> dict[str, str]:

@@ -304,6 +304,27 @@ def test_a_reset_that_keeps_stale_stat_data_leaves_no_false_change_for_the_next_
     assert checkout.changed(update).changed == ()
 
 
+def test_every_attributes_file_of_the_tree_is_found_and_nothing_else(repo: GitRepo) -> None:
+    """The ``.gitattributes`` files a fresh checkout reads its filters from are found by git
+    (a diff from the empty tree limited to that name): at the top, in folders at any depth and
+    under odd names, as links too, and not files or folders that only look alike."""
+    named = [".gitattributes", "a/.gitattributes", "a/b c/d/.gitattributes", "ü/.gitattributes"]
+    for path in named:
+        repo.write(path, f"*.{len(path)} text\n")
+    for path in ("x.gitattributes", ".gitattributes.bak", "e/.gitattributes/inside"):
+        repo.write(path, "not one\n")
+    os.symlink("../.gitattributes", repo.path / "a" / "b c" / ".gitattributes-link")
+    os.makedirs(repo.path / "l")
+    os.symlink("../.gitattributes", repo.path / "l" / ".gitattributes")
+    repo.commit("attributes")
+    placed = place(repo)
+    found = checkout._attribute_files(placed.slot, placed.slot.git, placed.slot.tree, placed.tree)
+    blobs = {
+        path: repo.git("rev-parse", f"HEAD:{path}").strip() for path in [*named, "l/.gitattributes"]
+    }
+    assert found == blobs
+
+
 def test_a_tampered_slot_state_is_rebuilt_from_scratch(repo: GitRepo) -> None:
     placed = place(repo)
     meta = placed.slot.root / checkout.META
