@@ -175,8 +175,10 @@ class Materialised:
     index_digest: str = ""
     pristine: bool = False  # written afresh, or updated from a checkout the last run left clean
     placed_submodules: Mapping[str, PlacedSubmodule] = field(default_factory=dict)
-    # every file and link of the checkout as the checks found it: path -> (inode, change time)
+    # files and links of the checkout as the checks found them: path -> (inode, change time);
+    # every one (*complete*), or those git cannot tell from a later write (see :func:`_before`)
     stamps: Mapping[str, Stamp] = field(default_factory=dict)
+    complete: bool = True
 
     @property
     def config(self) -> list[str]:
@@ -378,6 +380,7 @@ def materialise(
     meta = _read_meta(slot, workdir)
     kept_index = _read_index(slot.git)
     fresh = meta.get("objects") != str(objects) or meta.get("index") != _digest(kept_index)
+    kept_at = _changed_at(slot.git / "index")
     if fresh:
         _clear(slot)
         meta = {}
@@ -406,8 +409,6 @@ def materialise(
     verification = _Background(
         lambda: verify_objects(objects, _objects(slot, slot.git, slot.tree, listing), gitdir)
     )
-    # and the stamps of the files a two-way merge will not write are read from the index
-    early = _early_stamps(slot, kept_index, previous, tree, clean=bool(meta.get("clean")))
     moved = _move(slot, previous, tree, config, clean=bool(meta.get("clean")))
     try:
         verified = verification.result()
@@ -455,12 +456,24 @@ def materialise(
         },
     )
     pristine = fresh or moved == MERGED
-    carried = _written_since(slot, early, listing.changed) if moved == MERGED else None
-    stamps = _before(slot, index_data, tree, submodules, ignored, pristine, carried)
-    if stamps is None:
+    merged = (kept_at, listing.changed) if moved == MERGED and not fresh else None
+    before = _before(slot, index_data, tree, submodules, ignored, pristine, merged)
+    if before is None:
         return afresh()  # git kept a file whose stat data its index does not hold
+    stamps, complete = before
     return Materialised(
-        slot, tree, fresh, verified, drivers, submodules, ignored, index, pristine, placed, stamps
+        slot,
+        tree,
+        fresh,
+        verified,
+        drivers,
+        submodules,
+        ignored,
+        index,
+        pristine,
+        placed,
+        stamps,
+        complete,
     )
 
 
@@ -1152,20 +1165,26 @@ def changed(placed: Materialised) -> Purity:
     and other special files, unreadable directories, files written and put back: a walk of the
     checkout)."""
     slot, tree = placed.slot, placed.tree
-    rewritten = _index_digest(slot.git) != placed.index_digest
-    # the walk for what git does not see runs beside git's own look at the checkout (a walk of
-    # the whole tree each, on two cores)
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    index = _read_index(slot.git)
+    rewritten = _digest(index) != placed.index_digest
+    if not rewritten:  # a check can write them: git must compare stat data in full
+        _own_settings(slot.git, [ignored.path for ignored in placed.ignored])
+    # the walk for what git does not see, and git's comparison of stat data where the stamps
+    # leave it to git, run beside git's own look at the checkout (on two cores)
+    with ThreadPoolExecutor(max_workers=2) as pool:
         walk = pool.submit(_special_entries, slot, placed)
+        later = None if rewritten or placed.complete else pool.submit(_written, placed, index)
         seen = _Seen(None, tree, True) if rewritten else _git_sees(slot, placed)
         specials, hollow, touched = walk.result()
+        written, unread = later.result() if later is not None else ([], None)
     found = [str(p.relative_to(slot.tree)) + why for p, why in specials]
     paths = tuple(p for p, _ in specials)
     if rewritten:
         found.append(".git index of the checkout (rewritten during the run)")
         return Purity(tree, tuple(found), paths)
-    if seen.failed is not None:
-        return Purity(tree, (*found, f"(git cannot read the checkout: {seen.failed.err})"), paths)
+    for failed in (seen.failed, unread):
+        if failed is not None:
+            return Purity(tree, (*found, f"(git cannot read the checkout: {failed.err})"), paths)
     if seen.tree != tree:
         args = ["diff-tree", "-r", "-z", "--name-only", "--no-renames", tree, seen.tree]
         diff = _git(slot, slot.git, slot.tree, args)
@@ -1176,7 +1195,8 @@ def changed(placed: Materialised) -> Purity:
         found += inside
         leftovers = leftovers or left
     named = set(found)
-    found += [f"{p} (written during the run, then put back)" for p in touched if p not in named]
+    touched = sorted({*touched, *written} - named)
+    found += [f"{p} (written during the run, then put back)" for p in touched]
     return Purity(seen.tree, tuple(found), paths, leftovers)
 
 
@@ -1204,7 +1224,6 @@ def _git_sees(slot: Slot, placed: Materialised) -> _Seen:
     add`` does; and the index with HEAD, the commit of the tree). Otherwise, and in a checkout
     with submodules, ``git add -A`` and ``git write-tree`` on a copy of its index say which
     tree it now holds."""
-    _own_settings(slot.git, [ignored.path for ignored in placed.ignored])
     if not placed.submodules:
         status = [*AS_IT_IS, *_STATUS]  # git's stat comparison in full, whatever was configured
         looked = _git(slot, slot.git, slot.tree, status, config=placed.config, check=False)
@@ -1224,6 +1243,28 @@ def _git_sees(slot: Slot, placed: Materialised) -> _Seen:
     finally:
         with contextlib.suppress(FileNotFoundError):
             probe.unlink()
+
+
+def _written(placed: Materialised, index: bytes) -> tuple[list[str], GitResult | None]:
+    """The files of the checkout written during the run that have no stamp of their own (see
+    :func:`_before`): git lists each file whose stat data no longer equals what its *index*
+    records (``git diff-files``, contents aside: it does not refresh), and those whose inode
+    or change time moved are named. With what git said when it could not read the checkout."""
+    slot = placed.slot
+    args = [*AS_IT_IS, "diff-files", "--name-only", "-z", "--ignore-submodules=all"]
+    listed = _git(slot, slot.git, slot.tree, args, config=placed.config, check=False)
+    if listed.code != 0:
+        return [], listed
+    root = str(slot.tree) + os.sep
+    listed_paths = (os.fsdecode(p) for p in listed.stdout.split(b"\0") if p)
+    unstamped = [p for p in listed_paths if root + p not in placed.stamps]
+    if not unstamped:
+        return [], None
+    recorded = index_stat.file_stamps(index, len(placed.tree) // 2, root) or {}
+    now = _stamps_of(slot, unstamped)  # what is gone, or no file now, git status names
+    return [
+        p for p in unstamped if root + p in now and now[root + p] != recorded.get(root + p)
+    ], None
 
 
 def _submodule_sees(slot: Slot, path: str, sub: PlacedSubmodule) -> tuple[list[str], bool]:
@@ -1304,70 +1345,78 @@ def _before(
     submodules: Mapping[str, str],
     ignored: Sequence[IgnoredPath],
     pristine: bool,
-    carried: dict[str, Stamp] | None,
-) -> dict[str, Stamp] | None:
-    """The :data:`Stamp` of every file and link of the checkout before the checks run; None
-    when the checkout must be written afresh.
+    merged: tuple[int | None, Sequence[str]] | None,
+) -> tuple[dict[str, Stamp], bool] | None:
+    """The :data:`Stamp` of the checkout's files and links before the checks run, and whether
+    they are all of them; None when the checkout must be written afresh.
 
-    They are read from the checkout's *index* (git records the ``lstat`` of each file it
-    writes) rather than walked, which costs a few times less. That holds exactly for a checkout
-    git wrote afresh, and for one it updated from a tree after a run that left it clean (the
-    files it did not write now are those whose stamps that run's purity check found unchanged
-    since git recorded them). After a reset it may not: git compares whole seconds, so a file
-    a check rewrote with the same bytes in the second git wrote it keeps its old stat data in
-    the index. There the walk decides, and a checkout whose index disagrees with it is written
-    afresh (else the next update, from the index, would take that file for one written during
-    its run). Submodules, each with an index of its own, are walked. After a two-way merge the
-    stamps *carried* from the index before it (:func:`_early_stamps`, :func:`_written_since`)
-    are the same, read while git wrote."""
+    The purity check must see every file written during the run, even one whose bytes and
+    times were put back. git's own comparison of stat data with its index (``git
+    diff-files``, every setting that would blind it pinned) sees any write in a later second
+    than the one git recorded (its change time, which no process can set back, is compared
+    in whole seconds). What it cannot see is a write in the same second, so only the files
+    whose recorded change time is in the current second of the file system's clock (or
+    later), read before any check starts, need a stamp of their own, compared to the
+    nanosecond. That is all of them in a fresh checkout written within the second, none but
+    the files it wrote in an update after a clean run (the kept index, and so every stat data
+    in it, was written in an earlier second), and the index is where git recorded each file's
+    ``lstat`` as it wrote it: nothing is walked.
+
+    This needs an index that holds every file's stat data exactly: one git wrote afresh, or
+    updated after a run that left the checkout clean (whose purity check found each file as
+    recorded). After a reset it may not: git compares whole seconds, so a file a check
+    rewrote with the same bytes in the second git wrote it keeps its old stat data. There a
+    walk stamps every file, and a checkout whose index disagrees with the walk is written
+    afresh (else the next update would take that file for one written during its run).
+    Submodules, each with an index of its own, are walked too; so is an index this does not
+    read (:func:`gitaudit.git.index_stat.file_stamps`)."""
     skip = [i.path for i in ignored]
-    walked = _stamps(slot, submodules, skip) if submodules or not pristine else None
     if submodules:
-        return walked
-    if carried is not None:
-        return carried
+        return _stamps(slot, submodules, skip), True
+    settled = _clock(slot)
+    if merged is not None and merged[0] is not None and merged[0] < settled:
+        return _stamps_of(slot, merged[1]), False
     indexed = index_stat.file_stamps(index, len(tree) // 2, str(slot.tree) + os.sep)
-    if indexed is None:  # an index this does not read: the walk alone
-        return walked if walked is not None else _stamps(slot, {}, skip)
-    if walked is not None and walked != indexed:
-        return None
-    return indexed
+    if not pristine:
+        walked = _stamps(slot, submodules, skip)
+        return None if indexed is not None and walked != indexed else (walked, True)
+    if indexed is None:
+        return _stamps(slot, {}, skip), True
+    return {path: s for path, s in indexed.items() if s[1] >= settled}, False
 
 
-def _early_stamps(
-    slot: Slot, index: bytes, previous: str | None, tree: str, *, clean: bool
-) -> _Background[dict[str, Stamp] | None] | None:
-    """When the checkout is about to go from *previous* to another *tree* by a two-way merge
-    (the last run left it clean), the stamps of its files as the *index* it holds records them,
-    read in a thread while git writes: git writes only the paths that differ, so the others'
-    stamps are these (see :func:`_before`)."""
-    if previous is None or previous == tree or not clean:
+def _changed_at(path: Path) -> int | None:
+    """The second (as an index keeps it) in which *path* last changed; None when it is gone."""
+    try:
+        return (os.stat(path).st_ctime_ns // 1_000_000_000) & index_stat.MASK
+    except OSError:
         return None
+
+
+def _clock(slot: Slot) -> int:
+    """The current second of the file system's clock (the one that stamps the checkout), read
+    from a file of the slot changed now."""
+    probe = slot.root / "clock"
+    probe.touch()
+    os.utime(probe)
+    at = _changed_at(probe)
+    if at is None:
+        raise RunError(f"cannot read the clock of the file system of {slot.root}")
+    return at
+
+
+def _stamps_of(slot: Slot, paths: Iterable[str]) -> dict[str, Stamp]:
+    """The :data:`Stamp` of each of *paths* (relative) that is a file or a link."""
     root = str(slot.tree) + os.sep
-    return _Background(lambda: index_stat.file_stamps(index, len(tree) // 2, root))
-
-
-def _written_since(
-    slot: Slot, early: _Background[dict[str, Stamp] | None] | None, changed: Iterable[str]
-) -> dict[str, Stamp] | None:
-    """The stamps read *early*, with the stamp of every path the merge wrote (*changed*) as
-    ``lstat`` finds it now, and without those it removed (or made folders)."""
-    carried = early.result() if early is not None else None
-    if carried is None:
-        return None
-    root = str(slot.tree) + os.sep
-    for path in changed:
-        full = root + path
+    found: dict[str, Stamp] = {}
+    for path in paths:
         try:
-            found = os.lstat(full)
+            st = os.lstat(root + path)
         except OSError:
-            carried.pop(full, None)
             continue
-        if stat.S_ISREG(found.st_mode) or stat.S_ISLNK(found.st_mode):
-            carried[full] = index_stat.stamp_of(found)
-        else:
-            carried.pop(full, None)
-    return carried
+        if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+            found[root + path] = index_stat.stamp_of(st)
+    return found
 
 
 def _special_entries(

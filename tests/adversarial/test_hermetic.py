@@ -160,9 +160,10 @@ def test_attack_hermetic_check_writes_the_checkout_and_puts_it_back(
 def test_attack_hermetic_put_back_a_file_an_earlier_run_wrote(world: World, how: str) -> None:
     """The same attack, armed only in the second run: the first, pure, leaves the checkout
     clean, and the second updates it by writing the one file that changed (``armed``). The
-    verdict the checks write and put back was written by the first run's checkout, so what the
-    purity check compares it with is the stat data git recorded then (read from the checkout's
-    index, not walked): still a moved inode or change time."""
+    verdict the checks write and put back was written by the first run's checkout, in an
+    earlier second, so it has no stamp of its own: git's comparison of its stat data with the
+    index (``git diff-files``) sees its change time in a later second, and the inode or change
+    time the index records has moved."""
     write, put_back = (
         {"type": "run", "cmd": f"if test -f armed; then {cmd}; fi", "shell": True}
         for cmd in PUT_BACK[how]
@@ -187,6 +188,7 @@ def test_attack_hermetic_put_back_a_file_an_earlier_run_wrote(world: World, how:
     first = world.run()
     assert first.doc["steps"]["unit"]["status"] == "failed" and first.doc["purity"]["changed"] == []
     world.repo.write("armed", "\n")
+    time.sleep(1.02 - time.time() % 1.0)  # the second run in a later second than the first
     recorded = world.run()
     assert recorded.doc["workspace"]["fresh"] is False  # updated: one file written
     assert recorded.doc["steps"]["unit"]["status"] == "passed", recorded.doc["steps"]["unit"]

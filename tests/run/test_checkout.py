@@ -8,6 +8,8 @@ import dataclasses
 import hashlib
 import json
 import os
+import time
+from pathlib import Path
 
 import pytest
 
@@ -302,6 +304,102 @@ def test_a_reset_that_keeps_stale_stat_data_leaves_no_false_change_for_the_next_
     update, walk = materialised(repo)
     assert not update.fresh and update.stamps == walk
     assert checkout.changed(update).changed == ()
+
+
+def next_second() -> None:
+    """Wait until the clocks (the file system's lags by a tick at most) are in the next second:
+    what was written before is then in an earlier second than anything written after."""
+    time.sleep(1.02 - time.time() % 1.0)
+
+
+# ways a check writes the tracked kept.txt and puts it back as it was (bytes and times), each
+# of which moves its change time, and its inode for the rename
+def _in_place(target: Path) -> None:
+    times = os.stat(target)
+    target.write_text("edit\n")
+    target.write_text("kept\n")
+    os.utime(target, ns=(times.st_atime_ns, times.st_mtime_ns))
+
+
+def _renamed_back(target: Path) -> None:
+    aside = target.with_name("kept.aside")
+    os.rename(target, aside)
+    target.write_text("edit\n")
+    os.replace(aside, target)
+
+
+def _mode_and_back(target: Path) -> None:
+    os.chmod(target, 0o755)
+    os.chmod(target, 0o644)
+
+
+def _linked_and_unlinked(target: Path) -> None:
+    os.link(target, target.with_name("kept.link"))
+    os.unlink(target.with_name("kept.link"))
+
+
+PUT_BACK = {
+    "in-place": _in_place,
+    "renamed-back": _renamed_back,
+    "mode-and-back": _mode_and_back,
+    "linked-and-unlinked": _linked_and_unlinked,
+}
+
+
+@pytest.mark.parametrize("how", sorted(PUT_BACK))
+def test_a_file_written_in_an_earlier_second_and_put_back_is_seen_by_git(
+    repo: GitRepo, how: str
+) -> None:
+    """An update after a clean run stamps only the files it wrote: every other file's stat
+    data, recorded in an earlier second, is git's to compare (``git diff-files``), and any
+    write during the run moves its change time to a later second. kept.txt, written by the
+    first checkout, is written and put back: named."""
+    reach(repo, "fresh")
+    place(repo)
+    next_second()
+    repo.write("sub/changing.txt", "two\n")
+    repo.commit("change")
+    placed, _walk = materialised(repo)
+    assert not placed.complete and not placed.fresh
+    assert set(placed.stamps) <= {str(placed.slot.tree / "sub/changing.txt")}
+    assert checkout.changed(placed).changed == ()
+    PUT_BACK[how](placed.slot.tree / "kept.txt")
+    assert checkout.changed(placed).changed == ("kept.txt (written during the run, then put back)",)
+
+
+@pytest.mark.parametrize("how", ["fresh", "same-tree"])
+def test_files_written_in_the_current_second_have_stamps_of_their_own(
+    repo: GitRepo, how: str
+) -> None:
+    """What git cannot tell from a write in the same second gets a stamp: a fresh checkout's
+    files written in the current second, and (the same tree again) all the files when the
+    kept index was written in it. Either way the put-back write is named."""
+    reach(repo, "fresh")
+    for _attempt in range(3):
+        if how == "same-tree":
+            place(repo)  # written afresh, and its index with it
+        placed, walk = materialised(repo)
+        target = str(placed.slot.tree / "kept.txt")
+        if target in placed.stamps:
+            break
+        checkout._forget(placed.slot)  # the second turned meanwhile: again, from scratch
+    assert placed.fresh == (how == "fresh") and not placed.complete
+    assert placed.stamps[target] == walk[target]
+    _in_place(Path(target))
+    assert checkout.changed(placed).changed == ("kept.txt (written during the run, then put back)",)
+
+
+def test_a_quiet_update_in_a_later_second_is_pure(repo: GitRepo) -> None:
+    """Control: stat data git recorded seconds ago and files untouched since: git lists none
+    (it compares what it recorded, not what a refresh would write), and nothing is named."""
+    reach(repo, "update")
+    next_second()
+    repo.write("sub/changing.txt", "three\n")
+    repo.commit("again")
+    placed, _walk = materialised(repo)
+    assert not placed.complete
+    purity = checkout.changed(placed)
+    assert purity.changed == () and purity.after == placed.tree
 
 
 def test_every_attributes_file_of_the_tree_is_found_and_nothing_else(repo: GitRepo) -> None:
