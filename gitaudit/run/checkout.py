@@ -1397,8 +1397,7 @@ def _clock(slot: Slot) -> int:
     """The current second of the file system's clock (the one that stamps the checkout), read
     from a file of the slot changed now."""
     probe = slot.root / "clock"
-    probe.touch()
-    os.utime(probe)
+    probe.touch()  # made, or its times set to now
     at = _changed_at(probe)
     if at is None:
         raise RunError(f"cannot read the clock of the file system of {slot.root}")
