@@ -276,6 +276,9 @@ def _neutral_env(slot: Slot, git_dir: Path, work_tree: Path) -> dict[str, str]:
         "HOME": str(slot.neutral),
         "XDG_CONFIG_HOME": str(slot.neutral),
         "GIT_TERMINAL_PROMPT": "0",
+        # git's own test knob: a split index keeps its entries in a file beside it, which the
+        # private git dir, made anew before every update, would not keep
+        "GIT_TEST_SPLIT_INDEX": "0",
         "LC_ALL": "C",
         "LANGUAGE": "C",
     }

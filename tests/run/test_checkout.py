@@ -282,6 +282,21 @@ def test_a_file_written_and_put_back_is_impure_however_the_checkout_was_reached(
     assert checkout.changed(placed).changed == ("kept.txt (written during the run, then put back)",)
 
 
+def test_gits_split_index_knob_does_not_reach_the_checkout(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``GIT_TEST_SPLIT_INDEX`` in the caller's environment made git split the checkout's index
+    into a shared file the next update's private git dir no longer held: every update after the
+    first failed. The checkout's git runs without it."""
+    monkeypatch.setenv("GIT_TEST_SPLIT_INDEX", "1")
+    reach(repo, "update")
+    placed, walk = materialised(repo)
+    assert not [p for p in placed.slot.git.iterdir() if p.name.startswith("sharedindex")]
+    assert index_stat.file_stamps((placed.slot.git / "index").read_bytes(), 20) is not None
+    assert_stamped(placed, walk)
+    assert checkout.changed(placed).changed == ()
+
+
 def _stale(index: bytes, name: bytes) -> bytes:
     """*index* with the change time of entry *name* one nanosecond on (checksum made again)."""
     at = index.index(name + b"\0") - 62  # a version 2 entry with SHA-1 ids
