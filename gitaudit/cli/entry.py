@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import sys
 
-from gitaudit.errors import GitAuditError, UsageError
-
 TYPE_CHECKING = False  # typing costs about 6 ms: not before git starts hashing (head_start)
 if TYPE_CHECKING:
     from typing import NoReturn
+
+    from gitaudit.errors import GitAuditError
 
 
 def _sqlite_error(exc: BaseException) -> bool:
@@ -84,6 +84,8 @@ def _dispatch(args: list[str]) -> None:
 
         misuse = misused_flag(args)
     if misuse:
+        from gitaudit.errors import UsageError
+
         flag, word = misuse
         raise UsageError(
             f"{flag} is a flag and takes no value ({flag} {word!r} would read {word!r} as "
@@ -118,10 +120,6 @@ def main(argv: list[str] | None = None) -> None:
 
             leave(done.code)
         sys.exit(done.code)
-    except GitAuditError as exc:
-        if debug and exc.exit_code != 0:
-            raise
-        _report(exc)
     except KeyboardInterrupt:
         # `run` records an interrupted run itself (gitaudit.run.interrupts); anything else was
         # stopped between atomic steps: refs move by compare-and-swap, after their objects
@@ -137,6 +135,14 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(130)
     except Exception as exc:
+        # the error hierarchy (and enum, which it imports) is imported once something failed:
+        # not before git starts hashing (head_start), on the path of every `status`
+        from gitaudit.errors import GitAuditError
+
+        if isinstance(exc, GitAuditError):
+            if debug and exc.exit_code != 0:
+                raise
+            _report(exc)
         # a full disk, a read-only file system, a broken cache: one line, never a traceback
         # (objects are written before refs move, so nothing half-recorded is left behind)
         if debug or not (isinstance(exc, OSError) or _sqlite_error(exc)):
