@@ -1389,22 +1389,29 @@ def _before(
 
 
 def _changed_at(path: Path) -> int | None:
-    """The second (as an index keeps it) in which *path* last changed; None when it is gone."""
+    """The second (as an index keeps it) in which the file at *path* last changed; None when
+    it is gone or not a file (a link to a file elsewhere would give another clock's time)."""
     try:
-        return (os.stat(path).st_ctime_ns // 1_000_000_000) & index_stat.MASK
+        found = os.lstat(path)
     except OSError:
         return None
+    if not stat.S_ISREG(found.st_mode):
+        return None
+    return (found.st_ctime_ns // 1_000_000_000) & index_stat.MASK
 
 
 def _clock(slot: Slot) -> int:
     """The current second of the file system's clock (the one that stamps the checkout), read
-    from a file of the slot changed now."""
+    from a file made now in the slot (whatever a check left under its name goes first)."""
     probe = slot.root / "clock"
-    probe.touch()  # made, or its times set to now
-    at = _changed_at(probe)
-    if at is None:
-        raise RunError(f"cannot read the clock of the file system of {slot.root}")
-    return at
+    with contextlib.suppress(FileNotFoundError):
+        probe.unlink()
+    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        made = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return (made.st_ctime_ns // 1_000_000_000) & index_stat.MASK
 
 
 def _stamps_of(slot: Slot, paths: Iterable[str]) -> dict[str, Stamp]:

@@ -420,6 +420,29 @@ def test_files_written_in_the_current_second_have_stamps_of_their_own(
     assert checkout.changed(placed).changed == ("kept.txt (written during the run, then put back)",)
 
 
+def test_the_clock_is_read_from_a_file_of_the_slot_made_now(repo: GitRepo, tmp_path: Path) -> None:
+    """A check can write the slot: a link it leaves under the clock file's name (to a file on
+    a file system with another clock) is replaced, not followed; and a kept index that is a
+    link gives no time at all (its stat data is then read from the index, not assumed older)."""
+    reach(repo, "fresh")
+    first = place(repo)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("x\n")
+    before = os.stat(elsewhere)
+    (first.slot.root / "clock").unlink()
+    os.symlink(elsewhere, first.slot.root / "clock")
+    placed, _walk = materialised(repo)
+    assert not (placed.slot.root / "clock").is_symlink()
+    assert os.stat(elsewhere).st_ctime_ns == before.st_ctime_ns
+    index = placed.slot.git / "index"
+    assert checkout._changed_at(index) is not None
+    copy = tmp_path / "index"
+    copy.write_bytes(index.read_bytes())
+    index.unlink()
+    os.symlink(copy, index)
+    assert checkout._changed_at(index) is None
+
+
 def test_a_quiet_update_in_a_later_second_is_pure(repo: GitRepo) -> None:
     """Control: stat data git recorded seconds ago and files untouched since: git lists none
     (it compares what it recorded, not what a refresh would write), and nothing is named."""
