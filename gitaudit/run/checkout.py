@@ -63,7 +63,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import field
 from pathlib import Path
-from typing import Generic, NamedTuple, TypeVar
+from typing import NamedTuple
 
 from gitaudit import secret
 from gitaudit.errors import RunError
@@ -72,8 +72,6 @@ from gitaudit.git import index_stat
 from gitaudit.git.call import GitResult, run_git
 from gitaudit.git.environment import AS_IT_IS, git_env
 from gitaudit.places import checkouts_dir, inside
-
-_T = TypeVar("_T")
 
 META = "meta.json"
 META_FORMAT = 1
@@ -381,8 +379,7 @@ def materialise(
 
     objects = _objects_dir(gitdir)
     meta = _read_meta(slot, workdir)
-    kept_index = _read_index(slot.git)
-    fresh = meta.get("objects") != str(objects) or meta.get("index") != _digest(kept_index)
+    fresh = meta.get("objects") != str(objects) or meta.get("index") != _index_digest(slot.git)
     kept_at = _changed_at(slot.git / "index")
     if fresh:
         _clear(slot)
@@ -459,7 +456,7 @@ def materialise(
         },
     )
     pristine = fresh or moved == MERGED
-    merged = (kept_at, listing.changed) if moved == MERGED and not fresh else None
+    merged = (kept_at, listing.changed) if moved == MERGED else None
     before = _before(slot, index_data, tree, submodules, ignored, pristine, merged)
     if before is None:
         return afresh()  # git kept a file whose stat data its index does not hold
@@ -480,26 +477,26 @@ def materialise(
     )
 
 
-class _Background(Generic[_T]):
+class _Background:
     """A function run in a thread; :meth:`result` waits for it and returns or raises."""
 
-    def __init__(self, fn: Callable[[], _T]) -> None:
-        self.value: list[_T] = []
+    def __init__(self, fn: Callable[[], int]) -> None:
+        self.value: int = 0
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
         self.thread.start()
 
-    def _run(self, fn: Callable[[], _T]) -> None:
+    def _run(self, fn: Callable[[], int]) -> None:
         try:
-            self.value.append(fn())
+            self.value = fn()
         except BaseException as exc:  # handed to the caller by result()
             self.error = exc
 
-    def result(self) -> _T:
+    def result(self) -> int:
         self.thread.join()
         if self.error is not None:
             raise self.error
-        return self.value[0]
+        return self.value
 
 
 MERGED, RESET = "merged", "reset"

@@ -242,13 +242,18 @@ def test_attack_workspace_idle_tree_failing_its_check_cannot_stop_on_empty_tree_
     assert run_hook(world.path, "stop", stop(world.path)).blocked
 
 
+def _proven(world: World) -> None:
+    """One step checking `true`, sealed, run and judged PASS for the work tree as it is."""
+    world.seal(plan(step("unit", check("true"))))
+    assert world.run().verdict == "PASS"
+    assert world.gate(None).verdict == "PASS"
+
+
 def _proven_app(world: World) -> Path:
     """app.py (its times long past) committed and proven: the work tree's verdict is PASS."""
     app = world.repo.write("app.py", "ANSWER = 42\n")
     os.utime(app, ns=(OLD_TIME, OLD_TIME))
-    world.seal(plan(step("unit", check("true"))))
-    assert world.run().verdict == "PASS"
-    assert world.gate(None).verdict == "PASS"
+    _proven(world)
     return app
 
 
@@ -311,9 +316,7 @@ def test_attack_workspace_ignorecase_hides_a_case_variant(world: World, variant:
     and the stop hook see it (git is told what the file system does): UNKNOWN."""
     world.repo.write("README.md", "proven\n")
     world.repo.write("src/app.py", "ANSWER = 42\n")
-    world.seal(plan(step("unit", check("true"))))
-    assert world.run().verdict == "PASS"
-    assert world.gate(None).verdict == "PASS"
+    _proven(world)
     assert run_hook(world.path, "stop", stop(world.path)).allowed
     world.repo.write(variant, "not proven\n")
     assert variant in world.repo.git("status", "--porcelain")
@@ -331,9 +334,7 @@ def test_attack_workspace_link_replaced_by_its_text(world: World) -> None:
     clean, but the work tree's verdict is UNKNOWN (a plain file is not the proven link)."""
     world.repo.write("settings/prod.py", "DEBUG = False\n")
     os.symlink("settings/prod.py", world.path / "config.py")
-    world.seal(plan(step("unit", check("true"))))
-    assert world.run().verdict == "PASS"
-    assert world.gate(None).verdict == "PASS"
+    _proven(world)
     (world.path / "config.py").unlink()
     (world.path / "config.py").write_text("settings/prod.py")
     world.repo.git("config", "core.symlinks", "false")
@@ -508,9 +509,7 @@ def test_attack_workspace_ident_hides_an_edit(world: World, where: str) -> None:
     if where == "tree":
         world.repo.write(".gitattributes", "app.py ident\n")
     app = world.repo.write("app.py", 'ANSWER = "$Id$"\n')
-    world.seal(plan(step("unit", check("true"))))
-    assert world.run().verdict == "PASS"
-    assert world.gate(None).verdict == "PASS"
+    _proven(world)
     if where == "info-attributes":
         world.repo.write(".git/info/attributes", "app.py ident\n")
     app.write_text('ANSWER = "$Id: "; ANSWER = 41; _ = "$"\n')
@@ -546,9 +545,7 @@ def test_attack_workspace_ident_where_the_fast_path_must_look(
         _write_file(home / "my.attributes", "lib/app.py ident\n")
         world.repo.git("config", "--global", "core.attributesFile", "~/my.attributes")
     app = world.repo.write("lib/app.py", 'ANSWER = "$Id$"\n')
-    world.seal(plan(step("unit", check("true"))))
-    assert world.run().verdict == "PASS"
-    assert world.gate(None).verdict == "PASS"
+    _proven(world)
     if where == "ignored-folder":
         world.repo.write("lib/.gitattributes", "app.py ident\n")
     app.write_text('ANSWER = "$Id: "; ANSWER = 41; _ = "$"\n')
@@ -568,9 +565,7 @@ def test_attack_workspace_attributes_there_only_while_git_hashes(
     change time the fingerprint sees, and the file is compared: refused."""
     world.repo.write(".gitignore", "lib/.gitattributes\n")
     app = world.repo.write("lib/app.py", 'ANSWER = "$Id$"\n')
-    world.seal(plan(step("unit", check("true"))))
-    assert world.run().verdict == "PASS"
-    assert world.gate(None).verdict == "PASS"
+    _proven(world)
     attributes = world.path / "lib" / ".gitattributes"
     info = world.path / ".git" / "info" / "attributes"
     if how == "info-attributes":
@@ -671,9 +666,7 @@ def test_attack_workspace_working_tree_encoding_hides_an_edit(world: World) -> N
     fix; a checkout of that blob writes other bytes."""
     world.repo.write(".gitattributes", "app.py working-tree-encoding=UTF-7\n")
     app = world.repo.write("app.py", "ANSWER = 41 #\nANSWER = 42\n")
-    world.seal(plan(step("unit", check("true"))))
-    assert world.run().verdict == "PASS"
-    assert world.gate(None).verdict == "PASS"
+    _proven(world)
     app.write_bytes(b"ANSWER = 41 #+AAo-ANSWER = 42\n")
     assert world.repo.git("diff") == ""
     _refused_as_converted(world, "holds other bytes")
