@@ -55,7 +55,7 @@ from typing import Any, NamedTuple
 
 from gitaudit import secret
 from gitaudit.errors import RepositoryError
-from gitaudit.git import conversions, head_start, index_files
+from gitaudit.git import conversions, head_start, index_files, parts
 from gitaudit.git.call import GitResult, run_git
 from gitaudit.git.environment import as_it_is
 from gitaudit.git.head_start import ADD_ALL, ADD_ENV, INDEX_CONFIG
@@ -276,11 +276,11 @@ def _seed(
     # git takes executable bits from the index, not the disk, under core.fileMode=false: the
     # user's modes then count like its paths
     modes = _index_modes(layout, env)
-    report = None
+    report = ours = None
     if kept is None and not modes:  # nothing kept says what any file holds: hash them all
         # (from no index, which costs a third less than entering the user's paths first)
-        report = _add_all(layout, env, started)
-    same = _reconcile(layout, env, listing, modes=modes)
+        report, ours = _hash_everything(layout, env, temp, listing, started)
+    same = _reconcile(layout, env, listing, modes=modes, ours=ours)
     unmerged = any(stage in listing for stage in _UNMERGED)
     keep = identity is not None and listing and not unmerged  # conflicts collapse on add
     paths = listing.count(b"\0")  # one record a path, when none is unmerged
@@ -297,15 +297,24 @@ def _index_modes(layout: _Layout, env: Mapping[str, str]) -> bool:
     return proc.stdout.strip() == b"false"
 
 
-def _reconcile(layout: _Layout, env: Mapping[str, str], listing: bytes, *, modes: bool) -> bool:
+def _reconcile(
+    layout: _Layout,
+    env: Mapping[str, str],
+    listing: bytes,
+    *,
+    modes: bool,
+    ours: bytes | None = None,
+) -> bool:
     """Bring the private index to the paths of the user's (*listing*, ``ls-files --stage
     -z``), and to its modes with *modes*: remove the paths it lacks, enter its other entries
     with no stat data (git hashes the file, or removes the entry when the file is gone), and
     take its gitlinks as they are (a submodule that is not checked out keeps its commit).
-    True when the private index was already there."""
-    ours = b""
-    if os.path.exists(env["GIT_INDEX_FILE"]):
-        ours = _list(layout, env, *(("--stage",) if modes else ()))
+    True when the private index was already there. *ours*: its ``ls-files -z`` when already
+    read (never with *modes*)."""
+    if ours is None:
+        ours = b""
+        if os.path.exists(env["GIT_INDEX_FILE"]):
+            ours = _list(layout, env, *(("--stage",) if modes else ()))
     wanted: list[Any] = (_MODE_PATHS if modes else _PATHS).findall(listing)
     have: list[Any] = _MODE_PATHS.findall(ours) if modes else ours.split(b"\0")[:-1]
     gitlinks = listing.startswith(_GITLINK) or b"\0" + _GITLINK in listing
@@ -337,6 +346,95 @@ def _add_all(
         started=started,
     )
     return _added(layout, proc)
+
+
+def _hash_everything(
+    layout: _Layout,
+    env: Mapping[str, str],
+    temp: Path,
+    listing: bytes,
+    started: Callable[[], None] | None = None,
+) -> tuple[bytes, bytes | None]:
+    """Hash every file of the work tree into the private index *temp*, from no index: in
+    parts, one ``git add -A`` a core, on a large work tree (:mod:`gitaudit.git.parts`; the
+    user's index *listing* only says where to cut it), else (or when the parts cannot be
+    joined) in one. git's report, and the private index's ``ls-files -z`` when read."""
+    count = parts.parts_for(listing, _cores())
+    if count > 1 and not temp.exists():
+        joined = _add_in_parts(layout, env, temp, listing, count, started)
+        if joined is not None:
+            return joined
+    return _add_all(layout, env, started), None
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1  # pragma: no cover - platforms without affinity
+
+
+def _add_in_parts(
+    layout: _Layout,
+    env: Mapping[str, str],
+    temp: Path,
+    listing: bytes,
+    count: int,
+    started: Callable[[], None] | None,
+) -> tuple[bytes, bytes] | None:
+    """:func:`_hash_everything` in *count* parts: the joined report and listing, or None when
+    the work tree could not be cut, a part failed, or the joined index is out of order (the
+    caller then hashes it in one)."""
+    import threading
+
+    points = parts.cut_points(listing, count)
+    specs = parts.exclusions(os.fsencode(layout.work_tree), listing, points) if points else None
+    if specs is None:
+        return None
+    files = [temp.with_name(f"{temp.stem}-part{k}{temp.suffix}") for k in range(len(specs))]
+    results: list[GitResult | None] = [None] * len(specs)
+
+    def add(k: int) -> None:
+        results[k] = _run(
+            [
+                *INDEX_CONFIG,
+                *layout.settings,
+                *parts.PART_CONFIG,
+                *ADD_ALL,
+                "--pathspec-from-file=-",
+                "--pathspec-file-nul",
+            ],
+            cwd=layout.work_tree,
+            env={**env, **ADD_ENV, "GIT_INDEX_FILE": str(files[k])},
+            stdin=specs[k],
+        )
+
+    try:
+        threads = [threading.Thread(target=add, args=(k,), daemon=True) for k in range(len(specs))]
+        for thread in threads:
+            thread.start()
+        if started is not None:
+            started()
+        for thread in threads:
+            thread.join()
+        if any(
+            r is None or r.code != 0 or not f.exists() for r, f in zip(results, files, strict=True)
+        ):
+            return None
+        firsts, lasts = zip(*(parts.ends(r.stdout) for r in results if r is not None), strict=True)
+        counts = parts.join([str(f) for f in files], str(temp), list(lasts))
+        if counts is None:
+            return None
+        ours = _list(layout, env)
+        if not parts.in_order(ours, counts, list(firsts), list(lasts)):
+            temp.unlink()
+            return None
+        return b"".join(r.stdout for r in results if r is not None), ours
+    finally:
+        for file in files:
+            for leftover in (file, file.with_name(file.name + ".lock")):
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
 
 
 def _added(layout: _Layout, proc: GitResult) -> bytes:
