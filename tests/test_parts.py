@@ -288,3 +288,13 @@ def test_a_folder_above_a_cut_turned_into_a_link_out_of_the_tree(
     os.symlink(outside, repo.path / "m")
     assert workspace_fingerprint(repo.path).tree == truth_in_copy(repo.path)
     assert split.joined + split.declined == 1
+
+
+def test_a_part_git_fails_leaves_the_work_to_one_process(
+    tmp_path: Path, split: Joins, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tricky_repo(tmp_path / "repo")
+    monkeypatch.setattr(parts, "PART_CONFIG", ("-c", "index.version=99"))  # git refuses it
+    assert workspace_fingerprint(repo.path).tree == truth_in_copy(repo.path)
+    assert split.declined == 1 and split.joined == 0
+    assert not [p for p in private_folder(repo.path / ".git").iterdir() if "part" in p.name]

@@ -383,58 +383,91 @@ def _add_in_parts(
     started: Callable[[], None] | None,
 ) -> tuple[bytes, bytes] | None:
     """:func:`_hash_everything` in *count* parts: the joined report and listing, or None when
-    the work tree could not be cut, a part failed, or the joined index is out of order (the
-    caller then hashes it in one)."""
-    import threading
-
+    the work tree could not be cut, a part failed, or git does not read the joined index as
+    the parts made it (the caller then hashes it in one)."""
     points = parts.cut_points(listing, count)
     specs = parts.exclusions(os.fsencode(layout.work_tree), listing, points) if points else None
     if specs is None:
         return None
     files = [temp.with_name(f"{temp.stem}-part{k}{temp.suffix}") for k in range(len(specs))]
-    results: list[GitResult | None] = [None] * len(specs)
-
-    def add(k: int) -> None:
-        results[k] = _run(
-            [
-                *INDEX_CONFIG,
-                *layout.settings,
-                *parts.PART_CONFIG,
-                *ADD_ALL,
-                "--pathspec-from-file=-",
-                "--pathspec-file-nul",
-            ],
-            cwd=layout.work_tree,
-            env={**env, **ADD_ENV, "GIT_INDEX_FILE": str(files[k])},
-            stdin=specs[k],
-        )
-
     try:
-        threads = [threading.Thread(target=add, args=(k,), daemon=True) for k in range(len(specs))]
-        for thread in threads:
-            thread.start()
-        if started is not None:
-            started()
-        for thread in threads:
-            thread.join()
-        if any(
-            r is None or r.code != 0 or not f.exists() for r, f in zip(results, files, strict=True)
-        ):
-            return None
-        firsts, lasts = zip(*(parts.ends(r.stdout) for r in results if r is not None), strict=True)
-        counts = parts.join([str(f) for f in files], str(temp), list(lasts))
-        if counts is None:
-            return None
-        ours = _list(layout, env)
-        if not parts.in_order(ours, counts, list(firsts), list(lasts)):
-            temp.unlink()
-            return None
-        return b"".join(r.stdout for r in results if r is not None), ours
+        results = _run_parts(layout, env, files, specs, started)
+        return _join_parts(layout, env, temp, files, results) if results is not None else None
     finally:
         for file in files:
             for leftover in (file, file.with_name(file.name + ".lock")):
                 with contextlib.suppress(FileNotFoundError):
                     leftover.unlink()
+
+
+def _run_parts(
+    layout: _Layout,
+    env: Mapping[str, str],
+    files: list[Path],
+    specs: list[bytes],
+    started: Callable[[], None] | None,
+) -> list[GitResult] | None:
+    """One ``git add -A`` a part, all at once, part *k* into *files[k]* with the pathspecs
+    *specs[k]*: their results, or None when any failed."""
+    import threading
+
+    results: list[GitResult | None] = [None] * len(specs)
+
+    def add(k: int) -> None:
+        with contextlib.suppress(RepositoryError):  # the one process after it explains
+            results[k] = _run(
+                [
+                    *INDEX_CONFIG,
+                    *layout.settings,
+                    *parts.PART_CONFIG,
+                    *ADD_ALL,
+                    "--pathspec-from-file=-",
+                    "--pathspec-file-nul",
+                ],
+                cwd=layout.work_tree,
+                env={**env, **ADD_ENV, "GIT_INDEX_FILE": str(files[k])},
+                stdin=specs[k],
+            )
+
+    threads = [threading.Thread(target=add, args=(k,), daemon=True) for k in range(len(specs))]
+    for thread in threads:
+        thread.start()
+    if started is not None:
+        started()
+    for thread in threads:
+        thread.join()
+    done = [r for r in results if r is not None and r.code == 0]
+    return done if len(done) == len(results) else None
+
+
+def _join_parts(
+    layout: _Layout,
+    env: Mapping[str, str],
+    temp: Path,
+    files: list[Path],
+    results: list[GitResult],
+) -> tuple[bytes, bytes] | None:
+    """Join the parts' indexes *files* into the private index *temp*, and check it on git's
+    reading: the joined report and listing, or None (and no *temp*)."""
+    # a part with nothing to add writes no index (a cut moved up to a folder may leave one)
+    made = [(f, r) for f, r in zip(files, results, strict=True) if f.exists() or r.stdout]
+    if not made:
+        return None
+    ends = [parts.ends(r.stdout) for _, r in made]
+    firsts, lasts = [first for first, _ in ends], [last for _, last in ends]
+    try:
+        counts = parts.join([str(f) for f, _ in made], str(temp), lasts)
+    except OSError:
+        counts = None
+    if counts is None:
+        return None
+    listed = _run(
+        [*INDEX_CONFIG, *layout.settings, "ls-files", "-z"], cwd=layout.work_tree, env=env
+    )
+    if listed.code != 0 or not parts.in_order(listed.stdout, counts, firsts, lasts):
+        temp.unlink()
+        return None
+    return b"".join(r.stdout for _, r in made), listed.stdout
 
 
 def _added(layout: _Layout, proc: GitResult) -> bytes:
