@@ -8,6 +8,8 @@ first fingerprint in a fresh clone <= 2x the first `git status` in a fresh clone
 * cold: the first fingerprint ever (its private folder removed before each run): with no stat
   data of its own (it never takes the user's index's, which anyone who writes ``.git`` can
   forge), it hashes every file, once; this row and the fresh clone's measure that on purpose.
+  It is hashed in parts, one ``git add -A`` a core (:mod:`gitaudit.git.parts`); the same with
+  one ``git add -A`` is printed beside, for the record.
 * warm: nothing changed since the previous fingerprint (clean checkout).
 * warm, 10 files just modified: before each timed call 10 tracked files get new content (not
   staged), so every call hashes them and writes its private index twice (``add``, ``write-tree``).
@@ -46,6 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _util import Stat, big_repo, copy_repo, git, hermetic_env, spread, time_once
 
+from gitaudit.git import fingerprint as fingerprint_module
+from gitaudit.git import parts
 from gitaudit.git.fingerprint import private_folder, workspace_fingerprint
 
 WARM_TARGET = 1.5
@@ -152,6 +156,12 @@ def main() -> int:
             return workspace_fingerprint(repo)
 
         st_cold, cold = interleaved(status, fingerprint, args.rounds, cold_prepare)
+        cores = fingerprint_module._cores
+        try:  # for the record: the same with the whole tree hashed by one git add
+            fingerprint_module._cores = lambda: 1
+            st_single, single = interleaved(status, fingerprint, args.rounds, cold_prepare)
+        finally:
+            fingerprint_module._cores = cores
         fp = workspace_fingerprint(repo)
         assert fp.clean and fp.tree == head_tree, "clean checkout must fingerprint to HEAD^{tree}"
         st_warm, warm = interleaved(status, fingerprint, args.rounds)
@@ -193,6 +203,11 @@ def main() -> int:
                 f"status ({base * 1000:.1f} ms {spread(base)} alongside)  target <= {target}x  "
                 f"{verdict}"
             )
+        print(
+            f"  for the record: cold in one git add {single * 1000:8.1f} ms {spread(single):>11}  "
+            f"{single / st_single:5.2f}x git status; the cold row (parts on {cores()} cores, "
+            f"from {parts.ENTRIES_PER_PART * 2} files) {cold / single:.2f}x that"
+        )
         if args.compare:
             compare_alternatives(repo, scratch)
         print(f"\n{'PASS' if ok else 'FAIL'}  (total {time.perf_counter() - started:.1f} s)")
