@@ -695,3 +695,40 @@ def test_control_workspace_conversions_as_a_checkout_writes_them(world: World) -
     assert (world.path / "check.sh").read_bytes() == b"exit 0\r\n"
     assert world.gate(None).verdict == "PASS"
     assert world.cli("status", process=True).code == 0
+
+
+@pytest.mark.parametrize("edit", ["beside-a-cut", "glob-named-file", "created-during-the-parts"])
+def test_attack_workspace_edits_around_the_cuts_of_a_hash_in_parts(
+    world: World, monkeypatch: pytest.MonkeyPatch, edit: str
+) -> None:
+    """A fresh clone's first fingerprint hashes a large tree in parts, cut at paths the agent
+    chose and named in a user index it wrote. The tree is proven; then, with nothing kept (so
+    the parts run), the agent edits a file at a cut, adds a file whose name is a glob that
+    matches proven names, or creates a file while the parts run (at the top, where no cut knew
+    of it, so every part holds it). Each must make the work tree unproven: UNKNOWN, never the
+    proven tree."""
+    from gitaudit.git import fingerprint, parts
+
+    monkeypatch.setattr(parts, "ENTRIES_PER_PART", 1)
+    monkeypatch.setattr(fingerprint, "_cores", lambda: 3)
+    for n, name in enumerate(["a-b/x", "a.txt", "a/b/c", "a/b0", "m/n/o", "m/n-p", "y1z", "z"]):
+        world.repo.write(name, f"{n}\n")
+    _proven(world)
+    private = private_folder(world.path / ".git")
+    shutil.rmtree(private)
+    assert world.gate(None).verdict == "PASS"  # the parts make the proven tree again
+    shutil.rmtree(private)
+    if edit == "beside-a-cut":
+        (world.path / "m" / "n" / "o").write_text("9\n")
+    elif edit == "glob-named-file":
+        world.repo.write("y?z", "matches y1z as a glob\n")
+    else:
+        original = parts.exclusions
+
+        def then_create(*args: Any) -> Any:
+            specs = original(*args)
+            (world.path / "late").write_text("created while the parts run\n")
+            return specs
+
+        monkeypatch.setattr(parts, "exclusions", then_create)
+    assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
