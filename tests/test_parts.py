@@ -248,14 +248,34 @@ def test_prefix_lengths_are_written_as_git_writes_them(value: int, encoded: byte
     assert parts._varint(value) == encoded
 
 
-def test_names_that_cannot_be_written_as_globs_keep_one_process(
-    tmp_path: Path, split: Joins
-) -> None:
+def test_names_git_would_read_as_magic_or_globs(tmp_path: Path, split: Joins) -> None:
     repo = GitRepo.create(tmp_path / "repo")
-    for name in ("!bang/x", "-dash/x", "back\\slash", "]close", "^caret", "a", "m/x", "z"):
+    names = ["!bang/x", "-dash/x", "back\\slash", "]close", "^caret", ":(top)x", "a", "m/*", "z"]
+    for name in names:
         repo.write(name, name + "\n")
     repo.commit("odd names")
+    repo.write("m/?", "untracked, a glob matching m/*\n")
     assert workspace_fingerprint(repo.path).tree == truth_in_copy(repo.path)
+    assert split.joined == 1
+
+
+@pytest.mark.parametrize(
+    ("code", "messages", "accepted"),
+    [
+        (0, b"", True),
+        (1, parts._IGNORED + b"build\n", True),  # excluded, and ignored
+        (1, parts._IGNORED + b"a\n", True),  # a folder above an excluded path
+        (1, parts._IGNORED + b"other\n", False),  # not one the part excluded
+        (1, parts._IGNORED + b"build/x\n", False),  # inside one: not how git lists them
+        (1, b"error: something else\n", False),
+        (128, b"fatal: adding files failed\n", False),
+    ],
+)
+def test_a_part_succeeded_when_git_only_listed_excluded_ignored_paths(
+    code: int, messages: bytes, accepted: bool
+) -> None:
+    spec = b":(exclude,literal)build\0:(exclude,literal)a/b/c\0"
+    assert parts.succeeded(code, messages, spec) is accepted
 
 
 def test_a_file_created_while_the_parts_run_is_hashed_once(

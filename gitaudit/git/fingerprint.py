@@ -436,7 +436,11 @@ def _run_parts(
         started()
     for thread in threads:
         thread.join()
-    done = [r for r in results if r is not None and r.code == 0]
+    done = [
+        r
+        for r, spec in zip(results, specs, strict=True)
+        if r is not None and parts.succeeded(r.code, r.stderr, spec)
+    ]
     return done if len(done) == len(results) else None
 
 
