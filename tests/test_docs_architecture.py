@@ -15,6 +15,7 @@ DOC = ROOT / "docs" / "architecture.md"
 LAYERS = [
     "errors",
     "frozen",
+    "named",
     "shutdown",
     "places",
     "secret",

@@ -26,18 +26,22 @@ forge an entry could as well read the signing keys and sign evidence.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
-import json
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import NamedTuple
 
-from gitaudit import __version__, secret
+from gitaudit import __version__
 from gitaudit.git.call import start_git
-from gitaudit.git.spawn import Process
+from gitaudit.named import NamedTuple
 from gitaudit.places import anchor_path, entered_worktree, marks_path, state_dir
+
+TYPE_CHECKING = False  # not typing's: the hooks' fast path does without it (gitaudit.named)
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from gitaudit.git.spawn import Process
+
+# json, hashlib, hmac and gitaudit.secret are imported by snapshot() while its git processes
+# run: imported here, they would delay the start of git by their import time (about 4 ms)
 
 # 2: entries carry the notes of the PASS; 3: the state covers refs/gitaudit/; 4: entries carry
 # the ref judged for and the policy's evidence rule patterns
@@ -69,6 +73,9 @@ class Snapshot(NamedTuple):
 
     @property
     def digest(self) -> str:
+        import hashlib
+        import json
+
         doc = {
             "format": FORMAT,
             "version": __version__,
@@ -99,6 +106,8 @@ class Entry(NamedTuple):
     notes: tuple[tuple[str, str], ...] = ()
 
     def payload(self) -> bytes:
+        import json
+
         doc = {
             "state": self.state,
             "tree": self.tree,
@@ -160,6 +169,7 @@ def snapshot(
         git_dir=gitdir,
     )
     configured = start_git(["config", "--get-regexp", CONFIG], cwd=cwd, git_dir=gitdir)
+    _while_git_runs()
     if asked is not None:
         out, code = _answer(asked)
         lines = out.split("\n")[:-1] if code == 0 else None  # at "\n" alone: see below
@@ -190,6 +200,16 @@ def snapshot(
     return snap, lines[3:]
 
 
+def _while_git_runs() -> None:
+    """Import what reading the answers and the memo takes, while git works on them (imported
+    at the top of this module, they would hold back the start of git instead)."""
+    import hashlib  # noqa: F401
+    import hmac  # noqa: F401
+    import json  # noqa: F401
+
+    from gitaudit import secret  # noqa: F401
+
+
 def _answer(process: Process) -> tuple[str, int | None]:
     """What a git process printed, and its exit code."""
     return process.communicate()[0].decode("utf-8", "surrogateescape"), process.returncode
@@ -205,6 +225,8 @@ def _contents(path: str) -> bytes:
 
 
 def _mac(key: bytes, entry: Entry) -> str:
+    from gitaudit import secret
+
     return secret.mac(key, entry.payload())
 
 
@@ -216,6 +238,8 @@ def _path(gitdir: str) -> str:
 
 
 def _entries(gitdir: str) -> list[dict[str, object]]:
+    import json
+
     try:
         with open(_path(gitdir), "rb") as handle:
             raw = handle.read(MAX_BYTES + 1)
@@ -267,6 +291,10 @@ def lookup(
     raw = [e for e in _entries(snap.gitdir) if e.get("tree") == tree and e.get("ref") in (ref, "")]
     if not raw:
         return None
+    import hmac
+
+    from gitaudit import secret
+
     key = secret.local_key(snap.workdir, create=False)
     if key is None:
         return None
@@ -288,9 +316,13 @@ def lookup(
 def _answers(entry: Entry, ref: str) -> bool:
     if entry.ref == ref:
         return True
+    if entry.ref != "":
+        return False
+    if not entry.rules:
+        return True
     import fnmatch
 
-    return entry.ref == "" and not any(fnmatch.fnmatchcase(ref, p) for p in entry.rules)
+    return not any(fnmatch.fnmatchcase(ref, p) for p in entry.rules)
 
 
 def remember(
@@ -322,6 +354,10 @@ def remember(
         return False  # the gate judged another state than the one the entry would be keyed by
     if not _marks_moved_to_tips(before, after):
         return False
+    import json
+
+    from gitaudit import secret
+
     key = secret.local_key(after.workdir, create=True)
     if key is None:
         return False
@@ -364,6 +400,8 @@ def _marks_moved_to_tips(before: Snapshot, after: Snapshot) -> bool:
 def _moved_to_tips(before: bytes, after: bytes, tips: Mapping[str, str]) -> bool:
     if before == after:
         return True
+    import json
+
     try:
         old = json.loads(before) if before else {}
         new = json.loads(after)
@@ -382,6 +420,7 @@ def _moved_to_tips(before: bytes, after: bytes, tips: Mapping[str, str]) -> bool
 
 
 def _write(gitdir: str, doc: Mapping[str, object]) -> None:
+    import json
     import tempfile
 
     path = _path(gitdir)

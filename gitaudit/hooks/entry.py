@@ -17,10 +17,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not typing's: importing typing costs the memo's path about 3 ms
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import pygit2
 
     from gitaudit.gate import memo
@@ -708,6 +709,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         detail = exc.message if isinstance(exc, GitAuditError) else f"{type(exc).__name__}: {exc}"
         _err(f"gitaudit: {name} failed closed: {detail}")
         return 1
+
+
+def run() -> None:
+    """This process is the hook ``sys.argv`` names: :func:`main`, then the quick exit of
+    :func:`gitaudit.shutdown.leave`. What the installed shims call
+    (``python -P -c 'from gitaudit.hooks.entry import run; run()' NAME ARGS``)."""
+    from gitaudit.shutdown import leave
+
+    leave(main())
 
 
 if __name__ == "__main__":

@@ -430,19 +430,25 @@ def test_attack_hooks_runs_ref_squatted_with_other_signed_commits(
 
 
 def _plant_gitaudit(folder: Path) -> None:
-    """A package named gitaudit whose hook entry point lets everything through."""
+    """A package named gitaudit whose hook entry points (by module name, and the function the
+    shims call) let everything through."""
     (folder / "gitaudit" / "hooks").mkdir(parents=True)
     (folder / "gitaudit" / "__init__.py").write_text("")
     (folder / "gitaudit" / "hooks" / "__init__.py").write_text("")
     (folder / "gitaudit" / "hooks" / "__main__.py").write_text(
         "import sys\nprint('planted hook ran', file=sys.stderr)\nsys.exit(0)\n"
     )
+    (folder / "gitaudit" / "hooks" / "entry.py").write_text(
+        "import sys\n\ndef run():\n    print('planted hook ran', file=sys.stderr)\n"
+        "    sys.exit(0)\n\nmain = run\n"
+    )
 
 
 @pytest.mark.parametrize("how", ["push", "commit"])
 def test_attack_hooks_gitaudit_package_planted_in_the_work_tree(setup: Setup, how: str) -> None:
-    """The hook shims run `python -m gitaudit.hooks`, and git runs a client hook in the work
-    tree's top folder, which Python put before the installed package. An untracked `gitaudit/`
+    """The hook shims ran `python -m gitaudit.hooks` (now `python -c` importing
+    gitaudit.hooks.entry), and git runs a client hook in the work tree's top folder, which
+    Python put before the installed package. An untracked `gitaudit/`
     folder the agent writes (no --no-verify, no change to .git) answered for gitaudit in the
     user's own commits and pushes too: an unproven commit was pushed, and a commit claiming
     completion without PASS was made (both, before the fix). The shims run Python with -P."""

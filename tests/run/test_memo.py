@@ -449,3 +449,41 @@ def test_a_bare_status_served_from_the_memo_imports_no_grammar_and_no_dataclasse
     code, first = loaded()  # judged in full: everything is imported, and the PASS remembered
     assert code == 0 and "pygit2" in first and "dataclasses" in first
     assert loaded() == (0, "none")
+
+
+def _shim_imports(repo: GitRepo, how: list[str], stdin: str) -> tuple[int, set[str]]:
+    """(exit code, every module imported) of a pre-push run as *how* says, the installed
+    code's imports (see above for PYTHONPATH)."""
+    plain = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MUTANT_UNDER_TEST")}
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-P", *how, "pre-push", "origin", "x"],
+        cwd=repo.path,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=plain,
+    )
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    return proc.returncode, {line.rsplit("|", 1)[1].strip() for line in lines}
+
+
+def test_the_shims_pre_push_from_the_memo_imports_neither_typing_nor_runpy(
+    passing: GitRepo,
+) -> None:
+    """Every push and commit pays for what the memo's path imports: the shim calls the entry
+    point with `-c` (runpy: about 2 ms), and nothing on that path imports typing (about 2.5 ms:
+    gitaudit.named) or fnmatch (an entry without evidence rules matches every ref)."""
+    from gitaudit.hooks.install import shim_text
+
+    sha = passing.git("rev-parse", "HEAD").strip()
+    stdin = f"refs/heads/main {sha} refs/heads/main {ZERO}\n"
+    assert pre_push(passing)[:2] == (0, "full")  # remembered
+    run = [line for line in shim_text().splitlines() if line.startswith("RUN=")]
+    assert len(run) == 1 and run[0].startswith("RUN='") and run[0].endswith("'")
+    code, modules = _shim_imports(passing, ["-c", run[0][5:-1]], stdin)
+    assert code == 0 and "gitaudit.gate.memo" in modules
+    assert not {"pygit2", "typing", "runpy", "fnmatch"} & modules
+    # the control: by module name, runpy is there (the probe sees what is imported)
+    code, modules = _shim_imports(passing, ["-m", "gitaudit.hooks"], stdin)
+    assert code == 0 and "runpy" in modules and "pygit2" not in modules
