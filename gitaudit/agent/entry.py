@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
 
-from gitaudit.agent.hosts import DEFAULT_HOST, HOSTS, Answer, Hook, reply
+from gitaudit.agent.hosts import DEFAULT_HOST, HOSTS, Answer, reply
+
+TYPE_CHECKING = False  # not typing's: the agent hooks do without typing (gitaudit.named)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gitaudit.agent.hosts import Hook
 
 USAGE = f"usage: git audit agent {{stop|guard}} [--host {{{'|'.join(HOSTS)}}}]"
 

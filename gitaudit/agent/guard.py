@@ -23,11 +23,11 @@ import glob
 import os
 import re
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from gitaudit.agent import payload as payloads
 from gitaudit.agent.hosts import ALLOW, Answer
 
+TYPE_CHECKING = False  # not typing's: the agent hooks do without typing (gitaudit.named)
 if TYPE_CHECKING:
     from gitaudit.agent.protected import Protection
 

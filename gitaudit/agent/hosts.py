@@ -23,14 +23,19 @@ as a non-blocking error (the stop goes through), which is why the installed comm
 from __future__ import annotations
 
 import json
-from typing import Literal, NamedTuple
+
+from gitaudit.named import NamedTuple
+
+TYPE_CHECKING = False  # not typing's: the agent hooks do without typing (gitaudit.named)
+if TYPE_CHECKING:
+    from typing import Literal
+
+    Hook = Literal["stop", "guard"]
 
 HOSTS = ("claude-code", "codex", "generic")
 JSON_HOSTS = ("claude-code", "codex")  # answered with the JSON decisions
 DEFAULT_HOST = "generic"
 BLOCK_EXIT = 2  # the exit-code contract: block (a stop) or deny (a tool call)
-
-Hook = Literal["stop", "guard"]
 
 
 class Answer(NamedTuple):

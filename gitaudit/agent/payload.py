@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 from gitaudit.errors import GitAuditError
+
+TYPE_CHECKING = False  # not typing's: the agent hooks do without typing (gitaudit.named)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class PayloadError(GitAuditError):

@@ -20,12 +20,14 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Any
 
 from gitaudit.agent import payload as payloads
 from gitaudit.agent.hosts import ALLOW, Answer
 
+TYPE_CHECKING = False  # not typing's: the agent hooks do without typing (gitaudit.named)
 if TYPE_CHECKING:
+    from typing import Any
+
     from gitaudit.gate import memo
     from gitaudit.gate.result import GateResult
 

@@ -12,8 +12,7 @@ about one fingerprint. Standard library only.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False  # not typing's: the agent hooks do without typing (gitaudit.named)
 if TYPE_CHECKING:
     from gitaudit.gate import memo
 

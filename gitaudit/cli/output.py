@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: the status fast path does without it (gitaudit.named)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def emit_json(value: Any) -> None:

@@ -6,10 +6,9 @@ without importing typer (the gate runs in hooks and CI loops, where start-up tim
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from gitaudit.cli.output import emit_json, say
 
+TYPE_CHECKING = False  # not typing's: the status fast path does without it (gitaudit.named)
 if TYPE_CHECKING:
     from gitaudit.gate import memo
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # not typing's: the status fast path renders memo hits (gitaudit.named)
+if TYPE_CHECKING:  # standard library only at import
+    from collections.abc import Sequence
 
-if TYPE_CHECKING:  # standard library only at import: the status fast path renders memo hits
     from gitaudit.gate.result import GateResult
 
 

@@ -18,28 +18,29 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
 
 from gitaudit.errors import RepositoryError
 from gitaudit.git.call import GitResult, run_git, start_git
 from gitaudit.git.head_start import INDEX_CONFIG
 
+TYPE_CHECKING = False  # not typing's: status and the agent hooks import this (gitaudit.named)
+if TYPE_CHECKING:
+    from typing import Protocol
 
-class Located(Protocol):
-    """Where a work tree's repository is (the fingerprint's layout)."""
+    class Located(Protocol):
+        """Where a work tree's repository is (the fingerprint's layout)."""
 
-    @property
-    def git_dir(self) -> Path: ...
-    @property
-    def common_dir(self) -> Path: ...
-    @property
-    def work_tree(self) -> Path: ...
-    @property
-    def settings(self) -> tuple[str, ...]: ...
+        @property
+        def git_dir(self) -> Path: ...
+        @property
+        def common_dir(self) -> Path: ...
+        @property
+        def work_tree(self) -> Path: ...
+        @property
+        def settings(self) -> tuple[str, ...]: ...
 
 
 def _run(
@@ -417,6 +418,8 @@ def _global_attributes() -> list[Path]:
     if home:
         found.append(Path(home, ".config", "git", "attributes"))
     found.append(Path("/etc/gitattributes"))
+    import shutil  # here: shutil costs every status and agent hook about 2 ms at import
+
     git = shutil.which("git")
     if git is not None:
         prefix = Path(os.path.realpath(git)).parent.parent

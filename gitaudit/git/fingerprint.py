@@ -51,7 +51,6 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from gitaudit import secret
 from gitaudit.errors import RepositoryError
@@ -59,7 +58,12 @@ from gitaudit.git import conversions, head_start, index_files, parts
 from gitaudit.git.call import GitResult, run_git
 from gitaudit.git.environment import as_it_is
 from gitaudit.git.head_start import ADD_ALL, ADD_ENV, INDEX_CONFIG
+from gitaudit.named import NamedTuple
 from gitaudit.places import fingerprint_dir, inside, require_entered
+
+TYPE_CHECKING = False  # not typing's (gitaudit.named)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "EMPTY_TREE",
@@ -88,7 +92,8 @@ class Fingerprint(NamedTuple):
     (for a repository without commits: when the workspace has nothing git would add).
 
     (These records are NamedTuples, not dataclasses: ``dataclasses`` costs a prefetched
-    fingerprint about 10 ms of imports before git can start hashing.)
+    fingerprint about 10 ms of imports before git can start hashing; :mod:`gitaudit.named`'s,
+    which make the same classes as typing's without importing typing.)
     """
 
     tree: str
