@@ -54,6 +54,19 @@ def test_leave_waits_for_a_running_thread(tmp_path: Path) -> None:
     assert (tmp_path / "finished").read_text() == "yes"
 
 
+def test_leave_imports_no_threading_where_none_was_started(tmp_path: Path) -> None:
+    """No thread without the threading module: leave does not import it to look (the hooks'
+    fast path does without it), and still ends at once, its handlers run."""
+    code = (
+        "import atexit, sys\n"
+        "from gitaudit.shutdown import leave\n"
+        "atexit.register(lambda: print('threading' in sys.modules))\n"
+        "leave(4)\n"
+    )
+    done = _python(code, tmp_path)
+    assert (done.returncode, done.stdout) == (4, "False\n"), done.stderr
+
+
 def test_leave_into_a_closed_pipe_keeps_its_exit_code(tmp_path: Path) -> None:
     """stdout closed by the reader before the flush: no traceback, the command's own code."""
     code = (
