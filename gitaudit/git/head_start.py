@@ -25,7 +25,7 @@ import time
 
 from gitaudit.git import index_files
 from gitaudit.git.environment import CONFIG, as_it_is, git_env
-from gitaudit.git.spawn import Process
+from gitaudit.git.spawn import DEVNULL, PIPE, Process
 from gitaudit.places import entered_worktree, fingerprint_dir, inside, sha256_hex
 
 TYPE_CHECKING = False
@@ -324,11 +324,13 @@ def _folder(repo_path: str | os.PathLike[str]) -> str:
 
 
 def _launch(start: str) -> Started | None:
-    from gitaudit.git.call import run_git
-
-    proc = run_git([*LOCATE, "HEAD^{commit}", "HEAD^{tree}", "--"], cwd=start, check=False)
-    where = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
-    if proc.code != 0 or len(where) < 5:
+    # spawn's Process, not gitaudit.git.call's run_git: its error classes bring enum, about 2 ms
+    # before git could start
+    argv = ["git", "-C", start, *CONFIG, *LOCATE, "HEAD^{commit}", "HEAD^{tree}", "--"]
+    with Process(argv, env=git_env(), stdout=PIPE, stderr=DEVNULL) as proc:
+        out, _ = proc.communicate()
+    where = out.decode("utf-8", "surrogateescape").splitlines()
+    if proc.returncode != 0 or len(where) < 5:
         return None
     git_dir, common_dir, work_tree = where[:3]
     private_dir = fingerprint_dir(git_dir)

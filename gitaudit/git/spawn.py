@@ -79,7 +79,11 @@ class Process:
         """Start *argv* with *env*. *input*: bytes fed to its standard input (None:
         ``/dev/null``). *stdout*, *stderr*: :data:`PIPE`, :data:`DEVNULL` or an open file
         descriptor (the child gets a copy; the caller keeps and closes its own)."""
-        import signal
+        try:  # signal's C half: the same numbers, without the IntEnums signal.py makes of them
+            # (enum costs about 2 ms, before the fingerprint's head start can start git)
+            import _signal as signals  # type: ignore[import-not-found]
+        except ImportError:  # not CPython
+            import signal as signals
 
         path = executable(argv[0], env)
         self.returncode: int | None = None
@@ -105,7 +109,7 @@ class Process:
                 else:
                     actions.append((os.POSIX_SPAWN_DUP2, how, target))
             actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in inheritable() if fd not in theirs]
-            reset = [getattr(signal, name) for name in _RESET_SIGNALS if hasattr(signal, name)]
+            reset = [getattr(signals, n) for n in _RESET_SIGNALS if hasattr(signals, n)]
             self.pid = os.posix_spawn(
                 path, list(argv), dict(env), file_actions=actions, setsigdef=reset
             )
