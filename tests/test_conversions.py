@@ -26,13 +26,19 @@ def _possible(
     report: bytes = b"add 'lib/app.py'\n",
     config: str | None = None,
     began: int | None = None,
+    *,
+    tree: str | None = None,
+    seed: str | None = None,
 ) -> bool:
+    """conversions.possible for *tree* (HEAD's); *seed*: the tree whose folders are listed
+    early, as the fingerprint lists the seed's while git writes the new tree."""
     layout = fingerprint._locate(repo.path)
     env = {"GIT_DIR": str(layout.git_dir), "GIT_WORK_TREE": str(layout.work_tree)}
-    tree = repo.git("rev-parse", "HEAD^{tree}").strip()
+    tree = tree or repo.git("rev-parse", "HEAD^{tree}").strip()
     if config is not None:
         (layout.common_dir / "config").write_text(config)
-    return conversions.possible(layout, env, tree, report, began or _settled())
+    listing = conversions.list_folders(layout, seed) if seed is not None else None
+    return conversions.possible(layout, env, tree, report, began or _settled(), seed=listing)
 
 
 def _file(path: Path, text: str) -> None:
@@ -151,6 +157,8 @@ def test_every_source_of_a_conversion_is_seen(
 ) -> None:
     setup(project, Path(os.environ["HOME"]), monkeypatch)
     assert _possible(project) is True
+    head = project.git("rev-parse", "HEAD^{tree}").strip()
+    assert _possible(project, seed=head) is True  # the same folders, listed early
 
 
 def test_an_attributes_file_added_changed_or_removed_counts(project: GitRepo) -> None:
@@ -210,3 +218,35 @@ def test_a_change_while_git_hashed_counts(
     change(project)
     assert _possible(project, began=began) is True
     assert _possible(project) is False  # once settled
+
+
+def test_the_folders_git_added_are_looked_in_beside_the_seeds(project: GitRepo) -> None:
+    """The fingerprint lists the seed tree's folders while git writes the new tree: a folder
+    only the new tree has (git added a file in it) is looked in all the same, through git's
+    report. Here it holds an ignored attributes file that converts."""
+    project.write(".gitignore", ".gitattributes\n")
+    project.commit("attributes files are ignored")
+    seed = project.git("rev-parse", "HEAD^{tree}").strip()
+    project.write("fresh/deeper/x.txt", "x\n")
+    project.write("fresh/.gitattributes", "*.txt ident\n")
+    project.git("add", "fresh/deeper/x.txt")
+    tree = project.git("write-tree").strip()
+    added = b"add 'fresh/deeper/x.txt'\n"
+    assert _possible(project, added, tree=tree) is True  # the new tree's folders, listed late
+    assert _possible(project, added, tree=tree, seed=seed) is True
+    # the control: the report is what names the folder the seed's tree lacks
+    assert _possible(project, b"", tree=tree, seed=seed) is False
+    # a report this cannot read, or a seed tree gone from the object store: the new tree's
+    for report in (added + b"warning: something else\n", b"add 'fresh/deeper/x.txt"):
+        assert _possible(project, report, tree=tree, seed=seed) is True
+    assert _possible(project, b"", tree=tree, seed="1" * 40) is True
+    (project.path / "fresh" / ".gitattributes").write_text("*.txt diff=python\n")
+    assert _possible(project, added, tree=tree, seed=seed, began=_settled()) is False
+
+
+def test_the_folders_above_added_paths_are_read_from_the_report() -> None:
+    report = b"add 'a/b/c.txt'\nremove 'd/e.txt'\nadd 'top.txt'\nadd 'a/b/d.txt'\n"
+    assert conversions._added_folders(report) == {b"a", b"a/b"}
+    assert conversions._added_folders(b"") == set()
+    assert conversions._added_folders(b"add 'x'\nsomething else\n") is None
+    assert conversions._added_folders(b"add 'x/y'\nadd 'z/w'") is None  # no line's end

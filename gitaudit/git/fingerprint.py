@@ -604,9 +604,22 @@ def _private_tree(
                 f"{temp.parent} (nothing but gitaudit should)",
             )
         rewritten = after != before
-        # git rewrites the index whenever it changed an entry: else the tree is the seed's
-        tree = seed.tree if seed.tree and not rewritten else _write_tree(layout, env)
-        if (rewritten or everything) and conversions.possible(layout, env, tree, report, began):
+        # the folders conversions.possible looks in, listed while git writes the new tree
+        listing = (
+            conversions.list_folders(layout, seed.tree)
+            if rewritten and seed.tree and not everything
+            else None
+        )
+        try:
+            # git rewrites the index whenever it changed an entry: else the tree is the seed's
+            tree = seed.tree if seed.tree and not rewritten else _write_tree(layout, env)
+        except BaseException:
+            if listing is not None:
+                conversions.drop(listing)
+            raise
+        if (rewritten or everything) and conversions.possible(
+            layout, env, tree, report, began, seed=listing
+        ):
             conversions.require_faithful(layout, env, None if everything else base, temp)
         if rewritten or not seed.current:
             _keep(layout, env, seed, temp, base, report, tree)

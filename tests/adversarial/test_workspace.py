@@ -553,6 +553,30 @@ def test_attack_workspace_ident_where_the_fast_path_must_look(
     _refused_as_converted(world, "holds other bytes")
 
 
+@pytest.mark.parametrize("where", ["fresh/app.py", "fresh/deeper/app.py"])
+def test_attack_workspace_ident_in_a_folder_only_the_new_tree_has(world: World, where: str) -> None:
+    """The fast path's look lists the folders of the tree the kept index makes while git
+    writes the new tree, with every folder above a path git's report says it added. The agent
+    proves fresh/app.py (`ANSWER = "$Id$"`; or fresh/deeper/app.py), untracks it, removes
+    fresh/ (the next fingerprint keeps an index whose tree lacks it), then, past the settling
+    time, writes it back with `ANSWER = 41` hidden between `$Id:` and `$` beside an ignored
+    fresh/.gitattributes saying `ident` for it: git adds the file hashed to the proven blob, in
+    folders the kept index's tree does not have. Refused as unfaithful (a look at the kept
+    tree's folders alone said PASS)."""
+    world.repo.write(".gitignore", "fresh/.gitattributes\n")
+    app = world.repo.write(where, 'ANSWER = "$Id$"\n')
+    _proven(world)
+    world.repo.git("rm", "-q", "--cached", where)  # untracked: the same work tree
+    assert world.gate(None).verdict == "PASS"
+    fresh = world.path / "fresh"
+    shutil.rmtree(fresh)
+    assert world.gate(None).verdict != "PASS"  # keeps an index (and its tree) without fresh/
+    _write_file(fresh / ".gitattributes", f"{where.removeprefix('fresh/')} ident\n")
+    _write_file(app, 'ANSWER = "$Id: "; ANSWER = 41; _ = "$"\n')
+    time.sleep(3 * conversions.SETTLED_NS / 1e9)  # the folders' change times are settled
+    _refused_as_converted(world, "holds other bytes")
+
+
 @pytest.mark.parametrize("how", ["removed", "emptied-in-place", "info-attributes"])
 def test_attack_workspace_attributes_there_only_while_git_hashes(
     world: World, how: str, monkeypatch: pytest.MonkeyPatch
@@ -580,14 +604,14 @@ def test_attack_workspace_attributes_there_only_while_git_hashes(
         attributes.write_text("app.py ident\n")
     look = conversions.possible
 
-    def gone_before_the_look(*args: Any) -> bool:
+    def gone_before_the_look(*args: Any, **kwargs: Any) -> bool:
         if how == "removed":
             attributes.unlink()
         elif how == "emptied-in-place":
             attributes.write_text("")
         else:
             info.unlink()
-        return look(*args)
+        return look(*args, **kwargs)
 
     monkeypatch.setattr(conversions, "possible", gone_before_the_look)
     app.write_text('ANSWER = "$Id: "; ANSWER = 41; _ = "$"\n')
