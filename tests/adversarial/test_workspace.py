@@ -553,17 +553,28 @@ def test_attack_workspace_ident_where_the_fast_path_must_look(
     _refused_as_converted(world, "holds other bytes")
 
 
-@pytest.mark.parametrize("where", ["fresh/app.py", "fresh/deeper/app.py"])
-def test_attack_workspace_ident_in_a_folder_only_the_new_tree_has(world: World, where: str) -> None:
+@pytest.mark.parametrize(
+    ("where", "rule"),
+    [
+        pytest.param("fresh/app.py", "fresh/.gitattributes", id="new-folder"),
+        pytest.param("fresh/deeper/app.py", "fresh/.gitattributes", id="above-a-new-folder"),
+        pytest.param("fresh/a'\nadd 'b/app.py", "fresh/a'\nadd 'b/.gitattributes", id="newline"),
+    ],
+)
+def test_attack_workspace_ident_in_a_folder_only_the_new_tree_has(
+    world: World, where: str, rule: str
+) -> None:
     """The fast path's look lists the folders of the tree the kept index makes while git
-    writes the new tree, with every folder above a path git's report says it added. The agent
-    proves fresh/app.py (`ANSWER = "$Id$"`; or fresh/deeper/app.py), untracks it, removes
-    fresh/ (the next fingerprint keeps an index whose tree lacks it), then, past the settling
-    time, writes it back with `ANSWER = 41` hidden between `$Id:` and `$` beside an ignored
-    fresh/.gitattributes saying `ident` for it: git adds the file hashed to the proven blob, in
-    folders the kept index's tree does not have. Refused as unfaithful (a look at the kept
-    tree's folders alone said PASS)."""
-    world.repo.write(".gitignore", "fresh/.gitattributes\n")
+    writes the new tree, and adds those above every path that differs between the two trees.
+    The agent proves fresh/app.py (`ANSWER = "$Id$"`), untracks it, removes fresh/ (the next
+    fingerprint keeps an index whose tree lacks it), then, past the settling time, writes it
+    back with `ANSWER = 41` hidden between `$Id:` and `$` beside an ignored attributes file
+    saying `ident` for it: git adds the file hashed to the proven blob, in folders the kept
+    index's tree does not have. Variants: the attributes in a new folder above the file's,
+    and a folder named `a'<newline>add 'b`, which git's `add --verbose` report prints as two
+    lines naming other paths. Refused as unfaithful (a look at the kept tree's folders alone
+    said PASS)."""
+    world.repo.write(".gitignore", ".gitattributes\n")
     app = world.repo.write(where, 'ANSWER = "$Id$"\n')
     _proven(world)
     world.repo.git("rm", "-q", "--cached", where)  # untracked: the same work tree
@@ -571,7 +582,9 @@ def test_attack_workspace_ident_in_a_folder_only_the_new_tree_has(world: World, 
     fresh = world.path / "fresh"
     shutil.rmtree(fresh)
     assert world.gate(None).verdict != "PASS"  # keeps an index (and its tree) without fresh/
-    _write_file(fresh / ".gitattributes", f"{where.removeprefix('fresh/')} ident\n")
+    attributes = world.path / rule
+    pattern = os.path.relpath(app, attributes.parent)
+    _write_file(attributes, f"{pattern} ident\n")
     _write_file(app, 'ANSWER = "$Id: "; ANSWER = 41; _ = "$"\n')
     time.sleep(3 * conversions.SETTLED_NS / 1e9)  # the folders' change times are settled
     _refused_as_converted(world, "holds other bytes")
