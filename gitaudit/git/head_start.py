@@ -328,7 +328,11 @@ def _launch(start: str) -> Started | None:
     # before git could start
     argv = ["git", "-C", start, *CONFIG, *LOCATE, "HEAD^{commit}", "HEAD^{tree}", "--"]
     with Process(argv, env=git_env(), stdout=PIPE, stderr=DEVNULL) as proc:
-        out, _ = proc.communicate()
+        try:
+            out, _ = proc.communicate()
+        except BaseException:  # Ctrl-C, say: never wait for a git that does not end
+            proc.kill()
+            raise
     where = out.decode("utf-8", "surrogateescape").splitlines()
     if proc.returncode != 0 or len(where) < 5:
         return None
