@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,14 +19,7 @@ from gitaudit.git import fingerprint, index_files, parts
 from gitaudit.git.fingerprint import private_folder, workspace_fingerprint
 from gitaudit.git.index_files import WARM_PREFIX
 from tests.gitrepo import GitRepo, git
-
-
-def truth_in_copy(repo_path: Path) -> str:
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "copy"
-        shutil.copytree(repo_path, copy, symlinks=True)
-        git(copy, "add", "-A")
-        return git(copy, "write-tree").strip()
+from tests.test_fingerprint import truth_in_copy
 
 
 class Joins:

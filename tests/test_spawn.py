@@ -96,3 +96,17 @@ def test_start_git_runs_beside_others(repo: GitRepo) -> None:
     procs = [start_git(["rev-parse", "HEAD"], cwd=repo.path) for _ in range(3)]
     outs = [p.communicate()[0] for p in procs]
     assert len(set(outs)) == 1 and all(p.returncode == 0 for p in procs)
+
+
+def test_a_block_that_raises_kills_the_child_instead_of_waiting_for_it() -> None:
+    """Ctrl-C (or any error) inside `with Process(...)`: the child is killed, then reaped, so
+    nothing waits for a git that does not end; a block that ends normally waits as before."""
+    with (
+        pytest.raises(KeyboardInterrupt),
+        Process(["sleep", "600"], env=dict(os.environ)) as sleeper,
+    ):
+        raise KeyboardInterrupt
+    assert sleeper.returncode == -9  # SIGKILL
+    with Process(["sh", "-c", "exit 3"], env=dict(os.environ)) as done:
+        pass
+    assert done.returncode == 3

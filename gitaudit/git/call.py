@@ -94,14 +94,10 @@ def run_git(
     naming the command. *started* is called once git is running (before its output is
     read)."""
     argv = _argv(args, git_dir)
-    with _start(_started(argv, cwd), git_env(env), input=input) as proc:
-        try:
-            if started is not None:
-                started()
-            stdout, stderr = proc.communicate()
-        except BaseException:  # as subprocess.run does: never leave git running behind us
-            proc.kill()
-            raise
+    with _start(_started(argv, cwd), git_env(env), input=input) as proc:  # killed on errors
+        if started is not None:
+            started()
+        stdout, stderr = proc.communicate()
     result = GitResult(tuple(argv), proc.wait(), stdout, stderr)
     if check and result.code != 0:
         raise result.error()

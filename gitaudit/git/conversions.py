@@ -370,27 +370,25 @@ def _folders_of(
     no longer has. A seed tree that cannot be listed (gone from the object store) falls back
     to *tree*'s."""
     if seed is None:
-        return _read_folders(list_folders(layout, tree))
+        listing = list_folders(layout, tree)
+        return lambda: _folders(listing)
     args = ["diff-tree", "-r", "-z", "--name-only", seed.tree, tree]
     changed = start_git(args, git_dir=layout.git_dir)
 
     def read() -> list[bytes] | None:
-        listed, _ = seed.process.communicate()
+        listed = _folders(seed)
         paths, _ = changed.communicate()
-        if seed.process.returncode != 0 or changed.returncode != 0:
-            return _read_folders(list_folders(layout, tree))()
-        folders = listed.split(b"\0")[:-1]
-        return folders + sorted(_folders_above(paths) - set(folders))
+        if listed is None or changed.returncode != 0:
+            return _folders(list_folders(layout, tree))
+        return listed + sorted(_folders_above(paths) - set(listed))
 
     return read
 
 
-def _read_folders(listing: Listing) -> Callable[[], list[bytes] | None]:
-    def read() -> list[bytes] | None:
-        out, _ = listing.process.communicate()
-        return out.split(b"\0")[:-1] if listing.process.returncode == 0 else None
-
-    return read
+def _folders(listing: Listing) -> list[bytes] | None:
+    """The folders *listing* lists, once git is done; None when it failed."""
+    out, _ = listing.process.communicate()
+    return out.split(b"\0")[:-1] if listing.process.returncode == 0 else None
 
 
 def possible(

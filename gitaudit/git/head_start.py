@@ -327,12 +327,8 @@ def _launch(start: str) -> Started | None:
     # spawn's Process, not gitaudit.git.call's run_git: its error classes bring enum, about 2 ms
     # before git could start
     argv = ["git", "-C", start, *CONFIG, *LOCATE, "HEAD^{commit}", "HEAD^{tree}", "--"]
-    with Process(argv, env=git_env(), stdout=PIPE, stderr=DEVNULL) as proc:
-        try:
-            out, _ = proc.communicate()
-        except BaseException:  # Ctrl-C, say: never wait for a git that does not end
-            proc.kill()
-            raise
+    with Process(argv, env=git_env(), stdout=PIPE, stderr=DEVNULL) as proc:  # killed on Ctrl-C
+        out, _ = proc.communicate()
     where = out.decode("utf-8", "surrogateescape").splitlines()
     if proc.returncode != 0 or len(where) < 5:
         return None

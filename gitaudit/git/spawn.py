@@ -65,7 +65,9 @@ def inheritable() -> list[int]:
 
 class Process:
     """A child process started with ``os.posix_spawn``: ``communicate``, ``wait`` and ``kill``
-    as on ``subprocess.Popen``, and a context manager that closes its pipes and reaps it."""
+    as on ``subprocess.Popen``, and a context manager that closes its pipes and reaps it,
+    killing it first when the block raised (Ctrl-C, say: as ``subprocess.run`` does, never
+    wait for a child that may not end)."""
 
     def __init__(
         self,
@@ -185,6 +187,8 @@ class Process:
     def __enter__(self) -> Process:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is not None:
+            self.kill()
         self._close(0, 1, 2)
         self.wait()
