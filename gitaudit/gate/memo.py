@@ -67,6 +67,14 @@ class Snapshot(NamedTuple):
     floors: bytes = b""  # the marks' floors in the gitaudit home, as stored
 
     @property
+    def entered_is_git_work_tree(self) -> bool:
+        """Whether git's work tree is the folder whose ``.git`` was entered: ``core.worktree``
+        (or a ``.git`` leading elsewhere) would have git, and a fingerprint taken where git
+        says, read another folder, such as a clean copy of a proven tree
+        (:func:`gitaudit.places.require_entered`)."""
+        return self.entered is not None and os.path.realpath(self.workdir) == self.entered
+
+    @property
     def located(self) -> tuple[str, str, str]:
         """Where git found the repository: git dir, work tree, common dir (see snapshot)."""
         return self.gitdir, self.workdir, self.common
@@ -287,7 +295,11 @@ def lookup(
     of the policy matches it (the same state: the same policy). With *work_tree* (the work tree
     is judged, *tree* its fingerprint: `status`, the stop hook) an entry with notes never
     answers: its PASS relied on what the work tree holds beyond the tree (declared ignored
-    paths), which the full gate checks again and the state does not cover."""
+    paths), which the full gate checks again and the state does not cover; nor does one when
+    git's work tree is not the folder entered (:attr:`Snapshot.entered_is_git_work_tree`): the
+    full gate refuses to judge that."""
+    if work_tree and not snap.entered_is_git_work_tree:
+        return None
     raw = [e for e in _entries(snap.gitdir) if e.get("tree") == tree and e.get("ref") in (ref, "")]
     if not raw:
         return None

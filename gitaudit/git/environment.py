@@ -12,6 +12,9 @@ alone: the fingerprint's head start uses it before anything else is imported).
   graph (its checksum is no secret) would lie to ``rev-list`` and ``log`` while ``cat-file``
   shows the real commit.
 * ``GIT_OPTIONAL_LOCKS=0``: a read-only command never rewrites (refreshes) an index.
+* The places git reads its configuration from are the ones gitaudit looks at: a relative
+  ``HOME``, ``XDG_CONFIG_HOME``, ``GIT_CONFIG_GLOBAL`` or ``GIT_CONFIG_SYSTEM`` is made absolute
+  from gitaudit's own folder (:data:`PATH_VARS`), and ``GIT_CONFIG`` is dropped.
 * :func:`as_it_is`: what git is told whenever gitaudit asks it about a work tree.
 """
 
@@ -100,9 +103,30 @@ def folds_case(folder: str | os.PathLike[str]) -> bool:
     return os.path.samestat(entry, upper) and only_name
 
 
+# git resolves a relative path in these against its own working folder (the work tree's root,
+# for the fingerprint), while gitaudit, which looks at the same files to tell whether anything
+# converts what git hashes (and to key what it keeps), resolves it against its own: from a
+# subfolder, `XDG_CONFIG_HOME=cfg` named an attributes file git read and gitaudit never saw.
+# Made absolute from gitaudit's folder, both read the same files.
+PATH_VARS = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM")
+
+# `GIT_CONFIG` (git's oldest spelling) makes `git config` read that one file only, while `git
+# add` goes on reading the repository's: gitaudit would ask git for the conversions configured
+# and hear of none.
+CONFIG_VARS_DROPPED = frozenset({"GIT_CONFIG"})
+
+
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of every git process gitaudit starts (see the module docstring)."""
-    env = {k: v for k, v in os.environ.items() if k not in LOCATION_VARS}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in LOCATION_VARS and k not in CONFIG_VARS_DROPPED
+    }
+    for name in PATH_VARS:
+        value = env.get(name)
+        if value and not os.path.isabs(value):
+            env[name] = os.path.abspath(value)
     env["GIT_NO_REPLACE_OBJECTS"] = "1"
     env["GIT_GRAFT_FILE"] = os.devnull
     env["GIT_OPTIONAL_LOCKS"] = "0"

@@ -480,12 +480,22 @@ def _join_parts(
 
 
 def _added(layout: _Layout, proc: GitResult) -> bytes:
-    """The report of a finished ``git add -A --verbose``; RepositoryError when it failed."""
+    """The report of a finished ``git add -A --verbose``; RepositoryError when it failed, or
+    when git says it could not read part of the work tree (:func:`head_start.unread`: it
+    exits 0 then, with the entries it could not read as they were)."""
     if proc.code != 0:
         raise RepositoryError(
             f"cannot fingerprint the work tree {layout.work_tree}: {_stderr(proc)}",
             hint="make the file readable, commit or remove the embedded repository, "
             "or list the path in .gitignore",
+        )
+    unreadable = head_start.unread(proc.stderr)
+    if unreadable is not None:
+        raise RepositoryError(
+            f"cannot fingerprint the work tree {layout.work_tree}: git could not read all of "
+            f"it ({unreadable[:300]})",
+            hint="make every file and folder of the work tree readable (`chmod -R u+rwX`), "
+            "or remove what git cannot read",
         )
     return proc.stdout
 

@@ -51,10 +51,34 @@ INDEX_CONFIG: tuple[str, ...] = (
     "-c",
     "index.version=4",
 )
-ADD_ALL = ("add", "-A", "--verbose")
-"""What the fingerprint asks of git: hash every change into the private index, and say which."""
+ADD_ALL = ("add", "-A", "--verbose", "--no-ignore-errors")
+"""What the fingerprint asks of git: hash every change into the private index, and say which
+(and stop at a file it cannot add, whatever ``add.ignoreErrors`` the repository sets: with it,
+git leaves the file out, goes on and exits 1, which a part of a hash in parts could pass for
+the exit of an ignored path excluded)."""
 ADD_ENV = {"LC_ALL": "C", "LANGUAGE": "C"}
 """git's report untranslated: the fingerprint reads it."""
+
+
+def unread(messages: bytes) -> str | None:
+    """The first line of a ``git add -A`` run's *messages* (stderr) saying git could not read
+    something of the work tree, or None. git goes on and exits 0 when it cannot ``lstat`` a
+    file it tracks (it prints the path and the reason, and keeps the entry as it was: the
+    blob of the index it was given), or open a folder (its untracked files go unseen), or read
+    an ignore or attributes file: each such message ends in the system's reason for the error
+    (``strerror``, untranslated under :data:`ADD_ENV`). Those, and any ``error:`` or
+    ``fatal:`` line, are refusals: the tree git writes would not be the work tree's. A line
+    of another program (a clean filter's) that ends like one refuses too."""
+    if not messages:
+        return None
+    import errno
+
+    reasons = {os.strerror(code) for code in errno.errorcode}
+    for raw in messages.split(b"\n"):
+        line = raw.decode("utf-8", "surrogateescape").rstrip("\r")
+        if line.startswith(("error: ", "fatal: ")) or line.rpartition(": ")[2] in reasons:
+            return line
+    return None
 
 
 # Sections of git's configuration that never change what `git add` makes of a file: a write to
@@ -142,6 +166,7 @@ def settings_signature(git_dir: str, common_dir: str) -> str:
         *(_stat_part(path) for path in others),
         os.environ.get("GIT_CONFIG_PARAMETERS", ""),
         os.environ.get("GIT_CONFIG_COUNT", ""),
+        os.environ.get("GIT_CONFIG_NOSYSTEM", ""),
     ]
     for n in range(min(_count(os.environ.get("GIT_CONFIG_COUNT")), 1000)):
         parts.append(os.environ.get(f"GIT_CONFIG_KEY_{n}", "") + "=")

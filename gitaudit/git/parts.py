@@ -40,6 +40,8 @@ import hashlib
 import os
 import struct
 
+from gitaudit.git.head_start import unread
+
 ENTRIES_PER_PART = 4_000
 """Tracked files a part must have at least: below that, one more git costs what it saves."""
 MAX_PARTS = 8
@@ -171,6 +173,8 @@ def succeeded(code: int, messages: bytes, spec: bytes) -> bool:
     """Whether a part's ``git add`` (exit *code*, *messages* on stderr, given the pathspecs
     *spec*) did its work: exit 0, or exit 1 listing as ignored only paths *spec* excludes or
     folders above them (an excluded path that is ignored is listed as one named would be)."""
+    if unread(messages) is not None:  # git could not read something: one process explains
+        return False
     if code == 0:
         return True
     if code != 1 or not messages.startswith(_IGNORED):

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -280,14 +281,18 @@ def test_attack_workspace_config_blinds_the_stat_comparison(
 
 
 @pytest.mark.parametrize("where", ["outside", "inside"])
+@pytest.mark.parametrize("dotgit", [False, True], ids=["bare-copy", "copy-with-a-dotgit-file"])
 def test_attack_workspace_core_worktree_points_at_a_clean_copy(
-    world: World, tmp_path: Path, where: str
+    world: World, tmp_path: Path, where: str, dotgit: bool
 ) -> None:
-    """app.py is proven. The agent edits it, writes a clean copy of the proven tree to another
-    folder (outside the project, or in an ignored folder inside it) and points `core.worktree`
-    there: git, `git status` included, now reads the clean copy. The work tree's verdict and
-    the agents' stop hook refuse: git's work tree is not the folder holding `.git`."""
+    """app.py is proven (and its PASS remembered by the verdict memo). The agent edits it,
+    writes a clean copy of the proven tree to another folder (outside the project, or in an
+    ignored folder inside it; with a `.git` file there naming the real git dir, the copy looks
+    like a worktree of its own) and points `core.worktree` there: git, `git status` included,
+    now reads the clean copy. The work tree's verdict (served from the memo or judged) and the
+    agents' stop hook refuse: git's work tree is not the folder `status` entered."""
     app = _proven_app(world)
+    assert world.cli("status", process=True).code == 0  # the memo remembers the PASS
     copy = tmp_path / "clean" if where == "outside" else world.path / ".cache" / "clean"
     copy.mkdir(parents=True)
     if where == "inside":
@@ -296,6 +301,8 @@ def test_attack_workspace_core_worktree_points_at_a_clean_copy(
         ["git", "archive", "HEAD"], cwd=world.path, capture_output=True, check=True
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(copy)], input=archive, check=True)
+    if dotgit:
+        (copy / ".git").write_text(f"gitdir: {world.path / '.git'}\n")
     app.write_text("ANSWER = 41\n")
     assert "app.py" in world.repo.git("status", "--porcelain")
     world.repo.git("config", "core.worktree", str(copy))
@@ -768,4 +775,177 @@ def test_attack_workspace_edits_around_the_cuts_of_a_hash_in_parts(
             return specs
 
         monkeypatch.setattr(parts, "exclusions", then_create)
+    assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
+
+
+def _bound_by_file_modes() -> Any:
+    """A ``preexec_fn`` under which file modes bind a child as they bind a user: as root, it
+    drops the powers to pass them (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH) from the bounding
+    set, which the capabilities of root's next program are made from; None for anyone else."""
+    if os.geteuid() != 0:
+        return None
+
+    def drop() -> None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+            if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+    return drop
+
+
+_JUDGE_UNPRIVILEGED = """
+import sys
+from gitaudit.errors import GitAuditError
+from gitaudit.gate.judge import judge
+from gitaudit.git import fingerprint, parts
+from gitaudit.git.repo import open_repo
+
+if sys.argv[1] == "parts":  # every fingerprint hashed in parts, as on a large tree
+    parts.ENTRIES_PER_PART = 1
+    fingerprint._cores = lambda: 3
+try:
+    print(judge(open_repo(".")).verdict)
+except GitAuditError as exc:
+    print("refused:", exc.message)
+"""
+
+
+def _unprivileged(world: World, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv,
+        cwd=world.path,
+        capture_output=True,
+        text=True,
+        preexec_fn=_bound_by_file_modes(),
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "hide",
+    ["edit-in-a-folder-git-cannot-search", "edit-there-nothing-kept", "new-file-unlisted"],
+)
+def test_attack_workspace_hides_an_edit_where_git_cannot_read(world: World, hide: str) -> None:
+    """pkg/mod.py is proven. The agent edits it and takes away the search permission of pkg/
+    (with the fingerprint's stat cache kept, or with nothing kept, so git hashes from the
+    user's index, which names the proven blob), or adds a file in a new folder it then makes
+    unlistable (`chmod 300`). git cannot look: it prints why, keeps the entries it cannot
+    stat as they were, leaves the folder's new files out, and exits 0, so its tree is the
+    proven one. The work tree's verdict refuses (git could not read all of it), from the
+    command line and the stop hook alike; never PASS."""
+    world.repo.write("pkg/mod.py", "ANSWER = 42\n")
+    _proven(world)
+    assert world.cli("status", process=True).code == 0  # kept and remembered
+    if hide == "new-file-unlisted":
+        world.repo.write("extra/conftest.py", "raise SystemExit(0)\n")
+        folder, mode = world.path / "extra", 0o300
+    else:
+        world.repo.write("pkg/mod.py", "ANSWER = 41\n")
+        folder, mode = world.path / "pkg", 0o000
+        if hide == "edit-there-nothing-kept":
+            shutil.rmtree(private_folder(world.path / ".git"))
+    folder.chmod(mode)
+    try:
+        # the attack's premise: git, as the user runs it, cannot read the folder
+        listed = _unprivileged(world, "ls", str(folder))
+        assert listed.returncode != 0, listed
+        status = _unprivileged(world, sys.executable, "-m", "gitaudit", "status")
+        judged = _unprivileged(world, sys.executable, "-c", _JUDGE_UNPRIVILEGED, "one")
+    finally:
+        folder.chmod(0o755)
+    assert status.returncode == 1 and "PASS" not in status.stdout, status
+    assert "git could not read all of it" in status.stderr, status
+    assert judged.stdout.startswith("refused: cannot fingerprint"), judged
+    assert "could not read all of it" in judged.stdout, judged
+    assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")  # readable again: seen
+
+
+def test_attack_workspace_hides_a_file_from_a_hash_in_parts_with_ignore_errors(
+    world: World,
+) -> None:
+    """The tree is proven. With nothing kept, the fingerprint hashes it in parts; the agent
+    sets `add.ignoreErrors` (git then leaves out a file it cannot read, goes on, and exits 1,
+    the exit of a part whose excluded paths are ignored), adds conftest.py unreadable and an
+    ignored y.log after the cut, and names proven files, past the cut, after the lines git
+    prints for conftest.py, so that every line of the part's messages reads as an excluded
+    path. The work tree's verdict refuses (git
+    could not read conftest.py); never the proven tree."""
+    names = [
+        'error: open("conftest.py"): Permission denied',
+        "error: unable to index file 'conftest.py'",
+        "a/x",
+        "m/y",
+        "z",
+        "zz1",  # the listing's length puts the first cut at the first of the two above
+        "zz2",
+    ]
+    for n, name in enumerate(names):
+        world.repo.write(name, f"{n}\n")
+    world.repo.write(".gitignore", "*.log\n")
+    _proven(world)
+    world.repo.write("y.log", "ignored, after the cut: the part's messages list it first\n")
+    world.repo.git("config", "add.ignoreErrors", "true")
+    shutil.rmtree(private_folder(world.path / ".git"))
+    world.repo.write("conftest.py", "raise SystemExit(0)\n").chmod(0o000)
+    try:
+        denied = _unprivileged(world, "cat", "conftest.py")
+        assert denied.returncode != 0, denied  # the premise: git cannot read it
+        judged = _unprivileged(world, sys.executable, "-c", _JUDGE_UNPRIVILEGED, "parts")
+    finally:
+        (world.path / "conftest.py").chmod(0o644)
+    assert judged.stdout.startswith("refused: cannot fingerprint"), judged
+    assert "conftest.py" in judged.stdout, judged
+    assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")  # readable again: seen
+
+
+@pytest.mark.parametrize("variable", ["XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL"])
+def test_attack_workspace_a_relative_config_place_from_a_subfolder(
+    world: World, variable: str
+) -> None:
+    """file.txt ("good") is proven. The agent writes "evil" into it, and a configuration of its
+    own (a clean filter turning any line into "good", for file.txt) where git, started in the
+    work tree's root, finds it through a relative `XDG_CONFIG_HOME` or `GIT_CONFIG_GLOBAL`, and
+    runs `git audit status` from a subfolder with that value: gitaudit, resolving it from there,
+    looked at other files (none, or the user's own), saw no conversion, and kept what git
+    hashed (file.txt's bytes as the proven blob) for the user's settings. The agent removes its
+    files; the user's own `status` must not say PASS: git is given the place gitaudit looks at."""
+    text = world.repo.write("file.txt", "good\n")
+    _proven(world)
+    assert world.cli("status", process=True).code == 0
+    world.repo.write(".git/info/exclude", "cfg/\n")
+    evil = '[filter "evil"]\n\tclean = sed s/.*/good/\n\tsmudge = cat file.txt\n'
+    subfolder = world.path / ".gitaudit"
+    env = {k: v for k, v in os.environ.items() if k != "GIT_CONFIG_GLOBAL"}
+    if variable == "XDG_CONFIG_HOME":
+        world.repo.write("cfg/git/config", evil)
+        world.repo.write("cfg/git/attributes", "file.txt filter=evil\n")
+        env[variable] = "cfg"  # from the root: <repo>/cfg; from the subfolder: nothing there
+        planted = [world.path / "cfg"]
+    else:
+        # from the subfolder, the user's own global config; from the root, a file beside it
+        users = Path(os.environ["GIT_CONFIG_GLOBAL"])
+        relative = os.path.relpath(users, subfolder)
+        agents = Path(os.path.normpath(world.path / relative))
+        assert agents != users
+        agents.parent.mkdir(parents=True, exist_ok=True)
+        attributes = world.repo.write("cfg/attributes", "file.txt filter=evil\n")
+        agents.write_text(evil + f"[core]\n\tattributesFile = {attributes}\n")
+        env[variable] = relative
+        planted = [world.path / "cfg", agents]
+    text.write_text("evil\n")
+    os.utime(text, ns=(OLD_TIME, OLD_TIME))  # not racily clean: git trusts what it kept
+    subprocess.run(
+        [sys.executable, "-m", "gitaudit", "status"],
+        cwd=subfolder,
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    for path in planted:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    status = world.cli("status", process=True)
+    assert status.code != 0 and "PASS" not in status.out, status
     assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")

@@ -1,0 +1,68 @@
+"""The one environment policy of gitaudit's git processes, and what git's messages say when it
+could not read part of a work tree."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gitaudit.git.environment import PATH_VARS, git_env
+from gitaudit.git.head_start import unread
+
+
+@pytest.mark.parametrize("name", PATH_VARS)
+def test_a_relative_config_place_reaches_git_made_absolute_from_gitaudits_folder(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git resolves a relative value from its own folder (the work tree's root); gitaudit
+    looks at the files from its own. git is given the place gitaudit looks at."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(name, "cfg/sub")
+    assert git_env()[name] == str(tmp_path / "cfg" / "sub")
+    monkeypatch.setenv(name, "/an/absolute/place")
+    assert git_env()[name] == "/an/absolute/place"
+
+
+def test_git_config_the_old_spelling_never_reaches_git(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`GIT_CONFIG` makes `git config` read one file alone while `git add` reads the
+    repository's: gitaudit would be told of no conversions that git applies."""
+    monkeypatch.setenv("GIT_CONFIG", os.devnull)
+    assert "GIT_CONFIG" not in git_env()
+    assert git_env({"GIT_CONFIG_NOSYSTEM": "1"})["GIT_CONFIG_NOSYSTEM"] == "1"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        b"pkg/mod.py: Permission denied\n",  # an entry git could not lstat (perror)
+        b"warning: could not open directory 'extra/': Permission denied\n",
+        b"warning: unable to access 'sub/.gitignore': Permission denied\n",
+        b"deep/er/file: Too many levels of symbolic links\n",
+        b"x: Input/output error\n",
+        b'error: open("conftest.py"): Permission denied\n',
+        b"error: unable to index file 'conftest.py'\n",
+        b"fatal: adding files failed\n",
+        b"warning: in the working copy of 'a.txt', LF will be replaced by CRLF\n"
+        b"a/b: Permission denied\n",  # after a line that is no refusal
+    ],
+)
+def test_messages_saying_git_could_not_read_are_refusals(message: bytes) -> None:
+    found = unread(message)
+    assert found is not None
+    assert found.encode() in message
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        b"",
+        b"warning: in the working copy of 'a.txt', LF will be replaced by CRLF the next time Git "
+        b"touches it\n",
+        b"a filter's progress: 3 of 4 files\n",
+        b"warning: Permission denied in the middle of a line is not git's ending\n",
+    ],
+)
+def test_other_messages_are_not(message: bytes) -> None:
+    assert unread(message) is None
