@@ -175,6 +175,21 @@ def inside(path: str | os.PathLike[str], *roots: str | os.PathLike[str]) -> bool
     return False
 
 
+def code_inside(workdir: str | os.PathLike[str], *programs: str) -> str | None:
+    """The first place this interpreter loads code from that lies inside *workdir* (its
+    installation, its executable, a folder on its import path other than the first, which is
+    the script's or the current one), or one of *programs* (paths of commands that will run
+    gitaudit) that does; None when none does. Code there is anyone's who writes the work tree:
+    a ``.pth`` file in a virtual environment inside it runs at every start of its Python,
+    before gitaudit's first line, so the hooks would judge with the agent's code."""
+    import sys
+
+    for place in (sys.prefix, sys.exec_prefix, sys.executable, *sys.path[1:], *programs):
+        if place and inside(place, workdir):
+            return place
+    return None
+
+
 def gitaudit_home() -> Path:
     """:func:`home_dir` as a path."""
     from pathlib import Path  # not at module level: pathlib costs the hooks' fast path 5 ms

@@ -94,7 +94,14 @@ def is_ours(handler: object) -> bool:
 
 def install(workdir: Path, host: str = "claude-code", *, local: bool = False) -> SettingsChange:
     """Merge gitaudit's hooks into the project's hook settings of *host* (see the module
-    docstring)."""
+    docstring); HookError, before anything is written, when gitaudit (this one, or the
+    ``git-audit`` on PATH that the host will run) lives inside the work tree."""
+    import shutil
+
+    from gitaudit.hooks.install import require_outside
+
+    on_path = shutil.which("git-audit")
+    require_outside(workdir, *([on_path] if on_path else []))
     path = settings_path(workdir, host, local=local)
     settings = _read(path)
     hooks = _hooks(settings, path, create=True)

@@ -27,7 +27,7 @@ from gitaudit.cli.common import (
     warn,
 )
 from gitaudit.crypto.keystore import generate_key, list_local_keys
-from gitaudit.errors import ExitCode, GitAuditError, UsageError
+from gitaudit.errors import ExitCode, GitAuditError, HookError, UsageError
 from gitaudit.gate.judge import judge
 from gitaudit.git.repo import Repo
 from gitaudit.hooks.install import (
@@ -138,7 +138,12 @@ def init_cmd(plan: PlanOpt = None, key: KeyOpt = None) -> None:
         say(f"anchor: {problem}")
     for action in configure_fetch(repo):
         say(f"refspec: {action.what}: {action.done}")
-    for action in install_hooks(repo):
+    try:
+        installed = install_hooks(repo)
+    except HookError as exc:  # the rest of the set-up stands; the hooks wait for a safe gitaudit
+        say(f"hooks: not installed: {exc.message} ({exc.hint})")
+        installed = []
+    for action in installed:
         say(f"hooks: {action.what}: {action.done}")
     say("next: edit the plan, then `git audit plan seal`, `git audit run`, `git audit status`")
 

@@ -6,7 +6,9 @@ Uses the `setup` fixture of tests/e2e (client + server, plan sealed, plans ref p
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -637,3 +639,68 @@ def test_attack_hooks_unproven_commit_pushed_in_another_shape(setup: Setup, how:
     assert "Traceback" not in report
     assert [setup.server_ref(ref) for ref in refs] == [None] * len(refs)
     assert setup.server_ref("refs/heads/main") == proven
+
+
+def _gitaudit_venv_inside(repo: Path) -> Path:
+    """A virtual environment in the project's ignored `.venv/` whose Python imports this
+    gitaudit (a `.pth` line adds this interpreter's own site folders): the Python a user who
+    installed gitaudit into the project's environment runs. Its `python`."""
+    import site
+    import sys
+
+    folder = repo / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    (repo / ".git" / "info" / "exclude").write_text(".venv/\n")
+    python = folder / "bin" / "python"
+    packages = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    outer = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    lines = "".join(f"import site; site.addsitedir({p!r})\n" for p in outer)
+    (Path(packages) / "outer.pth").write_text(lines)
+    return python
+
+
+@pytest.mark.parametrize("entry", ["hooks", "agent", "init"])
+def test_attack_hooks_run_by_a_python_inside_the_work_tree(
+    world: Any, tmp_path: Path, entry: str
+) -> None:
+    """The user installed gitaudit into the project's own virtual environment (`.venv/`,
+    ignored) and installs the hooks with it: the shims would run that Python (and the agent
+    host the `git-audit` found there on PATH), and a `.pth` file the agent adds to it (an
+    ignored file; nothing in `.git` changes) runs before gitaudit's first line, so the
+    user's own push of an unproven commit got through (before the fix). gitaudit refuses to
+    install hooks that would run code from inside the work tree, and writes nothing
+    (`git audit init` sets up the rest and says why the hooks are not installed)."""
+    python = _gitaudit_venv_inside(world.path)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = f"{python.parent}{os.pathsep}{env['PATH']}"
+    if entry in ("hooks", "init"):
+        argv = [
+            str(python),
+            "-m",
+            "gitaudit",
+            *(["init"] if entry == "init" else ["hooks", "install"]),
+        ]
+        written = world.path / ".git" / "hooks" / "pre-push"
+    else:
+        (python.parent / "git-audit").write_text(
+            f"#!{python}\nfrom gitaudit.cli.entry import main\nmain()\n"
+        )
+        (python.parent / "git-audit").chmod(0o755)
+        argv = [sys.executable, "-m", "gitaudit", "agent", "install"]  # gitaudit outside
+        written = world.path / ".claude" / "settings.json"
+    done = subprocess.run(
+        argv, cwd=world.path, capture_output=True, text=True, env=env, check=False
+    )
+    if entry == "init":
+        assert done.returncode == 0, done
+        assert "hooks: not installed: gitaudit runs from" in done.stdout, done
+        assert "install gitaudit outside" in done.stdout, done
+    else:
+        assert done.returncode == 1, done
+        assert "inside the work tree" in done.stderr and "install gitaudit outside" in done.stderr
+    assert not written.exists() or "gitaudit" not in written.read_text()

@@ -224,3 +224,29 @@ def test_commit_msg_config_cannot_lower_the_sealed_mode(
     assert err.splitlines()[0] == (
         "gitaudit: this commit (audit.commitMsg=strict) is blocked: the gate says UNKNOWN"
     )
+
+
+def test_install_refuses_a_gitaudit_that_runs_from_inside_the_work_tree(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where this interpreter loads code from (its installation, a folder on its import path)
+    or a `git-audit` the hooks would run lies inside the work tree: nothing is written."""
+    import sys
+
+    from gitaudit.errors import HookError
+    from gitaudit.places import code_inside
+
+    assert code_inside(repo.path) is None
+    assert code_inside(repo.path, str(repo.path / "bin" / "git-audit")) == str(
+        repo.path / "bin" / "git-audit"
+    )
+    venv = repo.path / ".venv" / "lib"
+    venv.mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(venv)])
+    assert code_inside(repo.path) == str(venv)
+    with pytest.raises(HookError, match="inside the work tree"):
+        install_hooks(open_repo(repo.path))
+    assert not (repo.path / ".git" / "hooks" / "pre-push").exists()
+    monkeypatch.setattr(sys, "prefix", str(repo.path / ".venv"))
+    monkeypatch.setattr(sys, "path", sys.path[:-1])
+    assert code_inside(repo.path) == str(repo.path / ".venv")
