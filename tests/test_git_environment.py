@@ -30,6 +30,8 @@ def test_git_config_the_old_spelling_never_reaches_git(monkeypatch: pytest.Monke
     repository's: gitaudit would be told of no conversions that git applies."""
     monkeypatch.setenv("GIT_CONFIG", os.devnull)
     assert "GIT_CONFIG" not in git_env()
+    monkeypatch.setenv("GIT_TEST_SPLIT_INDEX", "1")  # git's own test switches too
+    assert "GIT_TEST_SPLIT_INDEX" not in git_env()
     assert git_env({"GIT_CONFIG_NOSYSTEM": "1"})["GIT_CONFIG_NOSYSTEM"] == "1"
 
 

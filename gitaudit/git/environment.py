@@ -14,7 +14,8 @@ alone: the fingerprint's head start uses it before anything else is imported).
 * ``GIT_OPTIONAL_LOCKS=0``: a read-only command never rewrites (refreshes) an index.
 * The places git reads its configuration from are the ones gitaudit looks at: a relative
   ``HOME``, ``XDG_CONFIG_HOME``, ``GIT_CONFIG_GLOBAL`` or ``GIT_CONFIG_SYSTEM`` is made absolute
-  from gitaudit's own folder (:data:`PATH_VARS`), and ``GIT_CONFIG`` is dropped.
+  from gitaudit's own folder (:data:`PATH_VARS`), and ``GIT_CONFIG`` is dropped, as are git's
+  test switches (``GIT_TEST_*``).
 * :func:`as_it_is`: what git is told whenever gitaudit asks it about a work tree.
 """
 
@@ -115,13 +116,18 @@ PATH_VARS = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"
 # and hear of none.
 CONFIG_VARS_DROPPED = frozenset({"GIT_CONFIG"})
 
+# git's own test switches (`GIT_TEST_SPLIT_INDEX`, `GIT_TEST_FSMONITOR`, ...) override the
+# settings gitaudit forces on a private index: `GIT_TEST_SPLIT_INDEX=1` had git write
+# `sharedindex.*` files into the user's git dir despite `-c core.splitIndex=false`.
+TEST_VARS = "GIT_TEST_"
+
 
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of every git process gitaudit starts (see the module docstring)."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in LOCATION_VARS and k not in CONFIG_VARS_DROPPED
+        if k not in LOCATION_VARS and k not in CONFIG_VARS_DROPPED and not k.startswith(TEST_VARS)
     }
     for name in PATH_VARS:
         value = env.get(name)

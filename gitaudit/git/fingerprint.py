@@ -495,7 +495,8 @@ def _added(layout: _Layout, proc: GitResult) -> bytes:
             f"cannot fingerprint the work tree {layout.work_tree}: git could not read all of "
             f"it ({unreadable[:300]})",
             hint="make every file and folder of the work tree readable (`chmod -R u+rwX`), "
-            "or remove what git cannot read",
+            "or remove what git cannot read, or list it in .gitignore (a folder by name: "
+            "`data/`)",
         )
     return proc.stdout
 
