@@ -295,11 +295,20 @@ def reconcile_with(repo: Repo, remote: str, signer: Signer | None) -> list[SyncA
             )
         _replay_signer(state(), ref, signer)
         _replay_base(git, ref, remote, theirs)
+        # the local runs are signed again on top of the remote's: every run it has that the
+        # clone lacks is verified first, as one taken in by a fast-forward is
+        base = git.merge_base(local, theirs)
+        why = _not_taken(git, state(), ref, theirs, base)
+        if why:
+            raise LedgerError(
+                f"{ref}: {remote!r} holds runs since the last one both sides share that this "
+                f"ledger does not take in ({why}); nothing was replayed or pushed",
+                hint=f"check the remote's URL (`git remote -v`) and its {ref}",
+            )
         parent, count = _replay(git, state(), ref, local, theirs, signer)
         # both the old and the new chain descend from the merge base: with the marks lowered to
         # it while the ref moves (under the marks lock), a crash or a concurrent hook marking
         # the old tip can never make the new chain look like a rewind
-        base = git.merge_base(local, theirs)
         message = f"gitaudit: replay {count} run(s) onto {remote}"
         move = functools.partial(
             watermark.rewrite,

@@ -283,16 +283,18 @@ def test_attack_push_replay_signs_a_plans_commit(proven: World, tmp_path: Path, 
 # forge, a mirror the agent can push to) holds whatever was pushed to it.
 
 
-@pytest.mark.parametrize("how", ["fast-forward", "remote-only ledger"])
+@pytest.mark.parametrize("how", ["fast-forward", "remote-only ledger", "diverged"])
 def test_attack_push_takes_in_unverified_remote_runs(
     proven: World, tmp_path: Path, how: str
 ) -> None:
     """The remote (no pre-receive) holds, on top of the genuine ledger, an unsigned 'all passed'
-    run, or a whole ledger of one for a plan the clone has no runs of. `git audit sync` verifies
-    every run it takes in and leaves such a chain out; `git audit push` moved the local ref to
-    it unverified (both before the fix): the clone's next runs were recorded on top of the
-    forgery, and every gated server then refused them. push now verifies what it takes in as
-    sync does, and says it was not taken."""
+    run, or a whole ledger of one for a plan the clone has no runs of, or (*diverged*: the
+    clone has a run of its own since) an unsigned root run. `git audit sync` verifies every run
+    it takes in and leaves such a chain out; `git audit push` moved the local ref to it
+    unverified (all three before the fix; the diverged ledger with the clone's run signed
+    again on top of the forgery): the clone's next runs were recorded on top of the forgery,
+    and every gated server then refused them. push now verifies what it takes in as sync
+    does, and says it was not taken (or, diverged, replays nothing)."""
     world = proven
     genuine = world.ref(RUNS)
     assert genuine is not None
@@ -301,6 +303,18 @@ def test_attack_push_takes_in_unverified_remote_runs(
     world.repo.git("remote", "add", "origin", str(remote))
     world.repo.git("config", "audit.signingKey", str(world.keys["ci"]))
     world.repo.git("push", "-q", "origin", "HEAD:refs/heads/main", PLANS_REF, RUNS)
+    if how == "diverged":
+        ref = RUNS
+        forged = world.forge_run(genuine, edit=make_pass_doc, signer=None, parent=None, move=False)
+        world.forge_run(genuine, edit=make_pass_doc, signer=world.ci)  # the clone's own run
+        world.repo.git("push", "-q", "--force", "origin", f"{forged}:{ref}")
+        before = world.ref(ref)
+        pushed = world.cli("push")
+        assert pushed.code == 1, pushed.out + pushed.err
+        assert "does not take in" in pushed.err and "is not signed" in pushed.err, pushed.err
+        assert world.ref(ref) == before  # the clone's own chain, nothing signed onto the forgery
+        assert git(remote, "rev-parse", ref).strip() == str(forged)
+        return
     if how == "fast-forward":
         ref = RUNS
         forged = world.forge_run(genuine, edit=make_pass_doc, signer=None, move=False)
