@@ -234,6 +234,55 @@ def acquire(gitdir: Path, workdir: Path) -> Iterator[Slot]:
         return
 
 
+def _own_folder(root: Path, path: str) -> bool:
+    """Whether every part of *path* below *root* is a folder of its own, no link: a check can
+    swap a submodule's folder (or one above it) for a link anywhere, through which git's
+    ``clean`` of the submodule, its sweep and its ``.git`` file would reach that place."""
+    here = root
+    for part in Path(path).parts:
+        here = here / part
+        try:
+            if not stat.S_ISDIR(os.lstat(here).st_mode):
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _make_own_folder(root: Path, path: str) -> Path:
+    """*path* below *root* as a folder of its own (:func:`_own_folder`): a link, or anything
+    but a folder, found on the way is removed first (never followed)."""
+    here = root
+    for part in Path(path).parts:
+        here = here / part
+        with contextlib.suppress(FileNotFoundError):
+            if not stat.S_ISDIR(os.lstat(here).st_mode):
+                here.unlink()
+        here.mkdir(exist_ok=True)
+    return here
+
+
+def _write_gitfile(work: Path, git_dir: Path) -> None:
+    """Write the ``.git`` file of the checkout (or of a submodule in it) that leads git to
+    *git_dir*, as a new file: a check can leave a link (or a folder) there, and a write
+    through a link reached whatever it named (an ignored file the next run's checks read as
+    if the tree held it, or a fenced file outside the checkout)."""
+    path = work / ".git"
+    with contextlib.suppress(FileNotFoundError):
+        if path.is_symlink() or not path.is_file():
+            _remove_tree(path)
+        else:
+            path.unlink()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(_gitfile_text(git_dir))
+
+
+def _gitfile_text(git_dir: Path) -> str:
+    return f"gitdir: {git_dir}\n"
+
+
 def _remove_tree(path: Path) -> None:
     """rm -rf that also removes what a check made read-only or unreadable."""
 
@@ -423,7 +472,7 @@ def materialise(
                 hint="check the disk space and permissions of the cache directory",
             )
         return afresh()  # rebuild from scratch
-    (slot.tree / ".git").write_text(f"gitdir: {slot.git}\n")
+    _write_gitfile(slot.tree, slot.git)
     _set_head(slot, slot.git, slot.tree, tree, head)
     known = meta.get("submodule_state")
     states: dict[str, str] = {}
@@ -770,7 +819,7 @@ def _submodules(
         sub_work = work_tree / path
         sub_objects = _objects_dir(store)
         _private_git_dir(sub_git, sub_objects)
-        sub_work.mkdir(parents=True, exist_ok=True)
+        _make_own_folder(work_tree, path)  # never through a link a check left there
         if known.get(key) != _index_digest(sub_git):
             with contextlib.suppress(FileNotFoundError):
                 (sub_git / "index").unlink()
@@ -782,7 +831,7 @@ def _submodules(
         )
         if reset.code != 0:
             raise reset.error(f"cannot check out submodule {path}")
-        (sub_work / ".git").write_text(f"gitdir: {sub_git}\n")
+        _write_gitfile(sub_work, sub_git)
         (sub_git / "HEAD").write_text(f"{commit}\n")
         states[key] = _index_digest(sub_git)
         placed[prefix + path] = PlacedSubmodule(sub_git, commit, states[key])
@@ -1273,9 +1322,11 @@ def _submodule_sees(slot: Slot, path: str, sub: PlacedSubmodule) -> tuple[list[s
     private git dir, never the ``.git`` file a check could rewrite; as at the top, its settings
     are written again first, its index must be the one :func:`materialise` left (a check could
     mark an edited file unchanged in it) and its HEAD the recorded commit."""
+    if not _own_folder(slot.tree, path):  # git is not run through a link a check left there
+        return [f"{path} (the submodule's folder was replaced during the run)"], True
     work = slot.tree / path
     found: list[str] = []
-    if _read_gitfile(work) != sub.git_dir:
+    if (work / ".git").is_symlink() or _read_gitfile(work) != sub.git_dir:
         found.append(f"{path}/.git (rewritten during the run)")
     if _index_digest(sub.git_dir) != sub.index_digest:
         return [*found, f"{path}/.git index of submodule {path} (rewritten during the run)"], True
@@ -1305,7 +1356,8 @@ def _walk(
     # plain strings while walking (a Path per entry costs seconds on 50,000 files)
     skip = {str(slot.tree / p) for p in submodules}
     skip |= {str(slot.tree / p) for p in ignored}
-    todo = [str(slot.tree), *(str(slot.tree / sub) for sub in submodules)]
+    # a submodule's folder a check swapped for a link is not walked into (git reports it)
+    todo = [str(slot.tree), *(str(slot.tree / s) for s in submodules if _own_folder(slot.tree, s))]
     while todo:
         folder = todo.pop()
         try:
@@ -1435,7 +1487,8 @@ def _special_entries(
     :data:`Stamp` moved: a file written and put back before the purity check looks, which git
     takes for unchanged, was what the checks in between read)."""
     ignored = [i.path for i in placed.ignored]
-    roots = {str(slot.tree), *(str(slot.tree / sub) for sub in placed.submodules)}
+    top = str(slot.tree)
+    roots = {top, *(str(slot.tree / sub) for sub in placed.submodules)}
     found: list[tuple[Path, str]] = []
     touched: list[str] = []
     hollow = False
@@ -1448,6 +1501,8 @@ def _special_entries(
             if entry.name == ".git":
                 if folder not in roots:
                     found.append((Path(entry.path), ""))
+                elif folder == top and not _gitfile_is(entry, slot.git):
+                    found.append((Path(entry.path), " (the checkout's .git, rewritten)"))
             elif not entry.is_dir(follow_symlinks=False) and not (
                 entry.is_file(follow_symlinks=False) or entry.is_symlink()
             ):
@@ -1455,6 +1510,18 @@ def _special_entries(
             elif (was := placed.stamps.get(entry.path)) is not None and _stamp(entry) != was:
                 touched.append(os.path.relpath(entry.path, slot.tree))
     return sorted(found), hollow, sorted(touched)
+
+
+def _gitfile_is(entry: os.DirEntry[str], git_dir: Path) -> bool:
+    """Whether *entry* is a ``.git`` file (no link) saying what :func:`_write_gitfile` wrote."""
+    if not entry.is_file(follow_symlinks=False):
+        return False
+    try:
+        fd = os.open(entry.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(4097) == _gitfile_text(git_dir).encode()
 
 
 def leave_clean(placed: Materialised, workdir: Path, purity: Purity) -> None:
@@ -1474,6 +1541,9 @@ def leave_clean(placed: Materialised, workdir: Path, purity: Purity) -> None:
         cleaned = _git(slot, slot.git, slot.tree, ["clean", "-ffdxq"], check=False).code == 0
     for path, sub in placed.placed_submodules.items():  # its own git dir, whatever .git says
         work = slot.tree / path
+        if not _own_folder(slot.tree, path):  # a link a check left: never cleaned through
+            cleaned = False
+            continue
         cleaned &= _git(slot, sub.git_dir, work, ["clean", "-ffdxq"], check=False).code == 0
     meta = _read_meta(slot, workdir)
     if meta.get("index") == placed.index_digest:

@@ -9,6 +9,7 @@ tree the checks did not see. Checks run in a private checkout of the tree
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -1142,3 +1143,65 @@ def test_a_fenced_check_still_has_its_checkout_home_tmp_and_tools(world: World) 
     recorded = world.run()
     steps = recorded.doc["steps"]
     assert (steps["unit"]["status"], steps["live"]["status"]) == ("passed", "passed"), steps
+
+
+LEAVE_A_LINK = {
+    # the next run's update wrote `gitdir: ...` through it, into a file the tree ignores
+    "root-gitfile-to-an-ignored-name": "rm .git && ln -s config.local .git",
+    "root-gitfile-to-a-folder": "rm .git && mkdir .git && touch .git/config.local",
+}
+
+
+@pytest.mark.parametrize("how", sorted(LEAVE_A_LINK))
+def test_attack_hermetic_a_check_replaces_the_checkouts_git_file(world: World, how: str) -> None:
+    """Where `armed` exists, the check replaces the checkout's own `.git` file (a link to
+    `config.local`, a name the tree ignores; or a folder) and passes. The purity check never
+    looked at the root `.git`, so the run was pure, and the next run's update wrote `gitdir:
+    ...` through the link: on the next tree (no `armed`, where the check passes only if
+    `config.local` exists, which that tree does not hold) the check passed, a signed PASS
+    (before the fix). Now the rewritten `.git` makes the arming run impure, and the next run
+    writes its `.git` anew, never through what a check left there."""
+    world.repo.write(".gitignore", "config.local\n")
+    world.repo.write("armed", "")
+    script = (
+        f"#!/bin/sh\nif [ -f armed ]; then {LEAVE_A_LINK[how]}; exit 0; fi\ntest -f config.local\n"
+    )
+    world.repo.write("check.sh", script, mode=0o755)
+    world.seal(plan(step("unit", check("sh", "./check.sh"))))
+    armed = world.run()
+    assert armed.doc["steps"]["unit"]["status"] == "passed", armed.doc["steps"]
+    assert armed.verdict == "FAIL" and ".git" in " ".join(armed.changed_paths), armed.doc
+    world.repo.git("rm", "-q", "armed")
+    world.repo.commit("the next tree")
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]
+    assert recorded.verdict == "FAIL"
+    assert world.gate(None).verdict != "PASS"
+
+
+def test_attack_hermetic_a_check_swaps_a_submodule_for_a_link(world: World, tmp_path: Path) -> None:
+    """The check replaces the checkout's submodule folder `lib` by a link to a folder outside
+    the checkout (here a stand-in for the gitaudit home, which the fence keeps checks from
+    writing). The run is impure; but its clean-up ran `git clean -ffdx` in `lib`, through the
+    link, and removed every file there (the runner's key and the trust anchors, before the
+    fix), and the purity check listed that folder's names. Nothing outside the checkout is
+    touched or listed now, and the next run puts the submodule back as a folder."""
+    _nested_submodule(world, tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "key").write_text("not the checks' to remove\n")
+    world.repo.write("armed", "")
+    world.repo.commit("armed")
+    swap = f"if [ -f armed ]; then rm -rf lib && ln -s {outside} lib; fi"
+    reads = f"{swap}; grep -qx broken lib/inner/verdict"
+    world.seal(plan(step("unit", {"type": "run", "cmd": reads, "shell": True})))
+    recorded = world.run()
+    assert recorded.verdict == "FAIL", recorded.doc["reasons"]
+    assert recorded.doc["purity"]["changed"], recorded.doc["purity"]
+    assert "key" not in json.dumps(recorded.doc["purity"])
+    assert (outside / "key").read_text() == "not the checks' to remove\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["key"]
+    world.repo.git("rm", "-q", "armed")
+    world.repo.commit("disarmed")
+    assert world.run().verdict == "PASS"  # lib is a folder of the checkout again
+    assert sorted(p.name for p in outside.iterdir()) == ["key"]

@@ -565,3 +565,29 @@ def test_git_never_sees_the_callers_location_variables(
 
     monkeypatch.setenv(name, "/elsewhere")
     assert name not in git_env()
+
+
+def test_the_gitfile_is_written_anew_never_through_what_a_check_left(tmp_path: Path) -> None:
+    """A link (or a folder) where the checkout's `.git` file belongs is replaced, and what the
+    link named is left as it was; a submodule's folder is made a folder of its own, a link on
+    the way removed, never followed."""
+    from gitaudit.run import checkout
+
+    work, git_dir, target = tmp_path / "work", tmp_path / "git", tmp_path / "config.local"
+    work.mkdir()
+    (work / ".git").symlink_to(target)
+    checkout._write_gitfile(work, git_dir)
+    assert not target.exists()
+    assert not (work / ".git").is_symlink()
+    assert (work / ".git").read_text() == f"gitdir: {git_dir}\n"
+    (work / ".git").unlink()
+    (work / ".git").mkdir()
+    checkout._write_gitfile(work, git_dir)
+    assert (work / ".git").is_file()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (work / "a").symlink_to(outside)
+    assert not checkout._own_folder(work, "a/lib")
+    made = checkout._make_own_folder(work, "a/lib")
+    assert made == work / "a" / "lib" and checkout._own_folder(work, "a/lib")
+    assert list(outside.iterdir()) == []
