@@ -190,6 +190,23 @@ def code_inside(workdir: str | os.PathLike[str], *programs: str) -> str | None:
     return None
 
 
+def require_code_outside(workdir: str | os.PathLike[str] | None, *programs: str) -> None:
+    """HookError when gitaudit runs from inside the work tree *workdir* (:func:`code_inside`: a
+    virtual environment of the project, say), before hooks that would run it are installed:
+    the agent could change the code they run. Nothing for a repository without a work tree."""
+    found = code_inside(workdir, *programs) if workdir is not None else None
+    if found is None:
+        return
+    from gitaudit.errors import HookError
+
+    raise HookError(
+        f"gitaudit runs from {found}, inside the work tree {os.fspath(workdir or '')}: whatever "
+        "writes the work tree (the agent) could change the code the hooks run",
+        hint="install gitaudit outside the project (`pipx install gitaudit`, or a virtual "
+        "environment elsewhere) and install the hooks with that `git-audit`",
+    )
+
+
 def gitaudit_home() -> Path:
     """:func:`home_dir` as a path."""
     from pathlib import Path  # not at module level: pathlib costs the hooks' fast path 5 ms

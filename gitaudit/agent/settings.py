@@ -98,10 +98,10 @@ def install(workdir: Path, host: str = "claude-code", *, local: bool = False) ->
     ``git-audit`` on PATH that the host will run) lives inside the work tree."""
     import shutil
 
-    from gitaudit.hooks.install import require_outside
+    from gitaudit.places import require_code_outside
 
     on_path = shutil.which("git-audit")
-    require_outside(workdir, *([on_path] if on_path else []))
+    require_code_outside(workdir, *([on_path] if on_path else []))
     path = settings_path(workdir, host, local=local)
     settings = _read(path)
     hooks = _hooks(settings, path, create=True)

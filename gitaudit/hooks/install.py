@@ -18,7 +18,7 @@ from gitaudit.errors import HookError
 from gitaudit.frozen import frozen
 from gitaudit.git.repo import Repo
 from gitaudit.ledger.refs import fetch_refspec
-from gitaudit.places import code_inside
+from gitaudit.places import require_code_outside
 
 MARKER = "gitaudit-hook-shim"
 CLIENT_HOOKS = ("pre-push", "commit-msg")
@@ -79,25 +79,11 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def require_outside(workdir: Path | None, *programs: str) -> None:
-    """HookError when gitaudit runs from inside the work tree *workdir* (a virtual environment
-    of the project, say): the agent could change the code its hooks run
-    (:func:`gitaudit.places.code_inside`)."""
-    found = code_inside(workdir, *programs) if workdir is not None else None
-    if found is not None:
-        raise HookError(
-            f"gitaudit runs from {found}, inside the work tree {workdir}: whatever writes the "
-            "work tree (the agent) could change the code the hooks run",
-            hint="install gitaudit outside the project (`pipx install gitaudit`, or a virtual "
-            "environment elsewhere) and install the hooks with that `git-audit`",
-        )
-
-
 def install_hooks(repo: Repo, *, server: bool = False) -> list[Action]:
     """Write gitaudit's hook shims into the repository's hooks folder (see the module
     docstring); HookError, before anything is written, when gitaudit runs from inside the work
-    tree (:func:`require_outside`)."""
-    require_outside(repo.workdir)
+    tree (:func:`gitaudit.places.require_code_outside`)."""
+    require_code_outside(repo.workdir)
     names = SERVER_HOOKS if server else CLIENT_HOOKS
     folder = hooks_dir(repo)
     folder.mkdir(parents=True, exist_ok=True)

@@ -74,6 +74,14 @@ def _normalise_path(path: str) -> str:
     return posixpath.normpath(path) if path else path
 
 
+def _normalise_pattern(pattern: str) -> str:
+    """*pattern* normalised as a path; one naming the root itself (``.``, ``./``, ``a/..``),
+    which names everything below it as any folder does, as ``**``: as written, it matched no
+    path at all, so the digest of a step declaring it never changed."""
+    normal = _normalise_path(pattern)
+    return "**" if normal in (".", "") else normal
+
+
 @lru_cache(maxsize=1024)
 def _input_regex(pattern: str) -> re.Pattern[str]:
     parts = pattern.split("**/")
@@ -94,7 +102,7 @@ def _fnmatch_body(piece: str) -> str:
 def _matcher(pattern: str) -> Callable[[str], object]:
     """:func:`matches_input` for *pattern*, taking a normalised path (the answer is truthy or
     not: a pattern with wildcards is its regex's ``match``, which :func:`filter` calls in C)."""
-    pattern = _normalise_path(pattern)
+    pattern = _normalise_pattern(pattern)
     regex = _input_regex(pattern).match
     if not any(ch in pattern for ch in "*?["):
         below = pattern.rstrip("/") + "/"
@@ -108,7 +116,7 @@ def matches_input(pattern: str, path: str) -> bool:
     ``/``); ``**/`` matches any depth including none (``src/**/x.py`` matches ``src/x.py``); a
     pattern without wildcards also names everything below it (``docs`` matches ``docs/a.md``).
     """
-    pattern, path = _normalise_path(pattern), _normalise_path(path)
+    pattern, path = _normalise_pattern(pattern), _normalise_path(path)
     if not any(ch in pattern for ch in "*?[") and path.startswith(pattern.rstrip("/") + "/"):
         return True
     return _input_regex(pattern).match(path) is not None
@@ -498,6 +506,11 @@ class _Tree:
             entry = self.entry(path)
             if entry is None:
                 if not self.is_folder(path):
+                    if ".." in todo:
+                        # `out/../real.txt` with no `out` in the tree: while the checks run, a
+                        # folder made there (a build's, a cache's) leads on to real.txt, which
+                        # the digest would not cover; the whole tree counts, as for a link out
+                        raise _Outside
                     raise _Nowhere  # dangling
                 where.append(part)
             elif entry[0] == LINK:
@@ -549,13 +562,13 @@ def _match_group(group: list[str], paths: list[str], normal: list[str]) -> dict[
 def _literal(pattern: str) -> str:
     """The part of a (normalised) pattern before its first wildcard: every path it matches
     starts with it."""
-    return re.split(r"[*?\[]", _normalise_path(pattern), maxsplit=1)[0]
+    return re.split(r"[*?\[]", _normalise_pattern(pattern), maxsplit=1)[0]
 
 
 def _suffix(pattern: str) -> str:
     """The literal end of a pattern with wildcards (every path it matches ends with it); "" for
     a pattern without wildcards (it also names everything below it) or one ending in one."""
-    normal = _normalise_path(pattern)
+    normal = _normalise_pattern(pattern)
     if not any(ch in normal for ch in "*?["):
         return ""
     last = normal.split("**/")[-1]  # "**/" may match nothing at all: the "/" before it too

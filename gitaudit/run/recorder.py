@@ -15,7 +15,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import field
@@ -239,6 +239,9 @@ def run_plan(
             prior = _prior(repo, prep, before.tree, fresh)
             placed = placing.result() if placing is not None else None
         carried, incremental, wanted = prior.carried, prior.incremental, list(prep.targets)
+        if placed is not None and placed.ignored:
+            carried = _same_ignored(repo, carried, placed.ignored)
+            incremental = _same_ignored(repo, incremental, placed.ignored)
         if not whole_live:
             carried, incremental, wanted = _producers_run(
                 plan, carried, incremental, wanted, _in_tree(repo, before.tree)
@@ -497,6 +500,27 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
         {sid: run for sid, run in counted.unsettled().items() if sid in settle_first},
         digests,
     )
+
+
+def _same_ignored(
+    repo: Repo, found: Mapping[StepId, str], ignored: Sequence[checkout.IgnoredPath]
+) -> dict[StepId, str]:
+    """*found* (step -> the run whose pass would be carried: the run that executed the step)
+    less the steps whose executing run listed a declared ignored path otherwise than it is
+    now: what a check read there (a virtual environment, say) is not in the tree nor in the
+    input digest, so a pass carried across a change there is evidence for other bytes."""
+    now = {i.path: i.digest for i in ignored}
+    listed: dict[str, Mapping[str, str]] = {}
+    kept: dict[StepId, str] = {}
+    for sid, source in found.items():
+        if source not in listed:
+            try:
+                listed[source] = read_run(repo.git, source).ignored_paths
+            except GitAuditError:
+                listed[source] = {}
+        if all(listed[source].get(path) == digest for path, digest in now.items()):
+            kept[sid] = source
+    return kept
 
 
 def _unexpired(

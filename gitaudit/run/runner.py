@@ -121,6 +121,8 @@ class RunRequest:
         return Where(workspace, sandbox, self.plan.python, self.fence)
 
 
+PASSED = StepStatus.PASSED  # a step executed (not carried) and passed in this run
+
 WAKE_SECONDS = 0.25
 """How long the main thread waits for a step at most before it looks again. The kernel hands a
 signal sent to the process to any thread, and Python runs the handler only when the main thread
@@ -231,10 +233,34 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
                     if "wait" in verdicts:
                         continue
                     if sid in carrying:
-                        outcomes[sid] = carrying[sid]
-                        status[sid] = StepStatus.CARRIED
-                        progressed = True
-                        continue
+                        # a pass carried for unchanged inputs (from a run of another tree,
+                        # perhaps) only beside its prerequisites' own carried evidence: one
+                        # executed again in this run (expired, failed before) may have made
+                        # other outputs than the run the pass is carried from saw
+                        again = [
+                            d
+                            for d in sorted(step.dependency_ids())
+                            if sid in request.incremental and status[d] == PASSED
+                        ]
+                        if not again:
+                            outcomes[sid] = carrying[sid]
+                            status[sid] = StepStatus.CARRIED
+                            progressed = True
+                            continue
+                        del carrying[sid]
+                        if sid in request.elsewhere or (
+                            request.targets is not None and sid not in request.targets
+                        ):
+                            outcomes[sid] = StepOutcome(
+                                sid,
+                                StepStatus.NOT_RUN,
+                                f"its prerequisite {again[0]} ran again in this run: its "
+                                "earlier pass is not carried",
+                            )
+                            status[sid] = StepStatus.NOT_RUN
+                            emit("done", sid, outcomes[sid])
+                            progressed = True
+                            continue
                     used = request.attempts_used.get(sid, 0)
                     if sid in request.reconcile:
                         mode, note = request.reconcile[sid]

@@ -410,3 +410,65 @@ def test_attack_inputs_link_out_of_the_tree_leads_back_in(world: World, variant:
     assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
     assert recorded.verdict == "FAIL"
     assert_plan(world.gate(), "step.failed", "FAIL")
+
+
+def test_attack_inputs_dependant_carried_past_a_prerequisite_executed_again(world: World) -> None:
+    """`fetch` (its evidence valid for a second) feeds `use`; neither's inputs change. Once
+    fetch's evidence expired, a run executed fetch again, and whatever it made then (what it
+    fetches is not in its inputs), `use` was carried from the run that saw what fetch made
+    before (before the fix). A pass is carried only beside its prerequisites' own evidence:
+    `use` executes again. (A run of `fetch` alone leaves `use` not run, saying why; the gate
+    still counts use's earlier pass for the tree: a stated limit.)"""
+    import time
+
+    made = [{"name": "o", "verify": [{"type": "file_exists", "path": "f/a.txt"}]}]
+    fetch = step("fetch", check("true"), inputs=["f/**"], outputs=made)
+    fetch["valid_for"] = "1s"
+    use = step("use", check("true"), inputs=["u/**"], deps=["fetch"])
+    use["requires_outputs"] = [{"step": "fetch", "name": "o"}]
+    world.repo.write("f/a.txt", "fetched from elsewhere\n")
+    world.repo.write("u/b.txt", "uses it\n")
+    world.seal(plan(fetch, use))
+    assert world.run().verdict == "PASS"
+    time.sleep(1.5)  # fetch's evidence expires
+    alone = world.run(targets=["fetch"]).doc["steps"]
+    assert alone["fetch"]["status"] == "passed" and alone["fetch"]["carried_from"] is None
+    assert alone["use"]["status"] == "not-run", alone["use"]
+    assert "its prerequisite fetch ran again" in alone["use"]["reason"]
+    time.sleep(1.5)
+    recorded = world.run()
+    steps = recorded.doc["steps"]
+    assert steps["fetch"]["status"] == "passed" and steps["fetch"]["carried_from"] is None
+    assert steps["use"]["status"] == "passed" and steps["use"]["carried_from"] is None
+    # (not the gate's verdict: fetch's evidence expires a second after the run's signed time,
+    # in whole seconds, so a gate that judges later on a loaded machine says UNKNOWN)
+    assert recorded.verdict == "PASS"
+
+
+@pytest.mark.parametrize("how", ["inputs unchanged, a new tree", "a targeted run, this tree"])
+def test_attack_inputs_carried_across_a_change_in_a_declared_ignored_path(
+    world: World, how: str
+) -> None:
+    """The plan declares the ignored path `tools/` (a virtual environment, say) and `unit`
+    reads it. After a pass, the agent breaks tools/verdict and then either commits an
+    unrelated file (unit's inputs unchanged: its pass was carried onto the new tree) or runs
+    another step alone (unit's pass was carried as verified earlier for the tree, and the run
+    recorded the new listing, which the gate then compared): PASS both ways (before the fix).
+    A pass is carried only from a run that listed every declared ignored path as it is now."""
+    world.repo.write(".gitignore", "tools/\n")
+    world.repo.write("tools/verdict", "ok\n")
+    world.repo.write("src/app.txt", "code\n")
+    inputs = {"inputs": ["src/**"]} if how.startswith("inputs") else {}
+    unit = step("unit", check("grep", "-qx", "ok", "tools/verdict")) | inputs
+    world.seal(plan(unit, step("lint")) | {"ignored_paths": ["tools"]})
+    assert world.run().verdict == "PASS"
+    world.repo.write("tools/verdict", "broken\n")
+    if how.startswith("inputs"):
+        world.repo.write("notes.txt", "unrelated\n")
+        world.repo.commit("an unrelated change")
+        recorded = world.run()
+        assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]
+    else:
+        recorded = world.run(targets=["lint"])
+        assert recorded.doc["steps"]["unit"]["status"] == "not-run", recorded.doc["steps"]
+    assert world.gate(None).verdict != "PASS"

@@ -147,6 +147,9 @@ GLOBS = [
     "**",
     "nothing/**",
     "real/a.txt/x",
+    ".",
+    "./",
+    "real/..",
 ]
 
 
@@ -416,14 +419,42 @@ def test_inputs_that_reach_a_submodule_depend_on_the_whole_tree(repo: GitRepo, c
         {"up": "../tree/real/a.txt"},
         {"pkg/lib": "../../tree/real"},
         {"pkg/a.txt": "../mid/a.txt", "mid/a.txt": "../../real/a.txt"},
+        {"pkg/data": "../out/../real/a.txt"},
+        {"pkg/data": "missing/deeper/../../../real"},
     ],
-    ids=["up out", "absolute", "out and back in from the root", "a folder", "at a chain's end"],
+    ids=[
+        "up out",
+        "absolute",
+        "out and back in from the root",
+        "a folder",
+        "at a chain's end",
+        "through a folder the tree lacks",
+        "through folders the tree lacks",
+    ],
 )
 def test_a_link_out_of_the_tree_makes_the_whole_tree_count(
     repo: GitRepo, links: dict[str, str]
 ) -> None:
     """A link whose target is absolute or leaves the tree may lead back into it (the checks
-    run in a checkout at <slot>/tree): the inputs cover the whole tree (None)."""
+    run in a checkout at <slot>/tree): the inputs cover the whole tree (None). So does one that
+    goes through a folder the tree lacks and back up (`out/../real/a.txt`): while the checks
+    run, a folder made there (a build's) leads on to a file the inputs do not cover."""
     tree = _tree(repo, links)
     patterns = ["pkg/**", "up"]
     assert covered_files(open_repo(repo.path).git, tree, patterns) is None
+
+
+@pytest.mark.parametrize("root", [".", "./", "real/..", "./real/../"])
+def test_a_pattern_naming_the_root_covers_every_file(repo: GitRepo, root: str) -> None:
+    """`inputs: ["."]` names the root, and everything below it as any folder does: as
+    written, it matched no path, so the step's digest never changed and its pass was carried
+    through any change."""
+    tree = _tree(repo, {})
+    git = open_repo(repo.path).git
+    assert matches_input(root, "real/a.txt") and matches_input(root, "other/z.txt")
+    every = inputs.tree_files(git, tree)
+    assert sorted(covered_files(git, tree, [root]) or []) == sorted(every)
+    before = inputs.input_digests(git, _plan([root]), tree)
+    repo.write("other/z.txt", "changed\n")
+    repo.commit("changed")
+    assert inputs.input_digests(git, _plan([root]), repo.head_tree()) != before
