@@ -293,6 +293,28 @@ def _checks(step: Step, out: _Collector) -> None:
                 f"input pattern {pattern!r}: {message}",
                 "use a pattern relative to the repository root without '..'",
             )
+    _uncovered_paths(step, out)
+
+
+def _uncovered_paths(step: Step, out: _Collector) -> None:
+    """A warning for each path a check of a step with ``inputs`` names (a file it reads or
+    runs) that none of its inputs covers: the step's pass is carried while its inputs are
+    unchanged, so a change there alone would never make it run again."""
+    if not step.inputs:
+        return
+    from gitaudit.plan.inputs import matches_input  # pygit2 behind it: only when needed
+
+    for check in _all_checks(step):
+        path = check.path if check.type in ("file_exists", "regex", "exec") else None
+        if path and not any(matches_input(p, path) for p in step.inputs):
+            out.add(
+                f"{check.json_path}.path",
+                "inputs.path-not-covered",
+                f"step {step.id} checks {path!r}, which none of its inputs covers: its pass "
+                "is carried across a change there",
+                f"add {path!r} (or a pattern covering it) to the step's inputs",
+                severity="warning",
+            )
 
 
 def _artifacts(step: Step, out: _Collector) -> None:

@@ -458,3 +458,33 @@ def test_a_pattern_naming_the_root_covers_every_file(repo: GitRepo, root: str) -
     repo.write("other/z.txt", "changed\n")
     repo.commit("changed")
     assert inputs.input_digests(git, _plan([root]), repo.head_tree()) != before
+
+
+def test_a_check_path_outside_the_inputs_is_warned_about() -> None:
+    """A step whose pass is carried for unchanged inputs, with a check reading a file none of
+    them covers (a change there alone would never run it again): a warning naming the path."""
+    from gitaudit.plan.load import build_plan
+    from gitaudit.plan.validate import semantic_problems
+
+    doc = {
+        "task": "inputs",
+        "requirements": [{"id": "REQ-001", "description": "it works"}],
+        "steps": [
+            {
+                "id": "a",
+                "depends_on": [],
+                "covers": ["REQ-001"],
+                "inputs": ["src/**"],
+                "verify": [
+                    {"type": "run", "argv": ["true"]},
+                    {"type": "regex", "path": "VERSION", "pattern": "1"},
+                    {"type": "file_exists", "path": "src/a.py"},
+                ],
+            }
+        ],
+    }
+    plan, problems = build_plan(doc, name="default", source="test")
+    assert not problems
+    found = [p for p in semantic_problems(plan) if p.code == "inputs.path-not-covered"]
+    assert [(p.path, p.severity) for p in found] == [("$.steps[0].verify[1].path", "warning")]
+    assert "'VERSION'" in found[0].message
