@@ -268,11 +268,7 @@ def _write_gitfile(work: Path, git_dir: Path) -> None:
     through a link reached whatever it named (an ignored file the next run's checks read as
     if the tree held it, or a fenced file outside the checkout)."""
     path = work / ".git"
-    with contextlib.suppress(FileNotFoundError):
-        if path.is_symlink() or not path.is_file():
-            _remove_tree(path)
-        else:
-            path.unlink()
+    _remove_tree(path)  # a file, a link (never followed) or a folder; nothing when absent
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags, 0o644)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -237,11 +237,8 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
                         # perhaps) only beside its prerequisites' own carried evidence: one
                         # executed again in this run (expired, failed before) may have made
                         # other outputs than the run the pass is carried from saw
-                        again = [
-                            d
-                            for d in sorted(step.dependency_ids())
-                            if sid in request.incremental and status[d] == PASSED
-                        ]
+                        prerequisites = step.dependency_ids() if sid in request.incremental else ()
+                        again = [d for d in sorted(prerequisites) if status[d] == PASSED]
                         if not again:
                             outcomes[sid] = carrying[sid]
                             status[sid] = StepStatus.CARRIED

@@ -182,7 +182,7 @@ def test_digests_are_shared_within_a_process_only_for_the_same_tree_and_steps(
     assert inputs.input_digests(git, plan, repo.head_tree()) != first
 
 
-def _plan(globs: list[str]) -> Plan:
+def _plan(globs: list[str], verify: list[dict[str, object]] | None = None) -> Plan:
     from gitaudit.plan.load import build_plan
 
     doc = {
@@ -194,7 +194,7 @@ def _plan(globs: list[str]) -> Plan:
                 "depends_on": [],
                 "covers": ["REQ-001"],
                 "inputs": globs,
-                "verify": [{"type": "run", "argv": ["true"]}],
+                "verify": verify or [{"type": "run", "argv": ["true"]}],
             }
         ],
     }
@@ -463,28 +463,16 @@ def test_a_pattern_naming_the_root_covers_every_file(repo: GitRepo, root: str) -
 def test_a_check_path_outside_the_inputs_is_warned_about() -> None:
     """A step whose pass is carried for unchanged inputs, with a check reading a file none of
     them covers (a change there alone would never run it again): a warning naming the path."""
-    from gitaudit.plan.load import build_plan
     from gitaudit.plan.validate import semantic_problems
 
-    doc = {
-        "task": "inputs",
-        "requirements": [{"id": "REQ-001", "description": "it works"}],
-        "steps": [
-            {
-                "id": "a",
-                "depends_on": [],
-                "covers": ["REQ-001"],
-                "inputs": ["src/**"],
-                "verify": [
-                    {"type": "run", "argv": ["true"]},
-                    {"type": "regex", "path": "VERSION", "pattern": "1"},
-                    {"type": "file_exists", "path": "src/a.py"},
-                ],
-            }
+    plan = _plan(
+        ["src/**"],
+        [
+            {"type": "run", "argv": ["true"]},
+            {"type": "regex", "path": "VERSION", "pattern": "1"},
+            {"type": "file_exists", "path": "src/a.py"},
         ],
-    }
-    plan, problems = build_plan(doc, name="default", source="test")
-    assert not problems
+    )
     found = [p for p in semantic_problems(plan) if p.code == "inputs.path-not-covered"]
     assert [(p.path, p.severity) for p in found] == [("$.steps[0].verify[1].path", "warning")]
     assert "'VERSION'" in found[0].message
