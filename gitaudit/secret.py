@@ -71,6 +71,38 @@ def _private_file(info: os.stat_result) -> bool:
     return stat.S_ISREG(info.st_mode) and not info.st_mode & 0o077 and owned
 
 
+_PR_SET_DUMPABLE = 4  # <linux/prctl.h>
+_KEPT: list[bool] = []  # [True] once this process is kept private
+
+
+def keep_private() -> None:
+    """Keep this process's memory to itself before it holds a secret worth stealing: a signing
+    key, or the local key while a check runs.
+
+    A check runs as the user, and a process of the user may raise another's core-size limit
+    (``prlimit``) and send it ``SIGSEGV``: the core file, written in the work tree, held the
+    runner's key. On Linux the process is made non-dumpable (``PR_SET_DUMPABLE`` 0: no core
+    file, no ``/proc/<pid>/mem``, no ``ptrace`` attach by the user's other processes; children
+    are dumpable again after ``exec``); elsewhere its core-size limit is set to zero, the hard
+    limit too, so it cannot be raised again. Once per process; light (``ctypes``, about 2 ms),
+    so it is called where a key is read or a check starts, never on the hooks' fast path."""
+    if _KEPT:
+        return
+    import sys
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    else:  # pragma: no cover - gitaudit's checks and tests run on Linux
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _KEPT.append(True)
+
+
 def mac(key: bytes, payload: bytes) -> str:
     """HMAC-SHA256 of *payload* under *key*, hex."""
     return hmac.new(key, payload, hashlib.sha256).hexdigest()

@@ -54,6 +54,7 @@ from pathlib import Path
 from gitaudit.checks.fence import Fence
 from gitaudit.errors import CheckError
 from gitaudit.frozen import frozen
+from gitaudit.secret import keep_private
 
 SHELL = "/bin/sh"
 """The shell used for ``shell=True``: POSIX ``sh``, never the user's login shell."""
@@ -164,6 +165,7 @@ def run_bounded(
             f"max_output_bytes must not be negative, got {max_output_bytes!r}",
             hint="use 0 to keep no output at all",
         )
+    keep_private()  # the check may signal this process: its memory must not reach a core file
     start = time.monotonic()
     if not os.path.isdir(cwd):
         return _not_started(command, f"working directory not found: {cwd}", start)

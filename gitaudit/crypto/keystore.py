@@ -19,6 +19,7 @@ from gitaudit.crypto.wire import SEED_LEN, WireFormatError
 from gitaudit.errors import KeyMaterialError
 from gitaudit.frozen import frozen
 from gitaudit.places import gitaudit_home
+from gitaudit.secret import keep_private
 
 KEYS_DIRNAME = "keys"
 GENERATE_HINT = "run `git audit keys generate` or set audit.signingKey"
@@ -228,6 +229,7 @@ def load_signer(path: Path, *, forbid_inside: Path | None = None) -> Signer:
     are refused.
     """
     path = expand_user(path)
+    keep_private()  # before the key is in memory: no core file or /proc/<pid>/mem shows it
     data = read_key_file(path)
     try:
         text = data.decode("utf-8")
