@@ -59,6 +59,22 @@ def home_dir() -> str:
     return os.path.join(os.path.expanduser("~"), ".config", "gitaudit")
 
 
+def global_git_config() -> list[str]:
+    """Where git reads the user's global configuration: ``~/.gitconfig``, the folder
+    ``$XDG_CONFIG_HOME/git`` (or ``~/.config/git``: its ``config``, ``attributes``,
+    ``ignore``), and the file ``$GIT_CONFIG_GLOBAL`` names. gitaudit trusts it like the key
+    folder (the driver of a declared content filter comes from it): the checks' fence
+    (:mod:`gitaudit.checks.fence`) and the agent's guard (:mod:`gitaudit.agent.guard`) keep
+    it from being written."""
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    found = [os.path.join(home, ".gitconfig"), os.path.join(xdg, "git")]
+    named = os.environ.get("GIT_CONFIG_GLOBAL")
+    if named:
+        found.append(os.path.expanduser(named))
+    return found
+
+
 ANCHORS_DIRNAME = "anchors"
 
 

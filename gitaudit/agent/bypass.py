@@ -4,26 +4,33 @@ Each rule answers a simple command (:mod:`gitaudit.agent.shell`) with the reason
 worded so the agent can act on it, or None. The kinds refused:
 
 * skipping the client hooks: ``--no-verify`` on ``git commit`` (and its ``-n``), ``push``,
-  ``merge``, ``pull``, ``am``, ``rebase``;
+  ``merge``, ``pull``, ``am``, ``rebase`` (each read with its own options), or an option the
+  guard cannot see there (``$FLAGS``); commits and pushes made without them (``commit-tree``,
+  ``hash-object -t commit``, ``send-pack``, ``http-push``);
 * moving the ledger by hand: ``git update-ref`` (``symbolic-ref``, ``reflog``) on
-  ``refs/audit/*``, ``update-ref --stdin``; force-pushing, deleting or mirroring
-  ``refs/audit/*``, force-fetching into it;
+  ``refs/audit/*``, ``update-ref --stdin``; force-pushing, deleting, pruning or mirroring
+  ``refs/audit/*``, force-fetching or pruning into it, by any refspec git may resolve there
+  (``audit/plans``, ``refs/*``); ``remote.*.push/fetch/mirror`` and ``remote add --mirror``;
 * configuration that switches hooks off or changes gitaudit: ``git config`` writes of
   ``audit.*``, ``core.hooksPath``, ``include.path``/``includeIf.*`` and ``alias.*`` (``--edit``
   too); the same keys in ``git -c``/``--config-env``; ``GIT_CONFIG*`` variables (``GIT_CONFIG_
   COUNT``/``KEY_n``/``VALUE_n``, ``GIT_CONFIG_PARAMETERS``, ``GIT_CONFIG_GLOBAL``, ...),
   ``GITAUDIT_HOME``, ``HOME``/``XDG_CONFIG_HOME`` for git (another global config), and
   ``PYTHONPATH``/``PYTHONHOME`` for git or ``git-audit`` (the hooks would import another
-  gitaudit);
+  gitaudit); ``set -a`` in a command that runs git, ``read``/``mapfile``/``printf -v`` into
+  ``GIT_*``; any ``git config --global``/``--system`` write (the user's configuration is
+  trusted like gitaudit's home);
 * removing the hooks: ``git audit hooks uninstall``, ``git audit agent uninstall``;
 * the sealer's decisions, taken with the user's key: ``git audit plan seal --allow-weaken``
   (or ``--amend``), ``plan retire``, ``plan reset-attempts``, ``request seal``, ``trust add/
   remove/init/anchor/policy``, ``reconcile --observed`` (a plain ``plan seal``, which only
   strengthens, passes);
 * writing a guarded path (``.git/``, ``.gitaudit/``, the agent settings, gitaudit's home, the
-  files the checks run) with a redirection or a command that writes its arguments (``rm``,
-  ``mv``, ``cp``/``ln``/``install`` destinations, ``tee``, ``sed -i``, ``chmod``, ``dd of=``,
-  ``git rm/mv/checkout/restore``, ...);
+  git configuration, the files the checks run, a folder holding one) with a redirection or a
+  command that writes its arguments (``rm``, ``mv``, ``cp``/``ln``/``install`` destinations,
+  ``tee``, ``sed -i``, ``chmod``, ``dd of=``, ``git rm/mv/checkout/restore``, ...); a link to
+  one (``ln``, ``cp -s``); a path the guard cannot see: made by a command substitution, or
+  relative after a ``cd`` to one (or to a variable set elsewhere);
 * a patch in the command (a here-document for ``git apply`` or ``patch``, Codex's
   ``apply_patch`` envelope) that writes a guarded path (:mod:`gitaudit.agent.patches`);
 * ``xargs git ...`` for those subcommands (the arguments come from input the guard cannot
@@ -38,6 +45,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 
 from gitaudit.agent.shell import Simple, Unreadable, commands, wrapped
 
@@ -65,13 +73,20 @@ def refusal(command: str, guarded: PathCheck, cwd: str) -> str | None:
         )
     bases = [cwd]
     variables: dict[str, str] = {}
+    runs_git = any(s.name in _GITAUDIT_RUNNERS for s in simples)
 
     def check(word: str) -> str | None:
-        return next((why for base in bases if (why := guarded(word, base))), None)
+        if _SUBSTITUTION.search(word) and not (_MKTEMP.fullmatch(word) and ".." not in word):
+            return _unseen_path(word)
+        for base in bases:
+            why = _unseen_base(word) if base == _UNSEEN else guarded(word, base)
+            if why:
+                return why
+        return None
 
     for found in simples:
         simple = _substituted(found, variables)
-        why = _environment(simple) or _program(simple, check) or _redirects(simple, check)
+        why = _environment(simple, runs_git) or _program(simple, check) or _redirects(simple, check)
         if why:
             return why
         if simple.name in ("cd", "pushd"):
@@ -111,13 +126,54 @@ def _substituted(simple: Simple, variables: dict[str, str]) -> Simple:
     )
 
 
+_UNSEEN = "\0unseen"
+"""A directory the guard cannot see: a ``cd`` to a command substitution or a variable set
+elsewhere (``cd "$(git rev-parse --git-dir)"``); it may be inside any guarded place."""
+
+
 def _moved(bases: list[str], args: Sequence[str]) -> list[str]:
-    """Where ``cd ARGS`` may lead from each of *bases* (``cd`` and ``cd ~``: home)."""
+    """Where ``cd ARGS`` may lead from each of *bases* (``cd`` and ``cd ~``: home;
+    :data:`_UNSEEN` when the guard cannot see where)."""
     target = next((a for a in args if not a.startswith("-") or a == "-"), "~")
     if target == "-":
         return []  # the previous directory: one of the bases already
     target = os.path.expanduser(os.path.expandvars(target))
-    return [os.path.join(base, target) for base in bases][:16]
+    if _hidden(target):
+        return [_UNSEEN]
+    if os.path.isabs(target):
+        return [target]
+    return [_UNSEEN if base == _UNSEEN else os.path.join(base, target) for base in bases][:16]
+
+
+def _hidden(word: str) -> bool:
+    """Whether *word* (variables already put in) holds what the guard cannot see: a command
+    substitution or a variable it does not know."""
+    return "$" in word or "`" in word
+
+
+_SUBSTITUTION = re.compile(r"\$\(|`|[<>]\(")
+_MKTEMP = re.compile(r"\$\(mktemp(?: [^()`$]*)?\)(?:/[^()`$]*)?")  # a new temporary path
+
+
+def _unseen_path(word: str) -> str:
+    return (
+        f"`{word}` is made by a command substitution, which gitaudit's guard cannot see: it "
+        "may name .git (the hooks), the plans or the files the checks run. Write the path "
+        "out" + AFTER
+    )
+
+
+def _unseen_base(word: str) -> str | None:
+    """Why writing the relative path *word* from a directory the guard cannot see is
+    refused."""
+    if os.path.isabs(os.path.expanduser(os.path.expandvars(word))):
+        return None
+    return (
+        f"`{word}` is relative to a folder this command moved into with a command "
+        'substitution or a variable (`cd "$(...)"`), which gitaudit\'s guard cannot see: '
+        "it may be inside .git (the hooks), the plans or the files the checks run. `cd` to "
+        "a folder written out, or write the path out in full" + AFTER
+    )
 
 
 # ------------------------------------------------------------------------------ environment
@@ -126,10 +182,57 @@ _EXPORTS = frozenset({"export", "declare", "typeset", "local", "readonly", "set"
 _GITAUDIT_RUNNERS = frozenset({"git", "git-audit", "gitaudit"})  # they run gitaudit's Python
 
 
-def _environment(simple: Simple) -> str | None:
+_READS_NAMES = frozenset({"read", "mapfile", "readarray"})  # they set variables from input
+
+
+def _environment(simple: Simple, runs_git: bool = False) -> str | None:
     names = [name for name, _ in simple.assignments]
     if simple.name in _EXPORTS:
-        names += [w.partition("=")[0] for w in simple.words[1:] if not w.startswith("-")]
+        words = [w for w in simple.words[1:] if not w.startswith("-")]
+        names += [w.partition("=")[0] for w in words]
+        names += [w.partition("=")[2] for w in words]  # `declare -n ref=GIT_CONFIG_COUNT`
+    return _exports_all(simple, runs_git) or _read_names(simple) or _set_names(names, simple)
+
+
+def _exports_all(simple: Simple, runs_git: bool) -> str | None:
+    """``set -a`` (``set -o allexport``) in a command that runs git: every variable set after
+    it reaches git, however it is set (``read GIT_CONFIG_COUNT ... <<< '1 core.hooksPath
+    /dev/null'``)."""
+    if simple.name != "set" or not runs_git:
+        return None
+    args = list(simple.words[1:])
+    short = any(a.startswith("-") and not a.startswith("--") and "a" in a for a in args)
+    if short or any(a == "-o" and b == "allexport" for a, b in pairwise(args)):
+        return (
+            f"`{' '.join(simple.words)}` exports every variable set after it to git, where "
+            "gitaudit's guard cannot see them (GIT_CONFIG_* can point core.hooksPath elsewhere, "
+            "which skips gitaudit's hooks): run git without it" + AFTER
+        )
+    return None
+
+
+def _read_names(simple: Simple) -> str | None:
+    """``read``, ``mapfile`` or ``printf -v`` setting a GIT_* variable from input the guard
+    cannot see."""
+    args = list(simple.words[1:])
+    if simple.name in _READS_NAMES:
+        names = args
+    elif simple.name == "printf":
+        names = [b for a, b in pairwise(args) if a == "-v"]
+        names += [a[2:] for a in args if a.startswith("-v") and len(a) > 2]
+    else:
+        return None
+    found = next((n for n in names if n.startswith("GIT_")), None)
+    if found is None:
+        return None
+    return (
+        f"`{simple.name}` sets {found} from input gitaudit's guard cannot see (GIT_* variables "
+        "steer git: GIT_CONFIG_* can point core.hooksPath elsewhere, which skips gitaudit's "
+        "hooks): set the variable you need with its value written out" + AFTER
+    )
+
+
+def _set_names(names: list[str], simple: Simple) -> str | None:
     for name in names:
         if name.startswith("GIT_CONFIG"):
             return (
@@ -169,11 +272,11 @@ _READERS = frozenset(
 )  # fmt: skip
 _WRITERS = frozenset(
     {
-        "rm", "rmdir", "unlink", "shred", "touch", "truncate", "chmod", "chown", "chgrp", "mv",
-        "tee", "mkdir", "chattr", "setfacl", "mkfifo",
+        "rm", "rmdir", "unlink", "shred", "touch", "truncate", "chmod", "chown", "chgrp", "tee",
+        "mkdir", "chattr", "setfacl", "mkfifo",
     }
 )  # fmt: skip
-_DEST_WRITERS = frozenset({"cp", "ln", "install", "rsync", "scp", "link"})
+_DEST_WRITERS = frozenset({"cp", "mv", "ln", "install", "rsync", "scp", "link"})
 _IN_PLACE = frozenset({"sed", "perl", "ruby", "gsed"})
 _INTERNALS = (
     ".git/hooks",
@@ -191,6 +294,10 @@ _INTERNALS = (
     ".claude/settings",
     ".codex/hooks",
     ".codex/config",
+    "/.gitconfig",
+    "git/config",
+    "git/attributes",
+    "etc/gitattributes",
 )
 
 
@@ -213,7 +320,28 @@ def _writes_operands(name: str, args: list[str], guarded: WriteCheck) -> str | N
 
 
 def _writes_destination(name: str, args: list[str], guarded: WriteCheck) -> str | None:
-    return _targets(name, _destination(args), guarded)
+    """A copy, move or link: what it writes (:func:`_destination`), what ``mv`` removes (its
+    sources), and what a link leads to (``ln``, ``cp -l``/``-s``): a link to a guarded path
+    is another name for it, which the guard cannot follow before the link exists (``ln -s
+    .git g && rm g/hooks/pre-push``)."""
+    sources, writes = _destination(name, args)
+    if name == "mv":
+        why = _targets(name, sources, guarded)
+        if why:
+            return why
+    shorts = "".join(a[1:] for a in args if a.startswith("-") and not a.startswith("--"))
+    links = name in ("ln", "link") or (
+        name == "cp" and bool(set(shorts) & {"l", "s"} or {"--link", "--symbolic-link"} & {*args})
+    )
+    for source in sources if links else ():
+        seen = {source, *(os.path.join(os.path.dirname(w), source) for w in writes)}
+        why = next((why for word in sorted(seen) if (why := guarded(word))), None)
+        if why:
+            return (
+                f"`{name}` would make a link to `{source}`, another name for it that gitaudit's "
+                f"guard could not follow: {why}"
+            )
+    return _targets(name, writes, guarded)
 
 
 def _writes_in_place(name: str, args: list[str], guarded: WriteCheck) -> str | None:
@@ -240,25 +368,50 @@ def _writes_dd(name: str, args: list[str], guarded: WriteCheck) -> str | None:
     return _targets(name, [a[3:] for a in args if a.startswith("of=")], guarded)
 
 
-def _operands(args: Sequence[str]) -> list[str]:
+def _operands(args: Sequence[str], *, slash: bool = False) -> list[str]:
+    """The operands of a command, without a trailing ``/`` unless *slash* (``rm -rf tests/``
+    removes the folder as a whole: see :func:`_destination` for the one place a ``/`` counts)."""
     out, ended = [], False
     for arg in args:
         if arg == "--" and not ended:
             ended = True
         elif ended or not arg.startswith("-") or arg == "-":
-            out.append(arg)
+            out.append(arg if slash else arg.rstrip("/") or arg)
     return out
 
 
-def _destination(args: Sequence[str]) -> list[str]:
-    """Where ``cp``/``ln``/``install`` write: ``-t DIR``, or the last operand."""
+def _destination(name: str, args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The sources of ``cp``/``mv``/``ln``/``install`` (a lone operand is one: ``ln -s
+    .git``), and what they write: into ``-t DIR``, or the last operand (a
+    folder: the entry each source makes in it, and the folder itself ending with ``/``, so the
+    guard judges it as a whole only when it is not an existing folder; with ``-T``, ``rsync``
+    and a source that is a folder's contents, ``src/.``: the destination as a whole)."""
+    operands = _operands(args, slash=True)
+    folder = None
     for i, arg in enumerate(args):
         if arg in ("-t", "--target-directory") and i + 1 < len(args):
-            return [args[i + 1]]
-        if arg.startswith("--target-directory="):
-            return [arg.split("=", 1)[1]]
-    operands = _operands(args)
-    return operands[-1:] if len(operands) > 1 else operands
+            folder = args[i + 1]
+            operands.remove(folder)
+        elif arg.startswith("--target-directory="):
+            folder = arg.split("=", 1)[1]
+    sources = [o.rstrip("/") or o for o in operands]
+    if folder is None and len(operands) < 2:
+        return sources, sources[-1:] if name != "ln" else [os.path.basename(s) for s in sources]
+    shorts = "".join(a[1:] for a in args if a.startswith("-") and not a.startswith("--"))
+    if folder is None and ("T" in shorts or "--no-target-directory" in args):
+        return sources[:-1], sources[-1:]
+    if folder is None:
+        folder, operands, sources = operands[-1], operands[:-1], sources[:-1]
+    folder = folder.rstrip("/") or folder
+    out = [folder if name == "rsync" else folder + "/"]
+    for source in operands:
+        entry = os.path.basename(source)
+        whole = name == "rsync" and _RSYNC_CONTENTS.search(source) is not None
+        out.append(folder if whole or entry in ("", ".", "..") else os.path.join(folder, entry))
+    return sources, out
+
+
+_RSYNC_CONTENTS = re.compile(r"/\.?$")  # rsync's `src/` (and `src/.`): the folder's contents
 
 
 def _targets(name: str, words: Sequence[str], guarded: WriteCheck) -> str | None:
@@ -297,10 +450,29 @@ _GLOBAL_WITH_VALUE = frozenset(
     {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix",
      "--attr-source", "--list-cmds"}
 )  # fmt: skip
-_NO_VERIFY_COMMANDS = frozenset({"commit", "push", "merge", "pull", "am", "rebase"})
+_WITH_VALUE: dict[str, frozenset[str]] = {
+    "commit": frozenset({"-m", "-F", "-c", "-C", "-t", "--message", "--file", "--reuse-message",
+                         "--reedit-message", "--fixup", "--squash", "--author", "--date",
+                         "--template", "--cleanup", "--trailer", "--pathspec-from-file"}),
+    "push": frozenset({"-o", "--push-option", "--repo", "--receive-pack", "--exec"}),
+    "merge": frozenset({"-m", "-F", "--message", "--file", "-s", "--strategy", "-X",
+                        "--strategy-option", "--cleanup", "--into-name"}),
+    "pull": frozenset({"-s", "--strategy", "-X", "--strategy-option", "--cleanup",
+                       "--upload-pack", "--depth", "--deepen", "--shallow-since",
+                       "--shallow-exclude", "--refmap", "-o", "--server-option",
+                       "--negotiation-tip"}),
+    "rebase": frozenset({"--onto", "-C", "--whitespace", "--empty", "-x", "--exec", "-s",
+                         "--strategy", "-X", "--strategy-option"}),
+    "am": frozenset({"--quoted-cr", "--whitespace", "--directory", "--exclude", "--include",
+                     "-C", "-p", "--patch-format", "--resolvemsg", "--empty"}),
+}  # fmt: skip
+"""The options of each subcommand that takes ``--no-verify`` whose value is the next word
+(per subcommand: ``-t`` is commit's ``--template`` but pull's ``--tags``)."""
+_NO_VERIFY_COMMANDS = frozenset(_WITH_VALUE)
 _PATH_WRITERS = frozenset({"rm", "mv", "checkout", "restore"})
 _SEES_ARGUMENTS = _NO_VERIFY_COMMANDS | {
-    "update-ref", "symbolic-ref", "reflog", "config", "fetch", "audit", *_PATH_WRITERS,
+    "update-ref", "symbolic-ref", "reflog", "config", "fetch", "audit", "remote",
+    "hash-object", *_PATH_WRITERS,
 }  # fmt: skip
 
 
@@ -337,6 +509,8 @@ def _git(name: str, args: list[str], guarded: WriteCheck) -> str | None:
         inner = guarded
 
         def guarded(word: str) -> str | None:
+            if _hidden(folder):  # `git -C "$(...)"`: a folder the guard cannot see
+                return _unseen_base(word) or inner(word)
             return inner(os.path.join(folder, word)) or inner(word)
 
     return why or (rule(sub, rest, guarded) if rule is not None else None)
@@ -363,11 +537,7 @@ def _git_paths(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
 
 
 def _no_verify(sub: str, rest: list[str]) -> str | None:
-    with_value = {"-m", "-F", "-c", "-C", "-t", "--message", "--file", "--reuse-message",
-                  "--reedit-message", "--fixup", "--squash", "--author", "--date",
-                  "--template", "--cleanup", "--trailer", "--pathspec-from-file", "-o",
-                  "--push-option", "--repo", "--receive-pack", "--exec", "-s", "--strategy",
-                  "-X", "--strategy-option", "--onto"}  # fmt: skip
+    with_value = _WITH_VALUE[sub]
     skip = False
     for arg in rest:
         if skip:
@@ -375,7 +545,7 @@ def _no_verify(sub: str, rest: list[str]) -> str | None:
             continue
         if arg == "--":
             break
-        if arg.startswith("$") and sub in ("commit", "push"):
+        if _hides_an_option(sub, arg):
             return (
                 f"`git {sub} {arg}`: gitaudit's guard cannot see what {arg} holds (it could be "
                 "--no-verify): write the options out"
@@ -397,6 +567,18 @@ def _no_verify(sub: str, rest: list[str]) -> str | None:
     return None
 
 
+def _hides_an_option(sub: str, arg: str) -> bool:
+    """Whether *arg* holds a substitution or a variable the guard cannot see where an option
+    could be (``$'--no-verify'``, ``--no-ver$X``, ``$FLAGS``, commit's ``-a$X``)."""
+    if not _hidden(arg):
+        return False
+    prefix = arg[: min(i for i in (arg.find("$"), arg.find("`")) if i >= 0)]
+    if "--no-verify".startswith(prefix):
+        return True
+    bundle = prefix.startswith("-") and not prefix.startswith("--")
+    return sub == "commit" and bundle and not set(prefix[1:]) & set("mFcCtSu")
+
+
 def _no_verify_reason(sub: str, arg: str) -> str:
     hook = {"commit": "commit-msg", "push": "pre-push"}.get(sub, "client")
     return (
@@ -404,6 +586,29 @@ def _no_verify_reason(sub: str, arg: str) -> str:
         f"without {'-n/' if sub == 'commit' else ''}--no-verify: if the hook refuses, the work "
         "is not done yet; run `git audit status` and do what it says"
     )
+
+
+def _ledger(name: str) -> bool:
+    """Whether the ref name or refspec side *name* could resolve under ``refs/audit/``, as
+    git resolves it: a name without ``refs/`` is looked up as ``refs/<name>`` too
+    (``audit/plans``), and a glob's ``*`` matches any text (``refs/*``, ``*``, ``refs/a*``)."""
+    name = re.sub("/+", "/", name.lower())
+    for full in dict.fromkeys((name, f"refs/{name}")):
+        if "*" in full:
+            head = full.split("*", 1)[0]
+            if "refs/audit/".startswith(head) or head.startswith("refs/audit/"):
+                return True
+        elif full == "refs/audit" or full.startswith("refs/audit/"):
+            return True
+    return False
+
+
+def _refspec(spec: str) -> tuple[bool, str, str]:
+    """(forced, source, destination) of the refspec *spec*; a spec without ``:`` writes the
+    ref it names."""
+    forced = spec.startswith("+")
+    source, colon, destination = spec.removeprefix("+").partition(":")
+    return forced, source, destination if colon else source
 
 
 def _push(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
@@ -420,29 +625,62 @@ def _push(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
             "refs/audit/* (the shared seals and evidence) included: push the branch with `git "
             "audit push` instead" + AFTER
         )
-    for spec in (a for a in rest if not a.startswith("-")):
-        if "refs/audit" not in spec:
-            continue
-        if force or delete or spec.startswith(("+", ":")):
+    for spec in _operands(rest, slash=True):  # the remote too: a remote named `audit` is rare
+        forced, source, destination = _refspec(spec)
+        erased = delete or (not source and destination)
+        if (force or forced or erased) and _ledger(destination):
             return (
                 f"force-pushing or deleting `{spec}` would rewrite the shared ledger "
-                "(refs/audit/*: seals and evidence), which moves only forward; share evidence "
-                "with `git audit push`" + AFTER
+                "(refs/audit/*: seals and evidence; git completes `audit/...` and globs match "
+                "there too), which moves only forward; share evidence with `git audit push`" + AFTER
             )
     return None
 
 
 def _fetch(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
     flags = [a for a in rest if a.startswith("-")]
-    force = any(a in ("-f", "--force", "--prune", "-p") for a in flags)
-    for spec in (a for a in rest if not a.startswith("-")):
-        _, _, dest = spec.partition(":")
-        if dest.startswith("refs/audit") and (force or spec.startswith("+")):
+    shorts = "".join(a[1:] for a in flags if not a.startswith("--"))
+    force = bool({"f", "p"} & set(shorts)) or any(
+        a.split("=", 1)[0] in ("--force", "--prune", "--mirror") for a in flags
+    )
+    specs = [a.split("=", 1)[1] for a in rest if a.startswith("--refmap=")]
+    specs += [b for a, b in pairwise(rest) if a == "--refmap"]
+    for spec in specs + _operands(rest, slash=True):
+        forced, _, destination = _refspec(spec)
+        if ":" in spec and (force or forced) and _ledger(destination):
             return (
-                f"`git fetch {spec}` with force overwrites the local ledger (refs/audit/*) with "
+                f"`git {sub} {spec}` with force or prune overwrites the local ledger "
+                "(refs/audit/*; git completes `audit/...` and globs match there too) with "
                 "another copy: fetch it into refs/remotes (`git audit sync` does) and let "
                 "gitaudit compare" + AFTER
             )
+    return None
+
+
+def _hookless(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
+    """Plumbing that makes a commit or a push without the hooks that check the gate."""
+    if sub == "hash-object":  # only `-t commit` makes a commit
+        kinds = [b for a, b in pairwise(rest) if a in ("-t", "--type")]
+        kinds += [a.split("=", 1)[1] for a in rest if a.startswith("--type=")]
+        if "commit" not in kinds and "-tcommit" not in rest:
+            return None
+    hook = "pre-push" if sub in ("send-pack", "http-push") else "commit-msg"
+    instead = "git push" if hook == "pre-push" else "git commit"
+    return (
+        f"`git {sub}` {'pushes' if hook == 'pre-push' else 'makes a commit'} without gitaudit's "
+        f"{hook} hook, which checks the gate: use `{instead}` (if the hook refuses, the work is "
+        "not done yet; run `git audit status` and do what it says)"
+    )
+
+
+def _remote(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
+    """``git remote add --mirror``: a remote whose fetch refspec is ``+refs/*:refs/*`` (or
+    whose push mirrors every ref), so a plain ``git fetch``/``git push`` forces the ledger."""
+    if any(a == "--mirror" or a.startswith("--mirror=") for a in rest):
+        return (
+            "`git remote --mirror` makes a remote that force-updates every ref, refs/audit/* "
+            "(the ledger) included, on each fetch or push: add it without --mirror" + AFTER
+        )
     return None
 
 
@@ -482,7 +720,17 @@ def _config(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
         why = _guarded_key(key, f"git config {key}")
         if why:
             return why
-    return None
+    scope = next((o for o in options if o in ("--global", "--system")), None)
+    if scope:
+        return (
+            f"`git config {scope}` writes the user's git configuration, which gitaudit trusts "
+            "like its key folder (a content filter or core.hooksPath there changes what the "
+            "gate's fingerprint hashes and which hooks run); only the user changes it: set the "
+            "key for this repository (`git config KEY VALUE`)" + AFTER
+        )
+    files = [b for a, b in pairwise(rest) if a in ("-f", "--file")]
+    files += [a.split("=", 1)[1] for a in rest if a.startswith("--file=")]
+    return next((f"`git config --file {f}`: {why}" for f in files if (why := guarded(f))), None)
 
 
 def _guarded_key(key: str, what: str) -> str | None:
@@ -495,6 +743,11 @@ def _guarded_key(key: str, what: str) -> str | None:
         why = "includes another configuration file, which can set core.hooksPath or audit.*"
     elif low.startswith("alias."):
         why = "defines an alias, which hides the real command from the guard"
+    elif low.startswith("remote.") and low.endswith((".push", ".mirror", ".fetch")):
+        why = (
+            "sets which refs a plain fetch or push moves, which the guard cannot see then "
+            "(`+refs/*:refs/*` forces the ledger, refs/audit/*)"
+        )
     else:
         return None
     return f"`{what}` {why}: leave it as it is (`git audit doctor` checks the set-up)" + AFTER
@@ -547,6 +800,12 @@ Rule = Callable[[str, list[str], WriteCheck], "str | None"]
 _GIT_COMMANDS: dict[str, Rule] = {
     "push": _push,
     "fetch": _fetch,
+    "pull": _fetch,
+    "remote": _remote,
+    "commit-tree": _hookless,
+    "hash-object": _hookless,
+    "send-pack": _hookless,
+    "http-push": _hookless,
     "update-ref": _refs,
     "symbolic-ref": _refs,
     "reflog": _refs,

@@ -6,7 +6,12 @@
   ``.git`` component), the plans (``.gitaudit/``), the hosts' hook settings (``.claude/
   settings.json``, ``.claude/settings.local.json``, ``.codex/hooks.json``, ``.codex/config.
   toml``, in the project or the user's home), gitaudit's home (keys, trust anchors, the memo
-  key) and the files the checks run (:func:`gitaudit.agent.protected.protected_paths`).
+  key), the user's and the system's git configuration (:func:`gitaudit.places.
+  global_git_config`, ``/etc/gitconfig``, ``/etc/gitattributes``, ``$GIT_CONFIG_SYSTEM``:
+  trusted like the key folder, since a content filter or ``core.hooksPath`` there changes what
+  the fingerprint hashes and which hooks run) and the files the checks run
+  (:func:`gitaudit.agent.protected.protection`); and a folder above any of them (removing or
+  replacing ``tests/`` replaces the check inside it).
 * ``Bash`` commands that bypass the gate or write a guarded path
   (:mod:`gitaudit.agent.bypass`).
 
@@ -14,7 +19,8 @@ Paths are resolved as the tool would: relative ones from the payload's ``cwd``, 
 variables expanded, ``..`` and symbolic links followed (both the path as written and where it
 leads are checked). Every other tool passes with no output. Standard library only, and nothing
 is computed that the call does not need: an edit outside the guarded folders costs one git
-process for the protected files, a read-only tool none.
+process for the protected files (and one more to list an existing folder of the work tree it
+writes), a read-only tool none.
 """
 
 from __future__ import annotations
@@ -124,7 +130,11 @@ class Places:
 
     def write_refusal(self, word: str, cwd: str, *, expand: bool = False) -> str | None:
         """Why writing the path *word* (from *cwd*) is refused, or None. With *expand* (a shell
-        word), it is expanded as a shell would (``~``, ``$VAR``, globs)."""
+        word), it is expanded as a shell would (``~``, ``$VAR``, globs).
+
+        A word that ends with ``/`` and names an existing folder is written into, not replaced
+        (the shell rules pass a copy's destination folder so, with the entry the copy makes in
+        it): only the folder itself is judged, not what it holds."""
         words = _braces(word) if expand else [word]
         candidates = []
         for each in words:
@@ -135,12 +145,15 @@ class Places:
             if expand and glob.has_magic(path):
                 candidates += glob.glob(path, include_hidden=True)
         for candidate in candidates:
-            why = self._refusal(candidate)
+            into = candidate.endswith(os.sep) and os.path.isdir(candidate)
+            why = self._refusal(candidate, whole=not into)
             if why:
                 return why
         return None
 
-    def _refusal(self, path: str) -> str | None:
+    def _refusal(self, path: str, *, whole: bool = True) -> str | None:
+        """Why writing *path* is refused; with *whole*, writing it as a whole (removing,
+        moving or replacing a folder) counts as writing everything it holds."""
         lexical = os.path.normpath(path)
         real = os.path.realpath(path)
         for where in dict.fromkeys((lexical, real)):
@@ -148,11 +161,52 @@ class Places:
                 self._git_dir(where)
                 or self._home(where)
                 or self._host_settings(where)
+                or self._git_config(where)
                 or self._in_tree(where)
+                or (self._holds(where) if whole else None)
             )
             if why:
                 return why
         return None
+
+    def _holds(self, folder: str) -> str | None:
+        """Why writing the folder *folder* as a whole is refused: it holds a guarded place
+        (a git directory, gitaudit's home, the git configuration, hook settings, the plans)
+        or a file of the work tree a plan protects (`rm -rf tests && cp -r easy tests`
+        replaces the check inside it)."""
+        for inner in self._guarded_places():
+            if inner != folder and _within(inner, folder):
+                why = self._refusal(inner, whole=False)
+                if why:
+                    return f"it holds `{inner}`, and {why}"
+        root = self.repository[0]
+        if root is None or not _within(folder, root) or not os.path.isdir(folder):
+            return None
+        for rel in self._tracked(os.path.relpath(folder, root)):
+            why = self._in_tree(os.path.join(root, rel))
+            if why:
+                return f"it holds `{rel}`, and {why}"
+        return None
+
+    def _guarded_places(self) -> list[str]:
+        """The guarded places a folder may hold, besides the protected files of the tree."""
+        home = os.path.expanduser("~")
+        places = []  # the work tree's first: a pathspec (`git checkout -- .`) never reaches .git
+        for base in dict.fromkeys((self.repository[0] or self.project, self.project, home)):
+            places += [os.path.join(base, *name.split("/")) for name in SETTINGS_FILES]
+            if base != home:
+                places.append(os.path.join(base, ".gitaudit"))
+        places += [*self.repository[1], self.home, *self._git_config_files]
+        return [os.path.normpath(p) for p in places]
+
+    def _tracked(self, rel: str) -> list[str]:
+        """The files of the index under the folder *rel* of the work tree."""
+        from gitaudit.git.call import run_git
+
+        root = self.repository[0]
+        assert root is not None
+        proc = run_git(["ls-files", "-z", "--", rel], cwd=root, check=False)
+        return [name for name in proc.out.split("\0") if name] if proc.code == 0 else []
 
     def _git_dir(self, path: str) -> str | None:
         gitdirs = self.repository[1]
@@ -188,6 +242,38 @@ class Places:
                     "hooks (gitaudit's stop hook and this guard) off; only the user changes them."
                 )
         return None
+
+    @cached_property
+    def _git_config_files(self) -> list[str]:
+        """The user's and the system's git configuration: every path, as given and where it
+        leads (``~/.gitconfig`` is often a link into a dotfiles folder)."""
+        from gitaudit.places import global_git_config
+
+        system = os.environ.get("GIT_CONFIG_SYSTEM")
+        found = [
+            *global_git_config(),
+            "/etc/gitconfig",
+            "/etc/gitattributes",
+            *([os.path.expanduser(system)] if system else []),
+        ]
+        return list(
+            dict.fromkeys(f(p) for p in found for f in (os.path.normpath, os.path.realpath))
+        )
+
+    def _git_config(self, path: str) -> str | None:
+        """The user's and the system's git configuration, which gitaudit trusts like its key
+        folder: a content filter added there (``clean = git cat-file blob HEAD:%f``) makes the
+        fingerprint hash what was proven instead of the file on disk, ``core.hooksPath`` there
+        switches the client hooks off."""
+        found = next((f for f in self._git_config_files if _within(path, f)), None)
+        if found is None:
+            return None
+        return (
+            f"`{found}` is the user's git configuration, which gitaudit trusts like its key "
+            "folder: a content filter, an attributes line or core.hooksPath there changes what "
+            "the gate's fingerprint hashes and which hooks run; only the user changes it. Set "
+            "an ordinary key for this repository with `git config KEY VALUE`." + AFTER
+        )
 
     def _in_tree(self, path: str) -> str | None:
         root = self.repository[0] or os.path.realpath(self.project)

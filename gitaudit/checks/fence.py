@@ -308,23 +308,10 @@ def for_run(slot: str | os.PathLike[str], *, keys: Iterable[str | os.PathLike[st
     writes the user's global git configuration, which is trusted like the key folder (the
     driver of a declared content filter comes from it): it stays readable. The checkout stays
     open wherever the cache lies."""
-    from gitaudit.places import home_dir
+    from gitaudit.places import global_git_config, home_dir
 
     configs = global_git_config()
     return Fence.around([home_dir(), *keys, *configs], open_=[slot], readable=configs)
-
-
-def global_git_config() -> list[str]:
-    """Where git reads the user's global configuration: ``~/.gitconfig``, the folder
-    ``$XDG_CONFIG_HOME/git`` (or ``~/.config/git``: its ``config``, ``attributes``,
-    ``ignore``), and the file ``$GIT_CONFIG_GLOBAL`` names."""
-    home = os.path.expanduser("~")
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    found = [os.path.join(home, ".gitconfig"), os.path.join(xdg, "git")]
-    named = os.environ.get("GIT_CONFIG_GLOBAL")
-    if named:
-        found.append(os.path.expanduser(named))
-    return found
 
 
 def key_files(signer: object) -> list[str]:

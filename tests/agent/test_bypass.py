@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from gitaudit.agent.bypass import refusal
+from gitaudit.agent.bypass import _destination, _ledger, refusal
 
 
 def guarded(word: str, base: str) -> str | None:
@@ -50,6 +50,23 @@ def refused(command: str) -> str | None:
         "export PATH=$PATH:/opt/bin",
         "GIT_AUTHOR_NAME=x git commit -m msg",
         "PYTHONPATH=src python3 -m pytest -q",  # the project's own tests may set it
+        "git push -f origin topic",
+        "git push origin HEAD:refs/heads/topic :refs/heads/old-topic",
+        "git push origin audit/plans",  # a fast-forward of refs/audit/plans: the server checks it
+        "git fetch --prune origin '+refs/heads/*:refs/remotes/origin/*'",
+        "git config remote.origin.url git@example.com:me/repo.git",
+        "git pull -t --rebase origin main",
+        'git merge -m "merge $BRANCH" topic',
+        "cp /tmp/helper.py tests/",
+        "cp /tmp/helper.py .",
+        "mv /tmp/helper.py tests",
+        "cp -r /tmp/fixtures tests",  # tests/fixtures: the folder is written into
+        "cd /tmp && echo x > out.txt",
+        'cd "$(mktemp -d)" && echo x > /tmp/out.txt',
+        "ln -s /opt/tool bin/tool",
+        "set -a; . ./.env; set +a; python3 app.py",
+        "export GIT_PAGER=cat; git log -1",
+        "read answer < reply.txt",
     ],
 )
 def test_ordinary_commands_pass(command: str) -> None:
@@ -103,8 +120,65 @@ def test_ordinary_commands_pass(command: str) -> None:
         ("N=--no-verify; git commit $N -m x", "skips gitaudit's commit-msg hook"),
         ("git commit $GIT_FLAGS -m x", "cannot see what $GIT_FLAGS holds"),
         ("echo 'unbalanced", "cannot read this command"),
+        ("git push origin :audit/plans", "rewrite the shared ledger"),
+        ("git fetch -p origin 'refs/*:refs/*'", "overwrites the local ledger"),
+        ("git send-pack ../r.git main", "without gitaudit's pre-push hook"),
+        ("git commit-tree HEAD^{tree} -m x", "without gitaudit's commit-msg hook"),
+        ("git config remote.origin.push 'refs/*'", "which refs a plain fetch or push moves"),
+        ("git config --global filter.x.clean cat", "the user's git configuration"),
+        ('cd "$(git rev-parse --git-dir)" && rm hooks/pre-push', "cannot see"),
+        ('git -C "$D" checkout -- check.py', "cannot see"),
+        ("ln -s .git g", "would make a link to `.git`"),
+        ("rm -rf .git/", "`rm` would write `.git`"),  # the folder as a whole
+        ("mv .git/ /tmp", "`mv` would write `.git`"),
+        ("set -a; git commit -m x", "exports every variable"),
+        ("read GIT_DIR < f", "sets GIT_DIR from input"),
+        ("git pull -t --no-verify", "skips"),
+        ("git merge $FLAGS topic", "cannot see what $FLAGS holds"),
     ],
 )
 def test_bypasses_are_refused_with_their_reason(command: str, words: str) -> None:
     why = refused(command)
     assert why is not None and words in why, (command, why)
+
+
+@pytest.mark.parametrize(
+    ("name", "ledger"),
+    [
+        ("refs/audit/plans", True),
+        ("audit/plans", True),  # git looks it up as refs/audit/plans too
+        ("refs/*", True),
+        ("*", True),
+        ("refs/a*", True),
+        ("refs//audit/runs/x", True),
+        ("refs/audit/runs/*", True),
+        ("REFS/Audit/plans", True),  # a case-insensitive file system holds loose refs
+        ("main", False),
+        ("refs/heads/*", False),
+        ("refs/heads/audit/plans", False),
+        ("refs/remotes/origin/audit/plans", False),
+        ("heads/a*", False),
+    ],
+)
+def test_a_ref_name_that_could_resolve_under_the_ledger(name: str, ledger: bool) -> None:
+    assert _ledger(name) is ledger
+
+
+@pytest.mark.parametrize(
+    ("command", "sources", "writes"),
+    [
+        ("cp a b", ["a"], ["b/", "b/a"]),
+        ("cp a b/", ["a"], ["b/", "b/a"]),
+        ("cp -r easy/. tests", ["easy/."], ["tests/", "tests"]),
+        ("cp -t dir a b", ["a", "b"], ["dir/", "dir/a", "dir/b"]),
+        ("cp -rT easy tests", ["easy"], ["tests"]),
+        ("rsync -a easy/ tests/", ["easy"], ["tests", "tests"]),
+        ("rsync -a easy tests", ["easy"], ["tests", "tests/easy"]),
+        ("ln -s .git", [".git"], [".git"]),
+    ],
+)
+def test_what_a_copy_writes(command: str, sources: list[str], writes: list[str]) -> None:
+    """A copy into a folder writes the folder (judged as a whole only when it is not one yet:
+    the trailing `/`) and the entry each source makes in it."""
+    name, *args = command.split()
+    assert _destination(name, args) == (sources, writes)

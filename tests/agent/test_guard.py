@@ -68,6 +68,11 @@ def test_ordinary_tool_calls_pass_silently(
         "git audit plan seal -m 'a stronger check'",
         "git audit reconcile greeting --readback && git audit trust policy",
         "git apply <<'EOF'\n--- a/greeter.py\n+++ b/greeter.py\n@@ -1 +1 @@\n-x\n+y\nEOF",
+        "cp /tmp/helper.py tests/ && mkdir -p tests/unit && cp -r /tmp/fixtures tests",
+        "cp /tmp/notes.md . && mv /tmp/other.py tests",
+        "git push -f origin topic && git fetch --prune origin",
+        "git config user.name 'A Dev' && git config --global --get user.name",
+        "cd /tmp && echo x > out.txt",
     ],
 )
 def test_ordinary_commands_pass_silently(work: GitRepo, command: str) -> None:
@@ -152,3 +157,27 @@ def test_outside_a_repository_the_git_dirs_and_home_are_still_guarded(tmp_path: 
     other = tmp_path / "some-clone" / ".git" / "config"
     run = run_hook(folder, "guard", tool(folder, "Write", file_path=str(other), content="x"))
     assert run.blocked and "inside a git directory" in run.reason
+
+
+@pytest.mark.parametrize("variable", ["GIT_CONFIG_GLOBAL", "XDG_CONFIG_HOME", "GIT_CONFIG_SYSTEM"])
+def test_the_git_configuration_is_refused_where_git_reads_it(
+    work: GitRepo, tmp_path: Path, variable: str
+) -> None:
+    """The guard follows the variables git reads its global and system configuration by."""
+    elsewhere = tmp_path / "elsewhere"
+    target = elsewhere / "git" / "attributes" if variable == "XDG_CONFIG_HOME" else elsewhere
+    env = {variable: str(elsewhere)}
+    attempt = tool(work.path, "Write", file_path=str(target), content="* filter=keep\n")
+    run = run_hook(work.path, "guard", attempt, env=env)
+    assert run.blocked and "the user's git configuration" in run.reason, run
+    assert run_hook(work.path, "guard", attempt).allowed  # elsewhere, it is an ordinary file
+
+
+def test_a_folder_is_judged_by_what_it_holds(work: GitRepo) -> None:
+    """Removing or replacing a folder writes every file in it; writing into it does not."""
+    run = run_hook(work.path, "guard", bash(work.path, "rm -rf tests"))
+    assert run.blocked and "it holds `tests/check_greeting.py`" in run.reason, run
+    run = run_hook(work.path, "guard", bash(work.path, "cp -r /tmp/x/. tests/"))
+    assert run.blocked and "it holds `tests/check_greeting.py`" in run.reason, run
+    assert run_hook(work.path, "guard", bash(work.path, "cp /tmp/x.py tests/")).allowed
+    assert run_hook(work.path, "guard", bash(work.path, "rm -rf build")).allowed
