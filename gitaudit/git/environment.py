@@ -17,6 +17,8 @@ alone: the fingerprint's head start uses it before anything else is imported).
   from gitaudit's own folder (:data:`PATH_VARS`), and ``GIT_CONFIG`` is dropped, as are git's
   test switches (``GIT_TEST_*``).
 * :func:`as_it_is`: what git is told whenever gitaudit asks it about a work tree.
+* :data:`SEARCH` and :data:`SEARCH_ENV`: what git is told whenever gitaudit has it search a
+  ledger's messages (``rev-list --grep``).
 """
 
 from __future__ import annotations
@@ -75,6 +77,19 @@ AS_IT_IS: tuple[str, ...] = (
     "-c",
     "core.symlinks=true",
 )
+
+
+# What git is told whenever gitaudit has it search a ledger's commit messages (`rev-list
+# --grep`, past the few hundred commits read in Python): the messages as stored, the chain as
+# stored. git re-encodes each message into `i18n.logOutputEncoding` (else `i18n.commitEncoding`)
+# before matching, so `UTF-16` in the repository's config made no message match; and it stops
+# walking at any commit named in the `shallow` file (an empty `GIT_SHALLOW_FILE` is git's own
+# "no shallow file", as fetch-pack passes it). Either hid a newer failure from the search for
+# the runs of a tree. Not every command gets these: a real shallow clone needs its shallow file
+# to fetch. The patterns are fixed strings by the search's own flags (`--fixed-strings`), which
+# `grep.patternType` does not override.
+SEARCH: tuple[str, ...] = ("-c", "i18n.logOutputEncoding=UTF-8")
+SEARCH_ENV: Mapping[str, str] = {"GIT_SHALLOW_FILE": ""}
 
 
 def as_it_is(work_tree: str | os.PathLike[str]) -> tuple[str, ...]:

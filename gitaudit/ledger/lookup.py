@@ -37,6 +37,7 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError, LedgerError
 from gitaudit.frozen import frozen
 from gitaudit.git.call import run_git
+from gitaudit.git.environment import SEARCH, SEARCH_ENV
 from gitaudit.ledger import chain, index
 from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.records import RunRecord
@@ -149,7 +150,10 @@ def newest_executions(
     steps costs a look at one tree each. The runs are those whose message carries the tree's and
     contract's trailers, and the sources (read whatever their message says). A pass in a run that
     does not count as a whole (:attr:`RunRecord.sound`: it changed its workspace, say) is reported
-    as :attr:`StepStatus.FAILED`, the verdict of that run."""
+    as :attr:`StepStatus.FAILED`, the verdict of that run. A step whose source the walk never
+    reached (not on this chain, or git's search stopped short of it) is reported as
+    :attr:`StepStatus.UNKNOWN` at its source: a run the walk did not see is no proof that nothing
+    newer failed, so its pass is not carried (fail closed)."""
     sought = set(sources)
     found: dict[str, tuple[StepStatus, str]] = {}
     seen: dict[str, pygit2.Oid | None] = {}
@@ -172,6 +176,8 @@ def newest_executions(
                 if folders is not None:
                     seen.update({sid: folders.get(sid) for sid in sought})
         sought -= {sid for sid in sought if sources[sid] == str(commit.id)}  # past its source
+    for sid in sought:  # the walk ended above its source: nothing shows what happened between
+        found[sid] = (StepStatus.UNKNOWN, sources[sid])
     return found
 
 
@@ -381,9 +387,11 @@ def _git_runs_for(
 ) -> list[str] | None:
     """The ids of the commits carrying the trailers of *tree* and *contract* on the first-parent
     chain of *start*, newest first (only the newest when *first*), by git in one walk; None when
-    git cannot list them."""
+    git cannot list them. git reads the messages and the chain as stored, whatever the
+    repository's configuration and shallow file say (:data:`~gitaudit.git.environment.SEARCH`)."""
     found = run_git(
         [
+            *SEARCH,
             "rev-list",
             "--first-parent",
             "--fixed-strings",
@@ -394,6 +402,7 @@ def _git_runs_for(
             str(start),
         ],
         git_dir=gitdir,
+        env=SEARCH_ENV,
         check=False,
     )
     return found.out.split() if found.code == 0 else None

@@ -30,6 +30,7 @@ from gitaudit.ledger.runs import append_run
 from gitaudit.ledger.seals import trust_remove
 from tests.adversarial.conftest import World, assert_plan, assert_plans_level, check, plan, step
 from tests.adversarial.test_evidence import failing as failing  # noqa: PLC0414 (fixture)
+from tests.adversarial.test_evidence import make_pass
 from tests.adversarial.test_seals import _forge_weak_seal
 from tests.gitrepo import forget_marks
 from tests.run.test_memo import pre_push
@@ -238,6 +239,59 @@ def test_attack_history_shallow_file_cuts_the_runs_ledger(
     (world.path / ".git" / "shallow").write_text(f"{top if cut == 'top' else failed}\n")
     _forget_index(world)
     assert_plan(world.gate("HEAD~1"), "step.failed", "FAIL")
+
+
+# What blinds git's search of a ledger's messages (`rev-list --grep`, past the 256 commits read
+# in Python): git matches the messages re-encoded into the log's output encoding, and stops at
+# any commit the shallow file names.
+SEARCH_BLINDS = (
+    "i18n.logOutputEncoding",
+    "i18n.commitEncoding",
+    "GIT_CONFIG_PARAMETERS",
+    "shallow",
+)
+
+
+@pytest.mark.parametrize("route", ["targeted run", "ci-signed carry"])
+@pytest.mark.parametrize("blind", SEARCH_BLINDS)
+def test_attack_history_search_blinded_carries_a_pass_over_a_deep_failure(
+    failing: tuple[World, str, Path], monkeypatch: pytest.MonkeyPatch, blind: str, route: str
+) -> None:
+    """PASS, then FAIL of `unit` for the same tree, 300 runs of other trees on top, the FAIL's
+    row deleted from the lookup cache. The newest execution of a carried step is sought down to
+    its source, past 256 commits by git's search, which the agent blinds through ``.git/`` (or
+    the environment): `UTF-16` as the log's or the commits' encoding (no message matches), or the
+    shallow file (git stops walking there). The search found nothing, which read as "no newer
+    execution": the honest runner asked for `git audit run lint` carried `unit` from the PASS run
+    and said PASS, as did the gate, which also accepted a ci-signed run carrying it (before the
+    fix). git now searches the messages and the chain as stored, and a source the walk never
+    reached proves nothing: the pass is not carried."""
+    world, passed, _ = failing
+    failed = world.ref(RUNS)
+    pads = _pad(world, 300)
+    world.gate()  # index them
+    with sqlite3.connect(world.handle().state_dir / "index.sqlite") as db:
+        assert db.execute("DELETE FROM runs WHERE commit_id=?", (failed,)).rowcount == 1
+    if blind == "shallow":
+        (world.path / ".git" / "shallow").write_text(pads[20] + "\n")
+    elif blind == "GIT_CONFIG_PARAMETERS":
+        monkeypatch.setenv(blind, "'i18n.logoutputencoding'='UTF-16'")
+    else:
+        world.repo.git("config", blind, "UTF-16")
+    if route == "ci-signed carry":
+
+        def carry(doc: dict[str, Any]) -> None:
+            make_pass(doc)
+            doc["steps"]["unit"].update(status="carried", carried_from=passed)
+
+        forged = world.forge_run(passed, edit=carry, signer=world.ci)
+        judged = assert_plan(world.gate(), "evidence.carried-invalid", "FAIL")
+        assert judged.run == str(forged) and judged.reasons[0].step == "unit"
+        return
+    recorded = world.run(targets=["lint"])
+    assert recorded.doc["steps"]["unit"]["status"] != "carried", recorded.doc["steps"]["unit"]
+    assert recorded.verdict != "PASS"
+    assert world.gate().verdict != "PASS"
 
 
 @pytest.mark.parametrize("namespace", ["refs/audit/", "refs/gitaudit/"])

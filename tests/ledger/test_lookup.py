@@ -21,6 +21,7 @@ from gitaudit.ledger import lookup
 from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.records import RUN_FORMAT, RunRecord, parse_run
 from gitaudit.ledger.refs import ledger_ref
+from gitaudit.verdict import StepStatus
 from tests.gitrepo import GitRepo
 
 TREE = "a" * 40
@@ -204,6 +205,38 @@ def test_every_run_of_a_whole_pushed_ledger(handle: Repo) -> None:
     first = _recorded(git, None, TREE)
     tip = _recorded(git, first, OTHER_TREE)
     assert _every(handle, tip) == [str(first)]  # no ref yet: the pushed chain is all there is
+
+
+@pytest.mark.parametrize("blind", ["i18n.logOutputEncoding", "i18n.commitEncoding", "shallow"])
+def test_every_run_reads_the_messages_and_the_chain_as_stored(
+    repo: GitRepo, ledger: tuple[Repo, list[pygit2.Oid]], blind: str
+) -> None:
+    """git's search matches the messages re-encoded into the log's output encoding, and stops at
+    a commit the shallow file names: `UTF-16` in the repository's config matched nothing, and
+    the shallow file hid the runs below it. The search reads them as stored."""
+    handle, (first, other, last) = ledger
+    if blind == "shallow":
+        (handle.gitdir / "shallow").write_text(f"{other}\n")
+    else:
+        repo.git("config", blind, "UTF-16")
+    assert _every(handle, last) == [str(last), str(first)]
+
+
+def test_a_source_the_walk_never_reaches_is_not_proven(
+    ledger: tuple[Repo, list[pygit2.Oid]],
+) -> None:
+    """A step sought down to a source that is not on the chain (or that a search stopping short
+    never reached) has no known newest execution: UNKNOWN at its source, never "none newer"."""
+    handle, (first, _, last) = ledger
+    stray = str(_recorded(handle.git, first, TREE))  # a branch off the chain
+
+    def newest(sources: dict[str, str]) -> dict[str, tuple[StepStatus, str]]:
+        return lookup.newest_executions(
+            handle.git, handle.gitdir, last, TREE, CONTRACT, [], sources
+        )
+
+    assert newest({"a": str(first)}) == {}  # reached: nothing newer
+    assert newest({"a": str(first), "b": stray}) == {"b": (StepStatus.UNKNOWN, stray)}
 
 
 def _find(handle: Repo, pushed: pygit2.Oid | None = None) -> tuple[str | None, str | None]:
