@@ -3,8 +3,9 @@
 * The user's **gitaudit home** (:func:`home_dir`): keys, the memo key and the repositories'
   trust anchors (:func:`anchor_path`), outside every work tree.
 * A repository's **state directory** (:func:`state_dir`, ``<gitdir>/gitaudit``): caches that can
-  always be rebuilt (the lookup cache, the high-water marks, the verdict memo). git never reads
-  it.
+  always be rebuilt (the lookup cache, the verdict memo). git never reads it. What guards the
+  refs, which linked worktrees share (the high-water marks), is kept in the common dir's
+  (:func:`shared_state_dir`).
 * The user's **cache directory** (:func:`cache_dir`): the private checkouts the checks run in,
   one folder per repository (:func:`checkouts_dir`), and the workspace fingerprint's private
   indexes, one folder per work tree (:func:`fingerprint_dir`). They live outside the project
@@ -91,10 +92,11 @@ MARKS_DIRNAME = "marks"
 
 
 def marks_path(gitdir: str | os.PathLike[str]) -> str:
-    """``$GITAUDIT_HOME/marks/<sha256 of the real path of *gitdir*>.json``: the copy of the
-    repository's high-water marks kept out of the work tree's reach
-    (:mod:`gitaudit.ledger.watermark`)."""
-    real = os.path.realpath(os.fspath(gitdir))
+    """``$GITAUDIT_HOME/marks/<sha256 of the real path of the common dir of *gitdir*>.json``:
+    the copy of the repository's high-water marks kept out of the work tree's reach
+    (:mod:`gitaudit.ledger.watermark`), keyed like :func:`shared_state_dir`. OSError when
+    ``commondir`` cannot be read."""
+    real = common_dir(gitdir)
     return os.path.join(home_dir(), MARKS_DIRNAME, f"{sha256_hex(os.fsencode(real))}.json")
 
 
@@ -147,6 +149,15 @@ def state_dir(gitdir: str | os.PathLike[str]) -> str:
     """``<gitdir>/gitaudit``: gitaudit's private caches for the repository at *gitdir* (for a
     linked worktree, its own git dir)."""
     return os.path.join(os.fspath(gitdir), STATE_DIRNAME)
+
+
+def shared_state_dir(gitdir: str | os.PathLike[str]) -> str:
+    """``<common dir>/gitaudit``: what gitaudit keeps of the refs themselves (the high-water
+    marks), which a linked worktree shares with the main one, as it shares the refs: kept in
+    the worktree's own git dir, a ref rewound from a linked worktree met no mark there (and
+    the main worktree's marks never learned what the linked one saw). For a main worktree this
+    is :func:`state_dir`. OSError when ``commondir`` cannot be read."""
+    return os.path.join(common_dir(gitdir), STATE_DIRNAME)
 
 
 def cache_dir() -> str:

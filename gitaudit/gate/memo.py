@@ -32,7 +32,13 @@ import time
 from gitaudit import __version__
 from gitaudit.git.call import start_git
 from gitaudit.named import NamedTuple
-from gitaudit.places import anchor_path, entered_worktree, marks_path, state_dir
+from gitaudit.places import (
+    anchor_path,
+    entered_worktree,
+    marks_path,
+    shared_state_dir,
+    state_dir,
+)
 
 TYPE_CHECKING = False  # not typing's: the hooks' fast path does without it (gitaudit.named)
 if TYPE_CHECKING:
@@ -196,7 +202,7 @@ def snapshot(
         refs.append((name, oid))
     found, workdir, common = lines[0], lines[1], lines[2]
     try:
-        marks = _contents(os.path.join(state_dir(found), "watermarks.json"))
+        marks = _contents(os.path.join(shared_state_dir(found), "watermarks.json"))
         floors = _contents(marks_path(found))  # kept in the gitaudit home
         keyed = (common, entered) if entered is not None else (common,)
         anchors = b"\0".join(_contents(anchor_path(where)) for where in keyed)

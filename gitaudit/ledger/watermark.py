@@ -1,7 +1,9 @@
 """Verified high-water marks: the last tip of each audit ref that gitaudit verified.
 
-Kept in ``<gitdir>/gitaudit/watermarks.json``. A ref whose new tip does not descend from its mark
-was rewound, truncated or rewritten, which is a FAIL. Marks only ever move forward; the file is
+Kept in ``<common dir>/gitaudit/watermarks.json`` (:func:`gitaudit.places.shared_state_dir`):
+the refs are the repository's, shared by its linked worktrees, and so are their marks. A ref
+whose new tip does not descend from its mark was rewound, truncated or rewritten, which is a
+FAIL. Marks only ever move forward; the file is
 replaced atomically, so a crash leaves the old marks or the new ones, never a torn file. The
 file is a cache of facts that can be re-established: deleting it means "trust nothing
 incrementally", and the next verification starts from the roots.
@@ -37,13 +39,19 @@ import pygit2
 
 from gitaudit import secret
 from gitaudit.errors import LedgerError
-from gitaudit.places import marks_path, state_dir
+from gitaudit.places import common_dir, marks_path, shared_state_dir
 
 FILENAME = "watermarks.json"
 
 
 def _path(gitdir: Path) -> Path:
-    return Path(state_dir(gitdir)) / FILENAME
+    try:
+        return Path(shared_state_dir(gitdir)) / FILENAME
+    except OSError as exc:
+        raise LedgerError(
+            f"cannot read {gitdir / 'commondir'}: {exc.strerror or exc}",
+            hint="restore it: it names the repository the worktree belongs to",
+        ) from None
 
 
 Kind = Literal["verified", "seen"]
@@ -93,7 +101,7 @@ def _payload(gitdir: Path, ref: str, commit: str) -> bytes:
     return b"\0".join(
         (
             b"gitaudit.watermark/1",
-            os.fsencode(os.path.realpath(gitdir)),
+            os.fsencode(common_dir(gitdir)),  # the repository's: a linked worktree's too
             ref.encode("utf-8", "surrogateescape"),
             commit.encode(),
         )

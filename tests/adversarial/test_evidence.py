@@ -12,7 +12,8 @@ from typing import Any
 import pygit2
 import pytest
 
-from gitaudit.errors import RunError, TrustError
+from gitaudit.errors import LedgerError, RunError, TrustError
+from gitaudit.gate.judge import judge
 from gitaudit.git.repo import open_repo
 from gitaudit.ledger import watermark
 from gitaudit.ledger.objects import dumps, write_tree
@@ -33,7 +34,7 @@ from tests.adversarial.conftest import (
     step,
 )
 from tests.adversarial.test_seals import _forge_weak_seal
-from tests.gitrepo import GitRepo, forget_marks
+from tests.gitrepo import GitRepo, audit, forget_marks
 from tests.run.test_memo import pre_push
 
 RUNS = runs_ref("default")
@@ -846,3 +847,57 @@ def test_attack_evidence_marks_forgotten_hide_a_rewind(
     judged = assert_plan(world.gate(), "evidence.ledger", "FAIL")
     assert any(w in judged.reasons[0].message for w in ("moved backwards", "was deleted"))
     assert pre_push(world.repo)[:2] == (1, "full")
+
+
+LINKED_WORKTREE = (
+    "status in the linked worktree",
+    "pre-push in the linked worktree",
+    "a run in the linked worktree",
+    "the failure judged in the linked worktree, the ref rewound in the main one",
+)
+
+
+@pytest.mark.parametrize("where", LINKED_WORKTREE)
+def test_attack_evidence_rewind_through_a_linked_worktree(
+    world: World, tmp_path: Path, where: str
+) -> None:
+    """A genuine PASS, then a genuine FAIL of the same tree; the agent adds a linked worktree
+    (`git worktree add`) and moves the runs ref, which all worktrees share, back to the PASS.
+    The marks and their floors were kept per git dir, and a linked worktree has its own: in the
+    linked worktree status and pre-push said PASS while the main worktree reported the rewind,
+    and the honest runner appended its next run there on the rewound ref; with the failure
+    recorded and judged in the linked worktree, the main one said PASS (before the fix). The
+    marks are the repository's, kept in its common dir: every worktree reports the rewind."""
+    flag = tmp_path / "flag"
+    world.seal(flagged(flag))
+    passed = world.run()
+    assert passed.verdict == "PASS"
+    linked = GitRepo(tmp_path / "wt")
+    world.repo.git("worktree", "add", "-q", str(linked.path), "HEAD")
+    flag.write_text("the unit tests fail now\n")
+    if where.startswith("the failure judged in the linked worktree"):
+        failed = run_plan(open_repo(linked.path), "default", world.ci, jobs=1)
+        assert failed.verdict == "FAIL" and failed.tree == passed.tree
+        assert_plan(judge(open_repo(linked.path), "HEAD"), "step.failed", "FAIL")
+        world.set_ref(RUNS, passed.commit)
+        judged = assert_plan(world.gate(), "evidence.ledger", "FAIL")
+        assert "moved backwards" in judged.reasons[0].message
+        assert pre_push(world.repo)[:2] == (1, "full")
+        return
+    failed = world.run()
+    assert failed.verdict == "FAIL" and failed.tree == passed.tree
+    assert_plan(world.gate(), "step.failed", "FAIL")
+    linked.git("update-ref", RUNS, passed.commit)
+    if where == "status in the linked worktree":
+        judged = assert_plan(judge(open_repo(linked.path), "HEAD"), "evidence.ledger", "FAIL")
+        assert "moved backwards" in judged.reasons[0].message
+        assert audit(linked.path, "status").code == 1
+    elif where == "pre-push in the linked worktree":
+        assert pre_push(linked)[:2] == (1, "full")
+    else:
+        flag.unlink()
+        linked.write("more.txt", "more\n")
+        linked.commit("more")
+        with pytest.raises(LedgerError, match="moved backwards"):
+            run_plan(open_repo(linked.path), "default", world.ci, jobs=1)
+        assert world.ref(RUNS) == passed.commit  # nothing appended over the rewind

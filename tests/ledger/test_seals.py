@@ -889,3 +889,30 @@ def test_marks_keep_a_floor_in_the_gitaudit_home(
     )
     assert json.loads(Path(marks_path(trusted.gitdir)).read_text())["seen"][PLANS_REF] == str(old)
     assert read_state(trusted).tip == old
+
+
+def test_a_linked_worktree_shares_the_marks_of_the_repository(
+    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo, tmp_path: Path
+) -> None:
+    """A linked worktree shares the refs with the main one, so it shares their marks and floors
+    (the common dir's): a seal marked from the main worktree counts in the linked one, as a
+    floor and, its MAC bound to the repository, as verified; and the plans ref moved back from
+    the linked worktree is reported there. Kept per git dir, the linked worktree had none."""
+    seal(trusted, sealer)
+    old = read_ref(trusted.git, PLANS_REF)
+    plan = two_step_plan()
+    plan["steps"][1]["verify"].append({"type": "run", "argv": ["echo", "stronger"]})
+    repo.write_plan(plan)
+    seal(trusted, sealer)
+    new = read_ref(trusted.git, PLANS_REF)
+    assert old is not None and new is not None
+    repo.git("worktree", "add", "-q", str(tmp_path / "wt"), "HEAD")
+    linked = open_repo(tmp_path / "wt")
+    assert linked.gitdir != trusted.gitdir
+    assert marks_path(linked.gitdir) == marks_path(trusted.gitdir)
+    with watermark.view(linked.gitdir) as marks:
+        assert marks["home"][PLANS_REF] == str(new)
+        assert watermark.verified(linked.git, linked.gitdir, marks, PLANS_REF) == str(new)
+    linked.git.references.create(PLANS_REF, old, force=True)
+    with pytest.raises(LedgerError, match="moved backwards"):
+        read_state(linked)
