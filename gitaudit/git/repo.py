@@ -88,6 +88,23 @@ class Repo:
         return str(value)
 
 
+def _opened(where: str, gitdir: str) -> pygit2.Repository:
+    """libgit2's repository at *where*; RepositoryError, in one line, when libgit2 refuses it:
+    the configuration at *gitdir* (which anything that writes ``.git/`` can edit) names a
+    format it does not support (``core.repositoryformatversion``, ``extensions.*``: SHA-256
+    objects, reftable refs) or does not parse."""
+    try:
+        return pygit2.Repository(where)
+    except (pygit2.GitError, ValueError) as exc:  # pygit2.InvalidError is a ValueError
+        why = str(exc).removeprefix(f"{where}: ")
+        config = os.path.join(gitdir, "config")
+        raise RepositoryError(
+            f"cannot open the repository at {where}: {why}",
+            hint=f"fix or remove that setting in {config} (gitaudit reads SHA-1 repositories "
+            "with files refs, format version 0 or 1)",
+        ) from None
+
+
 def open_repo(path: Path | str | None = None, *, from_env: bool = False) -> Repo:
     """Open the repository containing *path* (default: the current directory).
 
@@ -101,7 +118,7 @@ def open_repo(path: Path | str | None = None, *, from_env: bool = False) -> Repo
             # from the environment; the path is passed too so pygit2 knows where it is
             start = os.environ.get("GIT_DIR") or (str(path) if path is not None else ".")
             git = pygit2.Repository(start, pygit2.enums.RepositoryOpenFlag.FROM_ENV)
-        except pygit2.GitError as exc:
+        except (pygit2.GitError, ValueError) as exc:
             raise RepositoryError(
                 f"cannot open the repository from git's environment: {exc}"
             ) from exc
@@ -119,7 +136,7 @@ def open_repo(path: Path | str | None = None, *, from_env: bool = False) -> Repo
         # opened from the work tree, as git finds it: libgit2 then takes the work tree from a
         # `gitdir:` file's folder (a --separate-git-dir clone, a redirected .git), where the git
         # dir opened by itself would name its own parent folder
-        git = pygit2.Repository(str(origin if origin.is_dir() else origin.parent))
+        git = _opened(str(origin if origin.is_dir() else origin.parent), found)
     workdir = Path(git.workdir).resolve() if git.workdir and not git.is_bare else None
     if workdir is not None and not from_env:
         require_entered(workdir, path if path is not None else Path.cwd())

@@ -29,7 +29,7 @@ from gitaudit import secret
 from gitaudit.errors import LedgerError
 from gitaudit.frozen import frozen
 from gitaudit.ledger import chain
-from gitaudit.ledger.objects import blob_at, loads
+from gitaudit.ledger.objects import blob_at, loads, tree_of
 from gitaudit.ledger.records import lookup_keys
 from gitaudit.ledger.refs import ledger_ref, read_ref
 from gitaudit.ledger.tallies import Tallies
@@ -145,8 +145,8 @@ def _summary(
     run.json gives placeholders (the gate and verify report it; the index only has to not
     crash)."""
     try:
-        doc = loads(blob_at(repo, commit.tree, "run.json") or b"{}")
-    except ValueError:
+        doc = loads(blob_at(repo, tree_of(commit, "run"), "run.json") or b"{}")
+    except (ValueError, LedgerError):  # not JSON; its tree or run.json missing
         doc = None
     return lookup_keys(doc) or ("", "", "MALFORMED", {})
 

@@ -119,16 +119,36 @@ def read_files(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str = "") -> 
 
 
 def blob_at(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> bytes | None:
-    """The bytes of the blob at *path* in *tree*, or None."""
+    """The bytes of the blob at *path* in *tree*, or None (no such entry, or not a blob: a
+    submodule link names a commit of another repository, never read here). LedgerError naming
+    the object when the tree lists a blob the repository does not have (a forged tree, or an
+    object store that lost it)."""
     try:
         entry = tree[path]
     except KeyError:
         return None
+    if entry.filemode == FileMode.COMMIT:
+        return None
     try:  # the raw object: no pygit2 object is built for it
         kind, data = repo.odb.read(entry.id)
-    except KeyError:  # pygit2.NotFoundError, also a GitError: raised as repo[...] raises it
-        raise KeyError(entry.id) from None
+    except KeyError:  # pygit2.NotFoundError
+        raise LedgerError(
+            f"{path} ({entry.id}) in tree {str(tree.id)[:12]} is missing from the repository",
+            hint="fetch the ref again, or restore it from a good copy or the reflog",
+        ) from None
     return data if kind == ObjectType.BLOB else None
+
+
+def tree_of(commit: pygit2.Commit, what: str) -> pygit2.Tree:
+    """The root tree of *commit*; LedgerError naming both when the repository does not have it
+    or cannot read it (a forged commit naming a tree that never existed)."""
+    try:
+        return commit.tree
+    except (KeyError, ValueError, pygit2.GitError):
+        raise LedgerError(
+            f"{what} {str(commit.id)[:12]}: its tree {commit.tree_id} is missing or unreadable",
+            hint="fetch the ref again, or restore it from a good copy or the reflog",
+        ) from None
 
 
 def _may_hold_surrogates(data: bytes | str) -> bool:

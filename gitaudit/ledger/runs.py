@@ -20,7 +20,15 @@ import pygit2
 from gitaudit import checkpoint
 from gitaudit.crypto.commits import SNAPSHOT_HINT, create_signed_commit, snapshot_refusal
 from gitaudit.errors import LedgerError
-from gitaudit.ledger.objects import blob_at, commit_of, dumps, dumps_text, loads, write_tree
+from gitaudit.ledger.objects import (
+    blob_at,
+    commit_of,
+    dumps,
+    dumps_text,
+    loads,
+    tree_of,
+    write_tree,
+)
 from gitaudit.ledger.records import RunRecord, parse_run
 from gitaudit.ledger.refs import RefConflict, cas_update, read_ref, runs_ref
 
@@ -133,7 +141,7 @@ def read_run(repo: pygit2.Repository, oid: pygit2.Oid | str, what: str = "run") 
     """The typed record of a run commit (:mod:`gitaudit.ledger.records`); LedgerError naming the
     commit (and the JSON path) when it is malformed."""
     commit = commit_of(repo, oid if isinstance(oid, pygit2.Oid) else pygit2.Oid(hex=oid), what)
-    return run_of(repo, commit, commit.tree, what)
+    return run_of(repo, commit, tree_of(commit, what), what)
 
 
 def run_of(

@@ -4,6 +4,7 @@ terminal, step titles in `show`."""
 
 from __future__ import annotations
 
+import pygit2
 import pytest
 
 from tests.gitrepo import GitRepo, audit
@@ -142,3 +143,80 @@ def test_log_names_a_runs_ref_whose_tip_is_not_a_readable_commit(
     shown = audit(repo.path, "log")
     assert shown.code == 1 and "no runs recorded" not in shown.out
     assert expected in shown.err and "hint:" in shown.err
+
+
+REFUSED_CONFIG = {
+    "extensions.objectFormat": ("extensions.objectformat", "sha256"),
+    "extensions.refStorage": ("extensions.refstorage", "reftable"),
+    "an unknown extension": ("extensions.nosuch", "yes"),
+    "format version 2": ("core.repositoryformatversion", "2"),
+    "a broken section header": None,
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED_CONFIG))
+def test_a_repository_libgit2_refuses_to_open_is_named_in_one_line(
+    repo: GitRepo, case: str
+) -> None:
+    """`.git/config` naming a format libgit2 does not read (SHA-256 objects, reftable refs, an
+    unknown extension, format version 2) or not parsing at all: `status` died with pygit2's
+    GitError and a traceback. One line names the repository and libgit2's reason, and the hint
+    the file to fix."""
+    config = repo.path / ".git" / "config"
+    setting = REFUSED_CONFIG[case]
+    if setting is None:
+        config.write_text(config.read_text() + "[core\n")
+    else:
+        repo.git("config", "core.repositoryformatversion", "1")
+        repo.git("config", *setting)
+    result = audit(repo.path, "status")
+    assert result.code == 1, result.out + result.err
+    assert result.err.startswith(f"error: cannot open the repository at {repo.path}: ")
+    assert f"hint: fix or remove that setting in {config} " in result.err
+    assert len(result.err.strip().splitlines()) == 2, result.err
+
+
+def _forged_tip(repo: GitRepo, run_json: tuple[int, str] | None) -> tuple[str, str]:
+    """An unsigned commit on top of the default ledger (what anything that writes `.git/` can
+    make) whose tree holds run.json as (mode, id) naming no object here, or, with None, whose
+    own tree is missing. Returns the commit and the missing object."""
+    git = pygit2.Repository(str(repo.path))
+    ref = "refs/audit/runs/default"
+    tip = git.references[ref].target
+    if run_json is None:
+        tree = missing = "3" * 40
+    else:
+        mode, missing = run_json
+        raw = f"{mode:o} run.json\0".encode() + bytes.fromhex(missing)
+        tree = str(git.odb.write(pygit2.enums.ObjectType.TREE, raw))
+    who = "forger <f@example.test> 1700000000 +0000"
+    body = f"tree {tree}\nparent {tip}\nauthor {who}\ncommitter {who}\n\nforged\n"
+    commit = git.odb.write(pygit2.enums.ObjectType.COMMIT, body.encode())
+    git.references.create(ref, commit, force=True)
+    return str(commit), missing
+
+
+@pytest.mark.parametrize("case", ["a gitlink", "a missing blob", "a missing tree"])
+def test_a_runs_tip_whose_run_json_cannot_be_read_is_named_in_one_line(
+    repo: GitRepo, sealed: Sealer, case: str
+) -> None:
+    """A forged runs tip whose run.json is a gitlink (mode 160000) or names a blob the
+    repository lacks, or whose tree is missing: status, log, show and run died with KeyError
+    (or pygit2's GitError "Unable to read tree") and a traceback. status fails the unsigned tip
+    as before; log and show name the run or the object in one line; run does not crash."""
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    entry = {"a gitlink": (0o160000, "1" * 40), "a missing blob": (0o100644, "2" * 40)}
+    forged, missing = _forged_tip(repo, entry.get(case))
+    status = audit(repo.path, "status")
+    assert status.code == 1 and f"commit {forged} is not signed" in status.out, status
+    expected = {
+        "a gitlink": f"error: run {forged[:12]} has no run.json",
+        "a missing blob": f"error: run.json ({missing}) in tree ",
+        "a missing tree": f"error: run {forged[:12]}: its tree {missing} is missing",
+    }[case]
+    for command in (["log"], ["show", "latest"]):
+        shown = audit(repo.path, *command)
+        assert shown.code == 1 and shown.err.startswith(expected), (command, shown.err)
+        assert len(shown.err.strip().splitlines()) <= 2, shown.err
+    assert audit(repo.path, "run").code in (0, 1)  # an exception would propagate from here

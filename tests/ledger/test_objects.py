@@ -11,7 +11,8 @@ import pygit2
 import pytest
 from pygit2.enums import ObjectType
 
-from gitaudit.ledger.objects import _may_hold_surrogates, blob_at, loads, write_tree
+from gitaudit.errors import LedgerError
+from gitaudit.ledger.objects import _may_hold_surrogates, blob_at, loads, tree_of, write_tree
 
 
 @pytest.fixture
@@ -30,17 +31,36 @@ def test_blob_at_reads_a_blob_and_nothing_else(repo: pygit2.Repository) -> None:
 
 
 def test_blob_at_an_entry_that_lies_about_its_object(repo: pygit2.Repository) -> None:
-    """A blob entry naming a tree reads as no blob; one naming an absent object raises
-    KeyError (the object database is damaged), as ``repo[...]`` raises it."""
+    """A blob entry naming a tree reads as no blob, and so does a submodule link (mode 160000,
+    a commit of another repository, absent here); one naming an absent object is a
+    LedgerError naming it (it raised KeyError, which status, log, show and run let through as a
+    traceback)."""
     inner = write_tree(repo, {"x": b"1"})
     missing = pygit2.Oid(hex="1" * 40)
-    raw = b"100644 gone\0" + missing.raw + b"100644 run.json\0" + inner.raw
+    raw = b"100644 gone\0" + missing.raw + b"160000 link\0" + missing.raw
+    raw += b"100644 run.json\0" + inner.raw
     tree = repo[repo.odb.write(ObjectType.TREE, raw)]  # git would not write it
     assert isinstance(tree, pygit2.Tree)
     assert blob_at(repo, tree, "run.json") is None
-    with pytest.raises(KeyError) as caught:
+    assert blob_at(repo, tree, "link") is None
+    with pytest.raises(LedgerError) as caught:
         blob_at(repo, tree, "gone")
-    assert type(caught.value) is KeyError and caught.value.args == (missing,)
+    assert caught.value.message == (
+        f"gone ({missing}) in tree {str(tree.id)[:12]} is missing from the repository"
+    )
+
+
+def test_tree_of_a_commit_whose_tree_is_missing(repo: pygit2.Repository) -> None:
+    """pygit2 raised GitError ("Unable to read tree") from ``commit.tree``."""
+    who = "f <f@example.test> 1700000000 +0000"
+    raw = f"tree {'3' * 40}\nauthor {who}\ncommitter {who}\n\nforged\n".encode()
+    commit = repo[repo.odb.write(ObjectType.COMMIT, raw)]
+    assert isinstance(commit, pygit2.Commit)
+    with pytest.raises(LedgerError) as caught:
+        tree_of(commit, "run")
+    assert caught.value.message == (
+        f"run {str(commit.id)[:12]}: its tree {'3' * 40} is missing or unreadable"
+    )
 
 
 @pytest.mark.parametrize(
