@@ -239,6 +239,18 @@ def state_at(repo: pygit2.Repository, commit: pygit2.Commit) -> PlansState:
     return _state_of(repo, commit.tree, commit.id, f"plans commit {str(commit.id)[:12]}")
 
 
+def runners_ever(repo: pygit2.Repository, tip: pygit2.Oid | None) -> list[PublicKey]:
+    """Every key that was a runner on any version of the plans ref up to *tip*: a run signed
+    by a runner retired since is still a run (``verify`` accepts it, and a new run may follow
+    it); the gate itself only accepts currently trusted runners."""
+    keys: list[PublicKey] = []
+    for commit in chain.walk(repo, tip, what=PLANS_REF):
+        for key in state_at(repo, commit).trust.with_role("runner"):
+            if key not in keys:
+                keys.append(key)
+    return keys
+
+
 def _state_of(
     repo: pygit2.Repository, tree: pygit2.Tree, tip: pygit2.Oid, where: str
 ) -> PlansState:

@@ -37,6 +37,7 @@ from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.plansref import (
     PlansState,
+    runners_ever,
     sealed_contract,
     state_at,
     verify_chain,
@@ -63,17 +64,6 @@ class VerifyReport:
             "verified": self.verified,
             "seconds": round(self.seconds, 3),
         }
-
-
-def _runner_keys(repo: pygit2.Repository, tip: pygit2.Oid | None) -> list[PublicKey]:
-    """Every key that was a runner on any version of the plans ref (old evidence stays valid
-    after a key is retired; the gate itself only accepts currently trusted runners)."""
-    keys: list[PublicKey] = []
-    for commit in chain.walk(repo, tip, what=PLANS_REF):
-        for key in state_at(repo, commit).trust.with_role("runner"):
-            if key not in keys:
-                keys.append(key)
-    return keys
 
 
 def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
@@ -108,7 +98,7 @@ def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
         except GitAuditError as exc:
             report.problems.append(exc.message)
     _verify_agents(repo, plans, refs[AGENTS_REF], marks, report, new_marks)
-    runners = _runner_keys(git, plans_tip) if plans_tip is not None else []
+    runners = runners_ever(git, plans_tip) if plans_tip is not None else []
     # runs are judged by the runners of the plans chain: when it does not verify, neither do they
     trusted_runners = plans_tip is None or PLANS_REF in new_marks
     for ref, tip in sorted(refs.items()):

@@ -31,7 +31,7 @@ from gitaudit.checks.environment import Sandbox, clean_path
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
-from gitaudit.errors import GitAuditError, RunError, UsageError
+from gitaudit.errors import GitAuditError, LedgerError, RunError, UsageError
 from gitaudit.frozen import frozen
 from gitaudit.git.fingerprint import Fingerprint, changed_paths, workspace_fingerprint
 from gitaudit.git.repo import Repo
@@ -42,10 +42,11 @@ from gitaudit.ledger.plansref import (
     attempt_contracts,
     read_state,
     reconcile_first,
+    runners_ever,
     sealed_contract,
 )
 from gitaudit.ledger.records import RUN_FORMAT, RunRecord
-from gitaudit.ledger.refs import read_ref, runs_ref
+from gitaudit.ledger.refs import PLANS_REF, read_ref, runs_ref
 from gitaudit.ledger.runs import append_run, evidence_files, read_run, run_of
 from gitaudit.ledger.tallies import Tallies
 from gitaudit.ledger.trust import TrustedKey
@@ -355,7 +356,7 @@ def _prepare(
     (or lacks a label it would act as), an invalid or unsealed plan, a working copy that
     differs from its seal, unknown steps."""
     state, runner = require_runner(repo, signer)
-    _require_forward(repo, name)
+    _require_forward(repo, name, state)
     missing = [label for label in labels if label not in runner.labels]
     if missing:
         raise RunError(
@@ -397,14 +398,33 @@ def _prepare(
     return _Prepared(state, runner, plan, seal, wanted, labels, elsewhere)
 
 
-def _require_forward(repo: Repo, name: str) -> None:
-    """The runs ledger no further back than it was seen: a step's failed attempts and unknown
-    outcome are counted on it, so one rewound or deleted since (which would forget them, and
-    whose run would then be marked seen over the rewind) is refused before anything runs."""
+def _require_forward(repo: Repo, name: str, state: PlansState) -> None:
+    """The runs ledger no further back than it was seen, and its tip a run a runner signed.
+
+    A step's failed attempts and unknown outcome are counted on it, so one rewound or deleted
+    since (which would forget them, and whose run would then be marked seen over the rewind)
+    is refused before anything runs. And the new run is signed on top of the tip: on a commit
+    no runner signed (the agent writes refs and objects), its signature would take a forged
+    chain into the ledger, one ``git audit verify`` and the server then refuse for good."""
     ref = runs_ref(name)
     with watermark.view(repo.gitdir) as marks:
         tip = read_ref(repo.git, ref)
     watermark.check_forward(repo.git, repo.gitdir, ref, tip, marks)
+    if tip is None:
+        return
+    try:
+        verify_commit(repo.git, tip, state.trust.with_role("runner"))
+        return
+    except GitAuditError as exc:
+        why = exc.message
+    plans = read_ref(repo.git, PLANS_REF)  # a runner retired since it signed the tip
+    if _trusted(repo, str(tip), runners_ever(repo.git, plans)):
+        return
+    raise LedgerError(
+        f"{ref} points at {str(tip)[:12]}, which no runner signed ({why}); nothing was run",
+        hint=f"move {ref} back to its last run (`git reflog show {ref}`; `git audit verify` "
+        "names every problem), then run again",
+    )
 
 
 def _check_reconcile(

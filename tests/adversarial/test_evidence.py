@@ -12,6 +12,7 @@ from typing import Any
 import pygit2
 import pytest
 
+from gitaudit.crypto.commits import NAMESPACE, SNAPSHOT_NAMESPACE
 from gitaudit.errors import LedgerError, RunError, TrustError
 from gitaudit.gate.judge import judge
 from gitaudit.git.repo import open_repo
@@ -901,3 +902,59 @@ def test_attack_evidence_rewind_through_a_linked_worktree(
         with pytest.raises(LedgerError, match="moved backwards"):
             run_plan(open_repo(linked.path), "default", world.ci, jobs=1)
         assert world.ref(RUNS) == passed.commit  # nothing appended over the rewind
+
+
+FORGED_TIPS = [
+    "unsigned, on the last run",
+    "signed by mallory, on the last run",
+    "unsigned root, the ledger's first commit",
+    "a snapshot ci signed, on the last run",
+]
+
+
+@pytest.mark.parametrize("forged", FORGED_TIPS)
+def test_attack_evidence_honest_run_signs_on_a_forged_tip(world: World, forged: str) -> None:
+    """The agent points the runs ref at a commit no runner signed (on the last genuine run, or
+    as the ledger's first commit), then the honest runner runs: its signed run took the forgery
+    into the chain as its parent, burying it under genuine evidence (`verify` and the server
+    then refused the ledger for good, and a forged run.json sat in the signed history). The
+    run refuses to sign on a tip no runner signed, and leaves the ref where it was."""
+    world.seal(plan(step("unit", check("true"))))
+    if forged != "unsigned root, the ledger's first commit":
+        first = world.run()
+        assert first.verdict == "PASS"
+    else:
+        first = None
+    git = world.handle().git
+    base = first.commit if first is not None else None
+    files = world.run_files(base) if base else {"run.json": b"{}\n"}
+    signer = world.mallory if "mallory" in forged else world.ci if "snapshot" in forged else None
+    parents = [pygit2.Oid(hex=base)] if base else []
+    namespace = SNAPSHOT_NAMESPACE if forged.startswith("a snapshot") else NAMESPACE
+    tree = write_tree(git, files)
+    oid = world.commit_object(git, tree, parents, "audit: forged\n", signer, namespace=namespace)
+    world.set_ref(RUNS, oid)
+    with pytest.raises(LedgerError, match="which no runner signed"):
+        world.run()
+    assert world.ref(RUNS) == str(oid)  # nothing appended on the forgery
+    result = world.cli("run", "--key", str(world.keys["ci"]))
+    assert result.code == 1 and "no runner signed" in result.err, (result.out, result.err)
+    assert world.ref(RUNS) == str(oid)
+
+
+def test_a_run_follows_a_run_signed_by_a_runner_retired_since(world: World) -> None:
+    """Control: ci's run, then alice trusts a new runner and retires ci: the new runner's run
+    is signed on ci's (a run then, a run still), and the gate judges by the new runner's."""
+    world.seal(plan(step("unit", check("true"))))
+    first = world.run()
+    assert first.verdict == "PASS"
+    from tests.adversarial.conftest import runner
+
+    second = runner(world, "ci2")
+    trust_remove(world.handle(), world.alice, "ci")
+    recorded = world.run(signer=second)
+    assert recorded.verdict == "PASS"
+    assert world.handle().git[pygit2.Oid(hex=recorded.commit)].parent_ids == [
+        pygit2.Oid(hex=first.commit)
+    ]
+    assert world.gate().verdict == "PASS"
