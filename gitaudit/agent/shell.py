@@ -2,7 +2,8 @@
 
 Not a shell: a conservative reader of what an agent's ``Bash`` tool call will run. It splits
 the command into words and operators as a POSIX shell does (quotes, backslashes, comments;
-``$(...)``, backticks and ``<(...)`` kept whole inside their word), then into simple commands at
+bash's ``$'...'`` decoded and ``$"..."`` read as ``"..."``; ``$(...)``, backticks and ``<(...)``
+kept whole inside their word), then into simple commands at
 ``;``, ``&&``, ``||``, ``|``, ``&``, newlines and parentheses; takes each command's leading
 ``NAME=value`` assignments and its write-redirection targets (``>``, ``>>``, ``&>``, ...);
 unwraps the commands that run another command (``env``, ``sudo``, ``nice``, ``timeout``,
@@ -189,15 +190,31 @@ def _piece(script: str, i: int) -> tuple[str, int]:
         return script[i + 1 : end], end + 1
     if c == '"':
         return _double_quoted(script, i + 1)
-    if script.startswith(("$(", "<(", ">("), i):
-        end = _closing(script, i + 2)
-        return script[i:end], end
     if c == "`":
         end = script.find("`", i + 1)
         if end < 0:
             raise Unreadable("the command cannot be read (a backtick is not closed)")
         return script[i : end + 1], end + 1
+    if c in "$<>":
+        return _dollar(script, i)
     return c, i + 1
+
+
+def _dollar(script: str, i: int) -> tuple[str, int]:
+    """The piece of a word at a ``$`` (or a ``<(...)``, ``>(...)``) at *i*, and where it ends:
+    ``$'...'`` decoded, ``$"..."`` as ``"..."`` (its translation needs a message catalog),
+    ``$$`` (the shell's process id: ``$$'x'`` is no ``$'x'``), a whole substitution, or the
+    character itself."""
+    if script.startswith("$'", i):
+        return _ansi_c(script, i + 2)
+    if script.startswith('$"', i):
+        return _double_quoted(script, i + 2)
+    if script.startswith("$$", i):
+        return "$$", i + 2
+    if script.startswith(("$(", "<(", ">("), i):
+        end = _closing(script, i + 2)
+        return script[i:end], end
+    return script[i], i + 1
 
 
 def _double_quoted(script: str, i: int) -> tuple[str, int]:
@@ -226,14 +243,93 @@ def _double_quoted(script: str, i: int) -> tuple[str, int]:
     raise Unreadable('the command cannot be read (a " is not closed)')
 
 
+def _ansi_c(script: str, i: int) -> tuple[str, int]:
+    """The text of a ``$'...'`` string starting after its ``$'``, decoded as bash does, and
+    where it ends.
+
+    Its escapes spell any character (``$'\\x2egit'`` is ``.git``), so a word read without
+    decoding them names another path than the one the shell writes. Bash finds the closing
+    quote first (``\\'`` does not close), then decodes: ``\\a \\b \\e \\E \\f \\n \\r \\t \\v
+    \\\\ \\' \\" \\?``, ``\\nnn`` (octal, one to three digits), ``\\xHH`` and ``\\x{H...}``,
+    ``\\uHHHH`` and ``\\UHHHHHHHH`` (as UTF-8), ``\\cX`` (control-X); an unknown escape stays as
+    written, and a NUL byte ends the string's text. Bytes that are not UTF-8 are kept as
+    surrogate escapes (as :func:`os.fsdecode` keeps them)."""
+    end = i
+    while end < len(script) and script[end] != "'":
+        end += 2 if script[end] == "\\" else 1
+    if end >= len(script):
+        raise Unreadable("the command cannot be read (a $' is not closed)")
+    text = script[i:end]
+    out = bytearray()
+    j = 0
+    while j < len(text):
+        if text[j] == "\\" and j + 1 < len(text):
+            chunk, j = _ansi_c_escape(text, j + 1)
+        else:
+            chunk, j = text[j].encode("utf-8", "surrogateescape"), j + 1
+        out += chunk
+    return bytes(out.partition(b"\0")[0]).decode("utf-8", "surrogateescape"), end + 1
+
+
+def _ansi_c_escape(text: str, j: int) -> tuple[bytes, int]:
+    """The bytes of the escape in *text* whose backslash is just before *j*, and where the
+    escape ends (see :func:`_ansi_c`)."""
+    e, j = text[j], j + 1
+    if e in _ANSI_C_ESCAPES:
+        return bytes([_ANSI_C_ESCAPES[e]]), j
+    if e in _OCTAL:
+        digits = _run(text, j - 1, _OCTAL, 3)
+        return bytes([int(digits, 8) & 0xFF]), j - 1 + len(digits)
+    if e in "xuU":
+        braced = e == "x" and text[j : j + 1] == "{"  # \\x{HH...}: its last two digits
+        start = j + braced
+        digits = _run(text, start, _HEX, len(text) if braced else {"x": 2, "u": 4, "U": 8}[e])
+        end = start + len(digits)
+        end += braced and text[end : end + 1] == "}"
+        if digits or braced:
+            value = int(digits or "0", 16)
+            if e == "x":
+                return bytes([value & 0xFF]), end
+            if value > 0x10FFFF:
+                raise Unreadable(f"the command cannot be read (\\{e}{digits} is no character)")
+            return chr(value).encode("utf-8", "surrogatepass"), end
+    if e == "c" and j < len(text):
+        raw = text[j].encode("utf-8", "surrogateescape")
+        control = 0x7F if raw == b"?" else raw[0] & 0x1F
+        return bytes([control]) + raw[1:], j + 1 + (raw == b"\\" and text[j + 1 : j + 2] == "\\")
+    return ("\\" + e).encode("utf-8", "surrogateescape"), j
+
+
+_ANSI_C_ESCAPES = {
+    "a": 7, "b": 8, "e": 27, "E": 27, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11,
+    "\\": 92, "'": 39, '"': 34, "?": 63,
+}  # fmt: skip
+_OCTAL = "01234567"
+_HEX = "0123456789abcdefABCDEF"
+
+
+def _run(text: str, i: int, alphabet: str, most: int) -> str:
+    """The characters of *alphabet* at *i* in *text*, at most *most* of them."""
+    end = i
+    while end < len(text) and end - i < most and text[end] in alphabet:
+        end += 1
+    return text[i:end]
+
+
 def _closing(script: str, i: int) -> int:
     """Where the ``(`` opened just before *i* is closed (the index after its ``)``), skipping
     quoted text; the end of *script* when it never is."""
     depth = 1
     while i < len(script):
         c = script[i]
-        if c == "\\":
+        if c == "\\" or script.startswith("$$", i):
             i += 2
+            continue
+        if script.startswith("$'", i):
+            try:
+                _, i = _ansi_c(script, i + 2)
+            except Unreadable:
+                return len(script)
             continue
         if c == "'":
             end = script.find("'", i + 1)

@@ -82,6 +82,40 @@ def test_quoted_and_escaped_operators_are_words() -> None:
     assert words("find . -exec git commit -n \\;")[-1] == ("git", "commit", "-n")
 
 
+@pytest.mark.parametrize(
+    ("script", "word"),
+    [
+        ("x $'core.hooksPath'", "core.hooksPath"),
+        ("x $'\\x2egit/\\150ooks/\\u0070re-push'", ".git/hooks/pre-push"),
+        ("x a$'\\U00000074'b", "atb"),
+        ("x $'\\a\\b\\e\\E\\f\\n\\r\\t\\v\\\\\\'\\\"\\?'", "\a\b\x1b\x1b\f\n\r\t\v\\'\"?"),
+        ("x $'\\0101\\18\\777'", "\b1\x018\udcff"),
+        ("x $'\\x414\\xg\\x{4174}\\u12345\\u\\z'", "A4\\xgt\u12345\\u\\z"),
+        ("x $'\\ca\\cZ\\c?\\c\\\\x\\c'", "\x01\x1a\x7f\x1cx\\c"),
+        ("x $'caf\\303\\251'", "caf\u00e9"),
+        ("x $'tests/check.py\\0.bak'z", "tests/check.pyz"),
+        ("x $'it\\'s'", "it's"),
+        ('x $"a \\"b\\" $c"', 'a "b" $c'),
+        ("x $$'y'", "$$y"),
+        ("x \"$'y'\"", "$'y'"),
+    ],
+)
+def test_ansi_c_and_locale_quoting_read_as_bash_reads_them(script: str, word: str) -> None:
+    """``$'...'`` is decoded (bash 5.2's escapes; a NUL ends it) and ``$"..."`` read as
+    ``"..."``: read as ``$`` and the text, a quoted path or option name got past the rules."""
+    assert words(script) == [("x", word)]
+
+
+def test_ansi_c_quoting_inside_a_substitution_keeps_its_end() -> None:
+    assert ("rm", ".git/hooks/pre-push") in words("echo $(printf $'a\\')'; rm .git/hooks/pre-push)")
+
+
+@pytest.mark.parametrize("script", ["echo $'open", "echo $'\\U00110000'"])
+def test_unreadable_ansi_c_quoting_raises(script: str) -> None:
+    with pytest.raises(Unreadable):
+        list(commands(script))
+
+
 def test_line_continuations_join_words() -> None:
     assert words("git commit \\\n  --no-verify") == [("git", "commit", "--no-verify")]
 
