@@ -31,7 +31,7 @@ from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of, loads, read_files, write_tree
-from gitaudit.ledger.protected import manifest_path, parse_manifest
+from gitaudit.ledger.protected import amendments, manifest_path, parse_manifest
 from gitaudit.ledger.refs import PLANS_REF, RefConflict, cas_update, read_ref
 from gitaudit.ledger.requests import RequestRecord, parse_records, sealed_request
 from gitaudit.ledger.requests import transition_problem as requests_transition
@@ -852,23 +852,16 @@ def planner_problem(before: PlansState, after: PlansState, planner: TrustedKey) 
 def _planner_seal_problem(  # noqa: PLR0911 (one rule list: what a planner may not seal)
     before: PlansState, after: PlansState, name: str, who: str
 ) -> str | None:
-    old, new = before.seals.get(name), after.seals[name]
-    if new.retired:
+    if after.seals[name].retired:
         return f"planner {who!r} cannot retire plan {name!r}: only a sealer can"
-    manifest = before.protected(name) if old is not None and not old.retired else None
-    now = after.protected(name) or {}
-    changed = sorted(p for p, v in (manifest or {}).items() if now.get(p) != v)
-    if changed or (new.amended and any(new.amended.values())):
-        listing = ", ".join(changed) or "as recorded"
-        return (
-            f"planner {who!r} cannot amend the protected files of plan {name!r} ({listing}): "
-            "only a sealer can"
-        )
     try:
         new_checked, _ = sealed_contract(after, name)
         old_checked, _ = sealed_contract(before, name)
     except GitAuditError as exc:
         return exc.message
+    problem = _planner_amends(before, after, name, who, old_checked)
+    if problem:
+        return problem
     if new_checked is None or new_checked.plan is None:
         return None  # a seal without its plan: the rules of every commit refuse it
     plan = new_checked.plan
@@ -891,6 +884,34 @@ def _planner_seal_problem(  # noqa: PLR0911 (one rule list: what a planner may n
                 "only a sealer can"
             )
     return None
+
+
+def _planner_amends(
+    before: PlansState, after: PlansState, name: str, who: str, sealed: CheckedPlan | None
+) -> str | None:
+    """A planner's new seal of plan *name* keeps the protected files the old seal recorded, as
+    ``plan seal`` judges them (:func:`gitaudit.ledger.protected.amendments`: *sealed*'s patterns
+    over the new manifest, so a file they protect may not enter it either), and keeps a manifest
+    wherever the old seal bound one, even an empty one: without it the gate compares nothing,
+    and a file the agent added (a ``check.sh`` the plan runs) would go unseen."""
+    old, new = before.seals.get(name), after.seals[name]
+    listing = ""
+    if old is not None and not old.retired and old.protected_digest is not None:
+        if new.protected_digest is None:
+            return (
+                f"planner {who!r} cannot drop the protected-files manifest of plan {name!r} "
+                f"(seal v{old.version} records one): only a sealer can amend protected files"
+            )
+        was, now = before.protected(name) or {}, after.protected(name) or {}
+        listing = amendments(was, now, sealed.plan if sealed is not None else None).summary()
+    if not listing and new.amended and any(new.amended.values()):
+        listing = "as recorded"
+    if not listing:
+        return None
+    return (
+        f"planner {who!r} cannot amend the protected files of plan {name!r} ({listing}): "
+        "only a sealer can"
+    )
 
 
 def _answers_problem(

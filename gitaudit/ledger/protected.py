@@ -114,3 +114,17 @@ def differences(sealed: Files, now: Files) -> Changes:
         tuple(sorted(now.keys() - sealed.keys())),
         tuple(sorted(sealed.keys() - now.keys())),
     )
+
+
+def amendments(sealed: Files, now: Files, plan: Plan | None) -> Changes:
+    """How manifest *now* amends *sealed*, the manifest recorded with *plan*: the differences
+    ``git audit plan seal`` takes as an amendment, judged on manifests alone (a plans commit
+    holds no work tree). A file protected before and after with other content, one gone from
+    *now*, and one new to it that *plan*'s patterns protect (a file added to the tree, such as a
+    ``conftest.py`` that skips every test). A file new to *now* that *plan* does not protect came
+    with a new contract protecting more (the contract's business, judged as a strengthening);
+    without *plan* (unreadable) every new file counts."""
+    if plan is not None:
+        protects = set(select(patterns(plan), now, lambda p: p in now))
+        now = {p: v for p, v in now.items() if p in protects or p in sealed}
+    return differences(sealed, now)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import sys
 from dataclasses import replace
 from typing import Any
 
@@ -13,8 +14,10 @@ import pytest
 
 from gitaudit.crypto.keystore import generate_key, load_signer
 from gitaudit.errors import SealError
+from gitaudit.git.fingerprint import workspace_fingerprint
 from gitaudit.ledger.objects import dumps, write_tree
 from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.protected import manifest, manifest_digest, manifest_path, protected_files
 from gitaudit.ledger.refs import PLANS_REF
 from gitaudit.ledger.seals import set_policy, trust_add
 from gitaudit.ledger.trust import Policy, TrustSet
@@ -25,11 +28,13 @@ from tests.adversarial.conftest import (
     assert_plan,
     assert_plans_level,
     check,
+    codes,
+    only,
     plan,
     step,
 )
 from tests.adversarial.test_reconcile import deploy_plan
-from tests.adversarial.test_request import tied
+from tests.adversarial.test_request import REQUEST, Asked, answering, tied
 from tests.gitrepo import forget_marks
 
 WEAK = plan(step("unit", check("true")))
@@ -356,3 +361,122 @@ def test_attack_seals_reconciliation_opened_as_an_earlier_rule_strengthening(
     status = world.cli("status", "--json")
     assert status.code == 1, status.err
     assert status.json()["reasons"][0]["code"] == "plans.untrusted"
+
+
+# ------------------------------------------------------- a planner's seal and protected files
+
+SKIP_ALL = (
+    "import pytest\n\n\ndef pytest_collection_modifyitems(items):\n"
+    "    for item in items:\n        item.add_marker(pytest.mark.skip)\n"
+)
+PYTESTED = {
+    **answering(
+        step("unit", {"type": "pytest", "argv": ["-q", "-p", "no:cacheprovider", "tests"]}),
+        step("lint", check("true"), covers=["R2"]),
+    ),
+    "python": sys.executable,
+}
+PYTESTED["steps"][0]["covers"] = ["R1"]
+SCRIPTED = answering(
+    step("unit", check("sh", "check.sh"), covers=["R1"]), step("lint", covers=["R2"])
+)
+
+
+def _more_checks(data: dict[str, Any]) -> dict[str, Any]:
+    grown = copy.deepcopy(data)
+    grown["steps"][1]["verify"].append(check("true", "again"))
+    return grown
+
+
+# id: (the sealed plan, the file the agent adds and its content, the plan of the forged seal
+# (None: the same), whether the forged seal drops the manifest, the refusal)
+PLANNER_TAKES_IN = {
+    "a-conftest-under-tests": (
+        PYTESTED,
+        ("tests/conftest.py", SKIP_ALL),
+        None,
+        False,
+        "cannot amend the protected files of plan 'default' (added: tests/conftest.py)",
+    ),
+    "a-root-conftest-with-a-check-added": (
+        PYTESTED,
+        ("conftest.py", SKIP_ALL),
+        _more_checks(PYTESTED),
+        False,
+        "cannot amend the protected files of plan 'default' (added: conftest.py)",
+    ),
+    "the-run-script-into-an-empty-manifest": (
+        SCRIPTED,
+        ("check.sh", "exit 0\n"),
+        None,
+        False,
+        "cannot amend the protected files of plan 'default' (added: check.sh)",
+    ),
+    "the-run-script-by-dropping-the-empty-manifest": (
+        SCRIPTED,
+        ("check.sh", "exit 0\n"),
+        None,
+        True,
+        "cannot drop the protected-files manifest of plan 'default' (seal v1 records one)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(PLANNER_TAKES_IN))
+def test_attack_seals_planner_takes_in_an_added_protected_file(world: World, case: str) -> None:
+    """alice sealed the request; the agent holds a planner key and sealed its plan, whose check
+    fails. The agent adds a protected file that makes it pass (a conftest.py that skips every
+    test, the check.sh the plan runs, absent when sealed: an empty manifest): the gate says
+    plan.protected-changed and `plan seal` with the planner key refuses. So the agent writes the
+    next plans commit by hand, signed with its planner key: a seal v2 (the same contract, or a
+    check added) whose manifest takes the file in, or that binds no manifest. The chain's
+    planner rule looked only at files already in the old manifest: status, verify and the
+    server took it, and ci's honest run gave PASS. A file the old plan protects may not enter
+    the manifest, nor the manifest go, by a planner's seal."""
+    sealed, (path, content), forged, drop, words = PLANNER_TAKES_IN[case]
+    generated = generate_key("agent")
+    asked = Asked(world, load_signer(generated.private_path), generated.private_path)
+    trust_add(world.handle(), world.alice, asked.agent.public_key, "planner", "agent")
+    asked.request(REQUEST, reason="what the user wants")
+    world.repo.write("tests/test_answer.py", "def test_answer():\n    assert 6 * 7 == 41\n")
+    assert asked.seal(sealed).commit is not None
+    world.repo.commit("the plan, the request and a failing test")
+    assert world.run().verdict == "FAIL"
+    world.repo.write(path, content)
+    world.repo.commit("the checks pass now")
+    assert world.run().verdict == "PASS"  # ci runs the checks: the added file makes them pass
+    judged = only(world.gate())
+    assert "plan.protected-changed" in codes(judged)
+    with pytest.raises(SealError, match=f"added: {path}"):
+        asked.seal(sealed)
+    if forged is not None:
+        world.write_plan(forged)
+        world.repo.commit("one more check")
+    (checked,) = check_worktree(world.path, "default")
+    assert checked.plan is not None
+    files = world.plans_files()
+    v1 = json.loads(files["seals/default.json"])
+    v2 = {
+        **v1,
+        "version": 2,
+        "previous_digest": v1["contract_digest"],
+        "contract_digest": checked.digest,
+        "change": "neutral" if forged is None else "strengthened",
+    }
+    taken = protected_files(
+        world.handle().git, workspace_fingerprint(world.path).tree, checked.plan
+    )
+    assert path in taken
+    if drop:
+        del v2["protected_digest"], files[manifest_path("default")]
+    else:
+        v2["protected_digest"] = manifest_digest(taken)
+        files[manifest_path("default")] = manifest(taken)
+    files["seals/default.json"] = dumps(v2)
+    files["plans/default.json"] = checked.file.data
+    world.forge_plans(files, asked.agent)
+    result = world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert f"planner 'agent' {words}: only a sealer can" in result.reasons[0].message
+    verified = world.cli("verify")
+    assert verified.code == 1 and words in verified.out

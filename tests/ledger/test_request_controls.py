@@ -31,7 +31,7 @@ from gitaudit.git.repo import open_repo
 from gitaudit.ledger import anchor, watermark
 from gitaudit.ledger.objects import dumps, write_tree
 from gitaudit.ledger.plansref import PlansState, planner_problem, read_state, state_at, verify_chain
-from gitaudit.ledger.protected import manifest_path
+from gitaudit.ledger.protected import manifest, manifest_digest, manifest_path
 from gitaudit.ledger.refs import PLANS_REF
 from gitaudit.ledger.requests import record_path, request_path
 from gitaudit.ledger.resets import resets_path
@@ -267,9 +267,64 @@ def test_a_planner_cannot_amend_a_protected_file(planned: Asked) -> None:
     doc.update(protected_digest=sha256(dumps(manifest)), amended={"changed": ["tests/check.sh"]})
     files["seals/default.json"] = dumps(doc)
     assert _judged(planned, files) == (
-        "planner 'agent' cannot amend the protected files of plan 'default' (tests/check.sh): "
-        "only a sealer can"
+        "planner 'agent' cannot amend the protected files of plan 'default' "
+        "(changed: tests/check.sh): only a sealer can"
     )
+
+
+def _with_manifest(planned: Asked, data: dict[str, Any], listed: dict[str, str] | None) -> Files:
+    """The planner's next seal of *data* (no weakening recorded) binding the manifest *listed*
+    (None: none)."""
+    files = _sealed_by(
+        planned.world, planned.agent, data, change="neutral", weakened=False, weakenings=[]
+    )
+    doc = json.loads(files["seals/default.json"])
+    if listed is None:
+        doc.pop("protected_digest")
+        del files[manifest_path("default")]
+    else:
+        files[manifest_path("default")] = manifest(listed)
+        doc["protected_digest"] = manifest_digest(listed)
+    files["seals/default.json"] = dumps(doc)
+    return files
+
+
+def test_a_planner_cannot_take_a_protected_file_into_the_manifest(planned: Asked) -> None:
+    """A file the sealed plan protects, new to the manifest (the agent added it to the tree),
+    is an amendment, as `plan seal` judges it; a file that enters with a check the planner's
+    new contract adds is the contract's (a strengthening), and the planner may seal it."""
+    world = planned.world
+    guarded = {**copy.deepcopy(PLAN), "protect": ["tests/"]}
+    world.repo.write("tests/test_it.py", "def test_it():\n    pass\n")
+    assert planned.seal(guarded).commit is not None
+    listed = _state(world).protected("default")
+    assert listed is not None and list(listed) == ["tests/test_it.py"]
+    added = {**listed, "tests/conftest.py": "100644 " + "1" * 40}
+    assert _judged(planned, _with_manifest(planned, guarded, added)) == (
+        "planner 'agent' cannot amend the protected files of plan 'default' "
+        "(added: tests/conftest.py): only a sealer can"
+    )
+    grown = copy.deepcopy(guarded)
+    grown["steps"][0]["verify"].append(check("sh", "more.sh"))
+    entered = {**listed, "more.sh": "100644 " + "2" * 40}
+    assert _judged(planned, _with_manifest(planned, grown, entered)) is None
+    assert _judged(planned, _with_manifest(planned, grown, {**entered, **added})) == (
+        "planner 'agent' cannot amend the protected files of plan 'default' "
+        "(added: tests/conftest.py): only a sealer can"
+    )
+
+
+def test_a_planner_cannot_drop_the_manifest_even_an_empty_one(planned: Asked) -> None:
+    """PLAN's checks run no file of the tree: its seal binds an empty manifest. A planner's
+    seal binding none would stop the gate comparing protected files at all."""
+    assert _state(planned.world).protected("default") == {}
+    grown = copy.deepcopy(PLAN)
+    grown["steps"][0]["verify"].append(check("true", "again"))
+    assert _judged(planned, _with_manifest(planned, grown, None)) == (
+        "planner 'agent' cannot drop the protected-files manifest of plan 'default' (seal v1 "
+        "records one): only a sealer can amend protected files"
+    )
+    assert _judged(planned, _with_manifest(planned, grown, {})) is None
 
 
 def test_a_planner_cannot_retire_the_plan(planned: Asked) -> None:
