@@ -35,10 +35,13 @@ from gitaudit.crypto.signers import Signer
 from gitaudit.errors import ExitCode, GitAuditError, LedgerError
 from gitaudit.frozen import frozen
 from gitaudit.ledger.objects import commit_of, dumps, loads, read_files, write_tree
-from gitaudit.ledger.protected import manifest_path, parse_manifest
-from gitaudit.ledger.refs import PROPOSALS_PREFIX, cas_update, read_ref
+from gitaudit.ledger.protected import amendments, manifest_path, parse_manifest
+from gitaudit.ledger.refs import PLANS_REF, PROPOSALS_PREFIX, cas_update, read_ref
 from gitaudit.ledger.trust import APPROVAL_KINDS, Policy, TrustSet
+from gitaudit.plan.catalog import check_file
 from gitaudit.plan.digest import canonical, sha256
+from gitaudit.plan.model import Plan
+from gitaudit.plan.store import PlanFile
 
 APPROVALS_PATH = "approvals.json"
 APPROVALS_FORMAT = "gitaudit.approvals/1"
@@ -153,9 +156,12 @@ def _trust_entries(trust: TrustSet) -> set[tuple[str, bytes, str, str]]:
 def _manifest_amended(
     before: StateLike, after: StateLike, name: str, old: SealLike, new: SealLike
 ) -> bool:
-    """A new seal version changes protected content without saying so: a file protected before
-    and after with other content, another manifest under the same contract, or no manifest at
-    all where there was one (as a seal made before protection existed: nothing is protected)."""
+    """A new seal version changes protected content without saying so: another manifest under
+    the same contract, no manifest at all where there was one (as a seal made before protection
+    existed: nothing is protected), or under a new contract what ``plan seal`` calls an
+    amendment (:func:`gitaudit.ledger.protected.amendments`): a file protected before and after
+    with other content, one gone, or one the old plan protects new to the manifest (a
+    ``conftest.py`` the agent added, taken in with a new step title)."""
     if old.protected_digest is None or new.retired:
         return False
     if new.protected_digest is None:
@@ -170,7 +176,17 @@ def _manifest_amended(
         now = parse_manifest(after.files.get(path, b""), path)
     except GitAuditError:
         return True
-    return any(was[p] != now[p] for p in was.keys() & now.keys())
+    return bool(amendments(was, now, _sealed_plan(before, name)))
+
+
+def _sealed_plan(state: StateLike, name: str) -> Plan | None:
+    """The plan *state* seals as *name*, parsed (None when it cannot be: then every file new to
+    the manifest counts as an amendment)."""
+    path = f"plans/{name}.json"
+    data = state.files.get(path)
+    if data is None:
+        return None
+    return check_file(PlanFile(name, f"{PLANS_REF}:{path}", data), environment=False).plan
 
 
 def lockout_problem(trust: TrustSet, policy: Policy) -> str | None:

@@ -9,10 +9,13 @@ plans commit signed by a trusted sealer, with approvals.json built by hand.
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +23,7 @@ from gitaudit.crypto import sshsig
 from gitaudit.crypto.keystore import generate_key, load_signer
 from gitaudit.crypto.signers import Ed25519Signer, Signer
 from gitaudit.errors import LedgerError
+from gitaudit.git.fingerprint import workspace_fingerprint
 from gitaudit.ledger.approvals import (
     APPROVALS_PATH,
     NAMESPACE,
@@ -32,10 +36,20 @@ from gitaudit.ledger.approvals import (
 from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.proposals import approve, find
+from gitaudit.ledger.protected import manifest, manifest_digest, manifest_path, protected_files
 from gitaudit.ledger.refs import PLANS_REF
 from gitaudit.ledger.seals import retire_plan, set_policy, trust_add
 from gitaudit.plan.catalog import check_worktree
-from tests.adversarial.conftest import STRICT, World, assert_plans_level, check, plan, step
+from tests.adversarial.conftest import (
+    STRICT,
+    World,
+    assert_plans_level,
+    check,
+    codes,
+    only,
+    plan,
+    step,
+)
 from tests.gitrepo import git
 
 WEAK = plan(step("unit", check("true")))
@@ -292,6 +306,96 @@ def test_attack_approvals_amendment_by_dropping_the_manifest(council: Council, c
     council.forge(files)
     world.repo.write("check.sh", "exit 0\n")
     world.repo.commit("check.sh passes now")
+    result = world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "(amend) needs the approval of 2 distinct sealers and carries none" in (
+        result.reasons[0].message
+    )
+
+
+SKIP_ALL = (
+    "import pytest\n\n\ndef pytest_collection_modifyitems(items):\n"
+    "    for item in items:\n        item.add_marker(pytest.mark.skip)\n"
+)
+PYTESTED = {
+    **plan(step("unit", {"type": "pytest", "argv": ["-q", "-p", "no:cacheprovider", "tests"]})),
+    "python": sys.executable,
+}
+
+
+def _titled() -> dict[str, Any]:
+    data = copy.deepcopy(PYTESTED)
+    data["steps"][0]["title"] = "unit tests"
+    return data
+
+
+def _skip_all(world: World) -> dict[str, Any]:
+    world.repo.write("tests/conftest.py", SKIP_ALL)
+    return _titled()
+
+
+def _skip_all_from_the_root(world: World) -> dict[str, Any]:
+    world.repo.write("conftest.py", SKIP_ALL)
+    data = copy.deepcopy(PYTESTED)
+    data["steps"][0]["verify"].append(check("true"))
+    return data
+
+
+def _failing_test_deleted(world: World) -> dict[str, Any]:
+    (world.path / "tests/test_hard.py").unlink()
+    return _titled()
+
+
+# id: (what the agent does to the tree, returning the plan alice seals, the seal's change)
+AMENDED_BY_THE_MANIFEST = {
+    "a-conftest-added-with-a-new-title": (_skip_all, "neutral"),
+    "a-root-conftest-added-with-a-check-added": (_skip_all_from_the_root, "strengthened"),
+    "a-failing-test-deleted-with-a-new-title": (_failing_test_deleted, "neutral"),
+}
+
+
+@pytest.mark.parametrize("case", list(AMENDED_BY_THE_MANIFEST))
+def test_attack_approvals_amendment_by_a_file_new_to_or_gone_from_the_manifest(
+    council: Council, case: str
+) -> None:
+    """The policy asks two sealers to amend protected files. Plan `guarded` runs pytest on
+    tests/, where one test fails; the agent adds a conftest.py that skips every test (or deletes
+    the failing test): plan.protected-changed. alice alone signs a hand-made seal v2 with no
+    approvals.json that changes only a step title (or adds a check) and binds the manifest of
+    the agent's tree. A new contract let the manifest differ in files protected before and
+    after only, so a file added or gone was no amendment: the chain took it and ci's run PASSed.
+    A file the old plan protects that enters or leaves the manifest is an amendment."""
+    cheat, change = AMENDED_BY_THE_MANIFEST[case]
+    world = council.world
+    council.require(weaken=2, amend=2)
+    world.repo.write("tests/test_easy.py", "def test_easy():\n    assert 6 * 7 == 42\n")
+    world.repo.write("tests/test_hard.py", "def test_hard():\n    assert 6 * 7 == 41\n")
+    world.seal(PYTESTED, "guarded")
+    assert world.run("guarded").verdict == "FAIL"
+    newplan = cheat(world)
+    world.repo.commit("the agent's tree")
+    assert world.run("guarded").verdict == "PASS"  # the checks pass on the agent's tree
+    assert "plan.protected-changed" in codes(only(world.gate(), "guarded"))
+    world.write_plan(newplan, "guarded")
+    world.repo.commit("alice's new plan")
+    (checked,) = check_worktree(world.path, "guarded")
+    assert checked.plan is not None
+    tree = workspace_fingerprint(world.path).tree
+    taken = protected_files(world.handle().git, tree, checked.plan)
+    files = world.plans_files()
+    v1 = json.loads(files["seals/guarded.json"])
+    v2 = {
+        **v1,
+        "version": 2,
+        "previous_digest": v1["contract_digest"],
+        "contract_digest": checked.digest,
+        "change": change,
+        "protected_digest": manifest_digest(taken),
+    }
+    files["seals/guarded.json"] = dumps(v2)
+    files["plans/guarded.json"] = checked.file.data
+    files[manifest_path("guarded")] = manifest(taken)
+    council.forge(files)  # signed by alice alone, no approvals.json
     result = world.gate()
     assert_plans_level(result, "plans.untrusted")
     assert "(amend) needs the approval of 2 distinct sealers and carries none" in (

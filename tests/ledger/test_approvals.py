@@ -17,6 +17,7 @@ from gitaudit.git.repo import Repo
 from gitaudit.ledger.approvals import APPROVALS_PATH, ChangeProposed, kinds_of
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.proposals import approve, find, list_proposals, prune
+from gitaudit.ledger.protected import manifest, manifest_digest, manifest_path
 from gitaudit.ledger.refs import PLANS_REF, read_ref
 from gitaudit.ledger.seals import retire_plan, seal_plan, set_policy, trust_add, trust_remove
 from gitaudit.ledger.trust import Policy
@@ -141,6 +142,48 @@ def test_an_amendment_needs_its_approvals(
     outcome = approve(pair, bob, proposed.proposal.id)
     assert outcome.applied is not None
     assert read_state(pair).seals["default"].change == "amended"
+
+
+@pytest.mark.parametrize(
+    ("edit", "kinds"),
+    [
+        (lambda files: {**files, "tests/conftest.py": "100644 " + "1" * 40}, ("amend",)),
+        (lambda files: {p: v for p, v in files.items() if p != "tests/test_a.py"}, ("amend",)),
+        (lambda files: {p: "100644 " + "2" * 40 for p in files}, ("amend",)),
+        (lambda files: {**files, "more.sh": "100644 " + "3" * 40}, ()),
+    ],
+    ids=["added", "gone", "changed", "entering-with-the-new-contract"],
+)
+def test_under_a_new_contract_the_manifest_is_judged_as_plan_seal_judges_it(
+    pair: Repo,
+    sealer: Ed25519Signer,
+    repo: GitRepo,
+    edit: Callable[[dict[str, str]], dict[str, str]],
+    kinds: tuple[str, ...],
+) -> None:
+    """A new contract with another manifest amends when a file the old plan protects is
+    changed, gone, or new to the manifest (added to the tree); a file the old plan did not
+    protect enters with the new contract (a check it adds), which is the contract's business."""
+    plan = two_step_plan()
+    plan["protect"] = ["tests/"]
+    repo.write("tests/test_a.py", "def test_a():\n    pass\n")
+    repo.write_plan(plan)
+    repo.commit("the plan protects tests/")
+    _seal(pair, sealer)
+    state = read_state(pair)
+    record, listed = state.seals["default"], state.protected("default")
+    assert listed is not None and list(listed) == ["tests/test_a.py"]
+    now = edit(listed)
+    resealed = replace(
+        record,
+        version=record.version + 1,
+        contract_digest="sha256:" + "4" * 64,
+        protected_digest=manifest_digest(now),
+        change="strengthened",
+    )
+    files = {**state.files, manifest_path("default"): manifest(now)}
+    after = replace(state, seals={"default": resealed}, files=files)
+    assert kinds_of(state, after) == kinds
 
 
 # ----------------------------------------------------------------------------- proposals
