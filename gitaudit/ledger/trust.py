@@ -12,6 +12,7 @@ the gate policy.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Mapping
 from dataclasses import field, replace
 from typing import Any, Literal
@@ -356,20 +357,41 @@ class Policy:
             out.append("evidence from the live work tree becomes acceptable")
         if AGENTS_MODES.index(self.agents) < AGENTS_MODES.index(old.agents):
             out.append(f"agents mode {old.agents} -> {self.agents}")
-        mine = {r.pattern: r for r in self.evidence}
-        for rule in old.evidence:
-            now = mine.get(rule.pattern)
-            if now is None:
-                out.append(f"evidence rule for {rule.pattern} removed")
-                continue
-            if now.min < rule.min:
-                out.append(f"evidence for {rule.pattern} needs {now.min} runners, not {rule.min}")
-            added = sorted(set(now.runners) - set(rule.runners))
-            if added:
-                out.append(f"evidence for {rule.pattern} also from {', '.join(added)}")
+        out += self._laxer_evidence(old)
         for kind, least in old.approvals:
             if self.approvals_for(kind) < least:
                 out.append(f"{kind} approvals: {least} -> {self.approvals_for(kind)} sealer(s)")
+        return out
+
+    def _laxer_evidence(self, old: Policy) -> list[str]:
+        """What this policy's evidence rules relax compared with *old*'s. A removed rule
+        relaxes (a broader rule, or none, governs its refs). A new or changed rule governs, in
+        this policy, refs an old rule governed: its own pattern's, and those of every old
+        pattern it may share a ref with (:func:`_may_share_a_ref`) and now takes precedence
+        over (:func:`_outranks`), such as ``refs/heads/main`` added under ``refs/heads/*``: it
+        relaxes each such old rule when it names a runner that rule did not, or a lower
+        ``min``. When unsure whether two patterns share a ref, they do."""
+        out: list[str] = []
+        mine = {r.pattern: r for r in self.evidence}
+        theirs = {r.pattern: r for r in old.evidence}
+        out += [f"evidence rule for {p} removed" for p in theirs if p not in mine]
+        for rule in self.evidence:
+            if theirs.get(rule.pattern) == rule:
+                continue
+            for was in old.evidence:
+                if was.pattern != rule.pattern and (
+                    not _may_share_a_ref(was.pattern, rule.pattern)
+                    or (was.pattern in mine and _outranks(was.pattern, rule.pattern))
+                ):
+                    continue
+                where = rule.pattern
+                if was.pattern != rule.pattern:
+                    where += f", governed by the rule for {was.pattern} before,"
+                if rule.min < was.min:
+                    out.append(f"evidence for {where} needs {rule.min} runners, not {was.min}")
+                added = sorted(set(rule.runners) - set(was.runners))
+                if added:
+                    out.append(f"evidence for {where} also from {', '.join(added)}")
         return out
 
     @classmethod
@@ -404,6 +426,36 @@ class Policy:
         except ValueError as exc:
             raise TrustError(f"{where}: {POLICY_PATH} is invalid: {exc}") from None
         return cls(tuple(refs), allow, mode, doc, live, limit, agents, rules, approvals=approvals)
+
+
+_WILD = "*?["  # what makes an evidence pattern a glob (git forbids them in ref names)
+
+
+def _may_share_a_ref(one: str, other: str) -> bool:
+    """Whether a ref name may match both evidence patterns (fnmatch): exactly when one is a
+    plain name; for two globs, unless their literal heads (before the first wildcard) or tails
+    (after the last) disagree, which every common ref would need to begin or end with. True
+    when unsure."""
+    if not any(c in one for c in _WILD):
+        return fnmatch.fnmatchcase(one, other)
+    if not any(c in other for c in _WILD):
+        return fnmatch.fnmatchcase(other, one)
+    heads = [re.split(r"[*?\[]", p, maxsplit=1)[0] for p in (one, other)]
+    tails = [re.split(r"[*?\[\]]", p)[-1] for p in (one, other)]
+    return (heads[0].startswith(heads[1]) or heads[1].startswith(heads[0])) and (
+        tails[0].endswith(tails[1]) or tails[1].endswith(tails[0])
+    )
+
+
+def _outranks(one: str, other: str) -> bool:
+    """Whether the rule for pattern *one* governs every ref the two (different) patterns share,
+    as :meth:`Policy.evidence_rule` picks: a plain name is its ref's exact rule; between two
+    globs the longer (then the greater) pattern wins."""
+    if not any(c in one for c in _WILD):
+        return True
+    if not any(c in other for c in _WILD):
+        return False
+    return (len(one), one) > (len(other), other)
 
 
 def _approvals_from_json(doc: Any) -> tuple[tuple[str, int], ...]:

@@ -6,13 +6,17 @@ server's pre-receive."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from gitaudit.crypto.signers import Signer
+from gitaudit.errors import SealError
 from gitaudit.hooks.install import install_hooks
+from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.seals import set_policy
 from gitaudit.ledger.trust import EvidenceRule, Policy
@@ -20,6 +24,7 @@ from tests.adversarial.conftest import (
     STRICT,
     World,
     assert_plan,
+    assert_plans_level,
     check,
     codes,
     only,
@@ -155,6 +160,75 @@ def test_attack_runner_rules_lowering_min_is_a_weakening(world: World) -> None:
     with pytest.raises(SealError) as refused:
         rule(world, EvidenceRule(MAIN, ("ci", "ci2"), 1))
     assert "needs 1 runners, not 2" in refused.value.message
+
+
+HEADS = EvidenceRule("refs/heads/*", ("ci",))
+RELEASE = "refs/heads/release/1.0"
+GOVERNED = "governed by the rule for refs/heads/* before,"
+
+# id: (the rules while weakening is forbidden, the rule a sealer adds, the ref it relaxes, why)
+NARROWER_RULES = {
+    "main-under-heads": (
+        (HEADS,),
+        EvidenceRule(MAIN, ("agent",)),
+        MAIN,
+        f"evidence for refs/heads/main, {GOVERNED} also from agent",
+    ),
+    "a-glob-under-heads": (
+        (HEADS,),
+        EvidenceRule("refs/heads/ma*", ("agent", "ci")),
+        MAIN,
+        f"evidence for refs/heads/ma*, {GOVERNED} also from agent",
+    ),
+    "a-longer-glob-over-release": (
+        (HEADS, EvidenceRule("refs/heads/release/*", ("ci",))),
+        EvidenceRule("refs/heads/rel*ease/*", ("agent",)),
+        RELEASE,
+        "evidence for refs/heads/rel*ease/*, governed by the rule for refs/heads/release/* "
+        "before, also from agent",
+    ),
+    "a-lower-min-for-main": (
+        (EvidenceRule("refs/heads/*", ("agent", "ci"), 2),),
+        EvidenceRule(MAIN, ("agent", "ci")),
+        MAIN,
+        f"evidence for refs/heads/main, {GOVERNED} needs 1 runners, not 2",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(NARROWER_RULES))
+def test_attack_runner_rules_narrower_rule_relaxes_the_refs_it_takes(
+    world: World, case: str
+) -> None:
+    """The policy forbids weakening and `refs/heads/*` is proven by ci alone (or by two of ci
+    and the agent). A sealer adds a rule for narrower refs (`refs/heads/main`, `refs/heads/ma*`,
+    a glob longer than `refs/heads/release/*` matching the same refs) that admits the agent's
+    runner, or asks one runner. The gate judges a ref by its most specific rule, so the agent's
+    own run proved those refs; the policy was compared rule by rule on the old patterns, found
+    nothing laxer, and `trust policy` and the chain took it. A rule relaxes every ref it takes
+    from an old rule that admitted less."""
+    old, added, ref, words = NARROWER_RULES[case]
+    world.seal(STRICT)
+    agent = runner(world, "agent")
+    locked = replace(read_state(world.handle()).policy, allow_weaken=False, evidence=old)
+    set_policy(world.handle(), world.alice, locked, allow_weaken=False, reason="locked")
+    assert world.run(signer=agent).verdict == "PASS"
+    assert world.gate(for_ref=ref).verdict == "UNKNOWN"  # the agent's run does not prove ref
+    lax = replace(locked, evidence=(*old, added))
+    for allow in (False, True):
+        with pytest.raises(SealError) as refused:
+            set_policy(world.handle(), world.alice, lax, allow_weaken=allow, reason="narrower")
+        assert "policy.json forbids weakening" in refused.value.message
+        assert words in refused.value.message, refused.value.message
+    files = world.plans_files()  # the same policy in a plans commit alice signs by hand
+    files["policy.json"] = dumps(lax.to_json())
+    for path in [p for p in files if p.startswith("seals/")]:
+        files[path] = dumps({**json.loads(files[path]), "policy_digest": lax.digest()})
+    world.forge_plans(files, world.alice)
+    result = world.gate(for_ref=ref)
+    assert_plans_level(result, "plans.untrusted")
+    assert "relaxes a policy that forbids weakening" in result.reasons[0].message
+    assert words in result.reasons[0].message
 
 
 def test_attack_runner_rules_memo_of_a_ruleless_pass_does_not_answer_for_main(

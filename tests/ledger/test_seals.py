@@ -31,7 +31,7 @@ from gitaudit.ledger.seals import (
     trust_init,
     trust_remove,
 )
-from gitaudit.ledger.trust import Policy, TrustSet, trust_from_tree
+from gitaudit.ledger.trust import EvidenceRule, Policy, TrustSet, trust_from_tree
 from gitaudit.ledger.verify import verify_all
 from gitaudit.places import marks_path
 from gitaudit.plan.catalog import check_worktree
@@ -237,6 +237,58 @@ def test_laxer_policy_needs_allow_weaken(trusted: Repo, sealer: Ed25519Signer) -
         reason="only main",
     )
     assert commit is not None and laxer
+
+
+HEADS = EvidenceRule("refs/heads/*", ("ci",))
+RELEASE = EvidenceRule("refs/heads/release/*", ("ci", "ci2"), 2)
+MAIN = "refs/heads/main"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "laxer"),
+    [
+        # a narrower rule takes refs a broader one governed
+        ((HEADS,), (HEADS, EvidenceRule(MAIN, ("agent",))), ["refs/heads/main, governed"]),
+        ((HEADS,), (HEADS, EvidenceRule("refs/heads/m*", ("ci", "agent"))), ["also from agent"]),
+        ((RELEASE,), (RELEASE, EvidenceRule("refs/heads/release/1.*", RELEASE.runners)), ["1 r"]),
+        # a longer glob overlapping a specific one takes its refs; a shorter one does not
+        (
+            (RELEASE,),
+            (RELEASE, EvidenceRule("refs/heads/rel*ease/*", ("agent", "ci"), 2)),
+            ["agent"],
+        ),
+        ((RELEASE,), (RELEASE, EvidenceRule("refs/heads/r*/*", ("ci", "agent"))), []),
+        # when the heads and tails of two globs agree they may share a ref: laxer
+        ((RELEASE,), (RELEASE, EvidenceRule("refs/*/release/v*.0.x", ("ci",))), ["needs 1"]),
+        ((RELEASE,), (RELEASE, EvidenceRule("refs/tags/release/v*.0.x", ("ci",))), []),
+        # a changed rule, against its own old rule (the broader one it outranks asked less)
+        (
+            (HEADS, EvidenceRule("refs/heads/x*", ("ci", "ci2"), 2)),
+            (EvidenceRule("refs/heads/*", ("ci",), 1), EvidenceRule("refs/heads/x*", ("ci",))),
+            ["refs/heads/x* needs 1 runners, not 2"],
+        ),
+        # a rule that asks as much as every rule it takes refs from, or takes none
+        ((HEADS,), (HEADS, EvidenceRule(MAIN, ("ci",), 2)), []),
+        ((HEADS,), (HEADS, EvidenceRule("refs/tags/*", ("agent",))), []),
+        ((HEADS, RELEASE), (HEADS, RELEASE, EvidenceRule("refs/heads/main", ("ci",))), []),
+        (
+            (EvidenceRule(MAIN, ("ci", "ci2"), 2),),
+            (EvidenceRule(MAIN, ("ci", "ci2"), 2), HEADS),
+            [],
+        ),
+        ((), (EvidenceRule(MAIN, ("agent",)),), []),
+    ],
+)
+def test_a_rule_relaxes_every_ref_it_takes_from_a_stricter_rule(
+    old: tuple[EvidenceRule, ...], new: tuple[EvidenceRule, ...], laxer: list[str]
+) -> None:
+    """The gate judges a ref by its exact rule, else its longest matching pattern: a new or
+    changed rule is laxer than each old rule whose refs it now governs and that admitted fewer
+    runners or asked more of them (two patterns that may share a ref are taken to share one)."""
+    found = Policy(evidence=new).laxer_than(Policy(evidence=old))
+    assert len(found) == len(laxer), found
+    for words, said in zip(laxer, found, strict=True):
+        assert words in said, said
 
 
 def test_trust_add_remove_and_roles(
