@@ -410,8 +410,13 @@ def _require_forward(repo: Repo, name: str, state: PlansState) -> None:
     with watermark.view(repo.gitdir) as marks:
         tip = read_ref(repo.git, ref)
     watermark.check_forward(repo.git, repo.gitdir, ref, tip, marks)
-    if tip is None:
-        return
+    if tip is not None:
+        _require_signed_tip(repo, ref, tip, state)
+
+
+def _require_signed_tip(repo: Repo, ref: str, tip: pygit2.Oid, state: PlansState) -> None:
+    """*tip*, on which the new run will be signed, is a run a runner signed: a trusted runner
+    now, or one of any version of the plans ref (retired since)."""
     try:
         verify_commit(repo.git, tip, state.trust.with_role("runner"))
         return

@@ -17,10 +17,11 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pygit2
 import pytest
@@ -40,6 +41,18 @@ from gitaudit.plan.catalog import check_worktree
 from gitaudit.run.recorder import RecordedRun, run_plan
 from tests.gitrepo import GitRepo, audit, git
 from tests.reasons import assert_well_formed
+
+
+@contextlib.contextmanager
+def honest_run_on_any_tip() -> Iterator[None]:
+    """An honest run as gitaudit made one before a run refused to sign on a tip no runner signed
+    (``recorder._require_signed_tip``): ledgers written then may hold a forgery under genuine
+    runs, and the gate, ``verify`` and the server must still see it."""
+    from gitaudit.run import recorder
+
+    with mock.patch.object(recorder, "_require_signed_tip", lambda *args: None):
+        yield
+
 
 # ------------------------------------------------------------------------------------ plans
 

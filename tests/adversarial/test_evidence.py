@@ -30,6 +30,7 @@ from tests.adversarial.conftest import (
     assert_plan,
     assert_plans_level,
     check,
+    honest_run_on_any_tip,
     only,
     plan,
     runner,
@@ -406,13 +407,16 @@ def test_attack_evidence_ledger_rewound_right_after_the_failing_run(
 def test_attack_evidence_buried_forgery_hidden_from_verify_by_status(
     failing: tuple[World, str, Path],
 ) -> None:
-    """mallory slips an unsigned PASS forgery into the ledger; an honest run lands on top of it;
-    `git audit status` runs; then `git audit verify` must still report the forgery."""
+    """mallory slips an unsigned PASS forgery into the ledger; an honest run would have landed
+    on top of it (it now refuses to sign on a tip no runner signed); `git audit status` runs;
+    then `git audit verify` must still report the forgery."""
     world, _, _ = failing
     tip = world.ref(RUNS)
     assert tip is not None
     forged = world.forge_run(tip, edit=make_pass, signer=None)
-    world.run()  # honest, appended on top of the forgery
+    with pytest.raises(LedgerError, match="which no runner signed"):
+        world.run()
+    assert world.ref(RUNS) == str(forged)
     world.gate()
     report = verify_all(world.handle())
     assert not report.ok
@@ -486,7 +490,10 @@ def test_attack_evidence_forgery_laundered_by_a_targeted_run(
     asks the honest runner for `git audit run lint` only."""
     world, _, _ = failing
     _slip_in_forgery(world)
-    recorded = world.run(targets=["lint"])
+    with pytest.raises(LedgerError, match="which no runner signed"):
+        world.run(targets=["lint"])
+    with honest_run_on_any_tip():  # as runs were signed before the tip check
+        recorded = world.run(targets=["lint"])
     assert recorded.doc["steps"]["unit"]["status"] != "carried"
     assert world.gate().verdict != "PASS"
 
@@ -504,7 +511,10 @@ def test_attack_evidence_forgery_laundered_by_incremental_evidence(
     first = world.run()
     assert first.verdict == "FAIL"
     _slip_in_forgery(world)
-    recorded = world.run()
+    with pytest.raises(LedgerError, match="which no runner signed"):
+        world.run()
+    with honest_run_on_any_tip():  # as runs were signed before the tip check
+        recorded = world.run()
     assert recorded.doc["steps"]["unit"]["status"] != "carried"
     assert_plan(world.gate(), "step.failed", "FAIL")
 
@@ -782,7 +792,8 @@ def test_attack_evidence_watermark_hides_a_forged_interior_run_commit(
     tip = world.ref(RUNS)
     assert tip is not None
     forged = str(world.forge_run(tip, edit=make_pass, signer=None))[:12]
-    _mark_verified(world, tmp_path, RUNS, world.run().commit, mark)
+    with honest_run_on_any_tip():  # as runs were signed before the tip check
+        _mark_verified(world, tmp_path, RUNS, world.run().commit, mark)
     report = verify_all(world.handle())
     assert not report.ok and any(forged in p for p in report.problems), report.problems
     assert not verify_all(world.handle()).ok  # nothing was marked verified meanwhile
