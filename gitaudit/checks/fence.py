@@ -303,15 +303,25 @@ def _restrict(ruleset: int) -> None:
 
 
 def for_run(slot: str | os.PathLike[str], *, keys: Iterable[str | os.PathLike[str]] = ()) -> Fence:
-    """The fence of a run whose checks run in the checkout folder *slot*: no check opens the
-    gitaudit home (keys, the memo key, trust anchors) or the signing key's files, and none
-    writes the user's global git configuration, which is trusted like the key folder (the
-    driver of a declared content filter comes from it): it stays readable. The checkout stays
-    open wherever the cache lies."""
-    from gitaudit.places import global_git_config, home_dir
+    """The fence of a run whose checks run in the checkout folder *slot*
+    (:class:`gitaudit.run.checkout.Slot`): no check opens the gitaudit home (keys, the memo
+    key, trust anchors) or the signing key's files, and none writes the user's global git
+    configuration, which is trusted like the key folder (the driver of a declared content
+    filter comes from it): it stays readable.
+
+    Checks open only the slot's checkout (``tree``), its private git dirs (``git``,
+    ``modules``: the checkout's ``.git`` files lead there; made anew before every update),
+    ``home`` and ``tmp``, wherever the cache lies: the rest of gitaudit's cache (every other
+    slot, the slot's own folder and the folders up to the cache) is fenced, and every folder
+    above it is on the way to a fenced path, so it takes no new entry. Nothing a check leaves
+    is found above the checkout by a tool that looks upwards (pytest's configuration and
+    ``conftest.py``, ``package.json``, ``node_modules``, a ``.git``) in a later step or run."""
+    from gitaudit.places import cache_dir, global_git_config, home_dir
 
     configs = global_git_config()
-    return Fence.around([home_dir(), *keys, *configs], open_=[slot], readable=configs)
+    root = os.fspath(slot)
+    own = [os.path.join(root, name) for name in ("tree", "git", "modules", "home", "tmp")]
+    return Fence.around([home_dir(), *keys, *configs, cache_dir(), root], own, configs)
 
 
 def key_files(signer: object) -> list[str]:

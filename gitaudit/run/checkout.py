@@ -44,6 +44,19 @@ to the fingerprinted tree and runs its checks there, as they would run in a fres
 Each slot ``<n>/`` serves one run at a time (an exclusive ``flock`` on ``<n>.lock``); concurrent
 runs take further slots. A slot also holds the checks' private ``home`` and ``tmp``, emptied for
 every run.
+
+**Nothing above the checkout is a check's.** A tool looks upwards from a check's folder for its
+configuration (pytest's ``pytest.ini``, ``pyproject.toml``, ``setup.cfg``, ``tox.ini`` and
+``conftest.py``; ``package.json``, ``node_modules`` and ``.npmrc``; ``Cargo.toml``, ``go.mod``,
+a ``.git``): one a check left in the slot's folder, or in a folder above it, would steer the
+checks of a later step or run of another tree (a ``conftest.py`` that turns failures into
+passes). The fence lets checks write only the slot's ``tree`` (and its private git dirs),
+``home`` and ``tmp`` (:func:`gitaudit.checks.fence.for_run`), and :func:`acquire` removes what
+gitaudit did not make from the slot's folder and the folders above it (``checkouts/<repo>/``,
+``checkouts/``: gitaudit's alone, whose names it chooses), never following a link, and refuses
+to run while the cache folder itself (which the user may name: ``GITAUDIT_CACHE``) holds
+anything else, rather than delete there what may be the user's. Removing keeps runs going after
+a check planted something where the kernel has no fence; nothing of the user's can be lost by it.
 """
 
 from __future__ import annotations
@@ -207,11 +220,68 @@ def _base(gitdir: Path, workdir: Path) -> Path:
     return base
 
 
+_CACHE_ENTRIES = ("checkouts", "fingerprint")  # the folders of the cache (gitaudit.places)
+_SLOT_FOLDERS = ("tree", "git", "home", "tmp", "neutral", "modules")
+_REPOSITORY_KEY = re.compile(r"[0-9a-f]{20}")
+_SLOT_ENTRY = re.compile(r"[0-9]+(\.lock)?")
+
+
+def _kind(entry: os.DirEntry[str]) -> str:
+    """``folder``, ``file``, or ``other`` (a link among them), without following a link."""
+    if entry.is_dir(follow_symlinks=False):
+        return "folder"
+    return "file" if entry.is_file(follow_symlinks=False) else "other"
+
+
+def _made_in_checkouts(name: str, kind: str) -> bool:
+    return kind == "folder" and _REPOSITORY_KEY.fullmatch(name) is not None
+
+
+def _made_in_repository(name: str, kind: str) -> bool:
+    wanted = "file" if name.endswith(".lock") else "folder"
+    return kind == wanted and _SLOT_ENTRY.fullmatch(name) is not None
+
+
+def _made_in_slot(name: str, kind: str) -> bool:
+    return name in _SLOT_FOLDERS if kind == "folder" else kind == "file" and name == META
+
+
+def _tidy(folder: Path, made: Callable[[str, str], bool]) -> None:
+    """Remove every entry of *folder* that *made* (its name and :func:`_kind`) says gitaudit
+    did not make; links are removed, never followed."""
+    for entry in os.scandir(folder):
+        if not made(entry.name, _kind(entry)):
+            with contextlib.suppress(FileNotFoundError):  # a concurrent run removed it first
+                _remove_tree(Path(entry.path))
+
+
+def _own_folders(base: Path) -> None:
+    """The folders from the cache down to *base* (``<cache>/checkouts/<repo>``), each holding
+    only what gitaudit makes there (see the module docstring): RunError naming an entry of the
+    cache folder gitaudit did not make."""
+    checkouts = base.parent
+    cache = checkouts.parent
+    cache.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for entry in os.scandir(cache):
+        if entry.name not in _CACHE_ENTRIES or _kind(entry) != "folder":
+            raise RunError(
+                f"gitaudit's cache folder {cache} holds {entry.name!r}, which gitaudit did not "
+                "make: a tool that looks upwards from a check's folder (pytest, npm, cargo, git) "
+                "would find it",
+                hint=f"remove {entry.path}, or point GITAUDIT_CACHE at a folder of gitaudit's own",
+            )
+    for folder, made in ((checkouts, _made_in_checkouts), (base, _made_in_repository)):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+        _tidy(folder, made)
+
+
 @contextlib.contextmanager
 def acquire(gitdir: Path, workdir: Path) -> Iterator[Slot]:
-    """The first free slot (exclusively locked while in use), created when all are busy."""
+    """The first free slot (exclusively locked while in use), created when all are busy; it and
+    the folders above it hold only what gitaudit made (:func:`_own_folders`)."""
     base = _base(gitdir, workdir)
-    base.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _own_folders(base)
     n = 0
     while True:
         handle = open(base / f"{n}.lock", "a+")  # noqa: SIM115 (held for the whole run)
@@ -223,6 +293,9 @@ def acquire(gitdir: Path, workdir: Path) -> Iterator[Slot]:
             continue
         try:
             slot = Slot(base / str(n))
+            with contextlib.suppress(FileExistsError):
+                slot.root.mkdir(mode=0o700)
+            _tidy(slot.root, _made_in_slot)
             for folder in (slot.home, slot.tmp, slot.neutral):
                 if folder.exists() or folder.is_symlink():
                     _remove_tree(folder)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from gitaudit.checks import fence
 from gitaudit.errors import RepositoryError, RunError
 from tests.adversarial.conftest import World, assert_plan, check, plan, step
 from tests.gitrepo import GitRepo
@@ -112,13 +113,13 @@ def test_attack_hermetic_check_writes_the_checkout_is_impure(world: World) -> No
 # a check writes the tracked "verdict" for the check after it and puts the tree's bytes back
 # once that one has read them: in place; with the file's times put back too; through a rename,
 # the tree's own file moved aside and back (its inode kept)
-WRITE_OK = "cp -p verdict ../kept.tmp && printf 'ok\\n' > verdict"
+WRITE_OK = "cp -p verdict $TMPDIR/kept.tmp && printf 'ok\\n' > verdict"
 PUT_BACK = {
     "in-place": (WRITE_OK, "printf 'broken\\n' > verdict"),
-    "times-kept": (WRITE_OK, "cat ../kept.tmp > verdict && touch -r ../kept.tmp verdict"),
+    "times-kept": (WRITE_OK, "cat $TMPDIR/kept.tmp > verdict && touch -r $TMPDIR/kept.tmp verdict"),
     "renamed-back": (
-        "mv verdict ../kept.tmp && printf 'ok\\n' > verdict",
-        "mv ../kept.tmp verdict",
+        "mv verdict $TMPDIR/kept.tmp && printf 'ok\\n' > verdict",
+        "mv $TMPDIR/kept.tmp verdict",
     ),
 }
 
@@ -222,26 +223,21 @@ def test_a_check_that_only_reads_and_writes_ignored_files_is_pure(world: World) 
 # whose settings the check can write before it edits a tracked file
 PRIVATE_GIT_DIR = "$(sed 's/^gitdir: //' .git)"
 EDIT_KEEPING_TIMES = (
-    "cp -p verdict ../times.tmp && printf 'ok\\nxxx\\n' > verdict "  # the same size as before
-    "&& touch -r ../times.tmp verdict && rm ../times.tmp"
+    "cp -p verdict $TMPDIR/times.tmp && printf 'ok\\nxxx\\n' > verdict "  # the same size as before
+    "&& touch -r $TMPDIR/times.tmp verdict && rm $TMPDIR/times.tmp"
 )
 BLINDS = {
     "ctime-not-trusted": f"git config core.trustctime false && {EDIT_KEEPING_TIMES}",
     "minimal-stat": f"git config core.checkStat minimal && {EDIT_KEEPING_TIMES}",
     "no-stat-at-all": f"git config core.ignoreStat true && {EDIT_KEEPING_TIMES}",
     "clean-filter": (
-        "cp verdict ../original.tmp "
-        f"&& git config filter.same.clean 'cat {{}}/../original.tmp' "
+        'cp verdict "$TMPDIR/original.tmp" '
+        '&& git config filter.same.clean "cat $TMPDIR/original.tmp" '
         f"&& echo 'verdict filter=same' > {PRIVATE_GIT_DIR}/info/attributes "
         "&& printf 'ok\\n' > verdict"
     ),
     "excluded-new-file": (
         f"echo /planted > {PRIVATE_GIT_DIR}/info/exclude && printf 'ok\\n' > planted"
-    ),
-    # git's own default excludes file, under the XDG folder of git's neutral environment
-    "xdg-excluded-new-file": (
-        "mkdir -p ../neutral/git && echo /planted > ../neutral/git/ignore "
-        "&& printf 'ok\\n' > planted"
     ),
 }
 
@@ -469,10 +465,10 @@ PLANTS = {
     "replace-ref": "mkdir -p $G/refs/replace && echo $OK > $G/refs/replace/$BROKEN",
     "packed-replace-ref": "printf '%s refs/replace/%s\\n' $OK $BROKEN > $G/packed-refs",
     "commondir": (
-        "mkdir -p ../elsewhere/objects/info ../elsewhere/objects/$D ../elsewhere/refs "
-        "&& cp $FORGED ../elsewhere/objects/$D/$F "
-        "&& cp $G/objects/info/alternates ../elsewhere/objects/info/alternates "
-        '&& cp $G/config ../elsewhere/config && echo "$PWD/../elsewhere" > $G/commondir'
+        "E=$TMPDIR/elsewhere && mkdir -p $E/objects/info $E/objects/$D $E/refs "
+        "&& cp $FORGED $E/objects/$D/$F "
+        "&& cp $G/objects/info/alternates $E/objects/info/alternates "
+        '&& cp $G/config $E/config && echo "$E" > $G/commondir'
     ),
 }
 
@@ -838,8 +834,8 @@ def test_attack_hermetic_declared_ignored_path_written_by_a_check(world: World) 
 # undoes it: the file's bytes and times put back, or a file added and removed again
 IGNORED_PUT_BACK = {
     "times-kept": (
-        "cp -p tools/verdict ../kept.tmp && printf 'ok\\nxxx\\n' > tools/verdict",
-        "cat ../kept.tmp > tools/verdict && touch -r ../kept.tmp tools/verdict",
+        "cp -p tools/verdict $TMPDIR/kept.tmp && printf 'ok\\nxxx\\n' > tools/verdict",
+        "cat $TMPDIR/kept.tmp > tools/verdict && touch -r $TMPDIR/kept.tmp tools/verdict",
     ),
     "added-and-removed": ("echo ok > tools/override", "rm tools/override"),
 }
@@ -1028,6 +1024,112 @@ def test_the_checkout_is_outside_the_project(world: World, monkeypatch: pytest.M
     assert recorded.verdict == "FAIL"
     stdout = world.run_files(recorded.commit)["steps/unit/checks/0/stdout"].decode()
     assert "fixture 'planted' not found" in stdout
+
+
+# T1's code (run by an honest pytest check) plants, above the checkout, a pytest.ini and a
+# conftest.py that turns every failure into a pass; relative to the checkout (<cache>/checkouts/
+# <repo>/<slot>/tree): the slot's folder, the repository's folder of slots, the checkouts
+# folder, gitaudit's cache folder, the folder above it (~/.cache)
+ABOVE = {
+    "slot": "..",
+    "repository": "../..",
+    "checkouts": "../../..",
+    "cache": "../../../..",
+    "above-the-cache": "../../../../..",
+}
+PASS_EVERYTHING = (
+    "import pytest\n"
+    "@pytest.hookimpl(hookwrapper=True)\n"
+    "def pytest_runtest_makereport(item, call):\n"
+    "    report = (yield).get_result()\n"
+    "    if report.failed:\n"
+    "        report.outcome, report.longrepr = 'passed', None\n"
+)
+
+
+def _plant_above(up: str) -> str:
+    """T1's test module: it plants the configuration (a refusal is no test failure)."""
+    return (
+        "import pathlib\n"
+        f"up = pathlib.Path.cwd() / {up!r}\n"
+        "try:\n"
+        "    (up / 'pytest.ini').write_text('[pytest]\\n')\n"
+        f"    (up / 'conftest.py').write_text({PASS_EVERYTHING!r})\n"
+        "except OSError:\n"
+        "    pass\n"
+        "def test_add():\n"
+        "    assert 2 + 2 == 4\n"
+    )
+
+
+@pytest.mark.parametrize("fenced", [True, False], ids=["fenced", "no-landlock"])
+@pytest.mark.parametrize("where", sorted(ABOVE))
+def test_attack_hermetic_check_plants_configuration_above_the_checkout(
+    world: World, monkeypatch: pytest.MonkeyPatch, where: str, fenced: bool
+) -> None:
+    """On tree T1 the tests write a pytest.ini and a conftest.py that turns failures into
+    passes into a folder above the private checkout; tree T2's test fails and T2 plants
+    nothing, but pytest, looking upwards for its configuration, found them there: a signed PASS
+    for T2 (every fenced variant, and the no-Landlock ones of gitaudit's folders, before the
+    fix; the same channel works from step to step within one run). Checks now write only
+    their checkout, HOME and TMPDIR, and no folder above the checkout takes a new entry: T2
+    FAILs. Where the kernel has no Landlock (the fence off) what a check left in gitaudit's
+    folders is removed before the next run, and the cache folder itself, which the user may
+    name, is refused while it holds it; above the cache (the user's folders) nothing stops an
+    unfenced check: T2 still PASSes there (a limit)."""
+    if not fenced:
+        monkeypatch.setattr(fence, "_ABI", 0)  # a kernel without Landlock
+    with_pytest_on_path(monkeypatch)
+    args = "-q -p no:cacheprovider tests"
+    world.seal(plan(step("unit", {"type": "pytest", "args": args})))
+    world.repo.write("tests/test_add.py", _plant_above(ABOVE[where]))
+    world.repo.commit("T1: the tests pass, and plant configuration above the checkout")
+    assert world.run().verdict == "PASS"  # honest: T1's test passes
+    world.repo.write("tests/test_add.py", "def test_add():\n    assert 2 + 2 == 5\n")
+    world.repo.commit("T2: the test fails")
+    if not fenced and where == "cache":
+        with pytest.raises(RunError, match=r"cache folder .* holds '(conftest\.py|pytest\.ini)'"):
+            world.run()
+        assert world.gate(None).verdict != "PASS"
+        return
+    recorded = world.run()
+    if not fenced and where == "above-the-cache":
+        assert recorded.verdict == "PASS"  # the limit: unfenced, a check writes ~/.cache
+        return
+    stdout = world.run_files(recorded.commit)["steps/unit/checks/0/stdout"].decode()
+    assert recorded.verdict == "FAIL", stdout
+    assert "1 failed" in stdout
+    assert world.gate(None).verdict == "FAIL"
+
+
+# a check writes what is gitaudit's beside its checkout: git's neutral excludes file (the
+# purity check's git reads it), the slot's state, a folder of the next slot
+BESIDE = {
+    "neutral-git-excludes": "mkdir -p ../neutral/git && echo /planted > ../neutral/git/ignore",
+    "slot-state": "echo {} > ../meta.json",
+    "next-slot": "mkdir -p ../../1 && echo '[pytest]' > ../../1/pytest.ini",
+    "private-git-dir-folder": "echo x > ../planted",
+}
+
+
+@pytest.mark.parametrize("what", sorted(BESIDE))
+def test_attack_hermetic_check_writes_gitaudits_folders_beside_the_checkout(
+    world: World, what: str
+) -> None:
+    """The slot's folder holds gitaudit's own state beside the checkout (its git's neutral
+    HOME and XDG folder, the slot's authenticated state) and lies beside the other slots: a
+    check wrote all of them (before the fix), and could leave there what a later run reads.
+    The fence now refuses every such write: the check fails and nothing is left."""
+    writes = {"type": "run", "cmd": BESIDE[what], "shell": True}
+    world.seal(plan(step("unit", writes)))
+    recorded = world.run()
+    entry = recorded.doc["steps"]["unit"]
+    assert entry["status"] == "failed", entry
+    stderr = world.run_files(recorded.commit)["steps/unit/checks/0/stderr"].decode()
+    assert "Permission denied" in stderr
+    cache = Path(os.environ["HOME"]) / ".cache" / "gitaudit"
+    assert not list(cache.rglob("planted")) and not list(cache.rglob("ignore"))
+    assert not list(cache.rglob("pytest.ini"))
 
 
 # ------------------------------------------------------------ the fence (what a check may open)

@@ -101,13 +101,14 @@ def test_a_run_fences_the_gitaudit_home_and_the_key_files(
     class AgentKey:
         key_path = layout / "other" / "id_ed25519.pub"
 
+    (layout / "home" / "cache" / "tree").mkdir()
     wall = fence.for_run(layout / "home" / "cache", keys=fence.key_files(AgentKey()))
     assert {
         os.path.realpath(p) for p in (layout / "home", key, layout / "other" / "id_ed25519.pub")
     } <= set(wall.fenced)
     assert sh(wall, "cat ../home/keys/k", layout / "other").returncode != 0
     assert sh(wall, "cat id_ed25519", layout / "other").returncode != 0
-    assert sh(wall, "echo x > ../home/cache/x", layout / "other").returncode == 0
+    assert sh(wall, "echo x > ../home/cache/tree/x", layout / "other").returncode == 0
 
 
 def test_closing_a_fence_ends_its_thread_and_it_can_be_used_again(layout: Path) -> None:
@@ -173,6 +174,37 @@ def test_a_run_leaves_the_global_git_config_readable_not_writable(
     assert not (home / ".gitconfig").exists()
     assert sh(wall, f"echo x > {home}/.cache-new", layout).returncode != 0  # on the way
     assert sh(wall, f"echo x > {home}/work/f", layout).returncode == 0  # beside: open
+
+
+def test_a_run_lets_checks_write_only_their_checkout_home_and_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing above the checkout is a check's: the slot's folder, gitaudit's own folders in
+    it (its git's neutral HOME), the other slots, the folders up to the cache and the one
+    above it take nothing; the checkout, its private git dir, HOME and TMPDIR do."""
+    monkeypatch.setenv("GITAUDIT_HOME", str(tmp_path / "gitaudit"))
+    monkeypatch.setenv("GITAUDIT_CACHE", str(tmp_path / "user-cache" / "gitaudit"))
+    base = tmp_path / "user-cache" / "gitaudit" / "checkouts" / "0123456789abcdef0123"
+    slot = base / "0"
+    for name in ("tree", "git", "home", "tmp", "neutral"):
+        (slot / name).mkdir(parents=True)
+    (base / "1" / "tree").mkdir(parents=True)
+    (tmp_path / "user-cache" / "pip").mkdir()
+    wall = fence.for_run(slot)
+    for ok in ("tree/f", "git/config", "home/.npmrc", "tmp/f", "../../../../pip/f"):
+        assert sh(wall, f"echo x > ../{ok} && cat ../{ok}", slot / "tree").returncode == 0, ok
+    for refused in (
+        "pytest.ini",  # the slot's folder
+        "neutral/ignore",
+        "../1/tree/conftest.py",
+        "../conftest.py",
+        "../../package.json",
+        "../../../setup.cfg",  # the cache folder
+        "../../../../tox.ini",  # above it
+    ):
+        assert sh(wall, f"echo x > ../{refused}", slot / "tree").returncode != 0, refused
+        assert not (slot / refused).exists()
+    assert sh(wall, "mkdir ../node_modules", slot / "tree").returncode != 0
 
 
 def test_a_fence_that_cannot_be_drawn_fails_each_check_closed(

@@ -514,6 +514,77 @@ def test_concurrent_runs_take_separate_slots(repo: GitRepo) -> None:
         assert one.home.is_dir() and not any(one.home.iterdir())
 
 
+def test_acquire_removes_what_gitaudit_did_not_make_above_the_checkout(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    """What a check left (where the kernel has no fence) in the slot's folder, the repository's
+    folder of slots or the checkouts folder goes before the next run, links unfollowed; what
+    gitaudit made stays."""
+    handle = open_repo(repo.path)
+    assert handle.workdir is not None
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("the user's\n")
+    with checkout.acquire(handle.gitdir, handle.workdir) as slot:
+        (slot.tree).mkdir()
+        (slot.tree / "kept").write_text("x\n")
+    base = slot.root.parent
+    planted = [
+        slot.root / "pytest.ini",
+        slot.root / "node_modules" / "x" / "index.js",
+        base / "conftest.py",
+        base / "7",  # a slot's name, but a file
+        base.parent / "package.json",
+        base.parent / "0123456789abcdef012",  # one hex digit short
+    ]
+    for path in planted:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("planted\n")
+    (slot.root / "pyproject.toml").symlink_to(outside / "keep")
+    (base / "setup.cfg").symlink_to(outside)
+    (base / "8.lock").symlink_to(outside / "keep")  # a lock's name, but a link
+    with checkout.acquire(handle.gitdir, handle.workdir) as again:
+        assert again == slot
+        assert sorted(os.listdir(slot.root)) == ["home", "neutral", "tmp", "tree"]
+        assert sorted(os.listdir(base)) == ["0", "0.lock"]
+        assert os.listdir(base.parent) == [base.name]
+        assert (slot.tree / "kept").is_file()  # the checkout is materialise's to bring up
+    assert (outside / "keep").read_text() == "the user's\n"
+
+
+def test_acquire_refuses_an_entry_of_the_cache_folder_it_did_not_make(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache folder may be one the user named (GITAUDIT_CACHE): what gitaudit did not make
+    there is named, not removed; a link in place of its checkouts folder too."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("GITAUDIT_CACHE", str(cache))
+    handle = open_repo(repo.path)
+    assert handle.workdir is not None
+    cache.mkdir()
+    (cache / "conftest.py").write_text("planted\n")
+    with (
+        pytest.raises(RunError, match=r"cache folder .* holds 'conftest.py'") as raised,
+        checkout.acquire(handle.gitdir, handle.workdir),
+    ):
+        pass
+    assert (
+        raised.value.hint
+        == f"remove {cache / 'conftest.py'}, or point GITAUDIT_CACHE at a folder of gitaudit's own"
+    )
+    assert (cache / "conftest.py").read_text() == "planted\n"
+    (cache / "conftest.py").unlink()
+    (cache / "checkouts").symlink_to(tmp_path)
+    with (
+        pytest.raises(RunError, match="holds 'checkouts', which gitaudit did not make"),
+        checkout.acquire(handle.gitdir, handle.workdir),
+    ):
+        pass
+    (cache / "checkouts").unlink()
+    with checkout.acquire(handle.gitdir, handle.workdir) as slot:
+        assert slot.root.parent.parent == cache / "checkouts"
+
+
 def test_the_checkouts_may_not_live_inside_the_repository(
     repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
