@@ -4,8 +4,10 @@ Whatever a check can read that the judged tree does not pin down is a way to mak
 something the tree does not. So a check gets:
 
 * the allow-listed variables of the caller (:data:`ALLOWED`, and ``LC_*``), with ``PATH`` cleaned
-  of relative entries and of directories inside the repository (a tool planted there by whoever
-  edits the work tree would shadow the real one);
+  of relative entries and of directories inside the repository or gitaudit's cache, whose
+  private checkouts hold the tree's files at a path anyone can work out (a tool planted there
+  by whoever edits the work tree would shadow the real one), and a program found on it through
+  a link into those places refused (:func:`planted`);
 * a private, empty ``HOME`` (unless the plan declares ``"home": "user"``) and a private
   ``TMPDIR``, so tools read neither the user's dotfiles nor gitaudit's keys and configuration;
 * the variables the plan declares in ``pass_env`` (sealed, so part of the contract; a name, or a
@@ -26,7 +28,7 @@ from functools import cached_property
 from pathlib import Path
 
 from gitaudit.frozen import frozen
-from gitaudit.places import inside
+from gitaudit.places import cache_dir, inside
 from gitaudit.plan.exposure import forbidden
 
 ALLOWED = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME")
@@ -91,10 +93,12 @@ class Environment:
 
 
 def clean_path(value: str, repository: Sequence[Path]) -> str:
-    """PATH without relative entries and without directories inside the repository."""
+    """PATH without relative entries and without directories inside the repository or
+    gitaudit's cache (a private checkout there holds the tree's files: ``bin/python3``)."""
     kept = []
+    cache = cache_dir()
     for entry in value.split(os.pathsep):
-        if not entry or not os.path.isabs(entry) or inside(entry, *repository):
+        if not entry or not os.path.isabs(entry) or inside(entry, *repository, cache):
             continue
         kept.append(entry)
     return os.pathsep.join(kept)
@@ -109,6 +113,19 @@ def check_environment(sandbox: Sandbox, extra: Mapping[str, str]) -> Environment
         p for p in sandbox.pass_env if not p.endswith("*") and p not in caller and p not in extra
     )
     return Environment(env, missing, dict(passed))
+
+
+def planted(program: str, executable: str | None, repository: Sequence[Path]) -> str | None:
+    """Why *executable*, which the check's PATH found for *program*, must not run: it lies in
+    the repository or gitaudit's cache though no PATH entry does (a link elsewhere leads
+    there: the tree's own ``bin/python3`` would run as the system's). None when it may; a
+    program named by a path (a file of the tree the plan names) is the plan's choice."""
+    if executable is None or os.sep in program or not inside(executable, *repository, cache_dir()):
+        return None
+    return (
+        f"{program!r} on the checks' PATH leads to {executable}, a file of the repository or "
+        "of its private checkout: a planted tool would run in place of the real one"
+    )
 
 
 def resolve(program: str, env: Mapping[str, str], cwd: Path) -> str | None:

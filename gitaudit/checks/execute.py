@@ -18,7 +18,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal
 
-from gitaudit.checks.environment import Sandbox, check_environment, resolve
+from gitaudit.checks.environment import Sandbox, check_environment, planted, resolve
 from gitaudit.checks.fence import Fence
 from gitaudit.checks.paths import confine
 from gitaudit.checks.process import ProcessResult, decode_output, run_bounded
@@ -145,7 +145,12 @@ def _process(
             )
     argv = _argv(check, workspace, interpreter or python)
     if not check.shell:
-        base["extra"]["executable"] = interpreter or resolve(argv[0], environment.variables, cwd)
+        program = python if interpreter else argv[0]
+        executable = interpreter or resolve(argv[0], environment.variables, cwd)
+        base["extra"]["executable"] = executable
+        why = planted(program, executable, sandbox.repository)
+        if why is not None:
+            raise CheckError(why, hint="remove the link, or name the program by its path")
     result = run_bounded(
         argv,
         cwd=cwd,

@@ -21,6 +21,7 @@ import pytest
 
 from gitaudit.checks import fence
 from gitaudit.errors import RepositoryError, RunError
+from gitaudit.places import checkouts_dir
 from tests.adversarial.conftest import World, assert_plan, check, plan, step
 from tests.gitrepo import GitRepo
 
@@ -552,6 +553,57 @@ def test_attack_hermetic_fake_tool_on_path_inside_the_repository(
     recorded = world.run()
     assert recorded.verdict == "FAIL"
     assert not recorded.doc["steps"]["unit"]["checks"][0]["executable"].startswith(str(fake))
+
+
+# the tree's own tools (committed bin/grep and bin/python3, which pass whatever they are asked)
+# put on PATH through the private checkout, whose folder anyone can work out: the checkout's
+# bin itself, a link to that folder, a folder holding links to the two files
+TREE_TOOLS_ON_PATH = ("checkout-bin", "link-to-the-folder", "links-to-the-files")
+
+
+@pytest.mark.parametrize("pytest_check", [False, True], ids=["grep", "pytest-python"])
+@pytest.mark.parametrize("how", TREE_TOOLS_ON_PATH)
+def test_attack_hermetic_tree_tool_on_path_through_the_checkout(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, how: str, pytest_check: bool
+) -> None:
+    """The agent commits bin/grep and bin/python3 that exit 0 ("1 passed") and starts the run
+    with the private checkout's bin (``<cache>/checkouts/<sha256(gitdir)[:20]>/0/tree/bin``)
+    first on PATH, or a folder elsewhere leading there: PATH was cleaned of the work tree and
+    .git only, so the sealed check ran the tree's fake (PASS for a tree whose check fails, every
+    variant before the fix). PATH entries inside gitaudit's cache are dropped like the work
+    tree's, and a program PATH finds through a link into the repository or the cache is
+    refused: FAIL."""
+    with_pytest_on_path(monkeypatch)
+    if pytest_check:
+        world.repo.write("tests/test_x.py", "def test_x():\n    assert False\n")
+        world.seal(plan(step("unit", {"type": "pytest", "args": "-q -p no:cacheprovider tests"})))
+    else:
+        honest_failure(world)
+    for name in ("grep", "python3"):
+        world.repo.write(f"bin/{name}", "#!/bin/sh\necho '1 passed'\nexit 0\n")
+        (world.path / "bin" / name).chmod(0o755)
+    world.repo.commit("the tree's own tools")
+    assert world.run().verdict == "FAIL"  # honest PATH: the checkout exists now
+    tools = Path(checkouts_dir(world.handle().gitdir)) / "0" / "tree" / "bin"
+    assert (tools / "grep").is_file()
+    entry = tools
+    if how == "link-to-the-folder":
+        entry = tmp_path / "tools"
+        entry.symlink_to(tools)
+    elif how == "links-to-the-files":
+        entry = tmp_path / "tools"
+        entry.mkdir()
+        for name in ("grep", "python3"):
+            (entry / name).symlink_to(tools / name)
+    monkeypatch.setenv("PATH", f"{entry}:{os.environ['PATH']}")
+    recorded = world.run()
+    result = recorded.doc["steps"]["unit"]["checks"][0]
+    assert recorded.verdict == "FAIL", result
+    if how == "links-to-the-files":  # found, refused, never run
+        assert "private checkout" in result["message"] and result.get("exit_code") is None, result
+    else:
+        assert not result["executable"].startswith(str(tools))
+    assert world.gate(None).verdict != "PASS"
 
 
 def test_attack_hermetic_dotfiles_of_the_user_are_not_seen(world: World) -> None:

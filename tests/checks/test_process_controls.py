@@ -108,6 +108,36 @@ def test_a_tool_planted_in_the_repository_is_not_on_path(
     assert environment.variables["PATH"] == SYSTEM_PATH
 
 
+def test_a_tool_of_the_private_checkout_is_not_on_path_nor_run_through_a_link(
+    world: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gitaudit's cache holds the tree's files at a path anyone can work out: a PATH entry
+    there is dropped like the repository's, and a program PATH finds through a link into it
+    is refused (never run) and named; a program the plan names by a path still runs."""
+    workspace, _, private = world
+    monkeypatch.setenv("GITAUDIT_CACHE", str(tmp_path / "cache"))
+    tools = tmp_path / "cache" / "checkouts" / "0123456789abcdef0123" / "0" / "tree" / "bin"
+    tools.mkdir(parents=True)
+    (tools / "grep").write_text("#!/bin/sh\nexit 0\n")
+    (tools / "grep").chmod(0o755)
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / "grep").symlink_to(tools / "grep")
+    sandbox = Sandbox(home=private, tmp=tmp_path / "tmp", caller={"PATH": f"{tools}:{SYSTEM_PATH}"})
+    assert check_environment(sandbox, {}).variables["PATH"] == SYSTEM_PATH
+    result = run(("grep", "-q", "never-there", "/dev/null"), workspace, sandbox)
+    assert result.exit_code == 1  # the real grep ran
+    linked = Sandbox(home=private, tmp=tmp_path / "tmp", caller={"PATH": f"{links}:{SYSTEM_PATH}"})
+    refused = run(("grep", "-q", "never-there", "/dev/null"), workspace, linked)
+    assert refused.outcome == "failed" and refused.exit_code is None
+    assert refused.message == (
+        f"'grep' on the checks' PATH leads to {tools / 'grep'}, a file of the repository or of "
+        "its private checkout: a planted tool would run in place of the real one"
+    )
+    named = run((str(tools / "grep"), "x"), workspace, linked)
+    assert named.outcome == "passed", named.message
+
+
 def test_declared_variables_passed_and_a_missing_one_named(
     world: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
