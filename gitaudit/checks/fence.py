@@ -24,10 +24,21 @@ unfenced, and the ruleset is built once per run. Fenced threads also cannot gain
 (``no_new_privs``: a set-user-ID program runs as the user). Where the kernel has no Landlock
 (Linux before 5.13, disabled, or another system) checks run unfenced: :func:`abi` says 0 and
 ``run`` says so.
+
+Where the kernel scopes signals (Landlock ABI 6, Linux 6.12), each check's process also enters
+a domain of its own, nested in the fence's, before its program starts (:meth:`Fence.child`):
+it can signal only itself and what it starts, never the run (which holds the signing key: a
+``SIGSEGV`` dumped its memory, a ``SIGKILL`` ended it unrecorded), a thread of it, nor another
+check. The process enters it between ``fork`` and ``exec``, so that no thread of the run ever
+shares the check's domain (a thread that started the check from inside it could be signalled
+while it lived). The run, outside the domain, still stops and kills its checks, and a check
+still signals its own children (``timeout``, a test runner's workers). Below ABI 6 a check can
+signal the run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import queue
@@ -45,6 +56,8 @@ T = TypeVar("T")
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # same on every arch
 _CREATE_RULESET_VERSION = 1
+_SCOPE_ABI = 6  # struct landlock_ruleset_attr gains ``scoped``
+SCOPE_SIGNAL = 1 << 1  # LANDLOCK_SCOPE_SIGNAL (1 << 0 scopes abstract unix sockets)
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
 
@@ -71,7 +84,8 @@ def abi() -> int:
     global _ABI  # noqa: PLW0603 (asked once a process)
     if _ABI is None:
         libc = _libc()
-        version = -1 if libc is None else libc.syscall(_SYS_CREATE_RULESET, None, 0, 1)
+        flags = _CREATE_RULESET_VERSION
+        version = -1 if libc is None else libc.syscall(_SYS_CREATE_RULESET, None, 0, flags)
         _ABI = max(0, int(version))
     return _ABI
 
@@ -159,6 +173,32 @@ class Fence:
                 self._built["fd"] = _build(version, self)
         return self._built["fd"]
 
+    def child(self) -> Callable[[], None] | None:
+        """What a check's process runs between ``fork`` and ``exec`` (``preexec_fn``): it enters
+        a domain of its own that scopes its signals (see the module docstring). None where the
+        kernel cannot scope them (Landlock ABI below 6) or there is no fence. Only two system
+        calls, through functions looked up here: the child of a threaded process must take no
+        lock another thread may have held when it forked."""
+        try:
+            if abi() < _SCOPE_ABI or self.ruleset() is None:
+                return None
+        except OSError:
+            return None  # no fence can be drawn: :meth:`start` fails the check, saying why
+        with self._lock:
+            if "scope" not in self._built:
+                with contextlib.suppress(OSError):  # then no check starts (below)
+                    self._built["scope"] = _build_scope()
+            scope = self._built.get("scope", -1)
+        libc = _libc()
+        assert libc is not None
+        prctl, syscall = libc.prctl, libc.syscall
+
+        def enter_own_domain() -> None:
+            if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) or syscall(_SYS_RESTRICT_SELF, scope, 0):
+                raise OSError("landlock_restrict_self (scoped signals)")
+
+        return enter_own_domain
+
     def enter(self) -> None:
         """Fence the calling thread for good: for threads that only run checks (a run's
         workers), which then start them with no hand-off. A failure leaves the thread as it
@@ -176,7 +216,9 @@ class Fence:
         """``begin()`` (which starts a process) in a thread fenced by this fence, so the process
         and everything it starts is fenced: the calling thread when it entered this fence
         (:meth:`enter`), else the fence's own thread (a hand-off of 0.2-0.3 ms); its result, or its
-        exception raised here (an :class:`OSError` when the fence cannot be drawn)."""
+        exception raised here (an :class:`OSError` when the fence cannot be drawn). The process
+        enters a domain of its own only through :meth:`child`, which *begin* passes as its
+        ``preexec_fn``, as :func:`gitaudit.checks.process.run_bounded` does."""
         fd = self.ruleset()
         if fd is None or getattr(_LOCAL, "fence", None) is self:
             return begin()
@@ -191,10 +233,10 @@ class Fence:
         them anew."""
         with self._lock:
             spawners, self._spawner[:] = list(self._spawner), []
-            fd = self._built.pop("fd", None)
+            fds = [self._built.pop(k) for k in ("fd", "scope") if k in self._built]
         for spawner in spawners:
             spawner.stop()
-        if fd is not None:
+        for fd in fds:
             os.close(fd)
 
     def __enter__(self) -> Fence:
@@ -273,6 +315,19 @@ def _build(version: int, fence: Fence) -> int:
     except BaseException:
         os.close(fd)
         raise
+    return int(fd)
+
+
+def _build_scope() -> int:
+    """A ruleset that handles no access and scopes signals (``handled_access_fs``,
+    ``handled_access_net``, ``scoped``): a process in a domain of it signals only processes of
+    that domain and of those nested in it."""
+    libc = _libc()
+    assert libc is not None
+    attr = struct.pack("=QQQ", 0, 0, SCOPE_SIGNAL)
+    fd = libc.syscall(_SYS_CREATE_RULESET, ctypes.c_char_p(attr), len(attr), 0)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset (scoped signals)")
     return int(fd)
 
 

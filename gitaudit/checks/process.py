@@ -170,6 +170,8 @@ def run_bounded(
     if not os.path.isdir(cwd):
         return _not_started(command, f"working directory not found: {cwd}", start)
 
+    child = fence.child() if fence is not None else None  # its own domain: see the fence
+
     def begin() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             command,
@@ -179,12 +181,16 @@ def run_bounded(
             cwd=cwd,
             env=env,
             start_new_session=True,
+            preexec_fn=child,  # noqa: PLW1509 (two system calls: see Fence.child)
         )
 
     try:
         proc = fence.start(begin) if fence is not None else begin()
     except OSError as exc:
         return _not_started(command, _start_error_message(exc, command, cwd, env), start)
+    except subprocess.SubprocessError:  # only *child* raises in the new process
+        message = "its process could not enter its own Landlock domain (scoped signals)"
+        return _not_started(command, message, start)
     except ValueError as exc:  # e.g. an environment variable name containing '=' or NUL
         raise CheckError(
             f"cannot start {command[0]!r}: {exc}",

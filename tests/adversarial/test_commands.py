@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gitaudit.checks import fence
 from gitaudit.ledger.refs import runs_ref
 from tests.adversarial.conftest import World, assert_plan, check, plan, step
 
@@ -69,15 +70,50 @@ def test_attack_commands_gitaudit_environment_not_visible(
     assert not names & set(secrets), names & set(secrets)
 
 
-def test_attack_commands_check_kills_its_parent(world: World) -> None:
-    """`kill -9 $PPID` from a check kills the `git audit run` process itself: nothing is recorded
-    (no half-written evidence, no lock left), and the tree stays UNKNOWN."""
-    world.seal(plan(step("unit", check("sh", "-c", "kill -9 $PPID; sleep 5"))))
+# a check signals the `git audit run` process that started it (which holds the runner's key):
+# the process, or each of its threads (the fenced workers that start checks among them)
+SIGNALLED = {
+    "parent": "kill -s {sig} $PPID",
+    "every-thread": "for t in /proc/$PPID/task/*; do kill -s {sig} ${{t##*/}} || exit 1; done",
+}
+
+
+@pytest.mark.parametrize("target", sorted(SIGNALLED))
+@pytest.mark.parametrize("sig", ["KILL", "TERM", "SEGV"])
+def test_attack_commands_check_kills_its_parent(world: World, sig: str, target: str) -> None:
+    """`kill -9 $PPID` (or SIGTERM, or SIGSEGV, whose core dump held the runner's key) from a
+    check killed the `git audit run` process itself (every variant before the fix). Where the
+    kernel scopes signals (Landlock ABI 6, Linux 6.12) each check runs in a Landlock domain of
+    its own and signals only what it started: the kill is refused, the run records normally and
+    the gate judges its evidence. Below ABI 6 this stays a limit: the process dies, nothing is
+    recorded (no half-written evidence, no lock left), and the tree stays UNKNOWN."""
+    attack = SIGNALLED[target].format(sig=sig)
+    world.seal(plan(step("unit", check("sh", "-c", f"{attack} && sleep 5"))))
     result = world.cli("run", "--key", str(world.keys["ci"]), process=True)
-    assert result.code == -9, (result.code, result.out, result.err)
+    if fence.abi() >= 6:
+        assert result.code == 1, (result.code, result.out, result.err)  # recorded: FAIL
+        assert world.ref(RUNS) is not None
+        stderr = world.run_files(world.ref(RUNS) or "")["steps/unit/checks/0/stderr"].decode()
+        assert "Operation not permitted" in stderr
+        assert_plan(world.gate(), "step.failed", "FAIL")
+        return
+    assert result.code < 0, (result.code, result.out, result.err)  # the limit below ABI 6
     assert world.ref(RUNS) is None
     assert not list((world.path / ".git").rglob("*.lock"))
     assert_plan(world.gate(), "evidence.missing", "UNKNOWN")
+
+
+def test_a_check_still_signals_what_it_starts_and_the_run_still_stops_it(world: World) -> None:
+    """Control: inside its own domain a check signals its children (`timeout`, a test runner
+    ending its workers), and the run, outside it, still ends a check that runs out of time."""
+    own = "sleep 30 & kill $!; wait $!; test $? = 143 && timeout 0.2 sleep 5; test $? = 124"
+    world.seal(
+        plan(step("unit", check("sh", "-c", own)), step("slow", check("sleep", "30", timeout=1)))
+    )
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "passed", recorded.doc["steps"]["unit"]
+    slow = recorded.doc["steps"]["slow"]
+    assert slow["status"] == "unknown" and slow["checks"][0]["timed_out"] is True
 
 
 def _sleepers(marker: bytes) -> list[int]:

@@ -31,9 +31,15 @@ def layout(tmp_path: Path) -> Path:
 
 
 def sh(wall: Fence, script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """*script* started as a check is (:func:`gitaudit.checks.process.run_bounded`)."""
+    child = wall.child()
     proc = wall.start(
         lambda: subprocess.Popen(
-            ["sh", "-c", script], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            ["sh", "-c", script],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            preexec_fn=child,  # noqa: PLW1509 (what run_bounded does)
         )
     )
     out, _ = proc.communicate()
@@ -205,6 +211,40 @@ def test_a_run_lets_checks_write_only_their_checkout_home_and_tmp(
         assert sh(wall, f"echo x > ../{refused}", slot / "tree").returncode != 0, refused
         assert not (slot / refused).exists()
     assert sh(wall, "mkdir ../node_modules", slot / "tree").returncode != 0
+
+
+@pytest.mark.parametrize("sig", ["0", "TERM", "SEGV"])
+def test_a_fenced_check_signals_only_what_it_started(layout: Path, sig: str) -> None:
+    """Where the kernel scopes signals (Landlock ABI 6), a check is alone in a domain of its
+    own: it signals its children, never the process that started it nor a thread of it (a
+    worker that entered the fence included); that process still ends it. Below ABI 6 a check
+    signals its parent (the limit the scope removes: signal 0 asks without sending)."""
+    wall = Fence.around([layout / "home"])
+    own = sh(wall, "sleep 30 & kill $!; wait $!; echo $?", layout)
+    assert own.stdout.endswith("\n143\n"), own.stdout  # its child ended by SIGTERM
+    parent = "kill -s {sig} $PPID" if sig != "0" else "kill -0 $PPID"
+    threads = f"for t in /proc/$PPID/task/*; do kill -s {sig} ${{t##*/}} || exit 1; done"
+    seen: list[int] = []
+
+    def worker() -> None:  # a run's worker: it entered the fence and starts its checks itself
+        wall.enter()
+        seen.append(sh(wall, threads, layout).returncode)
+
+    if fence.abi() >= 6:
+        assert sh(wall, parent.format(sig=sig), layout).returncode != 0
+        assert sh(wall, threads, layout).returncode != 0
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+        assert seen == [1]
+    else:
+        assert wall.child() is None
+        assert sh(wall, "kill -0 $PPID", layout).returncode == 0
+    child = wall.child()
+    sleeper = wall.start(lambda: subprocess.Popen(["sleep", "30"], preexec_fn=child))  # noqa: PLW1509
+    sleeper.terminate()
+    assert sleeper.wait() == -15
+    wall.close()
 
 
 def test_a_fence_that_cannot_be_drawn_fails_each_check_closed(
