@@ -32,7 +32,10 @@ worded so the agent can act on it, or None. The kinds refused:
   one (``ln``, ``cp -s``); a path the guard cannot see: made by a command substitution, or
   relative after a ``cd`` to one (or to a variable set elsewhere);
 * a patch in the command (a here-document for ``git apply`` or ``patch``, Codex's
-  ``apply_patch`` envelope) that writes a guarded path (:mod:`gitaudit.agent.patches`);
+  ``apply_patch`` envelope) that writes a guarded path (:mod:`gitaudit.agent.patches`), its
+  names judged under the folder it is applied in (``--directory``, ``patch -d``) and as bash
+  hands them over (an unquoted here-document expanded; a name still holding ``$`` there is
+  refused); what ``patch`` writes besides (``patch FILE``, ``-o``, ``-r``);
 * ``xargs git ...`` for those subcommands (the arguments come from input the guard cannot
   see);
 * a command the guard cannot read, and any other program whose arguments name the git
@@ -44,7 +47,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
 
 from gitaudit.agent.shell import Simple, Unreadable, commands, wrapped
@@ -52,8 +55,10 @@ from gitaudit.agent.shell import Simple, Unreadable, commands, wrapped
 WriteCheck = Callable[[str], "str | None"]
 """Why writing the path a word names is refused (None: it is not)."""
 
-PathCheck = Callable[[str, str], "str | None"]
-"""Why writing the path a word names, from a directory, is refused (None: it is not)."""
+PathCheck = Callable[[str, str, Mapping[str, str]], "str | None"]
+"""Why writing the path a shell word names, from a directory, is refused (None: it is not),
+given the variables the command has set by then (a ``$NAME`` in the word may be one of them,
+or quoted and literal)."""
 
 AFTER = "; `git audit status` says what the gate wants instead."
 
@@ -71,15 +76,28 @@ def refusal(command: str, guarded: PathCheck, cwd: str) -> str | None:
             f"gitaudit's guard cannot read this command ({exc}), so it is refused: write it "
             "in plain form (balanced quotes, no deeply nested shells)."
         )
+    try:
+        return _refused(command, simples, guarded, cwd)
+    except Unreadable as exc:
+        return f"gitaudit's guard cannot check this command, so it is refused: {exc}."
+
+
+def _refused(
+    command: str,
+    simples: list[Simple],
+    guarded: PathCheck,
+    cwd: str,
+) -> str | None:
     bases = [cwd]
     variables: dict[str, str] = {}
+    values: dict[str, set[str]] = {}  # every value each variable is given in the command
     runs_git = any(s.name in _GITAUDIT_RUNNERS for s in simples)
 
     def check(word: str) -> str | None:
         if _SUBSTITUTION.search(word) and not (_MKTEMP.fullmatch(word) and ".." not in word):
             return _unseen_path(word)
         for base in bases:
-            why = _unseen_base(word) if base == _UNSEEN else guarded(word, base)
+            why = _unseen_base(word) if base == _UNSEEN else guarded(word, base, variables)
             if why:
                 return why
         return None
@@ -87,25 +105,145 @@ def refusal(command: str, guarded: PathCheck, cwd: str) -> str | None:
     for found in simples:
         simple = _substituted(found, variables)
         why = _environment(simple, runs_git) or _program(simple, check) or _redirects(simple, check)
-        if why:
+        if why or (simple != found and (why := _as_written(found, check))):
             return why
         if simple.name in ("cd", "pushd"):
-            bases += _moved(bases, simple.words[1:])
+            bases += [b for b in _moved(bases, simple.words[1:]) if b not in bases]
         if not simple.words:
             variables.update(simple.assignments)  # NAME=value on its own: a shell variable
-    return _patched(command, check)
+            for name, value in simple.assignments:
+                values.setdefault(name, set()).add(value)
+    known = {name: next(iter(v)) for name, v in values.items() if len(v) == 1}
+    return _patched(command, simples, known, check)
 
 
-def _patched(command: str, check: WriteCheck) -> str | None:
-    """A patch in the command's text (a here-document for ``git apply`` or ``patch``, Codex's
-    ``apply_patch`` envelope) that writes a guarded path."""
-    from gitaudit.agent.patches import patch_paths
+def _as_written(found: Simple, check: WriteCheck) -> str | None:
+    """Why writing a path of *found* is refused with its variables as written: quotes are gone
+    by now, and a quoted ``'$X/../tests/x.py'`` is literal, whatever the command set X to, so
+    the write check sees each ``$X`` as written, to be kept or expanded one by one (only the
+    rules' write refusals count here: an option in a variable is judged by its value)."""
+    writes: list[str] = []
 
-    for path in patch_paths(command):
-        why = check(path)
+    def recorded(word: str) -> str | None:
+        why = check(word)
         if why:
-            return f"the patch in this command would write `{path}`: {why}"
+            writes.append(why)
+        return why
+
+    why = _program(found, recorded)
+    return why if why and writes else _redirects(found, check)
+
+
+def _patched(
+    command: str,
+    simples: list[Simple],
+    known: dict[str, str],
+    check: WriteCheck,
+) -> str | None:
+    """A patch in the command's text (a here-document for ``git apply`` or ``patch``, Codex's
+    ``apply_patch`` envelope) that writes a guarded path.
+
+    Its names are judged where the applying command reads them (:func:`_patch_folders`), and
+    as bash hands them over: an unquoted here-document (``<<EOF``) is expanded first, so its
+    text is read again with the command's variables put in (:func:`_heredoc_expanded`), and a
+    name that still holds ``$`` or a backtick there (``$(printf t)ests``, an unknown variable)
+    is refused: the guard cannot see what it becomes."""
+    from gitaudit.agent.patches import components, patch_paths
+
+    folders = _patch_folders(simples)
+    texts = [(command, False)]
+    if any(not _QUOTES.search(m[1]) for m in _HEREDOC_START.finditer(command)):
+        texts.insert(0, (_heredoc_expanded(command, known), True))
+    seen: set[str] = set()
+    for text, expanded in texts:
+        for path in patch_paths(text):
+            if path in seen:
+                continue
+            seen.add(path)
+            if expanded and _hidden(path):
+                return (
+                    f"the patch in this command names `{path}` in a here-document whose "
+                    "delimiter is not quoted, where bash expands `$` and backticks into a name "
+                    "gitaudit's guard cannot see: quote the delimiter (<<'EOF') and write the "
+                    "name out" + AFTER
+                )
+            for folder in folders:
+                for word in components(os.path.join(folder, path)) if folder else [path]:
+                    why = check(word)
+                    if why:
+                        return f"the patch in this command would write `{word}`: {why}"
     return None
+
+
+_HEREDOC_START = re.compile(r"(?<!<)<<(?!<)-?[ \t]*([^\s;&|<>()]+)")
+_QUOTES = re.compile(r"['\"\\]")  # a quoted delimiter keeps the body literal
+_IN_HEREDOC = re.compile(
+    r"\\\n|\\([$`\\])|\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))"
+)
+
+
+def _heredoc_expanded(text: str, known: dict[str, str]) -> str:
+    """*text* read as bash reads an unquoted here-document: ``\\`` and a newline joins two
+    lines, ``\\$`` is a ``$`` (kept: the guard refuses it in a name), and the variables the
+    command sets (one value only) are put in; any other ``$`` and backticks stay."""
+
+    def put(match: re.Match[str]) -> str:
+        if match[0] == "\\\n":
+            return ""
+        if match[1] is not None:
+            return match[1]
+        return known.get(match[2] or match[3], match[0])
+
+    expanded = _IN_HEREDOC.sub(put, text)
+    if len(expanded) > 4 * len(text) + _LONGEST:
+        raise Unreadable("its variables make its here-documents longer than the guard reads")
+    return expanded
+
+
+def _patch_folders(simples: Sequence[Simple]) -> list[str]:
+    """The folders the command's patches are applied in, relative to where it runs (``""``:
+    there). ``patch -d DIR`` (``--directory=DIR``) moves to DIR first; ``git apply
+    --directory=DIR`` (and ``git am``'s) puts DIR before every name, which git reads from the
+    work tree's root in a git diff (the name's leading components are judged stripped too, so
+    from a subfolder ``sub/DIR/x`` is judged as ``DIR/x`` there); ``git -C`` moves too. (``git
+    apply`` has no ``--root``; it refuses names with ``..`` and, from a subfolder, skips those
+    outside it.)"""
+    folders = {"": None}
+    for simple in simples:
+        args = list(simple.words[1:])
+        if simple.name == "patch":
+            folders.update(dict.fromkeys(_directories(args, _PATCH_WITH_VALUE)))
+        elif simple.name == "git" and _git_subcommand(args) in ("apply", "am"):
+            at = next(i for i, a in enumerate(args) if a in ("apply", "am"))
+            moves = [b for a, b in pairwise(args[:at]) if a == "-C"]
+            for folder in _directories(args[at + 1 :], ""):
+                folders[os.path.join(*moves, folder)] = None
+    return list(folders)
+
+
+_PATCH_WITH_VALUE = "pFiorDdBYzVgx"  # GNU patch's short options that take a value
+
+
+def _directories(args: Sequence[str], with_value: str) -> list[str]:
+    """The values of ``--directory`` (``--directory=DIR``, ``--directory DIR``, or any
+    abbreviation getopt and git accept, ``--dir=DIR``) and, where *with_value* holds ``d``,
+    ``-d DIR`` (``-dDIR``, ``-Ed DIR``): GNU patch's."""
+    out = []
+    for i, arg in enumerate(args):
+        after = args[i + 1] if i + 1 < len(args) else ""
+        if arg == "--":
+            break
+        if arg.startswith("--"):
+            name, eq, value = arg[2:].partition("=")
+            if len(name) > 0 and "directory".startswith(name):
+                out.append(value if eq else after)
+        elif arg.startswith("-") and "d" in with_value:
+            for j, c in enumerate(arg[1:], 2):
+                if c in with_value:
+                    if c == "d":
+                        out.append(arg[j:] or after)
+                    break
+    return out
 
 
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
@@ -117,7 +255,10 @@ def _substituted(simple: Simple, variables: dict[str, str]) -> Simple:
         return simple
 
     def put(word: str) -> str:
-        return _VARIABLE.sub(lambda m: variables.get(m[1] or m[2], m[0]), word)
+        done = _VARIABLE.sub(lambda m: variables.get(m[1] or m[2], m[0]), word)
+        if len(done) > len(word) + _LONGEST:  # A=$B$B$B, B=$C$C$C, ...: it doubles and doubles
+            raise Unreadable("its variables make words longer than the guard reads")
+        return done
 
     return simple._replace(
         words=tuple(map(put, simple.words)),
@@ -125,6 +266,10 @@ def _substituted(simple: Simple, variables: dict[str, str]) -> Simple:
         assignments=tuple((k, put(v)) for k, v in simple.assignments),
     )
 
+
+_LONGEST = 1 << 16
+"""How much longer the command's variables may make a word (or a here-document) than it is
+written."""
 
 _UNSEEN = "\0unseen"
 """A directory the guard cannot see: a ``cd`` to a command substitution or a variable set
@@ -362,6 +507,34 @@ def _xargs(name: str, args: list[str], guarded: WriteCheck) -> str | None:
                 "with its arguments written out" + AFTER
             )
     return None
+
+
+def _writes_patch(name: str, args: list[str], guarded: WriteCheck) -> str | None:
+    """GNU ``patch`` writes the file it is given, whatever its diff names (``patch FILE <
+    fix.diff``), its ``-o`` output and its ``-r`` rejects. Every word that is not an option is
+    judged as written (an option's value too: refusing too much is safe)."""
+    writes = []
+    for i, arg in enumerate(args):
+        after = args[i + 1 : i + 2]
+        if arg.startswith("--"):  # getopt takes any abbreviation (`--out=FILE`)
+            option, eq, value = arg[2:].partition("=")
+            if option and any(o.startswith(option) for o in ("output", "reject-file")):
+                writes += [value] if eq else after
+        elif arg.startswith("-"):
+            for j, c in enumerate(arg[1:], 2):
+                if c in _PATCH_WITH_VALUE:
+                    writes += ([arg[j:]] if arg[j:] else after) if c in "or" else []
+                    break
+        else:
+            writes.append(arg)
+    return _targets(name, writes, guarded)
+
+
+def _git_apply(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
+    """``git apply --build-fake-ancestor=FILE`` writes an index file there."""
+    files = [b for a, b in pairwise(rest) if a == "--build-fake-ancestor"]
+    files += [a.split("=", 1)[1] for a in rest if a.startswith("--build-fake-ancestor=")]
+    return _targets(f"git {sub}", files, guarded)
 
 
 def _writes_dd(name: str, args: list[str], guarded: WriteCheck) -> str | None:
@@ -810,6 +983,7 @@ _GIT_COMMANDS: dict[str, Rule] = {
     "symbolic-ref": _refs,
     "reflog": _refs,
     "config": _config,
+    "apply": _git_apply,
     "audit": _audit,
     **dict.fromkeys(_PATH_WRITERS, _git_paths),
 }
@@ -818,6 +992,7 @@ _PROGRAMS: dict[str, Rule] = {
     "git-audit": _audit,
     "gitaudit": _audit,
     "dd": _writes_dd,
+    "patch": _writes_patch,
     "xargs": _xargs,
     **dict.fromkeys(_WRITERS, _writes_operands),
     **dict.fromkeys(_DEST_WRITERS, _writes_destination),

@@ -15,9 +15,12 @@
 * ``Bash`` commands that bypass the gate or write a guarded path
   (:mod:`gitaudit.agent.bypass`).
 
-Paths are resolved as the tool would: relative ones from the payload's ``cwd``, ``~`` and
-variables expanded, ``..`` and symbolic links followed (both the path as written and where it
-leads are checked). Every other tool passes with no output. Standard library only, and nothing
+Paths are resolved as the tool would: relative ones from the payload's ``cwd``, ``..`` and
+symbolic links followed (both the path as written and where it leads are checked); a shell
+word in every spelling bash may give it, since its quotes are gone (:func:`spellings`). What
+one call may ask the guard to judge is bounded (:data:`BUDGET`): past it, the call is refused
+as unreadable rather than judged past the host's hook timeout. Every other tool passes with no
+output. Standard library only, and nothing
 is computed that the call does not need: an edit outside the guarded folders costs one git
 process for the protected files (and one more to list an existing folder of the work tree it
 writes), a read-only tool none.
@@ -25,9 +28,12 @@ writes), a read-only tool none.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
+import itertools
 import os
 import re
+from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 
 from gitaudit.agent import payload as payloads
@@ -67,7 +73,9 @@ def decide(raw: bytes) -> Answer:
 
         command = payloads.field(tool_input, "command", str, required=True)
         why = refusal(
-            command, lambda word, base: places.write_refusal(word, base, expand=True), cwd
+            command,
+            places.write_refusal,
+            cwd,
         )
     elif tool in PATCH_TOOLS:
         from gitaudit.agent.patches import patch_paths
@@ -93,6 +101,7 @@ class Places:
 
     def __init__(self, project: str) -> None:
         self.project = project
+        self.spent = 0  # of BUDGET
 
     @cached_property
     def repository(self) -> tuple[str | None, tuple[str, ...]]:
@@ -128,28 +137,70 @@ class Places:
 
         return os.path.realpath(home_dir())
 
-    def write_refusal(self, word: str, cwd: str, *, expand: bool = False) -> str | None:
-        """Why writing the path *word* (from *cwd*) is refused, or None. With *expand* (a shell
-        word), it is expanded as a shell would (``~``, ``$VAR``, globs).
+    def write_refusal(
+        self, word: str, cwd: str, variables: Mapping[str, str] | None = None
+    ) -> str | None:
+        """Why writing the path *word* (from *cwd*) is refused, or None. With *variables* (a
+        shell word, its quotes already gone; the variables its command set), every path bash
+        may make of it is judged (:func:`spellings`): as written, since quoted text is literal
+        (``'$HOME'`` names a folder called ``$HOME``), and with its braces, ``~``, variables
+        and globs expanded.
 
         A word that ends with ``/`` and names an existing folder is written into, not replaced
         (the shell rules pass a copy's destination folder so, with the entry the copy makes in
-        it): only the folder itself is judged, not what it holds."""
-        words = _braces(word) if expand else [word]
-        candidates = []
-        for each in words:
-            path = os.path.join(
-                cwd, os.path.expanduser(os.path.expandvars(each) if expand else each)
-            )
-            candidates.append(path)
-            if expand and glob.has_magic(path):
-                candidates += glob.glob(path, include_hidden=True)
-        for candidate in candidates:
-            into = candidate.endswith(os.sep) and os.path.isdir(candidate)
-            why = self._refusal(candidate, whole=not into)
-            if why:
-                return why
+        it): only the folder itself is judged, not what it holds.
+
+        Each path judged, and each folder entry a glob looks at, is spent from :data:`BUDGET`
+        (:class:`~gitaudit.agent.shell.Unreadable` past it)."""
+        expand = variables is not None
+        for each in spellings(word, cwd, self._spend, variables) if expand else [word]:
+            path = os.path.join(cwd, each)
+            for candidate in (path, *(self._glob(path) if expand else ())):
+                self._spend(1)
+                into = candidate.endswith(os.sep) and os.path.isdir(candidate)
+                why = self._refusal(candidate, whole=not into)
+                if why:
+                    return why
         return None
+
+    def _spend(self, cost: int) -> None:
+        """Count *cost* against :data:`BUDGET`: a hostile command multiplies the paths to judge
+        (``cd`` folders, braces, variables, globs over the whole disk, patch names), and a
+        guard that runs past the host's hook timeout lets the call through."""
+        self.spent += cost
+        if self.spent > BUDGET:
+            from gitaudit.agent.shell import Unreadable
+
+            raise Unreadable(
+                "it asks for more paths to be checked than the guard checks in time (folders "
+                "it moves to, braces, variables, globs, patch names): split it into smaller "
+                "commands and write the paths out"
+            )
+
+    def _glob(self, pattern: str) -> list[str]:
+        """What :func:`glob.glob` (hidden names included) matches of *pattern*, each folder
+        entry it looks at spent (``/*/*/*/*/*/x`` walks the whole disk)."""
+        if not glob.has_magic(pattern):
+            return []
+        parts = os.path.join(os.curdir, pattern).split(os.sep)  # absolute: parts[0] is ""
+        found = [parts[0]]
+        for i, part in enumerate(parts[1:], 1):
+            last = i == len(parts) - 1
+            if not glob.has_magic(part):
+                found = [f"{f}{os.sep}{part}" for f in found]
+                continue
+            matched = []
+            for folder in found:
+                try:
+                    with os.scandir(folder or os.sep) as entries:
+                        for entry in entries:
+                            self._spend(1)
+                            if fnmatch.fnmatchcase(entry.name, part) and (last or entry.is_dir()):
+                                matched.append(f"{folder}{os.sep}{entry.name}")
+                except OSError:
+                    continue
+            found = matched
+        return [f for f in found if os.path.lexists(f)]
 
     def _refusal(self, path: str, *, whole: bool = True) -> str | None:
         """Why writing *path* is refused; with *whole*, writing it as a whole (removing,
@@ -205,8 +256,11 @@ class Places:
 
         root = self.repository[0]
         assert root is not None
+        self._spend(GIT_COST)
         proc = run_git(["ls-files", "-z", "--", rel], cwd=root, check=False)
-        return [name for name in proc.out.split("\0") if name] if proc.code == 0 else []
+        names = [name for name in proc.out.split("\0") if name] if proc.code == 0 else []
+        self._spend(len(names) // 16)
+        return names
 
     def _git_dir(self, path: str) -> str | None:
         gitdirs = self.repository[1]
@@ -305,17 +359,81 @@ class Places:
         )
 
 
-def _braces(word: str, limit: int = 64) -> list[str]:
-    """*word* with its ``{a,b}`` alternatives expanded as a shell does (at most *limit*)."""
-    match = re.search(r"\{([^{}]*,[^{}]*)\}", word)
-    if match is None:
-        return [word]
+BUDGET = 20_000
+"""How much judging one tool call may ask for: a path judged or a folder entry a glob looks
+at costs one, a ``git ls-files`` for a folder :data:`GIT_COST` (and one per 16 files it lists).
+About two seconds on a slow machine; an ordinary command spends a few dozen."""
+GIT_COST = 40
+
+
+def spellings(
+    word: str, cwd: str, spend: Callable[[int], None], variables: Mapping[str, str] | None = None
+) -> Iterator[str]:
+    """The paths the shell word *word* may stand for, from *cwd*, each spent (one) with *spend*.
+
+    Quotes are gone by the time a word reaches the guard, so where bash reads ``$``, ``~`` and
+    braces is not known: ``'$HOME/../x'`` (or ``$'\\x24HOME/../x'``) writes through a folder
+    literally named ``$HOME``, ``"$HOME"/x`` through the home folder. So every reading is
+    returned: the word as written, and with its braces expanded, ``~`` (``~+``: *cwd*) expanded
+    or not, and each variable kept as written or replaced by what bash may put there (the value
+    the command set, its value here, nothing: bash expands an unset variable to nothing; a
+    ``${NAME:-word}`` default's word too)."""
+    for each in dict.fromkeys((word, *_braces(word, spend))):
+        for tilde in dict.fromkeys((each, _tilde(each, cwd))):
+            for spelling in _variables(tilde, variables or {}):
+                spend(1 + len(spelling) // 256)
+                yield spelling
+
+
+def _tilde(word: str, cwd: str) -> str:
+    if word == "~+" or word.startswith("~+/"):
+        return cwd + word[2:]
+    return os.path.expanduser(word)
+
+
+_REFERENCE = re.compile(r"\$(?:\{([^{}]*)\}|([A-Za-z_][A-Za-z0-9_]*)|([0-9@*#?$!-]))")
+_DEFAULT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::?[-=+?](.*))?", re.S)
+
+
+def _variables(word: str, variables: Mapping[str, str]) -> Iterator[str]:
+    """*word* with each ``$NAME``, ``${...}`` and ``$1``/``$@``/... kept or replaced, in every
+    combination (lazily: the caller spends each)."""
+    pieces, choices, end = [], [], 0
+    for match in _REFERENCE.finditer(word):
+        pieces.append(word[end : match.start()])
+        end = match.end()
+        values = [match[0], ""]
+        default = _DEFAULT.fullmatch(match[1] or "")
+        name = match[2] or (default[1] if default else None)
+        if name:
+            values += [variables.get(name, ""), os.environ.get(name, "")]
+        if default:
+            values.append(default[2] or "")
+        choices.append(list(dict.fromkeys(values)))
+    pieces.append(word[end:])
+    for combination in itertools.product(*choices):
+        yield "".join(p + v for p, v in zip(pieces, [*combination, ""], strict=True))
+
+
+_BRACE = re.compile(r"\{([^{}]*)\}")  # an innermost group: linear, unlike `[^{}]*,[^{}]*`
+
+
+def _braces(word: str, spend: Callable[[int], None], limit: int = 64) -> list[str]:
+    """*word* with its ``{a,b}`` alternatives expanded as a shell does (at most *limit*), each
+    step spent with *spend* (a word of a thousand groups takes many)."""
     out: list[str] = []
-    for alternative in match[1].split(","):
-        out += _braces(word[: match.start()] + alternative + word[match.end() :], limit)
-        if len(out) >= limit:
-            break
-    return out[:limit]
+    todo = [word]
+    while todo and len(out) < limit:
+        each = todo.pop()
+        spend(1 + len(each) // 256)
+        match = next((m for m in _BRACE.finditer(each) if "," in m[1]), None)
+        if match is None:
+            out.append(each)
+            continue
+        head, tail = each[: match.start()], each[match.end() :]
+        alternatives = match[1].split(",", limit)[:limit]  # not 60,000 copies of a long word
+        todo += reversed([head + alternative + tail for alternative in alternatives])
+    return out
 
 
 def _within(path: str, folder: str) -> bool:

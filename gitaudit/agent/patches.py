@@ -76,12 +76,12 @@ def _candidates(text: str) -> Iterator[str]:
             continue
         codex = _CODEX.match(line)
         if codex:
-            yield from _components(codex[1].strip())
+            yield from components(codex[1].strip())
         elif line.startswith(_GIT):
             yield from _git_header(line[len(_GIT) :])
         elif match := _HEADER.match(line):
             for name in _names(match[1] if match[1] is not None else match[2]):
-                yield from _components(name)
+                yield from components(name)
 
 
 def _names(text: str) -> Iterator[str]:
@@ -113,14 +113,14 @@ def _git_header(text: str) -> Iterator[str]:
         unquoted = _c_unquoted(text)
         if unquoted is not None:
             first, end = unquoted
-            yield from _components(first)
+            yield from components(first)
             for name in _names(text[end:]):
-                yield from _components(name)
+                yield from components(name)
     for i, c in enumerate(text):
         if c in _SPACE or c == "/":
             rest = text[i + 1 :]
             if rest.startswith('"') and (unquoted := _c_unquoted(rest)) is not None:
-                yield from _components(unquoted[0])
+                yield from components(unquoted[0])
             elif rest:
                 yield rest
 
@@ -130,7 +130,7 @@ def _before(text: str, ends: str) -> str:
     return next((text[:i] for i, c in enumerate(text) if c in ends), text)
 
 
-def _components(path: str) -> Iterator[str]:
+def components(path: str) -> Iterator[str]:
     """*path*, and *path* without each of its leading components (what ``-pN`` strips)."""
     if path and path != "/dev/null":
         yield path

@@ -4,13 +4,14 @@ attack tests run the real command)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import pytest
 
 from gitaudit.agent.bypass import _destination, _ledger, refusal
 
 
-def guarded(word: str, base: str) -> str | None:
+def guarded(word: str, base: str, variables: Mapping[str, str] | None = None) -> str | None:
     """A stand-in for the guard's path check: `.git/...` and `tests/check.py` are guarded."""
     path = os.path.normpath(os.path.join(base, word))
     return "guarded" if path.startswith(("/p/.git", "/p/tests/check.py")) else None
@@ -135,6 +136,11 @@ def test_ordinary_commands_pass(command: str) -> None:
         ("read GIT_DIR < f", "sets GIT_DIR from input"),
         ("git pull -t --no-verify", "skips"),
         ("git merge $FLAGS topic", "cannot see what $FLAGS holds"),
+        ("patch tests/check.py fix.diff", "`patch` would write `tests/check.py`"),
+        ("patch -p1 -o tests/check.py a.py < fix.diff", "`patch` would write"),
+        ("patch -sotests/check.py a.py < fix.diff", "`patch` would write"),
+        ("patch --reject-file=tests/check.py a.py < fix.diff", "`patch` would write"),
+        ("git apply --build-fake-ancestor=tests/check.py x.diff", "`git apply` would write"),
     ],
 )
 def test_bypasses_are_refused_with_their_reason(command: str, words: str) -> None:
@@ -182,3 +188,68 @@ def test_what_a_copy_writes(command: str, sources: list[str], writes: list[str])
     the trailing `/`) and the entry each source makes in it."""
     name, *args = command.split()
     assert _destination(name, args) == (sources, writes)
+
+
+PATCH = "--- a/{0}\n+++ b/{0}\n@@ -1 +1 @@\n-x\n+y\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [
+        (f"X=tests; git apply <<EOF\n{PATCH.format('$X/check.py')}EOF", "`tests/check.py`"),
+        (f"X=tests; patch -p1 <<E\n{PATCH.format('${X}/check.py')}E", "`tests/check.py`"),
+        (f"git apply <<EOF\n{PATCH.format('te$NOPE/check.py')}EOF", "is not quoted"),
+        ("git apply <<EOF\n" + PATCH.format("a\\$X/check.py") + "EOF", "is not quoted"),
+        (f"X=a; X=tests; git apply <<EOF\n{PATCH.format('$X/check.py')}EOF", "is not quoted"),
+        ("git apply <<-EOF\n" + PATCH.format("te\\\nsts/check.py") + "\tEOF", "tests/check"),
+        (f"git apply --directory=tests <<'E'\n{PATCH.format('check.py')}E", "`tests/check.py`"),
+        (f"git apply --di tests <<'E'\n{PATCH.format('check.py')}E", "`tests/check.py`"),
+        (f"git -C x apply --directory=tests <<'E'\n{PATCH.format('check.py')}E", "tests/check"),
+        (f"git am --directory=tests <<'E'\n{PATCH.format('check.py')}E", "`tests/check.py`"),
+        (f"patch -d tests <<'E'\n{PATCH.format('check.py')}E", "`tests/check.py`"),
+        (f"patch -Ed tests <<'E'\n{PATCH.format('check.py')}E", "`tests/check.py`"),
+        (f"patch -p1 -dtests <<'E'\n{PATCH.format('check.py')}E", "`tests/check.py`"),
+        (f"patch --dir=tests <<'E'\n{PATCH.format('check.py')}E", "`tests/check.py`"),
+    ],
+)
+def test_a_patch_is_judged_as_bash_hands_it_over_and_where_it_is_applied(
+    command: str, words: str
+) -> None:
+    why = refused(command)
+    assert why is not None and words in why, (command, why)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        f"X=src; git apply <<EOF\n{PATCH.format('$X/check.py')}EOF",
+        f"git apply <<'EOF'\n{PATCH.format('$X/check.py')}EOF",  # quoted: kept as written
+        f'git apply <<"EOF"\n{PATCH.format("$X/check.py")}EOF',
+        f"git apply --directory=src <<'E'\n{PATCH.format('check.py')}E",
+        f"patch -p0 -o out.py greeter.py <<'E'\n{PATCH.format('greeter.py')}E",
+        f"patch -i fix.diff -d src <<'E'\n{PATCH.format('check.py')}E",  # -i takes the value
+    ],
+)
+def test_ordinary_patches_pass(command: str) -> None:
+    assert refused(command) is None, command
+
+
+def test_variables_that_grow_past_what_the_guard_reads_are_refused() -> None:
+    """A=$B$B$B, B=$C$C$C...: each level multiplies the word; past the bound, unreadable."""
+    command = "A=xxxxxxxxxx"
+    for name, last in zip("BCDEF", "ABCDE", strict=True):
+        command += f"; {name}=" + f"${last}" * 60
+    why = refused(command + "; echo $F > out")
+    assert why is not None and "longer than the guard reads" in why, why
+
+
+def test_a_quoted_variable_is_judged_as_written_too() -> None:
+    """Quotes are gone from the words: `'$X'/$X` is judged with each $X kept or put in."""
+    seen: list[tuple[str, dict[str, str]]] = []
+
+    def recording(word: str, base: str, variables: Mapping[str, str] | None = None) -> None:
+        seen.append((word, dict(variables or {})))
+
+    refusal("X=..; echo pass > '$X'/$X/tests/check.py", recording, "/p")
+    assert ("../../tests/check.py", {"X": ".."}) in seen  # the values put in
+    assert ("$X/$X/tests/check.py", {"X": ".."}) in seen  # as written, for the guard to spell

@@ -5,10 +5,14 @@ refused. The attack variants are in tests/adversarial/test_agent.py."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
+from gitaudit.agent import guard
+from gitaudit.agent.guard import Places, _braces, spellings
+from gitaudit.agent.shell import Unreadable
 from tests.agent.host import PLAN, bash, payload, run_hook, tool
 from tests.gitrepo import GitRepo
 
@@ -73,6 +77,9 @@ def test_ordinary_tool_calls_pass_silently(
         "git push -f origin topic && git fetch --prune origin",
         "git config user.name 'A Dev' && git config --global --get user.name",
         "cd /tmp && echo x > out.txt",
+        'echo done > "$HOME/notes.txt" && rm -rf build/* "$TMPDIR"/scratch',
+        "X=src; git apply <<EOF\n--- a/$X/new.py\n+++ b/$X/new.py\n@@ -0,0 +1 @@\n+x\nEOF",
+        "git apply --directory=src <<'EOF'\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-x\n+y\nEOF",
     ],
 )
 def test_ordinary_commands_pass_silently(work: GitRepo, command: str) -> None:
@@ -181,3 +188,46 @@ def test_a_folder_is_judged_by_what_it_holds(work: GitRepo) -> None:
     assert run.blocked and "it holds `tests/check_greeting.py`" in run.reason, run
     assert run_hook(work.path, "guard", bash(work.path, "cp /tmp/x.py tests/")).allowed
     assert run_hook(work.path, "guard", bash(work.path, "rm -rf build")).allowed
+
+
+def test_a_shell_word_is_judged_in_every_spelling_bash_may_give_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Quotes are gone by the time a word is judged: `$NAME`, `~` and braces are each taken as
+    written (quoted) and as bash expands them (an unset variable: nothing)."""
+    monkeypatch.setenv("HOME", "/h")
+    monkeypatch.delenv("NOPE", raising=False)
+    spent: list[int] = []
+    found = set(spellings("$HOME/{a,b}$NOPE", "/cwd", spent.append, {"X": "x"}))
+    assert {"$HOME/{a,b}$NOPE", "/h/a", "/h/b", "$HOME/a", "/h/a$NOPE", "/b"} <= found
+    assert len(spent) >= len(found)
+    assert set(spellings("a/${NOPE:-t}/$X", "/cwd", spent.append, {"X": "x"})) >= {
+        "a/t/x",
+        "a/${NOPE:-t}/$X",
+        "a//",
+    }
+    assert set(spellings("~+/t", "/cwd", spent.append)) == {"~+/t", "/cwd/t"}
+    assert set(spellings("~/t", "/cwd", spent.append)) == {"~/t", "/h/t"}
+
+
+def test_braces_are_read_in_linear_time() -> None:
+    """The old pattern took quadratic time on a group of commas that never closes."""
+    started = time.monotonic()
+    assert _braces("{" + "," * 200_000, lambda cost: None) == ["{" + "," * 200_000]
+    assert time.monotonic() - started < 1
+    assert set(_braces("x{a,b{c,d}}y", lambda cost: None)) == {"xay", "xbcy", "xbdy"}
+
+
+def test_judging_past_the_budget_is_unreadable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each path judged and each folder entry a glob looks at is spent; past the budget the
+    word is unreadable (the command is refused), not judged on past the hook's timeout."""
+    for i in range(30):
+        (tmp_path / f"d{i}").mkdir()
+    places = Places(str(tmp_path))
+    assert places.write_refusal("d*/x", str(tmp_path), {}) is None
+    assert places.spent > 30  # every entry the glob looked at
+    monkeypatch.setattr(guard, "BUDGET", 20)
+    with pytest.raises(Unreadable, match="more paths to be checked"):
+        Places(str(tmp_path)).write_refusal("d*/x", str(tmp_path), {})
