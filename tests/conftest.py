@@ -89,3 +89,13 @@ def sigint_delivered() -> Iterator[None]:
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
+def stops_delivered(sigint_delivered: None) -> Iterator[None]:
+    """SIGTERM and SIGHUP too, as ``sigint_delivered``: their default action in the processes
+    started, even when the suite was started with one ignored (SIGHUP under ``nohup``)."""
+    previous = {s: signal.signal(s, signal.SIG_DFL) for s in (signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for s, was in previous.items():
+        signal.signal(s, was)

@@ -128,12 +128,18 @@ def main(argv: list[str] | None = None) -> None:
             fingerprint.drop_prefetch()  # exit now, without waiting for its git
         if debug:
             raise
+        # a SIGTERM or SIGHUP inside a run's session is told as Ctrl-C is (its own name, 128 +
+        # its number); the module is loaded only by the commands that open one
+        interrupts = sys.modules.get("gitaudit.run.interrupts")
+        why, code = (
+            (interrupts.cause(), interrupts.exit_status()) if interrupts else ("Ctrl-C", 130)
+        )
         print(
-            "gitaudit: interrupted (Ctrl-C); what the command reported as done is kept, "
+            f"gitaudit: interrupted ({why}); what the command reported as done is kept, "
             "nothing else was recorded",
             file=sys.stderr,
         )
-        sys.exit(130)
+        sys.exit(code)
     except Exception as exc:
         # the error hierarchy (and enum, which it imports) is imported once something failed:
         # not before git starts hashing (head_start), on the path of every `status`

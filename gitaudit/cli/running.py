@@ -183,10 +183,6 @@ def result_json(r: RecordedRun) -> dict[str, Any]:
     }
 
 
-INTERRUPTED_EXIT = 130
-"""Exit status when Ctrl-C stopped `run` before a run could be recorded (128 + SIGINT)."""
-
-
 def _not_started(rest: list[str]) -> None:
     if rest:
         warn(f"interrupted: not started: {', '.join(rest)}")
@@ -303,9 +299,10 @@ def run(
             try:
                 recorded, forced = _run_one(repo, workdir, name, signer, options)
             except KeyboardInterrupt:
-                warn(f"{name}: interrupted (Ctrl-C) before its checks ran: nothing recorded for it")
+                why = interrupts.cause()
+                warn(f"{name}: interrupted ({why}) before its checks ran: nothing recorded for it")
                 _not_started(names[i + 1 :])
-                worst = INTERRUPTED_EXIT
+                worst = interrupts.exit_status()  # 128 + the signal: 130 for Ctrl-C
                 break
             results.append(recorded)
             # evidence of a step forced past its attempts counts only after a sealer's reset

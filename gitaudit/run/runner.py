@@ -326,7 +326,7 @@ def execute(request: RunRequest) -> RunOutcome:  # noqa: C901, PLR0912, PLR0915 
                 outcomes[sid] = StepOutcome(
                     sid,
                     StepStatus.INTERRUPTED,
-                    "interrupted by Ctrl-C",
+                    f"interrupted by {interrupts.cause()}",
                     attempt=outcome.attempt,
                     duration=outcome.duration,
                     checks=outcome.checks,
@@ -404,7 +404,7 @@ def _run_step(
     everything = checks + tuple(r for rs in outputs.values() for r in rs)
     if supervisor.cancelled.is_set():
         status: StepStatus = StepStatus.INTERRUPTED
-        reason = "interrupted by Ctrl-C"
+        reason = f"interrupted by {interrupts.cause()}"
     elif any(r.outcome == "unknown" for r in everything):
         status, reason = StepStatus.UNKNOWN, _summarise(everything)
     elif all(r.passed for r in everything) and len(everything) == len(step.verify) + sum(

@@ -8,8 +8,11 @@ refs/audit/plans. ci holds only a runner key, so it can force runs but not reset
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +229,54 @@ def _contract(world: World) -> str:
     seal = read_state(world.handle()).seal("default")
     assert seal is not None
     return seal.contract_digest
+
+
+# ------------------------------------------------------------ the run killed once a step failed
+
+
+@pytest.mark.usefixtures("stops_delivered")
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_attack_attempts_run_killed_once_the_step_failed(
+    world: World, tmp_path: Path, stop: signal.Signals
+) -> None:
+    """unit may fail once. ci runs the plan and, as soon as the progress line says unit failed
+    (lint, still running, keeps the run from being recorded yet), stops `git audit run` with
+    SIGTERM (as `timeout` or a cancelled CI job does) or SIGHUP (a closed terminal): left to
+    its default action the signal ended the process with nothing written, so the failure was
+    never counted and unit could be tried again and again until it passed (PASS before the
+    fix). The run is recorded as INTERRUPTED, as for Ctrl-C, with unit's failure: unit is
+    exhausted."""
+    flag = tmp_path / "flag"
+    flag.write_text("unit fails\n")
+    release = tmp_path / "release"  # lint waits for it
+    wait = f"while [ ! -e {release} ]; do sleep 0.01; done"
+    world.seal(
+        plan(
+            step("unit", check("test", "!", "-e", str(flag)), max_attempts=1),
+            step("lint", check("sh", "-c", wait)),
+        )
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitaudit", "run", "--key", str(world.keys["ci"])],
+        cwd=world.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "GITAUDIT_PROGRESS_SECONDS": "0"},
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "unit failed" in line:
+            proc.send_signal(stop)
+            break
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, out + err
+    assert "default: INTERRUPTED" in out
+    flag.unlink()  # unit would pass now
+    release.touch()
+    again = world.run()
+    assert again.doc["steps"]["unit"]["status"] == "exhausted", again.doc["steps"]["unit"]
+    assert_plan(world.gate(), "step.exhausted", "FAIL")
 
 
 # ------------------------------------------------------ the lookup cache forgets the failures

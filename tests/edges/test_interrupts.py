@@ -2,7 +2,9 @@
 
 The first SIGINT while checks run stops them and records the run as INTERRUPTED; later SIGINTs
 only print (the record is still written: no traceback, no half-written cache); a SIGINT before
-any check ran records nothing and says so. Steps wait on files the test controls (never on time).
+any check ran records nothing and says so. SIGTERM (a cancelled CI job, `timeout`, `kill`) and
+SIGHUP (a closed terminal) tell the same story. Steps wait on files the test controls (never on
+time).
 """
 
 from __future__ import annotations
@@ -18,10 +20,15 @@ from pathlib import Path
 
 import pytest
 
+from gitaudit.git.repo import open_repo
+from gitaudit.ledger.runs import read_run
 from gitaudit.run import interrupts
 from tests.gitrepo import GitRepo, audit
 
-pytestmark = pytest.mark.usefixtures("sigint_delivered")  # the suite may run with it ignored
+# the suite may run with SIGINT (or SIGHUP) ignored
+pytestmark = pytest.mark.usefixtures("stops_delivered")
+
+STOPS = [signal.SIGTERM, signal.SIGHUP]  # stop a run as Ctrl-C does
 
 
 def _plan(repo: GitRepo, flag: Path) -> None:
@@ -110,26 +117,80 @@ def test_a_double_ctrl_c_still_records_the_run_and_says_so(repo: GitRepo, tmp_pa
     assert audit(repo.path, "verify").code == 0
 
 
-def test_ctrl_c_before_any_check_records_nothing_and_says_so(repo: GitRepo, tmp_path: Path) -> None:
-    _plan(repo, tmp_path / "never")
-    # a `git` first on PATH that parks the run in its first git call (the fingerprint, before
-    # any check) until the test has sent its SIGINT
+@pytest.mark.parametrize("stop", STOPS, ids=lambda s: s.name)
+def test_a_sigterm_or_sighup_while_checks_run_records_an_interrupted_run(
+    repo: GitRepo, tmp_path: Path, stop: signal.Signals
+) -> None:
+    """Left to its default action, the signal ended the process with nothing written: no failed
+    attempt counted, no unknown outcome to reconcile. Now the run is recorded as for Ctrl-C
+    (exit 3), and the second signal only prints."""
+    flag = tmp_path / "started"
+    _plan(repo, flag)
+    proc = _start(repo)
+    _wait_for(flag, proc)
+    proc.send_signal(stop)
+    proc.send_signal(stop)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, out + err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert "default: INTERRUPTED" in out
+    assert "! slow interrupted" in err
+    (row,) = _runs(repo)
+    assert row["verdict"] == "INTERRUPTED"
+    entry = read_run(open_repo(repo.path).git, str(row["commit"])).steps["slow"]
+    assert (entry.status, entry.reason) == ("interrupted", f"interrupted by {stop.name}")
+    assert audit(repo.path, "verify").code == 0
+
+
+def _parked(repo: GitRepo, tmp_path: Path, where: str = "") -> tuple[subprocess.Popen[str], Path]:
+    """A run parked in its first git call (the fingerprint, before any check) by a `git` first
+    on PATH, until the test has sent its signal; and the file that says it is parked. With
+    *where* (a shell pattern), in the first git call whose arguments match it instead, which
+    goes on once the test creates the file ``release`` beside ``parked``."""
     shims = tmp_path / "shims"
     shims.mkdir()
     parked = tmp_path / "parked"
+    release = tmp_path / "release"
     real = shutil.which("git")
-    (shims / "git").write_text(
-        f"#!/bin/sh\nif [ ! -e {parked} ]; then touch {parked}; exec sleep 600; fi\n"
-        f'exec {real} "$@"\n'
+    park = (
+        f'case "$*" in {where}) if [ ! -e {parked} ]; then touch {parked}; '
+        f"while [ ! -e {release} ]; do sleep 0.01; done; fi;; esac"
+        if where
+        else f"if [ ! -e {parked} ]; then touch {parked}; exec sleep 600; fi"
     )
+    (shims / "git").write_text(f'#!/bin/sh\n{park}\nexec {real} "$@"\n')
     (shims / "git").chmod(0o755)
-    proc = _start(repo, {"PATH": f"{shims}:{os.environ['PATH']}"})
+    return _start(repo, {"PATH": f"{shims}:{os.environ['PATH']}"}), parked
+
+
+def test_ctrl_c_before_any_check_records_nothing_and_says_so(repo: GitRepo, tmp_path: Path) -> None:
+    _plan(repo, tmp_path / "never")
+    proc, parked = _parked(repo, tmp_path)
     _wait_for(parked, proc)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert "interrupted (Ctrl-C)" in err and "nothing" in err
+    assert _runs(repo) == []
+
+
+@pytest.mark.parametrize("stop", STOPS, ids=lambda s: s.name)
+def test_a_sigterm_or_sighup_before_any_check_records_nothing_and_says_so(
+    repo: GitRepo, tmp_path: Path, stop: signal.Signals
+) -> None:
+    """Named as it is, with 128 + its number as the exit status, as a shell reports it. The run
+    is parked where its checkout is written (inside the command's session: a signal that ends
+    the process before it, as its default action does, leaves nothing behind either)."""
+    _plan(repo, tmp_path / "never")
+    proc, parked = _parked(repo, tmp_path, "*read-tree*")
+    _wait_for(parked, proc)
+    proc.send_signal(stop)
+    (tmp_path / "release").touch()  # the checkout's git goes on: the signal was delivered
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + stop, out + err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert f"interrupted ({stop.name})" in err and "nothing" in err
     assert _runs(repo) == []
 
 
