@@ -11,23 +11,62 @@ claim more than that, and count only when the signer held the authority for the 
   (:mod:`gitaudit.ledger.resets`), had reached ``max_attempts``: the contract said to stop
   trying, and only a sealer may say otherwise (``evidence.forced-past-exhaustion``).
 
+``git audit run`` counts failed attempts and unknown outcomes on the clone's own ledger only, so
+an unforced run proves nothing about them: made in another clone (one without the audit runs),
+its pass comes back as a remote-tracking copy, or signed again on top of the failures by ``git
+audit push``. So every executed pass is judged by the same rules, over every copy of the
+plan's ledger the judge holds (:class:`Copies`): below the run on its own chain, and on a copy
+whose chain does not hold the run, as that copy stands (which of the two came first, their
+clocks cannot say: the agent's runner signs the time):
+
+* failed attempts that had reached ``max_attempts`` (``evidence.forced-past-exhaustion`` for a
+  forced run, ``evidence.past-exhaustion`` otherwise);
+* for a step that must be reconciled before it runs again
+  (:func:`gitaudit.ledger.plansref.reconcile_first`), an unknown or interrupted outcome not
+  settled (``evidence.unreconciled``).
+
 Each rule is applied to the run judged and to the run a carried step came from.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pygit2
 
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.errors import GitAuditError
+from gitaudit.frozen import frozen
 from gitaudit.gate.result import Reason
-from gitaudit.ledger.objects import commit_of
-from gitaudit.ledger.plansref import PlansState, attempt_contracts
-from gitaudit.ledger.records import RunRecord, StepEntry
+from gitaudit.ledger import chain
+from gitaudit.ledger.objects import blob_at, commit_of, loads
+from gitaudit.ledger.plansref import PlansState, attempt_contracts, reconcile_first
+from gitaudit.ledger.records import RunRecord, StepEntry, lookup_keys
+from gitaudit.ledger.refs import ledger_ref
 from gitaudit.ledger.resets import failures_on_chain
+from gitaudit.ledger.tallies import EXECUTED, UNSETTLED, Tallies
 from gitaudit.ledger.trust import TrustSet
 from gitaudit.plan.model import Plan
 from gitaudit.verdict import StepStatus
+
+
+@frozen
+class Copies:
+    """The copies of the plan's ledger the judge holds: (ledger key, tip) each, the plan's own
+    first; and their tallies (:mod:`gitaudit.ledger.tallies`) by ledger key, None where the
+    lookup cache does not have them (a pushed tip, a copy it cannot read)."""
+
+    held: tuple[tuple[str, pygit2.Oid | None], ...]
+    tallies: Callable[[str], Tallies | None]
+
+    def holding(self, git: pygit2.Repository, record: RunRecord) -> list[str]:
+        """The keys of the copies whose chain holds *record* (at their tip or below it)."""
+        run = pygit2.Oid(hex=record.commit)
+        return [
+            key
+            for key, tip in self.held
+            if tip is not None and (tip == run or git.descendant_of(tip, run))
+        ]
 
 
 def unauthorised_reconcile(
@@ -55,34 +94,148 @@ def unauthorised_reconcile(
     return None
 
 
-def forced_past_exhaustion(
-    git: pygit2.Repository, state: PlansState, name: str, plan: Plan, record: RunRecord, step: str
+def past_exhaustion(
+    git: pygit2.Repository,
+    state: PlansState,
+    name: str,
+    plan: Plan,
+    record: RunRecord,
+    step: str,
+    copies: Copies,
 ) -> Reason | None:
-    """A FAIL reason when *step* passed in *record*, a forced run, although its failed attempts
-    before that run (under the run's contract, since the last reset) had reached max_attempts.
-    The failures are counted on the signed chain below the run, never in the lookup cache."""
+    """A FAIL reason when *step* passed in *record* although its failed attempts (under the
+    run's contract, since the last reset) had reached max_attempts: before that run on its own
+    chain (counted on the signed chain, never in the lookup cache; the tallies of a copy
+    holding it, counted up to its tip, only say when no walk is needed), or on a copy of the
+    ledger that does not hold the run."""
     if step not in _executed_passes(record):
         return None
     model = plan.step(step)
     if model is None:  # a step the plan does not have: nothing it allows or forbids
         return None
-    before = _failures_before(git, state, name, plan, record)  # every executed pass counted
-    if before[step] < model.max_attempts:
+    parents = commit_of(git, pygit2.Oid(hex=record.commit), "run").parent_ids
+    holding = copies.holding(git, record)
+    others = [key for key, _tip in copies.held if key not in holding]
+    if not parents and not others:  # the first run of the only chain: nothing failed before
         return None
+    contracts = _contracts(git, state, name, record)
+    resets = {contract: state.attempts_reset(name, contract) for contract in contracts}
+
+    def reached(key: str) -> bool | None:
+        counted = copies.tallies(key)
+        if counted is None:
+            return None
+        return counted.failures_since(resets).get(step, 0) >= model.max_attempts
+
+    # a copy holding the run with fewer failures up to its tip has fewer below the run
+    if parents and not any(reached(key) is False for key in holding):
+        before = _failures_before(git, state, name, plan, record)  # every executed pass counted
+        if before[step] >= model.max_attempts:
+            return _exhausted(name, model.max_attempts, record, step, None)
+    for key in others:
+        if reached(key):
+            return _exhausted(name, model.max_attempts, record, step, key)
+    return None
+
+
+def _exhausted(name: str, most: int, record: RunRecord, step: str, elsewhere: str | None) -> Reason:
+    fix = (
+        "evidence of a step past its failed attempts counts once a sealer lets the step be tried "
+        f"again: `git audit plan reset-attempts {step} --plan {name} --reason ...` (or reseal "
+        "the plan)"
+    )
+    if record.forced and elsewhere is None:
+        return Reason(
+            "evidence.forced-past-exhaustion",
+            f"step {step} passed in run {record.commit[:12]} only because it was forced "
+            f"(--force) past its {most} failed attempts",
+            "a forced run's evidence counts once a sealer lets the step be tried again: "
+            f"`git audit plan reset-attempts {step} --plan {name} --reason ...` "
+            "(or reseal the plan)",
+            step=step,
+        )
+    where = f"on {ledger_ref(elsewhere)}" if elsewhere else "below it on its ledger"
     return Reason(
-        "evidence.forced-past-exhaustion",
-        f"step {step} passed in run {record.commit[:12]} only because it was forced (--force) "
-        f"past its {model.max_attempts} failed attempts",
-        "a forced run's evidence counts once a sealer lets the step be tried again: "
-        f"`git audit plan reset-attempts {step} --plan {name} --reason ...` (or reseal the plan)",
+        "evidence.past-exhaustion",
+        f"step {step} passed in run {record.commit[:12]}, but its {most} failed attempts "
+        f"{where} had exhausted it: the run was made where they were not counted",
+        fix,
         step=step,
     )
 
 
+def unreconciled(
+    git: pygit2.Repository,
+    state: PlansState,
+    name: str,
+    record: RunRecord,
+    step: str,
+    copies: Copies,
+) -> Reason | None:
+    """A FAIL reason when *step*, one to reconcile before it runs again, passed in *record*
+    although an earlier outcome of it was unknown and not settled: its newest execution below
+    the run on its own chain, or the newest on a copy of the ledger that does not hold the
+    run."""
+    if step not in _executed_passes(record):
+        return None
+    found: Reason | None = None
+    parents = commit_of(git, pygit2.Oid(hex=record.commit), "run").parent_ids
+    newest = _newest_execution(git, parents[0] if parents else None, name, step)
+    if newest is not None and newest[0] in UNSETTLED:
+        found = _unsettled(name, record, step, newest[1], None)
+    holding = copies.holding(git, record) if found is None else []
+    for key, _tip in copies.held if found is None else ():
+        counted = copies.tallies(key) if key not in holding else None
+        if counted is not None and step in counted.unsettled():
+            found = _unsettled(name, record, step, counted.unsettled()[step], key)
+            break
+    # asked last: which steps must be reconciled first reads the sealed contracts
+    return found if found is not None and step in _settle_first(git, state, name) else None
+
+
+def _unsettled(name: str, record: RunRecord, step: str, run: str, elsewhere: str | None) -> Reason:
+    where = f"on {ledger_ref(elsewhere)}" if elsewhere else "before it on its ledger"
+    return Reason(
+        "evidence.unreconciled",
+        f"step {step} passed in run {record.commit[:12]}, but its outcome in run {run[:12]} "
+        f"{where} is unknown and was never reconciled: it ran again without one",
+        f"settle what that run did first: `git audit reconcile {step} --plan {name} --observed "
+        "pass|fail` (or `--readback`), then run it again",
+        step=step,
+    )
+
+
+# (repository, plans tip, plan) -> the steps to reconcile before they run again
+_SETTLE_FIRST: dict[tuple[str, str, str], frozenset[str]] = {}
+
+
+def _settle_first(git: pygit2.Repository, state: PlansState, name: str) -> frozenset[str]:
+    key = (str(git.path), str(state.tip), name)
+    if key not in _SETTLE_FIRST:
+        if len(_SETTLE_FIRST) > 64:
+            _SETTLE_FIRST.clear()
+        _SETTLE_FIRST[key] = reconcile_first(git, state, name) if state.seal(name) else frozenset()
+    return _SETTLE_FIRST[key]
+
+
+def _newest_execution(
+    git: pygit2.Repository, start: pygit2.Oid | None, name: str, step: str
+) -> tuple[str, str] | None:
+    """(status, run) of *step*'s newest execution on the chain from *start* down, read as the
+    lookup cache reads it (:data:`gitaudit.ledger.tallies.EXECUTED`); None: it never ran."""
+    for commit in chain.walk(git, start, what=f"refs/audit/runs/{name}"):
+        try:
+            keys = lookup_keys(loads(blob_at(git, commit.tree, "run.json") or b"{}"))
+        except ValueError:
+            keys = None
+        status = keys[3].get(step, ("",))[0] if keys is not None else ""
+        if status in EXECUTED:
+            return status, str(commit.id)
+    return None
+
+
 def _executed_passes(record: RunRecord) -> list[str]:
-    """The steps a forced run executed and passed (settled ones are the reconcile rule's)."""
-    if not record.forced:
-        return []
+    """The steps a run executed and passed (settled ones are the reconcile rule's)."""
     return [
         sid
         for sid, entry in record.steps.items()
@@ -102,12 +255,7 @@ def _failures_before(
     a planner's reseals led from (:func:`gitaudit.ledger.plansref.attempt_contracts`); counted
     in one walk per contract (far enough to decide each step) and remembered: the chain below a
     commit never changes."""
-    seal = state.seal(name)
-    contracts = (
-        attempt_contracts(git, state, name)
-        if seal is not None and seal.contract_digest == record.contract
-        else (record.contract,)
-    )
+    contracts = _contracts(git, state, name, record)
     passed = _executed_passes(record)
     resets = [state.attempts_reset(name, contract) for contract in contracts]
     total = {sid: -sum(reset.get(sid, 0) for reset in resets) for sid in passed}
@@ -128,3 +276,14 @@ def _failures_before(
         for sid, n in _COUNTED[key].items():
             total[sid] += n
     return total
+
+
+def _contracts(
+    git: pygit2.Repository, state: PlansState, name: str, record: RunRecord
+) -> tuple[str, ...]:
+    """The contracts whose failed attempts count against *record*'s: its own and, when that is
+    the sealed one, those a planner's reseals led from."""
+    seal = state.seal(name)
+    if seal is not None and seal.contract_digest == record.contract:
+        return attempt_contracts(git, state, name)
+    return (record.contract,)

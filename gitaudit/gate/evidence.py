@@ -29,7 +29,7 @@ import pygit2
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.errors import GitAuditError
 from gitaudit.frozen import frozen
-from gitaudit.gate.authority import forced_past_exhaustion, unauthorised_reconcile
+from gitaudit.gate.authority import Copies, past_exhaustion, unauthorised_reconcile, unreconciled
 from gitaudit.gate.compose import (
     Proof,
     Source,
@@ -47,6 +47,7 @@ from gitaudit.ledger.plansref import PlansState
 from gitaudit.ledger.records import CLOCK_SKEW, MalformedRun, RunRecord, StepEntry
 from gitaudit.ledger.refs import mirrored_runs, read_ref, runs_ref
 from gitaudit.ledger.runs import read_run
+from gitaudit.ledger.tallies import Tallies
 from gitaudit.ledger.trust import EvidenceRule, TrustedKey
 from gitaudit.plan.graph import clauses_of, optional_steps, viable_without
 from gitaudit.plan.model import Plan
@@ -102,6 +103,11 @@ class Judging:
     )
     # run -> its trusted signer (None: no runner's signature verifies), asked by the ruled pass
     signers: dict[str, TrustedKey | None] = field(default_factory=dict, compare=False, repr=False)
+    # the copies of the plan's ledger read (what failed attempts and unknown outcomes are
+    # counted on, :mod:`gitaudit.gate.authority`): set once they are read
+    held: tuple[tuple[str, pygit2.Oid | None], ...] = ()
+    # ledger key -> its tallies (None: not in the lookup cache), read once when needed
+    tallied: dict[str, Tallies | None] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def run_fix(self) -> str:
@@ -150,6 +156,7 @@ def judge_evidence(j: Judging) -> Evidence:
     except GitAuditError as exc:
         reason = Reason("evidence.ledger", exc.message, exc.hint or "restore the runs ref")
         return Evidence((reason,))
+    j = replace(j, held=tuple((lg.key, lg.tip) for lg in ledgers))
     survey = _Survey()
     for ledger in ledgers:
         refused = _newest_on(j, ledger, survey)
@@ -621,7 +628,7 @@ def _judge_proof(
         ), False
     record = source.record
     if not entry.proven:
-        problem = _authority(j, record, step)
+        problem = _authority(j, record, step, source.ledger)
         if problem is None and not optional:  # else an OR alternative: its dependant is judged
             problem = _unproven(j, record, step, entry)
         return problem, False
@@ -712,7 +719,7 @@ def _executed_by(
                     verdict=Verdict.UNKNOWN,
                 )
         source = traced
-    return _authority(j, source, step) or source
+    return _authority(j, source, step, ledger) or source
 
 
 def _advisory(j: Judging, record: RunRecord) -> str | None:
@@ -732,11 +739,28 @@ def _advisory(j: Judging, record: RunRecord) -> str | None:
     return signer.name if signer is not None else "no trusted runner"
 
 
-def _authority(j: Judging, record: RunRecord, step: str) -> Reason | None:
+def _authority(j: Judging, record: RunRecord, step: str, ledger: str) -> Reason | None:
     git = j.repo.git
-    return unauthorised_reconcile(
-        git, j.state.trust, j.name, record, step
-    ) or forced_past_exhaustion(git, j.state, j.name, j.plan, record, step)
+    copies = Copies(j.held or ((ledger, None),), lambda key: _tallies(j, key))
+    return (
+        unauthorised_reconcile(git, j.state.trust, j.name, record, step)
+        or past_exhaustion(git, j.state, j.name, j.plan, record, step, copies)
+        or unreconciled(git, j.state, j.name, record, step, copies)
+    )
+
+
+def _tallies(j: Judging, key: str) -> Tallies | None:
+    """The tallies of ledger *key* up to its tip, from the lookup cache (under its MAC, else
+    counted again from the chain); None for a pushed tip (the cache indexes the ref, not what
+    is pushed) or a copy that cannot be read."""
+    if j.pushed is not None:
+        return None
+    if key not in j.tallied:
+        try:
+            j.tallied[key] = index.tallies(j.repo.git, j.repo.gitdir, key)
+        except GitAuditError:
+            j.tallied[key] = None
+    return j.tallied[key]
 
 
 def _unproven(j: Judging, record: RunRecord, step: str, entry: StepEntry) -> Reason:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from gitaudit.ledger.plansref import read_state
-from gitaudit.ledger.refs import runs_ref
+from gitaudit.ledger.refs import PLANS_REF, mirror_ref, runs_ref
 from gitaudit.ledger.resets import AttemptReset, resets_file, resets_path
 from gitaudit.ledger.seals import reset_attempts
 from gitaudit.run.recorder import RecordedRun
@@ -277,6 +277,87 @@ def test_attack_attempts_run_killed_once_the_step_failed(
     again = world.run()
     assert again.doc["steps"]["unit"]["status"] == "exhausted", again.doc["steps"]["unit"]
     assert_plan(world.gate(), "step.exhausted", "FAIL")
+
+
+# ------------------------------------------------- the pass made where the failures are not
+
+
+def another_clone(world: World, tmp_path: Path, server: Path | None = None) -> Path:
+    """ci's second clone of the repository, without its audit runs (a plain `git clone`): the
+    root key pinned and the plans ref fetched, so `git audit run` works there on a ledger that
+    never held a failure; with *server*, that is its origin and ci's key signs its pushes."""
+    clone = tmp_path / "b"
+    git(tmp_path, "clone", "-q", str(world.path), str(clone))
+    git(clone, "config", "audit.rootKey", world.repo.git("config", "audit.rootKey").strip())
+    git(clone, "fetch", "-q", "origin", f"{PLANS_REF}:{PLANS_REF}")
+    if server is not None:
+        git(clone, "remote", "set-url", "origin", str(server))
+        git(clone, "config", "audit.signingKey", str(world.keys["ci"]))
+    return clone
+
+
+def _laundered(world: World, tmp_path: Path, how: str) -> Path:
+    """unit is exhausted on the plan's ledger; ci commits its change (a new tree), runs the plan
+    in another clone (unforced: unit runs there, and passes) and brings that pass back *how*;
+    the other clone."""
+    server = world.serve(tmp_path / "server.git") if how == "pushed" else None
+    if server is not None:  # the failures are on the server's ledger too
+        world.repo.git("push", "-q", "--no-verify", "origin", f"{RUNS}:{RUNS}")
+    world.repo.write("fix.txt", "the change\n")
+    world.repo.commit("the change")
+    clone = another_clone(world, tmp_path, server)
+    ran = audit(clone, "run", "--key", str(world.keys["ci"]))
+    assert ran.code == 0, ran.out + ran.err  # the clone's ledger never held a failure
+    if how == "fetched":
+        copy = mirror_ref("b", RUNS)
+        world.repo.git("fetch", "-q", str(clone), f"{RUNS}:{copy}")
+    else:
+        pushed = audit(clone, "push")  # pre-receive judges the replayed run
+        assert pushed.code != 0 and "had exhausted it" in pushed.err, pushed.out + pushed.err
+        assert world.cli("sync").code == 0
+    return clone
+
+
+@pytest.mark.parametrize("how", ["fetched", "pushed"])
+def test_attack_attempts_exhausted_step_passed_in_another_clone(
+    exhausted: World, tmp_path: Path, how: str
+) -> None:
+    """unit is exhausted. ci clones the repository without its audit runs, commits its change,
+    and runs the plan there without `--force`: that ledger never held a failure, so unit runs,
+    passes, and the run says PASS. Then ci brings the pass back: fetched as a remote-tracking
+    copy of that clone's ledger (`git fetch B refs/audit/runs/default:refs/gitaudit/remotes/b/
+    ...`), or pushed from the clone (`git audit push` signed its run again on top of the
+    server's ledger, failures and all, and pre-receive took it; `git audit sync` brought it
+    home). The gate said PASS over the exhausted step (both before the fix: only a forced run
+    was checked for exhaustion). A pass counts only when the failures before it, on its own
+    chain and on every copy of the ledger the gate reads that does not hold it, had not
+    exhausted the step."""
+    _laundered(exhausted, tmp_path, how)
+    if how == "fetched":
+        judged = assert_plan(exhausted.gate(), "evidence.past-exhaustion", "FAIL")
+        assert judged.reasons[0].step == "unit"
+    else:  # refused by pre-receive: nothing came home
+        assert_plan(exhausted.gate(), "evidence.missing", "UNKNOWN")
+    status = exhausted.cli("status")
+    assert status.code != 0, status.out + status.err
+
+
+@pytest.mark.parametrize("how", ["fetched", "pushed"])
+def test_attack_attempts_control_a_sealer_resets_after_another_clone(
+    exhausted: World, tmp_path: Path, how: str
+) -> None:
+    """Control: alice resets unit's attempts; the pass made in the other clone counts."""
+    _laundered(exhausted, tmp_path, how)
+    outcome = reset_attempts(exhausted.handle(), exhausted.alice, "default", "unit", "reviewed")
+    assert outcome.commit is not None
+    if how == "pushed":  # the pass never reached the server: push it again, reset and all
+        assert exhausted.repo.git("push", "-q", "origin", PLANS_REF) == ""
+        clone = tmp_path / "b"
+        git(clone, "fetch", "-q", "origin", f"+{PLANS_REF}:{PLANS_REF}")
+        pushed = audit(clone, "push")
+        assert pushed.code == 0, pushed.out + pushed.err
+        assert exhausted.cli("sync").code == 0
+    assert exhausted.gate().verdict == "PASS"
 
 
 # ------------------------------------------------------ the lookup cache forgets the failures

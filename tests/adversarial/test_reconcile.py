@@ -35,9 +35,10 @@ from tests.adversarial.conftest import (
     plan,
     step,
 )
+from tests.adversarial.test_attempts import another_clone
 from tests.adversarial.test_request import PLAN, Asked, answering
 from tests.adversarial.test_request import asked as asked  # noqa: PLC0414 (fixture)
-from tests.gitrepo import git
+from tests.gitrepo import audit, git
 
 RUNS = runs_ref("default")
 READBACK = {"type": "file_exists", "path": "deployed.txt"}
@@ -389,3 +390,47 @@ def test_attack_reconcile_planner_makes_the_step_idempotent(
     assert log.read_text() == "deployed\n"  # not deployed a second time
     judged = assert_plan(world.gate(with_states=True), "step.unknown", "UNKNOWN")
     assert judged.states["deploy"] == "unknown"
+
+
+# ------------------------------------------------- deploy executed again in another clone
+
+
+@pytest.mark.parametrize("how", ["fetched", "pushed"])
+def test_attack_reconcile_skipped_by_running_in_another_clone(
+    world: World, tmp_path: Path, how: str
+) -> None:
+    """deploy timed out: its outcome is unknown, and `git audit run` refuses to run it again
+    before a reconcile. ci clones the repository without its audit runs, commits its change and
+    runs the plan there: that ledger holds no unknown outcome, so deploy is executed a second
+    time, passes, and the run says PASS. Then ci brings the pass back, fetched as a
+    remote-tracking copy of that clone's ledger, or pushed from the clone (`git audit push`
+    signed its run again on top of the server's ledger, unknown outcome and all): the gate said
+    PASS for a deploy run twice without the reconcile the contract demands (both before the
+    fix). A pass of a step to reconcile first counts only when no unknown outcome of it stands
+    before it on its chain, nor on a copy of the ledger the gate reads that does not hold it."""
+    go = tmp_path / "go"  # deploy hangs (and times out) until it exists
+    hang = f"test -e {go} || sleep 30"
+    world.seal(
+        plan(step("deploy", check("sh", "-c", hang, timeout=0.5), idempotent=False), step("lint"))
+    )
+    assert world.run().doc["steps"]["deploy"]["status"] == "unknown"
+    server = world.serve(tmp_path / "server.git") if how == "pushed" else None
+    if server is not None:  # the unknown outcome is on the server's ledger too
+        world.repo.git("push", "-q", "--no-verify", "origin", f"{RUNS}:{RUNS}")
+    go.touch()
+    world.repo.write("fix.txt", "the change\n")
+    world.repo.commit("the change")
+    clone = another_clone(world, tmp_path, server)
+    ran = audit(clone, "run", "--key", str(world.keys["ci"]))
+    assert ran.code == 0, ran.out + ran.err  # deploy executed again there
+    if how == "fetched":
+        world.repo.git(
+            "fetch", "-q", str(clone), f"{RUNS}:refs/gitaudit/remotes/b/audit/runs/default"
+        )
+        judged = assert_plan(world.gate(), "evidence.unreconciled", "FAIL")
+        assert judged.reasons[0].step == "deploy"
+    else:
+        pushed = audit(clone, "push")  # pre-receive judges the replayed run
+        assert pushed.code != 0 and "never reconciled" in pushed.err, pushed.out + pushed.err
+        assert world.cli("sync").code == 0
+        assert_plan(world.gate(), "evidence.missing", "UNKNOWN")
