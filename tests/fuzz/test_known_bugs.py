@@ -13,13 +13,14 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gitaudit.errors import TrustError
+from gitaudit.errors import LedgerError, TrustError
 from gitaudit.git.repo import open_repo
 from gitaudit.ledger import index
 from gitaudit.ledger.objects import read_files, write_tree
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
 from gitaudit.ledger.trust import POLICY_FORMAT, Policy
 from gitaudit.run.recorder import run_plan
+from tests.adversarial.conftest import honest_run_on_any_tip
 from tests.fuzz._support import (
     bare_repo,
     commit_files,
@@ -71,7 +72,10 @@ def test_git_audit_run_survives_an_unsigned_run_with_a_lone_surrogate() -> None:
     doc = ideal_doc(world)
     doc["verdict"] = "\ud800"
     install_run(json.dumps(doc).encode(), signed=False)
-    recorded = run_plan(open_repo(world.path), world.plan, gate_signer(), jobs=1)
+    with pytest.raises(LedgerError, match="which no runner signed"):  # one line, no crash
+        run_plan(open_repo(world.path), world.plan, gate_signer(), jobs=1)
+    with honest_run_on_any_tip():  # and read as runs read such a tip before the tip check
+        recorded = run_plan(open_repo(world.path), world.plan, gate_signer(), jobs=1)
     assert recorded.verdict in ("PASS", "FAIL", "UNKNOWN")
 
 
