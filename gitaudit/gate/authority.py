@@ -30,7 +30,7 @@ Each rule is applied to the run judged and to the run a carried step came from.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import pygit2
 
@@ -43,7 +43,7 @@ from gitaudit.ledger.objects import blob_at, commit_of, loads
 from gitaudit.ledger.plansref import PlansState, attempt_contracts, reconcile_first
 from gitaudit.ledger.records import RunRecord, StepEntry, lookup_keys
 from gitaudit.ledger.refs import ledger_ref
-from gitaudit.ledger.resets import failures_on_chain
+from gitaudit.ledger.resets import ALL, failures_on_chain
 from gitaudit.ledger.tallies import EXECUTED, UNSETTLED, Tallies
 from gitaudit.ledger.trust import TrustSet
 from gitaudit.plan.model import Plan
@@ -58,6 +58,10 @@ class Copies:
 
     held: tuple[tuple[str, pygit2.Oid | None], ...]
     tallies: Callable[[str], Tallies | None]
+    # a pushed chain (pre-receive): the tip of the ledger it extends and that tip's tallies, so
+    # that what lies below a pushed run is counted as the runs pushed plus what the ledger held
+    # (a walk of the whole ledger for every push cost seconds at 100,000 runs); None otherwise
+    base: Callable[[], tuple[pygit2.Oid, Tallies] | None] = lambda: None
 
     def holding(self, git: pygit2.Repository, record: RunRecord) -> list[str]:
         """The keys of the copies whose chain holds *record* (at their tip or below it)."""
@@ -129,13 +133,41 @@ def past_exhaustion(
 
     # a copy holding the run with fewer failures up to its tip has fewer below the run
     if parents and not any(reached(key) is False for key in holding):
-        before = _failures_before(git, state, name, plan, record)  # every executed pass counted
-        if before[step] >= model.max_attempts:
+        before = _pushed_below(git, name, step, parents[0], resets, copies)
+        if before is None:
+            before = _failures_before(git, state, name, plan, record)[step]  # every pass counted
+        if before >= model.max_attempts:
             return _exhausted(name, model.max_attempts, record, step, None)
     for key in others:
         if reached(key):
             return _exhausted(name, model.max_attempts, record, step, key)
     return None
+
+
+def _pushed_below(
+    git: pygit2.Repository,
+    name: str,
+    step: str,
+    start: pygit2.Oid,
+    resets: Mapping[str, Mapping[str, int]],
+    copies: Copies,
+) -> int | None:
+    """*step*'s failed attempts (under *resets*' contracts, less the resets) on the chain from
+    *start* down, for a pushed run: those of the runs pushed, walked down to the tip the push
+    extends, plus that tip's tallies; None when nothing is pushed or the chain does not extend
+    that tip (then the whole chain is walked)."""
+    base = copies.base()
+    if base is None:
+        return None
+    tip, counted = base
+    if start != tip and not git.descendant_of(start, tip):
+        return None
+    total = 0
+    for contract, reset in resets.items():
+        total += counted.failed.get((contract, step), 0) - reset.get(step, 0)
+        if start != tip:
+            total += failures_on_chain(git, start, name, contract, {step: ALL}, stop=tip)[step]
+    return total
 
 
 def _exhausted(name: str, most: int, record: RunRecord, step: str, elsewhere: str | None) -> Reason:

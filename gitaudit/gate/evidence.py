@@ -108,6 +108,10 @@ class Judging:
     held: tuple[tuple[str, pygit2.Oid | None], ...] = ()
     # ledger key -> its tallies (None: not in the lookup cache), read once when needed
     tallied: dict[str, Tallies | None] = field(default_factory=dict, compare=False, repr=False)
+    # plan -> the ledger's tip a pushed tip extends and its tallies (:func:`_base`), read once
+    bases: dict[str, tuple[pygit2.Oid, Tallies] | None] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def run_fix(self) -> str:
@@ -741,7 +745,7 @@ def _advisory(j: Judging, record: RunRecord) -> str | None:
 
 def _authority(j: Judging, record: RunRecord, step: str, ledger: str) -> Reason | None:
     git = j.repo.git
-    copies = Copies(j.held or ((ledger, None),), lambda key: _tallies(j, key))
+    copies = Copies(j.held or ((ledger, None),), lambda key: _tallies(j, key), lambda: _base(j))
     return (
         unauthorised_reconcile(git, j.state.trust, j.name, record, step)
         or past_exhaustion(git, j.state, j.name, j.plan, record, step, copies)
@@ -761,6 +765,23 @@ def _tallies(j: Judging, key: str) -> Tallies | None:
         except GitAuditError:
             j.tallied[key] = None
     return j.tallied[key]
+
+
+def _base(j: Judging) -> tuple[pygit2.Oid, Tallies] | None:
+    """For a pushed tip (pre-receive): the tip of the plan's ledger as the repository holds it
+    (the ref has not moved yet) and its tallies from the lookup cache, which the pushed chain
+    extends; None when nothing is pushed, there is no ledger yet, or it cannot be read."""
+    if j.pushed is None:
+        return None
+    if j.name not in j.bases:
+        git = j.repo.git
+        tip = read_ref(git, runs_ref(j.name))
+        try:
+            counted = index.tallies(git, j.repo.gitdir, j.name) if tip is not None else None
+        except GitAuditError:
+            counted = None
+        j.bases[j.name] = (tip, counted) if tip is not None and counted is not None else None
+    return j.bases[j.name]
 
 
 def _unproven(j: Judging, record: RunRecord, step: str, entry: StepEntry) -> Reason:

@@ -144,15 +144,17 @@ def failures_on_chain(
     plan: str,
     contract: str,
     enough: Mapping[str, int],
+    stop: pygit2.Oid | None = None,
 ) -> dict[str, int]:
     """Failed attempts under *contract* of each step of *enough* recorded on the first-parent
-    chain from *start* (inclusive) back to the root, counted as the lookup cache counts them
-    (every run commit on the chain, its run.json read leniently). The walk stops early once
-    every step has *enough* (step -> how many are enough; None: count them all)."""
+    chain from *start* (inclusive) back to the root, or to *stop* (exclusive), counted as the
+    lookup cache counts them (every run commit on the chain, its run.json read leniently). The
+    walk stops early once every step has *enough* (step -> how many are enough; None: count
+    them all)."""
     found = dict.fromkeys(enough, 0)
     if not found:
         return found
-    for commit in chain.walk(git, start, what=runs_ref(plan)):
+    for commit in chain.walk(git, start, stop=stop, what=runs_ref(plan)):
         try:
             keys = lookup_keys(loads(blob_at(git, commit.tree, "run.json") or b"{}"))
         except ValueError:

@@ -342,6 +342,33 @@ def test_attack_attempts_exhausted_step_passed_in_another_clone(
     assert status.code != 0, status.out + status.err
 
 
+def test_attack_attempts_failures_split_between_the_server_and_the_pushed_runs(
+    world: World, tmp_path: Path
+) -> None:
+    """unit may fail twice. It failed once on the server's ledger; ci, in a clone without the
+    audit runs, fails it once more and then passes it, and `git audit push` replays both runs
+    on top of the server's: neither ledger alone holds two failures, the chain below the
+    replayed pass does. pre-receive counts the runs pushed plus the tallies of the ledger they
+    extend (it walked the whole ledger for every push before, seconds at 100,000 runs), and
+    refuses the pass."""
+    flag = tmp_path / "flag"
+    flag.write_text("unit fails\n")
+    world.seal(flaky(flag))
+    assert world.run().doc["steps"]["unit"]["status"] == "failed"
+    server = world.serve(tmp_path / "server.git")
+    world.repo.git("push", "-q", "--no-verify", "origin", f"{RUNS}:{RUNS}")
+    world.repo.write("fix.txt", "the change\n")
+    world.repo.commit("the change")
+    clone = another_clone(world, tmp_path, server)
+    failed = audit(clone, "run", "--key", str(world.keys["ci"]))
+    assert failed.code == 1, failed.out + failed.err
+    flag.unlink()
+    passed = audit(clone, "run", "--key", str(world.keys["ci"]))
+    assert passed.code == 0, passed.out + passed.err  # one failure on the clone's own ledger
+    pushed = audit(clone, "push")
+    assert pushed.code != 0 and "had exhausted it" in pushed.err, pushed.out + pushed.err
+
+
 @pytest.mark.parametrize("how", ["fetched", "pushed"])
 def test_attack_attempts_control_a_sealer_resets_after_another_clone(
     exhausted: World, tmp_path: Path, how: str
