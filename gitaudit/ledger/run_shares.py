@@ -17,7 +17,8 @@ import pygit2
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError
-from gitaudit.ledger.objects import commit_of
+from gitaudit.ledger.chain import read_commit
+from gitaudit.ledger.objects import tree_of
 from gitaudit.ledger.runs import run_of
 
 
@@ -28,7 +29,7 @@ def problem(ref: str, exc: GitAuditError) -> str:
 
 def check_run_tree(repo: pygit2.Repository, commit: pygit2.Commit) -> str | None:
     """The first file *commit*'s ``run.json`` records that its tree lacks, as a problem."""
-    tree = commit.tree
+    tree = tree_of(commit, "run")
     record = run_of(repo, commit, tree)
     for sid, entry in record.steps.items():
         groups = [("checks", entry.checks)]
@@ -54,7 +55,7 @@ def verify_one(
     """The problem with one run commit (signature by a runner, tree matching run.json)."""
     try:
         verify_commit(repo, oid, runners)
-        return check_run_tree(repo, commit_of(repo, oid, ref))
+        return check_run_tree(repo, read_commit(repo, oid, ref))
     except GitAuditError as exc:
         return problem(ref, exc)
 

@@ -170,7 +170,8 @@ def _verify_plans(repo: Repo, tip: pygit2.Oid, mark: str | None) -> tuple[int, P
 
 
 PARALLEL_FROM = 2_000  # run commits to verify before worker processes pay for themselves
-CHUNK = 250  # run commits per share: about 25 ms of work
+CHUNK = 250  # run commits per share while the chain is walked: about 25 ms of work
+LAST = 25  # the smallest share, when little is left: the processes end together
 AHEAD = 2  # shares a worker holds at once: the next one is there when it finishes one
 
 
@@ -195,8 +196,8 @@ def _verify_runs(
     shares: _Shares | None = None
     try:
         try:
-            for commit in chain.walk(git, tip, stop=stop, what=ref, linear=True):
-                oids.append(commit.id)
+            for oid in chain.walk_ids(git, tip, stop=stop, what=ref, linear=True):
+                oids.append(oid)
                 if shares is not None and len(oids) % CHUNK == 0:
                     shares.hand_out(oids)
                 elif len(oids) == PARALLEL_FROM and gitdir is not None and (jobs := _jobs()) > 1:
@@ -226,13 +227,15 @@ class _Shares:
     """One chain's verification shared with worker processes (fresh interpreters: nothing of
     this process's libgit2 state is shared).
 
-    The chain is cut into shares of :data:`CHUNK` commits. Workers take shares from its newest
-    end, :data:`AHEAD` at a time each, as soon as the walk has reached them; this process takes
-    shares from its oldest end once the walk is done, and hands a worker its next share whenever
-    it answers one. So the work splits by what each process gets done: a worker that starts
-    late or shares a busy core takes fewer shares (a fixed split waited for the slowest). A share
-    wholly after a problem already found is not verified; the first problem in chain order is
-    reported, as one process would."""
+    Workers take shares from the chain's newest end, :data:`AHEAD` at a time each, as soon as
+    the walk has reached them; this process takes shares from its oldest end once the walk is
+    done, and hands a worker its next share whenever it answers one. So the work splits by what
+    each process gets done: a worker that starts late or shares a busy core takes fewer shares
+    (a fixed split waited for the slowest). A share is :data:`CHUNK` commits while the chain is
+    walked; then shares shrink with what is left (a few per process, at least :data:`LAST`), so
+    no process is left waiting long for another's last share. A share wholly after a problem
+    already found is not verified; the first problem in chain order is reported, as one process
+    would."""
 
     def __init__(self, gitdir: str, count: int, ref: str, runners: list[PublicKey]) -> None:
         import json
@@ -243,8 +246,8 @@ class _Shares:
         import gitaudit
 
         self.ref, self.runners = ref, runners
-        self.front = 0  # the next share a worker gets
-        self.back: int | None = None  # one past the last share left; None while walking
+        self.front = 0  # the first commit no worker has been given
+        self.back: int | None = None  # one past the last commit left; None while walking
         self.found: list[tuple[int, str]] = []  # (index in the chain, problem)
         self.failed: subprocess.Popen[bytes] | None = None  # a worker that died
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(gitaudit.__file__)))
@@ -288,22 +291,32 @@ class _Shares:
         """Whether the share starting at *start* may still hold the first problem."""
         return not self.found or start < min(self.found)[0]
 
+    def _size(self) -> int:
+        """Commits in the next share: :data:`CHUNK` while walking, then a few shares per
+        process of what is left."""
+        if self.back is None:
+            return CHUNK
+        left = self.back - self.front
+        return min(CHUNK, max(LAST, left // (3 * (len(self.procs) + 1))))
+
     def hand_out(self, oids: Sequence[pygit2.Oid]) -> None:
         """Read the answers there are, then fill every worker up to :data:`AHEAD` shares from
         the newest end, with shares the walk has reached in whole (all of them, once done)."""
         import json
 
         self._answers(wait=False)
-        limit = self.back if self.back is not None else len(oids) // CHUNK
         for n in range(len(self.procs)):
-            while self.held[n] < AHEAD and self.front < limit and self.failed is None:
-                start = self.front * CHUNK
-                self.front += 1
+            while self.held[n] < AHEAD and self.failed is None:
+                size = self._size()
+                limit = self.back if self.back is not None else len(oids) // CHUNK * CHUNK
+                start, end = self.front, min(self.front + size, limit)
+                if start >= end:
+                    break
+                self.front = end
                 if not self._open(start):
                     continue
                 self.held[n] += 1
-                commits = [str(o) for o in oids[start : start + CHUNK]]
-                self._send(n, json.dumps([start, commits]))
+                self._send(n, json.dumps([start, [str(o) for o in oids[start:end]]]))
 
     def _answers(self, *, wait: bool) -> None:
         import json
@@ -326,14 +339,14 @@ class _Shares:
 
     def finish(self, git: pygit2.Repository, oids: Sequence[pygit2.Oid]) -> tuple[int, str] | None:
         """Verify the walked chain *oids* with the workers: the first problem (index, text)."""
-        self.back = -(-len(oids) // CHUNK)
+        self.back = len(oids)
         while self.failed is None:
             self.hand_out(oids)
             if self.front < self.back:
-                self.back -= 1
-                start = self.back * CHUNK
+                start, end = max(self.front, self.back - self._size()), self.back
+                self.back = start
                 if self._open(start):
-                    found = verify_share(git, self.ref, oids[start : start + CHUNK], self.runners)
+                    found = verify_share(git, self.ref, oids[start:end], self.runners)
                     if found is not None:
                         self.found.append((start + found[0], found[1]))
             elif any(self.held):

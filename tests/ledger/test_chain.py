@@ -1,9 +1,14 @@
-"""``gitaudit.ledger.chain``: the one walk over a ledger, and its linearity rule."""
+"""``gitaudit.ledger.chain``: the one walk over a ledger, and its linearity rule; the walk of
+ids from raw objects (``walk_ids``) follows the same parents, with the same errors."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pygit2
 import pytest
+from pygit2.enums import ObjectType
 
 from gitaudit.errors import LedgerError
 from gitaudit.git.repo import open_repo
@@ -69,14 +74,81 @@ def test_segment_says_whether_the_walk_reached_stop(git: pygit2.Repository) -> N
     assert ids(chain.segment(git, a, c)) == ([a], False)  # backwards: c is never reached
 
 
-def test_a_missing_commit_or_a_non_commit_is_named(git: pygit2.Repository) -> None:
+def _walk_ids(git: pygit2.Repository, tip: pygit2.Oid | None, **how: Any) -> list[pygit2.Oid]:
+    return [c.id for c in chain.walk(git, tip, **how)]
+
+
+def _raw_walk_ids(git: pygit2.Repository, tip: pygit2.Oid | None, **how: Any) -> list[pygit2.Oid]:
+    return list(chain.walk_ids(git, tip, **how))
+
+
+Walk = Callable[..., list[pygit2.Oid]]
+
+
+@pytest.mark.parametrize("ids", [_walk_ids, _raw_walk_ids], ids=["walk", "walk_ids"])
+def test_a_missing_commit_or_a_non_commit_is_named(git: pygit2.Repository, ids: Walk) -> None:
+    """Both walks: the same errors, word for word."""
     blob = git.create_blob(b"not a commit")
     with pytest.raises(LedgerError, match=rf"^plans: {str(blob)[:12]} is not a commit$"):
-        list(chain.walk(git, blob, what="plans"))
+        ids(git, blob, what="plans")
     missing = pygit2.Oid(hex="1" * 40)
     with pytest.raises(LedgerError, match=r"^ledger: commit 111111111111 is missing") as caught:
-        list(chain.walk(git, missing))
+        ids(git, missing)
     assert caught.value.hint == (
         "fetch the whole ledger (a shallow fetch of refs/audit/* cuts it): `git fetch "
         "--unshallow`, or `git fsck` when nothing was fetched shallow"
     )
+
+
+def _raw(git: pygit2.Repository, headers: list[bytes], message: bytes = b"m\n") -> pygit2.Oid:
+    """A commit object written byte for byte: *headers*, a blank line, *message*."""
+    return git.odb.write(ObjectType.COMMIT, b"\n".join(headers) + b"\n\n" + message)
+
+
+def test_walk_ids_follows_the_parents_libgit2_reads(git: pygit2.Repository) -> None:
+    """The raw walk reads the ``parent`` lines right after the ``tree`` line, as libgit2 and
+    git do; on a chain of commits laid out every way libgit2 parses (extra headers, an
+    encoding, a signature after the committer, a message that names a parent), it yields the
+    ids the parsed walk yields, and refuses the same merge."""
+    tree = git.TreeBuilder().write()
+    who = b"t <t@example.test> 1700000000 +0000"
+    root = _commit(git, [], "root")
+    plain = _commit(git, [root], "plain")
+    extra = _raw(git, [b"tree %s" % str(tree).encode(), b"parent %s" % str(plain).encode(),
+                       b"author " + who, b"committer " + who, b"encoding ISO-8859-1",
+                       b"x-header value", b"gpgsig -----BEGIN SSH SIGNATURE-----",
+                       b" AAAA", b" -----END SSH SIGNATURE-----"])  # fmt: skip
+    named = _raw(git, [b"tree %s" % str(tree).encode(), b"parent %s" % str(extra).encode(),
+                       b"author " + who, b"committer " + who],
+                 b"parent %s\n" % str(root).encode())  # fmt: skip
+    assert isinstance(git.get(extra), pygit2.Commit)  # libgit2 parses every one of them
+    assert isinstance(git.get(named), pygit2.Commit)
+    assert _raw_walk_ids(git, named) == _walk_ids(git, named) == [named, extra, plain, root]
+    merge = _raw(git, [b"tree %s" % str(tree).encode(), b"parent %s" % str(named).encode(),
+                       b"parent %s" % str(root).encode(), b"author " + who,
+                       b"committer " + who])  # fmt: skip
+    tip = _commit(git, [merge], "tip")
+    for walk in (_walk_ids, _raw_walk_ids):
+        with pytest.raises(LedgerError, match=rf"^runs: {str(merge)[:12]} is a merge"):
+            walk(git, tip, what="runs", linear=True)
+        assert walk(git, tip) == [tip, merge, named, extra, plain, root]
+
+
+def test_walk_ids_refuses_headers_that_do_not_start_with_a_tree(git: pygit2.Repository) -> None:
+    """A commit whose first line is no ``tree`` line (libgit2 cannot parse it either) cannot be
+    read; a ``parent`` line after other headers is no parent (git ignores it, libgit2 refuses
+    the object, which whoever reads the id next says)."""
+    tree = git.TreeBuilder().write()
+    root = _commit(git, [], "root")
+    who = b"t <t@example.test> 1700000000 +0000"
+    no_tree = _raw(git, [b"parent %s" % str(root).encode(), b"tree %s" % str(tree).encode(),
+                         b"author " + who, b"committer " + who])  # fmt: skip
+    with pytest.raises(LedgerError, match=rf"^runs: commit {str(no_tree)[:12]} cannot be read"):
+        _raw_walk_ids(git, no_tree, what="runs")
+    with pytest.raises(LedgerError, match=rf"^runs: commit {str(no_tree)[:12]} cannot be read"):
+        _walk_ids(git, no_tree, what="runs")
+    late = _raw(git, [b"tree %s" % str(tree).encode(), b"author " + who,
+                      b"parent %s" % str(root).encode(), b"committer " + who])  # fmt: skip
+    assert _raw_walk_ids(git, late) == [late]
+    with pytest.raises(LedgerError, match=rf"^runs: commit {str(late)[:12]} cannot be read"):
+        chain.read_commit(git, late, "runs")

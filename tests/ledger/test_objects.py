@@ -1,14 +1,19 @@
 """``gitaudit.ledger.objects``: a blob read from a tree is its raw object (no pygit2 object is
 built for it), with the answers ``repo[...]`` gave; ``loads`` refuses lone surrogates however
-they are spelled, and only looks for them where they can be."""
+they are spelled, and only looks for them where they can be; it reads what json reads (orjson
+first), value for value, and refuses what json refuses."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from pygit2.enums import ObjectType
 
 from gitaudit.errors import LedgerError
@@ -84,6 +89,92 @@ def test_loads_refuses_a_lone_surrogate() -> None:
     with pytest.raises(ValueError, match="lone UTF-16 surrogate"):
         loads('{"a": "\ud800"}'.encode("utf-8", "surrogatepass"))
     assert loads(b'{"a": "\\u00e9\\\\"}') == {"a": "é\\"}
+
+
+def _json_reading(data: bytes) -> tuple[str, ...]:
+    """What :func:`loads` gave when it was json alone: the value (its repr: 1 and 1.0, -0.0
+    and 0.0 differ), or an error for what json refuses and for a lone surrogate."""
+    try:
+        value = json.loads(data)
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (ValueError, RecursionError):
+        return ("error",)
+    return ("value", repr(value), repr(type(value)))
+
+
+def _reading(data: bytes) -> tuple[str, ...]:
+    try:
+        value = loads(data)
+    except ValueError:
+        return ("error",)
+    return ("value", repr(value), repr(type(value)))
+
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()  # beyond 64 bits too: orjson would read those as floats
+    | st.floats(allow_nan=True, allow_infinity=True)  # NaN, Infinity: json only
+    | st.text(st.characters(codec="utf-8"), max_size=12)
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=16,
+)
+# what a mutation inserts or writes over: JSON's own bytes, escapes, a surrogate's UTF-8 lead
+# byte, invalid UTF-8, NUL, and a BOM's first byte
+_NOISE = st.sampled_from(list(b'{}[]:,"\\/0123456789-+.eEtrufalsnNI \t\n\xed\xa0\x80\xff\x00\xef'))
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_VALUES, indent=st.sampled_from([None, 2]), ascii_only=st.booleans())
+@example(value=2**64, indent=None, ascii_only=True)
+@example(value=-(2**63) - 1, indent=None, ascii_only=True)
+@example(value=[10**30, "1234567890123456789"], indent=2, ascii_only=True)
+@example(value={"a": 1, "b": [1.0, -0.0, 1e300]}, indent=None, ascii_only=False)
+def test_loads_reads_what_json_reads(value: Any, indent: int | None, ascii_only: bool) -> None:
+    """Every value json writes, loads reads back as json does: the same value of the same
+    type (a 20-digit integer stays an integer; NaN and Infinity, which orjson refuses, read)."""
+    data = json.dumps(value, indent=indent, ensure_ascii=ascii_only).encode()
+    assert _reading(data) == _json_reading(data)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"a": 1, "a": 2}',  # a duplicate key: the last wins
+        '\ufeff{"a": 1}'.encode(),  # a byte order mark
+        '{"a": 1}'.encode("utf-16"),  # UTF-16, which json detects
+        b'"\\ud800"',  # a lone surrogate, escaped
+        '"\ud800"'.encode("utf-8", "surrogatepass"),  # and encoded
+        b"[" * 5000 + b"]" * 5000,  # nesting past both parsers' limits
+        b'{"n": 123456789012345678901234567890}',  # beyond 64 bits
+        b'{"n": -9223372036854775809}',
+        b"[NaN, Infinity, -Infinity]",
+        b'{"a": 1} x',
+    ],
+)
+def test_loads_reads_and_refuses_as_json_did(text: bytes) -> None:
+    assert _reading(text) == _json_reading(text)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.data())
+def test_loads_refuses_what_json_refuses(data: st.DataObject) -> None:
+    """Mutated JSON (bytes inserted, removed, overwritten): loads reads what json read before
+    orjson was put in front of it, the same values, and refuses the same texts."""
+    text = bytearray(json.dumps(data.draw(_VALUES)).encode())
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(text)))
+        how = data.draw(st.sampled_from(["insert", "delete", "overwrite"]))
+        if how == "insert":
+            text[at:at] = bytes([data.draw(_NOISE)])
+        elif at < len(text):
+            text[at : at + 1] = b"" if how == "delete" else bytes([data.draw(_NOISE)])
+    assert _reading(bytes(text)) == _json_reading(bytes(text))
 
 
 # ------------------------------------------------------------------ storing: loose or one pack

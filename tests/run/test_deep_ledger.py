@@ -218,6 +218,45 @@ def test_a_worker_that_starts_late_takes_fewer_shares(
     assert [json.loads(line)[0] for line in requests[1:]] == [0, 1]  # the newest two
 
 
+def test_shares_shrink_once_the_walk_is_done_and_cover_the_chain_once(
+    repo: GitRepo, sealed: Sealer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """While the chain is walked, shares are CHUNK commits; once its length is known they
+    shrink with what is left (so no process waits long for another's last share), and the
+    worker's shares and this process's cover every commit exactly once."""
+    import sys
+
+    from gitaudit.ledger import run_shares, verify
+
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    _copies(repo, 63)  # 64 commits: 8 shares of 8 without the shrinking
+    here: list[int] = []
+    real = run_shares.verify_share
+
+    def verify_here(git: object, ref: str, oids: list[pygit2.Oid], runners: object) -> object:
+        here.append(len(oids))
+        return real(git, ref, oids, runners)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(verify, "PARALLEL_FROM", 8)
+    monkeypatch.setattr(verify, "CHUNK", 8)
+    monkeypatch.setattr(verify, "LAST", 1)
+    monkeypatch.setattr(verify, "_jobs", lambda: 2)
+    monkeypatch.setattr(verify, "verify_share", verify_here)
+    monkeypatch.setattr(sys, "executable", str(_slow_python(tmp_path, "")))
+    got = verify.verify_all(open_repo(repo.path), remember=False)
+    assert got.ok and got.verified["refs/audit/runs/default"] == 64, got
+    requests = (tmp_path / "requests.log").read_text().splitlines()[1:]
+    shares = [(start, len(commits)) for start, commits in map(json.loads, requests)]
+    walked = [size for _start, size in shares if size == 8]
+    assert walked and shares[: len(walked)] == [(8 * n, 8) for n in range(len(walked))]
+    smaller = [size for _start, size in shares if size < 8] + [n for n in here if n < 8]
+    assert smaller  # the last shares are smaller than the walk's
+    covered = sorted(i for start, size in shares for i in range(start, start + size))
+    assert len(covered) + sum(here) == 64  # no commit twice
+    assert set(covered) == set(range(len(covered)))  # the worker's: the newest end, no gap
+
+
 def test_a_worker_that_dies_holding_a_share_fails_the_verification(
     repo: GitRepo, sealed: Sealer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
