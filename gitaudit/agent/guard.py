@@ -9,7 +9,9 @@
   key), the user's and the system's git configuration (:func:`gitaudit.places.
   global_git_config`, ``/etc/gitconfig``, ``/etc/gitattributes``, ``$GIT_CONFIG_SYSTEM``:
   trusted like the key folder, since a content filter or ``core.hooksPath`` there changes what
-  the fingerprint hashes and which hooks run) and the files the checks run
+  the fingerprint hashes and which hooks run), what that configuration names elsewhere
+  (:func:`gitaudit.git.config_paths.named_by_config`: included files, the attributes file, the
+  hooks folder, the content filters' programs) and the files the checks run
   (:func:`gitaudit.agent.protected.protection`); and a folder above any of them (removing or
   replacing ``tests/`` replaces the check inside it).
 * ``Bash`` commands that bypass the gate or write a guarded path
@@ -21,9 +23,9 @@ word in every spelling bash may give it, since its quotes are gone (:func:`spell
 one call may ask the guard to judge is bounded (:data:`BUDGET`): past it, the call is refused
 as unreadable rather than judged past the host's hook timeout. Every other tool passes with no
 output. Standard library only, and nothing
-is computed that the call does not need: an edit outside the guarded folders costs one git
-process for the protected files (and one more to list an existing folder of the work tree it
-writes), a read-only tool none.
+is computed that the call does not need: an edit outside the guarded folders costs two git
+processes, for what the configuration names and for the protected files (and one more to list
+an existing folder of the work tree it writes), a read-only tool none.
 """
 
 from __future__ import annotations
@@ -247,7 +249,7 @@ class Places:
             places += [os.path.join(base, *name.split("/")) for name in SETTINGS_FILES]
             if base != home:
                 places.append(os.path.join(base, ".gitaudit"))
-        places += [*self.repository[1], self.home, *self._git_config_files]
+        places += [*self.repository[1], self.home, *self._git_config_files, *self._config_named]
         return [os.path.normpath(p) for p in places]
 
     def _tracked(self, rel: str) -> list[str]:
@@ -314,19 +316,43 @@ class Places:
             dict.fromkeys(f(p) for p in found for f in (os.path.normpath, os.path.realpath))
         )
 
+    @cached_property
+    def _config_named(self) -> list[str]:
+        """What the git configuration names elsewhere (:func:`gitaudit.git.config_paths.
+        named_by_config`: included files, the attributes file, the hooks folder, the content
+        filters' programs), as named and where it leads; one git process, asked only when a
+        path gets this far."""
+        from gitaudit.git.config_paths import named_by_config
+
+        self._spend(GIT_COST)
+        found = named_by_config(self.repository[0] or self.project)
+        return list(
+            dict.fromkeys(f(p) for p in found for f in (os.path.normpath, os.path.realpath))
+        )
+
     def _git_config(self, path: str) -> str | None:
         """The user's and the system's git configuration, which gitaudit trusts like its key
         folder: a content filter added there (``clean = git cat-file blob HEAD:%f``) makes the
         fingerprint hash what was proven instead of the file on disk, ``core.hooksPath`` there
-        switches the client hooks off."""
+        switches the client hooks off. And what it names elsewhere, which decides as much: an
+        included file is configuration too, ``*.sh text eol=crlf`` in the attributes file made
+        a failing script with CRLF line ends the checkout of the proven tree."""
         found = next((f for f in self._git_config_files if _within(path, f)), None)
+        if found is not None:
+            return (
+                f"`{found}` is the user's git configuration, which gitaudit trusts like its key "
+                "folder: a content filter, an attributes line or core.hooksPath there changes "
+                "what the gate's fingerprint hashes and which hooks run; only the user changes "
+                "it. Set an ordinary key for this repository with `git config KEY VALUE`." + AFTER
+            )
+        found = next((f for f in self._config_named if _within(path, f)), None)
         if found is None:
             return None
         return (
-            f"`{found}` is the user's git configuration, which gitaudit trusts like its key "
-            "folder: a content filter, an attributes line or core.hooksPath there changes what "
-            "the gate's fingerprint hashes and which hooks run; only the user changes it. Set "
-            "an ordinary key for this repository with `git config KEY VALUE`." + AFTER
+            f"`{found}` is named by the git configuration (an included file, core.attributesFile, "
+            "core.hooksPath or a content filter's program), which gitaudit trusts like its key "
+            "folder: what it holds changes what the gate's fingerprint hashes, what a run's "
+            "checks read and which hooks run; only the user changes it." + AFTER
         )
 
     def _in_tree(self, path: str) -> str | None:

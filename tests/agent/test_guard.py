@@ -5,6 +5,7 @@ refused. The attack variants are in tests/adversarial/test_agent.py."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -178,6 +179,29 @@ def test_the_git_configuration_is_refused_where_git_reads_it(
     run = run_hook(work.path, "guard", attempt, env=env)
     assert run.blocked and "the user's git configuration" in run.reason, run
     assert run_hook(work.path, "guard", attempt).allowed  # elsewhere, it is an ordinary file
+
+
+def test_what_the_git_configuration_names_is_refused(work: GitRepo, tmp_path: Path) -> None:
+    """A file the global configuration includes, its attributes file and its hooks folder are
+    refused like the configuration, as named and through a link; the folder holding them as a
+    whole; a file beside them is ordinary."""
+    home = Path(os.environ["HOME"])
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    (home / "dots").symlink_to(dotfiles)
+    with (home / ".gitconfig").open("a") as config:
+        config.write(
+            "[include]\n\tpath = ~/dots/extra\n"
+            f"[core]\n\tattributesFile = {dotfiles}/attrs\n\thooksPath = {dotfiles}/hooks\n"
+        )
+    for target in ("dots/extra", f"{dotfiles}/extra", f"{dotfiles}/attrs", "dots/hooks/x"):
+        attempt = tool(work.path, "Write", file_path=str(home / target), content="[core]\n")
+        run = run_hook(work.path, "guard", attempt)
+        assert run.blocked and "is named by the git configuration" in run.reason, (target, run)
+    run = run_hook(work.path, "guard", bash(work.path, f"rm -rf {dotfiles}"))
+    assert run.blocked and "is named by the git configuration" in run.reason, run
+    beside = tool(work.path, "Write", file_path=str(dotfiles / "notes"), content="x")
+    assert run_hook(work.path, "guard", beside).allowed
 
 
 def test_a_folder_is_judged_by_what_it_holds(work: GitRepo) -> None:
