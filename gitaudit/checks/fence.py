@@ -357,12 +357,19 @@ def _restrict(ruleset: int) -> None:
         raise OSError(ctypes.get_errno(), "landlock_restrict_self")
 
 
-def for_run(slot: str | os.PathLike[str], *, keys: Iterable[str | os.PathLike[str]] = ()) -> Fence:
+def for_run(
+    slot: str | os.PathLike[str],
+    *,
+    keys: Iterable[str | os.PathLike[str]] = (),
+    named: Iterable[str] = (),
+) -> Fence:
     """The fence of a run whose checks run in the checkout folder *slot*
     (:class:`gitaudit.run.checkout.Slot`): no check opens the gitaudit home (keys, the memo
     key, trust anchors) or the signing key's files, and none writes the user's global git
     configuration, which is trusted like the key folder (the driver of a declared content
-    filter comes from it): it stays readable.
+    filter comes from it), nor what that configuration *named* elsewhere (the run's
+    :func:`gitaudit.git.config_paths.for_fence`: an included file, the attributes file, the
+    hooks folder, a filter's program): they stay readable.
 
     Checks open only the slot's checkout (``tree``), its private git dirs (``git``,
     ``modules``: the checkout's ``.git`` files lead there; made anew before every update),
@@ -373,7 +380,7 @@ def for_run(slot: str | os.PathLike[str], *, keys: Iterable[str | os.PathLike[st
     ``conftest.py``, ``package.json``, ``node_modules``, a ``.git``) in a later step or run."""
     from gitaudit.places import cache_dir, global_git_config, home_dir
 
-    configs = global_git_config()
+    configs = [*global_git_config(), *named]
     root = os.fspath(slot)
     own = [os.path.join(root, name) for name in ("tree", "git", "modules", "home", "tmp")]
     return Fence.around([home_dir(), *keys, *configs, cache_dir(), root], own, configs)

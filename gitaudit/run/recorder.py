@@ -33,6 +33,7 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, RunError, UsageError
 from gitaudit.frozen import frozen
+from gitaudit.git import config_paths
 from gitaudit.git.fingerprint import Fingerprint, changed_paths, workspace_fingerprint
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, index, lookup, watermark
@@ -254,7 +255,9 @@ def run_plan(
         )
         with (
             orphans.adopting(process.running),  # what a check leaves running dies with the run
-            fence.for_run(slot.root, keys=fence.key_files(signer)) as wall,
+            fence.for_run(
+                slot.root, keys=fence.key_files(signer), named=config_paths.for_fence(workdir)
+            ) as wall,
         ):
             outcome = execute(
                 RunRequest(

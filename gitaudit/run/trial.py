@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from gitaudit.checks import fence
 from gitaudit.checks.environment import Sandbox
 from gitaudit.frozen import frozen
+from gitaudit.git import config_paths
 from gitaudit.git.fingerprint import workspace_fingerprint
 from gitaudit.git.repo import Repo
 from gitaudit.plan.inputs import input_digests
@@ -83,7 +84,7 @@ def trial(
             tmp=slot.tmp,
             repository=(workdir, repo.gitdir),
         )
-        with fence.for_run(slot.root) as wall:
+        with fence.for_run(slot.root, named=config_paths.for_fence(workdir)) as wall:
             outcome = execute(
                 RunRequest(
                     plan=plan,

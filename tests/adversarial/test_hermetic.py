@@ -1276,6 +1276,48 @@ def test_attack_hermetic_check_writes_the_global_git_config(world: World, varian
     assert (home / target).exists() == (target != ".config/git/attributes")
 
 
+NAMED_BY_THE_GLOBAL_CONFIG = {  # what ~/.gitconfig says -> what the check writes, from $D
+    "an included file": ("[include]\n\tpath = {d}/extra.gitconfig\n", "extra.gitconfig"),
+    "an includeIf file": (
+        '[includeIf "gitdir:/elsewhere/"]\n\tpath = {d}/work.gitconfig\n',
+        "work.gitconfig",
+    ),
+    "the attributes file": ("[core]\n\tattributesFile = {d}/attributes\n", "attributes"),
+    "the hooks folder": ("[core]\n\thooksPath = {d}/hooks\n", "hooks/pre-push"),
+    "a filter's program": ('[filter "keep"]\n\tclean = {d}/keep --clean\n', "keep"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(NAMED_BY_THE_GLOBAL_CONFIG))
+def test_attack_hermetic_check_writes_what_the_global_git_config_names(
+    world: World, tmp_path: Path, variant: str
+) -> None:
+    """The user's global git configuration names files elsewhere, trusted as it is: a file it
+    includes (wiring a filter or an attributes file there is wiring it in the configuration),
+    its attributes file (`*.sh text eol=crlf` made a failing script with CRLF line ends the
+    checkout of the proven tree for `git audit status`), its hooks folder, a filter's program.
+    A check wrote each for the runs to come (all before the fix); the kernel refuses it, and
+    the files are as they were."""
+    dotfiles = tmp_path / "dotfiles"
+    (dotfiles / "hooks").mkdir(parents=True)
+    line, name = NAMED_BY_THE_GLOBAL_CONFIG[variant]
+    home = Path(os.environ["HOME"])
+    with (home / ".gitconfig").open("a") as config:
+        config.write(line.format(d=dotfiles))
+    (dotfiles / "extra.gitconfig").write_text("[user]\n\tname = u\n")
+    (dotfiles / "keep").write_text("#!/bin/sh\ncat\n")
+    before = {p: p.read_bytes() for p in dotfiles.rglob("*") if p.is_file()}
+    script = (
+        'echo "*.sh text eol=crlf" >> "$D/{0}"'
+        ' || {{ echo x > "$D/{0}.new" && mv "$D/{0}.new" "$D/{0}"; }}'
+    )
+    env = {"D": str(dotfiles)}
+    world.seal(plan(step("unit", check("sh", "-c", script.format(name), env=env))))
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
+    assert {p: p.read_bytes() for p in dotfiles.rglob("*") if p.is_file()} == before
+
+
 def test_a_fenced_check_still_has_its_checkout_home_tmp_and_tools(world: World) -> None:
     """Control: inside the fence a check reads and writes its checkout, its HOME and TMPDIR,
     runs the system's tools and git in the checkout, and a live step reads the work tree (but

@@ -182,6 +182,26 @@ def test_a_run_leaves_the_global_git_config_readable_not_writable(
     assert sh(wall, f"echo x > {home}/work/f", layout).returncode == 0  # beside: open
 
 
+def test_a_run_leaves_what_the_git_configuration_names_readable_not_writable(
+    layout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the configuration names elsewhere (an included file, an attributes file not made
+    yet) is trusted like it: a check reads it, writes none of it, creates none of it."""
+    monkeypatch.setenv("GITAUDIT_HOME", str(layout / "home"))
+    dotfiles = layout / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "extra").write_text("[user]\n\tname = u\n")
+    (layout / "beside").mkdir()
+    named = [str(dotfiles / "extra"), str(dotfiles / "attrs")]
+    wall = fence.for_run(layout / "home" / "cache", named=named)
+    assert sh(wall, f"grep -q name {dotfiles}/extra", layout).returncode == 0
+    assert sh(wall, f"echo [filter] >> {dotfiles}/extra", layout).returncode != 0
+    assert sh(wall, f"echo '* text eol=crlf' > {dotfiles}/attrs", layout).returncode != 0
+    assert (dotfiles / "extra").read_text() == "[user]\n\tname = u\n"
+    assert not (dotfiles / "attrs").exists()
+    assert sh(wall, f"echo x > {layout}/beside/f", layout).returncode == 0
+
+
 def test_a_run_lets_checks_write_only_their_checkout_home_and_tmp(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
