@@ -381,6 +381,55 @@ def test_keyboard_interrupt_kills_the_group_and_propagates(tmp_path: Path) -> No
         assert _gone(grandchild)
 
 
+@pytest.mark.usefixtures("sigint_delivered")
+def test_keyboard_interrupt_while_the_check_starts_kills_its_group(tmp_path: Path) -> None:
+    """A Ctrl-C that arrives after ``fork`` but before the poll loop (here: while ``on_start``
+    learns the pid) is handled once the group can be killed. Raised where it arrived, it left
+    the check running: under load it landed inside ``subprocess.Popen``, which drops the pid."""
+    pidfile = tmp_path / "pids"
+    ready = tmp_path / "ready"
+    script = f'sleep 100 & echo "$$ $!" > {pidfile}.tmp; mv {pidfile}.tmp {ready}; sleep 100'
+
+    def interrupt_as_it_starts(pid: int) -> None:
+        deadline = time.monotonic() + 20
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    with _reaping(ready):
+        with pytest.raises(KeyboardInterrupt):
+            run_bounded(
+                ["sh", "-c", script], cwd=tmp_path, timeout=60, on_start=interrupt_as_it_starts
+            )
+        leader, grandchild = _pids(ready)
+        assert _gone(leader)
+        assert _gone(grandchild)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_signal_held_while_the_check_starts_is_not_lost(tmp_path: Path) -> None:
+    """While a check starts, the handlers are held; a signal that arrives meanwhile reaches its
+    own handler afterwards, and the handlers are back in place."""
+    seen: list[int] = []
+
+    def handler(signum: int, _frame: object) -> None:
+        seen.append(signum)
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+
+        def usr1(pid: int) -> None:
+            os.kill(os.getpid(), signal.SIGUSR1)
+            assert seen == []  # held: the check's group is not known to the kill yet
+
+        r = run_bounded(["true"], cwd=tmp_path, on_start=usr1)
+        assert r.exit_code == 0
+        assert seen == [signal.SIGUSR1]
+        assert signal.getsignal(signal.SIGUSR1) is handler
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
 def test_result_is_frozen(tmp_path: Path) -> None:
     r = run_bounded(["true"], cwd=tmp_path)
     assert isinstance(r, ProcessResult)
