@@ -202,17 +202,24 @@ def inside(path: str | os.PathLike[str], *roots: str | os.PathLike[str]) -> bool
     return False
 
 
-def code_inside(workdir: str | os.PathLike[str], *programs: str) -> str | None:
-    """The first place this interpreter loads code from that lies inside *workdir* (its
-    installation, its executable, a folder on its import path other than the first, which is
-    the script's or the current one), or one of *programs* (paths of commands that will run
-    gitaudit) that does; None when none does. Code there is anyone's who writes the work tree:
-    a ``.pth`` file in a virtual environment inside it runs at every start of its Python,
-    before gitaudit's first line, so the hooks would judge with the agent's code."""
+def code_places(*programs: str) -> list[str]:
+    """Where this interpreter loads code from: its installation (a virtual environment's
+    folder), its executable, the folders of its import path other than the first (the
+    script's or the current one), and *programs* (paths of commands that will run gitaudit).
+    Code there runs as gitaudit: a ``.pth`` file in a site-packages folder runs at every start
+    of the interpreter, before gitaudit's first line."""
     import sys
 
-    for place in (sys.prefix, sys.exec_prefix, sys.executable, *sys.path[1:], *programs):
-        if place and inside(place, workdir):
+    found = (sys.prefix, sys.exec_prefix, sys.executable, *sys.path[1:], *programs)
+    return [place for place in found if place]
+
+
+def code_inside(workdir: str | os.PathLike[str], *programs: str) -> str | None:
+    """The first of :func:`code_places` (with *programs*) that lies inside *workdir*; None when
+    none does. Code there is anyone's who writes the work tree: a ``.pth`` file in a virtual
+    environment inside it would make the hooks judge with the agent's code."""
+    for place in code_places(*programs):
+        if inside(place, workdir):
             return place
     return None
 
