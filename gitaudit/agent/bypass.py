@@ -26,7 +26,8 @@ worded so the agent can act on it, or None. The kinds refused:
   remove/init/anchor/policy``, ``reconcile --observed`` (a plain ``plan seal``, which only
   strengthens, passes);
 * writing a guarded path (``.git/``, ``.gitaudit/``, the agent settings, gitaudit's home, the
-  git configuration, the files the checks run, a folder holding one) with a redirection or a
+  git configuration, gitaudit's installation, a ``git`` on PATH, the shell's startup files,
+  the files the checks run, a folder holding one) with a redirection or a
   command that writes its arguments (``rm``, ``mv``, ``cp``/``ln``/``install`` destinations,
   ``tee``, ``sed -i``, ``chmod``, ``dd of=``, ``git rm/mv/checkout/restore``, ...); a link to
   one (``ln``, ``cp -s``); a path the guard cannot see: made by a command substitution, or

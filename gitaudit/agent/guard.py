@@ -11,9 +11,11 @@
   trusted like the key folder, since a content filter or ``core.hooksPath`` there changes what
   the fingerprint hashes and which hooks run), what that configuration names elsewhere
   (:func:`gitaudit.git.config_paths.named_by_config`: included files, the attributes file, the
-  hooks folder, the content filters' programs) and the files the checks run
-  (:func:`gitaudit.agent.protected.protection`); and a folder above any of them (removing or
-  replacing ``tests/`` replaces the check inside it).
+  hooks folder, the content filters' programs), what decides which program the hooks and the
+  agent's later commands run (:mod:`gitaudit.agent.programs`: gitaudit's installation, a
+  ``git``/``git-audit``/``gitaudit`` in a folder on PATH, the files a shell sources first)
+  and the files the checks run (:func:`gitaudit.agent.protected.protection`); and a folder
+  above any of them (removing or replacing ``tests/`` replaces the check inside it).
 * ``Bash`` commands that bypass the gate or write a guarded path
   (:mod:`gitaudit.agent.bypass`).
 
@@ -39,6 +41,7 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 
 from gitaudit.agent import payload as payloads
+from gitaudit.agent import programs
 from gitaudit.agent.hosts import ALLOW, Answer
 
 TYPE_CHECKING = False  # not typing's: the agent hooks do without typing (gitaudit.named)
@@ -215,6 +218,9 @@ class Places:
                 or self._home(where)
                 or self._host_settings(where)
                 or self._git_config(where)
+                or self._sourced(where)
+                or self._path_program(where)
+                or self._installation(where)
                 or self._in_tree(where)
                 or (self._holds(where) if whole else None)
             )
@@ -250,6 +256,8 @@ class Places:
             if base != home:
                 places.append(os.path.join(base, ".gitaudit"))
         places += [*self.repository[1], self.home, *self._git_config_files, *self._config_named]
+        places += [*self._startup_files, *self._installation_places]
+        places += [os.path.join(f, name) for f in self._path_folders for name in programs.RUNNERS]
         return [os.path.normpath(p) for p in places]
 
     def _tracked(self, rel: str) -> list[str]:
@@ -353,6 +361,66 @@ class Places:
             "core.hooksPath or a content filter's program), which gitaudit trusts like its key "
             "folder: what it holds changes what the gate's fingerprint hashes, what a run's "
             "checks read and which hooks run; only the user changes it." + AFTER
+        )
+
+    @cached_property
+    def _startup_files(self) -> list[str]:
+        return programs.startup_files()
+
+    def _sourced(self, path: str) -> str | None:
+        """The files a shell sources before the agent's commands run (its startup files,
+        Claude Code's shell snapshot, ``$CLAUDE_ENV_FILE``, ...): a function or an alias there
+        changes what a later command the guard reads as ``git commit`` runs."""
+        found = next((f for f in self._startup_files if _within(path, f)), None)
+        if found is None:
+            return None
+        return (
+            f"`{found}` is sourced by the shell before the agent's commands run (a startup "
+            "file, the host's shell snapshot or its environment file): a function or alias "
+            'there (`git() { command git -c core.hooksPath=/dev/null "$@"; }`) changes what '
+            "every later command runs, where gitaudit's guard cannot see it; only the user "
+            "changes it. Set what a command needs in the command itself." + AFTER
+        )
+
+    @cached_property
+    def _path_folders(self) -> list[str]:
+        return programs.path_folders()
+
+    def _path_program(self, path: str) -> str | None:
+        """A program named like git or gitaudit (:data:`gitaudit.agent.programs.RUNNERS`) in
+        a folder on PATH: a later ``git commit``, which the guard reads as git's, or the
+        host's ``git-audit agent stop``, would run it instead of the real one."""
+        folder, name = os.path.split(path)
+        if name.lower() not in programs.RUNNERS or folder not in self._path_folders:
+            return None
+        return (
+            f"it would put a program named `{name}` in `{folder}`, a folder on PATH, where a "
+            f"later `{name}` may find it before the real one (a `git` that skips gitaudit's "
+            "hooks, a `git-audit` that answers for them); only the user installs programs "
+            "there. Give the program another name, or run it by its path." + AFTER
+        )
+
+    @cached_property
+    def _installation_places(self) -> list[str]:
+        return programs.installation(self.repository[1])
+
+    def _installation(self, path: str) -> str | None:
+        """gitaudit's installation outside the work tree (:func:`gitaudit.agent.programs.
+        installation`): the code the stop hook and this guard run. One inside the work tree
+        is refused when the hooks are installed (:func:`gitaudit.places.code_inside`); the
+        work tree itself stays the agent's to edit."""
+        tree = (self.repository[0] or self.project, self.project, os.path.realpath(self.project))
+        if any(_within(path, t) for t in tree):
+            return None
+        found = next((p for p in self._installation_places if _within(path, p)), None)
+        if found is None:
+            return None
+        return (
+            f"`{found}` belongs to the gitaudit installation the hooks run (its Python, its "
+            "packages, its `git-audit`): code written there (a `.pth` file in site-packages "
+            "runs at every start) would run inside gitaudit's stop hook and this guard, which "
+            "would then answer what it says; only the user changes it (upgrade with pipx or "
+            "pip)." + AFTER
         )
 
     def _in_tree(self, path: str) -> str | None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import site
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from gitaudit.agent import guard
+from gitaudit.agent import guard, programs
 from gitaudit.agent.guard import Places, _braces, spellings
 from gitaudit.agent.shell import Unreadable
 from tests.agent.host import PLAN, bash, payload, run_hook, tool
@@ -81,6 +83,8 @@ def test_ordinary_tool_calls_pass_silently(
         'echo done > "$HOME/notes.txt" && rm -rf build/* "$TMPDIR"/scratch',
         "X=src; git apply <<EOF\n--- a/$X/new.py\n+++ b/$X/new.py\n@@ -0,0 +1 @@\n+x\nEOF",
         "git apply --directory=src <<'EOF'\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-x\n+y\nEOF",
+        "cat ~/.bashrc ~/.profile; which git git-audit; ls -l ~/.local/bin",
+        "mkdir -p bin && cp /tmp/helper bin/run-tests && echo x > ~/.bashrc.notes",
     ],
 )
 def test_ordinary_commands_pass_silently(work: GitRepo, command: str) -> None:
@@ -255,3 +259,82 @@ def test_judging_past_the_budget_is_unreadable(
     monkeypatch.setattr(guard, "BUDGET", 20)
     with pytest.raises(Unreadable, match="more paths to be checked"):
         Places(str(tmp_path)).write_refusal("d*/x", str(tmp_path), {})
+
+
+def test_the_installation_the_guard_runs_from_is_guarded(
+    work: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What this interpreter loads code from (its environment, its import path, the package),
+    the user's site-packages it would read, and the `git-audit` on PATH with the interpreter it
+    names are refused; a folder of the import path inside the work tree is not (the hooks'
+    installation refuses that set-up: gitaudit.places.code_inside), nor reading any of it."""
+    user_site = tmp_path / "user-site"
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", True)
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(user_site))
+    other = tmp_path / "other-venv"
+    (other / "bin").mkdir(parents=True)
+    (other / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    command = tmp_path / "on-path" / "git-audit"
+    command.parent.mkdir()
+    command.write_text(f"#!{other / 'bin' / 'python'}\n")
+    command.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{command.parent}:{os.environ['PATH']}")
+    vendored = work.path / "vendor"
+    monkeypatch.setattr(sys, "path", [*sys.path, str(vendored)])
+    places = Places(str(work.path))
+    for path in (
+        Path(sys.prefix) / "lib" / "zz-first.pth",
+        Path(sys.executable),
+        Path(guard.__file__),
+        user_site / "zz-first.pth",  # not there yet: Python would read it once it is
+        other / "lib" / "site.py",
+        other / "pyvenv.cfg",
+    ):
+        why = places.write_refusal(str(path), str(work.path))
+        assert why and "gitaudit installation" in why, (path, why)
+    assert places.write_refusal(str(vendored / "helper.py"), str(work.path)) is None
+    assert places.write_refusal(str(tmp_path / "elsewhere.py"), str(work.path)) is None
+
+
+def test_programs_named_like_git_are_refused_in_the_folders_on_path(
+    work: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`git`, `git-audit`, `gitaudit` (any case) in a folder on PATH (as written and where a
+    link leads), `~/.local/bin` or `~/bin`; any other name there, and those names elsewhere,
+    pass."""
+    folder = tmp_path / "tools"
+    folder.mkdir()
+    linked = tmp_path / "linked-bin"
+    linked.symlink_to(folder)
+    monkeypatch.setenv("PATH", f"{linked}:{os.environ['PATH']}")
+    home = Path(os.path.expanduser("~"))
+    places = Places(str(work.path))
+    for path in (
+        folder / "git",
+        linked / "Git-Audit",
+        home / ".local/bin/gitaudit",
+        home / "bin/git",
+    ):
+        why = places.write_refusal(str(path), str(work.path))
+        assert why and "a folder on PATH" in why, (path, why)
+    for path in (folder / "mytool", folder / "git-lfs", tmp_path / "git", work.path / "git"):
+        assert places.write_refusal(str(path), str(work.path)) is None, path
+
+
+def test_what_the_shell_sources_is_refused(
+    work: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user's startup files, Claude Code's snapshots and session environment files, and
+    the files $ZDOTDIR, $BASH_ENV, $ENV and $CLAUDE_ENV_FILE name; not a file beside them."""
+    for name in ("ZDOTDIR", "BASH_ENV", "ENV", "CLAUDE_ENV_FILE"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+    home = Path(os.path.expanduser("~"))
+    places = Places(str(work.path))
+    sourced = [home / name for name in programs.HOME_STARTUP]
+    sourced += [tmp_path / "zdotdir" / ".zshrc", tmp_path / "bash_env", tmp_path / "env"]
+    sourced += [tmp_path / "claude_env_file", Path("/etc/profile.d/zz.sh")]
+    for path in sourced:
+        why = places.write_refusal(str(path), str(work.path))
+        assert why and "sourced by the shell" in why, (path, why)
+    for path in (home / "notes.txt", home / ".bashrc.bak", tmp_path / "zdotdir" / "notes"):
+        assert places.write_refusal(str(path), str(work.path)) is None, path
