@@ -32,9 +32,11 @@ from gitaudit.crypto.keystore import generate_key, load_signer
 from gitaudit.crypto.signers import Ed25519Signer, Signer
 from gitaudit.gate.judge import judge
 from gitaudit.gate.result import GateResult, PlanVerdict
+from gitaudit.git.fingerprint import workspace_fingerprint
 from gitaudit.git.repo import Repo, open_repo
 from gitaudit.ledger.objects import dumps, read_files, write_tree
 from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.protected import manifest, manifest_digest, manifest_path, protected_files
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
 from gitaudit.ledger.seals import SealOutcome, seal_plan, trust_add, trust_init
 from gitaudit.plan.catalog import check_worktree
@@ -152,6 +154,37 @@ class World:
         oid = self.commit_object(git, write_tree(git, files), parents, "plans: forged\n", signer)
         self.set_ref(PLANS_REF, oid)
         return oid
+
+    def hand_made_seal_v2(
+        self, name: str, change: str, *, bind_manifest: bool = True
+    ) -> tuple[dict[str, bytes], dict[str, str]]:
+        """The plans files with a seal v2 of plan *name* made by hand from its seal v1 (what a
+        key holder can sign without ``plan seal`` and the rules it applies): the work tree's plan
+        and its digest, *change* as the record's own word for it, and the manifest of the files
+        that plan protects in the work tree bound (or, without *bind_manifest*, the manifest and
+        its digest dropped). Returns the files and the protected files the manifest lists."""
+        (checked,) = check_worktree(self.path, name)
+        assert checked.plan is not None
+        files = self.plans_files()
+        v1 = json.loads(files[f"seals/{name}.json"])
+        assert v1["version"] == 1, v1
+        v2 = {
+            **v1,
+            "version": 2,
+            "previous_digest": v1["contract_digest"],
+            "contract_digest": checked.digest,
+            "change": change,
+        }
+        tree = workspace_fingerprint(self.path).tree
+        taken = protected_files(self.handle().git, tree, checked.plan)
+        if bind_manifest:
+            v2["protected_digest"] = manifest_digest(taken)
+            files[manifest_path(name)] = manifest(taken)
+        else:
+            del v2["protected_digest"], files[manifest_path(name)]
+        files[f"seals/{name}.json"] = dumps(v2)
+        files[f"plans/{name}.json"] = checked.file.data
+        return files, taken
 
     # -- evidence ------------------------------------------------------------------------
 

@@ -23,7 +23,6 @@ from gitaudit.crypto import sshsig
 from gitaudit.crypto.keystore import generate_key, load_signer
 from gitaudit.crypto.signers import Ed25519Signer, Signer
 from gitaudit.errors import LedgerError
-from gitaudit.git.fingerprint import workspace_fingerprint
 from gitaudit.ledger.approvals import (
     APPROVALS_PATH,
     NAMESPACE,
@@ -36,7 +35,6 @@ from gitaudit.ledger.approvals import (
 from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.proposals import approve, find
-from gitaudit.ledger.protected import manifest, manifest_digest, manifest_path, protected_files
 from gitaudit.ledger.refs import PLANS_REF
 from gitaudit.ledger.seals import retire_plan, set_policy, trust_add
 from gitaudit.plan.catalog import check_worktree
@@ -378,23 +376,7 @@ def test_attack_approvals_amendment_by_a_file_new_to_or_gone_from_the_manifest(
     assert "plan.protected-changed" in codes(only(world.gate(), "guarded"))
     world.write_plan(newplan, "guarded")
     world.repo.commit("alice's new plan")
-    (checked,) = check_worktree(world.path, "guarded")
-    assert checked.plan is not None
-    tree = workspace_fingerprint(world.path).tree
-    taken = protected_files(world.handle().git, tree, checked.plan)
-    files = world.plans_files()
-    v1 = json.loads(files["seals/guarded.json"])
-    v2 = {
-        **v1,
-        "version": 2,
-        "previous_digest": v1["contract_digest"],
-        "contract_digest": checked.digest,
-        "change": change,
-        "protected_digest": manifest_digest(taken),
-    }
-    files["seals/guarded.json"] = dumps(v2)
-    files["plans/guarded.json"] = checked.file.data
-    files[manifest_path("guarded")] = manifest(taken)
+    files, _ = world.hand_made_seal_v2("guarded", change)
     council.forge(files)  # signed by alice alone, no approvals.json
     result = world.gate()
     assert_plans_level(result, "plans.untrusted")

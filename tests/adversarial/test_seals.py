@@ -14,10 +14,8 @@ import pytest
 
 from gitaudit.crypto.keystore import generate_key, load_signer
 from gitaudit.errors import SealError
-from gitaudit.git.fingerprint import workspace_fingerprint
 from gitaudit.ledger.objects import dumps, write_tree
 from gitaudit.ledger.plansref import read_state
-from gitaudit.ledger.protected import manifest, manifest_digest, manifest_path, protected_files
 from gitaudit.ledger.refs import PLANS_REF
 from gitaudit.ledger.seals import set_policy, trust_add
 from gitaudit.ledger.trust import Policy, TrustSet
@@ -452,28 +450,10 @@ def test_attack_seals_planner_takes_in_an_added_protected_file(world: World, cas
     if forged is not None:
         world.write_plan(forged)
         world.repo.commit("one more check")
-    (checked,) = check_worktree(world.path, "default")
-    assert checked.plan is not None
-    files = world.plans_files()
-    v1 = json.loads(files["seals/default.json"])
-    v2 = {
-        **v1,
-        "version": 2,
-        "previous_digest": v1["contract_digest"],
-        "contract_digest": checked.digest,
-        "change": "neutral" if forged is None else "strengthened",
-    }
-    taken = protected_files(
-        world.handle().git, workspace_fingerprint(world.path).tree, checked.plan
+    files, taken = world.hand_made_seal_v2(
+        "default", "neutral" if forged is None else "strengthened", bind_manifest=not drop
     )
     assert path in taken
-    if drop:
-        del v2["protected_digest"], files[manifest_path("default")]
-    else:
-        v2["protected_digest"] = manifest_digest(taken)
-        files[manifest_path("default")] = manifest(taken)
-    files["seals/default.json"] = dumps(v2)
-    files["plans/default.json"] = checked.file.data
     world.forge_plans(files, asked.agent)
     result = world.gate()
     assert_plans_level(result, "plans.untrusted")
