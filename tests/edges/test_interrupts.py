@@ -28,7 +28,8 @@ from tests.gitrepo import GitRepo, audit
 # the suite may run with SIGINT (or SIGHUP) ignored
 pytestmark = pytest.mark.usefixtures("stops_delivered")
 
-STOPS = [signal.SIGTERM, signal.SIGHUP]  # stop a run as Ctrl-C does
+NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+"""How a run names each signal that stops it, in its messages and its record."""
 
 
 def _plan(repo: GitRepo, flag: Path) -> None:
@@ -81,64 +82,42 @@ def _runs(repo: GitRepo) -> list[dict[str, object]]:
     return rows
 
 
-def test_one_ctrl_c_while_checks_run_records_an_interrupted_run(
-    repo: GitRepo, tmp_path: Path
+# id: (the signal, how many times it is sent while the checks run): the first stops the run,
+# the later ones only print
+WHILE_CHECKS_RUN = {
+    "one-SIGINT": (signal.SIGINT, 1),
+    "three-SIGINTs": (signal.SIGINT, 3),
+    "two-SIGTERMs": (signal.SIGTERM, 2),
+    "two-SIGHUPs": (signal.SIGHUP, 2),
+}
+
+
+@pytest.mark.parametrize("case", list(WHILE_CHECKS_RUN))
+def test_a_ctrl_c_sigterm_or_sighup_while_checks_run_records_an_interrupted_run(
+    repo: GitRepo, tmp_path: Path, case: str
 ) -> None:
+    """Left to its default action, a SIGTERM or SIGHUP ended the process with nothing written:
+    no failed attempt counted, no unknown outcome to reconcile. Now each is recorded as Ctrl-C
+    is (exit 3, the step interrupted by the signal's name), and a second or third signal only
+    prints: the record is still written whole (no traceback, no rollback, and the lookup cache
+    agrees with the ledger)."""
+    stop, times = WHILE_CHECKS_RUN[case]
     flag = tmp_path / "started"
     _plan(repo, flag)
     proc = _start(repo)
     _wait_for(flag, proc)
-    proc.send_signal(signal.SIGINT)
+    for _ in range(times):
+        proc.send_signal(stop)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 3, out + err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
-    assert "default: INTERRUPTED" in out
-    assert "! slow interrupted" in err
-    (row,) = _runs(repo)
-    assert row["verdict"] == "INTERRUPTED"
-
-
-def test_a_double_ctrl_c_still_records_the_run_and_says_so(repo: GitRepo, tmp_path: Path) -> None:
-    flag = tmp_path / "started"
-    _plan(repo, flag)
-    proc = _start(repo)
-    _wait_for(flag, proc)
-    proc.send_signal(signal.SIGINT)
-    proc.send_signal(signal.SIGINT)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 3, out + err
-    assert "Traceback" not in err and "rollback" not in err
-    assert "nothing was recorded" not in err
-    assert "default: INTERRUPTED" in out
-    (row,) = _runs(repo)
-    assert row["verdict"] == "INTERRUPTED"
-    # the lookup cache agrees with the ledger
-    assert audit(repo.path, "verify").code == 0
-
-
-@pytest.mark.parametrize("stop", STOPS, ids=lambda s: s.name)
-def test_a_sigterm_or_sighup_while_checks_run_records_an_interrupted_run(
-    repo: GitRepo, tmp_path: Path, stop: signal.Signals
-) -> None:
-    """Left to its default action, the signal ended the process with nothing written: no failed
-    attempt counted, no unknown outcome to reconcile. Now the run is recorded as for Ctrl-C
-    (exit 3), and the second signal only prints."""
-    flag = tmp_path / "started"
-    _plan(repo, flag)
-    proc = _start(repo)
-    _wait_for(flag, proc)
-    proc.send_signal(stop)
-    proc.send_signal(stop)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 3, out + err
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert "rollback" not in err and "nothing was recorded" not in err
     assert "default: INTERRUPTED" in out
     assert "! slow interrupted" in err
     (row,) = _runs(repo)
     assert row["verdict"] == "INTERRUPTED"
     entry = read_run(open_repo(repo.path).git, str(row["commit"])).steps["slow"]
-    assert (entry.status, entry.reason) == ("interrupted", f"interrupted by {stop.name}")
+    assert (entry.status, entry.reason) == ("interrupted", f"interrupted by {NAMES[stop]}")
     assert audit(repo.path, "verify").code == 0
 
 
@@ -163,34 +142,33 @@ def _parked(repo: GitRepo, tmp_path: Path, where: str = "") -> tuple[subprocess.
     return _start(repo, {"PATH": f"{shims}:{os.environ['PATH']}"}), parked
 
 
-def test_ctrl_c_before_any_check_records_nothing_and_says_so(repo: GitRepo, tmp_path: Path) -> None:
-    _plan(repo, tmp_path / "never")
-    proc, parked = _parked(repo, tmp_path)
-    _wait_for(parked, proc)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, out + err
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err
-    assert "interrupted (Ctrl-C)" in err and "nothing" in err
-    assert _runs(repo) == []
+# id: (the signal, where the run is parked when it arrives: in its first git call, the
+# fingerprint, or where its checkout is written, inside the command's session (a signal that
+# ends the process before the session, as its default action does, leaves nothing behind
+# either))
+BEFORE_ANY_CHECK = {
+    "SIGINT": (signal.SIGINT, ""),
+    "SIGTERM": (signal.SIGTERM, "*read-tree*"),
+    "SIGHUP": (signal.SIGHUP, "*read-tree*"),
+}
 
 
-@pytest.mark.parametrize("stop", STOPS, ids=lambda s: s.name)
-def test_a_sigterm_or_sighup_before_any_check_records_nothing_and_says_so(
-    repo: GitRepo, tmp_path: Path, stop: signal.Signals
+@pytest.mark.parametrize("case", list(BEFORE_ANY_CHECK))
+def test_a_ctrl_c_sigterm_or_sighup_before_any_check_records_nothing_and_says_so(
+    repo: GitRepo, tmp_path: Path, case: str
 ) -> None:
-    """Named as it is, with 128 + its number as the exit status, as a shell reports it. The run
-    is parked where its checkout is written (inside the command's session: a signal that ends
-    the process before it, as its default action does, leaves nothing behind either)."""
+    """Named as it is (Ctrl-C for SIGINT), with 128 + its number as the exit status, as a shell
+    reports it (130 for Ctrl-C)."""
+    stop, where = BEFORE_ANY_CHECK[case]
     _plan(repo, tmp_path / "never")
-    proc, parked = _parked(repo, tmp_path, "*read-tree*")
+    proc, parked = _parked(repo, tmp_path, where)
     _wait_for(parked, proc)
     proc.send_signal(stop)
-    (tmp_path / "release").touch()  # the checkout's git goes on: the signal was delivered
+    (tmp_path / "release").touch()  # a checkout's git goes on: the signal was delivered
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + stop, out + err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
-    assert f"interrupted ({stop.name})" in err and "nothing" in err
+    assert f"interrupted ({NAMES[stop]})" in err and "nothing" in err
     assert _runs(repo) == []
 
 
