@@ -262,45 +262,30 @@ def test_attack_runner_rules_memo_of_a_ruleless_pass_does_not_answer_for_main(
     assert topic.returncode == 0, topic.stderr  # no rule for topics: the agent's PASS counts
 
 
-def test_attack_runner_rules_server_declines_main_without_ci(ruled: World, tmp_path: Path) -> None:
-    agent = runner(ruled, "agent")
-    server = ruled.serve(tmp_path / "server.git")
-    ruled.run(signer=agent)
-    pushed = subprocess.run(
-        [
-            "git",
-            "push",
-            "--no-verify",
-            "--atomic",
-            "origin",
-            "HEAD:refs/heads/main",
-            "refs/audit/runs/default",
-        ],
-        cwd=ruled.path,
+def _push_main(world: World, *refs: str) -> subprocess.CompletedProcess[str]:
+    """`git push --no-verify --atomic` of HEAD to main with the default plan's runs (and
+    *refs*): no client hook on the way, so the server's pre-receive alone decides."""
+    main = ["origin", "HEAD:refs/heads/main", "refs/audit/runs/default"]
+    return subprocess.run(
+        ["git", "push", "--no-verify", "--atomic", *main, *refs],
+        cwd=world.path,
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+def test_attack_runner_rules_server_declines_main_without_ci(ruled: World, tmp_path: Path) -> None:
+    agent = runner(ruled, "agent")
+    server = ruled.serve(tmp_path / "server.git")
+    ruled.run(signer=agent)
+    pushed = _push_main(ruled)
     assert pushed.returncode != 0
     assert "pre-receive hook declined" in pushed.stderr
     assert "takes evidence from ci" in pushed.stderr
     assert git(server, "rev-parse", "-q", "--verify", "refs/heads/main", check=False) == ""
     ruled.run()  # ci, the runner main trusts
-    again = subprocess.run(
-        [
-            "git",
-            "push",
-            "--no-verify",
-            "--atomic",
-            "origin",
-            "HEAD:refs/heads/main",
-            "refs/audit/runs/default",
-        ],
-        cwd=ruled.path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    again = _push_main(ruled)
     assert again.returncode == 0, again.stderr
 
 
@@ -427,22 +412,7 @@ def test_attack_runner_rules_advisory_runs_supply_no_content(
     assert judged.verdict == verdict, judged.reasons
     status = world.cli("status", "--for", MAIN)
     assert status.code == (1 if verdict == "FAIL" else 3), status.out
-    pushed = subprocess.run(
-        [
-            "git",
-            "push",
-            "--no-verify",
-            "--atomic",
-            "origin",
-            "HEAD:refs/heads/main",
-            "refs/audit/runs/default",
-            "refs/audit/plans",
-        ],
-        cwd=world.path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    pushed = _push_main(world, "refs/audit/plans")
     assert pushed.returncode != 0, pushed.stderr
     assert "pre-receive hook declined" in pushed.stderr
     assert git(server, "rev-parse", "-q", "--verify", "refs/heads/main", check=False) == ""
@@ -469,21 +439,7 @@ def test_runner_rules_control_ci_evidence_with_advisory_runs_around_it(
     assert judged.verdict == "PASS", judged.reasons
     said = "passing runs for this tree by ci; runs by agent are advisory here"
     assert any(said in note for note in judged.notes), judged.notes
-    pushed = subprocess.run(
-        [
-            "git",
-            "push",
-            "--no-verify",
-            "--atomic",
-            "origin",
-            "HEAD:refs/heads/main",
-            "refs/audit/runs/default",
-        ],
-        cwd=world.path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    pushed = _push_main(world)
     assert pushed.returncode == 0, pushed.stderr
     assert git(server, "rev-parse", "-q", "--verify", "refs/heads/main", check=False) != ""
 
