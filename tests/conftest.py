@@ -12,6 +12,8 @@ from pygit2.enums import ConfigLevel
 
 from tests.gitrepo import GitRepo
 
+pytest.register_assert_rewrite("tests.ctrl_c")  # imported by test modules, after this one
+
 PINNED_DATE = "2026-11-01T12:00:00+00:00"
 
 

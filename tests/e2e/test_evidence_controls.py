@@ -8,15 +8,10 @@ At the unit level: ``tests/test_fingerprint.py`` and ``tests/run/test_run.py``.
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from tests.ctrl_c import ctrl_c_once_the_check_runs
 from tests.e2e.conftest import Setup
 from tests.gitrepo import CliResult, GitRepo, audit
 
@@ -188,42 +183,11 @@ def test_a_targeted_run_without_evidence_blocks(repo: GitRepo) -> None:
     assert _status(repo) == (0, "PASS", [])
 
 
-def _default_sigint() -> None:
-    """In the child: SIGINT as a terminal delivers it (a shell without job control starts
-    background jobs with SIGINT ignored)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def test_ctrl_c_is_recorded_as_interrupted_and_never_passes(repo: GitRepo, tmp_path: Path) -> None:
     started = tmp_path / "started"  # written by the check itself, outside the checkout
     _sealed(repo, [_step("long", "sh", "-c", f"touch '{started}'; exec sleep 60")])
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gitaudit", "run"],
-        cwd=repo.path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        preexec_fn=_default_sigint,  # noqa: PLW1509 (only signal.signal, before exec)
-    )
-    assert proc.stderr is not None
-    seen = b""
-    deadline = time.monotonic() + 30
-    while b"long running" not in seen and time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        seen += line
-    assert b"long running" in seen, seen.decode()
-    while not started.exists() and time.monotonic() < deadline:  # the check itself has started
-        time.sleep(0.05)
-    assert started.exists(), seen.decode()
-    proc.send_signal(signal.SIGINT)
-    try:
-        _, err = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate()
-        pytest.fail("SIGINT did not stop `git audit run`: " + (seen + err).decode())
-    assert proc.returncode == 3, (seen + err).decode()
+    code, said = ctrl_c_once_the_check_runs(repo.path, started)
+    assert code == 3, said
     doc = _run_json(repo)
     assert doc["verdict"] == "INTERRUPTED" and doc["steps"]["long"]["status"] == "interrupted"
     code, verdict, _codes = _status(repo)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import pygit2
 import pytest
 
 from gitaudit.ledger.runs import read_run
+from tests.ctrl_c import ctrl_c_once_the_check_runs
 from tests.gitrepo import GitRepo, audit
 from tests.run.conftest import Sealer, make_plan, run_step
 
@@ -422,42 +422,11 @@ def test_eight_concurrent_runs_form_one_chain(repo: GitRepo, sealed: Sealer) -> 
     subprocess.run(["git", "fsck", "--no-progress"], cwd=repo.path, check=True, capture_output=True)
 
 
-def _default_sigint() -> None:
-    """In the child: SIGINT as a terminal delivers it. A shell without job control starts
-    background jobs with SIGINT ignored, which Python then keeps ignoring."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def test_ctrl_c_is_recorded_as_interrupted(repo: GitRepo, sealed: Sealer, tmp_path: Path) -> None:
     started = tmp_path / "started"  # written by the check itself, outside the checkout
     sealed(make_plan(run_step("long", "sh", "-c", f"touch '{started}'; exec sleep 60")))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gitaudit", "run"],
-        cwd=repo.path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        preexec_fn=_default_sigint,  # noqa: PLW1509 (only signal.signal, before exec)
-    )
-    assert proc.stderr is not None
-    seen = b""
-    deadline = time.monotonic() + 30
-    while b"long running" not in seen and time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        seen += line
-    assert b"long running" in seen, seen.decode()
-    while not started.exists() and time.monotonic() < deadline:  # the check itself has started
-        time.sleep(0.05)
-    assert started.exists(), seen.decode()
-    proc.send_signal(signal.SIGINT)
-    try:
-        _, err = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate()
-        pytest.fail("SIGINT did not stop `git audit run`: " + (seen + err).decode())
-    assert proc.returncode == 3, (seen + err).decode()
+    code, said = ctrl_c_once_the_check_runs(repo.path, started)
+    assert code == 3, said
     doc = run_json(repo)
     assert doc["verdict"] == "INTERRUPTED" and doc["steps"]["long"]["status"] == "interrupted"
 
