@@ -387,17 +387,30 @@ class Places:
         return programs.path_folders()
 
     def _path_program(self, path: str) -> str | None:
-        """A program named like git or gitaudit (:data:`gitaudit.agent.programs.RUNNERS`) in
-        a folder on PATH: a later ``git commit``, which the guard reads as git's, or the
-        host's ``git-audit agent stop``, would run it instead of the real one."""
+        """A program in a folder on PATH: one named like git or gitaudit
+        (:data:`gitaudit.agent.programs.RUNNERS`) anywhere, since a later ``git commit``, which
+        the guard reads as git's, or the host's ``git-audit agent stop`` would run it instead
+        of the real one; and any program in such a folder outside the work tree, where the
+        checks of ``git audit run`` find theirs (a ``python3`` there that exits 0 proves every
+        check; the run drops only the repository's folders from PATH)."""
         folder, name = os.path.split(path)
-        if name.lower() not in programs.RUNNERS or folder not in self._path_folders:
+        if folder not in self._path_folders:
             return None
+        if name.lower() in programs.RUNNERS:
+            return (
+                f"it would put a program named `{name}` in `{folder}`, a folder on PATH, where "
+                f"a later `{name}` may find it before the real one (a `git` that skips "
+                "gitaudit's hooks, a `git-audit` that answers for them); only the user installs "
+                "programs there. Give the program another name, or run it by its path." + AFTER
+            )
+        root = self.repository[0] or os.path.realpath(self.project)
+        if _within(path, root) or _within(path, self.project):
+            return None  # the run drops the repository's folders from the checks' PATH
         return (
-            f"it would put a program named `{name}` in `{folder}`, a folder on PATH, where a "
-            f"later `{name}` may find it before the real one (a `git` that skips gitaudit's "
-            "hooks, a `git-audit` that answers for them); only the user installs programs "
-            "there. Give the program another name, or run it by its path." + AFTER
+            f"`{folder}` is a folder on PATH outside the repository, where the checks of "
+            f"`git audit run` find their programs: a `{name}` there is what a check naming it "
+            "runs; only the user installs programs there. Keep the program in the repository "
+            "and run it by its path." + AFTER
         )
 
     @cached_property

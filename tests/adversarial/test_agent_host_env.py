@@ -182,6 +182,33 @@ def test_attack_agent_shadows_git_on_path(
     refused(project, how, target, "a folder on PATH", env)
 
 
+TOOL_SHADOWS = [
+    ("Write", "~/.local/bin/python3"),
+    ("Edit", "{path}/pytest"),
+    ("apply_patch", "{path}/node"),
+    ("Bash", "cp /tmp/evil {path}/python3"),
+    ("Bash", "ln -s /bin/true ~/bin/sh"),
+    ("Bash", "install -m 755 /tmp/evil ~/.local/bin/pytest"),
+]
+
+
+@pytest.mark.parametrize(("how", "where"), TOOL_SHADOWS)
+def test_attack_agent_shadows_a_check_s_tool_on_path(
+    project: GitRepo, tmp_path: Path, how: str, where: str
+) -> None:
+    """The checks of `git audit run` find their programs on the caller's PATH, less the
+    repository's folders: a `python3` (or `pytest`, `node`, `sh`) that exits 0, put in a folder
+    on PATH outside the repository before the real one, proves every check that names it, and
+    the run signs that PASS. Every write got through before the fix (only git's and
+    gitaudit's names were refused there)."""
+    folder = tmp_path / "user-bin"
+    folder.mkdir()
+    real = Path(sys.executable).parent  # the `git-audit` the hooks run
+    env = {"PATH": f"{folder}:{real}:{os.environ['PATH']}"}
+    target = where.format(path=folder)
+    refused(project, how, target, "where the checks of `git audit run` find", env)
+
+
 # ------------------------------------------------------------- what the shell sources first
 
 FUNCTION = 'git() { command git -c core.hooksPath=/dev/null "$@"; }'

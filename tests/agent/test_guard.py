@@ -296,17 +296,19 @@ def test_the_installation_the_guard_runs_from_is_guarded(
     assert places.write_refusal(str(tmp_path / "elsewhere.py"), str(work.path)) is None
 
 
-def test_programs_named_like_git_are_refused_in_the_folders_on_path(
+def test_programs_are_refused_in_the_folders_on_path(
     work: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`git`, `git-audit`, `gitaudit` (any case) in a folder on PATH (as written and where a
-    link leads), `~/.local/bin` or `~/bin`; any other name there, and those names elsewhere,
-    pass."""
+    link leads), `~/.local/bin` or `~/bin`, the work tree's too; any other program in such a
+    folder outside the work tree (where the checks find theirs). Other names in a folder of the
+    work tree on PATH (the run drops those), and every name elsewhere, pass."""
     folder = tmp_path / "tools"
     folder.mkdir()
     linked = tmp_path / "linked-bin"
     linked.symlink_to(folder)
-    monkeypatch.setenv("PATH", f"{linked}:{os.environ['PATH']}")
+    project_bin = work.path / "bin"
+    monkeypatch.setenv("PATH", f"{linked}:{project_bin}:{os.environ['PATH']}")
     home = Path(os.path.expanduser("~"))
     places = Places(str(work.path))
     for path in (
@@ -314,10 +316,14 @@ def test_programs_named_like_git_are_refused_in_the_folders_on_path(
         linked / "Git-Audit",
         home / ".local/bin/gitaudit",
         home / "bin/git",
+        project_bin / "git",
     ):
         why = places.write_refusal(str(path), str(work.path))
-        assert why and "a folder on PATH" in why, (path, why)
-    for path in (folder / "mytool", folder / "git-lfs", tmp_path / "git", work.path / "git"):
+        assert why and "a folder on PATH" in why and "later" in why, (path, why)
+    for path in (folder / "python3", linked / "pytest", home / ".local/bin/git-lfs"):
+        why = places.write_refusal(str(path), str(work.path))
+        assert why and "where the checks of `git audit run` find" in why, (path, why)
+    for path in (project_bin / "run-tests", tmp_path / "git", work.path / "git"):
         assert places.write_refusal(str(path), str(work.path)) is None, path
 
 
