@@ -55,6 +55,7 @@ from gitaudit.plan.store import PlanFile
 if TYPE_CHECKING:  # signing and approvals are for writers: reading the ref needs neither
     from gitaudit.crypto.signers import Signer
     from gitaudit.plan.compare import Change
+    from gitaudit.plan.known_valid import KnownValid
 
 SEAL_FORMAT = "gitaudit.seal/1"
 MAX_RETRIES = 50
@@ -566,14 +567,20 @@ def signer_name(state: PlansState, key: PublicKey) -> str:
     return entry.name if entry else key.fingerprint()
 
 
-def sealed_contract(state: PlansState, name: str) -> tuple[CheckedPlan | None, SealRecord | None]:
+def sealed_contract(
+    state: PlansState, name: str, *, known: KnownValid | None = None
+) -> tuple[CheckedPlan | None, SealRecord | None]:
     """The sealed copy of plan *name*, validated, and its seal record; SealError when the copy
-    does not match the record (the plans ref was tampered with)."""
+    does not match the record (the plans ref was tampered with). *known*: the schema check is
+    skipped for bytes it holds a mark for (:mod:`gitaudit.plan.known_valid`), as the gate's
+    check of a working copy does: the sealed copy is, byte for byte, the plan file sealed."""
     record = state.seal(name)
     data = state.sealed_plan(name)
     if record is None or data is None or record.retired:
         return None, record
-    checked = check_file(PlanFile(name, f"{PLANS_REF}:plans/{name}.json", data), environment=False)
+    checked = check_file(
+        PlanFile(name, f"{PLANS_REF}:plans/{name}.json", data), environment=False, known=known
+    )
     if checked.digest != record.contract_digest:
         raise SealError(
             f"{PLANS_REF}: the sealed copy of plan {name!r} does not match its seal record "
@@ -757,17 +764,19 @@ def attempt_contracts(git: pygit2.Repository, state: PlansState, name: str) -> t
     return tuple(dict.fromkeys(contract for contract, _at in _lineage(git, state, name)))
 
 
-def reconcile_first(git: pygit2.Repository, state: PlansState, name: str) -> frozenset[str]:
+def reconcile_first(
+    git: pygit2.Repository, state: PlansState, name: str, *, known: KnownValid | None = None
+) -> frozenset[str]:
     """The steps of plan *name* whose unknown outcome must be settled (``git audit reconcile``)
     before they run again: those that are not idempotent under the sealed contract or, as for
     failed attempts (:func:`attempt_contracts`), under one a planner's reseals led from. Making
     a step idempotent closes the way to settle it by someone's word, a strengthening a planner
     may seal; it does not make running again what the step did an unknown number of times
-    safe, which is a sealer's word."""
+    safe, which is a sealer's word. *known*: see :func:`sealed_contract`."""
     steps: set[str] = set()
     for _contract, at in _lineage(git, state, name):
         try:
-            checked, _record = sealed_contract(at, name)
+            checked, _record = sealed_contract(at, name, known=known)
         except GitAuditError:
             continue  # the chain was verified: the sealed copy of a verified state matches
         if checked is not None and checked.plan is not None:

@@ -11,7 +11,8 @@ nothing else: it is still parsed, built into the model and checked for every sem
 A mark cannot be made without the key, and it names exactly one file under exactly one schema
 and version: a rewritten list, a mark copied from another file, or one made by an older
 gitaudit, matches nothing, and the file is checked in full (as it is when the list cannot be
-read). Only the gate consults it; sealing, ``plan validate`` and ``plan lint`` always check.
+read). Only the gate and ``run`` consult it (a run for its plan file and the sealed copy of
+it); sealing, ``plan validate`` and ``plan lint`` always check.
 """
 
 from __future__ import annotations

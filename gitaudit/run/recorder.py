@@ -55,6 +55,7 @@ from gitaudit.plan.catalog import CheckedPlan, check_worktree
 from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
 from gitaudit.plan.inputs import input_digests
+from gitaudit.plan.known_valid import KnownValid
 from gitaudit.plan.model import Check, Output, Plan, StepId
 from gitaudit.run import artifacts, checkout, interrupts
 from gitaudit.run.authority import require_reconciler
@@ -515,7 +516,10 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
     if not fresh:
         incremental = _unchanged_inputs(repo, prep, digests, counted, sources)
     now = time.time()
-    settle_first = reconcile_first(repo.git, prep.state, name)
+    # the sealed copy is the plan file this run checked: its schema check is skipped where the
+    # file's was (a mark under the local key), and the schema's validator is not loaded here
+    known = KnownValid(str(repo.gitdir), str(repo.require_workdir()))
+    settle_first = reconcile_first(repo.git, prep.state, name, known=known)
     return _Prior(
         _unexpired(repo, plan, carried, now),
         _unexpired(repo, plan, incremental, now),
