@@ -305,3 +305,54 @@ def test_attack_plans_check_loosened_in_place(world: World, change: str) -> None
     assert "would be weakened" in result.err and "check removed or changed" in result.err
     assert world.ref(PLANS_REF) == before
     assert_plan(world.gate(), "plan.differs-from-seal", "FAIL")
+
+
+# variant -> how the agent edits the work tree's copy of the sealed plan (left uncommitted)
+def _free_lint(doc: dict[str, Any]) -> None:
+    doc["steps"][1].update(depends_on=[], requires_outputs=[])
+
+
+def _drop_unit(doc: dict[str, Any]) -> None:
+    _free_lint(doc)
+    del doc["steps"][0]
+
+
+MISSION_EDITS: dict[str, Any] = {
+    "the failing step dropped": _drop_unit,
+    "its dependant's clause dropped": _free_lint,
+    "its cost zeroed": lambda doc: doc["steps"][0].update(cost=0),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(MISSION_EDITS))
+@pytest.mark.parametrize("command", ["next", "route"])
+def test_attack_plans_mission_answers_from_an_edited_plan(
+    world: World, command: str, edit: str
+) -> None:
+    """`unit` failed, so `lint` (after it) is blocked and nothing proves the plan. The agent
+    edits the work tree's plan file (not the seal) so that `next` and `route` would plan from
+    its own graph: unit dropped, lint freed of it, unit made free. The mission commands read the
+    plan file of the work tree but the step states of the gate, which judges that file against
+    the seal: they refuse to plan from a plan that is not the sealed one, in one line naming the
+    difference, instead of an answer (ready, cost 0, everything verified) that the gate would
+    contradict."""
+    out = [{"name": "o", "verify": [{"type": "file_exists", "path": "README.md"}]}]
+    needs = [{"step": "unit", "name": "o"}]
+    world.seal(
+        plan(
+            step("unit", check("false"), outputs=out),
+            step("lint", deps=["unit"], requires_outputs=needs),
+        )
+    )
+    assert world.run().verdict == "FAIL"
+    edited = json.loads((world.path / ".gitaudit/plans/default.json").read_text())
+    MISSION_EDITS[edit](edited)
+    world.write_plan(edited)
+    result = world.cli(command)
+    assert result.code == 2, result.out + result.err  # a usage error: nothing was planned
+    assert result.out == ""
+    lines = result.err.splitlines()
+    assert len(lines) == 2, result.err
+    assert lines[0].startswith("error: plan 'default': ") and "differs from its seal" in lines[0]
+    assert lines[1].startswith("hint: "), lines
+    assert_plan(world.gate(None), "plan.differs-from-seal", "FAIL")

@@ -434,3 +434,87 @@ def test_attack_reconcile_skipped_by_running_in_another_clone(
         assert pushed.code != 0 and "never reconciled" in pushed.err, pushed.out + pushed.err
         assert world.cli("sync").code == 0
         assert_plan(world.gate(), "evidence.missing", "UNKNOWN")
+
+
+# ------------------------------------- a pass written by hand over the unknown outcome
+
+
+def _executed_pass(doc: dict[str, Any]) -> None:
+    """What a run that executed deploy again, and saw it pass, would write (no reconcile)."""
+    doc["verdict"], doc["reasons"] = "PASS", []
+    entry = doc["steps"]["deploy"]
+    entry.update(status="passed", reason="", attempt=2)
+    for result in entry["checks"]:
+        result.update(outcome="passed", message="exit code 0", exit_code=0, timed_out=False)
+
+
+@pytest.mark.parametrize("judged", ["the forged run", "an honest run of lint carrying it"])
+def test_attack_reconcile_pass_written_over_the_unknown_outcome(
+    pending: World, judged: str
+) -> None:
+    """deploy's outcome is unknown. ci's key signs, by hand, the run `git audit run` would
+    write had it executed deploy again and seen it pass (no reconciliation claimed, so the
+    reconciler rule has nothing to judge), on top of the unknown outcome; or has an honest run
+    of lint carry deploy from it. The pass counts only when no unsettled outcome of deploy
+    stands below it on its chain: `evidence.unreconciled`, naming the unknown run."""
+    unknown = str(pending.ref(RUNS))
+    forged = pending.forge_run(unknown, edit=_executed_pass, signer=pending.ci)
+    if judged != "the forged run":
+        honest = pending.run(targets=["lint"])
+        assert honest.doc["steps"]["deploy"]["carried_from"] == str(forged)
+    verdict = assert_plan(pending.gate(), "evidence.unreconciled", "FAIL")
+    assert verdict.reasons[0].step == "deploy"
+    assert f"its outcome in run {unknown[:12]} before it" in verdict.reasons[0].message
+
+
+def _plain(status: str) -> Any:
+    """deploy's entry as a run that executed it would write it with *status*, no reconcile."""
+
+    def edit(doc: dict[str, Any]) -> None:
+        doc["steps"]["deploy"].update(status=status, reason="written by hand", checks=[])
+
+    return edit
+
+
+def _observed_fail(doc: dict[str, Any]) -> None:
+    """What `reconcile --observed fail` writes, which ci's key may not sign for the gate."""
+    entry = doc["steps"]["deploy"]
+    entry.update(status="failed", reason="reconciled: observed fail", attempt=None, checks=[])
+    entry["reconciled"] = {"mode": "observed", "note": "it failed, trust me"}
+
+
+# variant -> the entry ci's key writes by hand over deploy's unknown outcome
+HAND_WRITTEN_SETTLEMENTS: dict[str, Any] = {
+    "a plain failure": _plain("failed"),
+    "an unsound pass": _plain("unsound"),
+    "an observed failure": _observed_fail,
+}
+
+
+@pytest.mark.parametrize("entry", sorted(HAND_WRITTEN_SETTLEMENTS))
+def test_attack_reconcile_settled_by_a_hand_written_outcome(
+    world: World, tmp_path: Path, entry: str
+) -> None:
+    """KNOWN LIMIT (threat model, trust and roles: out of scope). deploy timed out: its outcome
+    is unknown and `git audit run` refuses to run it again before a reconcile. ci's key signs,
+    by hand, a run on top of it whose deploy entry is a plain failure, a pass of an unsound run,
+    or an observation of failure (the reconciler rule judges only the run it is judged in): the
+    newest execution of deploy is no longer unknown, so the next `git audit run` (on a new tree)
+    deploys a second time, it passes, and the gate says PASS: neither counts an entry that no
+    honest run writes over an unknown outcome as what it is. Closing it needs the ledger's
+    tallies and the gate to let only a reconciliation settle an unknown outcome recorded under
+    a contract of the current lineage (`ledger/plansref.attempt_contracts`)."""
+    go, log = tmp_path / "go", tmp_path / "deploys"
+    hang = f"echo deployed >> {log}; test -e {go} || sleep 30"
+    world.seal(
+        plan(step("deploy", check("sh", "-c", hang, timeout=0.5), idempotent=False), step("lint"))
+    )
+    assert world.run().doc["steps"]["deploy"]["status"] == "unknown"
+    world.forge_run(str(world.ref(RUNS)), edit=HAND_WRITTEN_SETTLEMENTS[entry], signer=world.ci)
+    go.touch()
+    world.repo.write("fix.txt", "the change\n")
+    world.repo.commit("the change")
+    again = world.run()
+    assert again.doc["steps"]["deploy"]["status"] == "passed"
+    assert log.read_text() == "deployed\ndeployed\n"  # deployed a second time, unreconciled
+    assert world.gate().verdict == "PASS"
