@@ -37,8 +37,9 @@ def plans_with_states(name: str | None) -> list[tuple[Plan, PlanVerdict]]:
             continue
         if not verdict.states:
             reason = verdict.reasons[0].message if verdict.reasons else "not judged"
+            named = f"plan {plan.name!r}"
             raise UsageError(
-                f"plan {plan.name!r}: {reason}",
+                reason if reason.startswith(named) else f"{named}: {reason}",
                 hint=verdict.reasons[0].hint if verdict.reasons else None,
             )
         out.append((plan, verdict))
