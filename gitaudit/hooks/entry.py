@@ -423,13 +423,35 @@ def _received(stdin: str) -> list[tuple[str, str, str]] | str:
     return updates
 
 
+_NAMESPACES = "refs/namespaces/"  # where git keeps the refs of each namespace (git help namespaces)
+
+
+def _namespaced() -> str | None:
+    """Why a push is refused while ``GIT_NAMESPACE`` is set (a host serving several projects
+    from one repository), or None. git gives the hook the names without the namespace and
+    applies them below ``refs/namespaces/<ns>/``; pygit2, opened from git's environment,
+    follows the variable for loose refs only and looks for packed ones in
+    ``refs/namespaces/<ns>/packed-refs``, a file git never writes: after ``git gc`` the hook
+    saw none of the namespace's refs (its policy read as the default, its evidence as absent),
+    or only those written since. Nothing in a namespace can be judged reliably, so nothing in
+    one is accepted (an empty value is no namespace, to git as to pygit2)."""
+    namespace = os.environ.get("GIT_NAMESPACE")
+    if not namespace:
+        return None
+    return (
+        f"GIT_NAMESPACE is set ({namespace!r}): gitaudit cannot judge a push into a git "
+        "namespace; serve each project from its own repository (unset GIT_NAMESPACE for "
+        "receive-pack)"
+    )
+
+
 def pre_receive(args: Sequence[str], stdin: str) -> int:
     from gitaudit.errors import GitAuditError
     from gitaudit.gate.assess import assess
     from gitaudit.git.repo import open_repo
     from gitaudit.ledger.plansref import read_state
 
-    updates = _received(stdin)
+    updates = _namespaced() or _received(stdin)
     if isinstance(updates, str):
         _err(f"gitaudit: pre-receive failed closed: {updates}")
         return 1
@@ -491,8 +513,9 @@ def _refused_names(
     """The updates refused for their ref's name alone, with why: a ref the push names twice (git
     gives the hook every line but applies only the first: the hook would judge with evidence
     that never lands), a replace ref (every git command on the server would read one object as
-    another, a proven commit or tree as the pusher's), and a case variant
-    (:func:`_case_variant`)."""
+    another, a proven commit or tree as the pusher's), any ref below ``refs/namespaces/`` (a
+    namespace serves ``refs/namespaces/x/refs/heads/main`` as its main, unjudged by that name;
+    :func:`_namespaced`), and a case variant (:func:`_case_variant`)."""
     refused: list[tuple[str, str]] = []
     seen: dict[str, str] = {}
     policy = state.policy if state.exists else None
@@ -513,6 +536,11 @@ def _refused_names(
                 "a replace ref makes git on the server read one object as another (a proven "
                 "commit or tree as an unproven one): the server takes none"
             )
+        elif ref.startswith(_NAMESPACES):
+            why = (
+                "a git namespace's refs (its branches, its refs/audit/*) are served as that "
+                "namespace's own, and gitaudit judges none: the server takes none"
+            )
         else:
             why = _case_variant(ref, folded, patterns)
         seen.setdefault(folded, ref)
@@ -522,13 +550,13 @@ def _refused_names(
 
 
 def _case_variant(ref: str, folded: str, patterns: Sequence[str]) -> str | None:
-    """Why *ref* is refused as an audit ref, a mirror, a replace ref or a ref a policy pattern
-    matches, only when case is ignored: on a server whose file system ignores case it is that
-    ref (``refs/AUDIT/runs/default`` would move the ledger unjudged, ``refs/Heads/main`` the
-    protected branch); None when it is no such variant."""
+    """Why *ref* is refused as an audit ref, a mirror, a replace ref, a namespace's ref or a ref
+    a policy pattern matches, only when case is ignored: on a server whose file system ignores
+    case it is that ref (``refs/AUDIT/runs/default`` would move the ledger unjudged,
+    ``refs/Heads/main`` the protected branch); None when it is no such variant."""
     import fnmatch
 
-    for prefix in ("refs/audit/", _MIRRORS, _REPLACE):
+    for prefix in ("refs/audit/", _MIRRORS, _REPLACE, _NAMESPACES):
         if folded.startswith(prefix) and not ref.startswith(prefix):
             return f"a case variant of {prefix}: name it {prefix}..."
     for pattern in patterns:

@@ -28,7 +28,7 @@ from tests import sealrules
 from tests.adversarial.conftest import honest_run_on_any_tip
 from tests.e2e.conftest import PLAN, Setup
 from tests.e2e.conftest import setup as setup  # noqa: PLC0414 (re-exported fixture)
-from tests.gitrepo import audit
+from tests.gitrepo import audit, git
 
 RUNS = "refs/audit/runs/default"
 PLANS = "refs/audit/plans"
@@ -356,10 +356,16 @@ def _pkt(data: bytes) -> bytes:
     return b"%04x" % (len(data) + 4) + data
 
 
-def _raw_push(setup: Setup, commands: list[tuple[str, str, str]], revs: list[str]) -> str:
+def _raw_push(
+    setup: Setup,
+    commands: list[tuple[str, str, str]],
+    revs: list[str],
+    env: dict[str, str] | None = None,
+) -> str:
     """A push spoken to the server's `git receive-pack` directly, as any client can: each
     command's old value is the pusher's to write (git's client sends the one the server
-    advertised). The objects of *revs* go in the pack; git's report and messages are returned."""
+    advertised). The objects of *revs* go in the pack; git's report and messages are returned.
+    *env*: more of receive-pack's environment (a host's `GIT_NAMESPACE`)."""
     lines = b"".join(
         _pkt(f"{old} {new} {ref}".encode() + (b"\0report-status" if not i else b"") + b"\n")
         for i, (old, new, ref) in enumerate(commands)
@@ -376,7 +382,7 @@ def _raw_push(setup: Setup, commands: list[tuple[str, str, str]], revs: list[str
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=setup.env(),
+        env={**setup.env(), **(env or {})},
     )
     assert proc.stdout is not None
     while size := int(proc.stdout.read(4), 16):  # the advertised refs, up to a flush
@@ -554,6 +560,7 @@ CASE_VARIANTS = {
     "plans ref deleted": "refs/Audit/plans",
     "mirror": "refs/GitAudit/remotes/origin/audit/runs/default",
     "replace ref": "refs/REPLACE/{main}",
+    "namespace": "refs/Namespaces/x/refs/heads/main",
     "protected branch": "refs/Heads/main",
     "protected branch, long s": "refs/head\u017f/main",
 }
@@ -561,10 +568,11 @@ CASE_VARIANTS = {
 
 @pytest.mark.parametrize("how", list(CASE_VARIANTS))
 def test_attack_hooks_case_variant_of_a_judged_ref(setup: Setup, how: str) -> None:
-    """A name that is an audit ref, a mirror, a replace ref or a protected branch but for case
-    (`refs/AUDIT/runs/default`, `refs/Heads/main`, `refs/head<U+017F>/main`, whose long s folds
-    to s): the hook compared names exactly and let each through unjudged, an unsigned 'all
-    passed' run, the deletion of the plans ref, an unproven commit (all before the fix). On a
+    """A name that is an audit ref, a mirror, a replace ref, a namespace's ref or a protected
+    branch but for case (`refs/AUDIT/runs/default`, `refs/Heads/main`, `refs/head<U+017F>/main`,
+    whose long s folds to s): the hook compared names exactly and let each through unjudged,
+    an unsigned 'all passed' run, the deletion of the plans ref, an unproven commit (all before
+    the fix). On a
     server whose file system ignores case (macOS, Windows) git writes such a loose ref into the
     very file of the ref it folds to. Each is refused; a branch the policy protects as spelt
     still passes (the control)."""
@@ -707,3 +715,67 @@ def test_attack_hooks_run_by_a_python_inside_the_work_tree(
         assert done.returncode == 1, done
         assert "inside the work tree" in done.stderr and "install gitaudit outside" in done.stderr
     assert not written.exists() or "gitaudit" not in written.read_text()
+
+
+def _into_namespace(setup: Setup, how: str, *specs: str) -> subprocess.CompletedProcess[str]:
+    """A push whose receive-pack serves namespace x of the server, as a host serving several
+    projects from one repository sets it up: by the variable, or by `git --namespace`."""
+    receive = {
+        "env": "env GIT_NAMESPACE=x git-receive-pack",
+        "option": "git --namespace=x receive-pack",
+    }[how]
+    return setup.push("--no-verify", f"--receive-pack={receive}", "origin", *specs)
+
+
+NAMESPACED = {
+    "a protected tag, the namespace packed": ("env", "refs/tags/v1"),
+    "a protected tag, by git --namespace": ("option", "refs/tags/v1"),
+    "its branch by its full name": ("", "refs/heads/main"),
+    "its ledger by its full name": ("", RUNS),
+}
+
+
+@pytest.mark.parametrize("how", list(NAMESPACED))
+def test_attack_hooks_push_into_a_git_namespace(setup: Setup, how: str) -> None:
+    """A host serves project x from the server's repository with GIT_NAMESPACE=x: git gives
+    pre-receive the names without the namespace and applies them under refs/namespaces/x/.
+    The hook's pygit2 follows the variable for loose refs only, and looks for packed ones in
+    refs/namespaces/x/packed-refs, a file git never writes: after `git gc` (`pack-refs`) it saw
+    none of x's refs. x's sealed policy protects tags: the hook read no plans, protected
+    refs/heads/* alone, and an unproven tag landed in x. And a push outside any namespace named
+    x's refs in full, `refs/namespaces/x/refs/heads/main` (an unproven commit) or x's runs
+    ledger (an unsigned 'all passed' run): neither an audit ref nor protected by that name,
+    each landed unjudged, and x served it as its own (all, before the fix). A push into a
+    namespace is refused, naming the variable, and so is any ref below refs/namespaces/; the
+    control: the server still judges a push outside any namespace."""
+    _run_pass(setup)
+    assert setup.audit_push().returncode == 0  # the server's own ledger, outside any namespace
+    receive, ref = NAMESPACED[how]
+    setup.client.write("greeting.txt", "hello, unproven\n")
+    unproven = setup.client.commit("unproven change")
+    if receive:
+        tags = Policy(protected_refs=("refs/heads/*", "refs/tags/*"))
+        set_policy(open_repo(setup.client.path), _sealer(), tags, allow_weaken=False, reason=None)
+        # x's ledger, as a push into x left it (fetched here: the hook now refuses that push)
+        git(
+            setup.server,
+            "fetch",
+            "-q",
+            str(setup.client.path),
+            f"{PLANS}:refs/namespaces/x/{PLANS}",
+        )
+        git(setup.server, "pack-refs", "--all")  # what `git gc` does
+        setup.client.git("tag", "v1", unproven)
+        pushed = _into_namespace(setup, receive, ref)
+        why = "pre-receive failed closed: GIT_NAMESPACE is set ('x'): gitaudit cannot judge"
+    else:
+        source = _forge(setup, RUNS, None, _make_pass) if ref == RUNS else unproven
+        pushed = setup.push("--no-verify", "origin", f"{source}:refs/namespaces/x/{ref}")
+        why = f"rejecting refs/namespaces/x/{ref}: a git namespace's refs"
+    assert pushed.returncode != 0, pushed.stderr
+    assert "pre-receive hook declined" in pushed.stderr and why in pushed.stderr, pushed.stderr
+    assert "Traceback" not in pushed.stderr
+    assert setup.server_ref(f"refs/namespaces/x/{ref}") is None
+    # the control: a push outside any namespace is judged as ever
+    assert setup.push("--no-verify", "origin", "main").returncode != 0
+    assert setup.push("--no-verify", "origin", "HEAD~1:refs/heads/proven").returncode == 0

@@ -255,3 +255,42 @@ def test_an_unreadable_update_line_fails_closed(
     err = capsys.readouterr().err
     assert err.startswith("gitaudit: pre-receive failed closed: unreadable update line ")
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("namespace", ["x", "a/b", "/"])
+def test_a_push_into_a_git_namespace_fails_closed(
+    server: Server,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    namespace: str,
+) -> None:
+    """While GIT_NAMESPACE is set, every push is refused in one line naming the variable and
+    the fix, even one the hook would accept (a tag); an empty value is no namespace."""
+    head = server.repo.git("rev-parse", "HEAD").strip()
+    monkeypatch.setenv("GIT_NAMESPACE", namespace)
+    code, err = receive(capsys, f"{ZERO} {head} refs/tags/v1")
+    assert code == 1
+    assert err.splitlines() == [
+        f"gitaudit: pre-receive failed closed: GIT_NAMESPACE is set ({namespace!r}): gitaudit "
+        "cannot judge a push into a git namespace; serve each project from its own repository "
+        "(unset GIT_NAMESPACE for receive-pack)"
+    ]
+    monkeypatch.setenv("GIT_NAMESPACE", "")
+    assert receive(capsys, f"{ZERO} {head} refs/tags/v1") == (0, "")
+
+
+@pytest.mark.parametrize(
+    "ref",
+    ["refs/namespaces/x/refs/heads/main", f"refs/namespaces/x/{RUNS}", "refs/namespaces/x/HEAD"],
+)
+def test_a_ref_below_refs_namespaces_is_refused(
+    server: Server, capsys: pytest.CaptureFixture[str], ref: str
+) -> None:
+    """A namespace serves refs/namespaces/x/refs/heads/main as its main: any ref there, created
+    or deleted, is refused by its name alone; a tag beside it is not the gate's."""
+    head = server.repo.git("rev-parse", "HEAD").strip()
+    for old, new in ((ZERO, head), (head, ZERO)):
+        code, err = receive(capsys, f"{old} {new} {ref}")
+        assert code == 1
+        assert f"rejecting {ref}: a git namespace's refs" in err
+    assert receive(capsys, f"{ZERO} {head} refs/tags/v1") == (0, "")
