@@ -779,3 +779,39 @@ def test_attack_hooks_push_into_a_git_namespace(setup: Setup, how: str) -> None:
     # the control: a push outside any namespace is judged as ever
     assert setup.push("--no-verify", "origin", "main").returncode != 0
     assert setup.push("--no-verify", "origin", "HEAD~1:refs/heads/proven").returncode == 0
+
+
+@pytest.mark.parametrize("gate", ["status", "pre-push", "commit-msg"])
+def test_attack_hooks_git_namespace_in_the_callers_environment(setup: Setup, gate: str) -> None:
+    """The client's ledger says main's tree PASSed, then (newer, the same runner) FAILed. The
+    agent copies the rewound ledger (plans, and runs up to the PASS) into namespace x of the
+    clone and sets GIT_NAMESPACE=x for `git audit status`, `git push` and `git commit`. The
+    gate opens the repository by its path, never from git's environment, and its git processes
+    never get the variable: it reads the clone's own refs/audit/*, and says FAIL each time (no
+    hole found: this proves it stays so)."""
+    _run_pass(setup)
+    passed = setup.client.git("rev-parse", RUNS).strip()
+    _forge(setup, RUNS, _sealer(), _make_fail)  # the trusted runner's newer verdict: FAIL
+    plans = setup.client.git("rev-parse", PLANS).strip()
+    setup.client.git("update-ref", f"refs/namespaces/x/{PLANS}", plans)
+    setup.client.git("update-ref", f"refs/namespaces/x/{RUNS}", passed)
+    env = {**setup.env(), "GIT_NAMESPACE": "x"}
+    head = setup.client.git("rev-parse", "HEAD").strip()
+    if gate == "status":
+        judged = audit(setup.client.path, "status", env={"GIT_NAMESPACE": "x"})
+        assert judged.code == 1 and "FAIL" in judged.out, judged.out + judged.err
+        return
+    argv = (
+        ["push", "origin", "main"]
+        if gate == "pre-push"
+        else ["commit", "-q", "--allow-empty", "-m", "all done\n\nAudit-Claim: done"]
+    )
+    done = subprocess.run(
+        ["git", *argv], cwd=setup.client.path, capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode != 0, done.stderr
+    blocked = "push of refs/heads/main" if gate == "pre-push" else "claims completion"
+    assert f"{blocked}" in done.stderr and "the gate says FAIL" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert setup.server_ref("refs/heads/main") is None
+    assert setup.client.git("rev-parse", "HEAD").strip() == head
