@@ -36,7 +36,8 @@ worded so the agent can act on it, or None. The kinds refused:
   ``apply_patch`` envelope) that writes a guarded path (:mod:`gitaudit.agent.patches`), its
   names judged under the folder it is applied in (``--directory``, ``patch -d``) and as bash
   hands them over (an unquoted here-document expanded; a name still holding ``$`` there is
-  refused); what ``patch`` writes besides (``patch FILE``, ``-o``, ``-r``);
+  refused); what ``patch`` writes besides (``patch FILE``, ``-o``, ``-r``, the backups its
+  ``-B``/``-Y``/``-z`` name);
 * ``xargs git ...`` for those subcommands (the arguments come from input the guard cannot
   see);
 * a command the guard cannot read, and any other program whose arguments name the git
@@ -152,6 +153,7 @@ def _patched(
     from gitaudit.agent.patches import components, patch_paths
 
     folders = _patch_folders(simples)
+    patched = [_patch_backups(s.words[1:]) for s in simples if s.name == "patch"]
     texts = [(command, False)]
     if any(not _QUOTES.search(m[1]) for m in _HEREDOC_START.finditer(command)):
         texts.insert(0, (_heredoc_expanded(command, known), True))
@@ -169,7 +171,10 @@ def _patched(
                     "name out" + AFTER
                 )
             for folder in folders:
-                for word in components(os.path.join(folder, path)) if folder else [path]:
+                words = list(components(os.path.join(folder, path)) if folder else [path])
+                for backups in patched:  # `patch -B PREFIX`: PREFIX and the name patch reads
+                    words += [os.path.join(folder, b) for b in backups(path)]
+                for word in words:
                     why = check(word)
                     if why:
                         return f"the patch in this command would write `{word}`: {why}"
@@ -386,12 +391,8 @@ def _set_names(names: list[str], simple: Simple) -> str | None:
                 "(it can point core.hooksPath elsewhere, which skips gitaudit's hooks, or change "
                 "audit.*): run the command without it" + AFTER
             )
-        if name == "GITAUDIT_HOME":
-            return (
-                "setting GITAUDIT_HOME points gitaudit at another home (keys, trust anchors, "
-                "the verdict memo), so its verdict would not be the user's: run the command "
-                "without it" + AFTER
-            )
+        if name in _STEERING:
+            return _STEERING[name] + AFTER
         if name in ("PYTHONPATH", "PYTHONHOME") and simple.name in _GITAUDIT_RUNNERS:
             return (
                 f"setting {name} for {simple.name} can make its hooks (and `git audit`) import "
@@ -403,6 +404,25 @@ def _set_names(names: list[str], simple: Simple) -> str | None:
                 "switch hooks off with core.hooksPath): run git without it" + AFTER
             )
     return None
+
+
+_STEERING = {
+    "GITAUDIT_HOME": (
+        "setting GITAUDIT_HOME points gitaudit at another home (keys, trust anchors, the "
+        "verdict memo), so its verdict would not be the user's: run the command without it"
+    ),
+    "SIMPLE_BACKUP_SUFFIX": (
+        "setting SIMPLE_BACKUP_SUFFIX names the backups `patch`, `cp`, `mv`, `install` and "
+        "`ln` make after the files they write (`t/hooks/pre-push` after a file named `.gi`), "
+        "where gitaudit's guard cannot see them: give the suffix to the command itself (`-z`, "
+        "`-S`), where it is judged"
+    ),
+    "GIT_WORK_TREE": (
+        "setting GIT_WORK_TREE points the files git writes at another folder, where gitaudit's "
+        "guard cannot see them: give it as `git --work-tree=DIR`, where it is judged"
+    ),
+}
+"""Variables refused whatever the command: each steers where a program writes or reads."""
 
 
 # --------------------------------------------------------------------------------- programs
@@ -475,7 +495,7 @@ def _writes_destination(name: str, args: list[str], guarded: WriteCheck) -> str 
         why = _targets(name, sources, guarded)
         if why:
             return why
-    shorts = "".join(a[1:] for a in args if a.startswith("-") and not a.startswith("--"))
+    _, values, shorts = _getopt(args, *_COPY_OPTIONS.get(name, ({}, ())))
     links = name in ("ln", "link") or (
         name == "cp" and bool(set(shorts) & {"l", "s"} or {"--link", "--symbolic-link"} & {*args})
     )
@@ -487,13 +507,147 @@ def _writes_destination(name: str, args: list[str], guarded: WriteCheck) -> str 
                 f"`{name}` would make a link to `{source}`, another name for it that gitaudit's "
                 f"guard could not follow: {why}"
             )
-    return _targets(name, writes, guarded)
+    backups = [w.rstrip("/") + suffix for suffix in values.get("suffix", []) for w in writes]
+    folders = [f"{d.rstrip('/')}/" for k in _COPY_FOLDERS for d in values.get(k, []) if d]
+    return _targets(name, [*writes, *backups, *folders], guarded)
+
+
+_COPY_OPTIONS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
+    "cp": ({"S": "suffix", "t": "target-directory"}, ("suffix", "target-directory")),
+    "mv": ({"S": "suffix", "t": "target-directory"}, ("suffix", "target-directory")),
+    "ln": ({"S": "suffix", "t": "target-directory"}, ("suffix", "target-directory")),
+    "install": (
+        {"S": "suffix", "t": "target-directory", "g": "", "m": "", "o": ""},
+        ("suffix", "target-directory"),
+    ),
+    "rsync": (
+        {"T": "temp-dir", "e": "", "B": "", "f": "", "M": "", "@": ""},
+        ("suffix", "backup-dir", "temp-dir", "partial-dir"),
+    ),
+    "scp": ({c: "" for c in "cFiloPSJDX"}, ()),
+}
+"""Each copying program's options that take a value (its short letters, each with the long
+option it stands for: "" when the value names no path) and its long options whose value
+names what it writes: the target folder (``-t``), the backups' suffix (a backup is the
+destination's name and the suffix: ``cp -b -S .py x tests/check`` moves the old
+``tests/check`` to ``tests/check.py``; coreutils and rsync ignore one holding ``/``), the
+folders rsync writes backups and temporary files into."""
+_COPY_FOLDERS = ("backup-dir", "temp-dir", "partial-dir")
+
+
+def _getopt(
+    args: Sequence[str], short: Mapping[str, str], long: Sequence[str]
+) -> tuple[list[str], dict[str, list[str]], str]:
+    """*args* read as GNU getopt reads them: the operands (options may follow them), the
+    values of the options that take one, by long name (a short letter of *short* bundled or
+    not, its value attached or the next word: ``-tDIR``, ``-at DIR``; a long option of *long*
+    in any abbreviation: ``--target=DIR``, ``--tar DIR``), and the short letters given without
+    a value. An abbreviation getopt would find ambiguous counts too: refusing too much is
+    safe."""
+    operands: list[str] = []
+    values: dict[str, list[str]] = {}
+    flags = ""
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--":
+            operands += rest
+            break
+        if arg.startswith("--"):
+            option, eq, value = arg[2:].partition("=")
+            found = next((n for n in long if option and n.startswith(option)), None)
+            if found is not None:
+                values.setdefault(found, []).append(value if eq or not rest else rest.pop(0))
+        elif arg.startswith("-") and arg != "-":
+            for j, c in enumerate(arg[1:], 2):
+                if c in short:
+                    value = arg[j:] or (rest.pop(0) if rest else "")
+                    values.setdefault(short[c], []).append(value)
+                    break
+                flags += c
+        else:
+            operands.append(arg)
+    return operands, values, flags
 
 
 def _writes_in_place(name: str, args: list[str], guarded: WriteCheck) -> str | None:
-    if any(a.startswith(("-i", "--in-place", "-pi")) for a in args):
-        return _targets(name, _operands(args), guarded)
-    return None
+    """``sed -i`` (``perl -i``, ...) writes its files, and a backup of each when ``-i`` has a
+    suffix (:func:`_in_place`)."""
+    suffixes = _in_place(name, args)
+    if suffixes is None:
+        return None
+    files = _operands(args)
+    backups = [s.replace("*", f) if "*" in s else f + s for s in suffixes if s for f in files]
+    return _targets(name, [*files, *backups], guarded)
+
+
+def _in_place(name: str, args: Sequence[str]) -> list[str] | None:
+    """The backup suffixes of an in-place edit (``-i[SUFFIX]``, bundled too: ``sed -Ei``,
+    ``perl -pi.bak``; ``--in-place[=SUFFIX]``), or None when the command edits nothing in
+    place. GNU sed and perl make the backup's name of the suffix with each ``*`` replaced by
+    the file's name (``-i'bak/*'``: into a folder), else of the file's name and the suffix
+    (``-it/hooks/pre-push`` on a file named ``.gi``)."""
+    found: list[str] | None = None
+    for arg in args:
+        if arg == "--":
+            break
+        option, _, value = arg[2:].partition("=")
+        if arg.startswith("--") and option and "in-place".startswith(option):
+            found = [*(found or []), value]
+        elif arg.startswith("-") and not arg.startswith("--"):
+            for j, c in enumerate(arg[1:], 2):
+                if c == "i":
+                    found = [*(found or []), arg[j:]]
+                    break
+                if c in _IN_PLACE_WITH_VALUE.get(name, "e"):
+                    break
+    return found
+
+
+_IN_PLACE_WITH_VALUE = {"sed": "efl", "gsed": "efl", "perl": "eEIMmxCdD", "ruby": "eIrxCEFKWT"}
+"""The short options of each in-place editor after which the rest of a bundle is a value
+(``sed -ei`` runs the script ``i``), where ``-i`` no longer counts."""
+
+
+def _writes_into(name: str, args: list[str], guarded: WriteCheck) -> str | None:
+    """An archive extracted into a folder: ``tar -C DIR`` (``--directory``, ``-xfC ARCHIVE
+    DIR``, tar's old bundle ``xfC ARCHIVE DIR``), ``unzip -d DIR``, ``cpio -D DIR`` and ``cpio
+    -p DIR``. What the archive holds the guard cannot read, so the folder is judged as one
+    written into (``.git/``: the hooks); and the archive ``tar -c``/``-r`` writes (``-f``)."""
+    short = _EXTRACTORS[name]
+    if name == "tar" and args and not args[0].startswith("-"):
+        args = _tar_bundle(args)
+    operands, values, flags = _getopt(args, short, ("directory", "file"))
+    folders = values.get("directory", []) + (operands if name == "cpio" and "p" in flags else [])
+    writes = [f"{f.rstrip('/')}/" for f in folders if f]
+    typed = [a[2:].partition("=")[0] for a in args if a.startswith("--") and len(a) > 3]
+    if name == "tar" and (
+        set(flags) & set("crAu") or any(w.startswith(t) for t in typed for w in _TAR_WRITES)
+    ):
+        writes += values.get("file", [])
+    return _targets(name, writes, guarded)
+
+
+def _tar_bundle(args: Sequence[str]) -> list[str]:
+    """tar's old form read as options: a first word without a dash bundles letters, each that
+    takes a value taking the next word in turn (``tar xfC a.tar DIR``)."""
+    rest = list(args[1:])
+    out = []
+    for c in args[0]:
+        out.append(f"-{c}")
+        if c in _EXTRACTORS["tar"] and rest:
+            out.append(rest.pop(0))
+    return out + rest
+
+
+_TAR_WRITES = ("create", "append", "update", "catenate", "concatenate")  # write the archive
+_EXTRACTORS = {
+    "tar": {"C": "directory", "f": "file", **{c: "" for c in "bFgHIKLNTVX"}},
+    "unzip": {"d": "directory", "P": "", "x": ""},
+    "cpio": {"D": "directory", **{c: "" for c in "CEFHIMOR"}},
+}
+"""Each extractor's short options that take a value, with the long option each stands for
+("" when its value names no place it writes)."""
 
 
 def _xargs(name: str, args: list[str], guarded: WriteCheck) -> str | None:
@@ -512,8 +666,9 @@ def _xargs(name: str, args: list[str], guarded: WriteCheck) -> str | None:
 
 def _writes_patch(name: str, args: list[str], guarded: WriteCheck) -> str | None:
     """GNU ``patch`` writes the file it is given, whatever its diff names (``patch FILE <
-    fix.diff``), its ``-o`` output and its ``-r`` rejects. Every word that is not an option is
-    judged as written (an option's value too: refusing too much is safe)."""
+    fix.diff``), its ``-o`` output and its ``-r`` rejects, and a backup of each file it
+    patches (:func:`_patch_backups`). Every word that is not an option is judged as written
+    (an option's value too: refusing too much is safe)."""
     writes = []
     for i, arg in enumerate(args):
         after = args[i + 1 : i + 2]
@@ -528,7 +683,32 @@ def _writes_patch(name: str, args: list[str], guarded: WriteCheck) -> str | None
                     break
         else:
             writes.append(arg)
-    return _targets(name, writes, guarded)
+    backups = _patch_backups(args)
+    return _targets(name, [*writes, *(b for w in writes for b in backups(w))], guarded)
+
+
+def _patch_backups(args: Sequence[str]) -> Callable[[str], list[str]]:
+    """The names of the backups GNU ``patch`` ARGS makes of a file it patches: ``-B PREFIX``
+    (``--prefix``) before its name, ``-Y PREFIX`` (``--basename-prefix``) before its last
+    component, ``-z SUFFIX`` (``--suffix``) after it. patch takes them as they are (``-B .gi``
+    backs ``t/hooks/pre-push`` up to ``.git/hooks/pre-push``; ``-z t/hooks/pre-push`` backs
+    ``.gi`` up there), and makes a backup without ``-b`` too when a hunk does not match exactly
+    (``--backup-if-mismatch`` is its default), so each is judged whenever it is given."""
+    long = ("prefix", "basename-prefix", "suffix")
+    _, values, _ = _getopt(args, {**dict.fromkeys(_PATCH_WITH_VALUE, ""), **_PATCH_AFFIXES}, long)
+
+    def backups(path: str) -> list[str]:
+        folder, base = os.path.split(path)
+        return [
+            *(prefix + path for prefix in values.get("prefix", [])),
+            *(os.path.join(folder, p + base) for p in values.get("basename-prefix", [])),
+            *(path + suffix for suffix in values.get("suffix", [])),
+        ]
+
+    return backups
+
+
+_PATCH_AFFIXES = {"B": "prefix", "Y": "basename-prefix", "z": "suffix"}
 
 
 def _git_apply(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
@@ -556,22 +736,16 @@ def _operands(args: Sequence[str], *, slash: bool = False) -> list[str]:
 
 def _destination(name: str, args: Sequence[str]) -> tuple[list[str], list[str]]:
     """The sources of ``cp``/``mv``/``ln``/``install`` (a lone operand is one: ``ln -s
-    .git``), and what they write: into ``-t DIR``, or the last operand (a
+    .git``), and what they write: into ``-t DIR`` (``-tDIR``, ``-at DIR``, ``--target=DIR``:
+    :func:`_getopt`), or the last operand (a
     folder: the entry each source makes in it, and the folder itself ending with ``/``, so the
     guard judges it as a whole only when it is not an existing folder; with ``-T``, ``rsync``
     and a source that is a folder's contents, ``src/.``: the destination as a whole)."""
-    operands = _operands(args, slash=True)
-    folder = None
-    for i, arg in enumerate(args):
-        if arg in ("-t", "--target-directory") and i + 1 < len(args):
-            folder = args[i + 1]
-            operands.remove(folder)
-        elif arg.startswith("--target-directory="):
-            folder = arg.split("=", 1)[1]
+    operands, values, shorts = _getopt(args, *_COPY_OPTIONS.get(name, ({}, ())))
+    folder = values["target-directory"][-1] if "target-directory" in values else None
     sources = [o.rstrip("/") or o for o in operands]
     if folder is None and len(operands) < 2:
         return sources, sources[-1:] if name != "ln" else [os.path.basename(s) for s in sources]
-    shorts = "".join(a[1:] for a in args if a.startswith("-") and not a.startswith("--"))
     if folder is None and ("T" in shorts or "--no-target-directory" in args):
         return sources[:-1], sources[-1:]
     if folder is None:
@@ -677,17 +851,38 @@ def _git(name: str, args: list[str], guarded: WriteCheck) -> str | None:
     sub, rest = args[i], args[i + 1 :]
     why = _no_verify(sub, rest) if sub in _NO_VERIFY_COMMANDS else None
     rule = _GIT_COMMANDS.get(sub)
-    moves = [args[j + 1] for j in range(i - 1) if args[j] == "-C"]
-    if moves:  # `git -C DIR`: paths are DIR's
-        folder = os.path.join(*moves)
-        inner = guarded
+    elsewhere, guarded = _git_folders(args[:i], guarded)
+    return why or elsewhere or (rule(sub, rest, guarded) if rule is not None else None)
 
-        def guarded(word: str) -> str | None:
-            if _hidden(folder):  # `git -C "$(...)"`: a folder the guard cannot see
-                return _unseen_base(word) or inner(word)
-            return inner(os.path.join(folder, word)) or inner(word)
 
-    return why or (rule(sub, rest, guarded) if rule is not None else None)
+def _git_folders(options: Sequence[str], guarded: WriteCheck) -> tuple[str | None, WriteCheck]:
+    """Why git's global *options* are refused (a ``--work-tree`` folder git would write the
+    tree's files into, judged as a whole: ``git --work-tree=.git checkout -f HEAD``, with a
+    tree holding ``hooks/pre-push``), and the write check for the subcommand's paths, which
+    are each folder's (``git -C DIR``, ``--work-tree DIR``) as well as written."""
+    moves = [b for a, b in pairwise(options) if a == "-C"]
+    here = os.path.join(*moves) if moves else ""
+    trees = [b for a, b in pairwise(options) if a == "--work-tree"]
+    trees += [a.split("=", 1)[1] for a in options if a.startswith("--work-tree=")]
+    trees = [os.path.join(here, t) for t in trees]
+    for tree in trees:  # `--work-tree=.`: where `git checkout -f` writes anyway
+        whole = guarded(tree.rstrip("/") or tree) if os.path.normpath(tree) != "." else None
+        if whole:
+            return (
+                f"`git --work-tree {tree}` makes git write the work tree's files into "
+                f"`{tree}` (a checkout or `reset --hard` writes them all): {whole}"
+            ), guarded
+    folders = [f for f in (here, *trees) if f]
+
+    def inside(word: str) -> str | None:
+        for folder in folders:
+            # `git -C "$(...)"`: a folder the guard cannot see
+            seen = _unseen_base(word) if _hidden(folder) else guarded(os.path.join(folder, word))
+            if seen:
+                return seen
+        return guarded(word)
+
+    return None, inside if folders else guarded
 
 
 def _refs(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
@@ -708,6 +903,18 @@ def _refs(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
 
 def _git_paths(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
     return _targets(f"git {sub}", _operands(rest), guarded)
+
+
+def _checkout_index(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
+    """``git checkout-index`` writes each file it names under ``--prefix`` (put before the
+    name as it is: ``--prefix=.gi t/hooks/pre-push`` writes ``.git/hooks/pre-push``); with
+    ``-a``/``--stdin``, any file of the index, so every place the prefix may begin (``.gi*``)."""
+    operands, values, flags = _getopt(rest, {}, ("prefix", "stage"))
+    prefixes = values.get("prefix", [])
+    writes = [p + o for p in prefixes or [""] for o in operands]
+    if "a" in flags or {"--all", "--stdin"} & set(rest):
+        writes += [p + "*" for p in prefixes if p]
+    return _targets(f"git {sub}", writes, guarded)
 
 
 def _no_verify(sub: str, rest: list[str]) -> str | None:
@@ -985,6 +1192,7 @@ _GIT_COMMANDS: dict[str, Rule] = {
     "reflog": _refs,
     "config": _config,
     "apply": _git_apply,
+    "checkout-index": _checkout_index,
     "audit": _audit,
     **dict.fromkeys(_PATH_WRITERS, _git_paths),
 }
@@ -995,6 +1203,7 @@ _PROGRAMS: dict[str, Rule] = {
     "dd": _writes_dd,
     "patch": _writes_patch,
     "xargs": _xargs,
+    **dict.fromkeys(_EXTRACTORS, _writes_into),
     **dict.fromkeys(_WRITERS, _writes_operands),
     **dict.fromkeys(_DEST_WRITERS, _writes_destination),
     **dict.fromkeys(_IN_PLACE, _writes_in_place),
