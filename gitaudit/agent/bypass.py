@@ -30,8 +30,11 @@ worded so the agent can act on it, or None. The kinds refused:
   the files the checks run, a folder holding one) with a redirection or a
   command that writes its arguments (``rm``, ``mv``, ``cp``/``ln``/``install`` destinations,
   ``tee``, ``sed -i``, ``chmod``, ``dd of=``, ``git rm/mv/checkout/restore``, ...); a link to
-  one (``ln``, ``cp -s``); a path the guard cannot see: made by a command substitution, or
-  relative after a ``cd`` to one (or to a variable set elsewhere);
+  one (``ln``, ``cp -s``); a name built from an option, each option read as its program reads
+  it (:func:`_getopt`): a backup (``cp -S``, ``sed -i'bak/*'``, ``rsync --backup-dir``), the
+  folder an archive is extracted into (``tar -C``, ``unzip -d``), a ``git --work-tree``; a
+  path the guard cannot see: made by a command substitution, or relative after a ``cd`` to
+  one (or to a variable set elsewhere);
 * a patch in the command (a here-document for ``git apply`` or ``patch``, Codex's
   ``apply_patch`` envelope) that writes a guarded path (:mod:`gitaudit.agent.patches`), its
   names judged under the folder it is applied in (``--directory``, ``patch -d``) and as bash
