@@ -107,10 +107,25 @@ def _build_node(
 
 
 def read_files(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str = "") -> dict[str, bytes]:
-    """Every blob under *tree*, as ``path -> bytes``."""
+    """Every blob under *tree*, as ``path -> bytes``.
+
+    LedgerError when a tree lists a name twice. git never writes such a tree (``git fsck``:
+    duplicateEntries), but a signer can, and readers then disagree: this walk keeps the last
+    entry, a lookup by path (:func:`blob_at`, which reads the trust set and the policy) may
+    find the first, so a plans commit could show the rules of a change one ``roles.json``
+    and have the chain read another (a planner making itself a sealer)."""
     out: dict[str, bytes] = {}
+    names: set[str] = set()
     for entry in tree:
-        path = f"{prefix}{entry.name}"
+        name = entry.name or ""
+        path = f"{prefix}{name}"
+        if name in names:
+            raise LedgerError(
+                f"tree {str(tree.id)[:12]} lists {path!r} twice, which git never writes: a "
+                "forged tree, whose readers could each take another entry",
+                hint="restore the ref from a good copy (`git fsck` names the tree)",
+            )
+        names.add(name)
         obj = repo[entry.id]
         if isinstance(obj, pygit2.Tree):
             out.update(read_files(repo, obj, f"{path}/"))

@@ -255,7 +255,10 @@ def runners_ever(repo: pygit2.Repository, tip: pygit2.Oid | None) -> list[Public
 def _state_of(
     repo: pygit2.Repository, tree: pygit2.Tree, tip: pygit2.Oid, where: str
 ) -> PlansState:
-    files = read_files(repo, tree)
+    try:
+        files = read_files(repo, tree)
+    except LedgerError as exc:
+        raise LedgerError(f"{where}: {exc.message}", hint=exc.hint) from None
     seals: dict[str, SealRecord] = {}
     for path, data in files.items():
         if path.startswith("seals/") and path.endswith(".json"):

@@ -11,6 +11,7 @@ chain refuses (``status``, ``verify``, the server's ``pre-receive``).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import subprocess
@@ -18,13 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pygit2
 import pytest
+from pygit2.enums import FileMode, ObjectType
 
 from gitaudit.crypto.keystore import generate_key, load_signer
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import SealError, TrustError
 from gitaudit.ledger import watermark
-from gitaudit.ledger.objects import dumps
+from gitaudit.ledger.objects import dumps, write_tree
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF
 from gitaudit.ledger.request_ops import seal_request
@@ -646,3 +649,93 @@ def test_request_control_planner_adds_a_needed_step_or_another_alternative(asked
     asked.world.repo.commit("another route")
     assert asked.world.run().verdict == "PASS"
     assert asked.world.gate().verdict == "PASS"
+
+
+def _listed_twice(asked: Asked, path: str, forged: bytes | dict[str, bytes]) -> pygit2.Oid:
+    """The plans tree with the entry at *path* listed twice: *forged* (a blob, or a folder of
+    files), then the genuine one (which a walk of the tree keeps), each placed where a lookup by
+    path finds the forged one (libgit2 searches a tree as if it were sorted, so what it finds
+    depends on where the entries stand)."""
+    git_ = asked.world.handle().git
+    root = git_[write_tree(git_, asked.world.plans_files())]
+    assert isinstance(root, pygit2.Tree)
+    folder, _, name = path.rpartition("/")
+    parent = git_[root[folder].id] if folder else root
+    assert isinstance(parent, pygit2.Tree)
+    if isinstance(forged, bytes):
+        extra = (FileMode.BLOB, git_.create_blob(forged))
+    else:
+        extra = (FileMode.TREE, write_tree(git_, forged))
+    listing = [(e.filemode, str(e.name), e.id) for e in parent]
+    genuine = next(e for e in listing if e[1] == name)
+    others = [e for e in listing if e[1] != name]
+    places = [(i, j) for j in range(len(others) + 1) for i in range(j + 1)]
+    for i, j in places:  # the forged entry at i, the genuine one after it, at j
+        entries = [*others[:i], (extra[0], name, extra[1]), *others[i:j], genuine, *others[j:]]
+        data = b"".join(b"%o %s\0" % (mode, n.encode()) + oid.raw for mode, n, oid in entries)
+        tree = git_.odb.write(ObjectType.TREE, data)
+        if folder:
+            top = [(e.filemode, str(e.name), tree if e.name == folder else e.id) for e in root]
+            data = b"".join(b"%o %s\0" % (mode, n.encode()) + oid.raw for mode, n, oid in top)
+            tree = git_.odb.write(ObjectType.TREE, data)
+        made = git_[tree]
+        assert isinstance(made, pygit2.Tree)
+        with contextlib.suppress(KeyError):  # out of order: the lookup may find neither
+            if made[path].id == extra[1]:
+                return tree
+    raise AssertionError(f"no place of the extra {path} is found by a lookup")
+
+
+TWICE = ["trust/roles.json", "trust", "trust/allowed_signers"]
+
+
+@pytest.mark.parametrize("path", TWICE)
+def test_attack_request_hand_made_planner_commit_lists_a_file_twice(
+    asked: Asked, path: str, tmp_path: Path
+) -> None:
+    """The agent signs a plans commit with its planner key whose tree lists `trust/roles.json`
+    (or the `trust` folder, or `trust/allowed_signers`) twice: the genuine entry, and one
+    naming the agent a sealer (or giving alice's name to the agent's key). The planner's rules
+    compared the files as a walk of the tree reads them (the last entry: nothing changed); the
+    trust set was read by a lookup by path (the other entry): `status` said PASS, the server's
+    `pre-receive` took the commit, and the agent, a sealer now, could seal its plan weakened
+    (3 of 3 before the fix). A tree listing a name twice, which git never writes, is refused.
+    (`policy.json` twice was refused already: each seal record binds the policy's digest.)"""
+    server = asked.world.serve(tmp_path / "server.git")
+    before = git(server, "rev-parse", PLANS_REF).strip()
+    files = asked.world.plans_files()
+    roles = json.loads(files["trust/roles.json"])
+    roles["sealers"] = sorted([*roles["sealers"], "agent"])
+    forged: bytes | dict[str, bytes] = dumps(roles)
+    if path == "trust":
+        forged = {"allowed_signers": files["trust/allowed_signers"], "roles.json": dumps(roles)}
+    elif path == "trust/allowed_signers":  # the agent's key as alice's, its own line gone
+        lines = files[path].decode().splitlines(keepends=True)
+        mine = asked.agent.public_key.openssh()
+        forged = "".join(
+            line.replace(asked.world.alice.public_key.openssh(), mine)
+            for line in lines
+            if mine not in line
+        ).encode()
+    git_ = asked.world.handle().git
+    tree = _listed_twice(asked, path, forged)
+    tip = asked.plans_tip()
+    assert tip is not None
+    parents = [pygit2.Oid(hex=tip)]
+    oid = asked.world.commit_object(git_, tree, parents, "plans: planner\n", asked.agent)
+    asked.world.set_ref(PLANS_REF, oid)
+    result = asked.world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    twice = f"lists '{path}' twice, which git never writes"
+    assert twice in result.reasons[0].message, result.reasons[0].message
+    with pytest.raises(TrustError, match=twice):
+        asked.seal(answering(step("unit", check("true"), covers=["R1", "R2"])), reason="x")
+    pushed = subprocess.run(
+        ["git", "push", "origin", f"{PLANS_REF}:{PLANS_REF}"],
+        cwd=asked.world.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pushed.returncode != 0 and twice in pushed.stderr, pushed.stderr
+    assert git(server, "rev-parse", PLANS_REF).strip() == before

@@ -17,7 +17,14 @@ from hypothesis import strategies as st
 from pygit2.enums import ObjectType
 
 from gitaudit.errors import LedgerError
-from gitaudit.ledger.objects import _may_hold_surrogates, blob_at, loads, tree_of, write_tree
+from gitaudit.ledger.objects import (
+    _may_hold_surrogates,
+    blob_at,
+    loads,
+    read_files,
+    tree_of,
+    write_tree,
+)
 
 
 @pytest.fixture
@@ -53,6 +60,26 @@ def test_blob_at_an_entry_that_lies_about_its_object(repo: pygit2.Repository) ->
     assert caught.value.message == (
         f"gone ({missing}) in tree {str(tree.id)[:12]} is missing from the repository"
     )
+
+
+@pytest.mark.parametrize("where", ["", "trust/"])
+def test_read_files_refuses_a_name_listed_twice(repo: pygit2.Repository, where: str) -> None:
+    """A tree listing a name twice (git never writes one) is refused: the walk kept the last
+    entry while a lookup by path (:func:`blob_at`) can find the first, so two readers of one
+    plans commit read two trust sets."""
+    first, second = repo.create_blob(b"first\n"), repo.create_blob(b"second\n")
+    raw = b"100644 roles.json\0" + first.raw + b"100644 roles.json\0" + second.raw
+    tree = repo.odb.write(ObjectType.TREE, raw)
+    if where:
+        tree = repo.odb.write(ObjectType.TREE, b"40000 trust\0" + tree.raw)
+    made = repo[tree]
+    assert isinstance(made, pygit2.Tree)
+    with pytest.raises(LedgerError) as caught:
+        read_files(repo, made)
+    assert f"lists '{where}roles.json' twice, which git never writes" in caught.value.message
+    once = repo[write_tree(repo, {"trust/roles.json": b"x", "roles.json": b"y"})]
+    assert isinstance(once, pygit2.Tree)
+    assert read_files(repo, once) == {"trust/roles.json": b"x", "roles.json": b"y"}
 
 
 def test_tree_of_a_commit_whose_tree_is_missing(repo: pygit2.Repository) -> None:
