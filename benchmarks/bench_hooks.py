@@ -17,6 +17,9 @@ the 50,000-file work tree, same rounds):
   <= 0.5x ``git status``; a sanity check makes sure the hook did not import pygit2;
 * worst case, no memo at all (deleted before each push: the full gate), with HEAD's run at the
   tip, 20,000 and 100,000 runs deep, and with the 100-step inputs plan: <= ``git status`` + 50 ms.
+  The rows after a run use copies of their own (a run records HEAD's tree at the ledger's tip),
+  and the benchmark fails unless these ledgers are where the fixtures left them, so the matched
+  run really is that deep.
   The plan files keep the schema marks the gate left (``gitaudit.plan.known_valid``): a push of
   a PASS follows a run, which judged the same plan bytes.
 
@@ -47,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _ledger_util import (
     GIT_AUDIT,
     PYTHON,
+    REF,
     ZERO,
     checkout_fixture,
     finish,
@@ -101,6 +105,35 @@ def imports(repo: Path, stdin: str, env: dict[str, str]) -> list[tuple[int, int,
     return rows
 
 
+def _copies(
+    scratch: Path, files: int, depths: tuple[int, ...], steps: int
+) -> dict[str, tuple[Path, dict[str, str]]]:
+    """A checkout of each fixture (and its environment) by row name. The rows after a run get
+    copies of their own: a run records HEAD's tree at the tip, and the full gate's rows must
+    keep the matched run as deep as the fixture made it."""
+    repos: dict[str, tuple[Path, dict[str, str]]] = {}
+    for depth in depths:
+        fixture = status_fixture(files, depth)
+        for row in ("deep", "run") if depth in (0, depths[-1]) else ("deep",):
+            repo = checkout_fixture(fixture, scratch / f"{row}{depth}", link_worktree=True)
+            repos[f"{row}-{depth}"] = (repo, dict(os.environ))
+    fixture = plan_fixture(f"inputs-best-{steps}", best_plan(steps), files)
+    for row in ("inputs", "run-inputs"):
+        repo = checkout_fixture(fixture, scratch / row, link_worktree=True)
+        repos[row] = (repo, dict(os.environ))
+    return repos
+
+
+def _still_deep(
+    repos: dict[str, tuple[Path, dict[str, str]]], tips: dict[str, str], names: list[str]
+) -> None:
+    """RuntimeError unless the runs ref of each of *names* is where it was: no run moved it,
+    so the matched run is as deep as the fixture made it."""
+    for name in names:
+        if git(repos[name][0], "rev-parse", REF) != tips[name]:
+            raise RuntimeError(f"{name}: the runs ref moved, so its matched run is not deep")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7, help="timed rounds (medians)")
@@ -112,14 +145,8 @@ def main() -> int:
 
     scratch = Path(tempfile.mkdtemp(prefix="gitaudit-bench-hooks-"))
     try:
-        repos: dict[str, tuple[Path, dict[str, str]]] = {}
-        for depth in depths:
-            fixture = status_fixture(files, depth)
-            repo = checkout_fixture(fixture, scratch / f"d{depth}", link_worktree=True)
-            repos[f"deep-{depth}"] = (repo, dict(os.environ))
-        fixture = plan_fixture(f"inputs-best-{steps}", best_plan(steps), files)
-        inputs = checkout_fixture(fixture, scratch / "inputs", link_worktree=True)
-        repos["inputs"] = (inputs, dict(os.environ))
+        repos = _copies(scratch, files, depths, steps)
+        tips = {name: git(repo, "rev-parse", REF) for name, (repo, _) in repos.items()}
         lines = {name: push_line(repo) for name, (repo, _) in repos.items()}
         for repo, env in repos.values():
             if not (repo / ".git" / "hooks" / "pre-push").exists():
@@ -131,7 +158,7 @@ def main() -> int:
         timed_run(HOOK, shallow, stdin=push_line(shallow, "HEAD~1"), expect=1, env=env0)
 
         def after_run(name: str) -> float:
-            repo, env = repos[name]
+            repo, env = repos[f"run-{name.removeprefix('deep-')}"]
             timed_run([GIT_AUDIT, "run"], repo, env=env)  # untimed: refreshes the memo
             return timed_run(HOOK, repo, stdin=lines[name], env=env)
 
@@ -141,7 +168,7 @@ def main() -> int:
             return timed_run(HOOK, repo, stdin=lines[name], env=env)
 
         served = True  # the push right after a run takes the memo's path (no pygit2)
-        for name in ("deep-0", f"deep-{depths[-1]}"):
+        for name in ("run-0", f"run-{depths[-1]}"):
             repo, env = repos[name]
             timed_run([GIT_AUDIT, "run"], repo, env=env)
             if any(n.strip() == "pygit2" for _, _, n in imports(repo, lines[name], env)):
@@ -161,6 +188,7 @@ def main() -> int:
             "unmarked-0": lambda: uncached("deep-0", marks=True),
         }
         medians = interleaved(commands, args.rounds)
+        _still_deep(repos, tips, [*(f"deep-{d}" for d in depths), "inputs"])
         base = medians["git-status"]
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         print(f"pre-push for a passing commit, {files} files (load {load}):")

@@ -106,6 +106,10 @@ class Judging:
     # the copies of the plan's ledger read (what failed attempts and unknown outcomes are
     # counted on, :mod:`gitaudit.gate.authority`): set once they are read
     held: tuple[tuple[str, pygit2.Oid | None], ...] = ()
+    # (ledger key, its tip, run) -> whether that tip holds the run: asked for every step the
+    # run proves, and a walk of the whole chain for a run deep in it; known without one for a
+    # run found on that tip, or an earlier run a run it holds carried a step from
+    holds: dict[tuple[str, str, str], bool] = field(default_factory=dict, compare=False, repr=False)
     # ledger key -> its tallies (None: not in the lookup cache), read once when needed
     tallied: dict[str, Tallies | None] = field(default_factory=dict, compare=False, repr=False)
     # plan -> the ledger's tip a pushed tip extends and its tallies (:func:`_base`), read once
@@ -307,6 +311,8 @@ def _newest_on(j: Judging, ledger: _Ledger, survey: _Survey) -> Evidence | None:
     # rewind of this ledger is caught by the next status (a pushed tip is not ours)
     if tip is not None and (j.pushed is None or not own):
         survey.seen[ledger.ref] = str(tip)
+        if tip == ledger.tip:  # confirmed on the first-parent chain of the tip judged
+            j.holds[(ledger.key, str(tip), record.commit)] = True
     survey.found.append((ledger, record))
     return None
 
@@ -722,6 +728,9 @@ def _executed_by(
                     step=step,
                     verdict=Verdict.UNKNOWN,
                 )
+        for key, tip in j.held:  # an earlier run on the chain of one a copy holds
+            if j.holds.get((key, str(tip), record.commit)):
+                j.holds[(key, str(tip), traced.commit)] = True
         source = traced
     return _authority(j, source, step, ledger) or source
 
@@ -745,7 +754,9 @@ def _advisory(j: Judging, record: RunRecord) -> str | None:
 
 def _authority(j: Judging, record: RunRecord, step: str, ledger: str) -> Reason | None:
     git = j.repo.git
-    copies = Copies(j.held or ((ledger, None),), lambda key: _tallies(j, key), lambda: _base(j))
+    copies = Copies(
+        j.held or ((ledger, None),), lambda key: _tallies(j, key), lambda: _base(j), j.holds
+    )
     return (
         unauthorised_reconcile(git, j.state.trust, j.name, record, step)
         or past_exhaustion(git, j.state, j.name, j.plan, record, step, copies)
