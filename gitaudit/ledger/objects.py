@@ -109,29 +109,61 @@ def _build_node(
 def read_files(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str = "") -> dict[str, bytes]:
     """Every blob under *tree*, as ``path -> bytes``.
 
-    LedgerError when a tree lists a name twice. git never writes such a tree (``git fsck``:
-    duplicateEntries), but a signer can, and readers then disagree: this walk keeps the last
-    entry, a lookup by path (:func:`blob_at`, which reads the trust set and the policy) may
-    find the first, so a plans commit could show the rules of a change one ``roles.json``
-    and have the chain read another (a planner making itself a sealer)."""
+    LedgerError, naming the tree and the path, for an entry git never writes (``git fsck``
+    names it), whose readers disagree. This walk keeps the last of two entries of one name and
+    reads a name holding ``/`` as a path, while a lookup by path (:func:`blob_at`, which reads
+    the trust set and the policy) splits the path into folders and searches each as if it were
+    sorted: a plans commit could show the rules of a change one ``roles.json`` (listed twice,
+    or a root entry named ``trust/roles.json`` beside the folder) and have the chain read
+    another (a planner making itself a sealer). So a tree is read only as git writes them."""
     out: dict[str, bytes] = {}
-    names: set[str] = set()
+    names: set[bytes] = set()
+    last = b""
     for entry in tree:
-        name = entry.name or ""
-        path = f"{prefix}{name}"
-        if name in names:
+        raw, mode, path = entry.raw_name or b"", entry.filemode, f"{prefix}{entry.name or ''}"
+        key = raw + b"/" if mode == FileMode.TREE else raw  # git's order: a folder's name + /
+        wrong = _unwritten(raw, mode, path, names, key <= last)
+        obj: pygit2.Object | None = None
+        if wrong is None:
+            try:
+                obj = repo[entry.id]
+            except (KeyError, ValueError, pygit2.GitError):
+                wrong = f"lists {path!r} ({entry.id}), which is missing or unreadable"
+        if wrong is None and not isinstance(
+            obj, pygit2.Tree if mode == FileMode.TREE else pygit2.Blob
+        ):
+            wrong = f"lists {path!r} with a mode ({mode:o}) not of its object"
+        if wrong is not None:
             raise LedgerError(
-                f"tree {str(tree.id)[:12]} lists {path!r} twice, which git never writes: a "
-                "forged tree, whose readers could each take another entry",
+                f"tree {str(tree.id)[:12]} {wrong}, which git never writes: a forged tree, "
+                "whose readers could each take another entry",
                 hint="restore the ref from a good copy (`git fsck` names the tree)",
             )
-        names.add(name)
-        obj = repo[entry.id]
+        names.add(raw)
+        last = key
         if isinstance(obj, pygit2.Tree):
             out.update(read_files(repo, obj, f"{path}/"))
         elif isinstance(obj, pygit2.Blob):
             out[path] = obj.data
     return out
+
+
+# the modes :func:`read_files` reads: folders, files and symbolic links (never a submodule)
+_READ_MODES = frozenset((FileMode.TREE, FileMode.BLOB, FileMode.BLOB_EXECUTABLE, FileMode.LINK))
+
+
+def _unwritten(raw: bytes, mode: int, path: str, names: set[bytes], behind: bool) -> str | None:
+    """What git would not write about an entry named *raw* with *mode* (at *path*), given the
+    names before it in its tree and whether it sorts *behind* the last; None when nothing."""
+    if raw in names:
+        return f"lists {path!r} twice"
+    if raw in (b"", b".", b"..") or b"/" in raw:
+        return f"has an entry named {path!r}"
+    if behind:
+        return f"lists {path!r} out of git's order"
+    if mode not in _READ_MODES:
+        return f"lists {path!r} as a submodule or with an odd mode ({mode:o})"
+    return None
 
 
 def blob_at(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> bytes | None:

@@ -739,3 +739,69 @@ def test_attack_request_hand_made_planner_commit_lists_a_file_twice(
     )
     assert pushed.returncode != 0 and twice in pushed.stderr, pushed.stderr
     assert git(server, "rev-parse", PLANS_REF).strip() == before
+
+
+def _slashed(asked: Asked, forged: dict[str, bytes]) -> pygit2.Oid:
+    """The plans tree with the files of *forged* in their folders, then, at the top, an entry
+    for each of them whose name is its whole path (``trust/roles.json``) holding the genuine
+    file: a lookup by path goes through the folder, a walk of the tree keeps the last entry."""
+    git_ = asked.world.handle().git
+    files = asked.world.plans_files()
+    root = git_[write_tree(git_, {**files, **forged})]
+    assert isinstance(root, pygit2.Tree)
+    entries = [(e.filemode, str(e.name), e.id) for e in root]
+    entries += [(FileMode.BLOB, path, git_.create_blob(files[path])) for path in sorted(forged)]
+    data = b"".join(b"%o %s\0" % (mode, n.encode()) + oid.raw for mode, n, oid in entries)
+    return git_.odb.write(ObjectType.TREE, data)
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [
+        ["trust/roles.json"],
+        ["trust/allowed_signers"],
+        ["trust/roles.json", "trust/allowed_signers"],
+    ],
+)
+def test_attack_request_hand_made_planner_commit_names_a_file_by_its_path(
+    asked: Asked, paths: list[str], tmp_path: Path
+) -> None:
+    """The agent signs a plans commit with its planner key whose `trust` folder names it a
+    sealer (or gives alice's name to its key, or both), with a second entry at the top of the
+    tree named `trust/roles.json` (`trust/allowed_signers`) holding the genuine file, where git
+    would never write a `/`. The planner's rules compared the files as a walk of the tree reads
+    them (the entry named by its path, last: nothing changed); the trust set was read by a
+    lookup by path, through the folder: `status` said PASS, the server's `pre-receive` took the
+    commit, and the agent was a sealer (3 of 3 before the fix, which the check of names listed
+    twice let through). A tree git would not write is refused, naming it and the entry."""
+    server = asked.world.serve(tmp_path / "server.git")
+    before = git(server, "rev-parse", PLANS_REF).strip()
+    files = asked.world.plans_files()
+    roles = json.loads(files["trust/roles.json"])
+    roles["sealers"] = sorted([*roles["sealers"], "agent"])
+    mine, alices = asked.agent.public_key.openssh(), asked.world.alice.public_key.openssh()
+    lines = files["trust/allowed_signers"].decode().splitlines(keepends=True)
+    signers = "".join(line.replace(alices, mine) for line in lines if mine not in line).encode()
+    forged = {"trust/roles.json": dumps(roles), "trust/allowed_signers": signers}
+    tree = _slashed(asked, {path: forged[path] for path in paths})
+    tip = asked.plans_tip()
+    assert tip is not None
+    git_ = asked.world.handle().git
+    parents = [pygit2.Oid(hex=tip)]
+    oid = asked.world.commit_object(git_, tree, parents, "plans: planner\n", asked.agent)
+    asked.world.set_ref(PLANS_REF, oid)
+    result = asked.world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    named = f"tree {str(tree)[:12]} has an entry named {min(paths)!r}, which git never writes"
+    assert named in result.reasons[0].message, result.reasons[0].message
+    with pytest.raises(TrustError, match=named):
+        asked.seal(answering(step("unit", check("true"), covers=["R1", "R2"])), reason="x")
+    pushed = subprocess.run(
+        ["git", "push", "origin", f"{PLANS_REF}:{PLANS_REF}"],
+        cwd=asked.world.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pushed.returncode != 0 and named in pushed.stderr, pushed.stderr
+    assert git(server, "rev-parse", PLANS_REF).strip() == before

@@ -82,6 +82,74 @@ def test_read_files_refuses_a_name_listed_twice(repo: pygit2.Repository, where: 
     assert read_files(repo, once) == {"trust/roles.json": b"x", "roles.json": b"y"}
 
 
+UNWRITTEN = {  # a tree git would not write: its entries, and what read_files says of it
+    "a name holding /": (
+        [("40000", "trust", "folder"), ("100644", "trust/roles.json", "b")],
+        "has an entry named 'trust/roles.json'",
+    ),
+    "the name .": ([("100644", ".", "a")], "has an entry named '.'"),
+    "the name ..": ([("40000", "..", "folder")], "has an entry named '..'"),
+    "out of order": (
+        [("100644", "roles.json", "a"), ("100644", "allowed_signers", "b")],
+        "lists 'allowed_signers' out of git's order",
+    ),
+    "a file and a folder of one name": (
+        [("100644", "x", "a"), ("40000", "x", "folder")],
+        "lists 'x' twice",
+    ),
+    "a folder sorted as a file": (
+        [("40000", "x", "folder"), ("100644", "x.json", "a")],
+        "lists 'x.json' out of git's order",
+    ),
+    "git's order of a folder": ([("100644", "x.json", "a"), ("40000", "x", "folder")], None),
+    "a submodule naming a blob": (
+        [("160000", "roles.json", "a")],
+        "lists 'roles.json' as a submodule or with an odd mode (160000)",
+    ),
+    "a folder naming a blob": (
+        [("40000", "trust", "a")],
+        "lists 'trust' with a mode (40000) not of its object",
+    ),
+    "a file naming a folder": (
+        [("100644", "trust", "folder")],
+        "lists 'trust' with a mode (100644) not of its object",
+    ),
+    "a file naming nothing": (
+        [("100644", "roles.json", "missing")],
+        f"lists 'roles.json' ({'1' * 40}), which is missing or unreadable",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", UNWRITTEN)
+def test_read_files_reads_a_tree_only_as_git_writes_them(
+    repo: pygit2.Repository, kind: str
+) -> None:
+    """Every entry git would not write (``git fsck`` names it) is refused, naming the tree and
+    the path: a walk and a lookup by path read such a tree differently (a name holding ``/``
+    reads as a path to the walk and is never found by the lookup; an entry out of order is
+    missed by the lookup's binary search). A tree git writes reads as it always did."""
+    objects = {
+        "a": repo.create_blob(b"a\n"),
+        "b": repo.create_blob(b"b\n"),
+        "folder": write_tree(repo, {"roles.json": b"c\n"}),
+        "missing": pygit2.Oid(hex="1" * 40),
+    }
+    entries, said = UNWRITTEN[kind]
+    raw = b"".join(f"{m} {n}".encode() + b"\0" + objects[o].raw for m, n, o in entries)
+    tree = repo[repo.odb.write(ObjectType.TREE, raw)]
+    assert isinstance(tree, pygit2.Tree)
+    if said is None:  # git's own order: x.json before x/, since '.' < '/'
+        assert read_files(repo, tree) == {"x/roles.json": b"c\n", "x.json": b"a\n"}
+        return
+    with pytest.raises(LedgerError) as caught:
+        read_files(repo, tree)
+    assert caught.value.message == (
+        f"tree {str(tree.id)[:12]} {said}, which git never writes: a forged tree, whose "
+        "readers could each take another entry"
+    )
+
+
 def test_tree_of_a_commit_whose_tree_is_missing(repo: pygit2.Repository) -> None:
     """pygit2 raised GitError ("Unable to read tree") from ``commit.tree``."""
     who = "f <f@example.test> 1700000000 +0000"
