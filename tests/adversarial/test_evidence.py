@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sqlite3
@@ -11,9 +12,10 @@ from typing import Any
 
 import pygit2
 import pytest
+from pygit2.enums import ObjectType
 
 from gitaudit.crypto.commits import NAMESPACE, SNAPSHOT_NAMESPACE
-from gitaudit.errors import LedgerError, RunError, TrustError
+from gitaudit.errors import GitAuditError, LedgerError, RunError, TrustError
 from gitaudit.gate.judge import judge
 from gitaudit.git.repo import open_repo
 from gitaudit.ledger import watermark
@@ -30,6 +32,7 @@ from tests.adversarial.conftest import (
     assert_plan,
     assert_plans_level,
     check,
+    codes,
     honest_run_on_any_tip,
     only,
     plan,
@@ -37,7 +40,7 @@ from tests.adversarial.conftest import (
     step,
 )
 from tests.adversarial.test_seals import _forge_weak_seal
-from tests.gitrepo import GitRepo, audit, forget_marks
+from tests.gitrepo import GitRepo, audit, forget_marks, git
 from tests.run.test_memo import pre_push
 
 RUNS = runs_ref("default")
@@ -966,3 +969,95 @@ def test_a_run_follows_a_run_signed_by_a_runner_retired_since(world: World) -> N
     assert recorded.verdict == "PASS"
     assert world.ref(f"{recorded.commit}^") == first.commit
     assert world.gate().verdict == "PASS"
+
+
+# --------------------------------------------- a commit whose tree git would never write
+
+
+def _unwritten_tree(world: World, kind: str) -> pygit2.Oid:
+    """A commit on HEAD (proven: answer.txt holds 42) whose tree, made by hand, reads like
+    HEAD's to some reader of git trees and is no tree git writes (``git fsck`` names it)."""
+    git_ = world.handle().git
+    head = git_.revparse_single("HEAD").peel(pygit2.Commit)
+    top = [(b"%o" % e.filemode, e.raw_name or b"", e.id.raw) for e in head.tree]
+
+    def write(entries: list[tuple[bytes, bytes, bytes]]) -> bytes:
+        data = b"".join(m + b" " + n + b"\0" + i for m, n, i in entries)
+        return git_.odb.write(ObjectType.TREE, data).raw
+
+    wrong, weak = git_.create_blob(b"41\n").raw, git_.create_blob(b'{"steps": []}\n').raw
+    at = next(k for k, e in enumerate(top) if e[1] == b"answer.txt")
+    if kind in ("answer.txt twice, the failing one first", "answer.txt twice, the failing last"):
+        top.insert(at + kind.endswith("last"), (b"100644", b"answer.txt", wrong))
+    elif kind == "the plan twice":
+        folder = git_[head.tree[".gitaudit/plans"].id]
+        assert isinstance(folder, pygit2.Tree)
+        plans = [(b"100644", b"default.json", weak)]
+        plans += [(b"%o" % e.filemode, e.raw_name or b"", e.id.raw) for e in folder]
+        top = [
+            (m, n, write([(b"40000", b"plans", write(plans))]) if n == b".gitaudit" else i)
+            for m, n, i in top
+        ]
+    elif kind == "the plan by its whole path":
+        top.append((b"100644", b".gitaudit/plans/default.json", weak))
+    elif kind == "out of order":
+        top.reverse()
+    elif kind == "odd modes":
+        top = [
+            (b"100664" if m == b"100644" else b"040000" if m == b"40000" else m, n, i)
+            for m, n, i in top
+        ]
+    else:  # a .git folder
+        hook = write([(b"100755", b"post-checkout", git_.create_blob(b"#!/bin/sh\n").raw)])
+        top.insert(0, (b"40000", b".git", write([(b"40000", b"hooks", hook)])))
+    who = pygit2.Signature("agent", "agent@example.test", 1700000000, 0)
+    tree = pygit2.Oid(raw=write(top))
+    return git_.create_commit(None, who, who, f"{kind}\n", tree, [head.id])
+
+
+UNWRITTEN = [
+    "answer.txt twice, the failing one first",
+    "answer.txt twice, the failing last",
+    "the plan twice",
+    "the plan by its whole path",
+    "out of order",
+    "odd modes",
+    "a .git folder",
+]
+
+
+@pytest.mark.parametrize("kind", UNWRITTEN)
+def test_attack_evidence_a_tree_git_never_writes(world: World, kind: str, tmp_path: Path) -> None:
+    """The agent makes by hand a commit whose tree git never writes, reading like the proven
+    tree to one reader or another: answer.txt listed twice (the failing copy first or last),
+    the plan listed twice or by its whole path (a weak one), entries out of order, odd modes
+    (100664, 040000) or a `.git` folder; `receive.fsckObjects` is off
+    by default. Evidence binds the tree id, and the runner's tree is always one git wrote: the
+    gate finds no evidence for the commit, the server's `pre-receive` refuses it, and with the
+    commit checked out the honest run records git's own tree of the files, never the
+    commit's."""
+    world.repo.write("answer.txt", "42\n")
+    world.seal(
+        plan(step("unit", check("grep", "-qx", "42", "answer.txt")), step("lint", check("true")))
+    )
+    assert world.run().verdict == "PASS"
+    server = world.serve(tmp_path / "server.git")
+    world.repo.git("push", "-q", "origin", f"{runs_ref('default')}:{runs_ref('default')}")
+    oid = _unwritten_tree(world, kind)
+    tree = str(world.handle().git[oid].peel(pygit2.Tree).id)
+    world.set_ref("refs/heads/evil", oid)
+    judged = only(world.gate(str(oid)))
+    assert codes(judged) in (["evidence.missing"], ["plan.missing"]), codes(judged)
+    pushed = subprocess.run(
+        ["git", "push", "origin", "evil"],
+        cwd=world.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pushed.returncode != 0 and "pre-receive hook declined" in pushed.stderr
+    assert git(server, "rev-parse", "-q", "--verify", "refs/heads/evil", check=False) == ""
+    world.repo.git("checkout", "-q", "-f", "evil", check=False)  # git may refuse some
+    with contextlib.suppress(GitAuditError):  # the weak plan checked out is refused
+        assert world.run().doc["tree"] != tree
+    assert only(world.gate(str(oid))).verdict != "PASS"
