@@ -16,6 +16,7 @@ LAYERS = [
     "errors",
     "frozen",
     "named",
+    "held",
     "shutdown",
     "places",
     "secret",

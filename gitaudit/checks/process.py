@@ -21,7 +21,7 @@ bytecodes. Raised after ``fork`` but before the code that kills the group knows 
 ``subprocess.Popen``, which then drops the pid, or before the poll loop's ``try``), it left the
 check and its group running with nobody to kill them: under load the parent may not run again
 until the check has long started. So while a check starts, the main thread's handlers are held
-(:class:`_Held`) and what arrived meanwhile is handled once the group can be killed.
+(:class:`~gitaudit.held.Held`) and what arrived meanwhile is handled once the group can be killed.
 
 Failures to start (missing command, missing execute permission, no ``#!`` line, missing working
 directory) are reported in :attr:`ProcessResult.start_error` and never raised: the check fails
@@ -57,18 +57,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from types import FrameType
 
 from gitaudit.checks.fence import Fence
 from gitaudit.errors import CheckError
 from gitaudit.frozen import frozen
+from gitaudit.held import Held
 from gitaudit.secret import keep_private
-
-try:  # signal's C half: plain numbers, without the enums signal.py makes of every one (for the
-    # ~60 signals a start looks at: 6 us instead of about 270 on a loaded machine)
-    import _signal as signals  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - not CPython
-    import signal as signals
 
 SHELL = "/bin/sh"
 """The shell used for ``shell=True``: POSIX ``sh``, never the user's login shell."""
@@ -200,7 +194,7 @@ def run_bounded(
 
     # released at the latest when the block ends; normally inside _supervise's try, where a
     # KeyboardInterrupt that arrived while the check started kills its group
-    with _Held() as held:
+    with Held() as held:
         try:
             proc = fence.start(begin) if fence is not None else begin()
         except OSError as exc:
@@ -220,62 +214,6 @@ def run_bounded(
         finally:
             with _RUNNING_LOCK:
                 _RUNNING.discard(proc.pid)
-
-
-_Handler = Callable[[int, FrameType | None], object]
-
-
-class _Held:
-    """The main thread's Python signal handlers, held off while a check starts (see the module
-    docstring): each is replaced by one that only notes the signal, until :meth:`release` puts
-    them back and raises what was noted, which runs them as if the signals arrived then.
-
-    Only handlers that are Python callables are held: ``SIG_DFL``, ``SIG_IGN`` and handlers
-    installed from C never raise in Python. Other threads run no Python handler, so there this
-    holds nothing (a run's workers start its checks: no cost there).
-    """
-
-    __slots__ = ("_noted", "_previous")
-
-    def __init__(self) -> None:
-        self._previous: dict[int, _Handler] = {}
-        self._noted: list[int] = []
-
-    def __enter__(self) -> _Held:
-        if threading.current_thread() is not threading.main_thread():
-            return self
-        try:
-            for signum in signals.valid_signals():
-                handler = signals.getsignal(signum)
-                if callable(handler):
-                    self._previous[signum] = handler
-                    signals.signal(signum, self._note)
-        except BaseException:  # a signal not held yet raised: no check has started
-            self.release()
-            raise
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.release()
-
-    def _note(self, signum: int, _frame: FrameType | None) -> None:
-        self._noted.append(signum)
-
-    def release(self) -> None:
-        """Put the handlers back, then raise the signals noted meanwhile (once each, as the
-        kernel merges a signal that is already pending): the first handler that raises ends
-        this, as it would have ended the code it interrupted. Does nothing the second time."""
-        previous, self._previous = self._previous, {}
-        try:
-            for signum in list(previous):
-                signals.signal(signum, previous[signum])
-                del previous[signum]
-        finally:  # a signal whose handler was put back raised: put back the rest too
-            for signum, handler in previous.items():
-                signals.signal(signum, handler)
-        noted, self._noted = dict.fromkeys(self._noted), []
-        for signum in noted:
-            signals.raise_signal(signum)  # its handler runs before this returns
 
 
 class _Capture:
@@ -302,7 +240,7 @@ def _supervise(  # noqa: C901, PLR0912, PLR0915 (one state machine: pump, then c
     timeout: float,
     limit: int,
     on_start: Callable[[int], None] | None,
-    held: _Held,
+    held: Held,
 ) -> ProcessResult:
     """Pump both pipes until the leader exits or the deadline passes, then clean up the group.
 
