@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from gitaudit.errors import RepositoryError
 from gitaudit.git.environment import CONFIG, git_env
 from gitaudit.git.spawn import DEVNULL, PIPE, Process
+from gitaudit.held import Held
 
 
 class GitCommandError(RepositoryError):
@@ -94,7 +95,9 @@ def run_git(
     naming the command. *started* is called once git is running (before its output is
     read)."""
     argv = _argv(args, git_dir)
-    with _start(_started(argv, cwd), git_env(env), input=input) as proc:  # killed on errors
+    # held until the block can kill git: a Ctrl-C as it returns or the block begins kills it too
+    with Held() as held, _start(_started(argv, cwd), git_env(env), input=input) as proc:
+        held.release()
         if started is not None:
             started()
         stdout, stderr = proc.communicate()

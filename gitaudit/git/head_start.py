@@ -26,6 +26,7 @@ import time
 from gitaudit.git import index_files
 from gitaudit.git.environment import CONFIG, as_it_is, git_env
 from gitaudit.git.spawn import DEVNULL, PIPE, Process
+from gitaudit.held import Held
 from gitaudit.places import entered_worktree, fingerprint_dir, inside, sha256_hex
 
 TYPE_CHECKING = False
@@ -352,7 +353,9 @@ def _launch(start: str) -> Started | None:
     # spawn's Process, not gitaudit.git.call's run_git: its error classes bring enum, about 2 ms
     # before git could start
     argv = ["git", "-C", start, *CONFIG, *LOCATE, "HEAD^{commit}", "HEAD^{tree}", "--"]
-    with Process(argv, env=git_env(), stdout=PIPE, stderr=DEVNULL) as proc:  # killed on Ctrl-C
+    # killed on Ctrl-C, also one that lands as Process returns (held until the block can kill it)
+    with Held() as held, Process(argv, env=git_env(), stdout=PIPE, stderr=DEVNULL) as proc:
+        held.release()
         out, _ = proc.communicate()
     where = out.decode("utf-8", "surrogateescape").splitlines()
     if proc.returncode != 0 or len(where) < 5:

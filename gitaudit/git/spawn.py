@@ -13,12 +13,23 @@ action (Python ignores ``SIGPIPE``, and an ignored signal stays ignored across `
 other descriptor: Python opens every file non-inheritable, and the inheritable ones this
 process was given (by whatever started gitaudit) are closed in the child. The working directory
 is the caller's (git's ``-C`` chooses another). POSIX only, like the rest of gitaudit.
+
+A Ctrl-C (or any signal whose Python handler raises) that lands right after the child started,
+before its pid is kept, would leave it running with nobody to kill it: the handlers are held
+while it starts (:class:`~gitaudit.held.Held`), and what arrived meanwhile is raised once the
+child can be killed, which it then is. After :class:`Process` returns, killing the child on an
+exception is the caller's: a ``with`` block does it. A Ctrl-C can still land between the two
+(as :class:`Process` returns, or as the block begins: seen under load), so a caller that kills
+its child on Ctrl-C holds the handlers around both too, released first thing in the block
+(``with Held() as held, Process(...)``: :func:`gitaudit.git.call.run_git`, the head start).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+
+from gitaudit.held import Held
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -94,33 +105,41 @@ class Process:
         self._pipes: list[int | None] = [None, None, None]
         actions: list[tuple[object, ...]] = []
         theirs: list[int] = []  # the child's ends, closed here once it has them
-        try:
-            if input is None:
-                actions.append((os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0))
-            else:
-                child, self._pipes[0] = os.pipe()
-                theirs.append(child)
-                actions.append((os.POSIX_SPAWN_DUP2, child, 0))
-            for target, how in ((1, stdout), (2, stderr)):
-                if how == DEVNULL:
-                    actions.append((os.POSIX_SPAWN_OPEN, target, os.devnull, os.O_WRONLY, 0))
-                elif how == PIPE:
-                    self._pipes[target], child = os.pipe()
-                    theirs.append(child)
-                    actions.append((os.POSIX_SPAWN_DUP2, child, target))
+        with Held() as held:  # until the child can be killed: see the module docstring
+            try:
+                if input is None:
+                    actions.append((os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0))
                 else:
-                    actions.append((os.POSIX_SPAWN_DUP2, how, target))
-            actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in inheritable() if fd not in theirs]
-            reset = [getattr(signals, n) for n in _RESET_SIGNALS if hasattr(signals, n)]
-            self.pid = os.posix_spawn(
-                path, list(argv), dict(env), file_actions=actions, setsigdef=reset
-            )
-        except BaseException:
-            self._close(0, 1, 2)
-            raise
-        finally:
-            for fd in theirs:
-                os.close(fd)
+                    child, self._pipes[0] = os.pipe()
+                    theirs.append(child)
+                    actions.append((os.POSIX_SPAWN_DUP2, child, 0))
+                for target, how in ((1, stdout), (2, stderr)):
+                    if how == DEVNULL:
+                        actions.append((os.POSIX_SPAWN_OPEN, target, os.devnull, os.O_WRONLY, 0))
+                    elif how == PIPE:
+                        self._pipes[target], child = os.pipe()
+                        theirs.append(child)
+                        actions.append((os.POSIX_SPAWN_DUP2, child, target))
+                    else:
+                        actions.append((os.POSIX_SPAWN_DUP2, how, target))
+                actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in inheritable() if fd not in theirs]
+                reset = [getattr(signals, n) for n in _RESET_SIGNALS if hasattr(signals, n)]
+                self.pid = os.posix_spawn(
+                    path, list(argv), dict(env), file_actions=actions, setsigdef=reset
+                )
+            except BaseException:
+                self._close(0, 1, 2)
+                raise
+            finally:
+                for fd in theirs:
+                    os.close(fd)
+            try:
+                held.release()  # a Ctrl-C that arrived while the child started: raised here
+            except BaseException:
+                self.kill()
+                self._close(0, 1, 2)
+                self.wait()
+                raise
 
     def communicate(self) -> tuple[bytes, bytes]:
         """Feed the input, read the piped output to its end and wait for the child: (standard
