@@ -281,3 +281,24 @@ def test_a_ctrl_c_as_the_block_enters_kills_git_and_propagates(
             start()
         assert len(started) == 1
         assert _gone(started[0], within=1.0)
+
+
+@pytest.mark.usefixtures("sigint_delivered")
+def test_a_ctrl_c_as_the_child_is_reaped_still_propagates() -> None:
+    """A Ctrl-C landing as ``waitpid`` returned, before the exit status was kept: the block's
+    exit finds the child reaped already, and the KeyboardInterrupt propagates (it was replaced
+    by a ChildProcessError: a traceback instead of the one line an interrupt gets)."""
+    real = os.waitpid
+
+    def waitpid_then_interrupt(pid: int, options: int) -> tuple[int, int]:
+        done = real(pid, options)
+        os.kill(os.getpid(), signal.SIGINT)
+        return done
+
+    with pytest.raises(KeyboardInterrupt), Process(["true"], env=dict(os.environ)) as proc:
+        os.waitpid = waitpid_then_interrupt
+        try:
+            proc.communicate()
+        finally:
+            os.waitpid = real
+    assert proc.returncode is None  # the status was lost with the interrupted call

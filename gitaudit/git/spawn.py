@@ -207,7 +207,12 @@ class Process:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
-        if kind is not None:
-            self.kill()
+        if kind is None:
+            self._close(0, 1, 2)
+            self.wait()
+            return
+        self.kill()
         self._close(0, 1, 2)
-        self.wait()
+        # a Ctrl-C that landed as wait's waitpid returned: reaped, its status never kept
+        with contextlib.suppress(ChildProcessError):
+            self.wait()
