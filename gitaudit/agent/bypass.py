@@ -12,9 +12,11 @@ worded so the agent can act on it, or None. The kinds refused:
   ``refs/audit/*``, force-fetching or pruning into it, by any refspec git may resolve there
   (``audit/plans``, ``refs/*``); ``remote.*.push/fetch/mirror`` and ``remote add --mirror``;
 * configuration that switches hooks off or changes gitaudit: ``git config`` writes of
-  ``audit.*``, ``core.hooksPath``, ``include.path``/``includeIf.*`` and ``alias.*`` (``--edit``
-  too); the same keys in ``git -c``/``--config-env``; ``GIT_CONFIG*`` variables (``GIT_CONFIG_
-  COUNT``/``KEY_n``/``VALUE_n``, ``GIT_CONFIG_PARAMETERS``, ``GIT_CONFIG_GLOBAL``, ...),
+  ``audit.*``, ``core.hooksPath``, ``include.path``/``includeIf.*``, ``alias.*``,
+  ``core.worktree`` and ``init.templateDir`` (``--edit`` too; its options read as git reads
+  them: ``--fil FILE``, ``--glob``, ``-fFILE``); the same keys in ``git -c``/``--config-env``;
+  ``GIT_CONFIG*`` variables (``GIT_CONFIG_COUNT``/``KEY_n``/``VALUE_n``,
+  ``GIT_CONFIG_PARAMETERS``, ``GIT_CONFIG_GLOBAL``, ...),
   ``GITAUDIT_HOME``, ``HOME``/``XDG_CONFIG_HOME`` for git (another global config), and
   ``PYTHONPATH``/``PYTHONHOME`` for git or ``git-audit`` (the hooks would import another
   gitaudit); ``set -a`` in a command that runs git, ``read``/``mapfile``/``printf -v`` into
@@ -32,7 +34,15 @@ worded so the agent can act on it, or None. The kinds refused:
   ``tee``, ``sed -i``, ``chmod``, ``dd of=``, ``git rm/mv/checkout/restore``, ...); a link to
   one (``ln``, ``cp -s``); a name built from an option, each option read as its program reads
   it (:func:`_getopt`): a backup (``cp -S``, ``sed -i'bak/*'``, ``rsync --backup-dir``), the
-  folder an archive is extracted into (``tar -C``, ``unzip -d``), a ``git --work-tree``; a
+  folder an archive is extracted into (``tar -C``, ``unzip -d``), a ``git --work-tree``; what
+  a git subcommand writes where its words say (:func:`_git_outputs`, :func:`_git_creates`):
+  ``--output`` (``git diff``/``log``/``show``/``format-patch``), ``format-patch -o``,
+  ``archive -o``, ``bundle create FILE``, ``worktree add PATH``, ``init [DIR]`` (``.``: a
+  re-initialization copies a template's hooks; ``GIT_TEMPLATE_DIR`` and ``GIT_DIR`` for it are
+  refused), ``clone URL [DIR]``, ``submodule add URL [PATH]``; the paths git's pathspecs may
+  reach (:func:`_pathspec`: ``:/``, ``:(top)``, ``icase``, exclusions, wildcards;
+  ``--pathspec-from-file`` and ``--icase-pathspecs`` refused) and the index entries ``git
+  update-index`` sets (``--chmod``, ``--cacheinfo``) or ``checkout-index -a`` writes out; a
   path the guard cannot see: made by a command substitution, or relative after a ``cd`` to
   one (or to a variable set elsewhere);
 * a patch in the command (a here-document for ``git apply`` or ``patch``, Codex's
@@ -101,8 +111,15 @@ def _refused(
     def check(word: str) -> str | None:
         if _SUBSTITUTION.search(word) and not (_MKTEMP.fullmatch(word) and ".." not in word):
             return _unseen_path(word)
+        head, top, rest = word.partition(_TOP)
         for base in bases:
-            why = _unseen_base(word) if base == _UNSEEN else guarded(word, base, variables)
+            if base == _UNSEEN:
+                why = _unseen_base(word)
+            elif top:  # from the work tree's top: one of the folders above
+                above = _above(os.path.normpath(os.path.join(base, head)))
+                why = next((w for f in above if (w := guarded(rest, f, variables))), None)
+            else:
+                why = guarded(word, base, variables)
             if why:
                 return why
         return None
@@ -280,6 +297,20 @@ _LONGEST = 1 << 16
 """How much longer the command's variables may make a word (or a here-document) than it is
 written."""
 
+_TOP = "\0top\0"
+"""Put before a path a git command reads from the work tree's top (``git rm :/x``, ``git
+checkout-index -a``), which the guard does not look up: the path is judged from the folder
+the command runs in and from each folder above it, the top among them."""
+
+
+def _above(folder: str) -> list[str]:
+    """*folder* and each folder above it, up to ``/``."""
+    found = [folder]
+    while (up := os.path.dirname(found[-1])) != found[-1]:
+        found.append(up)
+    return found
+
+
 _UNSEEN = "\0unseen"
 """A directory the guard cannot see: a ``cd`` to a command substitution or a variable set
 elsewhere (``cd "$(git rev-parse --git-dir)"``); it may be inside any guarded place."""
@@ -401,6 +432,12 @@ def _set_names(names: list[str], simple: Simple) -> str | None:
                 f"setting {name} for {simple.name} can make its hooks (and `git audit`) import "
                 "another gitaudit: run it without it" + AFTER
             )
+        if name == "GIT_DIR" and _git_subcommand(list(simple.words[1:])) == "init":
+            return (
+                "setting GIT_DIR for `git init` re-initializes that git directory (copying a "
+                "template's hooks into it), where gitaudit's guard cannot judge it: run `git "
+                "init DIR` without it" + AFTER
+            )
         if name in ("HOME", "XDG_CONFIG_HOME") and simple.name == "git":
             return (
                 f"setting {name} for git makes it read another global configuration (which can "
@@ -419,6 +456,16 @@ _STEERING = {
         "`ln` make after the files they write (`t/hooks/pre-push` after a file named `.gi`), "
         "where gitaudit's guard cannot see them: give the suffix to the command itself (`-z`, "
         "`-S`), where it is judged"
+    ),
+    "GIT_TEMPLATE_DIR": (
+        "setting GIT_TEMPLATE_DIR makes `git init` copy that folder's hooks into the git "
+        "directory it makes or re-initializes (.git/hooks), where gitaudit's guard cannot see "
+        "them: run git without it"
+    ),
+    "GIT_ICASE_PATHSPECS": (
+        "setting GIT_ICASE_PATHSPECS makes git match every path in any case (`git rm "
+        "TESTS/CHECK.PY` removes the checks' file), which gitaudit's guard cannot judge: write "
+        "each path in its own case, without it"
     ),
     "GIT_WORK_TREE": (
         "setting GIT_WORK_TREE points the files git writes at another folder, where gitaudit's "
@@ -769,7 +816,7 @@ def _targets(name: str, words: Sequence[str], guarded: WriteCheck) -> str | None
     for word in words:
         why = guarded(word)
         if why:
-            return f"`{name}` would write `{word}`: {why}"
+            return f"`{name}` would write `{word.replace(_TOP, ':/')}`: {why}"
     return None
 
 
@@ -823,7 +870,8 @@ _NO_VERIFY_COMMANDS = frozenset(_WITH_VALUE)
 _PATH_WRITERS = frozenset({"rm", "mv", "checkout", "restore"})
 _SEES_ARGUMENTS = _NO_VERIFY_COMMANDS | {
     "update-ref", "symbolic-ref", "reflog", "config", "fetch", "audit", "remote",
-    "hash-object", *_PATH_WRITERS,
+    "hash-object", *_PATH_WRITERS, "update-index", "checkout-index", "init", "clone",
+    "worktree", "submodule", "bundle", "archive", "format-patch", "diff", "log", "show",
 }  # fmt: skip
 
 
@@ -855,7 +903,31 @@ def _git(name: str, args: list[str], guarded: WriteCheck) -> str | None:
     why = _no_verify(sub, rest) if sub in _NO_VERIFY_COMMANDS else None
     rule = _GIT_COMMANDS.get(sub)
     elsewhere, guarded = _git_folders(args[:i], guarded)
-    return why or elsewhere or (rule(sub, rest, guarded) if rule is not None else None)
+    return (
+        why
+        or elsewhere
+        or _git_globals(sub, args[:i], guarded)
+        or _git_outputs(sub, rest, guarded)
+        or (rule(sub, rest, guarded) if rule is not None else None)
+    )
+
+
+def _git_globals(sub: str, options: Sequence[str], guarded: WriteCheck) -> str | None:
+    """Global options that change what a subcommand writes: ``--icase-pathspecs`` (every
+    pathspec matches in any case: ``git rm TESTS/CHECK.PY``), and for ``git init`` the
+    ``--git-dir`` it (re-)initializes, judged as a whole (``git --git-dir=.git init
+    --template=DIR`` copies DIR's hooks into ``.git/hooks``)."""
+    if sub in _PATH_WRITERS and "--icase-pathspecs" in options:
+        return (
+            f"`git --icase-pathspecs {sub}` matches its paths in any case, which gitaudit's "
+            "guard cannot judge (`TESTS/CHECK.PY` is the checks' file): write each path in "
+            "its own case, without it" + AFTER
+        )
+    if sub != "init":
+        return None
+    dirs = [b for a, b in pairwise(options) if a == "--git-dir"]
+    dirs += [a.split("=", 1)[1] for a in options if a.startswith("--git-dir=")]
+    return _targets(f"git --git-dir {sub}", [d.rstrip("/") or d for d in dirs], guarded)
 
 
 def _git_folders(options: Sequence[str], guarded: WriteCheck) -> tuple[str | None, WriteCheck]:
@@ -905,19 +977,166 @@ def _refs(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
 
 
 def _git_paths(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
-    return _targets(f"git {sub}", _operands(rest), guarded)
+    """``git rm/mv/checkout/restore`` write what their pathspecs match (:func:`_pathspec`);
+    ``--pathspec-from-file`` names them in a file (or input) the guard cannot see."""
+    options = rest[: rest.index("--")] if "--" in rest else rest
+    if any(_abbreviates(a, "pathspec-from-file", 10) for a in options):
+        return (
+            f"`git {sub} --pathspec-from-file` takes its paths from a file or input gitaudit's "
+            "guard cannot see (they could name the checks' files): give the paths as "
+            "arguments" + AFTER
+        )
+    return _targets(f"git {sub}", [w for o in _operands(rest) for w in _pathspec(o)], guarded)
+
+
+def _abbreviates(arg: str, option: str, least: int = 1) -> bool:
+    """Whether *arg* is ``--OPTION`` (``=VALUE`` or not) in an abbreviation git takes, at least
+    *least* letters long (a shorter one git finds ambiguous and refuses anyway)."""
+    name = arg[2:].partition("=")[0]
+    return arg.startswith("--") and len(name) >= least and option.startswith(name)
+
+
+_PATHSPEC_MAGIC = re.compile(r":(?:\(([^)]*)\)|([/!^]*):?)")
+_WILDCARD = re.compile(r"[*?\[\\]")
+
+
+def _pathspec(word: str) -> list[str]:
+    """What the pathspec *word* may write, as paths the guard judges. Git reads magic before
+    a path: ``:/x`` and ``:(top)x`` name ``x`` from the work tree's top (:data:`_TOP`);
+    ``:(icase)`` matches in any case, and an exclusion (``:!x``, ``:^x``, ``:(exclude)``)
+    leaves everything else matched, so each is judged as the whole folder it starts from; and
+    a wildcard (``*``, ``?``, ``[``: git's ``*`` matches ``/`` too, so ``*check.py`` is
+    ``tests/check.py``) as the folder before it, as a whole (``:(literal)``: none)."""
+    magic = _PATHSPEC_MAGIC.match(word)
+    if magic is None:
+        words = set()
+        path = word
+    else:
+        words = {m.strip().partition(":")[0] for m in (magic[1] or "").split(",")}
+        words |= {_SHORT_MAGIC[c] for c in magic[2] or ""}
+        path = word[magic.end() :]
+    top = _TOP if "top" in words else ""
+    if words & {"icase", "exclude"}:  # git adds `:/` to exclusions alone: the top
+        return [(top or _TOP if "exclude" in words else top) + "."]
+    wildcard = None if "literal" in words else _WILDCARD.search(path)
+    if wildcard is not None:
+        return [top + (os.path.dirname(path[: wildcard.start()]) or ".")]
+    return [top + path if top or magic else path]
+
+
+_SHORT_MAGIC = {"/": "top", "!": "exclude", "^": "exclude"}
 
 
 def _checkout_index(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
     """``git checkout-index`` writes each file it names under ``--prefix`` (put before the
-    name as it is: ``--prefix=.gi t/hooks/pre-push`` writes ``.git/hooks/pre-push``); with
-    ``-a``/``--stdin``, any file of the index, so every place the prefix may begin (``.gi*``)."""
+    name as it is: ``--prefix=.gi t/hooks/pre-push`` writes ``.git/hooks/pre-push``), from the
+    work tree's top (:data:`_TOP`), with the folder the command runs in before the name, so
+    every place the prefix may begin (``.gi*``); with ``-a``/``--stdin`` (``--al``: git takes
+    any abbreviation), any file of the index under the folder it runs in (without a prefix:
+    that folder as a whole, where the index may hold another check than the disk)."""
     operands, values, flags = _getopt(rest, {}, ("prefix", "stage"))
     prefixes = values.get("prefix", [])
     writes = [p + o for p in prefixes or [""] for o in operands]
-    if "a" in flags or {"--all", "--stdin"} & set(rest):
-        writes += [p + "*" for p in prefixes if p]
+    writes += [_TOP + p + "*" for p in prefixes if p]
+    every = [a for a in rest if _abbreviates(a, "all") or _abbreviates(a, "stdin")]
+    if ("a" in flags or every) and not prefixes:
+        writes.append(".")
     return _targets(f"git {sub}", writes, guarded)
+
+
+def _update_index(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
+    """``git update-index`` sets what the next commit records for each path it names (
+    ``--chmod=+x``, ``--cacheinfo MODE,OBJECT,PATH``, ``--force-remove``), whatever the file
+    on disk holds, and ``git checkout-index -a`` or a reset writes it out then: each path is
+    judged as written; ``--index-info`` and ``--stdin`` take them from input the guard cannot
+    see."""
+    if any(_abbreviates(a, "index-info", 7) or _abbreviates(a, "stdin", 2) for a in rest):
+        return (
+            f"`git {sub} --index-info`/`--stdin` takes the paths it changes from input "
+            "gitaudit's guard cannot see (they could be the checks' files): name each path "
+            "as an argument" + AFTER
+        )
+    operands, values, _ = _getopt(rest, {}, ("cacheinfo", "chmod", "index-version"))
+    paths = [info.split(",", 2)[-1] for info in values.get("cacheinfo", [])]
+    return _targets(f"git {sub}", [*operands, *paths], guarded)
+
+
+_GIT_WRITES: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
+    "format-patch": (
+        {"o": "output-directory", **dict.fromkeys("vUSGOl", "")},
+        ("output-directory",),
+    ),
+    "archive": ({"o": "output"}, ()),
+    "bugreport": ({"o": "output-directory", "s": ""}, ("output-directory", "suffix")),
+    "diagnose": ({"o": "output-directory", "s": ""}, ("output-directory", "suffix")),
+    "index-pack": ({"o": "output"}, ()),
+    "mailsplit": ({"o": "output-directory"}, ()),
+}
+"""The git subcommands that write a file or folder an option names besides ``--output``
+(every one that takes it writes there: ``diff``, ``log``, ``show``, ``format-patch``,
+``range-diff``, ...): each one's short options that take a value (the long option each stands
+for; "" when its value names no place it writes) and its long options taking one."""
+
+
+def _git_outputs(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
+    """The file ``--output FILE`` names, for every subcommand (git's diff options write the
+    patch there: ``git log --format=... --output=.git/hooks/pre-push`` writes a hook), and
+    what :data:`_GIT_WRITES` names (``format-patch -o DIR``, ``archive -o FILE``): a folder is
+    judged as one written into."""
+    short, long = _GIT_WRITES.get(sub, ({}, ()))
+    _, values, _ = _getopt(rest, short, ("output", *long))
+    files = values.get("output", [])
+    folders = [f"{d.rstrip('/')}/" for d in values.get("output-directory", []) if d]
+    return _targets(f"git {sub}", [*files, *folders], guarded)
+
+
+def _git_creates(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
+    """The folder or file a git subcommand makes, each judged as a whole (like ``mkdir``):
+    ``git init [DIR]`` (``.`` by default: run in an existing repository it re-initializes it,
+    copying ``--template``'s hooks into ``.git/hooks``, and ``--bare .git`` makes it bare)
+    and its ``--separate-git-dir``; ``git clone URL [DIR]`` (DIR by default the name git
+    makes of URL); ``git bundle create FILE``; ``git worktree add PATH`` (``move``,
+    ``remove``); ``git submodule add URL [PATH]``."""
+    operands, values, _ = _getopt(rest, *_CREATES[sub])
+    action, *after = operands or [""]
+    if sub == "init":
+        writes = operands[:1] or ["."]
+    elif sub == "clone":
+        writes = operands[1:2] or [_humanish(o) for o in operands[:1]]
+    elif sub == "submodule" and action == "add":
+        writes = after[1:2] or [_humanish(o) for o in after[:1]]
+    elif sub == "bundle" and action == "create":
+        writes = after[:1]
+    elif sub == "worktree" and action in ("add", "move", "remove"):
+        writes = after[: 2 if action == "move" else 1]
+    else:
+        return None
+    writes += values.get("separate-git-dir", [])
+    return _targets(f"git {sub}", [w.rstrip("/") or w for w in writes], guarded)
+
+
+_CLONE_WITH_VALUE = (
+    "origin", "branch", "upload-pack", "template", "reference", "reference-if-able",
+    "separate-git-dir", "depth", "shallow-since", "shallow-exclude", "config", "server-option",
+    "jobs", "filter", "bundle-uri",
+)  # fmt: skip
+_CREATES: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
+    "init": ({"b": ""}, ("template", "separate-git-dir", "initial-branch", "object-format")),
+    "clone": (dict.fromkeys("obucj", ""), _CLONE_WITH_VALUE),
+    "submodule": ({"b": ""}, ("branch", "name", "reference", "depth")),
+    "bundle": ({}, ("version",)),
+    "worktree": ({"b": "", "B": ""}, ("reason",)),
+}
+"""The options of each subcommand :func:`_git_creates` reads that take a value (short
+letters; long names, which git takes in any abbreviation)."""
+
+
+def _humanish(url: str) -> str:
+    """The folder ``git clone URL`` makes without one named: the URL's last component without
+    ``/.git``, ``.git`` or ``.bundle``."""
+    name = re.sub(r"(/\.git)?/*$", "", url)
+    name = re.split(r"[/:]", name)[-1]
+    return re.sub(r"\.(git|bundle)$", "", name) or url
 
 
 def _no_verify(sub: str, rest: list[str]) -> str | None:
@@ -1068,26 +1287,61 @@ def _remote(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
     return None
 
 
-_CONFIG_WITH_VALUE = frozenset({"-f", "--file", "--blob", "--type", "--default", "--comment",
-                                "--value", "--url"})  # fmt: skip
-_CONFIG_READS = frozenset({"--get", "--get-all", "--get-regexp", "--get-urlmatch", "-l",
-                           "--list", "--get-color", "--get-colorbool"})  # fmt: skip
-_CONFIG_WRITES = frozenset({"--unset", "--unset-all", "--add", "--replace-all",
-                            "--rename-section", "--remove-section"})  # fmt: skip
+_CONFIG_OPTIONS = (
+    "global", "system", "local", "worktree", "file", "blob", "get", "get-all", "get-regexp",
+    "get-urlmatch", "replace-all", "add", "unset", "unset-all", "rename-section",
+    "remove-section", "list", "fixed-value", "edit", "get-color", "get-colorbool", "type",
+    "bool", "int", "bool-or-int", "path", "expiry-date", "no-type", "null", "name-only",
+    "includes", "show-origin", "show-scope", "default", "comment", "value", "url", "all",
+)  # fmt: skip
+_CONFIG_WITH_VALUE = frozenset({"file", "blob", "type", "default", "comment", "value", "url"})
+_CONFIG_SHORT = {"f": "file", "t": "type", "l": "list", "e": "edit", "z": "null"}
+_CONFIG_READS = frozenset({"get", "get-all", "get-regexp", "get-urlmatch", "list",
+                           "get-color", "get-colorbool"})  # fmt: skip
+_CONFIG_WRITES = frozenset({"unset", "unset-all", "add", "replace-all", "rename-section",
+                            "remove-section"})  # fmt: skip
+
+
+def _config_words(rest: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+    """``git config ARGS`` read as git reads them: its options by full name (git takes any
+    unambiguous abbreviation, ``--fil``, ``--glob``, and bundled short ones, ``-f.git/config``,
+    ``-lz``), the files ``--file``/``-f`` name, and the operands."""
+    options: list[str] = []
+    files: list[str] = []
+    operands: list[str] = []
+    args = list(rest)
+    while args:
+        arg = args.pop(0)
+        if arg == "--":
+            operands += args
+            break
+        found: list[tuple[str, str | None]] = []  # (option, its value if it takes one)
+        if arg.startswith("--"):
+            name, eq, value = arg[2:].partition("=")
+            exact = [o for o in _CONFIG_OPTIONS if o == name]
+            named = exact or [o for o in _CONFIG_OPTIONS if name and o.startswith(name)]
+            takes = bool(_CONFIG_WITH_VALUE.intersection(named))  # ambiguous: git refuses
+            taken = value if eq else (args.pop(0) if takes and args else "")
+            found += [(o, taken if o in _CONFIG_WITH_VALUE else None) for o in named]
+        elif arg.startswith("-") and arg != "-":
+            for j, c in enumerate(arg[1:], 2):
+                option = _CONFIG_SHORT.get(c, c)
+                if option in _CONFIG_WITH_VALUE:
+                    found.append((option, arg[j:] or (args.pop(0) if args else "")))
+                    break
+                found.append((option, None))
+        else:
+            operands.append(arg)
+        for option, given in found:
+            options.append(option)
+            if option == "file" and given is not None:
+                files.append(given)
+    return options, files, operands
 
 
 def _config(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
-    options, operands = [], []
-    skip = False
-    for arg in rest:
-        if skip:
-            skip = False
-        elif arg.startswith("-"):
-            options.append(arg.split("=", 1)[0])
-            skip = arg in _CONFIG_WITH_VALUE
-        else:
-            operands.append(arg)
-    if "-e" in options or "--edit" in options or operands[:1] == ["edit"]:
+    options, files, operands = _config_words(rest)
+    if "edit" in options or operands[:1] == ["edit"]:
         return (
             "`git config --edit` can change anything, core.hooksPath and audit.* included, "
             "which the guard cannot check: set ordinary keys one by one" + AFTER
@@ -1097,23 +1351,21 @@ def _config(sub: str, rest: list[str], guarded: WriteCheck) -> str | None:
     elif operands[:1] in (["get"], ["list"], ["get-color"]) or set(options) & _CONFIG_READS:
         return None
     elif set(options) & _CONFIG_WRITES or len(operands) >= 2:
-        keys = operands[:2] if "--rename-section" in options else operands[:1]
+        keys = operands[:2] if "rename-section" in options else operands[:1]
     else:
         return None  # `git config KEY` reads
     for key in keys:
         why = _guarded_key(key, f"git config {key}")
         if why:
             return why
-    scope = next((o for o in options if o in ("--global", "--system")), None)
+    scope = next((o for o in options if o in ("global", "system")), None)
     if scope:
         return (
-            f"`git config {scope}` writes the user's git configuration, which gitaudit trusts "
+            f"`git config --{scope}` writes the user's git configuration, which gitaudit trusts "
             "like its key folder (a content filter or core.hooksPath there changes what the "
             "gate's fingerprint hashes and which hooks run); only the user changes it: set the "
             "key for this repository (`git config KEY VALUE`)" + AFTER
         )
-    files = [b for a, b in pairwise(rest) if a in ("-f", "--file")]
-    files += [a.split("=", 1)[1] for a in rest if a.startswith("--file=")]
     return next((f"`git config --file {f}`: {why}" for f in files if (why := guarded(f))), None)
 
 
@@ -1125,6 +1377,14 @@ def _guarded_key(key: str, what: str) -> str | None:
         why = "changes gitaudit's own configuration (the pinned root key, the commit-msg mode)"
     elif low == "include" or low.startswith(("include.", "includeif.")):
         why = "includes another configuration file, which can set core.hooksPath or audit.*"
+    elif low == "core.worktree":
+        why = (
+            "points the files git writes at another folder (from the git directory: `hooks` "
+            "is .git/hooks), where gitaudit's guard cannot see them; give it as `git "
+            "--work-tree=DIR`, where it is judged"
+        )
+    elif low == "init.templatedir":
+        why = "makes `git init` copy that folder's hooks into the git directory (.git/hooks)"
     elif low.startswith("alias."):
         why = "defines an alias, which hides the real command from the guard"
     elif low.startswith("remote.") and low.endswith((".push", ".mirror", ".fetch")):
@@ -1196,6 +1456,8 @@ _GIT_COMMANDS: dict[str, Rule] = {
     "config": _config,
     "apply": _git_apply,
     "checkout-index": _checkout_index,
+    "update-index": _update_index,
+    **dict.fromkeys(_CREATES, _git_creates),
     "audit": _audit,
     **dict.fromkeys(_PATH_WRITERS, _git_paths),
 }
