@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from gitaudit.agent.bypass import _destination, _ledger, refusal
+from gitaudit.agent.bypass import _TOP, _destination, _ledger, _pathspec, refusal
 
 
 def guarded(word: str, base: str, variables: Mapping[str, str] | None = None) -> str | None:
@@ -88,6 +88,30 @@ def refused(command: str) -> str | None:
         "git --work-tree=. status",
         "git --work-tree=/tmp/export checkout HEAD -- .",
         "git checkout-index -a --prefix=export/",
+        "git diff --output=out.patch",
+        "git log -p --output /tmp/log.txt",
+        "git diff --output-indicator-new=+ HEAD",
+        "git format-patch -o patches/ HEAD~3",
+        "git worktree add ../wt",
+        "git worktree add -b topic ../wt-topic main",
+        "git archive -o dist.tar HEAD",
+        "git archive --format=tar.gz --output=dist.tgz --prefix=proj/ HEAD",
+        "git bundle create ../repo.bundle --all",
+        "git init /tmp/newrepo",
+        "git init -b main newproj",
+        "git clone https://example.com/me/tool.git",
+        "git clone -b main https://example.com/me/tool.git vendor/tool",
+        "git submodule add https://example.com/me/lib.git vendor/lib",
+        "git rm -r --cached 'src/*.pyc'",
+        "git checkout HEAD -- 'src/*.py'",
+        "git rm ':(literal)src/a*b.py'",
+        "git update-index --refresh",
+        "git update-index --chmod=+x scripts/run.sh",
+        "git config --file ci/settings.ini build.jobs 4",
+        "git config --list --show-origin",
+        "git config -l",
+        "git stash && git stash pop",
+        "git notes add -m reviewed HEAD",
     ],
 )
 def test_ordinary_commands_pass(command: str) -> None:
@@ -189,6 +213,39 @@ def test_ordinary_commands_pass(command: str) -> None:
         ("git --work-tree=w restore -s HEAD ../.git/config", "would write `../.git/config`"),
         ("GIT_WORK_TREE=.git git reset --hard", "GIT_WORK_TREE"),
         ("git checkout-index --prefix=.gi t/config", "would write `.git/config`"),
+        ("git diff --output=.git/hooks/pre-push", "`git diff` would write `.git/hooks/pre-push`"),
+        ("git log --output .git/config", "`git log` would write `.git/config`"),
+        ("git show --output=tests/check.py", "would write `tests/check.py`"),
+        ("git format-patch -ko.git/hooks -1", "would write `.git/hooks/`"),
+        ("git format-patch --output-directory .git -1", "would write `.git/`"),
+        ("git archive -o.git/hooks/pre-push HEAD", "`git archive` would write"),
+        ("git bundle create --version 2 .git/x HEAD", "`git bundle` would write `.git/x`"),
+        ("git worktree add -b x .git/wt", "`git worktree` would write `.git/wt`"),
+        ("git worktree move ../wt .git/wt", "`git worktree` would write `.git/wt`"),
+        ("git init --bare .git", "`git init` would write `.git`"),
+        ("cd .git && git init --template=/tmp/t", "`git init` would write `.`"),
+        ("git --git-dir=.git init --template=/tmp/t", "`git --git-dir init` would write"),
+        ("GIT_DIR=.git git init", "setting GIT_DIR for `git init`"),
+        ("GIT_TEMPLATE_DIR=/tmp/t git init x", "GIT_TEMPLATE_DIR"),
+        ("git -c init.templateDir=/tmp/t init x", "copy that folder's hooks"),
+        ("git clone x .git/c", "`git clone` would write `.git/c`"),
+        ("git clone --separate-git-dir=.git/x url new", "would write `.git/x`"),
+        ("cd .git && git clone -b main /srv/hooks.git", "`git clone` would write `hooks`"),
+        ("git submodule add -b main url .git/s", "`git submodule` would write `.git/s`"),
+        ("git config --fil .git/config core.hooksPath x", "another hooks folder"),
+        ("git config --glob filter.x.clean cat", "`git config --global`"),
+        ("git config -zf.git/config user.name x", "`git config --file .git/config`"),
+        ("git config core.worktree hooks", "points the files git writes"),
+        ("git update-index --cacheinfo 100644,abc,tests/check.py", "would write `tests/check.py`"),
+        ("git update-index --cach 100644 abc tests/check.py", "would write `tests/check.py`"),
+        ("git update-index --chmod=+x tests/check.py", "would write `tests/check.py`"),
+        ("git update-index --index-info < list", "input gitaudit's guard cannot see"),
+        ("git rm ':(glob).git/hook?/x'", "`git rm` would write `.git`"),
+        ("cd tests && git rm :/tests/check.py", "`git rm` would write `:/tests/check.py`"),
+        ("git -C tests rm ':(top,literal)tests/check.py'", "would write `:/tests/check.py`"),
+        ("git restore --pathspec-from=list.txt", "--pathspec-from-file"),
+        ("git --icase-pathspecs rm TESTS/check.py", "--icase-pathspecs"),
+        ("GIT_ICASE_PATHSPECS=1 git rm TESTS/check.py", "GIT_ICASE_PATHSPECS"),
     ],
 )
 def test_bypasses_are_refused_with_their_reason(command: str, words: str) -> None:
@@ -307,3 +364,35 @@ def test_a_quoted_variable_is_judged_as_written_too() -> None:
     refusal("X=..; echo pass > '$X'/$X/tests/check.py", recording, "/p")
     assert ("../../tests/check.py", {"X": ".."}) in seen  # the values put in
     assert ("$X/$X/tests/check.py", {"X": ".."}) in seen  # as written, for the guard to spell
+
+
+@pytest.mark.parametrize(
+    ("word", "paths"),
+    [
+        ("tests/check.py", ["tests/check.py"]),
+        (":/tests/check.py", [_TOP + "tests/check.py"]),
+        (":(top)tests/check.py", [_TOP + "tests/check.py"]),
+        ("::x", ["x"]),
+        (":(literal)a*b", ["a*b"]),
+        ("src/*.py", ["src"]),
+        ("*check.py", ["."]),
+        (":(glob)tests/**/x", ["tests"]),
+        (":(icase)TESTS/x", ["."]),
+        (":/!x", [_TOP + "."]),
+        (":(exclude)x", [_TOP + "."]),
+    ],
+)
+def test_what_a_pathspec_may_write(word: str, paths: list[str]) -> None:
+    """Git's magic and wildcards read as the paths (or the folders, as a whole) they reach:
+    from the work tree's top (:data:`_TOP`), in any case, everything but an exclusion."""
+    assert _pathspec(word) == paths
+
+
+def test_a_path_from_the_top_is_judged_from_every_folder_above() -> None:
+    seen: list[str] = []
+
+    def recording(word: str, base: str, variables: Mapping[str, str] | None = None) -> None:
+        seen.append(os.path.join(base, word))
+
+    refusal("cd a/b && git rm :/x.py", recording, "/p")
+    assert {"/p/a/b/x.py", "/p/a/x.py", "/p/x.py", "/x.py"} <= set(seen)
