@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from gitaudit.errors import RepositoryError
 from gitaudit.git.environment import CONFIG, git_env
+from gitaudit.git.program import git_program
 from gitaudit.git.spawn import DEVNULL, PIPE, Process
 from gitaudit.held import Held
 
@@ -55,15 +56,26 @@ def _argv(args: Sequence[str], git_dir: str | os.PathLike[str] | None) -> list[s
     return ["git", *where, *args]
 
 
-def _started(argv: Sequence[str], cwd: str | os.PathLike[str] | None) -> list[str]:
-    """The command as started: in *cwd* (git's ``-C``, checked first so that a missing folder
-    is named as such), with :data:`CONFIG`."""
-    if cwd is None:
-        return [argv[0], *CONFIG, *argv[1:]]
-    where = os.fspath(cwd)
-    if not os.path.isdir(where):
+def _started(
+    argv: Sequence[str],
+    cwd: str | os.PathLike[str] | None,
+    git_dir: str | os.PathLike[str] | None,
+    env: Mapping[str, str],
+) -> list[str]:
+    """The command as started: the ``git`` the repository does not hold
+    (:func:`~gitaudit.git.program.git_program`), in *cwd* (git's ``-C``, checked first so that
+    a missing folder is named as such), with :data:`CONFIG`."""
+    where = None if cwd is None else os.fspath(cwd)
+    if where is not None and not os.path.isdir(where):
         raise RepositoryError(f"not a directory: {where}")
-    return [argv[0], "-C", where, *CONFIG, *argv[1:]]
+    try:
+        program = git_program(where if where is not None else git_dir, env)
+    except FileNotFoundError as exc:
+        message = f"git is not installed or not on PATH: {exc}"
+        raise RepositoryError(message, hint="install git") from None
+    if where is None:
+        return [program, *CONFIG, *argv[1:]]
+    return [program, "-C", where, *CONFIG, *argv[1:]]
 
 
 def _start(
@@ -94,9 +106,10 @@ def run_git(
     (plus *env*) in *cwd*. With *check*, a non-zero exit raises :class:`GitCommandError`
     naming the command. *started* is called once git is running (before its output is
     read)."""
-    argv = _argv(args, git_dir)
+    argv, environment = _argv(args, git_dir), git_env(env)
+    started_argv = _started(argv, cwd, git_dir, environment)
     # held until the block can kill git: a Ctrl-C as it returns or the block begins kills it too
-    with Held() as held, _start(_started(argv, cwd), git_env(env), input=input) as proc:
+    with Held() as held, _start(started_argv, environment, input=input) as proc:
         held.release()
         if started is not None:
             started()
@@ -114,4 +127,6 @@ def start_git(
     git_dir: str | os.PathLike[str] | None = None,
 ) -> Process:
     """Start ``git ARGS`` (stdout piped, stderr discarded) to run beside others."""
-    return _start(_started(_argv(args, git_dir), cwd), git_env(), stdout=PIPE, stderr=DEVNULL)
+    environment = git_env()
+    started = _started(_argv(args, git_dir), cwd, git_dir, environment)
+    return _start(started, environment, stdout=PIPE, stderr=DEVNULL)

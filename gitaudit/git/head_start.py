@@ -25,6 +25,7 @@ import time
 
 from gitaudit.git import index_files
 from gitaudit.git.environment import CONFIG, as_it_is, git_env
+from gitaudit.git.program import git_program
 from gitaudit.git.spawn import DEVNULL, PIPE, Process
 from gitaudit.held import Held
 from gitaudit.places import entered_worktree, fingerprint_dir, inside, sha256_hex
@@ -268,6 +269,10 @@ class Started:
         """Copy the kept index and start git on the copy; False (nothing left behind) when the
         kept index does not name the user's current index."""
         self.launched_ns = time.time_ns()
+        try:
+            git = git_program(self.work_tree, git_env())
+        except FileNotFoundError:  # no git gitaudit may run: the fingerprint says so in full
+            return False
         self.identity = user_index_identity(self.git_dir)
         self.kept = index_files.open_kept(self.warm)
         if self.kept is None or self.identity is None or self.kept.basis != self.identity:
@@ -288,7 +293,7 @@ class Started:
             "GIT_INDEX_FILE": self.temp,
             **ADD_ENV,
         }
-        argv = ["git", "-C", self.work_tree, *CONFIG, *INDEX_CONFIG, *self.settings, *ADD_ALL]
+        argv = [git, "-C", self.work_tree, *CONFIG, *INDEX_CONFIG, *self.settings, *ADD_ALL]
         out, err = self.streams
         self.process = Process(argv, env=git_env(env), stdout=out, stderr=err)
         return True
@@ -352,9 +357,14 @@ def _folder(repo_path: str | os.PathLike[str]) -> str:
 def _launch(start: str) -> Started | None:
     # spawn's Process, not gitaudit.git.call's run_git: its error classes bring enum, about 2 ms
     # before git could start
-    argv = ["git", "-C", start, *CONFIG, *LOCATE, "HEAD^{commit}", "HEAD^{tree}", "--"]
+    environment = git_env()
+    try:
+        git = git_program(start, environment)
+    except FileNotFoundError:  # no git gitaudit may run: the fingerprint says so in full
+        return None
+    argv = [git, "-C", start, *CONFIG, *LOCATE, "HEAD^{commit}", "HEAD^{tree}", "--"]
     # killed on Ctrl-C, also one that lands as Process returns (held until the block can kill it)
-    with Held() as held, Process(argv, env=git_env(), stdout=PIPE, stderr=DEVNULL) as proc:
+    with Held() as held, Process(argv, env=environment, stdout=PIPE, stderr=DEVNULL) as proc:
         held.release()
         out, _ = proc.communicate()
     where = out.decode("utf-8", "surrogateescape").splitlines()

@@ -84,6 +84,7 @@ from gitaudit.frozen import frozen
 from gitaudit.git import index_stat
 from gitaudit.git.call import GitResult, run_git
 from gitaudit.git.environment import AS_IT_IS, git_env
+from gitaudit.git.program import git_program
 from gitaudit.places import checkouts_dir, inside
 
 META = "meta.json"
@@ -718,12 +719,17 @@ def verify_objects(objects: Path, oids: Iterable[str], gitdir: Path) -> int:
     wanted = list(dict.fromkeys(oids))
     if not wanted:
         return 0
+    env = git_env()
+    try:
+        git = git_program(gitdir, env)
+    except FileNotFoundError as exc:
+        raise RunError(f"cannot verify the checkout's objects: {exc}", hint="install git") from None
     proc = subprocess.Popen(
-        ["git", f"--git-dir={gitdir}", "cat-file", "--batch"],
+        [git, f"--git-dir={gitdir}", "cat-file", "--batch"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env=git_env(),
+        env=env,
     )
     assert proc.stdin is not None and proc.stdout is not None
     stdin = proc.stdin

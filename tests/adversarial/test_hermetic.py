@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -1401,3 +1402,58 @@ def test_attack_hermetic_a_check_swaps_a_submodule_for_a_link(world: World, tmp_
     world.repo.commit("disarmed")
     assert world.run().verdict == "PASS"  # lib is a folder of the checkout again
     assert sorted(p.name for p in outside.iterdir()) == ["key"]
+
+
+# where the agent puts a `git` of its own and starts `git audit run` with it first on PATH: in
+# the git directory, in the work tree (untracked), through a link elsewhere into the git
+# directory, in the private checkout (the tree's committed bin/git, whose folder anyone can
+# work out)
+PLANTED_GIT = ("git-dir", "work-tree", "link-into-git-dir", "private-checkout")
+
+
+@pytest.mark.parametrize("where", PLANTED_GIT)
+def test_attack_hermetic_planted_git_reads_the_tree_for_the_run(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: str
+) -> None:
+    """gitaudit reads everything it judges through git, found on the caller's PATH. The agent
+    plants a `git` that checks out a passing tree where the run asks for the failing one and
+    says the checkout stayed clean (`status`, `diff-files` print nothing), and starts the run
+    with its folder first on PATH: the run signed a PASS for a tree whose check fails (before
+    the fix). gitaudit runs the first git on PATH outside the repository and its cache: the
+    planted one never runs, and the run is FAIL."""
+    world.repo.write("verdict", "ok\n")
+    world.seal(plan(step("unit", READS_VERDICT)))
+    good = world.repo.git("rev-parse", "HEAD^{tree}").strip()
+    world.repo.write("verdict", "broken\n")
+    world.repo.commit("the verdict broken")
+    real = shutil.which("git")
+    assert real is not None
+    log = tmp_path / "planted.log"
+    script = (
+        f"#!{sys.executable}\nimport os, sys\nargs = sys.argv[1:]\n"
+        f"open({str(log)!r}, 'a').write(' '.join(args) + '\\n')\n"
+        "if 'status' in args or 'diff-files' in args:\n    sys.exit(0)\n"
+        "if 'read-tree' in args:\n"
+        f"    args = [{good!r} if len(a) == 40 and a != args[-2] else a for a in args]\n"
+        f"os.execv({real!r}, [{real!r}, *args])\n"
+    )
+    if where == "private-checkout":
+        world.repo.write("bin/git", script)
+        (world.path / "bin" / "git").chmod(0o755)
+        world.repo.commit("the tree's own git")
+        assert world.run().verdict == "FAIL"  # honest PATH: the checkout exists now
+        folder = Path(checkouts_dir(world.handle().gitdir)) / "0" / "tree" / "bin"
+        log.unlink(missing_ok=True)
+    else:
+        folder = world.path / (".git/bin" if where != "work-tree" else "tools")
+        folder.mkdir()
+        (folder / "git").write_text(script)
+        (folder / "git").chmod(0o755)
+        if where == "link-into-git-dir":
+            (tmp_path / "tools").symlink_to(folder)
+            folder = tmp_path / "tools"
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    recorded = world.run()
+    assert not log.exists(), log.read_text()[:500]
+    assert recorded.verdict == "FAIL", recorded.doc["reasons"]
+    assert world.gate(None).verdict != "PASS"
