@@ -19,6 +19,7 @@ LAYERS = [
     "held",
     "shutdown",
     "places",
+    "executables",
     "secret",
     "checkpoint",
     "plan",

@@ -4,12 +4,15 @@ could not read part of a work tree."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
+from gitaudit.git.call import run_git
 from gitaudit.git.environment import PATH_VARS, git_env
 from gitaudit.git.head_start import unread
+from tests.gitrepo import GitRepo
 
 
 @pytest.mark.parametrize("name", PATH_VARS)
@@ -68,3 +71,29 @@ def test_messages_saying_git_could_not_read_are_refusals(message: bytes) -> None
 )
 def test_other_messages_are_not(message: bytes) -> None:
     assert unread(message) is None
+
+
+def test_git_exec_path_never_reaches_git(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git starts the `git` of its exec path for a submodule (`git add -A`, `git status`): one
+    planted in a folder `GIT_EXEC_PATH` names answered for it. git uses its own instead."""
+    sub = tmp_path / "sub"
+    run_git(["init", "-q", str(sub)])
+    (sub / "f").write_text("x\n")
+    run_git(["add", "f"], cwd=sub)
+    run_git(["commit", "-qm", "sub"], cwd=sub)
+    run_git(
+        ["-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "sub"],
+        cwd=repo.path,
+    )
+    planted = tmp_path / "exec"
+    planted.mkdir()
+    real = shutil.which("git")
+    (planted / "git").write_text(f'#!/bin/sh\ntouch "{planted}/ran"\nexec {real} "$@"\n')
+    (planted / "git").chmod(0o755)
+    monkeypatch.setenv("GIT_EXEC_PATH", str(planted))
+    assert "GIT_EXEC_PATH" not in git_env()
+    for args in (["status", "--porcelain", "--ignore-submodules=none"], ["add", "-A"]):
+        run_git(args, cwd=repo.path)
+    assert not (planted / "ran").exists()

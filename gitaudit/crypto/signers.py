@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -108,7 +107,12 @@ class SshKeygenSigner:
 
     def _run(self, key_file: Path, data: bytes, namespace: str) -> str:
         shown = self.key_path if self.key_path is not None else self._public.fingerprint()
-        exe = shutil.which("ssh-keygen")
+        from gitaudit.executables import outside
+
+        try:  # never one the repository holds: it would be handed the key to sign with
+            exe: str | None = outside("ssh-keygen", None, os.environ)
+        except FileNotFoundError:
+            exe = None
         if exe is None:
             raise KeyMaterialError(
                 f"{shown}: ssh-keygen is needed to sign with this key but is not on PATH",

@@ -12,8 +12,8 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 
 from gitaudit.errors import RepositoryError
+from gitaudit.executables import git_program
 from gitaudit.git.environment import CONFIG, git_env
-from gitaudit.git.program import git_program
 from gitaudit.git.spawn import DEVNULL, PIPE, Process
 from gitaudit.held import Held
 

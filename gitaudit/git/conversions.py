@@ -500,10 +500,12 @@ def _global_attributes() -> list[Path]:
     if home:
         found.append(Path(home, ".config", "git", "attributes"))
     found.append(Path("/etc/gitattributes"))
-    import shutil  # here: shutil costs every status and agent hook about 2 ms at import
+    from gitaudit.executables import git_program
 
-    git = shutil.which("git")
-    if git is not None:
-        prefix = Path(os.path.realpath(git)).parent.parent
-        found.append(prefix / "etc" / "gitattributes")
+    try:
+        git = git_program(None, os.environ)  # the git gitaudit runs
+    except FileNotFoundError:
+        return found
+    prefix = Path(os.path.realpath(git)).parent.parent
+    found.append(prefix / "etc" / "gitattributes")
     return found

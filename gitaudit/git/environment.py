@@ -16,6 +16,9 @@ alone: the fingerprint's head start uses it before anything else is imported).
   ``HOME``, ``XDG_CONFIG_HOME``, ``GIT_CONFIG_GLOBAL`` or ``GIT_CONFIG_SYSTEM`` is made absolute
   from gitaudit's own folder (:data:`PATH_VARS`), and ``GIT_CONFIG`` is dropped, as are git's
   test switches (``GIT_TEST_*``).
+* ``GIT_EXEC_PATH`` is dropped: git finds its own programs where it was built to (a ``git``
+  planted in a folder the caller names would answer for a submodule). Which ``git`` starts at
+  all is :mod:`gitaudit.executables`'.
 * :func:`as_it_is`: what git is told whenever gitaudit asks it about a work tree.
 * :data:`SEARCH` and :data:`SEARCH_ENV`: what git is told whenever gitaudit has it search a
   ledger's messages (``rev-list --grep``).
@@ -131,6 +134,11 @@ PATH_VARS = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"
 # and hear of none.
 CONFIG_VARS_DROPPED = frozenset({"GIT_CONFIG"})
 
+# `GIT_EXEC_PATH` names where git finds its own programs, the `git` it starts for a submodule
+# among them (`git add -A` and `git status` in a work tree with one): a `git` planted there
+# answered for the submodule. git then uses the folder it was built with.
+PROGRAM_VARS_DROPPED = frozenset({"GIT_EXEC_PATH"})
+
 # git's own test switches (`GIT_TEST_SPLIT_INDEX`, `GIT_TEST_FSMONITOR`, ...) override the
 # settings gitaudit forces on a private index: `GIT_TEST_SPLIT_INDEX=1` had git write
 # `sharedindex.*` files into the user's git dir despite `-c core.splitIndex=false`.
@@ -142,7 +150,10 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in LOCATION_VARS and k not in CONFIG_VARS_DROPPED and not k.startswith(TEST_VARS)
+        if k not in LOCATION_VARS
+        and k not in CONFIG_VARS_DROPPED
+        and k not in PROGRAM_VARS_DROPPED
+        and not k.startswith(TEST_VARS)
     }
     for name in PATH_VARS:
         value = env.get(name)

@@ -23,9 +23,9 @@ import contextlib
 import os
 import time
 
+from gitaudit.executables import git_program
 from gitaudit.git import index_files
 from gitaudit.git.environment import CONFIG, as_it_is, git_env
-from gitaudit.git.program import git_program
 from gitaudit.git.spawn import DEVNULL, PIPE, Process
 from gitaudit.held import Held
 from gitaudit.places import entered_worktree, fingerprint_dir, inside, sha256_hex

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pygit2
 
+from gitaudit import executables
 from gitaudit.errors import RepositoryError
 from gitaudit.frozen import frozen
-from gitaudit.git import program
 from gitaudit.places import entered_worktree, require_entered, state_dir
 
 
@@ -142,5 +142,5 @@ def open_repo(path: Path | str | None = None, *, from_env: bool = False) -> Repo
     if workdir is not None and not from_env:
         require_entered(workdir, path if path is not None else Path.cwd())
     gitdir = Path(os.path.abspath(git.path))
-    program.guard(*(str(p) for p in (workdir, gitdir, entered) if p is not None))
+    executables.guard(*(str(p) for p in (workdir, gitdir, entered) if p is not None))
     return Repo(git=StoredHistory(git), gitdir=gitdir, workdir=workdir, entered=entered)

@@ -80,11 +80,11 @@ from typing import NamedTuple
 
 from gitaudit import secret
 from gitaudit.errors import RunError
+from gitaudit.executables import git_program
 from gitaudit.frozen import frozen
 from gitaudit.git import index_stat
 from gitaudit.git.call import GitResult, run_git
 from gitaudit.git.environment import AS_IT_IS, git_env
-from gitaudit.git.program import git_program
 from gitaudit.places import checkouts_dir, inside
 
 META = "meta.json"

@@ -1,4 +1,5 @@
-"""Which ``git`` gitaudit runs: the first on ``PATH`` that the repository does not hold.
+"""Which ``git`` (and ``ssh-keygen``) gitaudit runs: the first on ``PATH`` that the repository
+does not hold.
 
 gitaudit reads everything it judges through git (the fingerprint's ``git add -A``, the
 checkout's ``read-tree``, the purity check's ``status``, the objects it verifies), so the
@@ -12,7 +13,8 @@ repository a command works in (every enclosing folder holding a ``.git``, the gi
 those name, a bare repository), in a repository this process opened (:func:`guard`: the checks
 run in a private checkout elsewhere), or in gitaudit's cache (its private checkouts hold the
 tree's files), links resolved. A ``git`` planted elsewhere and put on ``PATH`` is the caller's
-environment, like a check's tool planted there (docs/threat-model.md).
+environment, like a check's tool planted there (docs/threat-model.md). ``ssh-keygen``, which
+signs with a key the SSH agent holds, is found the same way: it is handed what to sign.
 
 ``os`` and :mod:`gitaudit.places` alone: the fingerprint's head start asks before the rest of
 gitaudit is imported. Each answer is kept for the process (a few ``stat`` calls the first time).
@@ -28,7 +30,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-_FOUND: dict[tuple[str, str, str, tuple[str, ...]], str] = {}
+_FOUND: dict[tuple[str, str, str, str, tuple[str, ...]], str] = {}
 _GUARDED: list[str] = []  # the repositories this process opened (:func:`guard`)
 
 
@@ -46,12 +48,17 @@ def git_program(near: str | os.PathLike[str] | None, env: Mapping[str, str]) -> 
     """The ``git`` to start for a command in (or on the git directory) *near* (None: the
     current folder), found on *env*'s ``PATH`` outside the repository there and gitaudit's
     cache. FileNotFoundError, naming what was passed over, when there is none."""
+    return outside("git", near, env)
+
+
+def outside(name: str, near: str | os.PathLike[str] | None, env: Mapping[str, str]) -> str:
+    """Program *name* as :func:`git_program` finds ``git`` (``ssh-keygen``, which signs)."""
     where = os.path.realpath(os.fspath(near) if near is not None else os.getcwd())
     path, cache, guarded = env.get("PATH", os.defpath), cache_dir(), tuple(_GUARDED)
-    key = (path, where, cache, guarded)
+    key = (name, path, where, cache, guarded)
     found = _FOUND.get(key)
     if found is None:
-        found = _FOUND[key] = _search(path, [*repository_folders(where), *guarded, cache])
+        found = _FOUND[key] = _search(name, path, [*repository_folders(where), *guarded, cache])
     return found
 
 
@@ -99,12 +106,12 @@ def _common_dir(git_dir: str) -> list[str]:
     return [os.path.join(git_dir, line)] if line else []
 
 
-def _search(path: str, excluded: list[str]) -> str:
+def _search(name: str, path: str, excluded: list[str]) -> str:
     passed_over = []
     for entry in path.split(os.pathsep):
         if not entry or not os.path.isabs(entry):
             continue
-        candidate = os.path.join(entry, "git")
+        candidate = os.path.join(entry, name)
         if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
             continue
         if inside(entry, *excluded) or inside(candidate, *excluded):
@@ -113,7 +120,7 @@ def _search(path: str, excluded: list[str]) -> str:
         return candidate
     if passed_over:
         raise FileNotFoundError(
-            f"the only git on PATH lies in the repository or gitaudit's cache "
+            f"the only {name} on PATH lies in the repository or gitaudit's cache "
             f"({', '.join(passed_over)}), and gitaudit never runs a program those hold"
         )
-    raise FileNotFoundError("git: not found on PATH")
+    raise FileNotFoundError(f"{name}: not found on PATH")

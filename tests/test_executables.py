@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from gitaudit import executables
 from gitaudit.errors import RepositoryError
-from gitaudit.git import program
+from gitaudit.executables import git_program, repository_folders
 from gitaudit.git.call import run_git
-from gitaudit.git.program import git_program, repository_folders
 from gitaudit.git.repo import open_repo
 from tests.gitrepo import GitRepo
 
@@ -72,7 +72,7 @@ def test_a_repository_opened_is_kept_out_of_git_run_elsewhere(
 ) -> None:
     """The checks run in a private checkout outside the repository (``git -C <checkout>``): the
     repository this process opened is kept out there too."""
-    monkeypatch.setattr(program, "_GUARDED", [])
+    monkeypatch.setattr(executables, "_GUARDED", [])
     fake = _planted(repo.path / ".git" / "bin")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -98,3 +98,19 @@ def test_run_git_never_runs_the_planted_one(repo: GitRepo, monkeypatch: pytest.M
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
     assert run_git(["rev-parse", "--git-dir"], cwd=repo.path).code == 0
     assert not (fake.parent / "ran").exists()
+
+
+def test_ssh_keygen_is_found_the_same_way(repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ssh-keygen signs with a key the SSH agent holds: one the repository holds would be
+    handed whatever gitaudit asks it to sign."""
+    real = shutil.which("ssh-keygen")
+    folder = repo.path / ".git" / "bin"
+    folder.mkdir()
+    (folder / "ssh-keygen").write_text("#!/bin/sh\nexit 0\n")
+    (folder / "ssh-keygen").chmod(0o755)
+    env = {"PATH": f"{folder}:{os.environ['PATH']}"}
+    if real is None:
+        with pytest.raises(FileNotFoundError, match="only ssh-keygen on PATH lies in"):
+            executables.outside("ssh-keygen", repo.path, env)
+    else:
+        assert executables.outside("ssh-keygen", repo.path, env) == real
