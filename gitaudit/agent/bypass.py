@@ -19,7 +19,7 @@ worded so the agent can act on it, or None. The kinds refused:
   ``GIT_CONFIG_PARAMETERS``, ``GIT_CONFIG_GLOBAL``, ...),
   ``GITAUDIT_HOME``, ``HOME``/``XDG_CONFIG_HOME`` for git (another global config), and
   ``PYTHONPATH``/``PYTHONHOME`` for git or ``git-audit`` (the hooks would import another
-  gitaudit); ``set -a`` in a command that runs git, ``read``/``mapfile``/``printf -v`` into
+  gitaudit), ``LD_PRELOAD`` and the loader's other variables for them; ``set -a`` in a command that runs git, ``read``/``mapfile``/``printf -v`` into
   ``GIT_*``; any ``git config --global``/``--system`` write (the user's configuration is
   trusted like gitaudit's home);
 * removing the hooks: ``git audit hooks uninstall``, ``git audit agent uninstall``;
@@ -427,11 +427,9 @@ def _set_names(names: list[str], simple: Simple) -> str | None:
             )
         if name in _STEERING:
             return _STEERING[name] + AFTER
-        if name in ("PYTHONPATH", "PYTHONHOME") and simple.name in _GITAUDIT_RUNNERS:
-            return (
-                f"setting {name} for {simple.name} can make its hooks (and `git audit`) import "
-                "another gitaudit: run it without it" + AFTER
-            )
+        if name in _RUNNER_VARS and simple.name in _GITAUDIT_RUNNERS:
+            why = _RUNNER_VARS[name]
+            return f"setting {name} for {simple.name} {why}: run it without it" + AFTER
         if name == "GIT_DIR" and _git_subcommand(list(simple.words[1:])) == "init":
             return (
                 "setting GIT_DIR for `git init` re-initializes that git directory (copying a "
@@ -445,6 +443,19 @@ def _set_names(names: list[str], simple: Simple) -> str | None:
             )
     return None
 
+
+_IMPORTS = "can make its hooks (and `git audit`) import another gitaudit"
+_LOADS = (
+    "has the dynamic loader put code of its choosing into git and gitaudit (the process that "
+    "signs a run)"
+)
+_RUNNER_VARS = {
+    "PYTHONPATH": _IMPORTS,
+    "PYTHONHOME": _IMPORTS,
+    **dict.fromkeys(("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES"), _LOADS),
+}
+"""Variables that put other code into gitaudit's process, when set for a program that runs it
+(:data:`_GITAUDIT_RUNNERS`), and why."""
 
 _STEERING = {
     "GITAUDIT_HOME": (
