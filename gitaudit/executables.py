@@ -30,18 +30,22 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-_FOUND: dict[tuple[str, str, str, str, tuple[str, ...]], str] = {}
-_GUARDED: list[str] = []  # the repositories this process opened (:func:`guard`)
+_FOUND: dict[tuple[str, str, str, str], str] = {}  # answers while nothing more is guarded
+_GUARDED: set[str] = set()  # real paths of the repositories this process opened (:func:`guard`)
 
 
 def guard(*folders: str) -> None:
     """Keep every later ``git`` out of *folders* (and the repository each lies in) too,
     wherever that git is asked to work: a repository this process opened, whose checks run in
-    a private checkout elsewhere (``git -C <checkout>``)."""
+    a private checkout elsewhere (``git -C <checkout>``). A set of real paths, looked up by a
+    path's folders: a process that opens thousands of repositories (a test run) pays nothing
+    per git for them."""
     for folder in folders:
         for found in repository_folders(os.path.realpath(folder)):
-            if found not in _GUARDED:
-                _GUARDED.append(found)
+            real = os.path.realpath(found)
+            if real not in _GUARDED:
+                _GUARDED.add(real)
+                _FOUND.clear()
 
 
 def git_program(near: str | os.PathLike[str] | None, env: Mapping[str, str]) -> str:
@@ -54,11 +58,11 @@ def git_program(near: str | os.PathLike[str] | None, env: Mapping[str, str]) -> 
 def outside(name: str, near: str | os.PathLike[str] | None, env: Mapping[str, str]) -> str:
     """Program *name* as :func:`git_program` finds ``git`` (``ssh-keygen``, which signs)."""
     where = os.path.realpath(os.fspath(near) if near is not None else os.getcwd())
-    path, cache, guarded = env.get("PATH", os.defpath), cache_dir(), tuple(_GUARDED)
-    key = (name, path, where, cache, guarded)
+    path, cache = env.get("PATH", os.defpath), cache_dir()
+    key = (name, path, where, cache)
     found = _FOUND.get(key)
     if found is None:
-        found = _FOUND[key] = _search(name, path, [*repository_folders(where), *guarded, cache])
+        found = _FOUND[key] = _search(name, path, [*repository_folders(where), cache])
     return found
 
 
@@ -114,7 +118,7 @@ def _search(name: str, path: str, excluded: list[str]) -> str:
         candidate = os.path.join(entry, name)
         if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
             continue
-        if inside(entry, *excluded) or inside(candidate, *excluded):
+        if any(_kept_out(place, excluded) for place in (entry, candidate)):
             passed_over.append(candidate)
             continue
         return candidate
@@ -124,3 +128,17 @@ def _search(name: str, path: str, excluded: list[str]) -> str:
             f"({', '.join(passed_over)}), and gitaudit never runs a program those hold"
         )
     raise FileNotFoundError(f"{name}: not found on PATH")
+
+
+def _kept_out(place: str, excluded: list[str]) -> bool:
+    """Whether *place*, links resolved, lies in one of *excluded* or a guarded repository."""
+    if inside(place, *excluded):
+        return True
+    folder = os.path.realpath(place)
+    while True:
+        if folder in _GUARDED:
+            return True
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return False
+        folder = parent

@@ -72,7 +72,7 @@ def test_a_repository_opened_is_kept_out_of_git_run_elsewhere(
 ) -> None:
     """The checks run in a private checkout outside the repository (``git -C <checkout>``): the
     repository this process opened is kept out there too."""
-    monkeypatch.setattr(executables, "_GUARDED", [])
+    monkeypatch.setattr(executables, "_GUARDED", set())
     fake = _planted(repo.path / ".git" / "bin")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -19,9 +19,9 @@ worded so the agent can act on it, or None. The kinds refused:
   ``GIT_CONFIG_PARAMETERS``, ``GIT_CONFIG_GLOBAL``, ...),
   ``GITAUDIT_HOME``, ``HOME``/``XDG_CONFIG_HOME`` for git (another global config), and
   ``PYTHONPATH``/``PYTHONHOME`` for git or ``git-audit`` (the hooks would import another
-  gitaudit), ``LD_PRELOAD`` and the loader's other variables for them; ``set -a`` in a command that runs git, ``read``/``mapfile``/``printf -v`` into
-  ``GIT_*``; any ``git config --global``/``--system`` write (the user's configuration is
-  trusted like gitaudit's home);
+  gitaudit), ``LD_PRELOAD`` and the loader's other variables for them; ``set -a`` in a
+  command that runs git, ``read``/``mapfile``/``printf -v`` into ``GIT_*``; any ``git config
+  --global``/``--system`` write (the user's configuration is trusted like gitaudit's home);
 * removing the hooks: ``git audit hooks uninstall``, ``git audit agent uninstall``;
 * the sealer's decisions, taken with the user's key: ``git audit plan seal --allow-weaken``
   (or ``--amend``), ``plan retire``, ``plan reset-attempts``, ``request seal``, ``trust add/
