@@ -19,7 +19,8 @@ worded so the agent can act on it, or None. The kinds refused:
   ``GIT_CONFIG_PARAMETERS``, ``GIT_CONFIG_GLOBAL``, ...),
   ``GITAUDIT_HOME``, ``HOME``/``XDG_CONFIG_HOME`` for git (another global config), and
   ``PYTHONPATH``/``PYTHONHOME`` for git or ``git-audit`` (the hooks would import another
-  gitaudit), ``LD_PRELOAD`` and the loader's other variables for them; ``set -a`` in a
+  gitaudit; ``PYTHONPYCACHEPREFIX``, ``PYTHONUSERBASE`` too), ``LD_PRELOAD`` and the loader's
+  other variables, ``GITAUDIT_CACHE``/``XDG_CACHE_HOME`` for them; ``set -a`` in a
   command that runs git, ``read``/``mapfile``/``printf -v`` into ``GIT_*``; any ``git config
   --global``/``--system`` write (the user's configuration is trusted like gitaudit's home);
 * removing the hooks: ``git audit hooks uninstall``, ``git audit agent uninstall``;
@@ -444,15 +445,21 @@ def _set_names(names: list[str], simple: Simple) -> str | None:
     return None
 
 
-_IMPORTS = "can make its hooks (and `git audit`) import another gitaudit"
+_IMPORTS = "can make its hooks (and `git audit`) import another gitaudit (or its bytecode)"
 _LOADS = (
     "has the dynamic loader put code of its choosing into git and gitaudit (the process that "
     "signs a run)"
 )
+_CACHES = (
+    "points gitaudit at another cache (its private checkouts and kept indexes, which a run trusts)"
+)
 _RUNNER_VARS = {
-    "PYTHONPATH": _IMPORTS,
-    "PYTHONHOME": _IMPORTS,
+    **dict.fromkeys(
+        ("PYTHONPATH", "PYTHONHOME", "PYTHONPYCACHEPREFIX", "PYTHONUSERBASE", "PYTHONPLATLIBDIR"),
+        _IMPORTS,
+    ),
     **dict.fromkeys(("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES"), _LOADS),
+    **dict.fromkeys(("GITAUDIT_CACHE", "XDG_CACHE_HOME"), _CACHES),
 }
 """Variables that put other code into gitaudit's process, when set for a program that runs it
 (:data:`_GITAUDIT_RUNNERS`), and why."""
