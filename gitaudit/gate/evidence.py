@@ -311,8 +311,10 @@ def _newest_on(j: Judging, ledger: _Ledger, survey: _Survey) -> Evidence | None:
     # rewind of this ledger is caught by the next status (a pushed tip is not ours)
     if tip is not None and (j.pushed is None or not own):
         survey.seen[ledger.ref] = str(tip)
-        if tip == ledger.tip:  # confirmed on the first-parent chain of the tip judged
-            j.holds[(ledger.key, str(tip), record.commit)] = True
+    if tip is not None and tip == ledger.tip:
+        # on the first-parent chain of the tip judged: confirmed there, or walked to from a
+        # pushed tip, which extends the ledger's own (pre-receive refuses any other first)
+        j.holds[(ledger.key, str(tip), record.commit)] = True
     survey.found.append((ledger, record))
     return None
 
