@@ -5,7 +5,8 @@ the command into words and operators as a POSIX shell does (quotes, backslashes,
 bash's ``$'...'`` decoded and ``$"..."`` read as ``"..."``; ``$(...)``, backticks and ``<(...)``
 kept whole inside their word), then into simple commands at
 ``;``, ``&&``, ``||``, ``|``, ``&``, newlines and parentheses; takes each command's leading
-``NAME=value`` assignments and its write-redirection targets (``>``, ``>>``, ``&>``, ...);
+``NAME=value`` assignments, its write-redirection targets (``>``, ``>>``, ``&>``, ...), its
+input redirections and the command piped into it (where a patch it applies comes from);
 unwraps the commands that run another command (``env``, ``sudo``, ``nice``, ``timeout``,
 ``xargs``, ``find -exec``, ``command``, ``exec``, ...); and reads the scripts given to
 ``sh -c``/``bash -c``, ``eval``, ``alias`` and command substitutions as commands too.
@@ -59,6 +60,12 @@ class Simple(NamedTuple):
     words: tuple[str, ...]
     writes: tuple[str, ...]
     heredoc: bool = False  # read from a here-document body: maybe a command, maybe data
+    reads: tuple[tuple[str, str], ...] = ()
+    """Its input redirections, each ``(operator, word)``: ``("<", FILE)``, ``("<<<", TEXT)``,
+    ``("<<", DELIMITER)``, ``("<&", FD)`` (where a patch it applies may come from)."""
+    piped: Simple | None = None
+    """The command whose output it reads through a pipe (``cat fix.diff | git apply``); one
+    without words when the guard cannot tell which (``{ ...; } | git apply``)."""
 
     @property
     def name(self) -> str:
@@ -75,7 +82,8 @@ def commands(script: str, depth: int = 0) -> Iterator[Simple]:
         for simple in _lenient(body, depth + 1):
             yield simple._replace(heredoc=True)
     for simple in _simple_commands(tokens(text)):
-        for word in (*simple.words, *(v for _, v in simple.assignments), *simple.writes):
+        reads = (word for _, word in simple.reads)
+        for word in (*simple.words, *(v for _, v in simple.assignments), *simple.writes, *reads):
             for inner in substitutions(word):
                 yield from commands(inner, depth + 1)
         yield from _unwrapped(simple, depth)
@@ -348,10 +356,15 @@ def _closing(script: str, i: int) -> int:
     return len(script)
 
 
+_UNKNOWN = Simple((), (), ())  # a command the guard cannot tell (`{ ...; } | git apply`)
+
+
 def _simple_commands(tokens: list[Token]) -> Iterator[Simple]:
     assignments: list[tuple[str, str]] = []
     words: list[str] = []
     writes: list[str] = []
+    reads: list[tuple[str, str]] = []
+    piped: Simple | None = None
     end = Token(";", True)
     i = 0
     while i <= len(tokens):
@@ -369,13 +382,21 @@ def _simple_commands(tokens: list[Token]) -> Iterator[Simple]:
             target = following.text
             if not (tok.text == ">&" and (target.isdigit() or target == "-")):
                 writes.append(target)
+            if tok.text == "<>":
+                reads.append(("<", target))
             i += 2
         elif tok.operator and tok.text in READ_REDIRECTS:
+            reads.append((tok.text, following.text))
             i += 2
         elif tok.operator:
-            if words or assignments or writes:
-                yield Simple(tuple(assignments), tuple(words), tuple(writes))
-            assignments, words, writes = [], [], []
+            simple = None
+            if words or assignments or writes or reads:
+                simple = Simple(
+                    tuple(assignments), tuple(words), tuple(writes), False, tuple(reads), piped
+                )
+                yield simple
+            assignments, words, writes, reads = [], [], [], []
+            piped = _piped(tok.text, simple, piped)
             i += 1
         else:
             match = _ASSIGNMENT.match(tok.text)
@@ -384,6 +405,18 @@ def _simple_commands(tokens: list[Token]) -> Iterator[Simple]:
             elif words or tok.text not in KEYWORDS:
                 words.append(tok.text)
             i += 1
+
+
+def _piped(operator: str, ended: Simple | None, piped: Simple | None) -> Simple | None:
+    """What the command after *operator* reads through a pipe: the command *ended* there
+    (:data:`_UNKNOWN` when none did, ``(cat p.diff) | git apply``; one pipe back only, ``a |
+    cat | git apply`` is unseen), or, after a ``(`` opened right after a pipe, that pipe
+    (``cat p.diff | (git apply)``)."""
+    if operator in ("|", "|&"):
+        if ended is None:
+            return _UNKNOWN
+        return ended._replace(piped=_UNKNOWN) if ended.piped else ended
+    return piped if operator == "(" and ended is None else None
 
 
 # ----------------------------------------------------------------------- commands in commands
@@ -460,7 +493,7 @@ def wrapped(simple: Simple) -> list[Simple]:
     args = args[positional:]
     if not args:
         return []
-    return [Simple(tuple(assignments), tuple(args), simple.writes, simple.heredoc)]
+    return [simple._replace(assignments=tuple(assignments), words=tuple(args))]
 
 
 def _find_exec(simple: Simple) -> list[Simple]:
@@ -476,7 +509,7 @@ def _find_exec(simple: Simple) -> list[Simple]:
         elif current is not None:
             current.append(arg)
     found += [current] if current else []
-    return [Simple(simple.assignments, tuple(w), (), simple.heredoc) for w in found if w]
+    return [simple._replace(words=tuple(w), writes=()) for w in found if w]
 
 
 def _dash_c(args: list[str]) -> str | None:

@@ -535,3 +535,21 @@ def test_attack_agent_git_config_writes_through_an_option_the_guard_misread(
     local = (copy / ".git" / "config").read_text()
     user = Path.home() / ".gitconfig"
     assert "hookspath" in local.lower() or (user.exists() and "filter" in user.read_text())
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat < $(echo pass > tests/check_greeting.py)",
+        "wc -l < `rm tests/check_greeting.py`",
+        "git status < <(chmod +x tests/check_greeting.py)",
+        'cat 0< "$(rm -f tests/check_greeting.py)"',
+    ],
+)
+def test_attack_agent_runs_a_command_in_an_input_redirection(
+    project: GitRepo, tmp_path: Path, command: str
+) -> None:
+    """The guard dropped the word after ``<`` unread, and with it the command substitution
+    or process substitution bash runs there to name the file: each write got through."""
+    refused(project, command, PROTECTED)
+    assert check_changed(for_real(project, tmp_path, command)), f"no harm done: {command!r}"

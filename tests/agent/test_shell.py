@@ -25,11 +25,33 @@ def test_lists_pipelines_and_groups_are_split_into_simple_commands() -> None:
 
 def test_assignments_and_write_redirections_are_kept_apart() -> None:
     (simple,) = commands("A=1 B='two words' cmd x > out.txt 2>&1 >> log < in.txt")
-    assert simple == Simple((("A", "1"), ("B", "two words")), ("cmd", "x"), ("out.txt", "log"))
+    assert simple == Simple(
+        (("A", "1"), ("B", "two words")), ("cmd", "x"), ("out.txt", "log"), reads=(("<", "in.txt"),)
+    )
     (simple,) = commands("echo hi &> all.txt")
     assert simple.writes == ("all.txt",)
     (simple,) = commands("echo hi >&2")
     assert simple.writes == ()
+
+
+def test_input_redirections_and_pipes_are_kept() -> None:
+    """Where a command's input comes from (a patch it applies may be there)."""
+    cat, _, apply = commands("cat a.diff | sudo git apply <<< text < b.diff")
+    assert cat.piped is None and apply.piped == cat
+    assert apply.words == ("git", "apply") and apply.reads == (("<<<", "text"), ("<", "b.diff"))
+    *_, inner = commands("cat a.diff | (git apply)")
+    assert inner.piped is not None and inner.piped.words == ("cat", "a.diff")
+    *_, last = commands("(cat a.diff) | git apply")
+    assert last.piped is not None and last.piped.words == ()  # which command: unseen
+    *_, last = commands("printf x | cat | git apply")
+    assert last.piped is not None and last.piped.piped == Simple((), (), ())  # one pipe back
+    _, group = commands("{ git apply; } < p.diff")
+    assert group.words == () and group.reads == (("<", "p.diff"),)
+    assert list(commands("git apply; cat x"))[1].piped is None
+
+
+def test_a_substitution_in_an_input_redirection_is_read() -> None:
+    assert ("rm", "-rf", ".git") in words("git status < $(rm -rf .git)")
 
 
 def test_wrappers_are_unwrapped() -> None:
