@@ -46,14 +46,17 @@ worded so the agent can act on it, or None. The kinds refused:
   update-index`` sets (``--chmod``, ``--cacheinfo``) or ``checkout-index -a`` writes out; a
   path the guard cannot see: made by a command substitution, or relative after a ``cd`` to
   one (or to a variable set elsewhere);
-* a patch in the command (a here-document for ``git apply`` or ``patch``, Codex's
-  ``apply_patch`` envelope) that writes a guarded path (:mod:`gitaudit.agent.patches`), its
+* a patch in the command (a here-document or a here-string for ``git apply`` or ``patch``,
+  Codex's ``apply_patch`` envelope) or in a patch file it applies, read from disk (``git
+  apply FILE``, ``git am FILE``, ``patch -i FILE``, ``< FILE``, ``cat FILE |``:
+  :func:`_patch_files`; one the guard cannot read, or a patch piped from another program, is
+  refused) that writes a guarded path (:mod:`gitaudit.agent.patches`), its
   names judged under the folder it is applied in (``--directory``, ``patch -d``) and as bash
   hands them over (an unquoted here-document expanded; a name still holding ``$`` there is
   refused); what ``patch`` writes besides (``patch FILE``, ``-o``, ``-r``, the backups its
   ``-B``/``-Y``/``-z`` name);
-* ``xargs git ...`` for those subcommands (the arguments come from input the guard cannot
-  see);
+* ``xargs git ...`` for those subcommands and ``xargs patch`` (the arguments come from input
+  the guard cannot see);
 * a command the guard cannot read, and any other program whose arguments name the git
   directory's internals (``.git/hooks``, ``.git/config``, ``refs/audit``, ...), since the guard
   cannot tell whether it writes there.
@@ -65,8 +68,10 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
+from typing import NamedTuple
 
-from gitaudit.agent.shell import Simple, Unreadable, commands, wrapped
+from gitaudit.agent.patches import Reader, mail_texts
+from gitaudit.agent.shell import Simple, Unreadable, commands, split_heredocs, wrapped
 
 WriteCheck = Callable[[str], "str | None"]
 """Why writing the path a word names is refused (None: it is not)."""
@@ -108,6 +113,8 @@ def _refused(
     variables: dict[str, str] = {}
     values: dict[str, set[str]] = {}  # every value each variable is given in the command
     runs_git = any(s.name in _GITAUDIT_RUNNERS for s in simples)
+    reader = Reader()
+    files: list[str] = []  # the text of each patch file the command applies
 
     def check(word: str) -> str | None:
         if _SUBSTITUTION.search(word) and not (_MKTEMP.fullmatch(word) and ".." not in word):
@@ -130,6 +137,7 @@ def _refused(
         why = _environment(simple, runs_git) or _program(simple, check) or _redirects(simple, check)
         if why or (simple != found and (why := _as_written(found, check))):
             return why
+        files += _patch_files(simple, bases, simples, reader)
         if simple.name in ("cd", "pushd"):
             bases += [b for b in _moved(bases, simple.words[1:]) if b not in bases]
         if not simple.words:
@@ -137,7 +145,7 @@ def _refused(
             for name, value in simple.assignments:
                 values.setdefault(name, set()).add(value)
     known = {name: next(iter(v)) for name, v in values.items() if len(v) == 1}
-    return _patched(command, simples, known, check)
+    return _patched(command, simples, known, check, files)
 
 
 def _as_written(found: Simple, check: WriteCheck) -> str | None:
@@ -162,9 +170,11 @@ def _patched(
     simples: list[Simple],
     known: dict[str, str],
     check: WriteCheck,
+    files: Sequence[str] = (),
 ) -> str | None:
     """A patch in the command's text (a here-document for ``git apply`` or ``patch``, Codex's
-    ``apply_patch`` envelope) that writes a guarded path.
+    ``apply_patch`` envelope) or in the patch *files* it applies (:func:`_patch_files`) that
+    writes a guarded path.
 
     Its names are judged where the applying command reads them (:func:`_patch_folders`), and
     as bash hands them over: an unquoted here-document (``<<EOF``) is expanded first, so its
@@ -175,9 +185,11 @@ def _patched(
 
     folders = _patch_folders(simples)
     patched = [_patch_backups(s.words[1:]) for s in simples if s.name == "patch"]
-    texts = [(command, False)]
+    texts = [(command, False), ("\n".join(files), False)]  # one budget for all the files
     if any(not _QUOTES.search(m[1]) for m in _HEREDOC_START.finditer(command)):
         texts.insert(0, (_heredoc_expanded(command, known), True))
+    if any((inputs := _patch_inputs(s)) and inputs.mail for s in simples):  # `git am <<EOF`
+        texts += [(mail, False) for body in split_heredocs(command)[1] for mail in mail_texts(body)]
     seen: set[str] = set()
     for text, expanded in texts:
         for path in patch_paths(text):
@@ -251,6 +263,127 @@ def _patch_folders(simples: Sequence[Simple]) -> list[str]:
 _PATCH_WITH_VALUE = "pFiorDdBYzVgx"  # GNU patch's short options that take a value
 
 
+class _Inputs(NamedTuple):
+    """Where a command that applies a patch reads it from."""
+
+    files: list[str]  # the patch files its words name
+    folders: list[str]  # where a relative name is looked up, from the command's folder
+    stdin: bool  # whether it reads a patch from its standard input too
+    mail: bool  # `git am`: the files are mailboxes
+
+
+def _patch_inputs(simple: Simple) -> _Inputs | None:
+    """Where ``git apply``/``git am``/``patch`` ARGS read their patch (None for any other
+    command), their options read as each reads them (:func:`_getopt`): ``git apply`` and
+    ``git am`` the files they are given (from ``git -C DIR``), standard input without one or
+    with ``-``; GNU ``patch`` its ``-i FILE`` (``--input``, ``--in=FILE``) and its second
+    operand (``patch [ORIGINAL [PATCHFILE]]``), from its ``-d DIR`` (it moves there first),
+    standard input without them."""
+    args = list(simple.words[1:])
+    if simple.name == "patch":
+        operands, values, _ = _getopt(args, _PATCH_SHORT, _PATCH_LONG)
+        named = values.get("input", []) + operands[1:2]
+        files = [f for f in named if f != "-"]
+        return _Inputs(
+            files, ["", *values.get("directory", [])], len(files) < len(named) or not named, False
+        )
+    sub = _git_subcommand(args) if simple.name == "git" else None
+    if sub not in ("apply", "am"):
+        return None
+    at = next(i for i, a in enumerate(args) if a == sub)
+    moves = [b for a, b in pairwise(args[:at]) if a == "-C"]
+    short, long = _APPLY_OPTIONS
+    operands, _, _ = _getopt(args[at + 1 :], short, long)
+    files = [f for f in operands if f != "-"]
+    stdin = len(files) < len(operands) or not operands
+    return _Inputs(files, [os.path.join(*moves) if moves else ""], stdin, sub == "am")
+
+
+_PATCH_SHORT = {c: "" for c in _PATCH_WITH_VALUE} | {"i": "input", "d": "directory"}
+_PATCH_LONG = (
+    "input", "directory", "output", "reject-file", "strip", "fuzz", "prefix", "basename-prefix",
+    "suffix", "ifdef", "version-control", "get", "debug", "quoting-style", "reject-format",
+    "read-only",
+)  # fmt: skip
+_APPLY_OPTIONS = (
+    {"p": "", "C": ""},
+    ("exclude", "include", "directory", "whitespace", "build-fake-ancestor", "quoted-cr",
+     "patch-format", "resolvemsg", "empty"),
+)  # fmt: skip
+"""``git apply``'s and ``git am``'s options that take a value (``-p1``/``-p 1``, ``--dir=x``)."""
+
+
+def _patch_files(
+    simple: Simple, bases: Sequence[str], simples: Sequence[Simple], reader: Reader
+) -> list[str]:
+    """The text of each patch file *simple* applies (:func:`_patch_inputs`), read from each of
+    *bases* (:class:`~gitaudit.agent.patches.Reader`), and of what its standard input
+    reads (:func:`_stdin_texts`); mails decoded as ``git am`` decodes them."""
+    inputs = _patch_inputs(simple)
+    if inputs is None:
+        return []
+    texts = [t for f in inputs.files for t in reader.read(f, bases, inputs.folders)]
+    if inputs.stdin:
+        texts += _stdin_texts(simple, bases, simples, reader)
+    return texts + [m for t in texts for m in mail_texts(t)] if inputs.mail else texts
+
+
+def _stdin_texts(
+    simple: Simple, bases: Sequence[str], simples: Sequence[Simple], reader: Reader
+) -> list[str]:
+    """What the patch *simple* reads on its standard input may be: its own redirections (a
+    file, a here-string; a here-document is in the command's text already), else the command
+    piped into it, else, since a group passes its input on (``cat p.diff | (cd x; git
+    apply)``, ``{ git apply; } < p.diff``, ``done < p.diff``), any pipe or redirection of a
+    group in the command. What the guard cannot read there is refused: the output of a program
+    other than ``cat`` (``git show HEAD:p.diff | git apply``, ``curl``), a file descriptor."""
+    what = f"`{' '.join(simple.words[:2])}`"
+    if simple.reads:
+        return _redirected(what, simple.reads, bases, reader)
+    sources = [simple.piped] if simple.piped else [s.piped for s in simples if s.piped]
+    texts = [
+        t
+        for s in simples
+        if not simple.piped and s.name in ("", "done", "esac")
+        for t in _redirected(what, s.reads, bases, reader)
+    ]
+    for source in sources:
+        operands = _operands(source.words[1:])
+        if source.name != "cat":
+            program = f"`{source.name}`" if source.name else "a group of commands"
+            raise Unreadable(
+                f"the patch {what} reads comes from {program}'s output, which the guard "
+                "cannot read: write the patch to a file and apply it by name (`git apply FILE`)"
+            )
+        texts += [t for f in operands if f != "-" for t in reader.read(f, bases)]
+        if not operands or "-" in operands:
+            if source.piped:
+                raise Unreadable(f"the patch {what} reads comes through more than one pipe")
+            texts += _redirected(what, source.reads, bases, reader)
+    return texts
+
+
+def _redirected(
+    what: str, reads: Sequence[tuple[str, str]], bases: Sequence[str], reader: Reader
+) -> list[str]:
+    """The text of each of the input redirections *reads*: a file (``< p.diff``), a
+    here-string (``<<< TEXT``)."""
+    texts: list[str] = []
+    for operator, word in reads:
+        if operator == "<":
+            texts += reader.read(word, bases)
+        elif operator == "<<<":
+            if _hidden(word):
+                raise Unreadable(
+                    f"the patch {what} reads from a here-string holds a `$` or a backtick, "
+                    "which bash expands into text the guard cannot see: write it to a file"
+                )
+            texts.append(word)
+        elif operator == "<&" and word not in ("0", "-"):
+            raise Unreadable(f"the patch {what} reads comes from a file descriptor ({word})")
+    return texts
+
+
 def _directories(args: Sequence[str], with_value: str) -> list[str]:
     """The values of ``--directory`` (``--directory=DIR``, ``--directory DIR``, or any
     abbreviation getopt and git accept, ``--dir=DIR``) and, where *with_value* holds ``d``,
@@ -287,9 +420,17 @@ def _substituted(simple: Simple, variables: dict[str, str]) -> Simple:
             raise Unreadable("its variables make words longer than the guard reads")
         return done
 
+    def reads(simple: Simple) -> tuple[tuple[str, str], ...]:
+        return tuple((operator, put(word)) for operator, word in simple.reads)
+
+    piped = simple.piped
     return simple._replace(
         words=tuple(map(put, simple.words)),
         writes=tuple(map(put, simple.writes)),
+        reads=reads(simple),
+        piped=piped._replace(words=tuple(map(put, piped.words)), reads=reads(piped))
+        if piped
+        else None,
         assignments=tuple((k, put(v)) for k, v in simple.assignments),
     )
 
@@ -719,10 +860,17 @@ _EXTRACTORS = {
 
 
 def _xargs(name: str, args: list[str], guarded: WriteCheck) -> str | None:
-    """``xargs git SUB``: the arguments xargs adds come from its input, which the guard cannot
-    see (``echo --no-verify | xargs git commit``)."""
+    """``xargs git SUB`` (``xargs patch``): the arguments xargs adds come from its input, which
+    the guard cannot see (``echo --no-verify | xargs git commit``, ``xargs -a list git apply``:
+    the patch files)."""
     for inner in wrapped(Simple((), (name, *args), ())):
         sub = _git_subcommand(list(inner.words[1:])) if inner.name == "git" else None
+        if inner.name == "patch":
+            return (
+                "`xargs patch` adds arguments from its input, which gitaudit's guard cannot see "
+                "(the patch file it applies, the file it writes): run `patch` with its "
+                "arguments written out" + AFTER
+            )
         if sub in _SEES_ARGUMENTS:
             return (
                 f"`xargs git {sub}` adds arguments from its input, which gitaudit's guard cannot "
@@ -890,6 +1038,7 @@ _SEES_ARGUMENTS = _NO_VERIFY_COMMANDS | {
     "update-ref", "symbolic-ref", "reflog", "config", "fetch", "audit", "remote",
     "hash-object", *_PATH_WRITERS, "update-index", "checkout-index", "init", "clone",
     "worktree", "submodule", "bundle", "archive", "format-patch", "diff", "log", "show",
+    "apply",
 }  # fmt: skip
 
 

@@ -17,13 +17,29 @@ or before a timestamp, or, for ``rename to``, at the end of the line), so each r
 returned. And the applying command strips any number of leading components (``-p0``,
 ``-p1``, ``-p2``, ...), so each name is also returned without each of its leading
 components: the guard checks them all, since refusing too much is safe and too little is not.
+
+A patch given by name (``git apply fix.diff``, ``patch -i fix.diff``, ``patch -p1 <
+fix.diff``, ``cat fix.diff | git apply``, ``git am 0001.patch``) is on disk when the guard
+runs, so the guard reads it (:class:`Reader`) and judges its names like a here-document's:
+without that, ``git apply --unsafe-paths --directory=.git p.diff`` wrote
+``.git/hooks/pre-push`` from a file the agent had written with an edit tool. Reading is
+bounded (:data:`FILE_BUDGET` bytes for one command) and fails closed: a name the guard cannot
+resolve (a variable it does not know, a command substitution, a folder it cannot see), a file
+that does not exist, is not a regular file (a FIFO would keep the guard waiting; a Maildir,
+``/dev/stdin``) or is too big is :class:`~gitaudit.agent.shell.Unreadable`, and the command
+is refused. ``git am`` reads mail, whose body git decodes (quoted-printable, base64, the
+charset the mail declares) before it reads the diff: :func:`mail_texts`.
 Standard library only.
 """
 
 from __future__ import annotations
 
+import email
+import fnmatch
+import os
 import re
-from collections.abc import Iterator
+import stat
+from collections.abc import Iterator, Sequence
 
 from gitaudit.agent.shell import Unreadable
 
@@ -169,3 +185,112 @@ def _c_unquoted(text: str) -> tuple[str, int] | None:
         else:
             return None
     return None
+
+
+# ------------------------------------------------------------------------ patch files on disk
+
+FILE_BUDGET = 1 << 22
+"""How many bytes of patch files one command may ask the guard to read (4 MiB: a patch of a
+thousand ordinary files is a few hundred KiB)."""
+
+_GLOB = re.compile(r"[*?\[]")
+_MAILS = re.compile(r"^From ", re.M)  # where git mailsplit starts a message in a mailbox
+
+
+class Reader:
+    """Reads the patch files of one command, within :data:`FILE_BUDGET` bytes in all."""
+
+    def __init__(self) -> None:
+        self.spent = 0
+
+    def read(self, word: str, bases: Sequence[str], folders: Sequence[str] = ("",)) -> list[str]:
+        """The text of each file the shell word *word* may name from each of *bases* (absolute
+        folders the command may be in; any other is one the guard cannot see) and each of
+        *folders* under it (``patch -d DIR -i FILE`` reads FILE in DIR), as bash expands it
+        (``~``, a glob: every match, and the word as written if it exists). Raises
+        :class:`Unreadable` when none can be read, or one is not a regular file."""
+        if "$" in word or "`" in word:
+            raise Unreadable(
+                f"the patch file `{word}` is named by a variable or a command the guard cannot "
+                "see: write its name out"
+            )
+        word = os.path.expanduser(word)
+        if _GLOB.search(os.path.dirname(word)):  # it may walk the whole disk past the timeout
+            raise Unreadable(
+                f"the patch files `{word}` are named by a glob over folders: name them"
+            )
+        places: list[str] = []
+        for base in bases if not os.path.isabs(word) else ["/"]:
+            if not os.path.isabs(base):
+                raise Unreadable(
+                    f"the patch file `{word}` is relative to a folder the guard cannot see (a "
+                    "`cd` to a variable or a command): give its full path"
+                )
+            for folder in folders:
+                path = os.path.normpath(os.path.join(base, folder, word))
+                places += [path, *(_matches(path) if _GLOB.search(word) else [])]
+        texts = [self._text(p) for p in dict.fromkeys(places) if os.path.lexists(p)]
+        if not texts:
+            raise Unreadable(
+                f"the patch file `{word}` does not exist where the guard looks for it: write "
+                "it first, then apply it by name"
+            )
+        return texts
+
+    def _text(self, path: str) -> str:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            raise Unreadable(f"the patch file `{path}` cannot be read ({exc.strerror})") from exc
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise Unreadable(
+                f"the patch file `{path}` is not a regular file (a folder, a pipe, a device): "
+                "give the guard a file it can read"
+            )
+        with os.fdopen(fd, "rb") as file:
+            data = file.read(FILE_BUDGET - self.spent + 1)
+        self.spent += len(data)
+        if self.spent > FILE_BUDGET:
+            raise Unreadable(
+                f"the patch files of this command are longer than the {FILE_BUDGET >> 20} MiB the "
+                "guard reads: apply them in smaller parts"
+            )
+        return data.decode("utf-8", "surrogateescape")
+
+
+def _matches(pattern: str) -> list[str]:
+    """The files the glob in the last component of *pattern* matches, as bash expands it."""
+    folder, name = os.path.split(pattern)
+    try:
+        with os.scandir(folder or ".") as entries:
+            names = [e.name for _, e in zip(range(_ENTRIES + 1), entries, strict=False)]
+    except OSError:
+        return []
+    if len(names) > _ENTRIES:
+        raise Unreadable(f"the glob `{pattern}` looks through more files than the guard reads")
+    return [os.path.join(folder, n) for n in sorted(names) if fnmatch.fnmatchcase(n, name)]
+
+
+_ENTRIES = 4096
+
+
+def mail_texts(text: str) -> Iterator[str]:
+    """Each body of the mails in the mailbox *text* as ``git am`` reads it: decoded from
+    quoted-printable or base64, in the charset it declares (one Python does not know raises
+    :class:`Unreadable`: git may know it)."""
+    starts = [m.start() for m in _MAILS.finditer(text)]
+    for start, end in zip([0, *starts], [*starts, len(text)], strict=True):
+        message = email.message_from_string(text[start:end])
+        for part in message.walk():
+            payload = part.get_payload(decode=True)
+            if not isinstance(payload, bytes) or part.is_multipart():
+                continue
+            charset = part.get_content_charset() or "utf-8"
+            try:
+                yield payload.decode(charset, "surrogateescape")
+            except LookupError as exc:
+                raise Unreadable(
+                    f"a mail for `git am` is in the charset `{charset}`, which the guard cannot "
+                    "decode: send it in UTF-8"
+                ) from exc

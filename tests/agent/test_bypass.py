@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 
+from gitaudit.agent import patches
 from gitaudit.agent.bypass import _TOP, _destination, _ledger, _pathspec, refusal
 
 
@@ -79,8 +81,6 @@ def refused(command: str) -> str | None:
         "sed -e i\\x tests/check.py",  # `i` is the script's command here
         "perl -pi.bak -e s/a/b/ f",
         "perl -pi'orig/*' -e s/a/b/ f",
-        "patch -b -z .orig f < fix.diff",
-        "patch -b -B old/ -p1 < fix.diff",
         "tar -xzf a.tgz -C build",
         "tar xf a.tar",
         "tar -czf out.tgz tests",
@@ -345,7 +345,6 @@ def test_a_patch_is_judged_as_bash_hands_it_over_and_where_it_is_applied(
         f'git apply <<"EOF"\n{PATCH.format("$X/check.py")}EOF',
         f"git apply --directory=src <<'E'\n{PATCH.format('check.py')}E",
         f"patch -p0 -o out.py greeter.py <<'E'\n{PATCH.format('greeter.py')}E",
-        f"patch -i fix.diff -d src <<'E'\n{PATCH.format('check.py')}E",  # -i takes the value
     ],
 )
 def test_ordinary_patches_pass(command: str) -> None:
@@ -403,3 +402,118 @@ def test_a_path_from_the_top_is_judged_from_every_folder_above() -> None:
 
     refusal("cd a/b && git rm :/x.py", recording, "/p")
     assert {"/p/a/b/x.py", "/p/a/x.py", "/p/x.py", "/x.py"} <= set(seen)
+
+
+# ------------------------------------------------------------------------------ patch files
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    """A folder holding `fix.diff` (of `src/greeter.py`), `evil.diff` (of `tests/check.py`),
+    `src/fix.diff`, `sub/`, and `evil.mbox` (a mail of evil.diff)."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "fix.diff").write_text(PATCH.format("src/greeter.py"))
+    (tmp_path / "src" / "fix.diff").write_text(PATCH.format("greeter.py"))
+    (tmp_path / "evil.diff").write_text(PATCH.format("tests/check.py"))
+    (tmp_path / "evil.mbox").write_text(
+        "From 0 Mon Sep 17 00:00:00 2001\nSubject: x\n\n---\n" + PATCH.format("tests/check.py")
+    )
+    return tmp_path
+
+
+def refused_in(folder: Path, command: str) -> str | None:
+    def guarded_there(word: str, base: str, variables: Mapping[str, str]) -> str | None:
+        path = os.path.normpath(os.path.join(base, word))
+        return (
+            "guarded" if path.startswith((f"{folder}/.git", f"{folder}/tests/check.py")) else None
+        )
+
+    return refusal(command, guarded_there, str(folder))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git apply evil.diff",
+        "git apply -p 1 evil.diff",  # -p takes the next word: evil.diff is the patch
+        "git apply --exclude=x -- evil.diff",
+        "git -C sub apply ../evil.diff",
+        "cd sub && git apply ../evil.diff",
+        "git apply ev?l.diff",
+        "X=evil.diff; git apply $X",
+        "git apply < evil.diff",
+        "git apply <<< $'--- a/tests/check.py\\n+++ b/tests/check.py'",
+        "cat evil.diff | git apply",
+        "cat fix.diff evil.diff | git apply",
+        "cat evil.diff | (git apply)",
+        "cat evil.diff | while true; do git apply; done",
+        "while true; do git apply; done < evil.diff",
+        "patch -p1 < evil.diff",
+        "patch -i evil.diff",
+        "patch --inp evil.diff",
+        "patch -p1 -ievil.diff",
+        "patch -d sub -i ../evil.diff",
+        "patch greeter.py evil.diff",  # patch [ORIGINAL [PATCHFILE]]
+        "git am evil.mbox",
+        "git am < evil.mbox",
+        "git am --directory=tests -p2 < evil.diff",
+    ],
+)
+def test_a_patch_file_is_read_and_its_names_judged(work: Path, command: str) -> None:
+    why = refused_in(work, command)
+    assert why is not None and "tests/check.py" in why, (command, why)
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [
+        ("git apply missing.diff", "does not exist"),
+        ("git apply sub", "not a regular file"),
+        ("git apply /dev/stdin", "not a regular file"),
+        ("git apply $UNSET_HERE", "a variable or a command"),
+        ("cd $(mktemp -d) && git apply fix.diff", "a folder the guard cannot see"),
+        ("git apply */fix.diff", "a glob over folders"),
+        ("git show HEAD:evil.diff | git apply", "comes from `git`'s output"),
+        ("(cat evil.diff) | git apply", "a group of commands"),
+        ("sed p evil.diff | cat | git apply", "more than one pipe"),
+        ('git apply <<< "$(cat evil.diff)"', "here-string"),
+        ("git apply <&3", "file descriptor"),
+    ],
+)
+def test_a_patch_file_the_guard_cannot_read_is_refused(
+    work: Path, command: str, words: str
+) -> None:
+    why = refused_in(work, command)
+    assert why is not None and words in why and "cannot check" in why, (command, why)
+
+
+def test_a_patch_file_longer_than_the_guard_reads_is_refused(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(patches, "FILE_BUDGET", 100)
+    assert refused_in(work, "git apply fix.diff") is None
+    why = refused_in(work, "git apply fix.diff fix.diff")  # 2 x 60 bytes: over
+    assert why is not None and "longer than" in why, why
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git apply fix.diff",
+        "git apply -p1 --index fix.diff",
+        "git apply --directory=src -p1 src/fix.diff",
+        "git -C src apply fix.diff",
+        "cat fix.diff | git apply",
+        "git apply < fix.diff",
+        "patch -p1 < fix.diff",
+        "patch -b -z .orig -p1 < fix.diff",
+        "patch -b -B old/ -p1 < fix.diff",
+        "patch -i fix.diff -d src",  # -i takes the value, read from src
+        "git am --continue",
+        "git status | cat",
+        "ls | grep x; git apply fix.diff",
+    ],
+)
+def test_ordinary_patch_files_pass(work: Path, command: str) -> None:
+    assert refused_in(work, command) is None, command

@@ -1,10 +1,16 @@
-"""patch_paths: the files a Codex patch or a diff writes."""
+"""patch_paths: the files a Codex patch or a diff writes; Reader and mail_texts: the patch
+files a command applies, read from disk."""
 
 from __future__ import annotations
 
+import base64
+import os
+from pathlib import Path
+
 import pytest
 
-from gitaudit.agent.patches import patch_paths
+from gitaudit.agent import patches
+from gitaudit.agent.patches import Reader, mail_texts, patch_paths
 from gitaudit.agent.shell import Unreadable
 
 
@@ -139,3 +145,87 @@ def test_a_patch_too_long_to_check_is_unreadable() -> None:
         for i in range(1000)
     )
     assert "src/pkg999/mod/file.py" in patch_paths(files)
+
+
+# ------------------------------------------------------------------------ patch files on disk
+
+DIFF = "--- a/tests/check.py\n+++ b/tests/check.py\n@@ -1 +1 @@\n-x\n+y\n"
+
+
+def test_a_file_is_read_from_every_folder_it_may_be_in(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "p.diff").write_text("top")
+    (tmp_path / "d" / "p.diff").write_text("in d")
+    assert Reader().read("p.diff", [str(tmp_path)], ["", "d"]) == ["top", "in d"]
+    assert Reader().read("p.diff", [str(tmp_path), str(tmp_path / "d")]) == ["top", "in d"]
+    assert Reader().read(str(tmp_path / "p.diff"), ["\0unseen"]) == ["top"]  # absolute
+
+
+def test_a_glob_reads_every_match_and_the_name_as_written(tmp_path: Path) -> None:
+    for name in ("a.diff", "b.diff", "*.diff"):
+        (tmp_path / name).write_text(name)
+    assert sorted(Reader().read("*.diff", [str(tmp_path)])) == ["*.diff", "a.diff", "b.diff"]
+
+
+def test_bytes_that_are_not_utf8_are_kept(tmp_path: Path) -> None:
+    (tmp_path / "p.diff").write_bytes(b"+++ b/\xff.py\n")
+    assert "\udcff.py" in patch_paths(Reader().read("p.diff", [str(tmp_path)])[0])
+
+
+@pytest.mark.parametrize(
+    ("word", "words"),
+    [
+        ("$P", "variable"),
+        ("`x`", "variable"),
+        ("missing.diff", "does not exist"),
+        (".", "not a regular file"),
+        ("fifo", "not a regular file"),  # opened without blocking: the guard does not wait
+        ("*/p.diff", "glob over folders"),
+    ],
+)
+def test_what_cannot_be_read_is_unreadable(tmp_path: Path, word: str, words: str) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(Unreadable, match=words):
+        Reader().read(word, [str(tmp_path)])
+    with pytest.raises(Unreadable, match="cannot see"):
+        Reader().read("p.diff", ["\0unseen"])
+
+
+def test_one_commands_files_are_read_within_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(patches, "FILE_BUDGET", 10)
+    (tmp_path / "p.diff").write_text("123456")
+    reader = Reader()
+    reader.read("p.diff", [str(tmp_path)])
+    with pytest.raises(Unreadable, match="longer than"):
+        reader.read("p.diff", [str(tmp_path)])
+
+
+def mail(headers: str, body: bytes) -> str:
+    return f"From 0 Mon Sep 17 00:00:00 2001\nSubject: x\n{headers}\n" + body.decode("latin-1")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        mail("Content-Transfer-Encoding: base64\n", base64.encodebytes(DIFF.encode())),
+        mail(
+            "Content-Type: text/plain; charset=utf-16\nContent-Transfer-Encoding: base64\n",
+            base64.encodebytes(DIFF.encode("utf-16")),
+        ),
+        mail("Content-Transfer-Encoding: quoted-printable\n", DIFF.replace("t", "=74").encode()),
+        mail("", b"first\n")
+        + mail("Content-Transfer-Encoding: base64\n", base64.b64encode(DIFF.encode())),
+    ],
+)
+def test_a_mail_is_decoded_as_git_am_decodes_it(text: str) -> None:
+    """git mailinfo decodes base64 and quoted-printable in the mail's charset before it reads
+    the diff: read as written, the names were hidden."""
+    assert "tests/check.py" not in patch_paths(text)
+    assert any("tests/check.py" in patch_paths(body) for body in mail_texts(text))
+
+
+def test_a_mail_in_a_charset_python_does_not_know_is_unreadable() -> None:
+    with pytest.raises(Unreadable, match="charset"):
+        list(mail_texts(mail("Content-Type: text/plain; charset=x-nope\n", b"body\n")))
