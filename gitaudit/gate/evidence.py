@@ -108,7 +108,7 @@ class Judging:
     held: tuple[tuple[str, pygit2.Oid | None], ...] = ()
     # (ledger key, its tip, run) -> whether that tip holds the run: asked for every step the
     # run proves, and a walk of the whole chain for a run deep in it; known without one for a
-    # run found on that tip, or an earlier run a run it holds carried a step from
+    # run found on that tip (confirmed on its chain)
     holds: dict[tuple[str, str, str], bool] = field(default_factory=dict, compare=False, repr=False)
     # ledger key -> its tallies (None: not in the lookup cache), read once when needed
     tallied: dict[str, Tallies | None] = field(default_factory=dict, compare=False, repr=False)
@@ -730,9 +730,9 @@ def _executed_by(
                     step=step,
                     verdict=Verdict.UNKNOWN,
                 )
-        for key, tip in j.held:  # an earlier run on the chain of one a copy holds
-            if j.holds.get((key, str(tip), record.commit)):
-                j.holds[(key, str(tip), traced.commit)] = True
+        # whether a copy holds the source is asked of git (Copies.holding), never inferred from
+        # its carrier: that the source is earlier may come from the lookup cache, whose rows
+        # anyone who writes .git/ can file (a run on another copy's fork passed as earlier)
         source = traced
     return _authority(j, source, step, ledger) or source
 

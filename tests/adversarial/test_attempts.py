@@ -342,6 +342,53 @@ def test_attack_attempts_exhausted_step_passed_in_another_clone(
     assert status.code != 0, status.out + status.err
 
 
+def test_attack_attempts_carried_from_a_fork_the_lookup_cache_calls_earlier(
+    world: World, tmp_path: Path
+) -> None:
+    """unit (inputs `src/**`) is exhausted on the plan's ledger; ci runs the plan in another
+    clone, where unit passes, and fetches that run X as a remote-tracking copy (the gate counts
+    the failures: X is not on the plan's ledger). Then, on a new tree with the same inputs, ci
+    signs run R on the plan's ledger carrying unit from X, and files X in the lookup cache as an
+    earlier run of that ledger. R is on the plan's ledger, but X is not: the gate took R's
+    ledger for one holding X too (the cache said X was earlier) and skipped its failures."""
+    flag = tmp_path / "flag"
+    flag.write_text("unit fails\n")
+    world.repo.write("src/a.txt", "a\n")
+    unit = step("unit", check("test", "!", "-e", str(flag)), max_attempts=2, inputs=["src/**"])
+    world.seal(plan(unit, step("lint")))
+    for _ in range(2):
+        assert world.run().doc["steps"]["unit"]["status"] == "failed"
+    flag.unlink()
+    world.repo.write("fix.txt", "the change\n")
+    world.repo.commit("the change")
+    clone = another_clone(world, tmp_path)
+    ran = audit(clone, "run", "--key", str(world.keys["ci"]))
+    assert ran.code == 0, ran.out + ran.err
+    copy = mirror_ref("b", RUNS)
+    world.repo.git("fetch", "-q", str(clone), f"{RUNS}:{copy}")
+    fork = world.ref(copy)
+    assert fork is not None
+    assert_plan(world.gate(), "evidence.past-exhaustion", "FAIL")
+    world.repo.write("other.txt", "more\n")
+    world.repo.commit("more")
+    tree = world.repo.git("rev-parse", "HEAD^{tree}").strip()
+
+    def carried(doc: dict[str, Any]) -> None:
+        doc["tree"] = tree
+        doc["steps"]["unit"].update(status="carried", carried_from=fork)
+
+    run = world.forge_run(fork, edit=carried, signer=world.ci)
+    assert_plan(world.gate(), "evidence.carried-invalid", "FAIL")  # X is not below R
+    edit_lookup_cache(
+        world,
+        None,
+        "INSERT INTO runs SELECT plan, -1, '" + fork + "', tree, contract, verdict, time "
+        f"FROM runs WHERE plan='default' AND commit_id='{run}'",
+    )
+    judged = assert_plan(world.gate(), "evidence.past-exhaustion", "FAIL")
+    assert judged.reasons[0].step == "unit"
+
+
 def test_attack_attempts_failures_split_between_the_server_and_the_pushed_runs(
     world: World, tmp_path: Path
 ) -> None:
