@@ -101,13 +101,19 @@ def _named_git_dirs(dot: str) -> list[str]:
 
 
 def _common_dir(git_dir: str) -> list[str]:
-    """The common directory a linked worktree's git directory names (``commondir``)."""
+    """The common directory a linked worktree's git directory names (``commondir``), and the
+    main work tree that holds it when it is a ``.git`` folder (the agent in a linked worktree
+    writes the main one too: its ``.venv/bin`` may be on ``PATH``)."""
     try:
         with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as handle:
             line = handle.readline(4096).strip()
     except (OSError, UnicodeDecodeError):
         return []
-    return [os.path.join(git_dir, line)] if line else []
+    if not line:
+        return []
+    common = os.path.realpath(os.path.join(git_dir, line))
+    main = os.path.dirname(common)
+    return [common, main] if os.path.basename(common) == ".git" else [common]
 
 
 def _search(name: str, path: str, excluded: list[str]) -> str:

@@ -67,6 +67,16 @@ def test_a_linked_worktree_keeps_out_the_main_repository(repo: GitRepo, tmp_path
     assert git_program(tmp_path / "wt", _env(fake.parent)) == REAL
 
 
+def test_a_linked_worktree_keeps_out_the_main_work_tree(repo: GitRepo, tmp_path: Path) -> None:
+    """The main work tree of a linked worktree elsewhere (its ``.venv/bin`` on PATH) holds no
+    git gitaudit runs in the linked one, opened or not."""
+    repo.git("worktree", "add", "-q", str(tmp_path / "wt"))
+    fake = _planted(repo.path / ".venv" / "bin")
+    assert git_program(tmp_path / "wt", _env(fake.parent)) == REAL
+    open_repo(tmp_path / "wt")
+    assert git_program(tmp_path / "elsewhere", _env(fake.parent)) == REAL
+
+
 def test_a_repository_opened_is_kept_out_of_git_run_elsewhere(
     repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
