@@ -68,10 +68,15 @@ def outside(name: str, near: str | os.PathLike[str] | None, env: Mapping[str, st
 
 def repository_folders(where: str) -> list[str]:
     """Every folder at or above *where* that holds a ``.git`` or is a git directory, and the git
-    directories a ``.git`` file or a ``commondir`` file names."""
+    directories a ``.git`` file or a ``commondir`` file names; past the first, none at or above
+    the home folder (a home kept as a repository of dotfiles would keep out ``~/.local/bin``
+    for every project in it, while its own commands still keep it out)."""
     found: list[str] = []
+    home = os.path.realpath(os.path.expanduser("~"))
     folder = where
     while True:
+        if found and (folder == home or home.startswith(folder.rstrip(os.sep) + os.sep)):
+            return found
         dot = os.path.join(folder, ".git")
         if os.path.lexists(dot):
             found.append(folder)
@@ -131,7 +136,8 @@ def _search(name: str, path: str, excluded: list[str]) -> str:
     if passed_over:
         raise FileNotFoundError(
             f"the only {name} on PATH lies in the repository or gitaudit's cache "
-            f"({', '.join(passed_over)}), and gitaudit never runs a program those hold"
+            f"({', '.join(passed_over)}), and gitaudit never runs a program those hold: put "
+            f"a {name} outside them first on PATH"
         )
     raise FileNotFoundError(f"{name}: not found on PATH")
 

@@ -124,3 +124,19 @@ def test_ssh_keygen_is_found_the_same_way(repo: GitRepo, monkeypatch: pytest.Mon
             executables.outside("ssh-keygen", repo.path, env)
     else:
         assert executables.outside("ssh-keygen", repo.path, env) == real
+
+
+def test_a_home_kept_as_a_repository_keeps_out_only_its_own_commands(tmp_path: Path) -> None:
+    """A home that is a repository of dotfiles: a git in ``~/.local/bin`` is the one a project
+    inside the home runs (the home is not the repository the command works in), while a command
+    working in the home itself keeps it out."""
+    home = Path(os.path.expanduser("~"))
+    run_git(["init", "-q", str(home)])
+    project = home / "src" / "project"
+    run_git(["init", "-q", str(project)])
+    tool = _planted(home / ".local" / "bin")
+    env = _env(tool.parent)
+    assert git_program(project, env) == str(tool)
+    assert git_program(home, env) == REAL
+    planted = _planted(project / ".git" / "bin")
+    assert git_program(project, _env(planted.parent, tool.parent)) == str(tool)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import shutil
 import subprocess
 import sys
 from importlib import metadata
@@ -28,6 +27,7 @@ from gitaudit.cli.common import (
 )
 from gitaudit.crypto.keystore import generate_key, list_local_keys
 from gitaudit.errors import ExitCode, GitAuditError, HookError, UsageError
+from gitaudit.executables import outside
 from gitaudit.gate.judge import judge
 from gitaudit.git.repo import Repo
 from gitaudit.hooks.install import (
@@ -206,11 +206,21 @@ def push_cmd(
     exit_with(result.code and ExitCode.FAIL)
 
 
-def _version(cmd: list[str]) -> str:
+def _version(name: str) -> str:
+    """``NAME --version`` of the program gitaudit would run (never one the repository holds)."""
     with contextlib.suppress(OSError):
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        exe = outside(name, None, os.environ)
+        proc = subprocess.run([exe, "--version"], capture_output=True, text=True, check=False)
         return proc.stdout.strip() or proc.stderr.strip()
     return "not found"
+
+
+def _found(name: str) -> str | None:
+    """Where gitaudit finds program *name* (:func:`gitaudit.executables.outside`)."""
+    try:
+        return outside(name, None, os.environ)
+    except FileNotFoundError:
+        return None
 
 
 def _anchor_state(repo: Repo) -> tuple[bool, str, str]:
@@ -262,14 +272,15 @@ def doctor_cmd(as_json: JsonOpt = False) -> None:
     item(
         "versions",
         True,
-        f"gitaudit {__version__}, {_version(['git', '--version'])}, "
+        f"gitaudit {__version__}, {_version('git')}, "
         f"pygit2 {metadata.version('pygit2')} (libgit2 {pygit2.LIBGIT2_VERSION}), "
         f"Python {platform.python_version()}",
     )
+    keygen = _found("ssh-keygen")
     item(
         "ssh-keygen",
-        shutil.which("ssh-keygen") is not None,
-        shutil.which("ssh-keygen") or "not found",
+        keygen is not None,
+        keygen or "not found",
         "optional: needed only for passphrase or agent keys",
     )
     try:

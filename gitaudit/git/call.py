@@ -72,7 +72,7 @@ def _started(
         program = git_program(where if where is not None else git_dir, env)
     except FileNotFoundError as exc:
         message = f"git is not installed or not on PATH: {exc}"
-        raise RepositoryError(message, hint="install git") from None
+        raise RepositoryError(message, hint="install git, outside the repository") from None
     if where is None:
         return [program, *CONFIG, *argv[1:]]
     return [program, "-C", where, *CONFIG, *argv[1:]]
