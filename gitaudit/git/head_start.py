@@ -270,7 +270,7 @@ class Started:
         kept index does not name the user's current index."""
         self.launched_ns = time.time_ns()
         try:
-            git = git_program(self.work_tree, git_env())
+            git = git_program(self.work_tree, os.environ)  # git_env keeps PATH as it is
         except FileNotFoundError:  # no git gitaudit may run: the fingerprint says so in full
             return False
         self.identity = user_index_identity(self.git_dir)

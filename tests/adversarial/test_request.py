@@ -476,13 +476,7 @@ def test_attack_request_hand_made_planner_commit_pushed_to_the_server(
     server = asked.world.serve(tmp_path / "server.git")
     before = git(server, "rev-parse", PLANS_REF).strip()
     asked.forge_seal(drop_r2())
-    pushed = subprocess.run(
-        ["git", "push", "origin", f"{PLANS_REF}:{PLANS_REF}"],
-        cwd=asked.world.path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    pushed = _push_plans(asked)
     assert pushed.returncode != 0, pushed.stderr
     assert "planner 'agent' cannot drop request requirement R2" in pushed.stderr
     assert git(server, "rev-parse", PLANS_REF).strip() == before
@@ -651,6 +645,49 @@ def test_request_control_planner_adds_a_needed_step_or_another_alternative(asked
     assert asked.world.gate().verdict == "PASS"
 
 
+def _push_plans(asked: Asked) -> subprocess.CompletedProcess[str]:
+    """``git push origin refs/audit/plans`` from the world's clone, as the agent would."""
+    return subprocess.run(
+        ["git", "push", "origin", f"{PLANS_REF}:{PLANS_REF}"],
+        cwd=asked.world.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def _forged_trust(asked: Asked) -> dict[str, bytes]:
+    """The trust files as the agent would have them: ``roles.json`` naming it a sealer, and
+    ``allowed_signers`` giving alice's name to its key (its own line gone)."""
+    files = asked.world.plans_files()
+    roles = json.loads(files["trust/roles.json"])
+    roles["sealers"] = sorted([*roles["sealers"], "agent"])
+    mine, alices = asked.agent.public_key.openssh(), asked.world.alice.public_key.openssh()
+    lines = files["trust/allowed_signers"].decode().splitlines(keepends=True)
+    signers = "".join(line.replace(alices, mine) for line in lines if mine not in line).encode()
+    return {"trust/roles.json": dumps(roles), "trust/allowed_signers": signers}
+
+
+def _refused_everywhere(asked: Asked, tree: pygit2.Oid, server: Path, words: str) -> None:
+    """The agent's planner key commits *tree* on the plans ref: the gate, a seal and the
+    server's pre-receive each refuse it, saying *words*; the server's ref stays."""
+    before = git(server, "rev-parse", PLANS_REF).strip()
+    tip = asked.plans_tip()
+    assert tip is not None
+    git_ = asked.world.handle().git
+    parents = [pygit2.Oid(hex=tip)]
+    oid = asked.world.commit_object(git_, tree, parents, "plans: planner\n", asked.agent)
+    asked.world.set_ref(PLANS_REF, oid)
+    result = asked.world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert words in result.reasons[0].message, result.reasons[0].message
+    with pytest.raises(TrustError, match=words):
+        asked.seal(answering(step("unit", check("true"), covers=["R1", "R2"])), reason="x")
+    pushed = _push_plans(asked)
+    assert pushed.returncode != 0 and words in pushed.stderr, pushed.stderr
+    assert git(server, "rev-parse", PLANS_REF).strip() == before
+
+
 def _listed_twice(asked: Asked, path: str, forged: bytes | dict[str, bytes]) -> pygit2.Oid:
     """The plans tree with the entry at *path* listed twice: *forged* (a blob, or a folder of
     files), then the genuine one (which a walk of the tree keeps), each placed where a lookup by
@@ -702,43 +739,13 @@ def test_attack_request_hand_made_planner_commit_lists_a_file_twice(
     (3 of 3 before the fix). A tree listing a name twice, which git never writes, is refused.
     (`policy.json` twice was refused already: each seal record binds the policy's digest.)"""
     server = asked.world.serve(tmp_path / "server.git")
-    before = git(server, "rev-parse", PLANS_REF).strip()
-    files = asked.world.plans_files()
-    roles = json.loads(files["trust/roles.json"])
-    roles["sealers"] = sorted([*roles["sealers"], "agent"])
-    forged: bytes | dict[str, bytes] = dumps(roles)
-    if path == "trust":
-        forged = {"allowed_signers": files["trust/allowed_signers"], "roles.json": dumps(roles)}
-    elif path == "trust/allowed_signers":  # the agent's key as alice's, its own line gone
-        lines = files[path].decode().splitlines(keepends=True)
-        mine = asked.agent.public_key.openssh()
-        forged = "".join(
-            line.replace(asked.world.alice.public_key.openssh(), mine)
-            for line in lines
-            if mine not in line
-        ).encode()
-    git_ = asked.world.handle().git
-    tree = _listed_twice(asked, path, forged)
-    tip = asked.plans_tip()
-    assert tip is not None
-    parents = [pygit2.Oid(hex=tip)]
-    oid = asked.world.commit_object(git_, tree, parents, "plans: planner\n", asked.agent)
-    asked.world.set_ref(PLANS_REF, oid)
-    result = asked.world.gate()
-    assert_plans_level(result, "plans.untrusted")
-    twice = f"lists '{path}' twice, which git never writes"
-    assert twice in result.reasons[0].message, result.reasons[0].message
-    with pytest.raises(TrustError, match=twice):
-        asked.seal(answering(step("unit", check("true"), covers=["R1", "R2"])), reason="x")
-    pushed = subprocess.run(
-        ["git", "push", "origin", f"{PLANS_REF}:{PLANS_REF}"],
-        cwd=asked.world.path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert pushed.returncode != 0 and twice in pushed.stderr, pushed.stderr
-    assert git(server, "rev-parse", PLANS_REF).strip() == before
+    forged = _forged_trust(asked)
+    folder = {  # the whole folder twice: the forged roles beside the genuine signers
+        "allowed_signers": asked.world.plans_files()["trust/allowed_signers"],
+        "roles.json": forged["trust/roles.json"],
+    }
+    tree = _listed_twice(asked, path, folder if path == "trust" else forged[path])
+    _refused_everywhere(asked, tree, server, f"lists '{path}' twice, which git never writes")
 
 
 def _slashed(asked: Asked, forged: dict[str, bytes]) -> pygit2.Oid:
@@ -775,33 +782,7 @@ def test_attack_request_hand_made_planner_commit_names_a_file_by_its_path(
     commit, and the agent was a sealer (3 of 3 before the fix, which the check of names listed
     twice let through). A tree git would not write is refused, naming it and the entry."""
     server = asked.world.serve(tmp_path / "server.git")
-    before = git(server, "rev-parse", PLANS_REF).strip()
-    files = asked.world.plans_files()
-    roles = json.loads(files["trust/roles.json"])
-    roles["sealers"] = sorted([*roles["sealers"], "agent"])
-    mine, alices = asked.agent.public_key.openssh(), asked.world.alice.public_key.openssh()
-    lines = files["trust/allowed_signers"].decode().splitlines(keepends=True)
-    signers = "".join(line.replace(alices, mine) for line in lines if mine not in line).encode()
-    forged = {"trust/roles.json": dumps(roles), "trust/allowed_signers": signers}
+    forged = _forged_trust(asked)
     tree = _slashed(asked, {path: forged[path] for path in paths})
-    tip = asked.plans_tip()
-    assert tip is not None
-    git_ = asked.world.handle().git
-    parents = [pygit2.Oid(hex=tip)]
-    oid = asked.world.commit_object(git_, tree, parents, "plans: planner\n", asked.agent)
-    asked.world.set_ref(PLANS_REF, oid)
-    result = asked.world.gate()
-    assert_plans_level(result, "plans.untrusted")
     named = f"tree {str(tree)[:12]} has an entry named {min(paths)!r}, which git never writes"
-    assert named in result.reasons[0].message, result.reasons[0].message
-    with pytest.raises(TrustError, match=named):
-        asked.seal(answering(step("unit", check("true"), covers=["R1", "R2"])), reason="x")
-    pushed = subprocess.run(
-        ["git", "push", "origin", f"{PLANS_REF}:{PLANS_REF}"],
-        cwd=asked.world.path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert pushed.returncode != 0 and named in pushed.stderr, pushed.stderr
-    assert git(server, "rev-parse", PLANS_REF).strip() == before
+    _refused_everywhere(asked, tree, server, named)
