@@ -209,3 +209,39 @@ def test_trust_anchor_pins_the_verified_root(proven: World, tmp_path: Path) -> N
     assert "already anchored" in audit(proven.path, "trust", "anchor", "--yes").out
     doctor = audit(proven.path, "doctor")
     assert f"ok  trust anchor: {alice}" in doctor.out
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [{}, {"root-key": ""}, {"root-key": " \t"}, {"root-key": "", "gate": "false"}],
+    ids=["omitted", "empty", "blank", "report-only"],
+)
+def test_attack_anchors_ci_action_without_a_root_key(
+    proven: World, tmp_path: Path, inputs: dict[str, str]
+) -> None:
+    """A host without a pre-receive hook (GitHub) takes any push to refs/audit/*: the agent
+    force-pushes mallory's fabricated ledger. The CI job runs the action in a fresh clone, which
+    has no anchor; without the `root-key` input the root of trust was taken on first use, and
+    the action said PASS for mallory's ledger. It now refuses to judge without the pin."""
+    from tests.packaging.test_action import run_action
+
+    _fabricate(proven, tmp_path)
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    proven.repo.git(
+        "push", "-q", "--force", str(origin), "HEAD:refs/heads/main", "+refs/audit/*:refs/audit/*"
+    )
+    clone = tmp_path / "ci"
+    subprocess.run(["git", "clone", "-q", str(origin), str(clone)], check=True)
+    head = proven.repo.git("rev-parse", "HEAD").strip()
+    work = tmp_path / "job"
+    work.mkdir()
+    steps, outputs, _summary = run_action(clone, {"install": "skip", "rev": head, **inputs}, work)
+    assert outputs.get("verdict") != "PASS", steps
+    name, code, out = steps[-1]
+    assert (name, code) == ("Pin the root of trust", 1), steps
+    assert "::error title=gitaudit::the input root-key is empty" in out
+    # the pin given, mallory's root is refused
+    pinned = {"root-key": proven.alice.public_key.fingerprint()}
+    steps, outputs, _summary = run_action(clone, {"install": "skip", "rev": head, **pinned}, work)
+    assert outputs["verdict"] == "FAIL" and steps[-1][1] == 1, steps

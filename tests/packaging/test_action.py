@@ -160,8 +160,10 @@ def test_the_action_fails_the_job_without_evidence(
 
 
 def test_run_without_a_key_is_an_error(repo: GitRepo, sealed: Sealer, tmp_path: Path) -> None:
-    clone, _, head = _published(repo, sealed, tmp_path)
-    steps, _, _ = run_action(clone, {"install": "skip", "run": "true", "rev": head}, tmp_path)
+    clone, root_key, head = _published(repo, sealed, tmp_path)
+    steps, _, _ = run_action(
+        clone, {"install": "skip", "run": "true", "rev": head, "root-key": root_key}, tmp_path
+    )
     assert steps[-1][0] == "Run the sealed plans" and steps[-1][1] == 1
     assert "needs runner-key" in steps[-1][2]
 
@@ -170,3 +172,15 @@ def test_every_input_reaches_scripts_through_env_only() -> None:
     for step in ACTION["runs"]["steps"]:
         assert "${{" not in step["run"], step["name"]
     assert audit(ROOT, "--version").code == 0
+
+
+def test_the_action_refuses_to_judge_without_a_root_key(
+    repo: GitRepo, sealed: Sealer, tmp_path: Path
+) -> None:
+    """A fresh clone has no trust anchor: without the pin there is no verdict to give."""
+    clone, _, head = _published(repo, sealed, tmp_path)
+    steps, outputs, _ = run_action(clone, {"install": "skip", "rev": head}, tmp_path)
+    assert [(n, c) for n, c, _ in steps][-1] == ("Pin the root of trust", 1)
+    assert "::error title=gitaudit::the input root-key is empty" in steps[-1][2]
+    assert "verdict" not in outputs
+    assert git(clone, "config", "--get", "audit.rootKey", check=False).strip() == ""
