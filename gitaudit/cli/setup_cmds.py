@@ -233,7 +233,14 @@ def _anchor_state(repo: Repo) -> tuple[bool, str, str]:
     if found is not None:
         return True, f"{found.root_key} ({found.file})", ""
     if repo.workdir is None:
-        return True, "none: a server is pinned by its own audit.rootKey", ""
+        if (repo.config("audit.rootKey") or "").strip():
+            return True, "none: a server is pinned by its own audit.rootKey", ""
+        return (
+            False,
+            "none, and no audit.rootKey: pre-receive refuses the first refs/audit/plans until "
+            "the server pins its root of trust",
+            "git config audit.rootKey SHA256:... (the key that created refs/audit/plans)",
+        )
     return (
         False,
         "none: the root of trust is pinned only by audit.rootKey in .git/config, which anything "

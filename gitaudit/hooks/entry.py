@@ -316,7 +316,9 @@ def _ff_commits(git: pygit2.Repository, old: str, new: str) -> list[pygit2.Commi
 def _check_plans_update(repo: Repo, old: str, new: str) -> str | None:
     """Fast-forward only; every new commit signed by a sealer trusted by its parent (or by a
     planner there, within the planner's rules), starting from the server's accepted tip; no
-    unrecorded or forbidden weakening (verify_chain)."""
+    unrecorded or forbidden weakening (verify_chain). The first plans ref a server takes needs
+    its pin: without one, its root would be whatever the first pusher signed (an agent's own
+    key, with a ledger fabricated to match), and every later push is judged by it."""
     import pygit2
 
     from gitaudit.errors import GitAuditError
@@ -327,11 +329,18 @@ def _check_plans_update(repo: Repo, old: str, new: str) -> str | None:
     if isinstance(added, str):
         return added
     try:
+        pinned = pinned_root(repo)  # the server's audit.rootKey (or its own anchor)
+        if old == ZERO and not (pinned or "").strip():
+            return (
+                "the server pins no root of trust, so the first pusher's key would become it; "
+                "pin it first: `git config audit.rootKey SHA256:...` in the server repository "
+                "(the key that created refs/audit/plans)"
+            )
         verify_chain(
             repo.git,
             pygit2.Oid(hex=new),
             stop_at=None if old == ZERO else pygit2.Oid(hex=old),
-            pinned_root=pinned_root(repo),  # the server's audit.rootKey (or its own anchor)
+            pinned_root=pinned,
         )
     except GitAuditError as exc:
         return exc.message

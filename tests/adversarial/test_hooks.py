@@ -21,11 +21,12 @@ from gitaudit.crypto.signers import Ed25519Signer, Signer
 from gitaudit.git.repo import open_repo
 from gitaudit.hooks.entry import claims_completion
 from gitaudit.ledger.objects import dumps, read_files, write_tree
-from gitaudit.ledger.seals import set_policy, trust_add
+from gitaudit.ledger.seals import seal_plan, set_policy, trust_add, trust_init
 from gitaudit.ledger.trust import Policy
 from gitaudit.plan.catalog import check_worktree
+from gitaudit.run.recorder import run_plan
 from tests import sealrules
-from tests.adversarial.conftest import honest_run_on_any_tip
+from tests.adversarial.conftest import World, honest_run_on_any_tip
 from tests.e2e.conftest import PLAN, Setup
 from tests.e2e.conftest import setup as setup  # noqa: PLC0414 (re-exported fixture)
 from tests.gitrepo import audit, git
@@ -815,3 +816,46 @@ def test_attack_hooks_git_namespace_in_the_callers_environment(setup: Setup, gat
     assert "Traceback" not in done.stderr
     assert setup.server_ref("refs/heads/main") is None
     assert setup.client.git("rev-parse", "HEAD").strip() == head
+
+
+@pytest.mark.parametrize("pin", ["unset", "empty", "blank"])
+def test_attack_hooks_first_plans_push_to_an_unpinned_server(
+    sealed: World, tmp_path: Path, pin: str
+) -> None:
+    """A server whose administrator installed the hook but pinned no `audit.rootKey` (or an
+    empty one): mallory pushes first a plans ref whose root is her own key, then her branch
+    with her own PASS run. The server took the root on first use and both pushes (unset and
+    empty: 2 of 3 before the fix; a blank pin was refused as naming another key). The first
+    plans ref is now refused until the server pins its root, and so every branch after it
+    ("nothing can PASS")."""
+    fabricated = tmp_path / "fabricated"
+    subprocess.run(["git", "clone", "-q", str(sealed.path), str(fabricated)], check=True)
+    handle = open_repo(fabricated)
+    trust_init(handle, sealed.mallory, "mallory")
+    (checked,) = check_worktree(fabricated, "default")
+    seal_plan(handle, sealed.mallory, checked)
+    assert run_plan(open_repo(fabricated), "default", sealed.mallory).verdict == "PASS"
+    server = tmp_path / "server.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(server))
+    if pin != "unset":
+        git(server, "config", "audit.rootKey", "" if pin == "empty" else "  ")
+    assert audit(server, "hooks", "install", "--server").code == 0
+    first = subprocess.run(
+        ["git", "push", str(server), f"{PLANS}:{PLANS}"],
+        cwd=fabricated,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert first.returncode != 0, first.stderr
+    assert "the server pins no root of trust" in first.stderr
+    assert "git config audit.rootKey" in first.stderr
+    second = subprocess.run(
+        ["git", "push", str(server), "HEAD:refs/heads/main", f"{RUNS}:{RUNS}"],
+        cwd=fabricated,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert second.returncode != 0, second.stderr
+    assert git(server, "for-each-ref").strip() == ""

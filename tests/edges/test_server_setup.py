@@ -76,3 +76,15 @@ def test_uninstall_in_a_clone_keeps_a_pre_receive_hook_and_says_so(tmp_path: Pat
     assert result.code == 0
     assert "pre-push: removed" in result.out and "pre-receive: kept" in result.err
     assert (clone / ".git" / "hooks" / "pre-receive").exists()
+
+
+def test_doctor_reports_a_server_without_its_pin(tmp_path: Path) -> None:
+    """A server without `audit.rootKey` takes no first plans ref: doctor says so, and how."""
+    server = _server(tmp_path)
+    assert audit(server, "hooks", "install", "--server").code == 0
+    doctor = audit(server, "doctor")
+    assert "BAD trust anchor: none, and no audit.rootKey" in doctor.out, doctor.out
+    assert "git config audit.rootKey SHA256:" in doctor.out
+    git(server, "config", "audit.rootKey", "SHA256:" + "A" * 43)
+    doctor = audit(server, "doctor")
+    assert "ok  trust anchor: none: a server is pinned by its own audit.rootKey" in doctor.out

@@ -19,7 +19,9 @@ from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.git.repo import open_repo
 from gitaudit.hooks import entry
+from gitaudit.ledger import anchor
 from gitaudit.ledger.seals import trust_init
+from gitaudit.places import marks_path
 from tests.e2e.conftest import PLAN
 from tests.gitrepo import GitRepo, audit
 from tests.hooks.runs import run_tree
@@ -194,6 +196,33 @@ def test_a_server_without_a_plans_ref_refuses_branches(
         "gitaudit: rejecting refs/heads/main: the server has no refs/audit/plans: nothing can PASS"
     ]
     assert receive(capsys, f"{ZERO} {head} refs/tags/v1") == (0, "")
+
+
+@pytest.mark.parametrize("pin", ["unset", "empty"])
+def test_the_first_plans_ref_needs_the_servers_pin(
+    server: Server, capsys: pytest.CaptureFixture[str], pin: str
+) -> None:
+    """Without `audit.rootKey` (or an anchor) the first pusher's key would become the root of
+    trust: the first plans ref is refused, naming the fix; pinned, it is taken."""
+    tip = server.repo.git("rev-parse", PLANS).strip()
+    server.repo.git("update-ref", "-d", PLANS)
+    handle = open_repo(server.repo.path)
+    for path in anchor.files(handle):
+        os.unlink(path)
+    shutil.rmtree(handle.state_dir)  # the marks: a server that never held a plans ref
+    Path(marks_path(handle.gitdir)).unlink(missing_ok=True)
+    server.repo.git("config", "--unset", "audit.rootKey")
+    if pin == "empty":
+        server.repo.git("config", "audit.rootKey", "")
+    code, err = receive(capsys, f"{ZERO} {tip} {PLANS}")
+    assert code == 1
+    assert err.splitlines() == [
+        f"gitaudit: rejecting {PLANS}: the server pins no root of trust, so the first pusher's "
+        "key would become it; pin it first: `git config audit.rootKey SHA256:...` in the server "
+        "repository (the key that created refs/audit/plans)"
+    ]
+    server.repo.git("config", "audit.rootKey", server.signer.public_key.fingerprint())
+    assert receive(capsys, f"{ZERO} {tip} {PLANS}") == (0, "")
 
 
 def test_the_server_does_not_need_the_plans_tools(
