@@ -37,9 +37,11 @@ to the fingerprinted tree and runs its checks there, as they would run in a fres
   HEAD is the commit of the tree (or a commit made for it in the private object store), so a
   check that runs git sees a clean clone.
 * **Kept between runs**, updated incrementally (only changed files are written), and left clean
-  after each run: what a run produced is removed when it ends, and the next run starts from the
-  tree alone. The slot's state (its tree and the digest of its index) is authenticated with the
-  local secret (:mod:`gitaudit.secret`); a slot whose state does not verify is rebuilt.
+  after each run: what a run produced is removed when it ends, and what git does not track is
+  removed again before the next update (whoever writes the cache may have added it since), so
+  the next run starts from the tree alone. The slot's state (its tree and the digest of its
+  index) is authenticated with the local secret (:mod:`gitaudit.secret`); a slot whose state
+  does not verify is rebuilt.
 
 Each slot ``<n>/`` serves one run at a time (an exclusive ``flock`` on ``<n>.lock``); concurrent
 runs take further slots. A slot also holds the checks' private ``home`` and ``tmp``, emptied for
@@ -628,8 +630,15 @@ def _move(
     equal to *previous* by the purity check, leftovers removed), a two-way merge writes only
     what changed (nothing at all for the same tree): :data:`MERGED`; otherwise leftovers are
     swept and the checkout reset to the tree, which also restores what a check changed:
-    :data:`RESET`. None when git could not."""
-    if previous is not None and clean:
+    :data:`RESET`. None when git could not.
+
+    "Left clean" is what the last run saw, not what the checkout holds now: whoever can write
+    the cache (the agent, between two runs) may have added files since, and the merge keeps
+    every file its index does not hold (an ignored ``build/flag`` a check tests for, a
+    ``__pycache__`` entry that shadows a module of the tree). So what git does not track goes
+    first (``git clean``; what git does not see, a FIFO or a nested ``.git``, the purity check
+    names and the next run sweeps), and the merge runs only on what is left: the tree."""
+    if previous is not None and clean and _cleaned(slot, slot.git, slot.tree):
         if previous == tree:
             return MERGED  # a two-way merge of a tree with itself writes no file
         args = ["read-tree", "-m", "-u", previous, tree]
@@ -643,6 +652,12 @@ def _move(
         if _git(slot, slot.git, slot.tree, args, config=config, check=False).code == 0
         else None
     )
+
+
+def _cleaned(slot: Slot, git_dir: Path, work_tree: Path) -> bool:
+    """Remove every untracked and ignored file and folder of a checkout (``git clean``, nested
+    repositories too); False when git could not (the caller sweeps and resets instead)."""
+    return _git(slot, git_dir, work_tree, ["clean", "-ffdxq"], check=False).code == 0
 
 
 def _stale_submodules(meta: Mapping[str, object], tree: str, slot: Slot) -> list[tuple[str, bool]]:
@@ -1613,13 +1628,13 @@ def leave_clean(placed: Materialised, workdir: Path, purity: Purity) -> None:
             removed = False
     cleaned = True
     if purity.leftovers or placed.submodules:  # else git would find nothing to remove
-        cleaned = _git(slot, slot.git, slot.tree, ["clean", "-ffdxq"], check=False).code == 0
+        cleaned = _cleaned(slot, slot.git, slot.tree)
     for path, sub in placed.placed_submodules.items():  # its own git dir, whatever .git says
         work = slot.tree / path
         if not _own_folder(slot.tree, path):  # a link a check left: never cleaned through
             cleaned = False
             continue
-        cleaned &= _git(slot, sub.git_dir, work, ["clean", "-ffdxq"], check=False).code == 0
+        cleaned &= _cleaned(slot, sub.git_dir, work)
     meta = _read_meta(slot, workdir)
     if meta.get("index") == placed.index_digest:
         meta["clean"] = removed and cleaned and not purity.changed

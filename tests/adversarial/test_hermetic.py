@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import py_compile
+import shlex
 import shutil
 import subprocess
 import sys
@@ -1456,4 +1458,69 @@ def test_attack_hermetic_planted_git_reads_the_tree_for_the_run(
     recorded = world.run()
     assert not log.exists(), log.read_text()[:500]
     assert recorded.verdict == "FAIL", recorded.doc["reasons"]
+    assert world.gate(None).verdict != "PASS"
+
+
+# what the agent adds to the kept checkout between two runs, by hand (its folder is a path
+# anyone can work out: <cache>/checkouts/<sha256(gitdir)[:20]>/0/tree), and what the check of
+# the next tree tests for; each is something git does not track there
+KEPT_CHECKOUT_PLANTS = {
+    "ignored-file": "test -f build/flag",
+    "empty-folder": "test -d build",
+    "ignored-link": "test -f build/flag",
+    "shadowing-bytecode": f"{shlex.quote(sys.executable)} -c 'import verdict; assert verdict.OK'",
+}
+
+
+def _plant_in_kept_checkout(tree: Path, what: str, outside: Path) -> None:
+    if what == "ignored-file":
+        (tree / "build").mkdir()
+        (tree / "build" / "flag").write_text("")
+    elif what == "empty-folder":
+        (tree / "build").mkdir()
+    elif what == "ignored-link":  # a node_modules-like link to a folder of the agent's
+        outside.mkdir()
+        (outside / "flag").write_text("")
+        (tree / "build").symlink_to(outside)
+    else:  # bytecode of the passing verdict.py that Python never checks against the source
+        source = tree / "verdict.py"
+        source.write_text("OK = True\n")
+        pyc = tree / "__pycache__" / f"verdict.{sys.implementation.cache_tag}.pyc"
+        py_compile.compile(
+            str(source),
+            cfile=str(pyc),
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        )
+        source.write_text("OK = False\n")  # the tree's bytes again (times aside: git rehashes)
+
+
+@pytest.mark.parametrize("next_tree", ["another-tree", "same-tree"])
+@pytest.mark.parametrize("what", sorted(KEPT_CHECKOUT_PLANTS))
+def test_attack_hermetic_agent_plants_files_in_the_kept_checkout(
+    world: World, tmp_path: Path, what: str, next_tree: str
+) -> None:
+    """A run leaves its checkout clean and the slot's state says so; the agent then adds, by
+    hand, what the tree ignores (or git does not track) to the kept checkout: an ignored
+    ``build/flag``, an empty ``build`` folder, ``build`` as a link to a folder of its own (a
+    ``node_modules`` link), a ``__pycache__`` entry that makes ``import verdict`` run the
+    passing bytes. The next run (of another tree, or the same) merged the tree into the
+    checkout, which keeps every file its index does not hold, the check found what was
+    planted, and the purity check took it for an ignored output: a signed PASS (all eight
+    before the fix). What git does not track is removed before the merge: FAIL."""
+    world.repo.write(".gitignore", "build/\n__pycache__/\n")
+    world.repo.write("verdict.py", "OK = False\n")
+    test = {"type": "run", "cmd": KEPT_CHECKOUT_PLANTS[what], "shell": True}
+    world.seal(plan(step("unit", test)))
+    first = world.run()
+    assert first.verdict == "FAIL" and first.doc["purity"]["changed"] == [], first.doc
+    if next_tree == "another-tree":
+        world.repo.write("notes.txt", "another tree\n")
+        world.repo.commit("the next tree")
+    kept = Path(checkouts_dir(world.path / ".git")) / "0" / "tree"
+    assert (kept / "verdict.py").read_text() == "OK = False\n"
+    _plant_in_kept_checkout(kept, what, tmp_path / "agents")
+    recorded = world.run()
+    assert recorded.doc["workspace"]["fresh"] is False  # the kept checkout, updated
+    assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]
+    assert recorded.verdict == "FAIL"
     assert world.gate(None).verdict != "PASS"

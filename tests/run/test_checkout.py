@@ -94,6 +94,33 @@ def test_leftovers_of_a_run_are_removed(repo: GitRepo) -> None:
     assert not again.fresh and checkout.changed(again).changed == ()
 
 
+@pytest.mark.parametrize("same_tree", [False, True], ids=["another-tree", "same-tree"])
+def test_an_update_after_a_clean_run_removes_what_was_added_since(
+    repo: GitRepo, same_tree: bool
+) -> None:
+    """A run left the checkout clean (``place`` ends as a run does); whoever writes the cache
+    then adds what git does not track there (an ignored file, an empty folder, a link): the
+    next update, a two-way merge that writes only what changed, removes it first, and the
+    checkout holds the tree alone."""
+    repo.write(".gitignore", "build/\n")
+    repo.commit("ignore")
+    tree = place(repo).slot.tree
+    (tree / "build").mkdir()
+    (tree / "build" / "flag").write_text("")
+    (tree / "empty").mkdir()
+    (tree / "cache").symlink_to(repo.path)
+    if not same_tree:
+        repo.write("b.txt", "b\n")
+        repo.commit("b")
+    handle = open_repo(repo.path)
+    assert handle.workdir is not None
+    with checkout.acquire(handle.gitdir, handle.workdir) as slot:
+        again = checkout.materialise(slot, handle.gitdir, handle.workdir, repo.head_tree(), None)
+    assert not again.fresh and again.pristine  # merged, not written afresh
+    top = set(repo.git("ls-tree", "--name-only", "HEAD").split())
+    assert {p.name for p in tree.iterdir()} == {".git", *top}
+
+
 def _trusting_stat_data(repo: GitRepo) -> checkout.Materialised:
     """A checkout of a tree with ``a.txt``, whose index records stat data git will trust (the
     file's times long before the index's: not racily clean)."""
