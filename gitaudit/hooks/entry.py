@@ -20,7 +20,7 @@ import time
 
 TYPE_CHECKING = False  # not typing's: importing typing costs the memo's path about 3 ms
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     import pygit2
 
@@ -470,7 +470,7 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:
     except GitAuditError as exc:
         _err(f"gitaudit: the server's refs/audit/plans is not trustworthy: {exc.message}")
         return 1
-    named = _refused_names(state, updates)
+    named = _refused_names(state, updates) + _read_first(repo, state, updates)
     for ref, why in named:
         _err(f"gitaudit: rejecting {ref}: {why}")
     if named:
@@ -556,6 +556,86 @@ def _refused_names(
         if why is not None:
             refused.append((ref, why))
     return refused
+
+
+# where git looks for a short name, in order, past the name as given (`git help revisions`;
+# refs.c, ref_rev_parse_rules): a ref of an earlier form is what `git archive NAME` reads
+_SHORT_FORMS = (
+    "refs/{}",
+    "refs/tags/{}",
+    "refs/heads/{}",
+    "refs/remotes/{}",
+    "refs/remotes/{}/HEAD",
+)
+
+
+def _short_names(ref: str) -> list[tuple[int, str]]:
+    """The short names git reads as *ref*, each with the place of its form in _SHORT_FORMS."""
+    found = []
+    for place, form in enumerate(_SHORT_FORMS):
+        head, _, tail = form.partition("{}")
+        if ref.startswith(head) and ref.endswith(tail) and len(ref) > len(head) + len(tail):
+            found.append((place, ref[len(head) : len(ref) - len(tail)]))
+    return found
+
+
+def _read_first(
+    repo: Repo, state: PlansState, updates: Sequence[tuple[str, str, str]]
+) -> list[tuple[str, str]]:
+    """The updates refused because git on the server would read an unprotected ref for a
+    protected one: a tag ``main`` (or ``refs/release/1``) comes before the branch ``main``
+    (``release/1``) in git's order for a short name, so a deploy's ``git archive main`` read the
+    tag, unjudged, while the hook had proven the branch. Such a ref is refused beside a
+    protected one of its short name (on the server or in the push), and a protected ref while
+    such a ref stands before it (its fix: delete that ref, which anyone may). The audit refs are
+    never refused for a branch's name (a proven commit as ``refs/heads/audit/plans`` would have
+    stopped the ledger): that branch is."""
+    protects = state.policy.protects if state.exists else _heads
+    pushed = {ref: new for _old, new, ref in updates}
+
+    def present(name: str) -> bool:
+        if name in pushed:
+            return pushed[name] != ZERO
+        try:
+            return repo.git.references.get(name) is not None
+        except UnicodeError:  # pygit2 cannot look up a name that is not UTF-8: list them all
+            return name in set(repo.git.references)
+
+    refused = []
+    for _old, new, ref in updates:
+        why = None if new == ZERO else _read_instead(ref, protects, present)
+        if why is not None:
+            refused.append((ref, why))
+    return refused
+
+
+def _read_instead(
+    ref: str, protects: Callable[[str], bool], present: Callable[[str], bool]
+) -> str | None:
+    """Why *ref* is refused by :func:`_read_first`, or None."""
+    guarded = protects(ref)
+    for place, short in _short_names(ref):
+        for other_place, form in enumerate(_SHORT_FORMS):
+            other = form.format(short)
+            if other == ref or guarded == protects(other) or not present(other):
+                continue
+            if other_place > place and not ref.startswith(("refs/audit/", _MIRRORS)):
+                return (
+                    f"git reads {short!r} as this ref before {other}, which the policy "
+                    f"protects (`git archive {short}` on the server would read this ref, "
+                    "unjudged): name it otherwise"
+                )
+            if other_place < place:
+                return (
+                    f"{other} stands before it: git reads {short!r} as that ref, unjudged, "
+                    f"first; delete it (`git push <remote> :{other}`), then push again"
+                )
+    return None
+
+
+def _heads(ref: str) -> bool:
+    """What a server without refs/audit/plans protects."""
+    return ref.startswith("refs/heads/")
 
 
 def _case_variant(ref: str, folded: str, patterns: Sequence[str]) -> str | None:

@@ -859,3 +859,63 @@ def test_attack_hooks_first_plans_push_to_an_unpinned_server(
     )
     assert second.returncode != 0, second.stderr
     assert git(server, "for-each-ref").strip() == ""
+
+
+SHADOWS = {
+    "a tag named as the branch": ("refs/tags/main", "main", "refs/heads/main"),
+    "a ref below refs/ named as a branch": ("refs/release/1", "release/1", "refs/heads/release/1"),
+    "a ref below refs/ named as a protected tag": ("refs/v/1", "v/1", "refs/tags/v/1"),
+    "a tag, then the branch it names": ("refs/tags/release", "release", "refs/heads/release"),
+    "the branch and a tag of its name in one push": ("refs/tags/rc", "rc", "refs/heads/rc"),
+}
+
+
+def _server_reads(setup: Setup, name: str) -> str | None:
+    """What git on the server reads for the short *name* (a deploy's `git archive NAME`)."""
+    return setup.server_ref(f"{name}^{{commit}}")
+
+
+@pytest.mark.parametrize("how", list(SHADOWS))
+def test_attack_hooks_ref_that_git_reads_before_a_protected_one(setup: Setup, how: str) -> None:
+    """git reads a short name as refs/NAME, then refs/tags/NAME, then refs/heads/NAME (`git
+    help revisions`): on the server, `git archive main` or `git show main:app.py` (a deploy)
+    reads a tag `main` before the proven branch main, and a ref `refs/release/1` before the
+    proven branch `release/1` (git refuses a ref right below refs/, not one deeper). The
+    pusher sends an unproven commit as such a ref, which no pattern of the policy protects
+    (also `refs/v/1` where the policy protects tags, before the proven tag `v/1`): the hook let
+    each through, and git on the server read the proven name as the unproven code (before the
+    fix); so it did for an unprotected tag `release` pushed before the proven branch `release`,
+    or in the same push as the branch. A ref git reads before a protected one is refused, and
+    so is a protected ref while such a ref stands before it (the fix: delete that ref)."""
+    _run_pass(setup)
+    assert setup.audit_push().returncode == 0
+    proven = setup.client.git("rev-parse", "main").strip()
+    ref, name, protected = SHADOWS[how]
+    if protected.startswith("refs/tags/"):
+        tags = Policy(protected_refs=("refs/heads/*", "refs/tags/*"))
+        set_policy(open_repo(setup.client.path), _sealer(), tags, allow_weaken=False, reason=None)
+        assert setup.push("--no-verify", "origin", PLANS).returncode == 0
+    if "one push" not in how and "then" not in how:
+        assert setup.push("--no-verify", "origin", f"{proven}:{protected}").returncode == 0
+    setup.client.write("greeting.txt", "hello, unproven\n")
+    unproven = setup.client.commit("unproven change")
+    if how == "a tag, then the branch it names":
+        assert setup.push("--no-verify", "origin", f"{unproven}:{ref}").returncode == 0
+        pushed = setup.push("--no-verify", "origin", f"{proven}:{protected}")
+        refused, why = protected, f"{ref} stands before it"
+    else:
+        specs = [f"{unproven}:{ref}"]
+        if how == "the branch and a tag of its name in one push":
+            specs.append(f"{proven}:{protected}")
+        pushed = setup.push("--no-verify", "origin", *specs)
+        refused, why = ref, f"git reads {name!r} as this ref before {protected}"
+    assert pushed.returncode != 0, pushed.stderr
+    assert f"rejecting {refused}: " in pushed.stderr and why in pushed.stderr, pushed.stderr
+    assert "Traceback" not in pushed.stderr
+    if how != "a tag, then the branch it names":
+        assert setup.server_ref(ref) is None
+        assert _server_reads(setup, name) in (None, proven)
+    else:  # the fix the refusal names: delete the ref that stands before it, then push again
+        assert setup.push("--no-verify", "origin", f":{ref}").returncode == 0
+        assert setup.push("--no-verify", "origin", f"{proven}:{protected}").returncode == 0
+        assert _server_reads(setup, name) == proven

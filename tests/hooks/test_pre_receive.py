@@ -323,3 +323,44 @@ def test_a_ref_below_refs_namespaces_is_refused(
         assert code == 1
         assert f"rejecting {ref}: a git namespace's refs" in err
     assert receive(capsys, f"{ZERO} {head} refs/tags/v1") == (0, "")
+
+
+def test_the_short_names_git_reads_a_ref_by() -> None:
+    """git's order for a short name: refs/NAME, refs/tags/NAME, refs/heads/NAME, then the
+    remote-tracking forms; a full name is read as itself first (not one of these forms)."""
+    assert entry._short_names("refs/tags/main") == [(0, "tags/main"), (1, "main")]
+    assert entry._short_names("refs/heads/release/1") == [(0, "heads/release/1"), (2, "release/1")]
+    assert entry._short_names("refs/remotes/origin/HEAD") == [
+        (0, "remotes/origin/HEAD"),
+        (3, "origin/HEAD"),
+        (4, "origin"),
+    ]
+    assert entry._short_names("HEAD") == []
+
+
+def test_a_ref_read_before_a_protected_one_is_refused(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tag main is read before the branch main: refused while the branch exists or is
+    pushed beside it, and the branch refused while the tag stands; deleting the tag, and tags
+    of no branch's name, are not the gate's."""
+    head = server.repo.git("rev-parse", "HEAD").strip()
+    server.repo.git("update-ref", "refs/tags/solo", head)
+    code, err = receive(capsys, f"{ZERO} {head} refs/tags/main")
+    assert code == 1, err
+    assert "rejecting refs/tags/main: git reads 'main' as this ref before " in err
+    assert "refs/heads/main" in err and "name it otherwise" in err
+    code, err = receive(capsys, f"{ZERO} {head} refs/heads/solo")
+    assert code == 1, err
+    assert "rejecting refs/heads/solo: refs/tags/solo stands before it" in err
+    assert "delete it (`git push <remote> :refs/tags/solo`)" in err
+    code, err = receive(capsys, f"{head} {ZERO} refs/tags/solo")
+    assert (code, err) == (0, "")
+    assert receive(capsys, f"{ZERO} {head} refs/tags/v1") == (0, "")
+    code, err = receive(capsys, f"{ZERO} {head} refs/heads/audit/plans")
+    assert code == 1 and f"{PLANS} stands before it" in err, err
+    # a name that is not UTF-8 (pygit2 looks up none such): found all the same
+    server.repo.git("update-ref", "refs/heads/d\udcffx", head)
+    code, err = receive(capsys, f"{ZERO} {head} refs/tags/d\udcffx")
+    assert code == 1 and "before refs/heads/d" in err, err
+    assert receive(capsys, f"{ZERO} {head} refs/tags/e\udcffx") == (0, "")
