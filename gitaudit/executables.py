@@ -7,7 +7,7 @@ program that answers must not be one the audited side wrote. ``PATH`` is the cal
 anyone who can write ``.git/`` or the work tree could put a ``git`` there and start ``git audit
 run`` with that folder first on ``PATH``: a ``git`` that checks out a passing tree while naming
 the failing one, and says the checkout stayed clean, would have the run sign a PASS for bytes
-that fail. So, as for the checks' own programs (:func:`gitaudit.checks.environment.clean_path`),
+that fail. So, as for the checks' own programs (:func:`gitaudit.pathsearch.checks_path`),
 ``git`` is looked up on ``PATH`` without its relative entries and without anything inside the
 repository a command works in (every enclosing folder holding a ``.git``, the git directories
 those name, a bare repository), in a repository this process opened (:func:`guard`: the checks

@@ -20,6 +20,7 @@ LAYERS = [
     "shutdown",
     "places",
     "executables",
+    "pathsearch",
     "secret",
     "checkpoint",
     "plan",

@@ -4,10 +4,12 @@ Whatever a check can read that the judged tree does not pin down is a way to mak
 something the tree does not. So a check gets:
 
 * the allow-listed variables of the caller (:data:`ALLOWED`, and ``LC_*``), with ``PATH`` cleaned
-  of relative entries and of directories inside the repository or gitaudit's cache, whose
-  private checkouts hold the tree's files at a path anyone can work out (a tool planted there
-  by whoever edits the work tree would shadow the real one), and a program found on it through
-  a link into those places refused (:func:`planted`);
+  (:func:`gitaudit.pathsearch.checks_path`) of relative entries and of directories inside the
+  repository or gitaudit's cache, whose private checkouts hold the tree's files at a path
+  anyone can work out (a tool planted there by whoever edits the work tree would shadow the
+  real one), and a program found on it through a link into those places refused
+  (:func:`planted`); each program started by name is recorded with the executable found, which
+  a judge where the run was made finds again (:mod:`gitaudit.pathsearch`);
 * a private, empty ``HOME`` (unless the plan declares ``"home": "user"``) and a private
   ``TMPDIR``, so tools read neither the user's dotfiles nor gitaudit's keys and configuration;
 * the variables the plan declares in ``pass_env`` (sealed, so part of the contract; a name, or a
@@ -21,13 +23,13 @@ and the rest. The run record lists the names each check saw, and the values of d
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import field
 from functools import cached_property
 from pathlib import Path
 
 from gitaudit.frozen import frozen
+from gitaudit.pathsearch import checks_path, find
 from gitaudit.places import cache_dir, inside
 from gitaudit.plan.exposure import forbidden
 
@@ -70,7 +72,7 @@ class Sandbox:
             k: v for k, v in caller.items() if declared(k, self.pass_env) and not forbidden(k)
         }
         env.update(passed)
-        env["PATH"] = clean_path(env.get("PATH", os.defpath), self.repository)
+        env["PATH"] = checks_path(env.get("PATH", os.defpath), self.repository)
         if self.home is not None:
             env["HOME"] = str(self.home)
         elif "HOME" in caller:
@@ -90,18 +92,6 @@ class Environment:
     def record(self) -> dict[str, object]:
         """What the run record keeps: every name the check saw, values of declared ones."""
         return {"names": sorted(self.variables), "declared": dict(sorted(self.declared.items()))}
-
-
-def clean_path(value: str, repository: Sequence[Path]) -> str:
-    """PATH without relative entries and without directories inside the repository or
-    gitaudit's cache (a private checkout there holds the tree's files: ``bin/python3``)."""
-    kept = []
-    cache = cache_dir()
-    for entry in value.split(os.pathsep):
-        if not entry or not os.path.isabs(entry) or inside(entry, *repository, cache):
-            continue
-        kept.append(entry)
-    return os.pathsep.join(kept)
 
 
 def check_environment(sandbox: Sandbox, extra: Mapping[str, str]) -> Environment:
@@ -134,5 +124,4 @@ def resolve(program: str, env: Mapping[str, str], cwd: Path) -> str | None:
     if os.sep in program:
         path = program if os.path.isabs(program) else os.path.join(cwd, program)
         return os.path.realpath(path) if os.access(path, os.X_OK) else None
-    found = shutil.which(program, path=env.get("PATH", ""))
-    return os.path.realpath(found) if found else None
+    return find(program, env.get("PATH", ""))

@@ -24,6 +24,7 @@ from gitaudit.checks.paths import confine
 from gitaudit.checks.process import ProcessResult, decode_output, run_bounded
 from gitaudit.errors import CheckError
 from gitaudit.frozen import frozen
+from gitaudit.pathsearch import found
 from gitaudit.plan.model import Check
 
 Outcome = Literal["passed", "failed", "unknown", "interrupted"]
@@ -148,6 +149,10 @@ def _process(
         program = python if interpreter else argv[0]
         executable = interpreter or resolve(argv[0], environment.variables, cwd)
         base["extra"]["executable"] = executable
+        if os.sep not in program:  # found on PATH: a judge where the run was made looks again
+            place = found(program, environment.variables.get("PATH", ""))
+            base["extra"]["program"] = program
+            base["extra"]["found_in"] = place[0] if place is not None else None
         why = planted(program, executable, sandbox.repository)
         if why is not None:
             raise CheckError(why, hint="remove the link, or name the program by its path")

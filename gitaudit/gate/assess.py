@@ -34,6 +34,7 @@ from gitaudit.gate.states import step_states
 from gitaudit.git.repo import Repo
 from gitaudit.ledger.anchor import AnchorError
 from gitaudit.ledger.plansref import PlansState, read_state
+from gitaudit.ledger.programs import Here
 from gitaudit.plan.inputs import input_digests
 from gitaudit.plan.known_valid import KnownValid
 from gitaudit.plan.model import Plan
@@ -103,6 +104,9 @@ def assess(
         reason = Reason("plans.none", "there are no active plans", "create one: `git audit init`")
         return GateResult(Verdict.FAIL, tree, (), (reason,))
     pushed = dict(pushed_runs or {})
+    here = None
+    if check_tools:  # judged where the tools matter: this machine's PATH (never the server)
+        here = Here([p for p in (repo.workdir, repo.gitdir) if p is not None])
     agents = claims.load(repo, state, remember=remember_plans)
     known = None
     if remember_plans:  # a client: its own key authenticates the marks
@@ -122,6 +126,7 @@ def assess(
             agents,
             for_ref,
             known,
+            here,
         )
         for n in names
     ]
@@ -141,6 +146,7 @@ def assess(
         seen=seen,
         until=until,
         tools=tuple(dict.fromkeys(tools)),
+        programs=tuple(here.relied) if here is not None else (),
     )
     return GateResult(combine(v.verdict for v in verdicts), tree, verdicts, basis=basis)
 
@@ -159,6 +165,7 @@ def _assess_plan(
     agents: claims.Agents,
     for_ref: str | None = None,
     known: KnownValid | None = None,
+    here: Here | None = None,
 ) -> tuple[PlanVerdict, Basis]:
     checked_plan = check_plan(state, name, file, environment=check_tools, known=known)
     if checked_plan.reasons:
@@ -180,6 +187,7 @@ def _assess_plan(
             workdir,
             for_ref,
             state.policy.evidence_rule(for_ref),
+            here=here,
         )
     )
     env = (

@@ -44,6 +44,7 @@ from gitaudit.git.repo import Repo
 from gitaudit.ledger import index, lookup, watermark
 from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.plansref import PlansState
+from gitaudit.ledger.programs import Here
 from gitaudit.ledger.records import CLOCK_SKEW, MalformedRun, RunRecord, StepEntry
 from gitaudit.ledger.refs import mirrored_runs, read_ref, runs_ref
 from gitaudit.ledger.runs import read_run
@@ -116,6 +117,9 @@ class Judging:
     bases: dict[str, tuple[pygit2.Oid, Tallies] | None] = field(
         default_factory=dict, compare=False, repr=False
     )
+    # this machine, when what the checks ran here is compared with what its PATH finds (not on
+    # the server, which judges runs made elsewhere): :mod:`gitaudit.ledger.programs`
+    here: Here | None = field(default=None, compare=False, repr=False)
 
     @property
     def run_fix(self) -> str:
@@ -704,8 +708,9 @@ def _executed_by(
     j: Judging, record: RunRecord, step: str, entry: StepEntry, ledger: str
 ) -> RunRecord | Reason:
     """The run whose evidence proves *step* (*record*, read from *ledger*, or the run a carried
-    step came from), or why it does not: the carried source does not trace, or its signer
-    lacked the authority for what its step entry claims."""
+    step came from), or why it does not: the carried source does not trace, its signer lacked
+    the authority for what its step entry claims, or it was made here and its checks ran
+    programs this PATH finds elsewhere."""
     source = record
     if entry.status == StepStatus.CARRIED:
         traced = _trace_carried(j, record, step, entry.carried_from or "", ledger)
@@ -734,7 +739,7 @@ def _executed_by(
         # its carrier: that the source is earlier may come from the lookup cache, whose rows
         # anyone who writes .git/ can file (a run on another copy's fork passed as earlier)
         source = traced
-    return _authority(j, source, step, ledger) or source
+    return _authority(j, source, step, ledger) or _ran_elsewhere(j, source, step) or source
 
 
 def _advisory(j: Judging, record: RunRecord) -> str | None:
@@ -752,6 +757,28 @@ def _advisory(j: Judging, record: RunRecord) -> str | None:
     if signer is not None and j.rule is not None and j.rule.admits(signer):
         return None
     return signer.name if signer is not None else "no trusted runner"
+
+
+def _ran_elsewhere(j: Judging, record: RunRecord, step: str) -> Reason | None:
+    """Why *step*'s checks in *record*, the run that executed it, prove nothing here: the run
+    was signed with a key this machine holds, and this PATH does not offer a program one of
+    them started by name from the folder it was found in (:mod:`gitaudit.ledger.programs`).
+    None when it binds."""
+    if j.here is None:
+        return None
+    missing = j.here.binds(record, step)
+    if missing is None:
+        return None
+    program, folder, executable = missing
+    return Reason(
+        "evidence.program-elsewhere",
+        f"step {step} of run {record.commit[:12]} ran {program!r} from {folder or 'nowhere'} "
+        f"({executable or 'not found'}), which this PATH does not offer: the run was made "
+        "here with another PATH",
+        f"run it again with the PATH you have now: `{j.run_fix} --fresh --step {step}`",
+        step=step,
+        verdict=Verdict.UNKNOWN,
+    )
 
 
 def _authority(j: Judging, record: RunRecord, step: str, ledger: str) -> Reason | None:

@@ -63,6 +63,7 @@ def _remember(repo: Repo, before: memo.Snapshot, result: GateResult, ref: str) -
         made=basis.made,
         until=basis.until,
         tools=basis.tools,
+        programs=basis.programs,
         protect=basis.policy.protected_refs,
         commit_msg=basis.policy.commit_msg,
         runs=[(p.name, p.run) for p in result.plans if p.run],

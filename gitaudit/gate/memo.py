@@ -50,8 +50,9 @@ if TYPE_CHECKING:
 # run: imported here, they would delay the start of git by their import time (about 4 ms)
 
 # 2: entries carry the notes of the PASS; 3: the state covers refs/gitaudit/; 4: entries carry
-# the ref judged for and the policy's evidence rule patterns
-FORMAT = 4
+# the ref judged for and the policy's evidence rule patterns; 5: entries carry the programs the
+# checks of runs made here ran (gitaudit.ledger.programs)
+FORMAT = 5
 FILENAME = "memo.json"
 MAX_ENTRIES = 64
 MAX_BYTES = 1 << 20
@@ -118,6 +119,9 @@ class Entry(NamedTuple):
     # (plan, note) the PASS came with: evidence from the live work tree, or relying on ignored
     # paths, which a judgement of the work tree (`status`) checks beyond the tree
     notes: tuple[tuple[str, str], ...] = ()
+    # (program, folder, executable) the checks of runs made here started by name: PATH must
+    # still offer each (gitaudit.pathsearch), asked on every lookup
+    programs: tuple[tuple[str, str | None, str | None], ...] = ()
 
     def payload(self) -> bytes:
         import json
@@ -134,14 +138,21 @@ class Entry(NamedTuple):
             "ref": self.ref,
             "rules": list(self.rules),
             "notes": [list(n) for n in self.notes],
+            "programs": [list(p) for p in self.programs],
         }
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
-    def holds(self, now: float) -> bool:
+    def holds(self, now: float, repository: Sequence[str] = ()) -> bool:
         """Still PASS at *now*: the clock has not gone back past the judgement, no evidence has
-        expired, and every required tool is still on PATH."""
+        expired, every required tool is still on PATH, and PATH (cleaned for *repository*, as
+        the checks' is) still offers each program the checks of runs made here started."""
         if now < self.made or (self.until is not None and now >= self.until):
             return False
+        if self.programs:
+            from gitaudit.pathsearch import unoffered
+
+            if unoffered(self.programs, repository) is not None:
+                return False
         if not self.tools:
             return True
         import shutil
@@ -283,6 +294,10 @@ def _parse(raw: Mapping[str, object]) -> Entry | None:
             ref=str(raw["ref"]),
             rules=tuple(str(p) for p in raw["rules"]),  # type: ignore[attr-defined]
             notes=tuple((str(p), str(n)) for p, n in raw["notes"]),  # type: ignore[attr-defined]
+            programs=tuple(
+                (str(p), None if f is None else str(f), None if e is None else str(e))
+                for p, f, e in raw["programs"]  # type: ignore[attr-defined]
+            ),
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -326,7 +341,7 @@ def lookup(
             continue
         if not hmac.compare_digest(str(item.get("mac", "")), _mac(key, entry)):
             continue
-        if entry.holds(now):
+        if entry.holds(now, (snap.workdir, snap.gitdir)):
             return entry
     return None
 
@@ -356,6 +371,7 @@ def remember(
     ref: str = "",
     rules: Iterable[str] = (),
     notes: Iterable[tuple[str, str]] = (),
+    programs: Iterable[tuple[str, str | None, str | None]] = (),
 ) -> bool:
     """Record a PASS judged in the state *before*. The state is taken again now: the refs, the
     configuration and the trust anchors must not have changed meanwhile, and the marks may only
@@ -391,6 +407,7 @@ def remember(
         ref=ref,
         rules=tuple(sorted(rules)),
         notes=tuple(notes),
+        programs=tuple(sorted(programs, key=str)),
     )
     doc = json.loads(entry.payload())
     doc["mac"] = _mac(key, entry)

@@ -51,7 +51,8 @@ class PlanVerdict:
 class Basis:
     """What a verdict rests on besides the evidence itself: when it was judged, the plans
     commit it was judged under, the ledger tips whose signatures it verified (ref -> tip), the
-    earliest expiry of the evidence it accepted, and the tools the plans require. The verdict
+    earliest expiry of the evidence it accepted, the tools the plans require and the programs the
+    checks of runs made here ran. The verdict
     memo and the high-water marks are kept from it (:mod:`gitaudit.gate.judge`)."""
 
     made: float = 0.0
@@ -60,6 +61,9 @@ class Basis:
     seen: Mapping[str, str] = field(default_factory=dict)
     until: float | None = None
     tools: tuple[str, ...] = ()
+    # (program, folder, executable) the checks of runs made here started by name, which this
+    # PATH offers (:mod:`gitaudit.ledger.programs`): a remembered PASS asks again on every lookup
+    programs: tuple[tuple[str, str | None, str | None], ...] = ()
 
 
 @frozen

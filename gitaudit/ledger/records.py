@@ -39,6 +39,11 @@ class CheckEntry:
     stderr_bytes: int
     stdout_truncated: bool
     stderr_truncated: bool
+    # a program the check started by name, the PATH folder it was found in and the executable
+    # (links resolved): a judge where the run was made must offer it so (gitaudit.pathsearch)
+    program: str | None = None
+    executable: str | None = None
+    found_in: str | None = None
 
 
 @frozen
@@ -99,6 +104,7 @@ class RunRecord:
     labels: tuple[str, ...] = ()  # `--label`: the runner labels this run acted as (runs_on)
     changed: tuple[str, ...] = ()  # what the steps changed in the workspace (purity)
     missing_tools: tuple[str, ...] = ()
+    runner_key: str | None = None  # the fingerprint of the key the run says signed it
 
     def passed_steps(self) -> list[str]:
         return [sid for sid, s in self.steps.items() if s.proven]
@@ -236,6 +242,9 @@ def _check(r: _Reader, raw: object, path: str) -> CheckEntry:
         stderr_bytes=r.get(doc, "stderr_bytes", path, _int, "an integer", 0),
         stdout_truncated=r.get(doc, "stdout_truncated", path, _bool, "a boolean", False),
         stderr_truncated=r.get(doc, "stderr_truncated", path, _bool, "a boolean", False),
+        program=r.get(doc, "program", path, _STR_OR_NULL, "a string or null", None),
+        executable=r.get(doc, "executable", path, _STR_OR_NULL, "a string or null", None),
+        found_in=r.get(doc, "found_in", path, _STR_OR_NULL, "a string or null", None),
     )
 
 
@@ -340,6 +349,7 @@ def _typed_run(commit: str, time: int, doc: object) -> RunRecord:
         labels=r.get(runner, "labels", "runner", _strings, "an array of strings", ()),
         changed=r.get(purity, "changed", "purity", _strings, "an array of strings", ()),
         missing_tools=r.get(doc, "missing_tools", "", _strings, "an array of strings", ()),
+        runner_key=r.get(runner, "fingerprint", "runner", _str, "a string", None),
     )
 
 
@@ -385,8 +395,12 @@ def _plain_check(raw: object) -> CheckEntry | None:
     exit_code, duration = get("exit_code"), get("duration", 0.0)
     stdout_bytes, stderr_bytes = get("stdout_bytes", 0), get("stderr_bytes", 0)
     stdout_cut, stderr_cut = get("stdout_truncated", False), get("stderr_truncated", False)
+    program, executable, found_in = get("program"), get("executable"), get("found_in")
     if (
-        type(check) is str
+        (program is None or type(program) is str)
+        and (executable is None or type(executable) is str)
+        and (found_in is None or type(found_in) is str)
+        and type(check) is str
         and type(outcome) is str
         and type(message) is str
         and (exit_code is None or type(exit_code) is int)
@@ -407,6 +421,9 @@ def _plain_check(raw: object) -> CheckEntry | None:
             stderr_bytes=stderr_bytes,
             stdout_truncated=stdout_cut,
             stderr_truncated=stderr_cut,
+            program=program,
+            executable=executable,
+            found_in=found_in,
         )
     return None
 
@@ -518,7 +535,7 @@ def _plain_run(commit: str, time: int, doc: Mapping[str, Any]) -> RunRecord | No
     plan, verdict, contract, tree = get("plan"), get("verdict"), get("contract_digest"), get("tree")
     head, forced = get("head"), get("forced", False)
     seal_commit, seal_version = seal.get("commit", _ABSENT), seal.get("version", _ABSENT)
-    runner_name = runner.get("name", _ABSENT)
+    runner_name, runner_key = runner.get("name", _ABSENT), runner.get("fingerprint", _ABSENT)
     ignored_raw = workspace.get("ignored_paths", _NO_FIELDS)
     if not (
         type(plan) is str
@@ -531,6 +548,7 @@ def _plain_run(commit: str, time: int, doc: Mapping[str, Any]) -> RunRecord | No
         and (seal_commit is _ABSENT or type(seal_commit) is str)
         and (seal_version is _ABSENT or type(seal_version) is int)
         and (runner_name is _ABSENT or type(runner_name) is str)
+        and (runner_key is _ABSENT or type(runner_key) is str)
         and type(ignored_raw) is dict
     ):
         return None
@@ -572,6 +590,7 @@ def _plain_run(commit: str, time: int, doc: Mapping[str, Any]) -> RunRecord | No
         labels=labels,
         changed=changed,
         missing_tools=missing_tools,
+        runner_key=None if runner_key is _ABSENT else runner_key,
     )
 
 

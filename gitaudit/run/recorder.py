@@ -27,7 +27,7 @@ import pygit2
 
 from gitaudit import __version__
 from gitaudit.checks import fence, orphans, process
-from gitaudit.checks.environment import Sandbox, clean_path
+from gitaudit.checks.environment import Sandbox
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
@@ -46,11 +46,13 @@ from gitaudit.ledger.plansref import (
     runners_ever,
     sealed_contract,
 )
+from gitaudit.ledger.programs import Here
 from gitaudit.ledger.records import RUN_FORMAT, RunRecord
 from gitaudit.ledger.refs import PLANS_REF, read_ref, runs_ref
 from gitaudit.ledger.runs import append_run, evidence_files, read_run, run_of
 from gitaudit.ledger.tallies import Tallies
 from gitaudit.ledger.trust import TrustedKey
+from gitaudit.pathsearch import checks_path
 from gitaudit.plan.catalog import CheckedPlan, check_worktree
 from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
@@ -245,6 +247,8 @@ def run_plan(
         if placed is not None and placed.ignored:
             carried = _same_ignored(repo, carried, placed.ignored)
             incremental = _same_ignored(repo, incremental, placed.ignored)
+        here = Here((workdir, repo.gitdir))
+        carried, incremental = _offered(repo, carried, here), _offered(repo, incremental, here)
         if not whole_live:
             carried, incremental, wanted = _producers_run(
                 plan, carried, incremental, wanted, _in_tree(repo, before.tree)
@@ -297,7 +301,7 @@ def run_plan(
     missing_tools = [
         t
         for t in plan.required_tools
-        if shutil.which(t, path=clean_path(os.environ.get("PATH", ""), sandbox.repository)) is None
+        if shutil.which(t, path=checks_path(os.environ.get("PATH", ""), sandbox.repository)) is None
     ]
     with interrupts.held():
         return _record(
@@ -552,6 +556,26 @@ def _same_ignored(
                 listed[source] = {}
         if all(listed[source].get(path) == digest for path, digest in now.items()):
             kept[sid] = source
+    return kept
+
+
+def _offered(repo: Repo, found: Mapping[StepId, str], here: Here) -> dict[StepId, str]:
+    """*found* (step -> the run whose pass would be carried: the run that executed the step)
+    less the steps whose executing run was made here and had its checks start a program this
+    PATH does not offer from where they found it (:mod:`gitaudit.ledger.programs`): carried on,
+    that pass is evidence for other programs, which the gate refuses; the step runs again."""
+    records: dict[str, RunRecord | None] = {}
+    kept: dict[StepId, str] = {}
+    for sid, source in found.items():
+        if source not in records:
+            try:
+                records[source] = read_run(repo.git, source)
+            except GitAuditError:
+                records[source] = None
+        record = records[source]
+        if record is not None and here.binds(record, sid) is not None:
+            continue
+        kept[sid] = source
     return kept
 
 

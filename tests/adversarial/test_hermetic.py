@@ -558,6 +558,127 @@ def test_attack_hermetic_fake_tool_on_path_inside_the_repository(
     assert not recorded.doc["steps"]["unit"]["checks"][0]["executable"].startswith(str(fake))
 
 
+# the agent's own tool, in a folder of its own outside the repository, first on the PATH it
+# starts `git audit run` with: a script, a link to `true`, a python3 that says "1 passed"
+AGENT_TOOLS = ("grep-script", "grep-link-to-true", "pytest-python")
+
+
+def agent_tool(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: str, inputs: bool = False
+) -> Path:
+    """Seal a failing check (with *inputs*, carried while its file is unchanged), and plant the
+    agent's tool in a folder of its own; returns the folder."""
+    folder = tmp_path / "agent-bin"
+    folder.mkdir()
+    if tool == "pytest-python":
+        with_pytest_on_path(monkeypatch)
+        world.repo.write("tests/test_x.py", "def test_x():\n    assert False\n")
+        world.seal(plan(step("unit", {"type": "pytest", "args": "-q -p no:cacheprovider tests"})))
+        (folder / "python3").write_text("#!/bin/sh\necho '1 passed'\nexit 0\n")
+        (folder / "python3").chmod(0o755)
+    else:
+        world.repo.write("verdict", "broken\n")
+        sealed = step("unit", READS_VERDICT)
+        if inputs:
+            sealed["inputs"] = ["verdict"]
+        world.seal(plan(sealed))
+        if tool == "grep-link-to-true":
+            (folder / "grep").symlink_to(shutil.which("true") or "/bin/true")
+        else:
+            (folder / "grep").write_text("#!/bin/sh\nexit 0\n")
+            (folder / "grep").chmod(0o755)
+    return folder
+
+
+@pytest.mark.parametrize("judged", ["work-tree", "HEAD"])
+@pytest.mark.parametrize("tool", AGENT_TOOLS)
+def test_attack_hermetic_agent_starts_the_run_with_its_own_tool_first_on_path(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tool: str, judged: str
+) -> None:
+    """The agent starts `git audit run` with a folder of its own outside the repository first on
+    PATH (`PATH=/tmp/x:$PATH git audit run`), holding a `grep` (or the pytest check's
+    `python3`) that passes whatever it is asked: the checks' PATH was the caller's less the
+    repository and the cache, so the sealed check ran the agent's tool, the run was signed with
+    the user's runner key, and the user's own gate said PASS for a tree whose check fails
+    (every variant before the fix). The run records the program each check started by name and
+    the executable found; a judge whose gitaudit home holds the run's key finds each name again
+    on its own PATH, and another executable there proves nothing: UNKNOWN."""
+    folder = agent_tool(world, tmp_path, monkeypatch, tool)
+    honest = os.environ["PATH"]
+    monkeypatch.setenv("PATH", f"{folder}:{honest}")
+    recorded = world.run()
+    assert recorded.verdict == "PASS"  # the run itself is fooled, and signs it
+    checked = recorded.doc["steps"]["unit"]["checks"][0]
+    assert checked["program"] == ("python3" if tool == "pytest-python" else "grep")
+    rev = None if judged == "work-tree" else "HEAD"
+    assert world.gate(rev).verdict == "PASS"  # the agent's own PATH: it fools only itself
+    monkeypatch.setenv("PATH", honest)
+    judged_here = assert_plan(world.gate(rev), "evidence.program-elsewhere", "UNKNOWN")
+    assert str(folder) in judged_here.reasons[0].message
+    assert checked["found_in"] == str(folder.resolve())
+
+
+@pytest.mark.parametrize("how", ["remembered", "carried", "run-again"])
+def test_attack_hermetic_agent_path_run_remembered_or_carried(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, how: str
+) -> None:
+    """The same run, then: the agent's own `git audit status` under its PATH, which remembers
+    the PASS in the verdict memo; or a second run under its PATH that carries the step (its
+    input digest unchanged); or the user's own `git audit run`, which would carry it too. A
+    remembered PASS asks again whether PATH offers each program, a carried step is judged by
+    the run that executed it, and a run does not carry a pass whose programs its own PATH does
+    not offer: it runs the step again. The user's status: UNKNOWN; the user's run: FAIL."""
+    folder = agent_tool(world, tmp_path, monkeypatch, "grep-script", inputs=how != "remembered")
+    honest = os.environ["PATH"]
+    monkeypatch.setenv("PATH", f"{folder}:{honest}")
+    assert world.run().verdict == "PASS"
+    if how == "remembered":
+        assert world.cli("status").code == 0  # remembered under the agent's PATH
+    if how == "carried":
+        again = world.run()
+        assert again.doc["steps"]["unit"]["status"] == "carried", again.doc["steps"]
+    monkeypatch.setenv("PATH", honest)
+    if how == "run-again":
+        again = world.run()
+        assert again.doc["steps"]["unit"]["status"] == "failed", again.doc["steps"]
+        assert_plan(world.gate(None), "step.failed", "FAIL")
+        return
+    said = world.cli("status")
+    assert said.code == 3, said.out
+    assert "which this PATH does not offer" in said.out, said.out
+    assert_plan(world.gate(None), "evidence.program-elsewhere", "UNKNOWN")
+    assert world.run(fresh=True).verdict == "FAIL"
+
+
+def test_a_run_signed_elsewhere_is_judged_by_its_own_programs(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Control: a run signed with a key this gitaudit home does not hold (CI, a teammate's
+    runner) ran that machine's programs, which this PATH says nothing about: it proves what it
+    proved whatever PATH the judge has (made here, the same run did not: the folder its grep
+    came from, a link to the system's, is on no PATH but the run's)."""
+    world.repo.write("verdict", "ok\n")
+    world.seal(plan(step("unit", READS_VERDICT)))
+    elsewhere = tmp_path / "other-bin"
+    elsewhere.mkdir()
+    (elsewhere / "grep").symlink_to(shutil.which("grep") or "/bin/grep")
+    honest = os.environ["PATH"]
+    monkeypatch.setenv("PATH", f"{elsewhere}:{honest}")
+    assert world.run().verdict == "PASS"
+    monkeypatch.setenv("PATH", honest)
+    # the same executable, but from a folder this PATH does not offer: made here, it binds
+    assert_plan(world.gate(None), "evidence.program-elsewhere", "UNKNOWN")
+    for name in ("ci", "ci.pub"):  # the key is no longer this machine's
+        path = world.keys["ci"].with_name(name)
+        path.rename(tmp_path / name)
+    other = tmp_path / "another-grep"
+    other.mkdir()
+    (other / "grep").write_text("#!/bin/sh\nexit 1\n")
+    (other / "grep").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{other}:{honest}")  # here, PATH finds another grep
+    assert world.gate(None).verdict == "PASS"
+
+
 # the tree's own tools (committed bin/grep and bin/python3, which pass whatever they are asked)
 # put on PATH through the private checkout, whose folder anyone can work out: the checkout's
 # bin itself, a link to that folder, a folder holding links to the two files

@@ -192,6 +192,33 @@ def test_a_required_tool_that_left_path_is_judged_again(
     assert (code, path) == (1, "full") and "frobnicate" in err
 
 
+def test_a_program_path_no_longer_offers_is_judged_again(
+    repo: GitRepo, sealed: Sealer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PASS remembered for a run made here holds while PATH offers each program its checks
+    started from the folder they found it in: without that folder on PATH, the full gate
+    judges (and refuses: the run was made with another PATH); with it back (even after another
+    `frobnicate`), it answers."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder in (first, second):
+        folder.mkdir()
+        (folder / "frobnicate").write_text("#!/bin/sh\nexit 0\n")
+        (folder / "frobnicate").chmod(0o755)
+    honest = os.environ["PATH"]
+    monkeypatch.setenv("PATH", f"{first}{os.pathsep}{honest}")
+    sealed(make_plan(run_step("a", "frobnicate")))
+    assert audit(repo.path, "run").code == 0
+    assert pre_push(repo)[:2] == (0, "memo")
+    (entry,) = entries(repo)
+    frob = str((first / "frobnicate").resolve())
+    assert entry["programs"] == [["frobnicate", str(first.resolve()), frob]]
+    monkeypatch.setenv("PATH", f"{second}{os.pathsep}{honest}")
+    code, path, err = pre_push(repo)
+    assert (code, path) == (1, "full") and "which this PATH does not offer" in err
+    monkeypatch.setenv("PATH", f"{second}{os.pathsep}{honest}{os.pathsep}{first}")
+    assert pre_push(repo)[:2] == (0, "memo")  # offered from its folder, though not first
+
+
 def test_a_key_that_is_not_private_authenticates_nothing(
     passing: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:

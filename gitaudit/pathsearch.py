@@ -1,0 +1,98 @@
+"""The programs checks start by name: the PATH they are found on, and what it finds there.
+
+A check's ``PATH`` is its caller's, cleaned of relative entries and of folders inside the
+repository or gitaudit's cache (:func:`checks_path`: a private checkout there holds the tree's
+files at a path anyone can work out, so a tree's ``bin/python3`` would shadow the system's).
+Whoever starts ``git audit run`` still chooses the rest of it: a folder of its own put first
+(``PATH=/tmp/x:$PATH git audit run``) runs a ``pytest`` that exits 0 in place of the real one.
+So a run records, for each check that started a program by name, the name, the PATH folder it
+was found in and the executable (:func:`found`: links resolved), and a judge that holds the key
+the run was signed with (the run was made where the judge stands) asks whether its own PATH,
+cleaned the same way, offers that program from that folder (:class:`Offers`: in any place on
+it, so a PATH that orders its folders otherwise, or repeats some, still binds). A folder of the
+agent's own (``/tmp/x``, a virtual environment it made whose ``python3`` links to the system's)
+is on no PATH but the one it started the run with: that run proves nothing to the judge
+(:mod:`gitaudit.gate.evidence`), nor does a PASS remembered from it (:mod:`gitaudit.gate.memo`).
+
+Standard library only, and light: the verdict memo's lookup (the hooks' fast path) uses it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from gitaudit.places import cache_dir, inside
+
+TYPE_CHECKING = False  # not typing's: the hooks' fast path does without it (gitaudit.named)
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+
+def checks_path(value: str, repository: Sequence[str | os.PathLike[str]]) -> str:
+    """*value* (a PATH) without relative entries and without folders inside *repository* (the
+    work tree and git dir) or gitaudit's cache."""
+    kept = []
+    cache = cache_dir()
+    for entry in value.split(os.pathsep):
+        if not entry or not os.path.isabs(entry) or inside(entry, *repository, cache):
+            continue
+        kept.append(entry)
+    return os.pathsep.join(kept)
+
+
+# (program, the PATH folder it was found in, the executable found): links resolved in both
+Started = tuple[str, str | None, str | None]
+
+
+def found(program: str, path: str) -> tuple[str, str] | None:
+    """(the folder, links resolved, and the executable, links resolved) of the first entry of
+    *path* holding an executable file named *program* (a name, no folder); None when none does.
+    What :func:`shutil.which` finds on POSIX, without importing :mod:`shutil` (and
+    :mod:`fnmatch`) on the hooks' fast path."""
+    for folder in path.split(os.pathsep):
+        candidate = os.path.join(folder, program)
+        if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return os.path.realpath(folder), os.path.realpath(candidate)
+    return None
+
+
+def find(program: str, path: str) -> str | None:
+    """The executable :func:`found` finds for *program* on *path*, links resolved, or None."""
+    place = found(program, path)
+    return place[1] if place is not None else None
+
+
+class Offers:
+    """What a PATH offers: each of its folders by its real path, resolved once."""
+
+    def __init__(self, path: str) -> None:
+        self.folders: dict[str, str] = {}
+        for entry in path.split(os.pathsep):
+            self.folders.setdefault(os.path.realpath(entry), entry)
+
+    def unoffered(self, started: Iterable[Started]) -> Started | None:
+        """The first of *started* this PATH does not offer: none of its folders is the one the
+        program was found in (links resolved; in any place on PATH, not only the first), or it
+        no longer holds that executable there. None when it offers each."""
+        for item in started:
+            program, folder, executable = item
+            entry = self.folders.get(folder) if folder is not None else None
+            if entry is None:
+                return item
+            candidate = os.path.join(entry, program)
+            if not os.access(candidate, os.X_OK) or os.path.isdir(candidate):
+                return item
+            if os.path.realpath(candidate) != executable:
+                return item
+        return None
+
+
+def unoffered(
+    started: Iterable[Started],
+    repository: Sequence[str | os.PathLike[str]],
+    environ: Mapping[str, str] | None = None,
+) -> Started | None:
+    """:meth:`Offers.unoffered` by this process's PATH (*environ*'s), cleaned for *repository*
+    as the checks' PATH is."""
+    env = os.environ if environ is None else environ
+    return Offers(checks_path(env.get("PATH", os.defpath), repository)).unoffered(started)
