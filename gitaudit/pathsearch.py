@@ -5,14 +5,17 @@ repository or gitaudit's cache (:func:`checks_path`: a private checkout there ho
 files at a path anyone can work out, so a tree's ``bin/python3`` would shadow the system's).
 Whoever starts ``git audit run`` still chooses the rest of it: a folder of its own put first
 (``PATH=/tmp/x:$PATH git audit run``) runs a ``pytest`` that exits 0 in place of the real one.
-So a run records, for each check that started a program by name, the name, the PATH folder it
-was found in and the executable (:func:`found`: links resolved), and a judge that holds the key
-the run was signed with (the run was made where the judge stands) asks whether its own PATH,
-cleaned the same way, offers that program from that folder (:class:`Offers`: in any place on
-it, so a PATH that orders its folders otherwise, or repeats some, still binds). A folder of the
-agent's own (``/tmp/x``, a virtual environment it made whose ``python3`` links to the system's)
-is on no PATH but the one it started the run with: that run proves nothing to the judge
-(:mod:`gitaudit.gate.evidence`), nor does a PASS remembered from it (:mod:`gitaudit.gate.memo`).
+So a run records the folders of its checks' PATH (:func:`folders`: links resolved) and, for
+each check that started a program by name, the name, the folder it was found in and the
+executable (:func:`found`), and a judge that holds the key the run was signed with (the run was
+made where the judge stands) asks whether its own PATH, cleaned the same way, holds each of
+those folders and offers each program from its folder (:class:`Offers`: in any place on it, so
+a PATH that orders its folders otherwise, or repeats some, still binds). A folder of the agent's
+own (``/tmp/x``, a virtual environment it made whose ``python3`` links to the system's) is on no
+PATH but the one it started the run with, whether a check named the program in it or a program
+found it there (``npm`` its ``node``, a shell check its commands): that run proves nothing to the
+judge (:mod:`gitaudit.gate.evidence`), nor does a PASS remembered from it
+(:mod:`gitaudit.gate.memo`).
 
 Standard library only, and light: the verdict memo's lookup (the hooks' fast path) uses it.
 """
@@ -62,13 +65,23 @@ def find(program: str, path: str) -> str | None:
     return place[1] if place is not None else None
 
 
+def folders(path: str) -> list[str]:
+    """The folders of *path*, links resolved, once each, in order."""
+    return list(dict.fromkeys(os.path.realpath(e) for e in path.split(os.pathsep) if e))
+
+
 class Offers:
     """What a PATH offers: each of its folders by its real path, resolved once."""
 
     def __init__(self, path: str) -> None:
         self.folders: dict[str, str] = {}
         for entry in path.split(os.pathsep):
-            self.folders.setdefault(os.path.realpath(entry), entry)
+            if entry:
+                self.folders.setdefault(os.path.realpath(entry), entry)
+
+    def lacks(self, wanted: Iterable[str]) -> str | None:
+        """The first of *wanted* (folders, links resolved) that is none of this PATH's."""
+        return next((f for f in wanted if f not in self.folders), None)
 
     def unoffered(self, started: Iterable[Started]) -> Started | None:
         """The first of *started* this PATH does not offer: none of its folders is the one the
@@ -87,12 +100,14 @@ class Offers:
         return None
 
 
-def unoffered(
+def offered(
     started: Iterable[Started],
+    wanted: Iterable[str],
     repository: Sequence[str | os.PathLike[str]],
     environ: Mapping[str, str] | None = None,
-) -> Started | None:
-    """:meth:`Offers.unoffered` by this process's PATH (*environ*'s), cleaned for *repository*
-    as the checks' PATH is."""
+) -> bool:
+    """Whether this process's PATH (*environ*'s), cleaned for *repository* as the checks' PATH
+    is, holds each folder of *wanted* and offers each of *started* (:class:`Offers`)."""
     env = os.environ if environ is None else environ
-    return Offers(checks_path(env.get("PATH", os.defpath), repository)).unoffered(started)
+    offers = Offers(checks_path(env.get("PATH", os.defpath), repository))
+    return offers.lacks(wanted) is None and offers.unoffered(started) is None

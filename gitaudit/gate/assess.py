@@ -146,7 +146,8 @@ def assess(
         seen=seen,
         until=until,
         tools=tuple(dict.fromkeys(tools)),
-        programs=tuple(here.relied) if here is not None else (),
+        programs=tuple(here.programs) if here is not None else (),
+        path=tuple(here.folders) if here is not None else (),
     )
     return GateResult(combine(v.verdict for v in verdicts), tree, verdicts, basis=basis)
 

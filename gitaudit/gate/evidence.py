@@ -709,8 +709,8 @@ def _executed_by(
 ) -> RunRecord | Reason:
     """The run whose evidence proves *step* (*record*, read from *ledger*, or the run a carried
     step came from), or why it does not: the carried source does not trace, its signer lacked
-    the authority for what its step entry claims, or it was made here and its checks ran
-    programs this PATH finds elsewhere."""
+    the authority for what its step entry claims, or it was made here and its checks started
+    a program this PATH does not offer."""
     source = record
     if entry.status == StepStatus.CARRIED:
         traced = _trace_carried(j, record, step, entry.carried_from or "", ledger)
@@ -761,21 +761,16 @@ def _advisory(j: Judging, record: RunRecord) -> str | None:
 
 def _ran_elsewhere(j: Judging, record: RunRecord, step: str) -> Reason | None:
     """Why *step*'s checks in *record*, the run that executed it, prove nothing here: the run
-    was signed with a key this machine holds, and this PATH does not offer a program one of
-    them started by name from the folder it was found in (:mod:`gitaudit.ledger.programs`).
-    None when it binds."""
-    if j.here is None:
+    was made here (signed with a key this machine holds), and this PATH lacks a folder of its
+    checks' PATH or does not offer a program one of them started by name
+    (:mod:`gitaudit.ledger.programs`). None when it binds."""
+    why = j.here.binds(record, step) if j.here is not None else None
+    if why is None:
         return None
-    missing = j.here.binds(record, step)
-    if missing is None:
-        return None
-    program, folder, executable = missing
     return Reason(
         "evidence.program-elsewhere",
-        f"step {step} of run {record.commit[:12]} ran {program!r} from {folder or 'nowhere'} "
-        f"({executable or 'not found'}), which this PATH does not offer: the run was made "
-        "here with another PATH",
-        f"run it again with the PATH you have now: `{j.run_fix} --fresh --step {step}`",
+        f"step {step} of run {record.commit[:12]} {why}: the run was made here with another PATH",
+        f"run it again with the PATH you have now (the step is not carried): `{j.run_fix}`",
         step=step,
         verdict=Verdict.UNKNOWN,
     )

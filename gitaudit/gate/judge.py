@@ -64,6 +64,7 @@ def _remember(repo: Repo, before: memo.Snapshot, result: GateResult, ref: str) -
         until=basis.until,
         tools=basis.tools,
         programs=basis.programs,
+        path=basis.path,
         protect=basis.policy.protected_refs,
         commit_msg=basis.policy.commit_msg,
         runs=[(p.name, p.run) for p in result.plans if p.run],

@@ -122,6 +122,7 @@ class Entry(NamedTuple):
     # (program, folder, executable) the checks of runs made here started by name: PATH must
     # still offer each (gitaudit.pathsearch), asked on every lookup
     programs: tuple[tuple[str, str | None, str | None], ...] = ()
+    path: tuple[str, ...] = ()  # the folders of their checks' PATH: PATH must still hold each
 
     def payload(self) -> bytes:
         import json
@@ -139,19 +140,21 @@ class Entry(NamedTuple):
             "rules": list(self.rules),
             "notes": [list(n) for n in self.notes],
             "programs": [list(p) for p in self.programs],
+            "path": list(self.path),
         }
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
     def holds(self, now: float, repository: Sequence[str] = ()) -> bool:
         """Still PASS at *now*: the clock has not gone back past the judgement, no evidence has
         expired, every required tool is still on PATH, and PATH (cleaned for *repository*, as
-        the checks' is) still offers each program the checks of runs made here started."""
+        the checks' is) still holds the folders of the checks' PATH of runs made here and offers
+        each program they started."""
         if now < self.made or (self.until is not None and now >= self.until):
             return False
-        if self.programs:
-            from gitaudit.pathsearch import unoffered
+        if self.programs or self.path:
+            from gitaudit.pathsearch import offered
 
-            if unoffered(self.programs, repository) is not None:
+            if not offered(self.programs, self.path, repository):
                 return False
         if not self.tools:
             return True
@@ -298,6 +301,7 @@ def _parse(raw: Mapping[str, object]) -> Entry | None:
                 (str(p), None if f is None else str(f), None if e is None else str(e))
                 for p, f, e in raw["programs"]  # type: ignore[attr-defined]
             ),
+            path=tuple(str(f) for f in raw["path"]),  # type: ignore[attr-defined]
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -372,6 +376,7 @@ def remember(
     rules: Iterable[str] = (),
     notes: Iterable[tuple[str, str]] = (),
     programs: Iterable[tuple[str, str | None, str | None]] = (),
+    path: Iterable[str] = (),
 ) -> bool:
     """Record a PASS judged in the state *before*. The state is taken again now: the refs, the
     configuration and the trust anchors must not have changed meanwhile, and the marks may only
@@ -408,6 +413,7 @@ def remember(
         rules=tuple(sorted(rules)),
         notes=tuple(notes),
         programs=tuple(sorted(programs, key=str)),
+        path=tuple(sorted(set(path))),
     )
     doc = json.loads(entry.payload())
     doc["mac"] = _mac(key, entry)

@@ -61,9 +61,11 @@ class Basis:
     seen: Mapping[str, str] = field(default_factory=dict)
     until: float | None = None
     tools: tuple[str, ...] = ()
-    # (program, folder, executable) the checks of runs made here started by name, which this
-    # PATH offers (:mod:`gitaudit.ledger.programs`): a remembered PASS asks again on every lookup
+    # what runs made here had their checks find on PATH, which this PATH offers
+    # (:mod:`gitaudit.ledger.programs`): (program, folder, executable) of each program started by
+    # name, and the PATH's folders; a remembered PASS asks again on every lookup
     programs: tuple[tuple[str, str | None, str | None], ...] = ()
+    path: tuple[str, ...] = ()
 
 
 @frozen

@@ -105,6 +105,7 @@ class RunRecord:
     changed: tuple[str, ...] = ()  # what the steps changed in the workspace (purity)
     missing_tools: tuple[str, ...] = ()
     runner_key: str | None = None  # the fingerprint of the key the run says signed it
+    path: tuple[str, ...] | None = None  # the folders of the checks' PATH (None: not recorded)
 
     def passed_steps(self) -> list[str]:
         return [sid for sid, s in self.steps.items() if s.proven]
@@ -325,6 +326,7 @@ def _typed_run(commit: str, time: int, doc: object) -> RunRecord:
         workspace, "ignored_paths", "workspace", _dict, "an object", {}
     )
     purity: Mapping[str, Any] = r.get(doc, "purity", "", _dict, "an object", {})
+    environment: Mapping[str, Any] = r.get(doc, "environment", "", _dict, "an object", {})
     return RunRecord(
         commit=commit,
         time=time,
@@ -350,6 +352,7 @@ def _typed_run(commit: str, time: int, doc: object) -> RunRecord:
         changed=r.get(purity, "changed", "purity", _strings, "an array of strings", ()),
         missing_tools=r.get(doc, "missing_tools", "", _strings, "an array of strings", ()),
         runner_key=r.get(runner, "fingerprint", "runner", _str, "a string", None),
+        path=r.get(environment, "path", "environment", _strings, "an array of strings", None),
     )
 
 
@@ -523,12 +526,14 @@ def _plain_run(commit: str, time: int, doc: Mapping[str, Any]) -> RunRecord | No
     get = doc.get
     seal, runner = get("seal", _NO_FIELDS), get("runner", _NO_FIELDS)
     workspace, purity = get("workspace", _NO_FIELDS), get("purity", _NO_FIELDS)
+    environment = get("environment", _NO_FIELDS)
     steps_raw = get("steps")
     if not (
         type(seal) is dict
         and type(runner) is dict
         and type(workspace) is dict
         and type(purity) is dict
+        and type(environment) is dict
         and type(steps_raw) is dict
     ):
         return None
@@ -556,7 +561,10 @@ def _plain_run(commit: str, time: int, doc: Mapping[str, Any]) -> RunRecord | No
     labels = _plain_strings(runner.get("labels", []))
     changed = _plain_strings(purity.get("changed", []))
     missing_tools = _plain_strings(get("missing_tools", []))
-    if reasons is None or labels is None or changed is None or missing_tools is None:
+    path_raw = environment.get("path", _ABSENT)
+    folders = None if path_raw is _ABSENT else _plain_strings(path_raw)
+    unread = path_raw is not _ABSENT and folders is None
+    if reasons is None or labels is None or changed is None or missing_tools is None or unread:
         return None
     ignored_paths: dict[str, str] = {}
     for path, listing in ignored_raw.items():
@@ -591,6 +599,7 @@ def _plain_run(commit: str, time: int, doc: Mapping[str, Any]) -> RunRecord | No
         changed=changed,
         missing_tools=missing_tools,
         runner_key=None if runner_key is _ABSENT else runner_key,
+        path=folders,
     )
 
 

@@ -52,7 +52,7 @@ from gitaudit.ledger.refs import PLANS_REF, read_ref, runs_ref
 from gitaudit.ledger.runs import append_run, evidence_files, read_run, run_of
 from gitaudit.ledger.tallies import Tallies
 from gitaudit.ledger.trust import TrustedKey
-from gitaudit.pathsearch import checks_path
+from gitaudit.pathsearch import checks_path, folders
 from gitaudit.plan.catalog import CheckedPlan, check_worktree
 from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
@@ -298,11 +298,8 @@ def run_plan(
             purity = _Purity(before.tree, ())
             if placed is not None:
                 checkout.leave_unused(placed, workdir)
-    missing_tools = [
-        t
-        for t in plan.required_tools
-        if shutil.which(t, path=checks_path(os.environ.get("PATH", ""), sandbox.repository)) is None
-    ]
+    path = checks_path(os.environ.get("PATH", ""), sandbox.repository)
+    missing_tools = [t for t in plan.required_tools if shutil.which(t, path=path) is None]
     with interrupts.held():
         return _record(
             repo,
@@ -321,6 +318,7 @@ def run_plan(
             jobs=jobs,
             missing_tools=missing_tools,
             collected=collected,
+            path=folders(path),
             agent=agent,
         )
 
@@ -805,6 +803,7 @@ def _record(
     jobs: int | None,
     missing_tools: list[str],
     collected: Mapping[StepId, tuple[artifacts.Artifact, ...]],
+    path: list[str],
     agent: Mapping[str, Any] | None = None,
 ) -> RecordedRun:
     """Judge the run, write its evidence and sign it onto the ledger."""
@@ -867,6 +866,7 @@ def _record(
             "home": plan.home,
             "pass_env": list(plan.pass_env),
             "python": plan.python,
+            "path": path,
         },
         "order": list(outcome.order),
         "route": route_receipt(plan, statuses),

@@ -560,7 +560,7 @@ def test_attack_hermetic_fake_tool_on_path_inside_the_repository(
 
 # the agent's own tool, in a folder of its own outside the repository, first on the PATH it
 # starts `git audit run` with: a script, a link to `true`, a python3 that says "1 passed"
-AGENT_TOOLS = ("grep-script", "grep-link-to-true", "pytest-python")
+AGENT_TOOLS = ("grep-script", "grep-link-to-true", "pytest-python", "env-grep", "shell-grep")
 
 
 def agent_tool(
@@ -579,6 +579,10 @@ def agent_tool(
     else:
         world.repo.write("verdict", "broken\n")
         sealed = step("unit", READS_VERDICT)
+        if tool == "env-grep":  # the check names `env`, which finds `grep` on the run's PATH
+            sealed = step("unit", check("env", "grep", "-qx", "ok", "verdict"))
+        if tool == "shell-grep":  # a shell check's commands are found on the run's PATH
+            sealed = step("unit", {"type": "run", "cmd": "grep -qx ok verdict", "shell": True})
         if inputs:
             sealed["inputs"] = ["verdict"]
         world.seal(plan(sealed))
@@ -597,25 +601,27 @@ def test_attack_hermetic_agent_starts_the_run_with_its_own_tool_first_on_path(
 ) -> None:
     """The agent starts `git audit run` with a folder of its own outside the repository first on
     PATH (`PATH=/tmp/x:$PATH git audit run`), holding a `grep` (or the pytest check's
-    `python3`) that passes whatever it is asked: the checks' PATH was the caller's less the
-    repository and the cache, so the sealed check ran the agent's tool, the run was signed with
-    the user's runner key, and the user's own gate said PASS for a tree whose check fails
-    (every variant before the fix). The run records the program each check started by name and
-    the executable found; a judge whose gitaudit home holds the run's key finds each name again
-    on its own PATH, and another executable there proves nothing: UNKNOWN."""
+    `python3`) that passes whatever it is asked, found by the check itself, by the `env` it
+    names, or by a shell check's shell: the checks' PATH was the caller's less the repository
+    and the cache, so the sealed check ran the agent's tool, the run was signed with the user's
+    runner key, and the user's own gate said PASS for a tree whose check fails (every variant
+    before the fix). The run records its checks' PATH folders and each program started by name
+    with its folder; a judge whose gitaudit home holds the run's key asks whether its own PATH
+    holds those folders and offers those programs: UNKNOWN."""
     folder = agent_tool(world, tmp_path, monkeypatch, tool)
     honest = os.environ["PATH"]
     monkeypatch.setenv("PATH", f"{folder}:{honest}")
     recorded = world.run()
     assert recorded.verdict == "PASS"  # the run itself is fooled, and signs it
     checked = recorded.doc["steps"]["unit"]["checks"][0]
-    assert checked["program"] == ("python3" if tool == "pytest-python" else "grep")
+    named = {"pytest-python": "python3", "env-grep": "env", "shell-grep": None}.get(tool, "grep")
+    assert checked.get("program") == named
+    assert str(folder.resolve()) in recorded.doc["environment"]["path"]
     rev = None if judged == "work-tree" else "HEAD"
     assert world.gate(rev).verdict == "PASS"  # the agent's own PATH: it fools only itself
     monkeypatch.setenv("PATH", honest)
     judged_here = assert_plan(world.gate(rev), "evidence.program-elsewhere", "UNKNOWN")
-    assert str(folder) in judged_here.reasons[0].message
-    assert checked["found_in"] == str(folder.resolve())
+    assert str(folder.resolve()) in judged_here.reasons[0].message
 
 
 @pytest.mark.parametrize("how", ["remembered", "carried", "run-again"])
@@ -645,7 +651,7 @@ def test_attack_hermetic_agent_path_run_remembered_or_carried(
         return
     said = world.cli("status")
     assert said.code == 3, said.out
-    assert "which this PATH does not offer" in said.out, said.out
+    assert "which this PATH does not hold" in said.out, said.out
     assert_plan(world.gate(None), "evidence.program-elsewhere", "UNKNOWN")
     assert world.run(fresh=True).verdict == "FAIL"
 

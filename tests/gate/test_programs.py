@@ -11,7 +11,7 @@ import pytest
 
 from gitaudit.crypto.keystore import generate_key, load_signer
 from gitaudit.ledger.programs import Here
-from gitaudit.pathsearch import Offers, checks_path, find, found, unoffered
+from gitaudit.pathsearch import Offers, checks_path, find, folders, found, offered
 from gitaudit.places import cache_dir
 
 
@@ -83,19 +83,49 @@ def test_a_path_offers_a_program_from_any_of_its_folders_as_it_was_found(
     first.unlink()
     assert Offers(str(tmp_path / "a")).unoffered([recorded]) == recorded
     monkeypatch.setenv("PATH", str(tmp_path / "b"))
-    assert unoffered([("frob", folder_b, os.path.realpath(tmp_path / "b" / "frob"))], []) is None
+    assert offered([("frob", folder_b, os.path.realpath(tmp_path / "b" / "frob"))], [folder_b], [])
+    assert not offered([], [folder_a], [])
 
 
-def test_here_names_the_first_program_not_offered_and_keeps_what_it_relied_on(
+def test_a_path_lacking_a_folder_of_the_run_s_path_offers_nothing(tmp_path: Path) -> None:
+    """Whatever a check named, a folder of the run's PATH that this PATH lacks is where a
+    program the check started could have found its own (``npm`` its ``node``)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "to-a").symlink_to(tmp_path / "a")
+    offers = Offers(f"{tmp_path / 'to-a'}{os.pathsep}/usr/bin")
+    assert offers.lacks([str((tmp_path / "a").resolve()), "/usr/bin"]) is None
+    assert offers.lacks(["/usr/bin", str(tmp_path / "agent-bin")]) == str(tmp_path / "agent-bin")
+    assert folders(f"{tmp_path / 'to-a'}::{tmp_path / 'a'}") == [str((tmp_path / "a").resolve())]
+
+
+def test_a_run_made_here_binds_its_path_and_programs_a_run_made_elsewhere_does_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Here.binds: the run's PATH folders must all be this PATH's, and each program offered
+    from its folder; what bound is collected for the memo; a run whose key the home does not
+    hold (or an older run recording neither) is not asked."""
+    from gitaudit.ledger.records import parse_run
+    from tests.ledger.test_records import COMMIT, full_run
+
     frob = tool(tmp_path / "a", "frob")
-    monkeypatch.setenv("PATH", f"{tmp_path / 'a'}{os.pathsep}{os.environ['PATH']}")
-    sh = found("sh", os.environ["PATH"])
-    assert sh is not None
-    programs = [("frob", str((tmp_path / "a").resolve()), os.path.realpath(frob)), ("sh", *sh)]
+    folder = str((tmp_path / "a").resolve())
+    mine = load_signer(generate_key("runner").private_path).public_key.fingerprint()
+    doc = full_run()
+    doc["runner"]["fingerprint"] = mine
+    doc["environment"]["path"] = [folder]
+    for check in (doc["steps"]["build"]["checks"][0], doc["steps"]["build"]["outputs"]["wheel"][0]):
+        check.update(program="frob", found_in=folder, executable=os.path.realpath(frob))
+    run = parse_run(COMMIT, 0, doc)
+    monkeypatch.setenv("PATH", f"/usr/bin{os.pathsep}{tmp_path / 'a'}")
     here = Here([tmp_path / "repo"])
-    assert here.unoffered(programs) is None
-    assert list(here.relied) == programs
-    stranger = ("frob", str(tmp_path / "agent-bin"), os.path.realpath(frob))
-    assert Here([tmp_path / "repo"]).unoffered([programs[1], stranger]) == stranger
+    assert here.binds(run, "build") is None
+    assert list(here.programs) == [("frob", folder, os.path.realpath(frob))]
+    assert list(here.folders) == [folder]
+    monkeypatch.setenv("PATH", "/usr/bin")
+    why = Here([tmp_path / "repo"]).binds(run, "build")
+    assert why is not None and folder in why and "does not hold" in why
+    doc["environment"]["path"] = ["/usr/bin"]  # an older gitaudit's run lists only programs
+    why = Here([tmp_path / "repo"]).binds(parse_run(COMMIT, 0, doc), "build")
+    assert why is not None and "'frob'" in why and "does not offer" in why
+    doc["runner"]["fingerprint"] = "SHA256:elsewhere"
+    assert Here([tmp_path / "repo"]).binds(parse_run(COMMIT, 0, doc), "build") is None

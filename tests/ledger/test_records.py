@@ -41,6 +41,9 @@ def _check(name: str) -> dict[str, Any]:
         "stderr_bytes": 7,
         "stdout_truncated": True,
         "stderr_truncated": True,
+        "program": name,
+        "executable": f"/opt/{name}/bin/{name}",
+        "found_in": "/usr/local/bin",
     }
 
 
@@ -55,7 +58,8 @@ def full_run() -> dict[str, Any]:
         "tree": "t" * 40,
         "head": "h" * 40,
         "seal": {"commit": "s" * 40, "version": 4},
-        "runner": {"name": "ci", "labels": ["linux", "gpu"]},
+        "runner": {"name": "ci", "labels": ["linux", "gpu"], "fingerprint": "SHA256:ci"},
+        "environment": {"path": ["/usr/local/bin", "/usr/bin"]},
         "workspace": {"ignored_paths": {"node_modules": {"digest": "sha256:" + "d" * 64}}},
         "purity": {"before": "t" * 40, "after": "u" * 40, "changed": ["src/a.py", "b.txt"]},
         "forced": True,
@@ -93,6 +97,7 @@ def test_every_field_is_read_from_its_key() -> None:
     assert run.changed == ("src/a.py", "b.txt")
     assert run.forced is True
     assert run.missing_tools == ("cargo",)
+    assert (run.runner_key, run.path) == ("SHA256:ci", ("/usr/local/bin", "/usr/bin"))
     assert run.doc is doc
     step = run.steps["build"]
     assert step.status is StepStatus.CARRIED
@@ -103,10 +108,14 @@ def test_every_field_is_read_from_its_key() -> None:
     assert step.reconciled == {"observed": "pass"}
     assert step.workspace == "checkout" and not step.live
     assert step.proven
-    compiled = CheckEntry("compile", "passed", "compile ok", 3, 1.5, 11, 7, True, True)
+    ran = ("/opt/compile/bin/compile", "/usr/local/bin")
+    compiled = CheckEntry(
+        "compile", "passed", "compile ok", 3, 1.5, 11, 7, True, True, "compile", *ran
+    )
     assert step.checks == (compiled,)
+    exists = ("exists", "/opt/exists/bin/exists", "/usr/local/bin")
     assert step.outputs == {
-        "wheel": (CheckEntry("exists", "passed", "exists ok", 3, 1.5, 11, 7, True, True),)
+        "wheel": (CheckEntry("exists", "passed", "exists ok", 3, 1.5, 11, 7, True, True, *exists),)
     }
     assert step.upstream == (UpstreamEntry("fetch", "src", True, ()),)
     assert run.passed_steps() == ["build"]
@@ -119,6 +128,7 @@ def test_optional_fields_take_their_documented_defaults() -> None:
     assert (run.seal_commit, run.seal_version, run.runner) == (None, None, None)
     assert (run.ignored_paths, run.forced, run.labels) == ({}, False, ())
     assert (run.changed, run.missing_tools) == ((), ())
+    assert (run.runner_key, run.path) == (None, None)
     step = run.steps["s"]
     assert (step.title, step.reason, step.attempt, step.attempts_used) == ("", "", None, 0)
     assert (step.duration, step.carried_from, step.input_digest) == (0.0, None, None)
@@ -167,6 +177,13 @@ WRONG = [
     ("runner", "ci", "an object"),
     ("runner.name", 1, "a string"),
     ("runner.labels", "linux", "an array of strings"),
+    ("runner.fingerprint", 1, "a string"),
+    ("environment", [], "an object"),
+    ("environment.path", "/usr/bin", "an array of strings"),
+    ("environment.path", None, "an array of strings"),
+    ("steps.build.checks[0].program", 1, "a string or null"),
+    ("steps.build.checks[0].executable", ["x"], "a string or null"),
+    ("steps.build.checks[0].found_in", 2, "a string or null"),
     ("steps", [], "an object"),
     ("workspace", "x", "an object"),
     ("workspace.ignored_paths", [], "an object"),

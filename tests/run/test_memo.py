@@ -214,7 +214,7 @@ def test_a_program_path_no_longer_offers_is_judged_again(
     assert entry["programs"] == [["frobnicate", str(first.resolve()), frob]]
     monkeypatch.setenv("PATH", f"{second}{os.pathsep}{honest}")
     code, path, err = pre_push(repo)
-    assert (code, path) == (1, "full") and "which this PATH does not offer" in err
+    assert (code, path) == (1, "full") and "which this PATH does not hold" in err
     monkeypatch.setenv("PATH", f"{second}{os.pathsep}{honest}{os.pathsep}{first}")
     assert pre_push(repo)[:2] == (0, "memo")  # offered from its folder, though not first
 
