@@ -5,16 +5,17 @@ repository or gitaudit's cache (:func:`checks_path`: a private checkout there ho
 files at a path anyone can work out, so a tree's ``bin/python3`` would shadow the system's).
 Whoever starts ``git audit run`` still chooses the rest of it: a folder of its own put first
 (``PATH=/tmp/x:$PATH git audit run``) runs a ``pytest`` that exits 0 in place of the real one.
-So a run records the folders of its checks' PATH (:func:`folders`: links resolved) and, for
-each check that started a program by name, the name, the folder it was found in and the
-executable (:func:`found`), and a judge that holds the key the run was signed with (the run was
-made where the judge stands) asks whether its own PATH, cleaned the same way, holds each of
-those folders and offers each program from its folder (:class:`Offers`: in any place on it, so
-a PATH that orders its folders otherwise, or repeats some, still binds). A folder of the agent's
-own (``/tmp/x``, a virtual environment it made whose ``python3`` links to the system's) is on no
-PATH but the one it started the run with, whether a check named the program in it or a program
-found it there (``npm`` its ``node``, a shell check its commands): that run proves nothing to the
-judge (:mod:`gitaudit.gate.evidence`), nor does a PASS remembered from it
+So a run records the folders of its checks' PATH (:func:`folders`: as spelled and with links
+resolved) and, for each check that started a program by name, the name, the folder it was found
+in and the executable (:func:`found`), and a judge that holds the key the run was signed with
+(the run was made where the judge stands) asks whether its own PATH, cleaned the same way, holds
+each of those folders and offers each program from its folder (:class:`Offers`: in any place on
+it, so a PATH that orders its folders otherwise, or repeats some, still binds). A folder of the
+agent's own (``/tmp/x``, a virtual environment it made whose ``python3`` links to the system's,
+or whose ``bin`` is a link to the system's folder) is on no PATH but the one it started the run
+with, whether a check named the program in it or a program found it there (``npm`` its
+``node``, a shell check its commands): that run proves nothing to the judge
+(:mod:`gitaudit.gate.evidence`), nor does a PASS remembered from it
 (:mod:`gitaudit.gate.memo`).
 
 Standard library only, and light: the verdict memo's lookup (the hooks' fast path) uses it.
@@ -66,22 +67,39 @@ def find(program: str, path: str) -> str | None:
 
 
 def folders(path: str) -> list[str]:
-    """The folders of *path*, links resolved, once each, in order."""
-    return list(dict.fromkeys(os.path.realpath(e) for e in path.split(os.pathsep) if e))
+    """The folders of *path*, each as spelled (normalised) and with links resolved, once each,
+    in order. Both: a program may find its files by the folder it was started from, not by the
+    real one (``python3`` reached through ``/tmp/v/bin``, a link to ``/usr/bin``, reads
+    ``/tmp/v/pyvenv.cfg`` and runs the ``.pth`` files of ``/tmp/v/lib``)."""
+    spelled = (f for e in path.split(os.pathsep) if e for f in _forms(e))
+    return list(dict.fromkeys(spelled))
+
+
+def _forms(entry: str) -> tuple[str, str]:
+    """*entry* as spelled (``//``, ``.``, a trailing ``/`` dropped, as a program normalising
+    its path sees it; a leading ``//`` is ``/`` here) and with links resolved (as the system
+    opens what is below it)."""
+    spelled = os.path.normpath(entry)
+    return spelled[1:] if spelled.startswith("//") else spelled, os.path.realpath(entry)
 
 
 class Offers:
-    """What a PATH offers: each of its folders by its real path, resolved once."""
+    """What a PATH offers: each of its folders by its real path, resolved once, and the
+    folders it names (:func:`folders`)."""
 
     def __init__(self, path: str) -> None:
         self.folders: dict[str, str] = {}
+        self.named: set[str] = set()
         for entry in path.split(os.pathsep):
             if entry:
-                self.folders.setdefault(os.path.realpath(entry), entry)
+                spelled, real = _forms(entry)
+                self.folders.setdefault(real, entry)
+                self.named.update((spelled, real))
 
     def lacks(self, wanted: Iterable[str]) -> str | None:
-        """The first of *wanted* (folders, links resolved) that is none of this PATH's."""
-        return next((f for f in wanted if f not in self.folders), None)
+        """The first of *wanted* (folders as :func:`folders` lists them) this PATH does not
+        name, as spelled or with links resolved."""
+        return next((f for f in wanted if f not in self.named), None)
 
     def unoffered(self, started: Iterable[Started]) -> Started | None:
         """The first of *started* this PATH does not offer: none of its folders is the one the

@@ -656,6 +656,57 @@ def test_attack_hermetic_agent_path_run_remembered_or_carried(
     assert world.run(fresh=True).verdict == "FAIL"
 
 
+# the agent's virtual environment whose bin is a link to the system's python3 folder (which the
+# user's PATH holds), reached by a check that names python3, by a shell check's shell, by env,
+# or through a spelling with `..` that goes through the link
+VENV_LINKS = ("python3-c", "python3-m", "shell-python3", "env-python3", "dotdot-through-the-link")
+
+
+@pytest.mark.parametrize("how", VENV_LINKS)
+def test_attack_hermetic_agent_path_folder_links_to_the_user_s(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, how: str
+) -> None:
+    """The agent makes a virtual environment whose `bin` is a link to the folder of the
+    system's `python3` (`/tmp/v/bin -> /usr/bin`, `/tmp/v/pyvenv.cfg`, a `.pth` in
+    `/tmp/v/lib/pythonX.Y/site-packages` that exits 0) and starts the run with `/tmp/v/bin`
+    first on PATH: python3, started from there, reads the pyvenv.cfg above the folder it was
+    started from and runs the agent's .pth, so the sealed check passes; the run recorded the
+    folder and the program with links resolved (`/usr/bin`, the system's python3), which the
+    user's PATH holds and offers, and the user's gate said PASS (every variant before the fix).
+    The run lists each folder as spelled too, which the user's PATH lacks: UNKNOWN."""
+    world.repo.write("verdict", "broken\n")
+    world.repo.write("chk.py", "import sys\nsys.exit(open('verdict').read().strip() != 'ok')\n")
+    sealed = {
+        "python3-c": check("python3", "-c", "import chk"),
+        "python3-m": check("python3", "-m", "chk"),
+        "shell-python3": {"type": "run", "cmd": "python3 chk.py", "shell": True},
+        "env-python3": check("env", "python3", "chk.py"),
+    }.get(how, check("python3", "chk.py"))
+    world.seal(plan(step("unit", sealed)))
+    honest = os.environ["PATH"]
+    python3 = shutil.which("python3", path=os.pathsep.join(("/usr/local/bin", "/usr/bin", "/bin")))
+    assert python3 is not None, "the system's python3"
+    system = os.path.dirname(python3)
+    assert system in honest.split(os.pathsep)  # the user's PATH holds the system's python3 folder
+    venv = tmp_path / "v"
+    venv.mkdir()
+    (venv / "bin").symlink_to(system)
+    (venv / "pyvenv.cfg").write_text(f"home = {system}\ninclude-system-site-packages = true\n")
+    real = os.path.basename(os.path.realpath(python3))
+    site = venv / "lib" / real / "site-packages"
+    site.mkdir(parents=True)
+    (site / "agent.pth").write_text("import os; os._exit(0)\n")
+    entry = f"{venv}/bin/../bin" if how == "dotdot-through-the-link" else str(venv / "bin")
+    monkeypatch.setenv("PATH", f"{entry}{os.pathsep}{honest}")
+    recorded = world.run()
+    assert recorded.verdict == "PASS"  # the run itself is fooled, and signs it
+    monkeypatch.setenv("PATH", honest)
+    judged_here = assert_plan(world.gate(None), "evidence.program-elsewhere", "UNKNOWN")
+    assert str(venv / "bin") in judged_here.reasons[0].message
+    assert str(venv / "bin") in recorded.doc["environment"]["path"]
+    assert world.run(fresh=True).verdict == "FAIL"  # the user's own PATH: the check fails
+
+
 def test_a_run_signed_elsewhere_is_judged_by_its_own_programs(
     world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -95,7 +95,8 @@ def test_a_path_lacking_a_folder_of_the_run_s_path_offers_nothing(tmp_path: Path
     offers = Offers(f"{tmp_path / 'to-a'}{os.pathsep}/usr/bin")
     assert offers.lacks([str((tmp_path / "a").resolve()), "/usr/bin"]) is None
     assert offers.lacks(["/usr/bin", str(tmp_path / "agent-bin")]) == str(tmp_path / "agent-bin")
-    assert folders(f"{tmp_path / 'to-a'}::{tmp_path / 'a'}") == [str((tmp_path / "a").resolve())]
+    listed = folders(f"{tmp_path / 'to-a'}::{tmp_path / 'a'}/")
+    assert listed == [str(tmp_path / "to-a"), str((tmp_path / "a").resolve())]
 
 
 def test_a_run_made_here_binds_its_path_and_programs_a_run_made_elsewhere_does_not(
@@ -129,3 +130,21 @@ def test_a_run_made_here_binds_its_path_and_programs_a_run_made_elsewhere_does_n
     assert why is not None and "'frob'" in why and "does not offer" in why
     doc["runner"]["fingerprint"] = "SHA256:elsewhere"
     assert Here([tmp_path / "repo"]).binds(parse_run(COMMIT, 0, doc), "build") is None
+
+
+def test_a_folder_reached_through_a_link_binds_as_spelled_too(tmp_path: Path) -> None:
+    """A program may find its files by the folder it was started from (``python3`` reads the
+    ``pyvenv.cfg`` above it): a run's folder ``v/bin``, a link to a folder this PATH holds, is
+    listed as spelled too, which this PATH lacks; spellings that name the same folder
+    (``//``, ``.``, a trailing ``/``) are one."""
+    system = tmp_path / "system" / "bin"
+    system.mkdir(parents=True)
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "bin").symlink_to(system)
+    run = folders(f"{tmp_path / 'v' / 'bin'}{os.pathsep}{system}")
+    assert run == [str(tmp_path / "v" / "bin"), str(system.resolve())]
+    assert Offers(str(system)).lacks(run) == str(tmp_path / "v" / "bin")
+    assert Offers(f"{system}{os.pathsep}{tmp_path / 'v' / 'bin'}").lacks(run) is None
+    spelled = f"/{system}//{os.pathsep}{system}/./{os.pathsep}{system}/"
+    assert folders(spelled) == [str(system)]
+    assert Offers(str(system)).lacks(folders(spelled)) is None
