@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 
-from gitaudit.places import cache_dir, inside
+from gitaudit.places import cache_dir
 
 TYPE_CHECKING = False  # not typing's: the hooks' fast path does without it (gitaudit.named)
 if TYPE_CHECKING:
@@ -36,9 +36,12 @@ def checks_path(value: str, repository: Sequence[str | os.PathLike[str]]) -> str
     """*value* (a PATH) without relative entries and without folders inside *repository* (the
     work tree and git dir) or gitaudit's cache."""
     kept = []
-    cache = cache_dir()
+    tops = [os.path.realpath(os.fspath(r)).rstrip(os.sep) for r in (*repository, cache_dir())]
     for entry in value.split(os.pathsep):
-        if not entry or not os.path.isabs(entry) or inside(entry, *repository, cache):
+        if not entry or not os.path.isabs(entry):
+            continue
+        real = os.path.realpath(entry)  # what places.inside compares, the roots resolved once
+        if any(real == top or real.startswith(top + os.sep) for top in tops):
             continue
         kept.append(entry)
     return os.pathsep.join(kept)

@@ -21,7 +21,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gitaudit.crypto.keystore import list_local_keys
+from gitaudit.crypto.keystore import keys_dir, list_local_keys
 from gitaudit.errors import KeyMaterialError
 from gitaudit.ledger.records import CheckEntry, RunRecord
 from gitaudit.pathsearch import Offers, Started, checks_path
@@ -56,8 +56,11 @@ class Here:
     def made_here(self, fingerprint: str | None) -> bool:
         """Whether the key of *fingerprint* (a run's signer) is one whose pair this user's
         gitaudit home holds: a run it signed was made by a ``git audit run`` here. A home whose
-        keys cannot be read holds every key: the run is asked (closed)."""
+        keys cannot be listed or read holds every key: the run is asked (closed)."""
         if self._fingerprints is None:
+            folder = keys_dir()
+            if folder.exists() and not (folder.is_dir() and os.access(folder, os.R_OK | os.X_OK)):
+                return True  # a file, or unlistable: globbing it would find no key at all
             try:
                 self._fingerprints = frozenset(k.fingerprint for k in list_local_keys())
             except KeyMaterialError:

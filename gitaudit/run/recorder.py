@@ -298,7 +298,7 @@ def run_plan(
             purity = _Purity(before.tree, ())
             if placed is not None:
                 checkout.leave_unused(placed, workdir)
-    path = checks_path(os.environ.get("PATH", ""), sandbox.repository)
+    path = checks_path(os.environ.get("PATH", os.defpath), sandbox.repository)  # the checks'
     missing_tools = [t for t in plan.required_tools if shutil.which(t, path=path) is None]
     with interrupts.held():
         return _record(

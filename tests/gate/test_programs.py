@@ -148,3 +148,26 @@ def test_a_folder_reached_through_a_link_binds_as_spelled_too(tmp_path: Path) ->
     spelled = f"/{system}//{os.pathsep}{system}/./{os.pathsep}{system}/"
     assert folders(spelled) == [str(system)]
     assert Offers(str(system)).lacks(folders(spelled)) is None
+
+
+@pytest.mark.parametrize("how", ["a-file", "unlistable"])
+def test_a_keys_folder_that_cannot_be_listed_holds_every_key(tmp_path: Path, how: str) -> None:
+    """Globbing a keys folder that is a file, or that cannot be listed, finds nothing, which
+    would make no run "made here" and ask none: such a home is taken to hold every key."""
+    from gitaudit.crypto.keystore import keys_dir
+
+    generate_key("runner")
+    folder = keys_dir()
+    assert not Here([tmp_path]).made_here("SHA256:anything")
+    if how == "a-file":
+        moved = folder.rename(tmp_path / "keys")
+        folder.write_text("not a folder\n")
+        assert Here([tmp_path]).made_here("SHA256:anything")
+        folder.unlink()
+        moved.rename(folder)
+        return
+    folder.chmod(0o300)  # writable and searchable, not readable: root still reads it
+    try:
+        assert Here([tmp_path]).made_here("SHA256:anything") is not os.access(folder, os.R_OK)
+    finally:
+        folder.chmod(0o700)
