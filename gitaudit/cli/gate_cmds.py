@@ -67,7 +67,8 @@ def report_cmd(
             with open(summary, "a", encoding="utf-8") as handle:
                 handle.write(report.markdown(doc) + "\n")
         else:
-            typer.echo(report.markdown(doc))
+            for line in report.github_log(report.markdown(doc)):
+                typer.echo(line)
         for line in report.github_annotations(doc):
             typer.echo(line)
     else:

@@ -12,6 +12,7 @@ the recorded ones. Nothing is executed: everything comes from the run commit.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +25,33 @@ from gitaudit.ledger.records import CheckEntry, RunRecord, StepEntry
 TAIL_LINES = 40
 _NOT_EXECUTED = {"not-run", "blocked"}
 _ERRORS = {"unknown", "interrupted"}
+
+
+# characters XML 1.0 has no place for (NUL, ESC and most C0 controls, lone surrogates, U+FFFE)
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """*text* with every character XML cannot hold written ``\\xNN`` (``\\uNNNN``): ElementTree
+    writes them as they are, and a document holding one is no XML a CI system reads: a check
+    that printed an ANSI escape would have its failure, and the run's verdict, go unread."""
+    return _NOT_XML.sub(
+        lambda m: (
+            f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"
+        ),
+        text,
+    )
+
+
+def _xml_safe(root: ET.Element) -> None:
+    """Every text and attribute under *root* made writable as XML (`xml_text`)."""
+    for element in root.iter():
+        if element.text:
+            element.text = xml_text(element.text)
+        if element.tail:
+            element.tail = xml_text(element.tail)
+        for key, value in list(element.attrib.items()):
+            element.set(key, xml_text(value))
 
 
 def tail(data: bytes, lines: int = TAIL_LINES) -> str:
@@ -162,6 +190,7 @@ def build(repo: pygit2.Repository, record: RunRecord, titles: dict[str, str]) ->
         totals[i] += int(verdict.get(key, "0"))
         suites.set(key, str(int(totals[i])))
     suites.set("time", f"{totals[4]:.3f}")
+    _xml_safe(suites)
     ET.indent(suites)
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True) + b"\n"
 

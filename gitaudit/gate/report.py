@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import secrets
 from typing import Any
 
 import pygit2
@@ -180,9 +182,46 @@ def build(
     }
 
 
+# what ends a line for CommonMark or Python, and every other control character: quoted text
+# (a step title, a test name, a path in a reason) holding one could start a line of its own,
+# a heading "## gitaudit: PASS" that reads as gitaudit's
+_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+# controls kept out of a code block (ANSI escapes recolour or erase lines in a job log)
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# ASCII punctuation that makes inline markdown: emphasis, code spans, links, images, tables
+# (a heading starts a line, and quoted text never does)
+_MARKUP = re.compile(r"([\\`*_\[\]!~|])")
+
+
+def _line(text: str) -> str:
+    """*text* on one line: its line breaks and control characters become one space each."""
+    return _BREAKS.sub(" ", text)
+
+
 def _md(text: str) -> str:
-    """Text outside code spans: angle brackets would be read as HTML."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Text outside code spans, on one line and inert: angle brackets would be read as HTML,
+    markdown punctuation as emphasis, links or code spans."""
+    text = _line(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKUP.sub(r"\\\1", text)
+
+
+def _code(text: str) -> str:
+    """*text* as an inline code span on one line, delimited by more backticks than it holds."""
+    text = _line(text)
+    ticks = "`" * (max((len(r) for r in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def _fence(text: str) -> str:
+    """A code fence no line of *text* closes: longer than every run of backticks in it."""
+    return "`" * max(3, max((len(r) for r in re.findall("`+", text)), default=0) + 1)
+
+
+def _verbatim(text: str) -> str:
+    """Captured output for a code block: control characters (ANSI escapes, NUL) shown as
+    ``\\xNN`` rather than written for a terminal or a job log to act on."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -209,7 +248,7 @@ def _plan_markdown(entry: dict[str, Any], icon: dict[str, str]) -> list[str]:
     out.append("")
     for reason in plan["reasons"]:
         out.append(f"- {_md(reason['message'])}")
-        out.append(f"  - fix: {reason.get('pr_fix') or reason['hint']}")
+        out.append(f"  - fix: {_line(reason.get('pr_fix') or reason['hint'])}")
     for note in plan.get("notes", []):
         out.append(f"- note: {_md(note)}")
     out.append("")
@@ -222,12 +261,13 @@ def _plan_markdown(entry: dict[str, Any], icon: dict[str, str]) -> list[str]:
         out += [f"- step {c['step']}: {c['before']} → {c['after']}" for c in entry["changes"]]
         out.append("")
     if entry["graph"]:
+        fence = _fence(entry["graph"])
         out += [
             "<details><summary>Plan graph</summary>",
             "",
-            "```mermaid",
+            f"{fence}mermaid",
             entry["graph"].rstrip(),
-            "```",
+            fence,
             "",
             "</details>",
             "",
@@ -244,17 +284,18 @@ def _failure_markdown(failure: dict[str, Any]) -> list[str]:
     if tests:
         out.append("")
         out.append("Failing tests:")
-        out += [f"- `{t}`" for t in tests[:20]]
+        out += [f"- {_code(t)}" for t in tests[:20]]
         if len(tests) > 20:
             out.append(f"- … and {len(tests) - 20} more")
     if failure["output_tail"]:
-        fence = "````" if "```" in failure["output_tail"] else "```"
+        output = _verbatim(failure["output_tail"])
+        fence = _fence(output)
         out += [
             "",
             "<details><summary>Output (last lines)</summary>",
             "",
             fence,
-            failure["output_tail"],
+            output,
             fence,
             "",
             "</details>",
@@ -279,6 +320,15 @@ def _requirements_markdown(requirements: list[dict[str, Any]]) -> list[str]:
             )
     out.append("")
     return out
+
+
+def github_log(text: str) -> list[str]:
+    """*text* (the report) as lines for a GitHub Actions job log: the runner acts on any line of
+    the log that reads as a workflow command (``::notice::``, ``::add-mask::``, ``##[error]``),
+    and the report quotes what checks printed, so commands are stopped around it and resumed by
+    a token no check could have printed."""
+    token = secrets.token_hex(16)
+    return [f"::stop-commands::{token}", text, f"::{token}::"]
 
 
 def github_annotations(doc: dict[str, Any]) -> list[str]:

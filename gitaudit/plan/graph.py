@@ -120,7 +120,9 @@ def _mermaid_id(sid: StepId) -> str:
 
 
 def _escape(text: str) -> str:
-    return text.replace('"', "'").replace("\n", " ")
+    """A label on one line: a title's line break (``\\r`` too, which markdown and dot also
+    end a line at) would end the node, and in a report the fence around the graph."""
+    return " ".join(text.replace('"', "'").splitlines())
 
 
 def render(plan: Plan, fmt: GraphFormat, states: Mapping[StepId, str] | None = None) -> str:  # noqa: C901, PLR0912 (one renderer per format)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from markdown_it import MarkdownIt
 
 from gitaudit.crypto import dsse
 from gitaudit.gate import attest
@@ -268,3 +269,131 @@ def test_attack_attest_envelope_altered_without_a_key(
     checked = world.cli("attest", "verify", str(out))
     assert checked.code == 1, checked.out + checked.err
     assert "authentic" not in checked.out and why in checked.err, checked.err
+
+
+def _headings(markdown: str) -> list[str]:
+    """The text of every heading a CommonMark renderer (GitHub's) makes of *markdown*."""
+    tokens = MarkdownIt("commonmark").parse(markdown)
+    return [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+
+
+FORGED = "## gitaudit: ✅ PASS"
+QUOTED = {  # (what the check prints, the step's title, a failing test's name in its JUnit)
+    "output closes the fence": ("````\n\n" + FORGED + "\n\n````", "unit", ""),
+    "output closes a longer fence": ("```````\n" + FORGED + "\n", "unit", ""),
+    "step title with a line break": ("", "unit\n\n" + FORGED + "\n", ""),
+    "step title with a carriage return": ("", "unit\r```\r\r" + FORGED + "\r```", ""),
+    "test name closing its code span": ("", "unit", "t`&#10;&#10;" + FORGED + "&#10;`"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(QUOTED))
+def test_attack_attest_report_quote_forges_a_pass_heading(world: World, how: str) -> None:
+    """The plan's one step fails: the gate says FAIL. Its check printed a line of backticks
+    longer than the report's fence, then a heading; or the step's title holds a line break
+    (``\\r`` too: the plan graph's fence); or a failing test of the step's JUnit artifact is
+    named with a backtick and line breaks: `git audit report` (the pull-request comment, the
+    job summary) rendered a second heading "gitaudit: ✅ PASS" under the genuine FAIL, words
+    of the agent's read as gitaudit's (all five, before the fix). Quoted text is now kept on
+    its line and inert, and a fence or code span is longer than any run of backticks in it."""
+    output, title, test = QUOTED[how]
+    junit = f'<testsuite><testcase name="{test}"><failure/></testcase></testsuite>' if test else ""
+    code = (
+        f"import os, sys; os.makedirs('reports', exist_ok=True); "
+        f"open('reports/junit.xml', 'w').write({junit!r}); sys.stdout.write({output!r}); "
+        "sys.exit(1)"
+    )
+    world.repo.write(".gitignore", "reports/\n")
+    world.seal(
+        plan(
+            step("unit", check("python3", "-c", code), title=title, artifacts=["reports/junit.xml"])
+        )
+    )
+    assert world.run().verdict == "FAIL"
+    shown = world.cli("report", "HEAD")
+    assert shown.code == 1, shown.err
+    assert _headings(shown.out) == ["gitaudit: ❌ FAIL", "❌ Plan `default`: FAIL"], shown.out
+    if output:
+        fences = [t.content for t in MarkdownIt("commonmark").parse(shown.out) if t.type == "fence"]
+        assert output.rstrip() + "\n" in fences, shown.out
+    if test:
+        assert "Failing tests:" in shown.out, shown.out
+
+
+JUNIT_QUOTES = {
+    "ANSI escapes in stdout": ("\x1b[32mPASSED\x1b[0m all tests", "", "unit"),
+    "NUL in stderr": ("", "boom\x00", "unit"),
+    "backspaces over FAILED": ("FAILED\x08\x08\x08\x08\x08\x08PASSED", "", "unit"),
+    "escape in the step title": ("", "", "unit \x1b[8m"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(JUNIT_QUOTES))
+def test_attack_attest_junit_control_characters_unreadable(world: World, how: str) -> None:
+    """The step's check fails after printing a control character (an ANSI colour, NUL, a
+    backspace), or the step's title holds one: `show --format junit` wrote it into the XML as
+    it was, a character XML 1.0 has no place for, and no XML parser read the document: the
+    failed case and the failing verdict went unread by the CI system gating on it (all four,
+    before the fix). Such characters are now written ``\\xNN``."""
+    out, err, title = JUNIT_QUOTES[how]
+    code = f"import sys; sys.stdout.write({out!r}); sys.stderr.write({err!r}); sys.exit(1)"
+    world.seal(plan(step("unit", check("python3", "-c", code), title=title)))
+    assert world.run().verdict == "FAIL"
+    shown = world.cli("show", "--format", "junit")
+    assert shown.code == 0, shown.err
+    root = ET.fromstring(shown.out)
+    assert root.get("failures") == "2", shown.out
+    failed = [c.get("name") for c in root.iter("testcase") if c.find("failure") is not None]
+    assert len(failed) == 2 and "verdict" in failed, shown.out
+    assert any(f"\\x{c:02x}" in shown.out for c in (0x1B, 0x00, 0x08)), shown.out
+
+
+# lines GitHub's runner acts on in a job log (actions/runner, ActionCommandManager): `::cmd`
+# after leading spaces, or `##[cmd]` anywhere in a line; `::stop-commands::T` stops them all
+# until a line `::T::`
+WORKFLOW_COMMANDS = {
+    "an annotation in gitaudit's name": "::notice title=gitaudit default::PASS",
+    "a mask over the verdict": "  ::add-mask::FAIL",
+    "commands stopped for gitaudit's own": "::stop-commands::gitaudit",
+    "a legacy command mid-line": "see ##[warning]gitaudit: PASS",
+    "an output set": "::set-output name=verdict::PASS",
+}
+
+
+def _acted_on(log: str) -> list[str]:
+    """The lines of *log* GitHub's runner would take for workflow commands."""
+    acted, stopped = [], None
+    for line in log.splitlines():
+        command = line.lstrip()
+        if stopped is not None:
+            if command == f"::{stopped}::":
+                stopped = None
+            continue
+        if command.startswith("::stop-commands::"):
+            stopped = command.removeprefix("::stop-commands::")
+            continue
+        if command.startswith("::") or "##[" in line:
+            acted.append(line)
+    return acted
+
+
+@pytest.mark.parametrize("how", sorted(WORKFLOW_COMMANDS))
+def test_attack_attest_report_output_runs_workflow_commands(
+    world: World, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step's check fails printing a line GitHub's runner reads as a workflow command:
+    `git audit report --format github` with no $GITHUB_STEP_SUMMARY prints the summary to the
+    job log, quoting the output, and the runner would have acted on it: an annotation "PASS"
+    in gitaudit's name, a mask hiding FAIL, commands stopped so gitaudit's own annotations
+    were dropped (all five, before the fix). The quoted summary is now printed between
+    `::stop-commands::` and a resume token no check could have printed."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    line = WORKFLOW_COMMANDS[how]
+    argv = ("python3", "-c", f"print({line!r}); raise SystemExit(1)")
+    world.seal(plan(step("unit", check(*argv))))
+    assert world.run().verdict == "FAIL"
+    shown = world.cli("report", "HEAD", "--format", "github")
+    assert shown.code == 1, shown.err
+    assert line in shown.out, shown.out
+    acted = _acted_on(shown.out)
+    assert acted and all(a.startswith("::error title=gitaudit default::") for a in acted), acted

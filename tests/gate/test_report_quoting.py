@@ -1,0 +1,87 @@
+"""How `git audit report` and `show --format junit` quote what the agent wrote (check output,
+step titles, test names): on its line, inert as markdown, writable as XML, and never acted on
+as a workflow command in a GitHub job log."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+from markdown_it import MarkdownIt
+
+from gitaudit.gate import junit, report
+
+
+def _rendered(markdown: str) -> list[tuple[str, str]]:
+    """(type, content) of each CommonMark block and inline token of *markdown*."""
+    out = []
+    for token in MarkdownIt("commonmark").parse(markdown):
+        out.append((token.type, token.content))
+        out += [(child.type, child.content) for child in token.children or []]
+    return out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a\n## PASS",
+        "a\r## PASS",
+        "a\u2028b\x00c",
+        "**bold** _em_ `code` [link](http://x) ![img](http://x) <b>html</b> a|b ~~s~~ \\*",
+    ],
+)
+def test_md_is_one_inert_line(text: str) -> None:
+    quoted = report._md(text)
+    assert "\n" not in quoted and "\r" not in quoted
+    tokens = _rendered(f"- {quoted}")
+    kinds = {kind for kind, _ in tokens}
+    assert kinds <= {
+        "bullet_list_open",
+        "list_item_open",
+        "paragraph_open",
+        "inline",
+        "text",
+        "paragraph_close",
+        "list_item_close",
+        "bullet_list_close",
+    }, tokens
+
+
+@pytest.mark.parametrize("text", ["plain", "a`b", "``x``", "`edge`", "t`\n## PASS\n`"])
+def test_code_span_holds_its_text(text: str) -> None:
+    tokens = _rendered(f"- {report._code(text)}")
+    assert [c for kind, c in tokens if kind == "code_inline"] == [report._line(text).strip()]
+
+
+@pytest.mark.parametrize("text", ["plain", "```\nx", "````\n## PASS\n````", "``````````"])
+def test_fence_is_closed_by_no_line_of_its_text(text: str) -> None:
+    fence = report._fence(text)
+    tokens = _rendered(f"{fence}\n{text}\n{fence}\n")
+    assert [c for kind, c in tokens if kind == "fence"] == [text + "\n"]
+
+
+def test_verbatim_shows_control_characters() -> None:
+    assert report._verbatim("\x1b[2Kok\tx\x00\x7f") == "\\x1b[2Kok\tx\\x00\\x7f"
+
+
+def test_github_log_stops_commands_with_a_fresh_token() -> None:
+    first, second = report.github_log("::notice::x"), report.github_log("y")
+    assert first[1] == "::notice::x"
+    token = first[0].removeprefix("::stop-commands::")
+    assert len(token) == 32 and first[2] == f"::{token}::"
+    assert second[0] != first[0]
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x1b", "\x08", "\x0b", "\ufffe", "\ud800"])
+def test_xml_text_writes_what_xml_cannot_hold_escaped(char: str) -> None:
+    element = ET.Element("case", name=f"a{char}b")
+    element.text = f"out{char}"
+    junit._xml_safe(element)
+    parsed = ET.fromstring(ET.tostring(element, encoding="utf-8"))
+    shown = f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+    assert parsed.get("name") == f"a{shown}b" and parsed.text == f"out{shown}"
+
+
+def test_xml_text_keeps_what_xml_holds() -> None:
+    text = "tab\tline\nreturn\r é ✅ \U0001f600"
+    assert junit.xml_text(text) == text
