@@ -27,8 +27,9 @@ def attest_cmd(
     args: Annotated[
         list[str] | None,
         typer.Argument(
-            help="REV (default HEAD) to attest, or `verify FILE` to check an attestation.",
-            metavar="[REV | verify FILE]",
+            help="REV (default HEAD) to attest, or `verify FILE [REV]` to check an attestation "
+            "(about REV's commit and tree, when given).",
+            metavar="[REV | verify FILE [REV]]",
         ),
     ] = None,
     plan: PlanOpt = None,
@@ -49,18 +50,19 @@ def attest_cmd(
 ) -> None:
     """The gate's verdict on a commit as an in-toto Statement v1 with a SLSA Verification
     Summary (v1) predicate, in a DSSE envelope signed by a trusted runner key. `attest verify
-    FILE` checks one offline against this repository's trust set: exit 0 when it is authentic
-    and PASSED for every plan of the commit (with --plan: that plan PASSed) under the seals in
-    force, and for the ref of --for (default: the ref it was judged for) under its evidence
-    rule, 1 otherwise."""
+    FILE [REV]` checks one offline against this repository's trust set: exit 0 when it is
+    authentic and PASSED for every plan of the commit (with --plan: that plan PASSed) under the
+    seals in force, its evidence not expired, about REV's commit and tree when REV is given,
+    and for the ref of --for (default: the ref it was judged for) under its evidence rule, 1
+    otherwise."""
     from gitaudit.cli.reading import check_for_ref
 
     check_for_ref(for_ref)
     words = list(args or [])
     if words[:1] == ["verify"]:
-        if len(words) != 2:
-            raise UsageError("usage: git audit attest verify FILE [--plan NAME] [--for REF]")
-        _verify(Path(words[1]), plan, for_ref)
+        if len(words) not in (2, 3):
+            raise UsageError("usage: git audit attest verify FILE [REV] [--plan NAME] [--for REF]")
+        _verify(Path(words[1]), plan, for_ref, words[2] if len(words) == 3 else None)
         return
     if len(words) > 1:
         raise UsageError("give at most one revision", hint="git audit attest [REV] [--plan NAME]")
@@ -84,14 +86,14 @@ def attest_cmd(
         warn(f"attested {attestation.commit[:12]}: {result} ({fmt}) -> {output}")
 
 
-def _verify(path: Path, plan: str | None, for_ref: str | None) -> None:
+def _verify(path: Path, plan: str | None, for_ref: str | None, rev: str | None) -> None:
     from gitaudit.gate import attest
 
     try:
         text = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
-    checked = attest.verify(repo_here(), text, str(path), for_ref)
+    checked = attest.verify(repo_here(), text, str(path), for_ref, rev)
     say(
         f"authentic: signed by {checked.signer.name} ({checked.signer.key.fingerprint()}, "
         f"a trusted runner)"

@@ -41,6 +41,7 @@ VSA_TYPE = "https://slsa.dev/verification_summary/v1"
 VERIFIER_ID = "https://gitaudit.dev/verifier/gate/v1"
 EXTENSION = "https://gitaudit.dev/attestation/gate/v1"
 PASS_LEVEL = "GITAUDIT_GATE_PASS"  # noqa: S105 - a SLSA result name, not a secret
+STAMP = "%Y-%m-%dT%H:%M:%SZ"
 
 
 @frozen
@@ -123,7 +124,9 @@ def build(
                 {"uri": f"{base}#{runs_ref(verdict.name)}", "digest": {"gitCommit": verdict.run}}
             )
     passed = str(result.verdict) == "PASS"
-    stamp = (when or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = (when or datetime.now(UTC)).strftime(STAMP)
+    until = result.basis.until
+    valid_until = None if until is None else datetime.fromtimestamp(until, UTC).strftime(STAMP)
     statement = {
         "_type": STATEMENT_TYPE,
         "subject": [
@@ -154,6 +157,9 @@ def build(
                 # the ref judged for and its evidence rule: whose runs prove a tree there
                 "for_ref": for_ref,
                 "evidence_rule": rule_json(rule),
+                # when the evidence of the verdict expires (a step's valid_for): the gate says
+                # UNKNOWN from then, and so must the statement (null: it does not expire)
+                "valid_until": valid_until,
                 "reasons": [r.message for p in result.plans for r in p.reasons]
                 + [r.message for r in result.reasons],
             },
@@ -196,6 +202,11 @@ class Checked:
     # judge (sealed since it was made)
     unjudged: tuple[str, ...] = ()
     judged_for: str | None = None  # the ref the statement was judged for (`attest --for`)
+    # why the statement's verdict no longer holds in time: the evidence it rested on expired (a
+    # step's valid_for), or it records no expiry (an older gitaudit)
+    stale: str | None = None
+    # why the statement is not about the commit it is verified for (`attest verify FILE REV`)
+    elsewhere: str | None = None
     # why the statement is no verdict for the ref it is verified for: the policy's evidence
     # rule names who proves a tree there, and the statement was judged otherwise or signed by
     # a runner the rule does not name
@@ -208,11 +219,13 @@ class Checked:
     def refusal(self, plan: str | None = None) -> str | None:
         """Why the attestation does not show the commit PASSed (for *plan*, when given: that
         plan PASSed), or None."""
+        if self.elsewhere is not None:
+            return self.elsewhere
         if plan is not None:
-            return self._plan_refusal(plan) or self.ref_refusal
+            return self._plan_refusal(plan) or self.stale or self.ref_refusal
         if not self.passed:
             return None  # FAILED: said as such, never accepted
-        return self._commit_refusal() or self.ref_refusal
+        return self._commit_refusal() or self.stale or self.ref_refusal
 
     def _commit_refusal(self) -> str | None:
         """Why the PASSED statement is no verdict on the commit under the seals now, or None."""
@@ -242,12 +255,20 @@ class Checked:
         return next((why for name, why in self.outdated if name == plan), None)
 
 
-def verify(repo: Repo, text: bytes, source: str, for_ref: str | None = None) -> Checked:
+def verify(
+    repo: Repo,
+    text: bytes,
+    source: str,
+    for_ref: str | None = None,
+    rev: str | None = None,
+    now: float | None = None,
+) -> Checked:
     """Check an envelope offline: a trusted runner's Ed25519 signature over the DSSE PAE, an
     in-toto v1 Statement with a VSA v1 predicate, a policy digest that matches its listed
     contracts, and (when the repository holds the commit) a tree subject that matches it. What
     keeps it from being the verdict under the seals and the policy in force (for the ref
-    *for_ref*, when given) is in the result's refusal."""
+    *for_ref*, when given), on the commit *rev* (when given) and at *now* (its evidence not
+    expired) is in the result's refusal."""
     envelope = dsse.loads(text, source)
     if envelope.payload_type != dsse.IN_TOTO_PAYLOAD_TYPE:
         raise SignatureError(
@@ -265,7 +286,56 @@ def verify(repo: Repo, text: bytes, source: str, for_ref: str | None = None) -> 
         raise SignatureError(f"{source}: the signed payload is not JSON") from None
     checked = _check_statement(repo, statement, signer, source)
     checked = _against_seals(repo, state, checked)
-    return replace(checked, ref_refusal=_against_rules(state.policy, checked, for_ref))
+    return replace(
+        checked,
+        ref_refusal=_against_rules(state.policy, checked, for_ref),
+        stale=_expired(checked, datetime.now(UTC).timestamp() if now is None else now),
+        elsewhere=None if rev is None else _elsewhere(repo, checked, rev),
+    )
+
+
+def _expired(checked: Checked, now: float) -> str | None:
+    """Why *checked*'s verdict no longer holds at *now*, or None: a PASS rests on evidence that
+    expires (a step's ``valid_for``); from then the gate says UNKNOWN, and a statement made
+    before would otherwise say PASSED forever."""
+    extension = checked.statement["predicate"].get(EXTENSION, {})
+    if "valid_until" not in extension:
+        return (
+            "the attestation records no expiry of the evidence it rests on (an older "
+            "gitaudit made it): attest the commit again"
+        )
+    until = extension["valid_until"]
+    if until is None:
+        return None
+    try:
+        moment = datetime.strptime(str(until), STAMP).replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return f"the attestation's valid_until {until!r} is no time ({STAMP}): attest it again"
+    if now < moment:
+        return None
+    return (
+        f"the evidence the attestation rests on expired at {until} (a step's valid_for): the "
+        "gate says UNKNOWN now; run the plan again and attest the commit again"
+    )
+
+
+def _elsewhere(repo: Repo, checked: Checked, rev: str) -> str | None:
+    """Why *checked* is not about the commit *rev* names, or None: an attestation says PASSED
+    for the commit and tree it names, and one for another commit (an older one that passed)
+    handed in for this one says nothing about it."""
+    try:
+        commit = repo.git.revparse_single(rev).peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        raise RepositoryError(
+            f"unknown revision {rev!r}", hint="give the commit the attestation must be about"
+        ) from None
+    sha, tree = str(commit.id), str(commit.tree_id)
+    if (checked.commit, checked.tree) == (sha, tree):
+        return None
+    return (
+        f"the attestation is about commit {checked.commit} (tree {checked.tree}), not {rev} "
+        f"({sha}, tree {tree}): it says nothing about that commit; attest it"
+    )
 
 
 def _against_rules(policy: Policy, checked: Checked, want: str | None) -> str | None:
@@ -335,11 +405,17 @@ def _against_seals(repo: Repo, state: PlansState, checked: Checked) -> Checked:
 
 
 def _subject_digests(subjects: object) -> tuple[str | None, str | None]:
-    digests: dict[str, str] = {}
+    """The one gitCommit and the one gitTree the subjects name (None for either when they name
+    none, or more than one: a consumer matches any subject, so a statement naming two commits
+    would be taken for each)."""
+    found: dict[str, set[str]] = {"gitCommit": set(), "gitTree": set()}
     for s in subjects if isinstance(subjects, list) else []:
         if isinstance(s, dict) and isinstance(s.get("digest"), dict):
-            digests.update({k: v for k, v in s["digest"].items() if isinstance(v, str)})
-    return digests.get("gitCommit"), digests.get("gitTree")
+            for kind, value in s["digest"].items():
+                found.setdefault(kind, set()).add(str(value))
+    if len(found) != 2 or any(len(values) != 1 for values in found.values()):
+        return None, None
+    return next(iter(found["gitCommit"])), next(iter(found["gitTree"]))
 
 
 def _check_statement(repo: Repo, statement: object, signer: TrustedKey, source: str) -> Checked:
@@ -352,13 +428,14 @@ def _check_statement(repo: Repo, statement: object, signer: TrustedKey, source: 
         raise bad(f"has predicateType {statement.get('predicateType')!r}, not {VSA_TYPE}")
     commit, tree = _subject_digests(statement.get("subject"))
     if not commit or not tree:
-        raise bad("names no gitCommit and gitTree subject")
+        raise bad("names not exactly one gitCommit and one gitTree subject (and no other)")
     predicate = statement.get("predicate")
     if not isinstance(predicate, dict):
         raise bad("has no predicate")
     result = predicate.get("verificationResult")
     if result not in ("PASSED", "FAILED"):
         raise bad("has no verificationResult PASSED or FAILED")
+    _agrees(predicate, commit, tree, bad)
     contracts, plans, complete = _extension(predicate, bad)
     judged_for = predicate.get(EXTENSION, {}).get("for_ref")
     if judged_for is not None and not isinstance(judged_for, str):
@@ -383,6 +460,21 @@ def _check_statement(repo: Repo, statement: object, signer: TrustedKey, source: 
         complete,
         judged_for=judged_for,
     )
+
+
+def _agrees(
+    predicate: dict[str, Any], commit: str, tree: str, bad: Callable[[str], SignatureError]
+) -> None:
+    """The statement says one thing: its extension names the commit and tree of its subjects,
+    and the gate verdict PASS exactly when its result is PASSED (a reader of either part is
+    told the same)."""
+    extension = predicate.get(EXTENSION)
+    extension = extension if isinstance(extension, dict) else {}
+    if (extension.get("commit"), extension.get("tree")) != (commit, tree):
+        raise bad(f"names commit {commit[:12]} as its subject and another in {EXTENSION}")
+    result = predicate["verificationResult"]
+    if (result == "PASSED") != (extension.get("verdict") == "PASS"):
+        raise bad(f"says {result}, and its gate verdict ({EXTENSION}) says otherwise")
 
 
 def _extension(

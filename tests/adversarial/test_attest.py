@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
@@ -397,3 +398,104 @@ def test_attack_attest_report_output_runs_workflow_commands(
     assert line in shown.out, shown.out
     acted = _acted_on(shown.out)
     assert acted and all(a.startswith("::error title=gitaudit default::") for a in acted), acted
+
+
+@pytest.mark.parametrize("which", ["every plan", "--plan default"])
+def test_attack_attest_verdict_after_its_evidence_expired(
+    world: World, which: str, tmp_path: Path
+) -> None:
+    """The plan's step is valid for 2 s (`valid_for`). ci's run passed and the agent had the
+    commit attested (ci's key signs). The evidence expires: the gate says UNKNOWN, and `attest
+    verify` still exited 0 on the envelope, PASSED for good (both, before the fix). A statement
+    now records when its evidence expires (`valid_until`), and is refused from then."""
+    world.seal(plan(step("unit", valid_for="2s")))
+    assert world.run().verdict == "PASS"
+    out = tmp_path / "vsa.json"
+    assert world.cli("attest", "--key", str(world.keys["ci"]), "-o", str(out)).code == 0
+    extra = ["--plan", "default"] if which == "--plan default" else []
+    assert world.cli("attest", "verify", str(out), *extra).code == 0
+    time.sleep(2.2)
+    assert world.gate().verdict == "UNKNOWN"
+    checked = world.cli("attest", "verify", str(out), *extra)
+    assert checked.code == 1, checked.out
+    assert "the evidence the attestation rests on expired at" in checked.err, checked.err
+
+
+REPLAYED = [
+    "a commit that fails",
+    "a commit with no evidence",
+    "--plan default, a commit that fails",
+]
+
+
+@pytest.mark.parametrize("how", REPLAYED)
+def test_attack_attest_replayed_for_another_commit(world: World, how: str, tmp_path: Path) -> None:
+    """ci attested commit A PASSED. The agent's commit B fails (or has no evidence); it hands
+    A's envelope to the job that checks B: `attest verify FILE` exited 0, and there was no way
+    to have it check the envelope is about B (all three, before the fix: `verify FILE B` was a
+    usage error). `attest verify FILE REV` now refuses an envelope about another commit or
+    tree; without REV it still says which commit it is about, and exits 0 for that one."""
+    world.seal(plan(step("unit", check("sh", "-c", "test ! -e broken"))))
+    assert world.run().verdict == "PASS"
+    out = tmp_path / "a.vsa.json"
+    assert world.cli("attest", "--key", str(world.keys["ci"]), "-o", str(out)).code == 0
+    a = world.repo.git("rev-parse", "HEAD").strip()
+    world.repo.write("broken", "yes\n")
+    b = world.repo.commit("break it")
+    if "no evidence" not in how:
+        assert world.run().verdict == "FAIL"
+    assert world.gate(b).verdict in ("FAIL", "UNKNOWN")
+    extra = ["--plan", "default"] if how.startswith("--plan") else []
+    checked = world.cli("attest", "verify", str(out), b, *extra)
+    assert checked.code == 1, checked.out + checked.err
+    assert f"the attestation is about commit {a}" in checked.err, checked.err
+    assert world.cli("attest", "verify", str(out), a, *extra).code == 0
+
+
+def _signed_by_ci(world: World, statement: dict[str, Any], path: Path) -> None:
+    payload = json.dumps(statement, separators=(",", ":")).encode()
+    path.write_text(json.dumps(dsse.sign(world.ci, dsse.IN_TOTO_PAYLOAD_TYPE, payload).to_json()))
+
+
+AMBIGUOUS = [
+    "a second commit subject",
+    "a sha256 subject",
+    "the extension names another commit",
+    "PASSED over a FAIL verdict",
+]
+
+
+@pytest.mark.parametrize("how", AMBIGUOUS)
+def test_attack_attest_statement_says_two_things(world: World, how: str, tmp_path: Path) -> None:
+    """A trusted runner key signs a statement gitaudit did not make (an agent's own runner key
+    where no evidence rule applies, or another tool holding one): ci's PASSED statement of
+    commit A with B (which fails) as a second subject, or another artifact's digest, which an
+    in-toto consumer matching any subject takes it for; the extension naming B; or PASSED over
+    the extension's FAIL verdict. `attest verify` exited 0 on each, the first saying PASSED
+    for B (all four, before the fix). A statement must name exactly one commit and one tree,
+    the same in its extension, and say PASSED exactly when its gate verdict is PASS."""
+    world.seal(plan(step("unit", check("sh", "-c", "test ! -e broken"))))
+    assert world.run().verdict == "PASS"
+    made = attest.build(world.handle(), None, None)
+    statement = json.loads(made.payload())
+    world.repo.write("broken", "yes\n")
+    b = world.repo.commit("break it")
+    assert world.run().verdict == "FAIL"
+    tree = world.repo.git("rev-parse", f"{b}^{{tree}}").strip()
+    extension = statement["predicate"][attest.EXTENSION]
+    if how == "a second commit subject":
+        statement["subject"] += [
+            {"name": "commit", "digest": {"gitCommit": b}},
+            {"name": "tree", "digest": {"gitTree": tree}},
+        ]
+    elif how == "a sha256 subject":
+        statement["subject"].append({"name": "app.tar.gz", "digest": {"sha256": "ab" * 32}})
+    elif how == "the extension names another commit":
+        extension["commit"], extension["tree"] = b, tree
+    else:
+        extension["verdict"] = "FAIL"
+    out = tmp_path / "vsa.json"
+    _signed_by_ci(world, statement, out)
+    checked = world.cli("attest", "verify", str(out))
+    assert checked.code == 1, checked.out
+    assert "authentic" not in checked.out and "the signed statement" in checked.err, checked.err

@@ -1,0 +1,83 @@
+"""What `attest verify` takes a statement to say: one commit and tree, its verdict only while
+its evidence is fresh, and about the commit it is verified for (gitaudit.gate.attest)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from gitaudit.crypto import dsse
+from gitaudit.errors import RepositoryError
+from gitaudit.gate import attest
+from tests.adversarial.conftest import World, plan, step
+
+C, T = "c" * 40, "d" * 40
+
+
+@pytest.mark.parametrize(
+    ("subjects", "expected"),
+    [
+        ([{"digest": {"gitCommit": C}}, {"digest": {"gitTree": T}}], (C, T)),
+        ([{"digest": {"gitCommit": C, "gitTree": T}}], (C, T)),
+        ([{"digest": {"gitCommit": C}}, {"digest": {"gitTree": T}}] * 2, (C, T)),
+        (
+            [
+                {"digest": {"gitCommit": C}},
+                {"digest": {"gitTree": T}},
+                {"digest": {"gitCommit": T}},
+            ],
+            (None, None),
+        ),
+        ([{"digest": {"gitCommit": C, "gitTree": T, "sha256": "ab"}}], (None, None)),
+        ([{"digest": {"gitCommit": C}}], (None, None)),
+        ("not a list", (None, None)),
+    ],
+)
+def test_subject_digests_name_one_commit_and_one_tree(
+    subjects: object, expected: tuple[str | None, str | None]
+) -> None:
+    assert attest._subject_digests(subjects) == expected
+
+
+def _envelope(world: World, edit: Any = None) -> bytes:
+    statement = json.loads(attest.build(world.handle(), None, None).payload())
+    if edit is not None:
+        edit(statement["predicate"][attest.EXTENSION])
+    payload = json.dumps(statement).encode()
+    return json.dumps(dsse.sign(world.ci, dsse.IN_TOTO_PAYLOAD_TYPE, payload).to_json()).encode()
+
+
+def test_a_statement_holds_until_its_evidence_expires(world: World) -> None:
+    world.seal(plan(step("unit", valid_for="1h")))
+    assert world.run().verdict == "PASS"
+    text = _envelope(world)
+    now = time.time()
+    assert attest.verify(world.handle(), text, "f", now=now).refusal() is None
+    later = attest.verify(world.handle(), text, "f", now=now + 7200)
+    why = later.refusal()
+    assert why is not None and "expired at" in why
+    assert later.refusal("default") == later.stale
+
+
+def test_a_statement_without_expiry_holds_unless_it_records_none(world: World) -> None:
+    world.seal(plan(step("unit")))
+    assert world.run().verdict == "PASS"
+    forever = attest.verify(world.handle(), _envelope(world), "f", now=time.time() + 10**9)
+    assert forever.refusal() is None
+    unknown = attest.verify(world.handle(), _envelope(world, lambda e: e.pop("valid_until")), "f")
+    assert unknown.stale is not None and "records no expiry" in unknown.stale
+
+
+def test_a_statement_is_verified_for_the_commit_it_is_about(world: World) -> None:
+    world.seal(plan(step("unit")))
+    assert world.run().verdict == "PASS"
+    text = _envelope(world)
+    assert attest.verify(world.handle(), text, "f", rev="HEAD").refusal() is None
+    world.repo.commit("another")
+    other = attest.verify(world.handle(), text, "f", rev="HEAD")
+    assert other.elsewhere is not None and other.refusal("default") == other.elsewhere
+    with pytest.raises(RepositoryError, match="unknown revision 'nope'"):
+        attest.verify(world.handle(), text, "f", rev="nope")
