@@ -12,9 +12,11 @@ from gitaudit.gate import junit
 from gitaudit.gate.assess import plan_files
 from gitaudit.gate.judge import judge
 from gitaudit.gate.result import GateResult
+from gitaudit.gate.states import step_states
 from gitaudit.git.repo import Repo
 from gitaudit.ledger.objects import blob_at
-from gitaudit.ledger.records import RunRecord
+from gitaudit.ledger.plansref import read_state
+from gitaudit.ledger.records import RunRecord, StepEntry
 from gitaudit.ledger.runs import read_run
 from gitaudit.plan.catalog import check_file
 from gitaudit.plan.graph import render
@@ -111,10 +113,21 @@ def _run_facts(repo: Repo, record: RunRecord, entry: dict[str, Any], plan: Plan 
         entry["previous_run"] = previous.commit
 
 
+def _status(entry: StepEntry | None, state: str) -> str:
+    """A step's status in the run, unless the run proved it and the gate does not take that
+    proof for this commit (its evidence expired, or was refused): then the gate's state."""
+    if entry is None:
+        return "no evidence"
+    if entry.proven and state != "verified":
+        return state
+    return str(entry.status)
+
+
 def build(
     repo: Repo, rev: str | None, for_ref: str | None = None
 ) -> tuple[GateResult, dict[str, Any]]:
     result = judge(repo, rev, for_ref=for_ref)
+    plans_state = read_state(repo)
     files = {f.name: f for f in plan_files(repo, result.tree, rev)}
     plans = []
     for verdict in result.plans:
@@ -130,16 +143,9 @@ def build(
         record = read_run(repo.git, verdict.run) if verdict.run else None
         if checked and checked.plan:
             plan = checked.plan
-            states = {}
-            for step in plan.steps:
-                found = record.steps.get(step.id) if record else None
-                states[step.id] = (
-                    "verified"
-                    if found and found.proven
-                    else str(found.status)
-                    if found
-                    else "pending"
-                )
+            # the gate's word on each step, not the run's: a step the run proved whose evidence
+            # expired (or was refused) is no verified step of this commit
+            states = step_states(repo, plans_state, verdict.name, plan, record, verdict.reasons)
             entry["graph"] = render(plan, "mermaid", states)
             for req in plan.requirements:
                 rows = []
@@ -150,7 +156,7 @@ def build(
                         {
                             "step": step.id,
                             "title": step.title,
-                            "status": str(s.status) if s else "no evidence",
+                            "status": _status(s, states[step.id]),
                             "evidence": str(
                                 (s and s.carried_from) or (record.commit if record else "")
                             ),

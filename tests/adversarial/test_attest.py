@@ -499,3 +499,23 @@ def test_attack_attest_statement_says_two_things(world: World, how: str, tmp_pat
     checked = world.cli("attest", "verify", str(out))
     assert checked.code == 1, checked.out
     assert "authentic" not in checked.out and "the signed statement" in checked.err, checked.err
+
+
+@pytest.mark.parametrize("steps", ["the only step", "one of two steps"])
+def test_attack_attest_report_expired_evidence_shown_verified(world: World, steps: str) -> None:
+    """ci's run proved step unit, valid for 1 s; it expires: the gate says UNKNOWN. `git audit
+    report` still drew unit `verified` in the plan graph and `passed` in the requirement
+    table, the run's word for a proof the gate no longer takes (both, before the fix). Each
+    step is now shown in the gate's state: `expired`; a step still fresh stays verified."""
+    extra = [step("lint")] if steps == "one of two steps" else []
+    world.seal(plan(step("unit", valid_for="1s"), *extra))
+    assert world.run().verdict == "PASS"
+    time.sleep(1.5)
+    assert world.gate().verdict == "UNKNOWN"
+    shown = world.cli("report", "HEAD", "--format", "json")
+    (entry,) = json.loads(shown.out)["plans"]
+    rows = {row["step"]: row["status"] for req in entry["requirements"] for row in req["steps"]}
+    assert rows["unit"] == "expired", rows
+    assert 's_unit["unit"]:::expired' in entry["graph"], entry["graph"]
+    if extra:
+        assert rows["lint"] == "passed" and ":::verified" in entry["graph"], rows

@@ -1,6 +1,7 @@
-"""How `git audit report` and `show --format junit` quote what the agent wrote (check output,
-step titles, test names): on its line, inert as markdown, writable as XML, and never acted on
-as a workflow command in a GitHub job log."""
+"""`git audit report` and `show --format junit` (gitaudit.gate.report, gitaudit.gate.junit): what
+the agent wrote (check output, step titles, test names) is quoted on its line, inert as
+markdown, writable as XML and never acted on as a workflow command in a GitHub job log; and a
+step is shown in the gate's state, not the run's."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from gitaudit.gate import junit, report
+from gitaudit.ledger.records import StepEntry
+from gitaudit.verdict import StepStatus
 
 
 def _rendered(markdown: str) -> list[tuple[str, str]]:
@@ -85,3 +88,23 @@ def test_xml_text_writes_what_xml_cannot_hold_escaped(char: str) -> None:
 def test_xml_text_keeps_what_xml_holds() -> None:
     text = "tab\tline\nreturn\r é ✅ \U0001f600"
     assert junit.xml_text(text) == text
+
+
+def _entry(status: StepStatus) -> StepEntry:
+    return StepEntry(status, "", "", None, 0, 0.0, None, (), {}, (), None, None)
+
+
+@pytest.mark.parametrize(
+    ("status", "state", "shown"),
+    [
+        (StepStatus.PASSED, "verified", "passed"),
+        (StepStatus.PASSED, "expired", "expired"),
+        (StepStatus.PASSED, "pending", "pending"),
+        (StepStatus.FAILED, "failed", "failed"),
+        (None, "pending", "no evidence"),
+    ],
+)
+def test_a_step_proven_by_the_run_is_shown_as_the_gate_sees_it(
+    status: StepStatus | None, state: str, shown: str
+) -> None:
+    assert report._status(_entry(status) if status else None, state) == shown
