@@ -519,3 +519,33 @@ def test_attack_attest_report_expired_evidence_shown_verified(world: World, step
     assert 's_unit["unit"]:::expired' in entry["graph"], entry["graph"]
     if extra:
         assert rows["lint"] == "passed" and ":::verified" in entry["graph"], rows
+
+
+IMPERSONATED = {  # the case of gitaudit's the agent's test report names a passing one after
+    "the run's verdict": ("default.run", "verdict"),
+    "the failing check": ("default.unit", "run: sh write.sh"),
+}
+
+
+@pytest.mark.parametrize("whose", sorted(IMPERSONATED))
+def test_attack_attest_junit_artifact_case_in_gitaudits_name(world: World, whose: str) -> None:
+    """The step's check fails; the JUnit report it stores as an artifact holds a passing case
+    named as gitaudit names its own: classname `default.run` name `verdict`, or the failing
+    check's. `show --format junit` copied it as it was: a passing `verdict` (or check) beside
+    the failing one, and the only one left in a CI system that keeps one case per name (both,
+    before the fix). An artifact's case in gitaudit's names is now classed `artifact:...`."""
+    classname, name = IMPERSONATED[whose]
+    junit = f'<testsuite><testcase classname="{classname}" name="{name}"/></testsuite>'
+    world.repo.write(".gitignore", "reports/\n")
+    world.repo.write(
+        "write.sh", f"mkdir -p reports\nprintf '%s' '{junit}' > reports/j.xml\nexit 1\n"
+    )
+    world.seal(plan(step("unit", check("sh", "write.sh"), artifacts=["reports/j.xml"])))
+    assert world.run().verdict == "FAIL"
+    shown = world.cli("show", "--format", "junit")
+    assert shown.code == 0, shown.err
+    root = ET.fromstring(shown.out)
+    ours = [c for c in root.iter("testcase") if (c.get("classname") or "").startswith("default.")]
+    named = [c for c in ours if (c.get("classname"), c.get("name")) == (classname, name)]
+    assert len(named) == 1 and named[0].find("failure") is not None, shown.out
+    assert any(c.get("classname") == f"artifact:{classname}" for c in root.iter("testcase"))

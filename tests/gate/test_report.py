@@ -108,3 +108,19 @@ def test_a_step_proven_by_the_run_is_shown_as_the_gate_sees_it(
     status: StepStatus | None, state: str, shown: str
 ) -> None:
     assert report._status(_entry(status) if status else None, state) == shown
+
+
+@pytest.mark.parametrize(
+    ("classname", "kept"),
+    [
+        ("default.run", "artifact:default.run"),
+        ("default.unit", "artifact:default.unit"),
+        ("default", "artifact:default"),
+        ("defaults.x", "defaults.x"),
+        ("tests.test_math", "tests.test_math"),
+        ("", ""),
+    ],
+)
+def test_an_artifact_case_is_kept_out_of_gitaudits_names(classname: str, kept: str) -> None:
+    case = ET.Element("testcase", classname=classname, name="verdict")
+    assert junit._theirs(case, "default").get("classname") == kept
