@@ -32,16 +32,21 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
 
-def checks_path(value: str, repository: Sequence[str | os.PathLike[str]]) -> str:
-    """*value* (a PATH) without relative entries and without folders inside *repository* (the
-    work tree and git dir) or gitaudit's cache."""
+def checks_path(
+    value: str, repository: Sequence[str | os.PathLike[str]], git_exec: str | None = None
+) -> str:
+    """*value* (a PATH) without relative entries, without folders inside *repository* (the
+    work tree and git dir) or gitaudit's cache, and without *git_exec* (``$GIT_EXEC_PATH``):
+    git puts its own programs' folder first on the PATH of a command it starts (``git audit
+    run``), where the user's PATH has none; a check's ``git`` finds it without the PATH."""
     kept = []
     tops = [os.path.realpath(os.fspath(r)).rstrip(os.sep) for r in (*repository, cache_dir())]
+    own = os.path.realpath(git_exec) if git_exec else None
     for entry in value.split(os.pathsep):
         if not entry or not os.path.isabs(entry):
             continue
         real = os.path.realpath(entry)  # what places.inside compares, the roots resolved once
-        if any(real == top or real.startswith(top + os.sep) for top in tops):
+        if real == own or any(real == top or real.startswith(top + os.sep) for top in tops):
             continue
         kept.append(entry)
     return os.pathsep.join(kept)
@@ -130,5 +135,6 @@ def offered(
     """Whether this process's PATH (*environ*'s), cleaned for *repository* as the checks' PATH
     is, holds each folder of *wanted* and offers each of *started* (:class:`Offers`)."""
     env = os.environ if environ is None else environ
-    offers = Offers(checks_path(env.get("PATH", os.defpath), repository))
+    path = checks_path(env.get("PATH", os.defpath), repository, env.get("GIT_EXEC_PATH"))
+    offers = Offers(path)
     return offers.lacks(wanted) is None and offers.unoffered(started) is None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,6 +49,12 @@ def hermetic(
     monkeypatch.setenv("GIT_COMMITTER_DATE", PINNED_DATE)
     monkeypatch.setenv("TZ", "UTC")
     monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    # the interpreter's bin first on PATH, as for an installed gitaudit: a run made in a child
+    # process (which tests start with it first) and a judgement made in this one see one PATH,
+    # as they do for a user (a run made here binds its checks' PATH: gitaudit.ledger.programs)
+    bindir = os.path.dirname(sys.executable)
+    if os.environ.get("PATH", "").split(os.pathsep)[0] != bindir:
+        monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "200")
     (home / ".gitconfig").write_text(

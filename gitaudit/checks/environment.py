@@ -72,7 +72,9 @@ class Sandbox:
             k: v for k, v in caller.items() if declared(k, self.pass_env) and not forbidden(k)
         }
         env.update(passed)
-        env["PATH"] = checks_path(env.get("PATH", os.defpath), self.repository)
+        env["PATH"] = checks_path(
+            env.get("PATH", os.defpath), self.repository, caller.get("GIT_EXEC_PATH")
+        )
         if self.home is not None:
             env["HOME"] = str(self.home)
         elif "HOME" in caller:

@@ -70,7 +70,10 @@ class Here:
     @property
     def offers(self) -> Offers:
         if self._offers is None:
-            path = checks_path(os.environ.get("PATH", os.defpath), self.repository)
+            env = os.environ
+            path = checks_path(
+                env.get("PATH", os.defpath), self.repository, env.get("GIT_EXEC_PATH")
+            )
             self._offers = Offers(path)
         return self._offers
 

@@ -52,7 +52,7 @@ from gitaudit.ledger.refs import PLANS_REF, read_ref, runs_ref
 from gitaudit.ledger.runs import append_run, evidence_files, read_run, run_of
 from gitaudit.ledger.tallies import Tallies
 from gitaudit.ledger.trust import TrustedKey
-from gitaudit.pathsearch import checks_path, folders
+from gitaudit.pathsearch import folders
 from gitaudit.plan.catalog import CheckedPlan, check_worktree
 from gitaudit.plan.compare import compare
 from gitaudit.plan.digest import contract
@@ -298,7 +298,7 @@ def run_plan(
             purity = _Purity(before.tree, ())
             if placed is not None:
                 checkout.leave_unused(placed, workdir)
-    path = checks_path(os.environ.get("PATH", os.defpath), sandbox.repository)  # the checks'
+    path = sandbox.shared[0]["PATH"]  # the checks' PATH
     missing_tools = [t for t in plan.required_tools if shutil.which(t, path=path) is None]
     with interrupts.held():
         return _record(

@@ -39,7 +39,7 @@ def test_find_is_what_shutil_which_finds(tmp_path: Path) -> None:
     assert find("linked", path) == str((tmp_path / "elsewhere" / "real").resolve())
 
 
-def test_the_checks_path_drops_relative_entries_the_repository_and_the_cache(
+def test_the_checks_path_drops_relative_entries_the_repository_the_cache_and_git_s_own(
     tmp_path: Path,
 ) -> None:
     work, outside = tmp_path / "work", tmp_path / "outside"
@@ -50,6 +50,10 @@ def test_the_checks_path_drops_relative_entries_the_repository_and_the_cache(
     cache = os.path.join(cache_dir(), "checkouts", "x", "0", "tree", "bin")
     value = os.pathsep.join(["", "bin", str(work / "bin"), str(link), cache, str(outside)])
     assert checks_path(value, [work]) == str(outside)
+    # the folder git puts first for a command it starts (`git audit run`): not the user's
+    core = tmp_path / "git-core"
+    core.mkdir()
+    assert checks_path(f"{core}{os.pathsep}{outside}", [work], str(core)) == str(outside)
 
 
 def test_here_knows_the_keys_of_the_gitaudit_home_only(tmp_path: Path) -> None:
