@@ -17,14 +17,17 @@ lookup (:mod:`gitaudit.gate.memo`).
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gitaudit.crypto.keystore import keys_dir, list_local_keys
-from gitaudit.errors import KeyMaterialError
 from gitaudit.ledger.records import CheckEntry, RunRecord
 from gitaudit.pathsearch import Offers, Started, checks_path
+from gitaudit.places import home_dir
+
+KEYS_FOLDER = "keys"  # gitaudit.crypto.keystore.KEYS_DIRNAME: where its key pairs live
 
 
 def started(record: RunRecord, step: str) -> list[Started]:
@@ -41,6 +44,32 @@ def started(record: RunRecord, step: str) -> list[Started]:
     return list(dict.fromkeys((c.program, c.found_in, c.executable) for c in checks if c.program))
 
 
+def held_keys() -> frozenset[str] | None:
+    """The fingerprints of the key pairs in the gitaudit home's ``keys`` folder (a ``NAME.pub``
+    beside a ``NAME``), as :class:`gitaudit.crypto.pubkey.PublicKey` gives them; None when the
+    folder or a public key in it cannot be read. Read here with the standard library: the
+    signing code (and the ``subprocess`` it imports) stays out of every judgement."""
+    folder = os.path.join(home_dir(), KEYS_FOLDER)
+    try:
+        names = set(os.listdir(folder))
+    except FileNotFoundError:
+        return frozenset()
+    except OSError:  # a file, or not readable
+        return None
+    found = set()
+    for name in sorted(names):
+        if not name.endswith(".pub") or name.removesuffix(".pub") not in names:
+            continue
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                blob = base64.b64decode(handle.read().split()[1], validate=True)
+        except (OSError, ValueError, IndexError):  # UnicodeDecodeError and binascii's too
+            return None
+        digest = base64.b64encode(hashlib.sha256(blob).digest()).decode("ascii")
+        found.add("SHA256:" + digest.rstrip("="))
+    return frozenset(found)
+
+
 @dataclass
 class Here:
     """This machine, asked once a judgement (or a run): the keys its gitaudit home holds, and
@@ -55,16 +84,14 @@ class Here:
 
     def made_here(self, fingerprint: str | None) -> bool:
         """Whether the key of *fingerprint* (a run's signer) is one whose pair this user's
-        gitaudit home holds: a run it signed was made by a ``git audit run`` here. A home whose
-        keys cannot be listed or read holds every key: the run is asked (closed)."""
+        gitaudit home holds: a run it signed was made by a ``git audit run`` here. A keys folder
+        that cannot be read (a file, no permission, a public key that does not parse) holds
+        every key: the run is asked (closed)."""
         if self._fingerprints is None:
-            folder = keys_dir()
-            if folder.exists() and not (folder.is_dir() and os.access(folder, os.R_OK | os.X_OK)):
-                return True  # a file, or unlistable: globbing it would find no key at all
-            try:
-                self._fingerprints = frozenset(k.fingerprint for k in list_local_keys())
-            except KeyMaterialError:
+            held = held_keys()
+            if held is None:
                 return True
+            self._fingerprints = held
         return fingerprint in self._fingerprints
 
     @property

@@ -175,3 +175,21 @@ def test_a_keys_folder_that_cannot_be_listed_holds_every_key(tmp_path: Path, how
         assert Here([tmp_path]).made_here("SHA256:anything") is not os.access(folder, os.R_OK)
     finally:
         folder.chmod(0o700)
+
+
+def test_the_keys_held_are_read_as_the_keystore_reads_them(tmp_path: Path) -> None:
+    """held_keys (standard library, for every judgement) gives the fingerprints the keystore
+    gives for the same pairs; a public key without its private half is no pair; a public key
+    that does not parse makes the folder unreadable (every key held)."""
+    from gitaudit.crypto.keystore import keys_dir, list_local_keys
+    from gitaudit.ledger.programs import held_keys
+
+    assert held_keys() == frozenset()  # no keys folder yet
+    for name in ("runner", "sealer"):
+        generate_key(name)
+    (keys_dir() / "stray.pub").write_text((keys_dir() / "runner.pub").read_text())
+    assert held_keys() == frozenset(k.fingerprint for k in list_local_keys())
+    assert len(held_keys() or ()) == 2
+    (keys_dir() / "broken").write_text("")
+    (keys_dir() / "broken.pub").write_text("ssh-ed25519 not*base64\n")
+    assert held_keys() is None
