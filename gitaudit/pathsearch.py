@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 
-from gitaudit.places import cache_dir
+from gitaudit.places import cache_dir, home_dir
 
 TYPE_CHECKING = False  # not typing's: the hooks' fast path does without it (gitaudit.named)
 if TYPE_CHECKING:
@@ -126,6 +126,25 @@ class Offers:
         return None
 
 
+TRUSTED_FILE = "trusted-path"  # in the gitaudit home: folders a judge takes as its PATH's too
+
+
+def with_trusted(path: str) -> str:
+    """*path* (a judge's) and the folders the user lists in ``<gitaudit home>/trusted-path``
+    (absolute, one a line, ``#`` comments): a folder a host puts on its agent's shell's PATH
+    only (a ``SessionStart`` hook's ``CLAUDE_ENV_FILE``, Homebrew's ``gnubin``) is on the
+    runs' PATH and never on the hooks'; listed there, runs made with it bind. The home is the
+    user's (the agent's guard refuses it), as the keys there are; a file that cannot be read
+    lists nothing."""
+    try:
+        with open(os.path.join(home_dir(), TRUSTED_FILE), encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, ValueError):
+        return path
+    listed = [f for f in (line.strip() for line in lines) if os.path.isabs(f)]
+    return os.pathsep.join([path, *listed]) if listed else path
+
+
 def offered(
     started: Iterable[Started],
     wanted: Iterable[str],
@@ -136,5 +155,5 @@ def offered(
     is, holds each folder of *wanted* and offers each of *started* (:class:`Offers`)."""
     env = os.environ if environ is None else environ
     path = checks_path(env.get("PATH", os.defpath), repository, env.get("GIT_EXEC_PATH"))
-    offers = Offers(path)
+    offers = Offers(with_trusted(path))
     return offers.lacks(wanted) is None and offers.unoffered(started) is None

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gitaudit.ledger.records import CheckEntry, RunRecord
-from gitaudit.pathsearch import Offers, Started, checks_path
+from gitaudit.pathsearch import Offers, Started, checks_path, with_trusted
 from gitaudit.places import home_dir
 
 KEYS_FOLDER = "keys"  # gitaudit.crypto.keystore.KEYS_DIRNAME: where its key pairs live
@@ -101,7 +101,7 @@ class Here:
             path = checks_path(
                 env.get("PATH", os.defpath), self.repository, env.get("GIT_EXEC_PATH")
             )
-            self._offers = Offers(path)
+            self._offers = Offers(with_trusted(path))
         return self._offers
 
     def binds(self, record: RunRecord, step: str) -> str | None:

@@ -193,3 +193,27 @@ def test_the_keys_held_are_read_as_the_keystore_reads_them(tmp_path: Path) -> No
     (keys_dir() / "broken").write_text("")
     (keys_dir() / "broken.pub").write_text("ssh-ed25519 not*base64\n")
     assert held_keys() is None
+
+
+def test_folders_the_user_trusts_in_the_gitaudit_home_count_as_the_judge_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder a host puts on its agent's shell's PATH only: listed in the home's
+    trusted-path, a run made with it binds; a comment, a relative line or another folder
+    trusts nothing else."""
+    from gitaudit.pathsearch import TRUSTED_FILE
+    from gitaudit.places import home_dir
+
+    frob = tool(tmp_path / "gnubin", "frob")
+    folder = str((tmp_path / "gnubin").resolve())
+    ran = [("frob", folder, os.path.realpath(frob))]
+    monkeypatch.setenv("PATH", "/usr/bin")
+    assert not offered(ran, [folder], [])
+    trusted = Path(home_dir()) / TRUSTED_FILE
+    trusted.parent.mkdir(parents=True, exist_ok=True)
+    trusted.write_text(f"# the host's gnubin\ngnubin\n{tmp_path / 'other'}\n")
+    assert not offered(ran, [folder], [])
+    trusted.write_text(f"# the host's gnubin\n{tmp_path / 'gnubin'}\n")
+    assert offered(ran, [folder], [])
+    here = Here([tmp_path / "repo"])
+    assert here.offers.lacks([folder]) is None and here.offers.unoffered(ran) is None
