@@ -9,13 +9,13 @@ addressed), every ref under ``refs/audit/`` (the seals, the ledgers, the agent r
 immutable objects by id) and under ``refs/gitaudit/`` (the remote-tracking copies of other
 clones' ledgers, whose evidence counts), the high-water marks file, the ``audit.*``
 configuration (the pinned root key, the commit-msg mode) and ``core.ignorecase`` (how claimed
-paths are matched), the repository's trust anchor (:mod:`gitaudit.ledger.anchor`), the gitaudit
-version, the clock (evidence expiry) and the required tools on PATH. An entry records one PASS
-under a digest of all of them but the clock and the tools, with the earliest expiry of the
-evidence it relied on and the tools it needed. A lookup recomputes the digest from the repository
-as it is now, checks the clock and resolves the tools again; anything else is a miss, and the full
-gate runs (and explains). Only PASS is remembered: FAIL and UNKNOWN are always
-judged and explained afresh.
+paths are matched) as the gate's libgit2 reads them (:data:`CONFIG`), the repository's trust
+anchor (:mod:`gitaudit.ledger.anchor`), the gitaudit version, the clock (evidence expiry) and
+the required tools on PATH. An entry records one PASS under a digest of all of them but the
+clock and the tools, with the earliest expiry of the evidence it relied on and the tools it
+needed. A lookup recomputes the digest from the repository as it is now, checks the clock and
+resolves the tools again; anything else is a miss, and the full gate runs (and explains). Only
+PASS is remembered: FAIL and UNKNOWN are always judged and explained afresh.
 
 Entries live in ``<gitdir>/gitaudit/memo.json``; each is authenticated with HMAC-SHA256 under a
 random key kept beside the signing keys (:mod:`gitaudit.secret`: ``$GITAUDIT_HOME/memo.key``,
@@ -31,6 +31,7 @@ import time
 
 from gitaudit import __version__
 from gitaudit.git.call import start_git
+from gitaudit.git.environment import config_as_libgit2
 from gitaudit.named import NamedTuple
 from gitaudit.places import (
     anchor_path,
@@ -51,13 +52,23 @@ if TYPE_CHECKING:
 
 # 2: entries carry the notes of the PASS; 3: the state covers refs/gitaudit/; 4: entries carry
 # the ref judged for and the policy's evidence rule patterns; 5: entries carry the programs the
-# checks of runs made here ran (gitaudit.ledger.programs)
-FORMAT = 5
+# checks of runs made here ran (gitaudit.ledger.programs); 6: the configuration as libgit2 reads
+# it, with the conditions of the files it includes
+FORMAT = 6
 FILENAME = "memo.json"
 MAX_ENTRIES = 64
 MAX_BYTES = 1 << 20
 MIRRORS = "refs/gitaudit/"  # gitaudit.ledger.refs.MIRROR's parent (not imported: no pygit2 here)
-CONFIG = r"^(audit\.|core\.ignorecase$)"  # the configuration the gate reads
+# The configuration the gate reads (with libgit2), and the conditions under which a configuration
+# file includes another. The state takes it as `git config` prints it, with git told to read it
+# where libgit2 does (gitaudit.git.environment.config_as_libgit2): a value only git reads (set by
+# a variable, in a file GIT_CONFIG_GLOBAL names) would stand in the state for one the gate reads.
+# Judged with `rootKey = X` then `rootKey = K` in .git/config (the gate reads K), the same two
+# lines printed with X alone in .git/config (the gate reads X) and K in a file only git read
+# named the state a PASS was remembered in. An included file is read by both, but only under a
+# condition both know: a state with a condition libgit2 does not (`hasconfig:`) is none.
+CONFIG = r"^(audit\.|core\.ignorecase$|includeif\.)"
+LIBGIT2_CONDITIONS = ("gitdir:", "gitdir/i:", "onbranch:")  # libgit2 1.9's config_file.c
 
 
 class Snapshot(NamedTuple):
@@ -196,7 +207,9 @@ def snapshot(
         cwd=cwd,
         git_dir=gitdir,
     )
-    configured = start_git(["config", "--get-regexp", CONFIG], cwd=cwd, git_dir=gitdir)
+    configured = start_git(
+        ["config", "--get-regexp", CONFIG], cwd=cwd, git_dir=gitdir, environment=config_as_libgit2()
+    )
     _while_git_runs()
     if asked is not None:
         out, code = _answer(asked)
@@ -205,7 +218,7 @@ def snapshot(
     config, config_code = _answer(configured)
     if lines is None or refs_code != 0 or config_code not in (0, 1):
         return None
-    if len(lines) != 3 + len(revs):
+    if len(lines) != 3 + len(revs) or not _read_as_libgit2(config):
         return None
     refs = []
     # one line a ref, cut at "\n" alone: a ref name may hold U+2028 (and other characters that
@@ -226,6 +239,18 @@ def snapshot(
         found, workdir, tuple(sorted(refs)), config, marks, anchors, entered, common, floors
     )
     return snap, lines[3:]
+
+
+def _read_as_libgit2(config: str) -> bool:
+    """Whether libgit2 includes every file git included for *config* (see :data:`CONFIG`): a
+    line that begins an ``includeIf`` of another condition (a value holding a line break may
+    read as one too: then there is no state either, which is only slower)."""
+    for line in config.split("\n"):
+        if line.startswith("includeif."):
+            condition = line.removeprefix("includeif.")
+            if not condition.startswith(LIBGIT2_CONDITIONS):
+                return False
+    return True
 
 
 def _while_git_runs() -> None:

@@ -125,8 +125,10 @@ def start_git(
     *,
     cwd: str | os.PathLike[str] | None = None,
     git_dir: str | os.PathLike[str] | None = None,
+    environment: Mapping[str, str] | None = None,
 ) -> Process:
-    """Start ``git ARGS`` (stdout piped, stderr discarded) to run beside others."""
-    environment = git_env()
+    """Start ``git ARGS`` (stdout piped, stderr discarded) to run beside others, with
+    *environment* (default :func:`~gitaudit.git.environment.git_env`)."""
+    environment = git_env() if environment is None else environment
     started = _started(_argv(args, git_dir), cwd, git_dir, environment)
     return _start(started, environment, stdout=PIPE, stderr=DEVNULL)

@@ -178,3 +178,21 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 # before every command: the objects as stored, never a commit-graph's summary of them
 CONFIG = ("-c", "core.commitGraph=false")
+
+
+# What git is told when it reads configuration the gate reads with libgit2 (the verdict memo's
+# state, :mod:`gitaudit.gate.memo`): read it where libgit2 does, or a value libgit2 never sees
+# stands in the state for one it does. libgit2 takes no configuration from variables (the
+# `GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n` anyone may set, the `GIT_CONFIG_PARAMETERS` of `git -c`)
+# and reads the user's and the system's files where they are by default, whatever
+# `GIT_CONFIG_GLOBAL`, `GIT_CONFIG_SYSTEM` or `GIT_CONFIG_NOSYSTEM` say.
+AS_LIBGIT2: Mapping[str, str] = {"GIT_CONFIG_PARAMETERS": "", "GIT_CONFIG_COUNT": "0"}
+UNREAD_BY_LIBGIT2 = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM")
+
+
+def config_as_libgit2() -> dict[str, str]:
+    """:func:`git_env` for a git that reads the configuration as libgit2 does (see above)."""
+    env = git_env(AS_LIBGIT2)
+    for name in UNREAD_BY_LIBGIT2:
+        env.pop(name, None)
+    return env

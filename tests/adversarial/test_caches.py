@@ -9,6 +9,7 @@ leaves the cache's key as it was.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,104 @@ def test_attack_caches_lookup_rows_make_a_targeted_run_carry_a_foreign_pass(
     assert judged.verdict == "UNKNOWN"
     (default,) = [p for p in judged.plans if p.name == "default"]
     assert [r.code for r in default.reasons] == ["step.not-run"]
+
+
+BOGUS = "SHA256:" + "A" * 43  # a root key that is no key of this repository
+Change = Callable[[World, str], dict[str, str]]  # (world, pinned key) -> variables for git
+
+
+def _root_keys(world: World, *values: str) -> None:
+    """Make ``audit.rootKey`` in .git/config the values *values*, in order (none: unset)."""
+    world.repo.git("config", "--unset-all", "audit.rootKey", check=False)
+    for value in values:
+        world.repo.git("config", "--add", "audit.rootKey", value)
+
+
+def _config_file(world: World, name: str, *values: str) -> str:
+    """A configuration file beside the repository setting ``audit.rootKey`` to *values*."""
+    path = world.path.parent / name
+    path.write_text("[audit]\n" + "".join(f"\trootKey = {v}\n" for v in values))
+    return str(path)
+
+
+def _by_variable(variables: dict[str, str]) -> tuple[Change, Change]:
+    """Judged with *variables* set to add BOGUS after the pin (the gate's libgit2 never reads
+    them), then BOGUS written after the pin in .git/config, which git prints alike."""
+
+    def judged(world: World, key: str) -> dict[str, str]:
+        return variables
+
+    def typed(world: World, key: str) -> dict[str, str]:
+        _root_keys(world, key, BOGUS)
+        return {}
+
+    return judged, typed
+
+
+def _global_file(variable: str, nosystem: dict[str, str]) -> tuple[Change, Change]:
+    """Judged with BOGUS then the pin in .git/config; then both moved to a file named by
+    *variable*, which git reads as the user's (or the system's) configuration and libgit2 does
+    not: .git/config pins nothing."""
+
+    def judged(world: World, key: str) -> dict[str, str]:
+        _root_keys(world, BOGUS, key)
+        return {}
+
+    def moved(world: World, key: str) -> dict[str, str]:
+        _root_keys(world)
+        return {variable: _config_file(world, "elsewhere", BOGUS, key), **nosystem}
+
+    return judged, moved
+
+
+def _hasconfig() -> tuple[Change, Change]:
+    """Judged with BOGUS then the pin in .git/config; then the pin moved to a file .git/config
+    includes under a condition git knows and libgit2 does not (``hasconfig:``)."""
+
+    def judged(world: World, key: str) -> dict[str, str]:
+        _root_keys(world, BOGUS, key)
+        return {}
+
+    def included(world: World, key: str) -> dict[str, str]:
+        _root_keys(world, BOGUS)
+        world.repo.git("config", "remote.mirror.url", "example.test:mirror")
+        condition = "includeIf.hasconfig:remote.*.url:example.test:*.path"
+        world.repo.git("config", condition, _config_file(world, "included", key))
+        return {}
+
+    return judged, included
+
+
+CONFIG_VIEWS = {
+    "GIT_CONFIG_COUNT": _by_variable(
+        {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "audit.rootKey", "GIT_CONFIG_VALUE_0": BOGUS}
+    ),
+    "GIT_CONFIG_PARAMETERS": _by_variable({"GIT_CONFIG_PARAMETERS": f"'audit.rootkey'='{BOGUS}'"}),
+    "GIT_CONFIG_GLOBAL": _global_file("GIT_CONFIG_GLOBAL", {}),
+    "GIT_CONFIG_SYSTEM": _global_file("GIT_CONFIG_SYSTEM", {"GIT_CONFIG_NOSYSTEM": "0"}),
+    "includeIf hasconfig": _hasconfig(),
+}
+
+
+@pytest.mark.parametrize("view", sorted(CONFIG_VIEWS))
+def test_attack_caches_memo_keys_the_configuration_git_reads_not_the_gates(
+    proven: World, view: str
+) -> None:
+    """The memo's state holds the configuration as `git config` prints it; the gate reads it
+    with libgit2, which takes nothing from variables, reads the user's and system's files where
+    they are by default, and includes no file under ``hasconfig:``. The agent has the work tree
+    judged PASS with a configuration in which git prints `rootKey = BOGUS` then the pin while
+    the gate reads the pin, then changes it so that git prints the same two lines while the
+    gate reads BOGUS, or no pin at all: the full gate says FAIL (the trust anchor disagrees),
+    and the stop hook took the remembered PASS (every variant) before the fix. The state now
+    reads the configuration where libgit2 does, and a condition libgit2 does not know leaves
+    no state: the stop hook judges in full and blocks."""
+    judged, changed = CONFIG_VIEWS[view]
+    key = proven.repo.git("config", "audit.rootKey").strip()
+    remembered = audit(proven.path, "status", env=judged(proven, key))
+    assert remembered.code == 0 and remembered.out.startswith("PASS"), remembered.out
+    env = changed(proven, key)
+    assert proven.gate(None).verdict == "FAIL"  # what the full gate says now (libgit2's view)
+    run = run_hook(proven.path, "stop", stop(proven.path), env=env)
+    assert run.blocked, run.stdout + run.stderr
+    assert "plans.anchor-mismatch" in run.reason or "trust anchor" in run.reason, run.reason

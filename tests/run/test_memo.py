@@ -514,3 +514,47 @@ def test_the_shims_pre_push_from_the_memo_imports_neither_typing_nor_runpy(
     # the control: by module name, runpy is there (the probe sees what is imported)
     code, modules = _shim_imports(passing, ["-m", "gitaudit.hooks"], stdin)
     assert code == 0 and "runpy" in modules and "pygit2" not in modules
+
+
+ELSEWHERE = "[audit]\n\trootKey = SHA256:elsewhere\n"
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "audit.x", "GIT_CONFIG_VALUE_0": "1"},
+        {"GIT_CONFIG_PARAMETERS": "'audit.x'='1'"},
+        {"GIT_CONFIG_GLOBAL": "elsewhere"},
+        {"GIT_CONFIG_SYSTEM": "elsewhere", "GIT_CONFIG_NOSYSTEM": "0"},
+    ],
+    ids=["count", "parameters", "global", "system"],
+)
+def test_the_state_holds_the_configuration_as_libgit2_reads_it(
+    passing: GitRepo, monkeypatch: pytest.MonkeyPatch, variables: dict[str, str]
+) -> None:
+    """The gate reads `audit.*` with libgit2, which takes nothing from variables and reads the
+    user's and the system's files where they are by default: so does the state."""
+    (passing.path.parent / "elsewhere").write_text(ELSEWHERE)
+    monkeypatch.chdir(passing.path.parent)  # the file named relative to it
+    before = memo.snapshot(passing.path)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    after = memo.snapshot(passing.path)
+    assert before is not None and after is not None
+    assert after[0].config == before[0].config and "audit.rootkey SHA256:" in after[0].config
+    assert after[0].digest == before[0].digest
+
+
+@pytest.mark.parametrize(
+    ("condition", "state"),
+    [("hasconfig:remote.*.url:example.test:*", False), ("gitdir:/nowhere/", True)],
+)
+def test_no_state_under_an_include_condition_libgit2_does_not_know(
+    passing: GitRepo, condition: str, state: bool
+) -> None:
+    """git includes a file under `hasconfig:`, libgit2 (the gate) does not: the state cannot
+    say what the gate reads, and there is none. A condition both know keeps it."""
+    (passing.path.parent / "elsewhere").write_text(ELSEWHERE)
+    passing.git("config", "remote.mirror.url", "example.test:mirror")
+    passing.git("config", f"includeIf.{condition}.path", str(passing.path.parent / "elsewhere"))
+    assert (memo.snapshot(passing.path) is not None) is state
