@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 # 2: entries carry the notes of the PASS; 3: the state covers refs/gitaudit/; 4: entries carry
 # the ref judged for and the policy's evidence rule patterns; 5: entries carry the programs the
 # checks of runs made here ran (gitaudit.ledger.programs); 6: the configuration as libgit2 reads
-# it, with the conditions of the files it includes
+# it, with the conditions of the files it includes and the repository's format and extensions
 FORMAT = 6
 FILENAME = "memo.json"
 MAX_ENTRIES = 64
@@ -66,8 +66,10 @@ MIRRORS = "refs/gitaudit/"  # gitaudit.ledger.refs.MIRROR's parent (not imported
 # Judged with `rootKey = X` then `rootKey = K` in .git/config (the gate reads K), the same two
 # lines printed with X alone in .git/config (the gate reads X) and K in a file only git read
 # named the state a PASS was remembered in. An included file is read by both, but only under a
-# condition both know: a state with a condition libgit2 does not (`hasconfig:`) is none.
-CONFIG = r"^(audit\.|core\.ignorecase$|includeif\.)"
+# condition both know: a state with a condition libgit2 does not (`hasconfig:`) is none. The
+# repository's format and extensions decide whether libgit2 opens it at all (it refuses
+# `extensions.partialClone`, which git reads on): the gate then judges nothing, and says so.
+CONFIG = r"^(audit\.|core\.ignorecase$|core\.repositoryformatversion$|extensions\.|includeif\.)"
 LIBGIT2_CONDITIONS = ("gitdir:", "gitdir/i:", "onbranch:")  # libgit2 1.9's config_file.c
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gitaudit.errors import RepositoryError
 from tests.adversarial.conftest import World, check, plan, step
 from tests.agent.host import run_hook, stop
 from tests.gitrepo import GitRepo, audit
@@ -225,3 +226,22 @@ def test_attack_caches_memo_keys_the_configuration_git_reads_not_the_gates(
     run = run_hook(proven.path, "stop", stop(proven.path), env=env)
     assert run.blocked, run.stdout + run.stderr
     assert "plans.anchor-mismatch" in run.reason or "trust anchor" in run.reason, run.reason
+
+
+@pytest.mark.parametrize("extension", ["partialClone", "noop-v1"])
+def test_attack_caches_memo_serves_a_repository_the_gate_cannot_open(
+    proven: World, extension: str
+) -> None:
+    """A PASS of the work tree is remembered; the agent then sets a repository extension that
+    git reads on and libgit2 refuses (format version 1). The gate cannot open the repository
+    and judges nothing (a one-line refusal naming the setting), and the stop hook took the
+    remembered PASS (both variants) before the fix: the state did not hold the repository's
+    format. It does now, and the stop hook blocks with the refusal."""
+    assert audit(proven.path, "status").out.startswith("PASS")
+    proven.repo.git("config", "core.repositoryformatversion", "1")
+    proven.repo.git("config", f"extensions.{extension}", "origin")
+    with pytest.raises(RepositoryError, match="unsupported extension"):
+        proven.gate(None)
+    run = run_hook(proven.path, "stop", stop(proven.path))
+    assert run.blocked, run.stdout + run.stderr
+    assert "cannot open the repository" in run.reason, run.reason

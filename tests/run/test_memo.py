@@ -361,6 +361,15 @@ def test_a_changed_ignorecase_invalidates(repo: GitRepo, sealed: Sealer) -> None
     assert pre_push(repo)[:2] == (0, "full")
 
 
+def test_a_changed_repository_extension_invalidates(repo: GitRepo, sealed: Sealer) -> None:
+    """The repository's format and extensions decide whether the gate (libgit2) opens it."""
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    assert pre_push(repo)[:2] == (0, "memo")
+    repo.git("config", "extensions.noop", "true")
+    assert pre_push(repo)[:2] == (0, "full")
+
+
 def test_a_run_that_does_not_pass_remembers_nothing(repo: GitRepo, sealed: Sealer) -> None:
     sealed(make_plan(run_step("a", "false")))
     assert audit(repo.path, "run").code == 1
