@@ -278,7 +278,11 @@ def test_the_installation_the_guard_runs_from_is_guarded(
     command.parent.mkdir()
     command.write_text(f"#!{other / 'bin' / 'python'}\n")
     command.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{command.parent}:{os.environ['PATH']}")
+    # without the interpreter's bin (the suite puts it first): a folder on PATH is refused by
+    # its own rule, and this test is about the installation's
+    bindir = os.path.dirname(sys.executable)
+    rest = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != bindir)
+    monkeypatch.setenv("PATH", f"{command.parent}:{rest}")
     vendored = work.path / "vendor"
     monkeypatch.setattr(sys, "path", [*sys.path, str(vendored)])
     places = Places(str(work.path))
