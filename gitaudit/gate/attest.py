@@ -83,14 +83,7 @@ def build(
 ) -> Attestation:
     """Judge *rev* (default HEAD), for the ref *for_ref* when given (its evidence rule), and
     describe the verdict as an in-toto Statement."""
-    spec = rev or "HEAD"
-    try:
-        commit = repo.git.revparse_single(spec).peel(pygit2.Commit)
-    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
-        raise RepositoryError(
-            f"unknown revision {spec!r}", hint="give a commit, branch or tag"
-        ) from None
-    sha, tree = str(commit.id), str(commit.tree_id)
+    sha, tree = _commit(repo, rev or "HEAD", "give a commit, branch or tag")
     result = judge(repo, sha, plan=plan, for_ref=for_ref)
     # a statement for some plans is no statement about the commit: it says whether it is one
     judged = {p.name for p in result.plans}
@@ -323,13 +316,7 @@ def _elsewhere(repo: Repo, checked: Checked, rev: str) -> str | None:
     """Why *checked* is not about the commit *rev* names, or None: an attestation says PASSED
     for the commit and tree it names, and one for another commit (an older one that passed)
     handed in for this one says nothing about it."""
-    try:
-        commit = repo.git.revparse_single(rev).peel(pygit2.Commit)
-    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
-        raise RepositoryError(
-            f"unknown revision {rev!r}", hint="give the commit the attestation must be about"
-        ) from None
-    sha, tree = str(commit.id), str(commit.tree_id)
+    sha, tree = _commit(repo, rev, "give the commit the attestation must be about")
     if (checked.commit, checked.tree) == (sha, tree):
         return None
     return (
@@ -512,3 +499,12 @@ def _plan_verdicts(plans: object) -> dict[str, str] | None:
             return None
         out[name] = verdict
     return out
+
+
+def _commit(repo: Repo, spec: str, hint: str) -> tuple[str, str]:
+    """(commit id, tree id) of the commit *spec* names; RepositoryError with *hint* otherwise."""
+    try:
+        commit = repo.git.revparse_single(spec).peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        raise RepositoryError(f"unknown revision {spec!r}", hint=hint) from None
+    return str(commit.id), str(commit.tree_id)
