@@ -38,6 +38,11 @@ def try_fast(argv: Sequence[str]) -> int | None:
         values = grammar.FAST[rest[0]].parse(rest[1:])
     if values is None:
         return None
+    if rest[0] == "verify":
+        # from scratch, the worker processes start while gitaudit is imported here
+        from gitaudit.ledger.workers import start_early
+
+        start_early(".")
     if rest[0] == "run" or (rest[0] == "status" and values["rev"] is None):
         # a run, or the gate of the work tree: git hashes the work tree while the rest of
         # gitaudit is imported (the first fingerprint taken is the work tree as the command

@@ -32,7 +32,7 @@ import pygit2
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError, LedgerError
 from gitaudit.git.repo import Repo
-from gitaudit.ledger import chain, watermark
+from gitaudit.ledger import chain, watermark, workers
 from gitaudit.ledger.anchor import pinned_root
 from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.plansref import (
@@ -188,20 +188,24 @@ def _verify_runs(
     The chain is walked first (linear, every object present); the commits it reached are then
     verified, shared between this process and worker processes when there are many, and the
     first problem in chain order wins, a walk error coming after every commit walked before it.
-    The workers start as soon as the walk has reached :data:`PARALLEL_FROM` commits, and take
+    The workers start as soon as the walk has reached :data:`PARALLEL_FROM` commits (one share,
+    :data:`CHUNK`, when they were started early: :mod:`gitaudit.ledger.workers`), and take
     shares of the walked chain while the rest of it is walked (:class:`_Shares`)."""
     stop = pygit2.Oid(hex=mark) if mark else None
     oids: list[pygit2.Oid] = []
     walk_problem: str | None = None
     shares: _Shares | None = None
+    parallel_from = CHUNK if workers.started_early() else PARALLEL_FROM
     try:
         try:
             for oid in chain.walk_ids(git, tip, stop=stop, what=ref, linear=True):
                 oids.append(oid)
-                if shares is not None and len(oids) % CHUNK == 0:
-                    shares.hand_out(oids)
-                elif len(oids) == PARALLEL_FROM and gitdir is not None and (jobs := _jobs()) > 1:
-                    shares = _Shares(os.fspath(gitdir), jobs - 1, ref, runners)
+                if shares is None and len(oids) == parallel_from and gitdir is not None:
+                    shares = _start_shares(os.fspath(gitdir), ref, runners)
+                    due = True
+                else:
+                    due = len(oids) % CHUNK == 0
+                if shares is not None and due:  # a share is walked in whole
                     shares.hand_out(oids)
         except GitAuditError as exc:
             walk_problem = problem(ref, exc)
@@ -217,10 +221,9 @@ def _verify_runs(
     return len(oids), walk_problem
 
 
-def _jobs() -> int:
-    """Processes verifying at once (this one included): one per core, at most 8."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(cores or 1, 8))
+def _start_shares(gitdir: str, ref: str, runners: list[PublicKey]) -> _Shares | None:
+    jobs = workers.jobs()
+    return _Shares(gitdir, jobs - 1, ref, runners) if jobs > 1 else None
 
 
 class _Shares:
@@ -241,32 +244,13 @@ class _Shares:
         import json
         import select
         import subprocess
-        import sys
-
-        import gitaudit
 
         self.ref, self.runners = ref, runners
         self.front = 0  # the first commit no worker has been given
         self.back: int | None = None  # one past the last commit left; None while walking
         self.found: list[tuple[int, str]] = []  # (index in the chain, problem)
         self.failed: subprocess.Popen[bytes] | None = None  # a worker that died
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(gitaudit.__file__)))
-        path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-        code = (
-            "from gitaudit.git.libgit2 import install; install(); "
-            "from gitaudit.ledger.run_shares import worker; worker()"
-        )
-        self.procs = [
-            subprocess.Popen(
-                # -P: `-c` would put the current folder (the work tree, anything may be there)
-                # before the package root on the worker's path
-                [sys.executable, "-P", "-c", code],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env={**os.environ, "PYTHONPATH": path},
-            )
-            for _ in range(count)
-        ]
+        self.procs = workers.take(count)
         self.held = [0] * count  # shares handed to each worker and not answered yet
         self.pending = [b""] * count  # the start of an answer line not read whole yet
         self.poller = select.poll()
@@ -360,13 +344,4 @@ class _Shares:
 
     def stop(self) -> None:
         """End every worker (an idle one waits for its next share) and reap it."""
-        import contextlib
-
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-            for pipe in (proc.stdin, proc.stdout):
-                if pipe is not None:
-                    with contextlib.suppress(OSError):
-                        pipe.close()
+        workers.end(self.procs)

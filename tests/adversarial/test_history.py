@@ -349,7 +349,7 @@ def test_attack_history_verify_workers_import_a_planted_gitaudit(
     the workers' path. An untracked `gitaudit/` package there whose worker finds nothing wrong
     made verify report a ledger with mallory's commit on top as sound (before the fix); the
     workers now run `python -P`."""
-    from gitaudit.ledger import verify
+    from gitaudit.ledger import verify, workers
 
     base = proven.ref(runs_ref("default"))
     assert base is not None
@@ -369,7 +369,7 @@ def test_attack_history_verify_workers_import_a_planted_gitaudit(
     monkeypatch.chdir(proven.path)
     monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
     monkeypatch.setattr(verify, "CHUNK", 1)
-    monkeypatch.setattr(verify, "_jobs", lambda: 2)
+    monkeypatch.setattr(workers, "jobs", lambda: 2)
     forget_marks(proven.handle().gitdir)
     report = verify.verify_all(proven.handle(), remember=False)
     assert not report.ok, report

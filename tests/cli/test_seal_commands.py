@@ -254,3 +254,18 @@ def test_seal_warns_when_the_work_tree_plan_is_not_the_committed_one(repo: GitRe
     new = audit(repo.path, "plan", "seal", "--plan", "extra", "-m", "new")
     assert new.code == 0, new.err
     assert ".gitaudit/plans/extra.json is not committed in HEAD" in new.err
+
+
+@pytest.mark.parametrize("commondir", [b"\xff\xfe..\n", b"..\x00x\n"], ids=["not-utf8", "nul"])
+def test_verify_from_scratch_with_a_hostile_commondir_is_one_line(
+    repo: GitRepo, commondir: bytes
+) -> None:
+    """`git audit verify` with no verified mark guesses whether to start its workers before it
+    opens the repository: a `.git/commondir` it cannot read is the command's to report, in one
+    line, with no traceback (the guess raised out of the command, before the fix)."""
+    repo.write_plan(two_step_plan())
+    repo.commit("plan")
+    (repo.path / ".git" / "commondir").write_bytes(commondir)
+    got = audit(repo.path, "verify", process=True)
+    assert got.code != 0 and "Traceback" not in got.out + got.err, got
+    assert len(got.err.strip().splitlines()) <= 2, got.err  # the error and its hint

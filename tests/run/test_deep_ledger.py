@@ -144,7 +144,7 @@ def test_verification_split_among_processes_reports_as_one_process(
     order are what a single process reports, for a forged signature or a tree that lacks what
     its run.json records, however the chain is cut into shares."""
     from gitaudit.crypto.signers import Ed25519Signer
-    from gitaudit.ledger import verify
+    from gitaudit.ledger import verify, workers
 
     sealed(make_plan(run_step("a", "true")))
     assert audit(repo.path, "run").code == 0
@@ -165,7 +165,7 @@ def test_verification_split_among_processes_reports_as_one_process(
     assert len(serial[1]) == 1 and serial[0]["refs/audit/runs/default"] == 5, serial
     monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
     monkeypatch.setattr(verify, "CHUNK", chunk)
-    monkeypatch.setattr(verify, "_jobs", lambda: 3)
+    monkeypatch.setattr(workers, "jobs", lambda: 3)
     assert report() == serial
 
 
@@ -190,7 +190,7 @@ def test_a_worker_that_starts_late_takes_fewer_shares(
     verifies every other (a fixed split waited for the slowest)."""
     import sys
 
-    from gitaudit.ledger import run_shares, verify
+    from gitaudit.ledger import run_shares, verify, workers
 
     sealed(make_plan(run_step("a", "true")))
     assert audit(repo.path, "run").code == 0
@@ -208,7 +208,7 @@ def test_a_worker_that_starts_late_takes_fewer_shares(
     wait = f'while [ "$(wc -l < {mine})" -lt 7 ]; do sleep 0.01; done'
     monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
     monkeypatch.setattr(verify, "CHUNK", 1)
-    monkeypatch.setattr(verify, "_jobs", lambda: 2)
+    monkeypatch.setattr(workers, "jobs", lambda: 2)
     monkeypatch.setattr(verify, "verify_share", verify_here)
     monkeypatch.setattr(sys, "executable", str(_slow_python(tmp_path, wait)))
     got = verify.verify_all(open_repo(repo.path), remember=False)
@@ -226,7 +226,7 @@ def test_shares_shrink_once_the_walk_is_done_and_cover_the_chain_once(
     worker's shares and this process's cover every commit exactly once."""
     import sys
 
-    from gitaudit.ledger import run_shares, verify
+    from gitaudit.ledger import run_shares, verify, workers
 
     sealed(make_plan(run_step("a", "true")))
     assert audit(repo.path, "run").code == 0
@@ -241,7 +241,7 @@ def test_shares_shrink_once_the_walk_is_done_and_cover_the_chain_once(
     monkeypatch.setattr(verify, "PARALLEL_FROM", 8)
     monkeypatch.setattr(verify, "CHUNK", 8)
     monkeypatch.setattr(verify, "LAST", 1)
-    monkeypatch.setattr(verify, "_jobs", lambda: 2)
+    monkeypatch.setattr(workers, "jobs", lambda: 2)
     monkeypatch.setattr(verify, "verify_share", verify_here)
     monkeypatch.setattr(sys, "executable", str(_slow_python(tmp_path, "")))
     got = verify.verify_all(open_repo(repo.path), remember=False)
@@ -264,14 +264,14 @@ def test_a_worker_that_dies_holding_a_share_fails_the_verification(
     import sys
 
     from gitaudit.errors import LedgerError
-    from gitaudit.ledger import verify
+    from gitaudit.ledger import verify, workers
 
     sealed(make_plan(run_step("a", "true")))
     assert audit(repo.path, "run").code == 0
     _copies(repo, 8)
     monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
     monkeypatch.setattr(verify, "CHUNK", 1)
-    monkeypatch.setattr(verify, "_jobs", lambda: 2)
+    monkeypatch.setattr(workers, "jobs", lambda: 2)
     monkeypatch.setattr(
         sys, "executable", str(_slow_python(tmp_path, "read setup; read share; exit 3"))
     )
@@ -290,7 +290,7 @@ def test_workers_started_before_the_walk_ends_are_all_reaped(
     reaped, none complains, and the count is what one process reports."""
     import subprocess
 
-    from gitaudit.ledger import verify
+    from gitaudit.ledger import verify, workers
 
     sealed(make_plan(run_step("a", "true")))
     assert audit(repo.path, "run").code == 0
@@ -305,7 +305,7 @@ def test_workers_started_before_the_walk_ends_are_all_reaped(
 
     monkeypatch.setattr(verify, "PARALLEL_FROM", 2)
     monkeypatch.setattr(verify, "CHUNK", 1)
-    monkeypatch.setattr(verify, "_jobs", lambda: 8)  # 9 commits: 9 shares for 8 processes
+    monkeypatch.setattr(workers, "jobs", lambda: 8)  # 9 commits: 9 shares for 8 processes
     monkeypatch.setattr(subprocess, "Popen", popen)
     capfd.readouterr()
     got = verify.verify_all(open_repo(repo.path), remember=False)
@@ -313,3 +313,69 @@ def test_workers_started_before_the_walk_ends_are_all_reaped(
     assert len(started) == 7
     assert all(proc.returncode is not None for proc in started)
     assert capfd.readouterr().err == ""
+
+
+def test_workers_started_early_verify_from_scratch_and_only_from_scratch(
+    repo: GitRepo, sealed: Sealer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``verify`` with no verified mark starts its workers before its imports; the chain then
+    verifies as one process would, through them (none left waiting), and the next ``verify``,
+    with the marks there, starts none."""
+    from gitaudit.ledger import verify, workers
+
+    sealed(make_plan(run_step("a", "true")))
+    assert audit(repo.path, "run").code == 0
+    _copies(repo, 7)
+    forget_marks(open_repo(repo.path).gitdir)
+    monkeypatch.setattr(verify, "CHUNK", 2)
+    monkeypatch.setattr(workers, "jobs", lambda: 3)
+    monkeypatch.chdir(repo.path)
+    workers.start_early(".")
+    early = list(workers._EARLY)
+    assert len(early) == 2 and workers.started_early()
+    got = verify.verify_all(open_repo(repo.path))
+    assert got.ok and got.verified["refs/audit/runs/default"] == 8, got
+    assert not workers.started_early()
+    assert all(proc.returncode is not None for proc in early)  # taken, then ended
+    workers.start_early(".")  # the marks are there now: nothing to verify from scratch
+    assert not workers.started_early()
+
+
+def test_workers_started_early_and_not_taken_are_ended(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Workers nobody takes (the command failed first, or had less to verify than guessed) are
+    ended at exit; outside a work tree, or with one core, none start."""
+    from gitaudit.ledger import workers
+
+    monkeypatch.setattr(workers, "jobs", lambda: 2)
+    workers.start_early(str(tmp_path / "nowhere"))
+    assert not workers.started_early()
+    monkeypatch.chdir(repo.path)
+    workers.start_early(".")
+    early = list(workers._EARLY)
+    assert len(early) == 1 and early[0].poll() is None
+    workers.end_unused()
+    assert not workers.started_early() and early[0].returncode is not None
+    monkeypatch.setattr(workers, "jobs", lambda: 1)
+    workers.start_early(".")
+    assert not workers.started_early()
+
+
+@pytest.mark.parametrize("commondir", [b"\xff\xfe\n", b"elsewhere\x00\n"])
+def test_a_guess_that_cannot_read_the_repository_starts_no_worker_and_no_traceback(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch, commondir: bytes
+) -> None:
+    """The guess is made before the command looks at the repository: a `.git/commondir` that is
+    not UTF-8, or holds a NUL (anything that writes `.git/` can plant one), is for the command
+    to report in one line; the guess starts no worker (it raised UnicodeDecodeError or
+    ValueError out of `git audit verify`, a traceback, before the fix)."""
+    from gitaudit.ledger import workers
+
+    (repo.path / ".git" / "commondir").write_bytes(commondir)
+    monkeypatch.setattr(workers, "jobs", lambda: 2)
+    monkeypatch.chdir(repo.path)
+    workers.start_early(".")
+    assert not workers.started_early()
+    got = audit(repo.path, "verify", process=True)
+    assert got.code != 0 and "Traceback" not in got.out + got.err, got
