@@ -41,6 +41,12 @@ def hermetic(
         "GIT_QUARANTINE_PATH",
     ):
         monkeypatch.delenv(var, raising=False)
+    # a CI job refuses an unpinned repository (ledger/anchor.py): the suite's repositories are
+    # judged as on a developer's machine unless a test says otherwise
+    from gitaudit.ledger.anchor import CI_VARIABLES
+
+    for var in CI_VARIABLES:
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Test Author")
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "author@example.test")
     monkeypatch.setenv("GIT_COMMITTER_NAME", "Test Committer")

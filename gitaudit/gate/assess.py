@@ -32,7 +32,7 @@ from gitaudit.gate.request import request_reason, requested_names
 from gitaudit.gate.result import Basis, GateResult, PlanVerdict, Reason, fold
 from gitaudit.gate.states import step_states
 from gitaudit.git.repo import Repo
-from gitaudit.ledger.anchor import AnchorError
+from gitaudit.ledger.anchor import AnchorError, UnpinnedError
 from gitaudit.ledger.plansref import PlansState, read_state
 from gitaudit.ledger.programs import Here
 from gitaudit.plan.inputs import input_digests
@@ -90,6 +90,9 @@ def assess(
     tree = tree or resolve_tree(repo, rev)
     try:
         state = state or read_state(repo, remember=remember_plans)
+    except UnpinnedError as exc:
+        reason = Reason("plans.unpinned", exc.message, exc.hint or "git config audit.rootKey")
+        return GateResult(Verdict.FAIL, tree, (), (reason,))
     except AnchorError as exc:
         reason = Reason("plans.anchor-mismatch", exc.message, exc.hint or "git audit trust anchor")
         return GateResult(Verdict.FAIL, tree, (), (reason,))

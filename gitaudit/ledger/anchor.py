@@ -15,6 +15,12 @@ gate pins the root of trust to it, and ``audit.rootKey`` must agree: missing or 
 ``plans.anchor-mismatch`` (FAIL), whatever the plans ref says. Without one, ``audit.rootKey`` alone
 is the pin, as before; that is also how a server works, whose configuration is its
 administrator's.
+
+With neither, the root is whatever the fetched plans ref names (trust on first use). A CI job
+judges a fresh clone, which never has an anchor, and a host without ``pre-receive`` takes any
+push to ``refs/audit/plans``: so in a CI job (:func:`ci_job`) an unpinned repository is refused
+(``plans.unpinned``), and the job pins the root from its own configuration, as the GitHub Action
+and the documented recipes do.
 """
 
 from __future__ import annotations
@@ -42,6 +48,37 @@ class AnchorError(TrustError):
     trusted: the gate's reason is ``plans.anchor-mismatch``."""
 
     code = CODE
+
+
+class UnpinnedError(AnchorError):
+    """A CI job judges a repository whose root of trust nothing pins."""
+
+    code = "plans.unpinned"
+
+
+CI_VARIABLES = (
+    "CI",
+    "GITHUB_ACTIONS",
+    "GITLAB_CI",
+    "BUILDKITE",
+    "CIRCLECI",
+    "TF_BUILD",
+    "JENKINS_URL",
+    "TEAMCITY_VERSION",
+    "BITBUCKET_BUILD_NUMBER",
+    "CODEBUILD_BUILD_ID",
+)
+"""What CI systems set in every job (``CI`` by most of them)."""
+
+
+def ci_job() -> str | None:
+    """The first of :data:`CI_VARIABLES` set (not empty, ``0`` or ``false``), as ``NAME=value``:
+    this process is a CI job."""
+    for name in CI_VARIABLES:
+        value = os.environ.get(name, "")
+        if value.strip().lower() not in ("", "0", "false"):
+            return f"{name}={value[:40]}"
+    return None
 
 
 @frozen
@@ -170,10 +207,22 @@ def same_key(configured: str, fingerprint: str) -> bool:
 def pinned_root(repo: Repo) -> str | None:
     """The pin of the root of trust: the anchor's key when *repo* has an anchor (and then
     ``audit.rootKey`` must name the same key), else ``audit.rootKey`` (None: trust on first
-    use). AnchorError when they disagree."""
+    use, never in a CI job: :class:`UnpinnedError`). AnchorError when they disagree."""
     configured = repo.config("audit.rootKey")
     anchor = find(repo)
     if anchor is None:
+        # an empty audit.rootKey pins nothing (`git config audit.rootKey "$GITAUDIT_ROOT_KEY"`
+        # with the variable unset, as in a job for a fork's pull request): the callers take a
+        # blank pin as none, so the root would be taken on first use all the same
+        job = ci_job() if not (configured or "").strip() else None
+        if job is not None:
+            raise UnpinnedError(
+                f"no root of trust is pinned ({'an empty' if configured is not None else 'no'} "
+                f"audit.rootKey, no trust anchor) and this is a CI "
+                f"job ({job}): the root would be whatever the fetched refs/audit/plans names",
+                hint="pin it from the CI configuration: "
+                '`git config audit.rootKey "$GITAUDIT_ROOT_KEY"` (docs/hooks-and-servers.md)',
+            )
         return configured
     if configured is None:
         raise AnchorError(

@@ -211,6 +211,72 @@ def test_trust_anchor_pins_the_verified_root(proven: World, tmp_path: Path) -> N
     assert f"ok  trust anchor: {alice}" in doctor.out
 
 
+def _ci_clone(world: World, tmp_path: Path, *, fetch: bool = True) -> Path:
+    """mallory's fabricated ledger force-pushed to a host without pre-receive, and a CI job's
+    fresh clone of it (with the audit refs fetched, unless not *fetch*): no anchor, no pin."""
+    _fabricate(world, tmp_path)
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    world.repo.git(
+        "push", "-q", "--force", str(origin), "HEAD:refs/heads/main", "+refs/audit/*:refs/audit/*"
+    )
+    clone = tmp_path / "ci"
+    subprocess.run(["git", "clone", "-q", str(origin), str(clone)], check=True)
+    if fetch:
+        subprocess.run(
+            ["git", "-C", str(clone), "fetch", "-q", "origin", "+refs/audit/*:refs/audit/*"],
+            check=True,
+        )
+    return clone
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        {"CI": "true"},
+        {"CI": "1"},
+        {"GITHUB_ACTIONS": "true"},
+        {"GITLAB_CI": "true", "CI": "false"},
+        {"BUILDKITE": "true"},
+    ],
+    ids=["ci", "ci-1", "github", "gitlab", "buildkite"],
+)
+def test_attack_anchors_ci_job_without_the_action_or_a_pin(
+    proven: World, tmp_path: Path, job: dict[str, str]
+) -> None:
+    """The same fabricated ledger on a host without pre-receive, and a CI job that does not use
+    the action: it runs `git audit status` in a fresh clone without `git config audit.rootKey`.
+    The clone has no anchor, so the root was taken on first use and the job said PASS for
+    mallory's ledger (stated as out of scope, before the fix). A CI job now refuses to judge an
+    unpinned repository; pinned, mallory's root is refused; outside CI the rule is unchanged."""
+    clone = _ci_clone(proven, tmp_path)
+    got = audit(clone, "status", "HEAD", env=job)
+    assert got.code == 1 and "plans.unpinned" in got.out + got.err, got
+    assert "audit.rootKey" in got.out + got.err
+    subprocess.run(
+        ["git", "-C", str(clone), "config", "audit.rootKey", proven.alice.public_key.fingerprint()],
+        check=True,
+    )
+    got = audit(clone, "status", "HEAD", env=job)
+    assert got.code == 1 and "plans.unpinned" not in got.out + got.err, got
+    subprocess.run(["git", "-C", str(clone), "config", "--unset", "audit.rootKey"], check=True)
+    off = {name: "false" if value != "1" else "0" for name, value in job.items()}
+    assert audit(clone, "status", "HEAD", env=off).code == 0  # trust on first use, as stated
+
+
+def test_attack_anchors_ci_job_pins_an_empty_root_key(proven: World, tmp_path: Path) -> None:
+    """The same fabricated ledger on a host without pre-receive; the CI job follows the recipe,
+    `git config audit.rootKey "$GITAUDIT_ROOT_KEY"`, in a job where the variable is empty (a
+    pull request from a fork gets no secrets). The empty pin was taken as a pin, so the job was
+    not refused as unpinned, and every caller takes a blank pin as none: the root was taken on
+    first use and the job said PASS for mallory's ledger (before the fix). A blank pin is no pin
+    in a CI job: plans.unpinned."""
+    clone = _ci_clone(proven, tmp_path)
+    subprocess.run(["git", "-C", str(clone), "config", "audit.rootKey", ""], check=True)
+    got = audit(clone, "status", "HEAD", env={"GITHUB_ACTIONS": "true", "CI": "true"})
+    assert got.code == 1 and "plans.unpinned" in got.out + got.err, got
+
+
 @pytest.mark.parametrize(
     "inputs",
     [{}, {"root-key": ""}, {"root-key": " \t"}, {"root-key": "", "gate": "false"}],
@@ -225,14 +291,7 @@ def test_attack_anchors_ci_action_without_a_root_key(
     the action said PASS for mallory's ledger. It now refuses to judge without the pin."""
     from tests.packaging.test_action import run_action
 
-    _fabricate(proven, tmp_path)
-    origin = tmp_path / "origin.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
-    proven.repo.git(
-        "push", "-q", "--force", str(origin), "HEAD:refs/heads/main", "+refs/audit/*:refs/audit/*"
-    )
-    clone = tmp_path / "ci"
-    subprocess.run(["git", "clone", "-q", str(origin), str(clone)], check=True)
+    clone = _ci_clone(proven, tmp_path, fetch=False)  # the action fetches them
     head = proven.repo.git("rev-parse", "HEAD").strip()
     work = tmp_path / "job"
     work.mkdir()
