@@ -20,6 +20,7 @@ import contextlib
 import hmac
 import re
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,13 +107,34 @@ def _meta_row(row: tuple[object, ...] | None) -> tuple[str, int] | None:
     return None
 
 
+BUSY_SECONDS = 30.0  # how long a connection waits for another process's lock
+
+
+def _first(conn: sqlite3.Connection, statement: str) -> None:
+    """*statement*, the connection's first: retried while SQLite answers busy for up to
+    :data:`BUSY_SECONDS`. The busy timeout covers the locks of transactions, but not the moment
+    another process rebuilds the write-ahead log's index as it opens the file (after the last
+    connection closed it, or crashed): SQLite then answers ``SQLITE_BUSY`` at once. Eight
+    concurrent runs, each opening and closing the cache several times, met it under load."""
+    deadline = time.monotonic() + BUSY_SECONDS
+    while True:
+        try:
+            conn.execute(statement)
+            return
+        except sqlite3.OperationalError as exc:
+            busy = getattr(exc, "sqlite_errorname", "").startswith("SQLITE_BUSY")
+            if not busy or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.005)
+
+
 @contextlib.contextmanager
 def _db(gitdir: Path) -> Iterator[sqlite3.Connection]:
     path = _path(gitdir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    conn = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
+        _first(conn, "PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version in (2, 3):  # their runs rows are as they were: the steps rows became tallies

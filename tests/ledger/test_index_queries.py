@@ -184,3 +184,35 @@ def test_a_hand_edited_row_is_a_one_line_error_or_rebuilt(tmp_path: Path, edit: 
                 done.out,
                 done.err,
             )
+
+
+def test_a_busy_answer_to_the_first_statement_is_waited_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite answers SQLITE_BUSY at once, without its busy timeout, while another process
+    rebuilds the write-ahead log's index on opening the cache: the first statement is tried
+    again until the bound; anything else, or busy past the bound, is raised."""
+    from gitaudit.ledger import index
+
+    answers = ["busy", "busy", "ok"]
+
+    class Flaky:
+        def execute(self, statement: str) -> None:
+            if answers.pop(0) == "busy":
+                exc = sqlite3.OperationalError("database is locked")
+                exc.sqlite_errorname = "SQLITE_BUSY_RECOVERY"
+                raise exc
+
+    index._first(Flaky(), "PRAGMA journal_mode=WAL")  # type: ignore[arg-type]
+    assert answers == []
+    monkeypatch.setattr(index, "BUSY_SECONDS", 0.0)
+    answers[:] = ["busy", "ok"]
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        index._first(Flaky(), "PRAGMA journal_mode=WAL")  # type: ignore[arg-type]
+
+    class Broken:
+        def execute(self, statement: str) -> None:
+            raise sqlite3.OperationalError("disk I/O error")
+
+    with pytest.raises(sqlite3.OperationalError, match="disk"):
+        index._first(Broken(), "PRAGMA journal_mode=WAL")  # type: ignore[arg-type]
