@@ -153,7 +153,15 @@ def offered(
 ) -> bool:
     """Whether this process's PATH (*environ*'s), cleaned for *repository* as the checks' PATH
     is, holds each folder of *wanted* and offers each of *started* (:class:`Offers`)."""
+    offers = judge_offers(repository, environ)
+    return offers.lacks(wanted) is None and offers.unoffered(started) is None
+
+
+def judge_offers(
+    repository: Sequence[str | os.PathLike[str]], environ: Mapping[str, str] | None = None
+) -> Offers:
+    """What a judge's PATH (*environ*'s, this process's by default) offers: cleaned for
+    *repository* as the checks' PATH is, with the folders the user trusts (:func:`with_trusted`)."""
     env = os.environ if environ is None else environ
     path = checks_path(env.get("PATH", os.defpath), repository, env.get("GIT_EXEC_PATH"))
-    offers = Offers(with_trusted(path))
-    return offers.lacks(wanted) is None and offers.unoffered(started) is None
+    return Offers(with_trusted(path))

@@ -12,7 +12,7 @@ workspace through :func:`confine`, so a symlink pointing outside it is rejected,
 from __future__ import annotations
 
 import os
-import re
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import field
 from pathlib import Path
@@ -20,15 +20,19 @@ from typing import Any, Literal
 
 from gitaudit.checks.environment import Sandbox, check_environment, planted, resolve
 from gitaudit.checks.fence import Fence
-from gitaudit.checks.paths import confine
+from gitaudit.checks.paths import confine, link_within
 from gitaudit.checks.process import ProcessResult, decode_output, run_bounded
+from gitaudit.checks.search import search
 from gitaudit.errors import CheckError
 from gitaudit.frozen import frozen
 from gitaudit.pathsearch import found
 from gitaudit.plan.model import Check
+from gitaudit.plan.protect import patterns_of
 
 Outcome = Literal["passed", "failed", "unknown", "interrupted"]
 REGEX_READ_LIMIT = 16 << 20
+REGEX_SEARCH_SECONDS = 60.0  # a regex check has no timeout of its own; its search is bounded too
+_UNFINISHED = "did not finish in time (a catastrophic pattern?): the outcome is unknown"
 
 
 @frozen
@@ -130,6 +134,7 @@ def _process(
     base: dict[str, Any],
 ) -> CheckResult:
     """A behavioural check: its environment, its executable, the bounded process."""
+    _refuse_own_files_through_links(check, workspace)
     environment = check_environment(sandbox, check.env)
     base["extra"] = {"env": environment.record()}
     if environment.missing:
@@ -169,6 +174,23 @@ def _process(
     return _judge(check, workspace, cwd, result, base)
 
 
+def _refuse_own_files_through_links(check: Check, workspace: Path) -> None:
+    """A file the seal protects as the check's own (its script, its configuration, its test
+    paths) must be the file the check reaches: one reached through a link to elsewhere in the
+    workspace is unprotected, and the agent could rewrite it under a sealed plan."""
+    own = patterns_of((), [check])
+    plain = [g for g in own.globs if not any(c in g for c in "*?[")]
+    for rel in (*own.candidates, *plain):
+        found = link_within(workspace, rel)
+        if found is not None:
+            link, target = found
+            raise CheckError(
+                f"the check's own file {rel!r} is reached through the link {link!r} (to "
+                f"{target!r}), which the seal does not protect",
+                hint=f"name {target!r} in the plan instead of the link, or replace the link",
+            )
+
+
 _PYTEST_EXITS = {  # pytest's documented exit codes, beside the number in a failure's reason
     1: "tests failed",
     2: "interrupted",
@@ -193,7 +215,11 @@ def _judge(
         outcome, message = "failed", f"exit code {code}, expected {check.expect_exit}"
     elif check.output_regex is not None:
         text = decode_output(result.stdout) + "\n" + decode_output(result.stderr)
-        if not re.search(check.output_regex, text, re.MULTILINE):
+        found = search(check.output_regex, text, check.timeout)
+        if found is None:
+            outcome = "unknown"
+            message = f"the search for /{check.output_regex}/ in the output {_UNFINISHED}"
+        elif not found:
             outcome = "failed"
             message = f"output does not match /{check.output_regex}/"
     rel_cwd = os.path.relpath(cwd, workspace)
@@ -231,30 +257,48 @@ def _file_exists(check: Check, workspace: Path, base: dict[str, Any]) -> CheckRe
         return CheckResult(**base, outcome="failed", message=f"{check.path} {what}")
     if target.is_file():
         return CheckResult(**base, outcome="passed", message=f"{check.path} exists")
-    if target.exists():
+    if target.is_dir():
         return CheckResult(
             **base,
             outcome="failed",
             message=f"{check.path} is a directory, not a file (declare kind: dir for a directory)",
         )
+    if target.exists():
+        return CheckResult(**base, outcome="failed", message=f"{check.path} is not a regular file")
     return CheckResult(**base, outcome="failed", message=f"{check.path} does not exist")
 
 
 def _regex(check: Check, workspace: Path, base: dict[str, Any]) -> CheckResult:
     target = confine(workspace, check.path or "", what="path")
     try:
-        with open(target, "rb") as fh:
-            data = fh.read(REGEX_READ_LIMIT + 1)
+        data = _read_regular(target)
     except FileNotFoundError:
         return CheckResult(**base, outcome="failed", message=f"{check.path} does not exist")
     except OSError as exc:
         return CheckResult(**base, outcome="failed", message=f"{check.path}: {exc.strerror}")
+    if data is None:
+        return CheckResult(**base, outcome="failed", message=f"{check.path} is not a regular file")
     truncated = len(data) > REGEX_READ_LIMIT
     text = data[:REGEX_READ_LIMIT].decode("utf-8", errors="replace")
-    found = re.search(check.pattern or "", text, re.MULTILINE)
+    found = search(check.pattern or "", text, REGEX_SEARCH_SECONDS)
     note = " (first 16 MiB searched)" if truncated else ""
+    if found is None:
+        message = f"the search for /{check.pattern}/ in {check.path} {_UNFINISHED}"
+        return CheckResult(**base, outcome="unknown", message=message)
     if found:
         return CheckResult(**base, outcome="passed", message=f"{check.path} matches{note}")
     return CheckResult(
         **base, outcome="failed", message=f"{check.path} does not match /{check.pattern}/{note}"
     )
+
+
+def _read_regular(target: Path) -> bytes | None:
+    """The first ``REGEX_READ_LIMIT + 1`` bytes of the regular file *target*; None for anything
+    else. Opened without blocking and judged by what was opened, not by a name looked at before:
+    a FIFO an earlier check made (or one in a live work tree) would block ``open`` forever, and a
+    device reads without end."""
+    fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return handle.read(REGEX_READ_LIMIT + 1)

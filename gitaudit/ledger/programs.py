@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gitaudit.ledger.records import CheckEntry, RunRecord
-from gitaudit.pathsearch import Offers, Started, checks_path, with_trusted
+from gitaudit.pathsearch import Offers, Started, judge_offers
 from gitaudit.places import home_dir
 
 KEYS_FOLDER = "keys"  # gitaudit.crypto.keystore.KEYS_DIRNAME: where its key pairs live
@@ -97,11 +97,7 @@ class Here:
     @property
     def offers(self) -> Offers:
         if self._offers is None:
-            env = os.environ
-            path = checks_path(
-                env.get("PATH", os.defpath), self.repository, env.get("GIT_EXEC_PATH")
-            )
-            self._offers = Offers(with_trusted(path))
+            self._offers = judge_offers(self.repository)
         return self._offers
 
     def binds(self, record: RunRecord, step: str) -> str | None:

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -298,3 +299,48 @@ def test_a_directory_does_not_satisfy_a_file_check(
     assert exists("out", "dir").outcome == "passed"
     assert exists("file").outcome == "passed"
     assert exists("file", "dir").message == "file is not a directory"
+
+
+# ------------------------------------------------- what is not a regular file is not read
+
+
+def test_a_fifo_is_neither_searched_nor_a_file(
+    world: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """Opening a FIFO blocks until a writer comes: a regex check would hang the run."""
+    workspace, _, private = world
+    os.mkfifo(workspace / "pipe")
+    sandbox = Sandbox(home=private, tmp=tmp_path / "tmp")
+    regex = Check(type="regex", json_path="$.v", path="pipe", pattern="x")
+    exists = Check(type="file_exists", json_path="$.v", path="pipe")
+    for check in (regex, exists):
+        results: list[CheckResult] = []
+        judging = threading.Thread(
+            target=lambda c=check, out=results: out.append(run_check(c, workspace, sandbox)),
+            daemon=True,
+        )
+        judging.start()
+        judging.join(10)
+        if judging.is_alive():  # blocked opening the FIFO: release it, and fail
+            os.close(os.open(workspace / "pipe", os.O_WRONLY | os.O_NONBLOCK))
+        assert results, f"the {check.type} check hung on the FIFO"
+        assert (results[0].outcome, results[0].message) == ("failed", "pipe is not a regular file")
+
+
+def test_a_checks_own_file_through_a_link_inside_is_refused(
+    world: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """The seal protects ``tools/check.py`` by its path; through ``tools -> scripts`` the check
+    would run ``scripts/check.py``, which nothing protects."""
+    workspace, _, private = world
+    (workspace / "scripts").mkdir()
+    (workspace / "scripts" / "check.py").write_text("")
+    (workspace / "tools").symlink_to("scripts")
+    sandbox = Sandbox(home=private, tmp=tmp_path / "tmp")
+    result = run(("python3", "tools/check.py"), workspace, sandbox)
+    assert result.outcome == "failed"
+    assert result.message == (
+        "the check's own file 'tools/check.py' is reached through the link 'tools' (to "
+        "'scripts'), which the seal does not protect"
+    )
+    assert run(("python3", "scripts/check.py"), workspace, sandbox).outcome == "passed"
