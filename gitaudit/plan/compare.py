@@ -3,7 +3,8 @@
 A new contract *strengthens* (or keeps) the sealed one when it is a structural superset: every
 sealed requirement (at the same or a higher priority), coverage link, dependency clause (or a
 stricter one: a clause whose alternatives are a subset), required output, output check and step
-check is still there unchanged; evidence does not live longer (``valid_for``); retries are not
+check is still there unchanged, in its sealed order, with no check that runs a program added
+before it (:func:`_order`); evidence does not live longer (``valid_for``); retries are not
 more generous (``max_attempts``); a step's ``inputs`` are not narrowed; no required tool is
 dropped; and every step a PASS had to verify (and, for each mandatory requirement, one of the
 steps that covered it) still has to be verified: added steps, ``any_of`` routes or coverage that
@@ -119,6 +120,69 @@ def _describe(check: Mapping[str, Any]) -> str:
     return f"{check.get('type')} {body}".strip()
 
 
+_BEHAVIOURAL = frozenset({"run", "exec", "pytest"})
+
+
+def _sequence(step: Mapping[str, Any]) -> list[tuple[str, bytes, bool]]:
+    """The step's own checks in the order the runner runs them (verify, then each output's in
+    the order of ``outputs``): (where, key, behavioural) each."""
+    seq = [("verify", _key(c), c["type"] in _BEHAVIOURAL) for c in step["verify"]]
+    for output in step["outputs"]:
+        where = f"output {output['name']}"
+        seq += [(where, _key(c), c["type"] in _BEHAVIOURAL) for c in output["verify"]]
+    return seq
+
+
+def _order(out: list[Change], where: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """The runner runs a step's checks one after another in one checkout, and what a check
+    writes where git does not look (an ignored ``build/``) a later one reads: the order is part
+    of what the sealed checks prove. So sealed checks run in another order, or a check that
+    runs a program added before a sealed check (it may write what that check reads: a ``touch
+    build/out`` before ``file_exists build/out``), weaken, though the checks (:func:`_checks`)
+    only grew."""
+    before, after = _sequence(old), _sequence(new)
+    matched = _common(before, after)
+    if len(matched) < sum(
+        (Counter(a[:2] for a in before) & Counter(a[:2] for a in after)).values()
+    ):
+        message = "sealed checks reordered: one may read what another wrote"
+        out.append(Change("weakened", where, message))
+    last = max(matched, default=-1)
+    first = next(
+        (w for i, (w, _, runs) in enumerate(after) if runs and i not in matched and i < last), None
+    )
+    if first is not None:
+        message = (
+            f"{first} check added before sealed checks: it runs first and may write what they "
+            "read (to strengthen, add it after them: in an output listed last)"
+        )
+        out.append(Change("weakened", where, message))
+
+
+def _common(
+    before: Sequence[tuple[str, bytes, bool]], after: Sequence[tuple[str, bytes, bool]]
+) -> set[int]:
+    """The positions in *after* of a longest common subsequence of the two check sequences:
+    the sealed checks that still run in their sealed order."""
+    n, m = len(before), len(after)
+    best = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            same = before[i][:2] == after[j][:2]
+            best[i][j] = best[i + 1][j + 1] + 1 if same else max(best[i + 1][j], best[i][j + 1])
+    found: set[int] = set()
+    i = j = 0
+    while i < n and j < m:
+        if before[i][:2] == after[j][:2]:
+            found.add(j)
+            i, j = i + 1, j + 1
+        elif best[i + 1][j] >= best[i][j + 1]:
+            i += 1
+        else:
+            j += 1
+    return found
+
+
 def _artifacts(step: Mapping[str, Any]) -> list[str]:
     paths = list(step.get("artifacts", []))
     for output in step.get("outputs", []):
@@ -151,6 +215,7 @@ def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> 
     for s, n in sorted(new_req - old_req, key=str):
         out.append(Change("strengthened", where, f"now requires output {s}/{n}"))
     _checks(out, f"{where} verify", old["verify"], new["verify"], "check")
+    _order(out, where, old, new)
     _checks(
         out,
         f"{where} readback",

@@ -24,7 +24,7 @@ from tests.adversarial.conftest import (
     plan,
     step,
 )
-from tests.adversarial.test_request import PLAN, R1, R2, Asked, answering
+from tests.adversarial.test_request import PLAN, R1, R2, Asked, answering, refused
 from tests.adversarial.test_request import asked as asked  # noqa: PLC0414 (re-exported fixture)
 from tests.e2e.conftest import Setup
 from tests.e2e.conftest import setup as setup  # noqa: PLC0414 (re-exported fixture)
@@ -356,3 +356,49 @@ def test_attack_plans_mission_answers_from_an_edited_plan(
     assert lines[0] == "error: plan 'default' in this tree differs from its seal v1", lines
     assert lines[1].startswith("hint: "), lines
     assert_plan(world.gate(None), "plan.differs-from-seal", "FAIL")
+
+
+BUILD = check("sh", "build.sh")  # unfinished: writes no report
+PLANT = check("sh", "-c", "mkdir -p build && echo ok > build/report.txt")
+REPORT = {"type": "regex", "path": "build/report.txt", "pattern": "^ok$"}
+REPORT_OUTPUT = [{"name": "report", "verify": [REPORT]}]
+
+# variant -> (report's sealed verify and outputs, the verify and outputs the agent reseals)
+PLANTED: dict[str, tuple[tuple[list[Any], list[Any]], tuple[list[Any], list[Any]]]] = {
+    "between the sealed checks": (([BUILD, REPORT], []), ([BUILD, PLANT, REPORT], [])),
+    "before every sealed check": (([BUILD, REPORT], []), ([PLANT, BUILD, REPORT], [])),
+    "last in verify, before the output check": (
+        ([BUILD], REPORT_OUTPUT),
+        ([BUILD, PLANT], REPORT_OUTPUT),
+    ),
+    "in an output listed before the sealed one": (
+        ([BUILD], REPORT_OUTPUT),
+        ([BUILD], [{"name": "seed", "verify": [PLANT]}, *REPORT_OUTPUT]),
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(PLANTED))
+def test_attack_plans_check_added_to_plant_what_sealed_checks_read(
+    asked: Asked, variant: str
+) -> None:
+    """The agent's planner key sealed a step `report`: build.sh must write build/report.txt
+    (ignored by git) saying ok. The build is unfinished, so the step fails. The agent reseals it
+    with one check added, a program that writes the report itself, placed where it runs before
+    the sealed check that reads it (between the sealed checks, first, last in verify before the
+    output check, in an output listed first). Checks were compared as multisets, so an added
+    check was a strengthening a planner may seal, and the next honest run and the gate said PASS
+    (all four before the fix). A step's checks run one after another in one checkout: a program
+    added before a sealed check, or sealed checks reordered, is a weakening only a sealer seals."""
+    world = asked.world
+    world.repo.write(".gitignore", "build/\n")
+    world.repo.write("build.sh", "mkdir -p build\n")
+    (verify, outputs), (new_verify, new_outputs) = PLANTED[variant]
+    sealed = step("report", *verify, covers=["R1"], outputs=outputs)
+    assert asked.seal(answering(*PLAN["steps"], sealed)).commit is not None
+    world.repo.commit("a step builds the report")
+    assert world.run().doc["steps"]["report"]["status"] == "failed"
+    planted = step("report", *new_verify, covers=["R1"], outputs=new_outputs)
+    refused(asked, answering(*PLAN["steps"], planted), "check added before sealed checks")
+    world.repo.commit("a check that writes the report")
+    assert_plan(world.gate(), "plan.differs-from-seal", "FAIL")

@@ -150,7 +150,7 @@ def test_push_after_a_reseal_sends_the_plans_first(setup: Setup) -> None:
     assert audit(setup.client.path, "run").code == 0
     assert setup.audit_push().returncode == 0
     stronger = json.loads(json.dumps(PLAN))
-    stronger["steps"][0]["verify"].append({"type": "run", "argv": ["true"]})
+    stronger["steps"][1]["verify"].append({"type": "run", "argv": ["true"]})
     setup.client.write_plan(stronger)
     setup.client.commit("stronger plan")
     assert audit(setup.client.path, "plan", "seal", "-m", "stronger").code == 0

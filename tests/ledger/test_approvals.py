@@ -118,7 +118,8 @@ def test_an_amendment_needs_its_approvals(
     pair: Repo, sealer: Ed25519Signer, bob: Ed25519Signer, repo: GitRepo
 ) -> None:
     plan = two_step_plan()
-    plan["steps"][0]["verify"].append({"type": "run", "argv": ["sh", "check.sh"]})
+    # last in `use` (no outputs): after every sealed check, so a strengthening
+    plan["steps"][1]["verify"].append({"type": "run", "argv": ["sh", "check.sh"]})
     repo.write("check.sh", "true\n")
     repo.write_plan(plan)
     repo.commit("a check file")

@@ -259,3 +259,55 @@ def test_a_step_made_avoidable_by_added_routes_is_a_weakening(
     if expected:
         return
     assert comparison.strengthenings and not comparison.weakened
+
+
+BUILD = run_check("make")
+PLANT = run_check("touch", "out/a")
+READS = {"type": "regex", "path": "out/a", "pattern": "^ok$"}
+OWN_OUTPUT = {"name": "artifact", "verify": [{"type": "file_exists", "path": "out/a"}]}
+
+# variant -> (the use step's sealed verify, its new verify, its new outputs or None: kept)
+ORDERED: dict[str, tuple[list[Any], list[Any], list[Any] | None]] = {
+    "sealed checks swapped": ([BUILD, READS], [READS, BUILD], None),
+    "a program added between sealed checks": ([BUILD, READS], [BUILD, PLANT, READS], None),
+    "a program added first": ([BUILD, READS], [PLANT, BUILD, READS], None),
+    "a program added before the step's output check": ([BUILD], [BUILD, PLANT], [OWN_OUTPUT]),
+    "an output with a program put before a sealed output": (
+        [BUILD],
+        [BUILD],
+        [{"name": "first", "verify": [PLANT]}, OWN_OUTPUT],
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(ORDERED))
+def test_checks_reordered_or_a_program_added_before_sealed_checks_weaken(variant: str) -> None:
+    """One checkout holds a step's checks one after another: what one writes (in an ignored
+    folder) the next reads, so order is part of what the checks prove."""
+    sealed, verify, outputs = ORDERED[variant]
+    sealed_outputs = [OWN_OUTPUT] if outputs else []
+    found = changes(
+        use(verify=sealed, outputs=sealed_outputs),
+        use(verify=verify, outputs=outputs or sealed_outputs),
+    )
+    assert any(kind == "weakened" and "step use:" in text for kind, text in found), found
+
+
+@pytest.mark.parametrize(
+    "verify",
+    [
+        [BUILD, READS, PLANT],
+        [BUILD, READS, READS],
+        [BUILD, READS, {"type": "file_exists", "path": "x"}],
+    ],
+)
+def test_checks_added_after_every_sealed_check_still_strengthen(verify: list[Any]) -> None:
+    """A program added last, or a check that runs none (it writes nothing) anywhere, runs after
+    or beside what the sealed checks read: a strengthening, as before."""
+    found = changes(use(verify=[BUILD, READS]), use(verify=verify))
+    assert found and all(kind == "strengthened" for kind, _ in found), found
+
+
+def test_a_file_check_added_before_sealed_checks_strengthens() -> None:
+    found = changes(use(verify=[BUILD, READS]), use(verify=[READS, BUILD, READS]))
+    assert [kind for kind, _ in found] == ["strengthened"], found
