@@ -43,8 +43,8 @@ from gitaudit.ledger import chain
 from gitaudit.ledger.objects import blob_at, commit_of, loads
 from gitaudit.ledger.plansref import PlansState, attempt_contracts, reconcile_first
 from gitaudit.ledger.records import RunRecord, StepEntry, lookup_keys
-from gitaudit.ledger.refs import ledger_ref
-from gitaudit.ledger.resets import ALL, failures_on_chain
+from gitaudit.ledger.refs import ledger_ref, read_ref
+from gitaudit.ledger.resets import ALL, failures_on_chain, held_at
 from gitaudit.ledger.tallies import EXECUTED, UNSETTLED, Tallies
 from gitaudit.ledger.trust import TrustSet
 from gitaudit.plan.model import Plan
@@ -134,17 +134,23 @@ def past_exhaustion(
     if not parents and not others:  # the first run of the only chain: nothing failed before
         return None
     contracts = _contracts(git, state, name, record)
-    resets = {contract: state.attempts_reset(name, contract) for contract in contracts}
+    tips = dict(copies.held)
+
+    def resets(at: pygit2.Oid | str | None) -> dict[str, dict[str, int]]:
+        """The resets that count on the chain up to *at* (:func:`held_at`)."""
+        held = held_at(git, at)
+        return {contract: state.attempts_reset(name, contract, held) for contract in contracts}
 
     def reached(key: str) -> bool | None:
         counted = copies.tallies(key)
         if counted is None:
             return None
-        return counted.failures_since(resets).get(step, 0) >= model.max_attempts
+        tip = tips.get(key) or read_ref(git, ledger_ref(key))  # what its tallies counted to
+        return counted.failures_since(resets(tip)).get(step, 0) >= model.max_attempts
 
     # a copy holding the run with fewer failures up to its tip has fewer below the run
     if parents and not any(reached(key) is False for key in holding):
-        before = _pushed_below(git, name, step, parents[0], resets, copies)
+        before = _pushed_below(git, name, step, parents[0], resets(record.commit), copies)
         if before is None:
             before = _failures_before(git, state, name, plan, record)[step]  # every pass counted
         if before >= model.max_attempts:
@@ -303,7 +309,8 @@ def _failures_before(
     commit never changes."""
     contracts = _contracts(git, state, name, record)
     passed = _executed_passes(record)
-    resets = [state.attempts_reset(name, contract) for contract in contracts]
+    held = held_at(git, record.commit)  # a reset counts below a run recorded after it
+    resets = [state.attempts_reset(name, contract, held) for contract in contracts]
     total = {sid: -sum(reset.get(sid, 0) for reset in resets) for sid in passed}
     # enough to decide under each contract: a reset under one may cover failures under another
     enough = {

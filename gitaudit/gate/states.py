@@ -18,6 +18,8 @@ from gitaudit.git.repo import Repo
 from gitaudit.ledger import index
 from gitaudit.ledger.plansref import PlansState, attempt_contracts, reconcile_first
 from gitaudit.ledger.records import RunRecord
+from gitaudit.ledger.refs import read_ref, runs_ref
+from gitaudit.ledger.resets import held_at
 from gitaudit.plan.model import Plan
 from gitaudit.verdict import StepStatus, Verdict
 
@@ -41,9 +43,13 @@ def step_states(
     by_step = {r.step: r for r in reasons if r.step}
     seal = state.seal(name)
     counted = index.tallies(repo.git, repo.gitdir, name)
+    held = held_at(repo.git, read_ref(repo.git, runs_ref(name)))
     attempts = (
         counted.failures_since(
-            {c: state.attempts_reset(name, c) for c in attempt_contracts(repo.git, state, name)}
+            {
+                c: state.attempts_reset(name, c, held)
+                for c in attempt_contracts(repo.git, state, name)
+            }
         )
         if seal
         else {}

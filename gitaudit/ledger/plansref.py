@@ -35,7 +35,7 @@ from gitaudit.ledger.protected import amendments, manifest_path, parse_manifest
 from gitaudit.ledger.refs import PLANS_REF, RefConflict, cas_update, read_ref
 from gitaudit.ledger.requests import RequestRecord, parse_records, sealed_request
 from gitaudit.ledger.requests import transition_problem as requests_transition
-from gitaudit.ledger.resets import PlanResets, already_reset, parse_resets
+from gitaudit.ledger.resets import AttemptReset, PlanResets, already_reset, parse_resets
 from gitaudit.ledger.trust import (
     Policy,
     Role,
@@ -203,10 +203,13 @@ class PlansState:
         """Names of plans with an active sealed request."""
         return sorted(n for n, r in self.requests.items() if not r.retired)
 
-    def attempts_reset(self, name: str, contract: str) -> dict[str, int]:
-        """step -> failed attempts under *contract* that a sealer reset (they do not count)."""
+    def attempts_reset(
+        self, name: str, contract: str, held: Callable[[AttemptReset], bool]
+    ) -> dict[str, int]:
+        """step -> failed attempts under *contract* that a sealer reset (they do not count), on
+        the chain of runs *held* judges (:func:`gitaudit.ledger.resets.held_at`)."""
         resets = self.resets.get(name, {})
-        return {step: already_reset(resets, step, contract) for step in resets}
+        return {step: already_reset(resets, step, contract, held) for step in resets}
 
     def active(self) -> list[str]:
         """Names of plans sealed as active (not retired)."""

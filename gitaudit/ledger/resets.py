@@ -6,8 +6,8 @@ reopens it, by a signed commit on ``refs/audit/plans`` (``git audit plan reset-a
 records, in ``resets/<plan>.json``, for the step and the current contract, how many failed
 attempts the ledger held when the reset was made (``failed``). Failed attempts count from there
 on: the recorder subtracts ``failed`` from its count, and the gate from the failures before a
-forced run. A count survives a push that replays local runs onto the remote's ledger (commit
-ids do not), and on a ledger that merged other machines' failures it can only count more.
+forced run, on a chain of runs that holds the runs ref's tip the count was taken at
+(:func:`held_at`); on a ledger that merged other machines' failures it can only count more.
 
 Failures are counted on the signed first-parent chain of the runs ref, never in the lookup
 cache (a file in ``.git/`` that anyone with the work tree can edit).
@@ -15,7 +15,7 @@ cache (a file in ``.git/`` that anyone with the work tree can edit).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pygit2
@@ -132,10 +132,70 @@ def resets_file(plan: str, resets: PlanResets) -> bytes:
     )
 
 
-def already_reset(resets: PlanResets | None, step: str, contract: str) -> int:
-    """How many failed attempts of *step* under *contract* a sealer has reset (0: none)."""
+def already_reset(
+    resets: PlanResets | None, step: str, contract: str, held: Callable[[AttemptReset], bool]
+) -> int:
+    """How many failed attempts of *step* under *contract* a sealer has reset (0: none) on a
+    chain of runs that *held* says holds the reset's run (:func:`held_at`)."""
     found = (resets or {}).get(step)
-    return found.failed if found is not None and found.contract_digest == contract else 0
+    if found is None or found.contract_digest != contract or not held(found):
+        return 0
+    return found.failed
+
+
+def held_at(git: pygit2.Repository, at: pygit2.Oid | str | None) -> Callable[[AttemptReset], bool]:
+    """Whether a reset counts on the chain of runs whose newest commit is *at* (None: no runs).
+
+    A reset is a count (the failures its ledger held), not a list of them: subtracted from a
+    chain that never held them (a clone's ledger that started without the audit runs, fetched
+    back as a remote-tracking copy), it lent that chain as many fresh attempts as the ledger it
+    was taken on had spent, and a step past its ``max_attempts`` there passed. So the count is
+    subtracted only on a chain that holds the run it was taken at (``run``): that run, or a run
+    recorded after it. A reset of nothing (``failed`` 0) counts anywhere; one with failures and
+    no run, or a run this repository does not have, counts nowhere. A reset taken over local
+    runs that a push then signs again onto the remote's ledger (new commit ids) stops counting
+    there: a sealer resets again on the synced ledger."""
+    tip = None if at is None else pygit2.Oid(hex=at) if isinstance(at, str) else at
+
+    def held(reset: AttemptReset) -> bool:
+        if reset.failed == 0:
+            return True
+        if tip is None or reset.run is None:
+            return False
+        key = (git.path, str(tip), reset.run)
+        found = _HELD.get(key)
+        if found is None:
+            found = _descends(git, tip, reset.run)
+            if found is not None:  # kept once both commits are here: a fetch may bring the run
+                if len(_HELD) >= _HELD_KEPT:
+                    del _HELD[next(iter(_HELD))]
+                _HELD[key] = found
+        return bool(found)
+
+    return held
+
+
+# (repository, newest run, the reset's run) -> whether the one descends from the other: fixed
+# once both commits exist (their ids name their parents), and asked for each step the gate
+# judges (past_exhaustion, twice: the ledger's tip and the judged run), where a walk of a deep
+# chain (65 ms at 20,000 runs, down to a reset taken long ago or to a run not on the chain) was
+# paid again for every step
+_HELD: dict[tuple[str, str, str], bool] = {}
+_HELD_KEPT = 1024
+
+
+def _descends(git: pygit2.Repository, tip: pygit2.Oid, run: str) -> bool | None:
+    """Whether the commit *tip* is the commit *run* or descends from it; None (no) when *run*
+    is not a commit this repository has, or *tip* is not one."""
+    try:
+        oid = pygit2.Oid(hex=run)
+    except ValueError:
+        return None
+    if tip == oid:
+        return True
+    if not isinstance(git.get(oid), pygit2.Commit) or not isinstance(git.get(tip), pygit2.Commit):
+        return None  # missing, or a blob: descendant_of raises
+    return bool(git.descendant_of(tip, oid))
 
 
 def failures_on_chain(

@@ -45,6 +45,7 @@ from gitaudit.ledger.resets import (
     AttemptReset,
     already_reset,
     failures_on_chain,
+    held_at,
     resets_file,
     resets_path,
 )
@@ -531,10 +532,11 @@ def reset_attempts(repo: Repo, signer: Signer, plan: str, step: str, reason: str
         # led from, less what a sealer reset under each; the reset covers them all
         resets = dict(state.resets.get(plan, {}))
         failed = count = 0
+        held = held_at(repo.git, tip)  # a reset taken on another chain reset nothing here
         for under in attempt_contracts(repo.git, state, plan):
             found = failures_on_chain(repo.git, tip, plan, under, {step: ALL})[step]
             failed += found
-            count += found - already_reset(resets, step, under)
+            count += found - already_reset(resets, step, under, held)
         outcome.update(count=max(count, 0))
         if count <= 0:
             return None

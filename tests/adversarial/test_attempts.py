@@ -8,6 +8,7 @@ refs/audit/plans. ci holds only a runner key, so it can force runs but not reset
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -20,7 +21,7 @@ import pytest
 
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, mirror_ref, runs_ref
-from gitaudit.ledger.resets import AttemptReset, resets_file, resets_path
+from gitaudit.ledger.resets import AttemptReset, held_at, resets_file, resets_path
 from gitaudit.ledger.seals import reset_attempts
 from gitaudit.run.recorder import RecordedRun
 from tests.adversarial.conftest import (
@@ -123,6 +124,13 @@ def test_attack_attempts_reset_signed_by_a_runner_key(exhausted: World) -> None:
     assert_plans_level(exhausted.gate(), "plans.untrusted")
 
 
+def _resets(world: World) -> dict[str, int]:
+    """The resets that count on the plan's ledger, as its tip holds them."""
+    handle = world.handle()
+    held = held_at(handle.git, world.ref(RUNS))
+    return read_state(handle).attempts_reset("default", _contract(world), held)
+
+
 def test_attack_attempts_reset_for_another_step(exhausted: World) -> None:
     """alice's (genuine, hand-made) reset names `lint`, not `unit`: unit's forced evidence still
     does not count."""
@@ -130,9 +138,7 @@ def test_attack_attempts_reset_for_another_step(exhausted: World) -> None:
     files = exhausted.plans_files()
     files[resets_path("default")] = reset_for(exhausted, "lint", failed=5)
     exhausted.forge_plans(files, exhausted.alice)
-    assert read_state(exhausted.handle()).attempts_reset("default", _contract(exhausted)) == {
-        "lint": 5
-    }
+    assert _resets(exhausted) == {"lint": 5}
     assert_plan(exhausted.gate(), "evidence.forced-past-exhaustion", "FAIL")
 
 
@@ -215,9 +221,7 @@ def test_attack_attempts_control_a_sealer_resets(exhausted: World, tmp_path: Pat
     forced(exhausted)
     outcome = reset_attempts(exhausted.handle(), exhausted.alice, "default", "unit", "flaky infra")
     assert outcome.commit is not None and outcome.count == 2
-    assert read_state(exhausted.handle()).attempts_reset("default", _contract(exhausted)) == {
-        "unit": 2
-    }
+    assert _resets(exhausted) == {"unit": 2}
     assert exhausted.gate().verdict == "PASS"
     assert exhausted.repo.git("push", "-q", "origin", "refs/audit/plans") == ""
     pushed = exhausted.cli("push")
@@ -350,7 +354,9 @@ def test_attack_attempts_carried_from_a_fork_the_lookup_cache_calls_earlier(
     the failures: X is not on the plan's ledger). Then, on a new tree with the same inputs, ci
     signs run R on the plan's ledger carrying unit from X, and files X in the lookup cache as an
     earlier run of that ledger. R is on the plan's ledger, but X is not: the gate took R's
-    ledger for one holding X too (the cache said X was earlier) and skipped its failures."""
+    ledger for one holding X too (the cache said X was earlier) and skipped its failures (before
+    the fix; the failures were counted after it). The carry is now refused first: the newest
+    execution of unit below R, on the signed chain down to X, cannot be read, as X is not on it."""
     flag = tmp_path / "flag"
     flag.write_text("unit fails\n")
     world.repo.write("src/a.txt", "a\n")
@@ -385,7 +391,10 @@ def test_attack_attempts_carried_from_a_fork_the_lookup_cache_calls_earlier(
         "INSERT INTO runs SELECT plan, -1, '" + fork + "', tree, contract, verdict, time "
         f"FROM runs WHERE plan='default' AND commit_id='{run}'",
     )
-    judged = assert_plan(world.gate(), "evidence.past-exhaustion", "FAIL")
+    # the signed chain below R never meets X, so nothing shows what happened to unit between
+    # them: the carry is refused before the failures are counted (since the newest-failure rule
+    # covers carries for unchanged inputs), whatever the cache says
+    judged = assert_plan(world.gate(), "evidence.carried-invalid", "FAIL")
     assert judged.reasons[0].step == "unit"
 
 
@@ -575,3 +584,40 @@ def test_attack_attempts_timeouts_spend_no_attempt(world: World, tmp_path: Path)
     lucky = world.run()
     assert lucky.doc["steps"]["unit"]["status"] == "passed"
     assert world.gate().verdict == "PASS"
+
+
+@pytest.mark.parametrize("objects", ["without", "with"])
+def test_attack_attempts_reset_lent_to_another_chain(
+    exhausted: World, tmp_path: Path, objects: str
+) -> None:
+    """unit (max_attempts 2) is exhausted; alice resets its 2 failures. ci clones the repository
+    without its audit runs (*objects*: with the ledger's commits fetched into the clone, so the
+    reset's run is known there, or without), commits its change and runs the plan there: unit
+    fails three times, then passes (forced, where the clone's run stops at exhaustion), and ci
+    fetches that ledger back as a remote-tracking copy. The reset is a count (2), and it was
+    subtracted from a chain that never held those failures: three failures there less two is
+    one, under max_attempts, so the clone tried unit a fourth time and the gate said PASS
+    (before the fix). A reset counts only on a chain that holds the run it was taken at."""
+    flag = tmp_path / "flag"
+    outcome = reset_attempts(exhausted.handle(), exhausted.alice, "default", "unit", "reviewed")
+    assert outcome.commit is not None and outcome.count == 2
+    exhausted.repo.write("fix.txt", "the change\n")
+    exhausted.repo.commit("the change")
+    clone = another_clone(exhausted, tmp_path)
+    if objects == "with":
+        git(clone, "fetch", "-q", str(exhausted.path), f"{RUNS}:refs/heads/their-runs")
+        git(clone, "update-ref", "-d", "refs/heads/their-runs")
+    flag.write_text("unit fails\n")
+    statuses = []
+    for _ in range(3):
+        audit(clone, "run", "--key", str(exhausted.keys["ci"]))
+        statuses.append(json.loads(git(clone, "show", f"{RUNS}:run.json"))["steps"]["unit"])
+    assert [s["status"] for s in statuses[:2]] == ["failed", "failed"]
+    assert statuses[2]["status"] == "exhausted"  # "failed" before the fix: a third try
+    flag.unlink()
+    audit(clone, "run", "--force", "--key", str(exhausted.keys["ci"]))
+    assert json.loads(git(clone, "show", f"{RUNS}:run.json"))["steps"]["unit"]["status"] == "passed"
+    exhausted.repo.git("fetch", "-q", str(clone), f"{RUNS}:{mirror_ref('b', RUNS)}")
+    judged = assert_plan(exhausted.gate(), "evidence.forced-past-exhaustion", "FAIL")
+    assert judged.reasons[0].step == "unit"
+    assert exhausted.cli("status").code != 0

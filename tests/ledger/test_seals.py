@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pygit2
 import pytest
@@ -19,7 +20,7 @@ from gitaudit.ledger import anchor, chain, watermark
 from gitaudit.ledger.objects import write_tree
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, read_ref
-from gitaudit.ledger.resets import AttemptReset, resets_file, resets_path
+from gitaudit.ledger.resets import AttemptReset, already_reset, held_at, resets_file, resets_path
 from gitaudit.ledger.seals import (
     history,
     reset_attempts,
@@ -634,6 +635,35 @@ def test_concurrent_seals_never_lose_a_version(repo: GitRepo, tmp_path: Path) ->
     assert count == "7"  # root + six seals, one linear chain
 
 
+def every(_reset: AttemptReset) -> bool:
+    """A reset read as recorded, whichever chain of runs it is applied to."""
+    return True
+
+
+def test_a_reset_counts_only_on_a_chain_holding_its_run(trusted: Repo) -> None:
+    """A reset is a count taken at a run: subtracted on a chain that never held that run (a
+    clone's ledger started without the audit runs), it lent that chain fresh attempts."""
+    git = trusted.git
+    sig = pygit2.Signature("t", "t@example.com")
+    tree = git.TreeBuilder().write()
+    root = git.create_commit(None, sig, sig, "root", tree, [])
+    taken = git.create_commit(None, sig, sig, "taken", tree, [root])
+    after = git.create_commit(None, sig, sig, "after", tree, [taken])
+    fork = git.create_commit(None, sig, sig, "another chain", tree, [])
+    reset = AttemptReset("default", "use", "c" * 64, 2, str(taken), "why", "now", "alice", "fp")
+    held: tuple[pygit2.Oid | str, ...] = (taken, after, str(after))
+    for at in held:
+        assert held_at(git, at)(reset)
+        assert already_reset({"use": reset}, "use", "c" * 64, held_at(git, at)) == 2
+    for nowhere in (root, fork, None):
+        assert not held_at(git, nowhere)(reset)
+        assert already_reset({"use": reset}, "use", "c" * 64, held_at(git, nowhere)) == 0
+    assert not held_at(git, after)(dataclasses.replace(reset, run="0" * 40))  # not here
+    assert not held_at(git, after)(dataclasses.replace(reset, run="not a commit id"))
+    assert not held_at(git, after)(dataclasses.replace(reset, run=None))
+    assert held_at(git, None)(dataclasses.replace(reset, failed=0, run=None))  # lends nothing
+
+
 def test_a_reset_of_attempts_is_kept_by_later_changes_and_checked_by_the_chain(
     trusted: Repo, sealer: Ed25519Signer, repo: GitRepo
 ) -> None:
@@ -668,11 +698,15 @@ def test_a_reset_of_attempts_is_kept_by_later_changes_and_checked_by_the_chain(
         signer=sealer,
     )
     trusted.git.references.create(PLANS_REF, oid, force=True)
-    assert read_state(trusted).attempts_reset("default", seal_record.contract_digest) == {"use": 4}
+    assert read_state(trusted).attempts_reset("default", seal_record.contract_digest, every) == {
+        "use": 4
+    }
     # later changes of the plans ref carry the reset over
     set_policy(trusted, sealer, Policy(commit_msg="strict"), allow_weaken=False, reason=None)
     trust_add(trusted, sealer, Ed25519Signer.generate("ci").public_key, "runner", "ci")
-    assert read_state(trusted).attempts_reset("default", seal_record.contract_digest) == {"use": 4}
+    assert read_state(trusted).attempts_reset("default", seal_record.contract_digest, every) == {
+        "use": 4
+    }
     (entry,) = reset_history(trusted, "default")
     assert (entry.commit, entry.count, entry.reset.reason) == (str(oid), 4, "why")
     # a malformed reset makes the chain untrustworthy
@@ -968,3 +1002,87 @@ def test_a_linked_worktree_shares_the_marks_of_the_repository(
     linked.git.references.create(PLANS_REF, old, force=True)
     with pytest.raises(LedgerError, match="moved backwards"):
         read_state(linked)
+
+
+@pytest.mark.parametrize(
+    ("env", "job"),
+    [
+        ({}, None),
+        ({"CI": "false", "GITHUB_ACTIONS": "0", "GITLAB_CI": ""}, None),
+        ({"CI": "true"}, "CI=true"),
+        ({"CI": "0", "TF_BUILD": "True"}, "TF_BUILD=True"),
+        ({"JENKINS_URL": "https://ci.example.test/"}, "JENKINS_URL=https://ci.example.test/"),
+    ],
+)
+def test_ci_job_is_read_from_what_ci_systems_set(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], job: str | None
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert anchor.ci_job() == job
+
+
+def test_a_ci_job_refuses_to_take_the_root_on_first_use(
+    trusted: Repo, sealer: Ed25519Signer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unpinned (no anchor, no audit.rootKey), the plans ref's root is taken as it is, except in
+    a CI job, which refuses it naming the fix; a pin is used in CI as anywhere."""
+    key = sealer.public_key.fingerprint()
+    for path in anchor.files(trusted):
+        Path(path).unlink(missing_ok=True)
+    trusted.git.config.delete_multivar("audit.rootKey", ".*")
+    assert anchor.pinned_root(trusted) is None
+    assert read_state(trusted).trust.keys  # trust on first use
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(anchor.UnpinnedError) as refused:
+        anchor.pinned_root(trusted)
+    assert refused.value.code == "plans.unpinned" and "audit.rootKey" in str(refused.value.hint)
+    trusted.git.config["audit.rootKey"] = key
+    assert anchor.pinned_root(trusted) == key
+
+
+@pytest.mark.parametrize("blank", ["", "  \t"])
+def test_a_ci_job_refuses_an_empty_root_key_as_no_pin(
+    trusted: Repo, monkeypatch: pytest.MonkeyPatch, blank: str
+) -> None:
+    """`git config audit.rootKey "$GITAUDIT_ROOT_KEY"` with the variable unset (a fork's pull
+    request gets no secrets) writes an empty pin, which the callers take as none: a CI job
+    refuses it as unpinned, as it refuses a missing one."""
+    for path in anchor.files(trusted):
+        Path(path).unlink(missing_ok=True)
+    trusted.git.config["audit.rootKey"] = blank
+    assert anchor.pinned_root(trusted) == blank  # outside CI: trust on first use, as stated
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    with pytest.raises(anchor.UnpinnedError, match=r"an empty audit\.rootKey"):
+        anchor.pinned_root(trusted)
+
+
+def test_whether_a_reset_is_held_is_walked_once_per_run_and_tip(trusted: Repo) -> None:
+    """The gate asks, for each step it judges, whether each reset of the plan holds on the
+    ledger's tip and below the judged run: a walk of the chain down to the reset's run (65 ms at
+    20,000 runs) made once per step before. The answer is fixed for two commit ids: walked once.
+    A reset's run naming an object that is not a commit holds nowhere (pygit2 raised)."""
+    git = trusted.git
+    sig = pygit2.Signature("t", "t@example.com")
+    tree = git.TreeBuilder().write()
+    taken = git.create_commit(None, sig, sig, "taken", tree, [])
+    after = git.create_commit(None, sig, sig, "after", tree, [taken])
+    blob = git.create_blob(b"not a run\n")
+    reset = AttemptReset("default", "use", "c" * 64, 2, str(taken), "why", "now", "alice", "fp")
+    walks: list[tuple[pygit2.Oid, pygit2.Oid]] = []
+
+    class Counting:
+        path = git.path
+
+        def get(self, oid: pygit2.Oid) -> object:
+            return git.get(oid)
+
+        def descendant_of(self, tip: pygit2.Oid, run: pygit2.Oid) -> bool:
+            walks.append((tip, run))
+            return git.descendant_of(tip, run)
+
+    counting = cast(pygit2.Repository, Counting())
+    for _step in range(5):
+        assert held_at(counting, after)(reset)
+    assert len(walks) == 1, walks
+    assert not held_at(git, after)(dataclasses.replace(reset, run=str(blob)))
