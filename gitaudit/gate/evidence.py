@@ -438,14 +438,11 @@ def _beyond_the_tree(j: Judging, sources: Sequence[Source]) -> tuple[list[Reason
 def _beyond_one(j: Judging, record: RunRecord) -> tuple[list[Reason], tuple[str, ...]]:
     """What the run relied on that the tree does not pin down: steps that ran in the live work
     tree (refused when the policy says so) and declared ignored paths (which must be as they were
-    when the work tree itself is judged)."""
+    when the work tree itself is judged). A live step carried by the run counts as one that ran
+    there: its pass is the live work tree's as the run it came from found it."""
     reasons: list[Reason] = []
     notes: list[str] = []
-    live = sorted(
-        sid
-        for sid, entry in record.steps.items()
-        if entry.live and entry.status == StepStatus.PASSED
-    )
+    live = sorted(sid for sid, entry in record.steps.items() if entry.live and entry.proven)
     if live:
         notes.append(f"step(s) {', '.join(live)} ran in the live work tree (workspace: live)")
         if j.state.policy.live_evidence == "refuse":
@@ -889,9 +886,12 @@ def _carried_source(j: Judging, record: RunRecord, source: str, ledger: str) -> 
 
 def _overruled(j: Judging, record: RunRecord, step: str, ledger: str) -> bool:
     """Whether the newest execution of *step* in a run for the same tree and contract below
-    *record*, signed by a trusted runner, did not pass: the newest outcome decides, so a pass
-    before it can no longer be carried (``git audit run`` carries only the newest; a run that
-    carried an older one was prepared before the failure was recorded, or misled)."""
+    *record* (down to the source of its carried pass), signed by a trusted runner, did not
+    pass: the newest outcome decides, so a pass before it can no longer be carried (``git audit
+    run`` carries only the newest, and for unchanged inputs only the newest with them; a run
+    that carried an older one was prepared before the failure was recorded, or misled). A run
+    for the same tree and contract gave the step the same input digest, so this holds for a
+    pass carried from another tree as much as for one carried from this tree."""
     if record.commit not in j.newest:
         j.newest[record.commit] = _newest_below(j, record, ledger)
     newest = j.newest[record.commit]
@@ -903,15 +903,15 @@ def _overruled(j: Judging, record: RunRecord, step: str, ledger: str) -> bool:
 def _newest_below(
     j: Judging, record: RunRecord, ledger: str
 ) -> dict[str, tuple[StepStatus, str]] | None:
-    """The newest execution, below *record* and down to its source, of each step it carries from
-    a run of its own tree (None when the chain cannot be read: nothing is carried)."""
-    same_tree: dict[str, str] = {}
+    """The newest execution on *record*'s tree, below it and down to its source, of each step it
+    carries (None when the chain cannot be read: nothing is carried)."""
+    carried: dict[str, str] = {}
     for sid, entry in record.steps.items():
         if entry.status != StepStatus.CARRIED:
             continue
         origin = _origin(j, record, entry.carried_from or "", ledger)
-        if origin is not None and (origin.tree, origin.contract) == (record.tree, record.contract):
-            same_tree[sid] = origin.commit
+        if origin is not None:
+            carried[sid] = origin.commit
     try:
         parents = commit_of(j.repo.git, pygit2.Oid(hex=record.commit), "run").parent_ids
         return lookup.newest_executions(
@@ -921,7 +921,7 @@ def _newest_below(
             record.tree,
             record.contract,
             j.state.trust.with_role("runner"),
-            same_tree,
+            carried,
         )
     except (GitAuditError, ValueError, KeyError, pygit2.GitError):
         return None
@@ -940,17 +940,30 @@ def _trace_carried(
 ) -> RunRecord | None:
     """The run a carried step's evidence came from, if it is an earlier run on the same ledger in
     which that step itself passed, and it proves this tree: the same tree and contract, or the
-    same input digest as this tree gives the step now (incremental evidence, versioned proofs)."""
+    same input digest as this tree gives the step now (incremental evidence, versioned proofs),
+    for a step that did not run in the live work tree (what it observed there, outside the
+    tree, is not in its input digest: ``git audit run`` executes it again). Either way the
+    source listed every declared ignored path as the carrying run did (``git audit run``
+    carries only from such a run; one written before it did is refused here)."""
     origin = _origin(j, record, source, ledger)
     if origin is None or not origin.sound:  # a pass in a run that does not count is none
         return None
-    entry = origin.steps.get(step)
-    if entry is None or entry.status != StepStatus.PASSED:
-        return None
+    entry, carrying = origin.steps.get(step), record.steps[step]
+    listed = origin.ignored_paths
+    if (
+        entry is None
+        or entry.status != StepStatus.PASSED
+        or any(listed.get(path) != digest for path, digest in record.ignored_paths.items())
+    ):
+        return None  # not a pass there, or its checks read a declared ignored path otherwise
     if origin.tree == record.tree and origin.contract == record.contract:
         return None if _overruled(j, record, step, ledger) else origin
     claimed = entry.input_digest
-    current = record.steps[step].input_digest
-    if claimed and claimed == current and claimed == j.digests().get(step):
-        return origin
+    if (
+        not (entry.live or carrying.live)
+        and claimed
+        and claimed == carrying.input_digest
+        and claimed == j.digests().get(step)
+    ):
+        return None if _overruled(j, record, step, ledger) else origin
     return None

@@ -216,16 +216,60 @@ def _runs_for(
     first-parent chain from *start* down, newest first: a few hundred commits read here, the
     rest found by git (by their trailers)."""
     trailers = f"Audit-Tree: {tree}\nAudit-Contract: {contract}\n"
+    named = set(named)
     for walked, commit in enumerate(chain.walk(repo, start)):
         if walked == WALK_IN_PYTHON:
             found = _git_runs_for(gitdir, commit.id, tree, contract)
             if found is None:
                 raise LedgerError(f"cannot list the runs for tree {tree[:12]}")
-            for line in found:
+            for line in _with_named(repo, gitdir, commit.id, found, named):
                 yield commit_of(repo, pygit2.Oid(hex=line), "run")
             return
         if trailers in commit.message or str(commit.id) in named:
             yield commit
+        named.discard(str(commit.id))  # met: git's part of the walk need not place it
+
+
+def _with_named(
+    repo: pygit2.Repository, gitdir: Path, start: pygit2.Oid, found: list[str], named: set[str]
+) -> list[str]:
+    """*found* (runs git's search listed on the first-parent chain of *start*, newest first)
+    with each run of *named* that it does not list put where the chain has it, after the runs
+    newer than it: a source of another tree (a pass carried for unchanged inputs) carries
+    other trailers, and a walk that never met it would report its step unknown. A named run
+    that is not on the first-parent chain of *start* is left out (the walk never meets it)."""
+    listed = set(found)
+    places: list[tuple[int, str]] = []
+    for run in sorted(named - listed):
+        newer = _first_parents_since(repo, gitdir, start, run)
+        if newer is not None:
+            places.append((sum(1 for line in found if line in newer), run))
+    out = list(found)
+    for at, run in sorted(places, reverse=True):
+        out.insert(at, run)
+    return out
+
+
+def _first_parents_since(
+    repo: pygit2.Repository, gitdir: Path, start: pygit2.Oid, run: str
+) -> set[str] | None:
+    """The commits of the first-parent chain of *start* newer than *run*, by git in one walk;
+    None when *run* is not on that chain (or git cannot tell)."""
+    listed = run_git(
+        [*SEARCH, "rev-list", "--first-parent", str(start), f"^{run}"],
+        git_dir=gitdir,
+        env=SEARCH_ENV,
+        check=False,
+    )
+    if listed.code != 0:
+        return None
+    newer = listed.out.split()
+    try:
+        below = commit_of(repo, pygit2.Oid(hex=newer[-1]), "run").parent_ids if newer else None
+    except (GitAuditError, ValueError):
+        return None
+    on_chain = str(start) == run if below is None else bool(below) and str(below[0]) == run
+    return set(newer) if on_chain else None
 
 
 def _edited(gitdir: Path) -> str:

@@ -65,6 +65,7 @@ from functools import lru_cache
 
 import pygit2
 
+from gitaudit.errors import RepositoryError
 from gitaudit.plan.digest import step_digest
 from gitaudit.plan.graph import topological_order
 from gitaudit.plan.model import Plan, StepId
@@ -797,7 +798,15 @@ def input_digests(repo: pygit2.Repository, plan: Plan, tree_id: str) -> dict[Ste
     )
     found = _DIGESTS.get(key)
     if found is None:
-        found = _input_digests(repo, plan, tree_id, contracts)
+        try:
+            found = _input_digests(repo, plan, tree_id, contracts)
+        except pygit2.GitError as exc:  # libgit2 hashes each object it reads: a forged one
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise RepositoryError(
+                f"cannot read tree {tree_id[:12]} to work out the steps' input digests: {why}",
+                hint="an object in .git/objects does not hold what its name says: `git fsck` "
+                "names it; remove it and run again",
+            ) from exc
         if len(_DIGESTS) >= _DIGESTS_KEPT:
             del _DIGESTS[next(iter(_DIGESTS))]
         _DIGESTS[key] = found

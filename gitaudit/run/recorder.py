@@ -49,6 +49,7 @@ from gitaudit.ledger.plansref import (
 from gitaudit.ledger.programs import Here
 from gitaudit.ledger.records import RUN_FORMAT, RunRecord
 from gitaudit.ledger.refs import PLANS_REF, read_ref, runs_ref
+from gitaudit.ledger.resets import held_at
 from gitaudit.ledger.runs import append_run, evidence_files, read_run, run_of
 from gitaudit.ledger.tallies import Tallies
 from gitaudit.ledger.trust import TrustedKey
@@ -211,7 +212,7 @@ def run_plan(
     The checks run in a private checkout of the work tree's fingerprint (:mod:`.checkout`),
     unless the plan or a step declares ``workspace: live``. Steps that declare ``inputs`` are
     carried forward instead of re-run when their input digest (see :mod:`gitaudit.plan.inputs`)
-    matches a passing run, unless *fresh* or explicitly targeted. *reconcile* settles unknown
+    matches a passing run, unless *fresh*, explicitly targeted, or live. *reconcile* settles unknown
     outcomes of non-idempotent steps instead of running them. With *labels* (which the runner
     key must carry), steps whose ``runs_on`` names none of them are left to other runners.
     *agent* (the agent making the run and its claim, :func:`gitaudit.ledger.agent_ops.run_stamp`)
@@ -514,6 +515,7 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
         carried = _carried_for_tree(repo, name, tree, digest, runners, sources)
     digests = input_digests(repo.git, plan, tree)
     counted = index.tallies(repo.git, repo.gitdir, name)
+    held = held_at(repo.git, read_ref(repo.git, runs_ref(name)))  # resets of this ledger's runs
     incremental: dict[StepId, str] = {}
     if not fresh:
         incremental = _unchanged_inputs(repo, prep, digests, counted, sources)
@@ -527,7 +529,7 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
         _unexpired(repo, plan, incremental, now),
         counted.failures_since(
             {
-                c: prep.state.attempts_reset(name, c)
+                c: prep.state.attempts_reset(name, c, held)
                 for c in attempt_contracts(repo.git, prep.state, name)
             }
         ),
@@ -654,11 +656,14 @@ def _unchanged_inputs(
 ) -> dict[StepId, str]:
     """step -> the run whose pass this run carries because the step's inputs are unchanged:
     its newest execution with these inputs, as the tallies of the signed chain have it, passed
-    there, in a run a runner signed."""
+    there, in a run a runner signed. A ``workspace: live`` step is never carried so: it
+    observes the live work tree (an effect outside the tree, ignored files), which the input
+    digest does not cover, so its pass is evidence for what was there then."""
     records: dict[str, RunRecord | None] = {}  # most steps carry from the same run
     found: dict[StepId, str] = {}
-    for step in prep.plan.steps:
-        if not step.inputs or step.id in prep.targets:
+    plan = prep.plan
+    for step in plan.steps:
+        if not step.inputs or step.id in prep.targets or plan.workspace_of(step) == "live":
             continue
         newest = counted.newest_with(step.id, digests[step.id])
         if newest is None or newest[0] != "passed":

@@ -7,13 +7,16 @@ so the step's input digest covers the content behind the link and the step runs 
 
 from __future__ import annotations
 
+import hashlib
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gitaudit.places import checkouts_dir
+from gitaudit.run.checkout import listing_digest
 from tests.adversarial.conftest import World, assert_plan, check, edit_lookup_cache, plan, step
 from tests.gitrepo import GitRepo
 
@@ -472,3 +475,218 @@ def test_attack_inputs_carried_across_a_change_in_a_declared_ignored_path(
         recorded = world.run(targets=["lint"])
         assert recorded.doc["steps"]["unit"]["status"] == "not-run", recorded.doc["steps"]
     assert world.gate(None).verdict != "PASS"
+
+
+# whether unit, the live step, declares inputs (a targeted run carries its pass either way)
+LIVE_CARRIED = {"with inputs": {"inputs": ["src/**"]}, "without inputs": {}}
+
+
+@pytest.mark.parametrize("variant", sorted(LIVE_CARRIED))
+def test_attack_inputs_carried_live_step_escapes_the_live_policy(
+    world: World, variant: str
+) -> None:
+    """unit runs in the live work tree (`workspace: live`) and passed; the policy refuses live
+    evidence, so the gate says FAIL. The agent runs lint alone on the same tree: the run
+    carries unit's pass, and the gate looked for live steps among the steps that passed in
+    the run, not those it carried: PASS, with no note of the live work tree (before the fix).
+    A carried live step counts as live."""
+    world.repo.write("src/app.txt", "code\n")
+    unit = step("unit", check("true"), workspace="live") | LIVE_CARRIED[variant]
+    world.seal(plan(unit, step("lint")))
+    assert world.run().verdict == "PASS"
+    refuse = world.cli(
+        "trust", "policy", "--live-evidence", "refuse", "--key", str(world.keys["alice"])
+    )
+    assert refuse.code == 0, refuse.err
+    assert_plan(world.gate(None), "evidence.live-refused", "FAIL")
+    recorded = world.run(targets=["lint"])
+    assert recorded.doc["steps"]["unit"]["status"] == "carried", recorded.doc["steps"]
+    judged = assert_plan(world.gate(None), "evidence.live-refused", "FAIL")
+    assert "unit" in judged.reasons[0].message
+
+
+# where `workspace: live` is declared, and what becomes of the effect unit observes
+LIVE_EFFECT: dict[str, tuple[str, str | None]] = {
+    "a live step, its effect broken": ("step", "fails\n"),
+    "a live step, its effect gone": ("step", None),
+    "a live plan, its effect broken": ("plan", "fails\n"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(LIVE_EFFECT))
+def test_attack_inputs_live_step_carried_past_its_effect(world: World, variant: str) -> None:
+    """unit observes an effect outside the tree in the live work tree (`deployed.txt`, ignored,
+    as a deployment's readback does) and declares the inputs it is made from. After a pass the
+    agent breaks or removes the effect and commits an unrelated file: unit's inputs are
+    unchanged, so its pass was carried onto the new tree (PASS, and the gate took it, before
+    the fix), though what it observed is not in its input digest. A live step is not carried
+    for unchanged inputs: it runs again, and fails."""
+    where, effect = LIVE_EFFECT[variant]
+    world.repo.write(".gitignore", "deployed.txt\n")
+    world.repo.write("deployed.txt", "ok\n")
+    world.repo.write("src/app.txt", "code\n")
+    live = {"workspace": "live"}
+    unit = step("unit", check("grep", "-qx", "ok", "deployed.txt"), inputs=["src/**"])
+    world.seal(plan(unit | (live if where == "step" else {})) | (live if where == "plan" else {}))
+    assert world.run().verdict == "PASS"
+    if effect is None:
+        (world.path / "deployed.txt").unlink()
+    else:
+        world.repo.write("deployed.txt", effect)
+    world.repo.write("notes.txt", "unrelated\n")
+    world.repo.commit("an unrelated change")
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]
+    assert_plan(world.gate(None), "step.failed", "FAIL")
+
+
+def test_attack_inputs_live_step_carried_for_unchanged_inputs_by_an_older_run(
+    world: World,
+) -> None:
+    """What `git audit run` wrote before the fix (ci signs it): a live step carried onto a new
+    tree for its unchanged inputs. The gate took it (PASS); it refuses such a carry now, as the
+    run no longer makes one."""
+    world.repo.write("src/app.txt", "code\n")
+    unit = step("unit", check("true"), inputs=["src/**"], workspace="live")
+    world.seal(plan(unit, step("lint")))
+    passed = world.run()
+    assert passed.verdict == "PASS"
+    world.repo.write("notes.txt", "unrelated\n")
+    world.repo.commit("an unrelated change")
+    again = world.run()
+    assert again.doc["steps"]["unit"]["status"] == "passed"  # executed, not carried
+
+    def carry(doc: dict[str, Any]) -> None:
+        doc["steps"]["unit"].update(
+            status="carried", carried_from=passed.commit, attempt=None, checks=[]
+        )
+
+    world.forge_run(again.commit, edit=carry, signer=world.ci)
+    judged = assert_plan(world.gate(None), "evidence.carried-invalid", "FAIL")
+    assert judged.reasons[0].step == "unit"
+
+
+# how unit was executed again on the new tree, with the same inputs, and failed
+NEWER_FAILURE: dict[str, dict[str, Any]] = {
+    "unit run alone": {"targets": ["unit"]},
+    "every step run afresh": {"fresh": True},
+}
+
+
+@pytest.mark.parametrize("failure", sorted(NEWER_FAILURE))
+def test_attack_inputs_carried_over_a_newer_failure_on_the_tree(world: World, failure: str) -> None:
+    """unit declares src/** but also reads checks.txt. It passed; checks.txt broke (its inputs
+    did not) and a run executed unit on the new tree: it failed. A run prepared before that
+    failure was recorded (concurrently), re-parented onto it, carries unit from the older pass
+    because its inputs are unchanged (ci signs it): the gate checked a carry by inputs for the
+    same input digest only, not for a newer execution on the tree, and said PASS (before the
+    fix; a carry for the same tree was refused). The newest trusted execution of the step on
+    the judged tree, between the source and the carrying run, decides for both."""
+    world.repo.write("src/impl.txt", "code\n")
+    world.repo.write("checks.txt", "ok\n")
+    unit: dict[str, Any] = step("unit", check("grep", "-q", "ok", "checks.txt"), inputs=["src/**"])
+    world.seal(plan(unit, step("lint")))
+    passed = world.run()
+    assert passed.verdict == "PASS"
+    world.repo.write("checks.txt", "fails\n")
+    world.repo.commit("break what unit reads, not its inputs")
+    failed = world.run(**NEWER_FAILURE[failure])
+    assert failed.doc["steps"]["unit"]["status"] == "failed"
+    assert (
+        failed.doc["steps"]["unit"]["input_digest"] == passed.doc["steps"]["unit"]["input_digest"]
+    )
+
+    def carry(doc: dict[str, Any]) -> None:
+        doc["verdict"], doc["reasons"] = "PASS", []
+        for entry in doc["steps"].values():
+            entry["status"], entry["reason"] = "passed", ""
+        doc["steps"]["unit"].update(
+            status="carried", carried_from=passed.commit, attempt=None, checks=[]
+        )
+
+    world.forge_run(failed.commit, edit=carry, signer=world.ci)
+    judged = assert_plan(world.gate(), "evidence.carried-invalid", "FAIL")
+    assert judged.reasons[0].step == "unit"
+
+
+def _forge_object(world: World, oid: str, body: bytes) -> None:
+    """A loose object under *oid* holding the tree *body* (git keeps an object that exists)."""
+    stored = world.path / ".git" / "objects" / oid[:2] / oid[2:]
+    stored.parent.mkdir(exist_ok=True)
+    if stored.exists():
+        stored.chmod(0o644)
+    stored.write_bytes(zlib.compress(b"tree %d\0" % len(body) + body))
+
+
+@pytest.mark.parametrize("command", ["run", "status"])
+@pytest.mark.parametrize("forgery", ["the passing folder", "an empty folder"])
+def test_attack_inputs_forged_tree_object_under_the_inputs(
+    world: World, command: str, forgery: str
+) -> None:
+    """The agent writes a file into .git/objects under the name of a tree the inputs' globs
+    read: src/ of the broken tree holding the entries of the passing src/ (so the digest would
+    be the passing one), or src/ of a carried tree holding nothing. libgit2 hashes each object
+    it reads and refused it, but as pygit2's GitError: `git audit run` and `git audit status`
+    died with a traceback (before the fix; nothing passed). Now a one-line error names the tree
+    and the fix."""
+    world.repo.write("src/impl.txt", "works\n")
+    unit = step("unit", check("grep", "-q", "works", "src/impl.txt"), inputs=["src/**"])
+    world.seal(plan(unit, step("lint")))
+    assert world.run().verdict == "PASS"
+    git = world.handle().git
+    passing = git.revparse_single("HEAD^{tree}")["src"]  # type: ignore[index]
+    if forgery == "the passing folder":
+        blob = hashlib.sha1(b"blob 7\0broken\n").hexdigest()
+        body = b"100644 impl.txt\0" + bytes.fromhex(blob)
+        broken = hashlib.sha1(b"tree %d\0" % len(body) + body).hexdigest()
+        _forge_object(world, broken, git.odb.read(passing.id)[1])
+        world.repo.write("src/impl.txt", "broken\n")
+        world.repo.commit("break unit's input; git keeps the forged src/")
+    else:
+        world.repo.write("notes.txt", "unrelated\n")
+        world.repo.commit("an unrelated change")
+        assert world.run().doc["steps"]["unit"]["status"] == "carried"
+        _forge_object(world, str(passing.id), b"")
+    args = ("run", "--key", str(world.keys["ci"])) if command == "run" else ("status",)
+    result = world.cli(*args, process=True)
+    assert result.code != 0, result.out
+    assert "Traceback" not in result.err, result.err
+    if command == "run" or forgery == "an empty folder":  # else no run of the tree to judge
+        assert "does not hold what its name says" in result.err, result.err
+
+
+@pytest.mark.parametrize("carry", ["for unchanged inputs", "for the same tree"])
+def test_attack_inputs_gate_takes_a_carry_across_a_change_in_a_declared_ignored_path(
+    world: World, carry: str
+) -> None:
+    """The plan declares the ignored path `tools/` and unit reads it. After a pass the agent
+    breaks tools/verdict; a run signed by ci (what `git audit run` wrote before it compared the
+    listings) carries unit's pass, onto a new tree for its unchanged inputs or on the same
+    tree, and lists tools/ as it is now. The gate compared that listing with the work tree
+    only, not with the listing of the run the pass came from: PASS (before the fix). A carried
+    pass counts only from a run that listed every declared ignored path as the carrying run
+    did."""
+    world.repo.write(".gitignore", "tools/\n")
+    world.repo.write("tools/verdict", "ok\n")
+    world.repo.write("src/app.txt", "code\n")
+    unit = step("unit", check("grep", "-qx", "ok", "tools/verdict"), inputs=["src/**"])
+    world.seal(plan(unit, step("lint")) | {"ignored_paths": ["tools"]})
+    passed = world.run()
+    assert passed.verdict == "PASS"
+    world.repo.write("tools/verdict", "broken\n")
+    if carry == "for unchanged inputs":
+        world.repo.write("notes.txt", "unrelated\n")
+        world.repo.commit("an unrelated change")
+    tree = world.repo.head_tree()
+    files, digest = listing_digest(world.path / "tools")
+
+    def carried(doc: dict[str, Any]) -> None:
+        doc["tree"] = tree
+        doc["workspace"]["ignored_paths"] = {"tools": {"files": files, "digest": digest}}
+        doc["steps"]["unit"].update(
+            status="carried", carried_from=passed.commit, attempt=None, checks=[]
+        )
+
+    world.forge_run(passed.commit, edit=carried, signer=world.ci)
+    judged = assert_plan(world.gate(None), "evidence.carried-invalid", "FAIL")
+    assert judged.reasons[0].step == "unit"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 from gitaudit.gate.evidence import Evidence, Judging, judge_evidence
 from gitaudit.gate.result import Reason
@@ -62,6 +63,19 @@ def test_live_steps_are_noted_and_refusable_by_the_policy(world: World) -> None:
     )
 
 
+def test_a_carried_live_step_is_noted_and_refusable_as_one_that_ran(world: World) -> None:
+    """unit is carried (lint alone ran): its pass is still the live work tree's."""
+    world.seal(plan(step("unit", check("true"), workspace="live", inputs=["src"]), step("lint")))
+    assert world.run().verdict == "PASS"
+    carried = world.run(targets=["lint"])
+    assert carried.doc["steps"]["unit"]["status"] == "carried"
+    assert evidence(world).notes == ("step(s) unit ran in the live work tree (workspace: live)",)
+    handle = world.handle()
+    refuse = replace(read_state(handle).policy, live_evidence="refuse")
+    set_policy(handle, world.alice, refuse, allow_weaken=False, reason=None)
+    assert [r.code for r in evidence(world).reasons] == ["evidence.live-refused"]
+
+
 def test_declared_ignored_paths_are_noted_and_rechecked(world: World) -> None:
     world.repo.write(".gitignore", "tools/\n")
     world.repo.write("tools/verdict", "ok\n")
@@ -85,3 +99,30 @@ def test_declared_ignored_paths_are_noted_and_rechecked(world: World) -> None:
     )
     # a commit judged without its work tree (a push, `status <rev>`) has no ignored files to see
     assert evidence(world).reasons == ()
+
+
+def test_a_carry_from_a_run_that_listed_an_ignored_path_otherwise_is_refused(
+    world: World,
+) -> None:
+    """Judged without a work tree (as a server does), a run that carries unit's pass and lists
+    the declared ignored path otherwise than the run it came from: the carry does not hold,
+    whatever the work tree says; listed alike, it does."""
+    world.repo.write(".gitignore", "tools/\n")
+    world.repo.write("tools/verdict", "ok\n")
+    world.seal(
+        plan(step("unit", check("grep", "-qx", "ok", "tools/verdict")), step("lint"))
+        | {"ignored_paths": ["tools"]}
+    )
+    passed = world.run()
+    assert passed.verdict == "PASS"
+    for digest, codes in ((None, []), ("sha256:" + "0" * 64, ["evidence.carried-invalid"])):
+
+        def carried(doc: dict[str, Any], digest: str | None = digest) -> None:
+            if digest is not None:
+                doc["workspace"]["ignored_paths"]["tools"]["digest"] = digest
+            doc["steps"]["unit"].update(
+                status="carried", carried_from=passed.commit, attempt=None, checks=[]
+            )
+
+        world.forge_run(passed.commit, edit=carried, signer=world.ci, parent=passed.commit)
+        assert [r.code for r in evidence(world).reasons] == codes

@@ -239,6 +239,28 @@ def test_a_source_the_walk_never_reaches_is_not_proven(
     assert newest({"a": str(first), "b": stray}) == {"b": (StepStatus.UNKNOWN, stray)}
 
 
+@pytest.mark.parametrize("in_python", [True, False])
+def test_a_source_of_another_tree_is_met_where_the_chain_has_it(
+    ledger: tuple[Repo, list[pygit2.Oid]], monkeypatch: pytest.MonkeyPatch, in_python: bool
+) -> None:
+    """A pass carried for unchanged inputs names a source of another tree, whose trailers git's
+    search for the tree's runs does not match: the walk meets it where the chain has it, read
+    here or past the commits read here (then it was never met, and its step was unknown); a
+    source of another tree that is not on the chain stays unknown."""
+    handle, (_, other, last) = ledger
+    if not in_python:
+        monkeypatch.setattr(lookup, "WALK_IN_PYTHON", 0)  # git's search from the tip on
+    stray = str(_recorded(handle.git, other, OTHER_TREE))  # a branch off the chain
+
+    def newest(sources: dict[str, str]) -> dict[str, tuple[StepStatus, str]]:
+        return lookup.newest_executions(
+            handle.git, handle.gitdir, last, TREE, CONTRACT, [], sources
+        )
+
+    assert newest({"a": str(other)}) == {}
+    assert newest({"a": str(other), "b": stray}) == {"b": (StepStatus.UNKNOWN, stray)}
+
+
 def _find(handle: Repo, pushed: pygit2.Oid | None = None) -> tuple[str | None, str | None]:
     found = lookup.find_run(handle.git, handle.gitdir, "default", TREE, CONTRACT, pushed=pushed)
     record = found.record.commit if found.record is not None else None

@@ -476,3 +476,23 @@ def test_a_check_path_outside_the_inputs_is_warned_about() -> None:
     found = [p for p in semantic_problems(plan) if p.code == "inputs.path-not-covered"]
     assert [(p.path, p.severity) for p in found] == [("$.steps[0].verify[1].path", "warning")]
     assert "'VERSION'" in found[0].message
+
+
+@pytest.mark.parametrize("glob", ["real/**", "real/a.txt", "**/a.txt"])
+def test_a_forged_tree_object_is_a_one_line_error(repo: GitRepo, glob: str) -> None:
+    """A file in .git/objects under a tree's name that holds another tree: libgit2 hashes what
+    it reads and refuses it, and that is a RepositoryError naming the tree and the fix, not
+    pygit2's GitError (a traceback at the command line)."""
+    import zlib
+
+    from gitaudit.errors import RepositoryError
+
+    tree = _tree(repo, {})
+    git = open_repo(repo.path).git
+    real = str(git[pygit2.Oid(hex=tree)]["real"].id)  # type: ignore[index]
+    stored = repo.path / ".git" / "objects" / real[:2] / real[2:]
+    stored.chmod(0o644)
+    stored.write_bytes(zlib.compress(b"tree 0\0"))  # the empty tree, under real/'s name
+    with pytest.raises(RepositoryError, match=rf"cannot read tree {tree[:12]}") as raised:
+        inputs.input_digests(git, _plan([glob]), tree)
+    assert raised.value.hint is not None and "git fsck" in raised.value.hint

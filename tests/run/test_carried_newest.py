@@ -167,3 +167,49 @@ def test_a_step_is_sought_down_to_its_source_only(repo: GitRepo, passed_then_fai
     assert lookup.newest_executions(
         handle.git, handle.gitdir, tip, *args, {"a": passed_then_failed}
     ) == {"a": (StepStatus.FAILED, failed)}
+
+
+@pytest.fixture
+def carried_by_inputs(repo: GitRepo, sealed: Sealer) -> tuple[str, str]:
+    """`a` declares inputs (`src`); a PASS run, then a commit outside them (so `a` has the same
+    input digest on the new tree, HEAD's). Returns the PASS run and HEAD's tree."""
+    repo.write("src/a.txt", "a\n")
+    sealed(make_plan(run_step("a", "true", inputs=["src"]), run_step("b", "true")))
+    assert audit(repo.path, "run").code == 0
+    passed = repo.git("rev-parse", REF).strip()
+    repo.write("notes.txt", "outside a's inputs\n")
+    repo.commit("notes")
+    return passed, repo.git("rev-parse", "HEAD^{tree}").strip()
+
+
+@pytest.mark.parametrize("runs_between", [3, 300])
+def test_a_pass_carried_for_unchanged_inputs_is_refused_past_a_newer_failure(
+    repo: GitRepo, carried_by_inputs: tuple[str, str], runs_between: int
+) -> None:
+    """A run of HEAD's tree in which `a` failed, then runs of other trees (past a few hundred,
+    git's search finds the failure and places the source of another tree after it), then a
+    run of HEAD's tree carrying `a` from the older pass for its unchanged inputs: refused."""
+    passed, tree = carried_by_inputs
+    doc = json.loads(repo.git("show", f"{passed}:run.json"))
+    failing = json.loads(json.dumps(doc))
+    failing["steps"]["a"]["status"] = "failed"
+    _append(repo, failing, tree=tree)
+    _pad(repo, runs_between)
+    doc["steps"]["a"].update(status="carried", carried_from=passed, attempt=None, checks=[])
+    _append(repo, doc, tree=tree)
+    assert _judged(repo) == ("FAIL", ["evidence.carried-invalid"])
+
+
+@pytest.mark.parametrize("runs_between", [3, 300])
+def test_a_pass_carried_for_unchanged_inputs_from_deep_in_the_ledger_counts(
+    repo: GitRepo, carried_by_inputs: tuple[str, str], runs_between: int
+) -> None:
+    """Control: the source of a pass carried for unchanged inputs (a run of another tree) lies
+    past a few hundred runs of other trees: git's search does not list it, and it is placed
+    where the chain has it, so the carry counts (it is not reported unknown)."""
+    passed, tree = carried_by_inputs
+    _pad(repo, runs_between)
+    doc = json.loads(repo.git("show", f"{passed}:run.json"))
+    doc["steps"]["a"].update(status="carried", carried_from=passed, attempt=None, checks=[])
+    _append(repo, doc, tree=tree)
+    assert _judged(repo) == ("PASS", [])

@@ -132,6 +132,20 @@ def test_unchanged_inputs_are_carried_and_the_gate_accepts_them(
     assert fresh.code == 0 and all(s["status"] == "passed" for s in run_doc(repo)["steps"].values())
 
 
+def test_a_live_step_is_not_carried_for_unchanged_inputs(repo: GitRepo, sealed: Sealer) -> None:
+    """A `workspace: live` step observes the live work tree, which its input digest does not
+    cover: it runs again when its inputs are unchanged; a checkout step beside it is carried."""
+    repo.write("pkg/src.txt", "x\n")
+    live = run_step("live", "true", inputs=["pkg/**"], workspace="live")
+    sealed(make_plan(live, run_step("kept", "true", inputs=["pkg/**"])))
+    assert audit(repo.path, "run").code == 0
+    repo.write("notes.txt", "outside the inputs\n")
+    repo.commit("notes")
+    assert audit(repo.path, "run").code == 0
+    steps = run_doc(repo)["steps"]
+    assert (steps["live"]["status"], steps["kept"]["status"]) == ("passed", "carried")
+
+
 def test_a_forged_carry_claim_is_not_accepted(repo: GitRepo, sealed: Sealer) -> None:
     """Evidence carried for inputs that differ from this tree's does not count."""
     for i in range(2):
@@ -154,7 +168,11 @@ def test_versioned_proofs_keep_unchanged_steps_across_a_reseal(
     sealed(inputs_plan(2))
     assert audit(repo.path, "run").code == 0
     plan = inputs_plan(2)
-    plan["steps"][1]["verify"].append({"type": "run", "argv": ["true", "stronger"]})
+    # a program check goes after the sealed ones (an output listed last): one that ran before
+    # them could write what they read (gitaudit/plan/compare.py)
+    plan["steps"][1]["outputs"].append(
+        {"name": "stronger", "verify": [{"type": "run", "argv": ["true", "stronger"]}]}
+    )
     repo.write_plan(plan)
     repo.commit("strengthen s1")
     assert audit(repo.path, "plan", "seal").code == 0
