@@ -25,6 +25,7 @@ workspace, but two distinct-looking paths may name the same files.
 from __future__ import annotations
 
 import os
+import posixpath
 from pathlib import Path
 
 from gitaudit.errors import CheckError
@@ -72,3 +73,25 @@ def confine(workspace: Path, rel: str, *, what: str = "path", must_exist: bool =
             hint="create it, or fix the path in the plan",
         )
     return target
+
+
+def link_within(workspace: Path, rel: str) -> tuple[str, str] | None:
+    """The first symlink on the way to ``rel`` (``rel`` itself included) when it leads to
+    another place inside ``workspace``: (the link, where it leads), both relative; else None.
+
+    The seal protects a check's own files by their paths in the tree (:mod:`gitaudit.plan.protect`):
+    through ``tools -> scripts`` the file a check runs as ``tools/check.py`` is
+    ``scripts/check.py``, which nothing protects. A link leading out of the workspace is not
+    looked at here (it is no file of the tree; :func:`confine` judges the paths that must stay in).
+    """
+    real_root = os.path.realpath(workspace)
+    here = real_root
+    parts = [p for p in posixpath.normpath(rel).split("/") if p not in ("", ".")]
+    for i, part in enumerate(parts):
+        here = os.path.join(here, part)
+        if os.path.islink(here):
+            target = os.path.realpath(here)
+            if not is_within(Path(real_root), Path(target)):
+                return None
+            return "/".join(parts[: i + 1]), os.path.relpath(target, real_root)
+    return None

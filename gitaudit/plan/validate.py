@@ -323,9 +323,7 @@ def _artifacts(step: Step, out: _Collector) -> None:
     for output in step.outputs:
         where += [(f"{output.json_path}.artifacts[{i}]", p) for i, p in enumerate(output.artifacts)]
     for path_at, path in where:
-        message = check_relative_spec(path)
-        if not message and (path.strip("/") in ("", ".", ".git") or path.startswith(".git/")):
-            message = "it is the repository itself or its git directory"
+        message = check_relative_spec(path) or _artifact_name_problem(path)
         if message:
             out.add(
                 path_at,
@@ -333,6 +331,22 @@ def _artifacts(step: Step, out: _Collector) -> None:
                 f"artifact {path!r}: {message}",
                 "name a file relative to the repository root, without '..'",
             )
+
+
+def _artifact_name_problem(path: str) -> str | None:
+    """Why the run's tree cannot store the artifact *path* under ``steps/<id>/artifacts/`` as
+    written, or None. A git tree holds no empty or ``.`` name, and git refuses ``.git`` in the
+    spellings Windows reads as it (``.GIT.``, ``git~1``, ``.git::$INDEX_ALLOCATION``): a run
+    that executed every check would then fail to record anything, so such a path is refused
+    before anything runs."""
+    parts = path.strip("/").split("/")
+    if parts in ([""], ["."]) or parts[0] == ".git":
+        return "it is the repository itself or its git directory"
+    if any(p in ("", ".") for p in parts):
+        return "it has an empty or '.' component (write it plainly, e.g. 'reports/junit.xml')"
+    if any(p.lower().split(":", 1)[0].rstrip(". ") in (".git", "git~1") for p in parts):
+        return "it names a git directory (in one of its spellings)"
+    return None
 
 
 def _one_check(check: Check, out: _Collector) -> None:

@@ -1169,7 +1169,8 @@ def _refuse_editable(rel: str, live: Path, workdir: Path, declared: Sequence[str
     says what is looked at)."""
     tree = _WorkTree(workdir, declared)
     real = os.path.realpath(live)
-    if live.is_symlink() and _under(real, tree.real):
+    linked = real != os.path.normpath(os.path.join(tree.real, rel))  # it, or a folder above it
+    if linked and _under(real, tree.real):
         found: tuple[str, str] | None = (str(live), real)  # the live tree under another name
     else:
         found = _EditableScan(live, tree).run()

@@ -1702,3 +1702,24 @@ def test_attack_hermetic_agent_plants_files_in_the_kept_checkout(
     assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]
     assert recorded.verdict == "FAIL"
     assert world.gate(None).verdict != "PASS"
+
+
+@pytest.mark.parametrize(
+    ("link", "leads_to", "declared"),
+    [("lnk", ".", "lnk/src"), ("deep/lnk", ".", "deep/lnk/src"), ("vendor", "src", "vendor/pkg")],
+)
+def test_attack_hermetic_declared_path_through_a_linked_folder(
+    world: World, link: str, leads_to: str, declared: str
+) -> None:
+    """The declared ignored path is no link itself, but a folder above it (ignored by git) is a
+    link into the work tree: the path is the tracked ``src`` under another name, and the checks
+    would import the live sources through it. Refused like a declared path that is the link."""
+    world.repo.write(".gitignore", "/lnk\n/deep/\n/vendor\n")
+    world.repo.write("src/pkg/__init__.py", "OK = False\n")
+    world.repo.write("src/__init__.py", "")
+    world.seal(plan(step("unit")) | {"ignored_paths": [declared]})
+    (world.path / link).parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(world.path / leads_to, world.path / link)
+    with pytest.raises(RunError, match="pointing into the work tree") as err:
+        world.run()
+    assert f"({declared} -> {world.path / 'src'}" in err.value.message

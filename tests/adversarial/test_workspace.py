@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -9,12 +10,15 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gitaudit.checks import execute
 from gitaudit.errors import PlanError, RepositoryError
 from gitaudit.git import conversions
 from gitaudit.git.fingerprint import EMPTY_TREE, private_folder
@@ -949,3 +953,165 @@ def test_attack_workspace_a_relative_config_place_from_a_subfolder(
     status = world.cli("status", process=True)
     assert status.code != 0 and "PASS" not in status.out, status
     assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
+
+
+def _feed_when_opened(
+    fifo: Callable[[], Path | None], text: bytes, done: threading.Event
+) -> threading.Thread:
+    """A thread writing *text* into the FIFO *fifo()* names once a reader has it open; a writer
+    that never blocks, and gives up when *done* is set."""
+
+    def feed() -> None:
+        while not done.wait(0.01):
+            path = fifo()
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK) if path else None
+            except OSError:  # no reader yet (ENXIO), or not made yet
+                fd = None
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.write(fd, text)
+                os.close(fd)
+                return
+
+    thread = threading.Thread(target=feed, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("where", ["made by an earlier check", "in the live work tree"])
+def test_attack_workspace_regex_over_a_fifo(world: World, tmp_path: Path, where: str) -> None:
+    """A `regex` check over a FIFO: gitaudit opened it, which blocks until a writer comes (the
+    run hung for good), and then judged what the writer fed it (PASS, before the fix). Only a
+    regular file is searched."""
+    world.repo.write(".gitignore", "pipe\n")
+    regex = {"type": "regex", "path": "pipe", "pattern": "^ok$"}
+    if where == "in the live work tree":
+        os.mkfifo(world.path / "pipe")
+        world.seal(plan(step("unit", regex, check("true"), workspace="live")))
+        fifo: Callable[[], Path | None] = lambda: world.path / "pipe"  # noqa: E731
+    else:
+        mark = tmp_path / "where"
+        make = check("sh", "-c", 'mkfifo pipe && pwd > "$0"', str(mark))
+        world.seal(plan(step("unit", make, regex)))
+
+        def fifo() -> Path | None:
+            text = mark.read_text().strip() if mark.exists() else ""
+            return Path(text) / "pipe" if text else None
+
+    done = threading.Event()
+    feeder = _feed_when_opened(fifo, b"ok\n", done)
+    try:
+        recorded = world.run()
+    finally:
+        done.set()
+        feeder.join()
+    (judged,) = [c for c in recorded.doc["steps"]["unit"]["checks"] if c["type"] == "regex"]
+    assert judged["outcome"] == "failed", judged
+    assert judged["message"] == "pipe is not a regular file"
+    assert world.gate(None).verdict != "PASS"
+
+
+@pytest.mark.parametrize("where", ["regex check", "output regex"])
+def test_attack_workspace_catastrophic_pattern(
+    world: World, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A sealed pattern that backtracks exponentially (``^(a+)+$``) over 30 bytes the agent
+    wrote: the search held the run for minutes, 2**n steps with no bound (here ~40 s before the
+    fix; 40 bytes: days). The search is bounded (by the check's timeout, or for a regex check
+    :data:`REGEX_SEARCH_SECONDS`) and one that does not finish is an unknown outcome."""
+    monkeypatch.setattr(execute, "REGEX_SEARCH_SECONDS", 1.0)
+    world.repo.write("data.txt", "a" * 30 + "!\n")
+    if where == "regex check":
+        slow = {"type": "regex", "path": "data.txt", "pattern": "^(a+)+$"}
+        world.seal(plan(step("unit", slow, check("true"))))
+    else:
+        world.seal(plan(step("unit", check("cat", "data.txt", output_regex="^(a+)+$", timeout=1))))
+    started = time.monotonic()
+    recorded = world.run()
+    assert time.monotonic() - started < 20
+    outcomes = [c["outcome"] for c in recorded.doc["steps"]["unit"]["checks"]]
+    assert "unknown" in outcomes, recorded.doc["steps"]["unit"]
+    assert recorded.verdict != "PASS"
+    assert world.gate(None).verdict != "PASS"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "./junit.xml",
+        "reports//junit.xml",
+        "reports/./junit.xml",
+        "reports/.GIT/junit.xml",
+        ".git./junit.xml",
+        "GIT~1/junit.xml",
+        "reports/.git /junit.xml",
+        ".git::$INDEX_ALLOCATION/junit.xml",
+    ],
+)
+def test_attack_workspace_artifact_path_the_run_cannot_store(world: World, path: str) -> None:
+    """An artifact path that stays in the workspace but that a git tree cannot hold as written
+    (an empty or '.' name, `.git` as Windows spells it): it was sealed, every check ran, and then
+    the run recorded nothing ("refusing to store the unsafe path", or libgit2's "invalid name
+    for a tree entry"), before the fix. Now the plan is refused before anything runs."""
+    _escape_in_plan(world, plan(step("unit", artifacts=[path])), "artifact")
+
+
+LINKED_OWN_FILES: dict[str, tuple[dict[str, Any], str, str, str]] = {
+    # variant: (check, the link, what it leads to, the file the agent rewrites)
+    "script in a linked folder": (
+        check("python3", "tools/check.py"),
+        "tools",
+        "scripts",
+        "scripts/check.py",
+    ),
+    "script that is a link": (
+        check("python3", "tools/check.py"),
+        "tools/check.py",
+        "impl.py",
+        "tools/impl.py",
+    ),
+    "exec path that is a link": (
+        {"type": "exec", "path": "bin/check"},
+        "bin/check",
+        "../scripts/check.py",
+        "scripts/check.py",
+    ),
+    "cwd that is a link": (
+        check("python3", "check.py", cwd="here"),
+        "here",
+        "scripts",
+        "scripts/check.py",
+    ),
+    "pytest test folder that is a link": (
+        {"type": "pytest", "argv": ["-q", "-p", "no:cacheprovider", "tests"]},
+        "tests",
+        "checks",
+        "checks/test_it.py",
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(LINKED_OWN_FILES))
+def test_attack_workspace_check_file_through_a_link_in_the_tree(world: World, variant: str) -> None:
+    """The seal protects the files a check runs by their paths in the tree; a link in the tree
+    (committed before the seal) makes the file the check reaches another one, which nothing
+    protects. The agent rewrites it to pass: PASS with the check's own file rewritten, before
+    the fix. A check whose own file is reached through a link inside the workspace fails."""
+    the_check, link, leads_to, rewritten = LINKED_OWN_FILES[variant]
+    failing = "#!/usr/bin/env python3\nimport sys\nsys.exit(1)\n"
+    world.repo.write(rewritten, failing)
+    os.chmod(world.path / rewritten, 0o755)
+    if rewritten.endswith("test_it.py"):
+        world.repo.write(rewritten, "def test_it():\n    assert False\n")
+    (world.path / link).parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(leads_to, world.path / link)
+    world.seal(plan(step("unit", the_check)))
+    world.repo.write(rewritten, failing.replace("exit(1)", "exit(0)").replace("False", "True"))
+    if rewritten.endswith("test_it.py"):
+        world.repo.write(rewritten, "def test_it():\n    assert True\n")
+    world.repo.commit("the check's file, rewritten")
+    recorded = world.run()
+    assert recorded.verdict == "FAIL", recorded.doc["steps"]["unit"]
+    judged = assert_plan(world.gate(), "step.failed", "FAIL")
+    assert f"is reached through the link {link!r}" in judged.reasons[0].message

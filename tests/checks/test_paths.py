@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitaudit.checks.paths import confine, is_within
+from gitaudit.checks.paths import confine, is_within, link_within
 from gitaudit.errors import CheckError
 from gitaudit.plan.paths import HINT, check_relative_spec
 
@@ -201,3 +201,21 @@ def test_confine_never_returns_a_path_outside(rel: str, must_exist: bool) -> Non
     assert os.path.realpath(got) == str(got)  # nothing left to resolve
     if must_exist:
         assert got.exists()
+
+
+@pytest.mark.parametrize(
+    ("rel", "expected"),
+    [
+        ("in/mod.py", ("in", "src/pkg")),  # through a link to elsewhere inside
+        ("in", ("in", "src/pkg")),  # the link itself
+        ("src/pkg/mod.py", None),  # no link on the way
+        ("./src/pkg/mod.py", None),
+        ("out/secret", None),  # leads out: confine's concern, not a file of the tree
+        ("etc/passwd", None),
+        ("missing/file", None),
+    ],
+)
+def test_link_within_names_the_link_to_elsewhere_inside(
+    ws: Path, rel: str, expected: tuple[str, str] | None
+) -> None:
+    assert link_within(ws, rel) == expected

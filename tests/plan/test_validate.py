@@ -302,6 +302,34 @@ def test_paths_escaping_the_workspace(field: str, value: str) -> None:
     assert repr(value) in problem.message
 
 
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("./junit.xml", "an empty or '.' component"),
+        ("reports//junit.xml", "an empty or '.' component"),
+        ("reports/./junit.xml", "an empty or '.' component"),
+        (".git/junit.xml", "the repository itself or its git directory"),
+        ("reports/.Git/junit.xml", "names a git directory"),
+        (".git. /junit.xml", "names a git directory"),
+        ("git~1/junit.xml", "names a git directory"),
+        (".git:stream/junit.xml", "names a git directory"),
+    ],
+)
+def test_an_artifact_path_a_git_tree_cannot_hold(path: str, why: str) -> None:
+    """The run stores artifacts in its tree: a name git refuses there is refused up front."""
+    plan = two_step_plan()
+    plan["steps"][0]["artifacts"] = [path]
+    problem = only(check(plan), "path.escapes-workspace")
+    assert problem.message.startswith(f"artifact {path!r}: ") and why in problem.message
+
+
+@pytest.mark.parametrize("path", ["junit.xml", "reports/junit.xml", "reports/", ".gitmodules"])
+def test_a_plain_artifact_path_is_valid(path: str) -> None:
+    plan = two_step_plan()
+    plan["steps"][0]["artifacts"] = [path]
+    assert "path.escapes-workspace" not in codes(check(plan))
+
+
 def test_exec_path_escaping() -> None:
     plan = two_step_plan()
     plan["steps"][0]["verify"].append({"type": "exec", "path": "../checker.sh"})

@@ -319,6 +319,24 @@ def test_an_ignored_path_must_exist_and_not_be_in_the_tree(repo: GitRepo) -> Non
         pass
 
 
+@pytest.mark.parametrize(("link", "declared"), [(".cache", ".cache/src"), ("a/b", "a/b/src")])
+def test_a_declared_path_below_a_link_into_the_work_tree_is_refused(
+    repo: GitRepo, link: str, declared: str
+) -> None:
+    """Not a link itself, but below one to the work tree: it is the tracked ``src``."""
+    repo.write(".gitignore", "/.cache\n/a/\n")
+    repo.write("src/mod.py", "x = 1\n")
+    repo.commit("ignore")
+    (repo.path / link).parent.mkdir(parents=True, exist_ok=True)
+    (repo.path / link).symlink_to(repo.path)
+    with (
+        pytest.raises(RunError, match=r"pointing into the work tree") as err,
+        placed(repo, ignored=(declared,)),
+    ):
+        pass
+    assert f"({declared} -> {repo.path}/src)" in err.value.message
+
+
 def test_an_editable_install_in_a_declared_path_is_refused(repo: GitRepo) -> None:
     """A .pth file of a declared virtualenv pointing back into the work tree would make checks
     import the live sources: refused, naming the file and where it points."""
