@@ -352,21 +352,21 @@ def test_a_moved_remote_tracking_ledger_invalidates(repo: GitRepo, sealed: Seale
     assert pre_push(repo)[:2] == (0, "memo")
 
 
-def test_a_changed_ignorecase_invalidates(repo: GitRepo, sealed: Sealer) -> None:
-    """core.ignorecase decides how claimed paths are matched, so it is part of the state."""
+@pytest.mark.parametrize(
+    "key",
+    [
+        "core.ignorecase",  # how claimed paths are matched
+        "extensions.noop",  # the repository's format and extensions: whether libgit2 opens it
+    ],
+)
+def test_a_changed_setting_the_gate_reads_invalidates(
+    repo: GitRepo, sealed: Sealer, key: str
+) -> None:
+    """Settings that decide the gate's verdict are part of the state."""
     sealed(make_plan(run_step("a", "true")))
     assert audit(repo.path, "run").code == 0
     assert pre_push(repo)[:2] == (0, "memo")
-    repo.git("config", "core.ignorecase", "true")
-    assert pre_push(repo)[:2] == (0, "full")
-
-
-def test_a_changed_repository_extension_invalidates(repo: GitRepo, sealed: Sealer) -> None:
-    """The repository's format and extensions decide whether the gate (libgit2) opens it."""
-    sealed(make_plan(run_step("a", "true")))
-    assert audit(repo.path, "run").code == 0
-    assert pre_push(repo)[:2] == (0, "memo")
-    repo.git("config", "extensions.noop", "true")
+    repo.git("config", key, "true")
     assert pre_push(repo)[:2] == (0, "full")
 
 
