@@ -102,6 +102,11 @@ class Judging:
     newest: dict[str, dict[str, tuple[StepStatus, str]] | None] = field(
         default_factory=dict, compare=False, repr=False
     )
+    # carrying run -> the newest execution below it, on any tree, of each step it carries for
+    # unchanged inputs with those inputs (None: unreadable), read in one walk for all of them
+    newest_inputs: dict[str, dict[str, tuple[StepStatus, str]] | None] = field(
+        default_factory=dict, compare=False, repr=False
+    )
     # run -> its trusted signer (None: no runner's signature verifies), asked by the ruled pass
     signers: dict[str, TrustedKey | None] = field(default_factory=dict, compare=False, repr=False)
     # the copies of the plan's ledger read (what failed attempts and unknown outcomes are
@@ -965,5 +970,45 @@ def _trace_carried(
         and claimed == carrying.input_digest
         and claimed == j.digests().get(step)
     ):
-        return None if _overruled(j, record, step, ledger) else origin
+        if _overruled(j, record, step, ledger) or _overruled_inputs(j, record, step, ledger):
+            return None
+        return origin
     return None
+
+
+def _overruled_inputs(j: Judging, record: RunRecord, step: str, ledger: str) -> bool:
+    """Whether the newest execution of *step* with the input digest its carried pass claims, on
+    any tree, below *record* and down to that pass's run, signed by a trusted runner, did not
+    pass: a step carried because its inputs are unchanged is proven by the newest execution
+    with those inputs (``git audit run`` carries only that one), and a failure with them on
+    another tree shows the step reads more than it declares."""
+    if record.commit not in j.newest_inputs:
+        j.newest_inputs[record.commit] = _newest_with_inputs(j, record, ledger)
+    newest = j.newest_inputs[record.commit]
+    if newest is None:
+        return True
+    return step in newest and newest[step][0] != StepStatus.PASSED
+
+
+def _newest_with_inputs(
+    j: Judging, record: RunRecord, ledger: str
+) -> dict[str, tuple[StepStatus, str]] | None:
+    """:func:`lookup.newest_with_inputs` below *record* for each step it carries from a run of
+    another tree or contract (None when the chain cannot be read: nothing is carried)."""
+    sought: dict[str, tuple[str, str]] = {}
+    for sid, entry in record.steps.items():
+        if entry.status != StepStatus.CARRIED or not entry.input_digest:
+            continue
+        origin = _origin(j, record, entry.carried_from or "", ledger)
+        if origin is not None and (origin.tree, origin.contract) != (record.tree, record.contract):
+            sought[sid] = (entry.input_digest, origin.commit)
+    try:
+        parents = commit_of(j.repo.git, pygit2.Oid(hex=record.commit), "run").parent_ids
+        return lookup.newest_with_inputs(
+            j.repo.git,
+            parents[0] if parents else None,
+            sought,
+            j.state.trust.with_role("runner"),
+        )
+    except (GitAuditError, ValueError, KeyError, pygit2.GitError):
+        return None

@@ -181,6 +181,57 @@ def newest_executions(
     return found
 
 
+def newest_with_inputs(
+    repo: pygit2.Repository,
+    start: pygit2.Oid | None,
+    sought: Mapping[str, tuple[str, str]],
+    runners: Sequence[PublicKey],
+) -> dict[str, tuple[StepStatus, str]]:
+    """For each step of *sought* (step -> (input digest, the run whose pass it carries)), its
+    newest execution with that input digest, on any tree, among the runs a runner signed on the
+    first-parent chain from *start* (inclusive) down to its source (exclusive); a step with
+    none is absent. :func:`newest_executions` looks at the runs for one tree: a step carried
+    because its inputs are unchanged is proven by the newest execution with those inputs, which
+    may be on another tree (the step reads more than it declares, and failed there).
+
+    One walk for every step; a run whose folders of the steps still sought (``steps/<id>``) are
+    the very objects of the run read last is not read (a line of runs that carry the steps
+    shares them), so the walk costs a look at one tree per run. A pass in a run that does not
+    count as a whole is reported as :attr:`StepStatus.FAILED`; a step whose source the walk
+    never reached is reported as :attr:`StepStatus.UNKNOWN` at its source (fail closed)."""
+    left = dict(sought)
+    found: dict[str, tuple[StepStatus, str]] = {}
+    seen: dict[str, pygit2.Oid | None] = {}
+    for commit in chain.walk(repo, start, what="runs"):
+        if not left:
+            break
+        run = str(commit.id)
+        for sid in [sid for sid, (_, source) in left.items() if source == run]:
+            del left[sid]  # at its source: nothing newer with these inputs
+        folders = _step_folders(commit) or {}
+        if all(folders.get(sid) is not None and seen.get(sid) == folders[sid] for sid in left):
+            continue  # the same entries as the run read last for every step sought
+        seen.update({sid: folders.get(sid) for sid in left})
+        record = read_run(repo, commit.id)
+        executed = {
+            sid: entry.status if record.sound else _unsound(entry.status)
+            for sid, entry in record.steps.items()
+            if sid in left and entry.status in EXECUTED and entry.input_digest == left[sid][0]
+        }
+        if not executed:
+            continue
+        if _signed(repo, commit.id, runners):
+            for sid, status in executed.items():
+                found[sid] = (status, run)
+                del left[sid]
+        else:  # counts for nothing: a signed run below with the same folders is read
+            for sid in executed:
+                seen.pop(sid, None)
+    for sid, (_, source) in left.items():  # the walk ended above its source
+        found[sid] = (StepStatus.UNKNOWN, source)
+    return found
+
+
 def _unsound(status: StepStatus) -> StepStatus:
     return StepStatus.FAILED if status == StepStatus.PASSED else status
 

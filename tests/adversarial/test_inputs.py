@@ -609,6 +609,56 @@ def test_attack_inputs_carried_over_a_newer_failure_on_the_tree(world: World, fa
     assert judged.reasons[0].step == "unit"
 
 
+# what the tree the carrying run is for holds, after the failure on the tree before it
+THIRD_TREE: dict[str, str] = {
+    "a file outside the inputs added": "notes.txt",
+    "checks.txt changed again": "checks.txt",
+}
+
+
+@pytest.mark.parametrize("third", sorted(THIRD_TREE))
+@pytest.mark.parametrize("failure", sorted(NEWER_FAILURE))
+def test_attack_inputs_carried_over_a_newer_failure_on_another_tree(
+    world: World, failure: str, third: str
+) -> None:
+    """As above, but the carrying run is for a third tree, made after the failure: the pass on
+    the first tree, the failure with the same input digest on the second, a carry from the
+    first on the third. The gate looked for newer executions on the judged tree only, so the
+    failure on the second tree did not count, and said PASS (before the fix). The newest
+    trusted execution of the step with the claimed input digest, on any tree between the
+    source and the carrying run, decides."""
+    world.repo.write("src/impl.txt", "code\n")
+    world.repo.write("checks.txt", "ok\n")
+    unit: dict[str, Any] = step("unit", check("grep", "-q", "ok", "checks.txt"), inputs=["src/**"])
+    world.seal(plan(unit, step("lint")))
+    passed = world.run()
+    assert passed.verdict == "PASS"
+    world.repo.write("checks.txt", "fails\n")
+    world.repo.commit("break what unit reads, not its inputs")
+    failed = world.run(**NEWER_FAILURE[failure])
+    assert failed.doc["steps"]["unit"]["status"] == "failed"
+    digest = passed.doc["steps"]["unit"]["input_digest"]
+    assert failed.doc["steps"]["unit"]["input_digest"] == digest
+    changed = THIRD_TREE[third]
+    world.repo.write(changed, "fails again\n")
+    world.repo.commit("a third tree")
+    tree = world.repo.head_tree()
+
+    def carry(doc: dict[str, Any]) -> None:
+        doc["tree"] = doc["purity"]["before"] = doc["purity"]["after"] = tree
+        doc["verdict"], doc["reasons"] = "PASS", []
+        for entry in doc["steps"].values():
+            entry["status"], entry["reason"] = "passed", ""
+        doc["steps"]["unit"].update(
+            status="carried", carried_from=passed.commit, attempt=None, checks=[]
+        )
+
+    # prepared on the third tree before the failure was recorded, re-parented onto it
+    world.forge_run(failed.commit, edit=carry, signer=world.ci)
+    judged = assert_plan(world.gate(), "evidence.carried-invalid", "FAIL")
+    assert judged.reasons[0].step == "unit"
+
+
 def _forge_object(world: World, oid: str, body: bytes) -> None:
     """A loose object under *oid* holding the tree *body* (git keeps an object that exists)."""
     stored = world.path / ".git" / "objects" / oid[:2] / oid[2:]

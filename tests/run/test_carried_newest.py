@@ -213,3 +213,75 @@ def test_a_pass_carried_for_unchanged_inputs_from_deep_in_the_ledger_counts(
     doc["steps"]["a"].update(status="carried", carried_from=passed, attempt=None, checks=[])
     _append(repo, doc, tree=tree)
     assert _judged(repo) == ("PASS", [])
+
+
+@pytest.mark.parametrize("runs_between", [3, 300])
+def test_a_pass_carried_for_unchanged_inputs_is_refused_past_a_failure_on_another_tree(
+    repo: GitRepo, carried_by_inputs: tuple[str, str], runs_between: int
+) -> None:
+    """A run of a third tree in which `a`, with the same input digest, failed; then runs of
+    other trees; then a run of HEAD's tree carrying `a` from the older pass: the newest
+    execution with those inputs failed, so the carry is refused (it was taken before: the gate
+    looked for newer executions on HEAD's tree only)."""
+    passed, tree = carried_by_inputs
+    doc = json.loads(repo.git("show", f"{passed}:run.json"))
+    failing = json.loads(json.dumps(doc))
+    failing["steps"]["a"]["status"] = "failed"
+    _append(repo, failing, tree="f" * 40)
+    _pad(repo, runs_between)
+    doc["steps"]["a"].update(status="carried", carried_from=passed, attempt=None, checks=[])
+    _append(repo, doc, tree=tree)
+    assert _judged(repo) == ("FAIL", ["evidence.carried-invalid"])
+
+
+@pytest.mark.parametrize("between", ["a pass with other inputs", "a failure with other inputs"])
+def test_a_pass_carried_for_unchanged_inputs_past_other_executions_counts(
+    repo: GitRepo, carried_by_inputs: tuple[str, str], between: str
+) -> None:
+    """Control: executions of `a` with other input digests between the source and the carrying
+    run decide nothing for these inputs; a failure with the same digest below a newer pass with
+    it is settled by that pass."""
+    passed, tree = carried_by_inputs
+    doc = json.loads(repo.git("show", f"{passed}:run.json"))
+    other = json.loads(json.dumps(doc))
+    other["steps"]["a"]["input_digest"] = "sha256:" + "0" * 64
+    if between == "a failure with other inputs":
+        other["steps"]["a"]["status"] = "failed"
+    _append(repo, other, tree="e" * 40)
+    failing = json.loads(json.dumps(doc))
+    failing["steps"]["a"]["status"] = "failed"
+    _append(repo, failing, tree="f" * 40)
+    _append(repo, doc, tree="d" * 40)  # a newer pass with the same inputs
+    doc["steps"]["a"].update(status="carried", carried_from=passed, attempt=None, checks=[])
+    _append(repo, doc, tree=tree)
+    assert _judged(repo) == ("PASS", [])
+
+
+def test_a_line_of_runs_carrying_for_unchanged_inputs_is_not_read_run_by_run(
+    repo: GitRepo, carried_by_inputs: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six commits outside `a`'s inputs, each run: every run carries `a` from the first pass.
+    The newest execution of `a` with its inputs is found by reading the newest carrying run
+    (whose folder for `a` the five below share) and not one run more: the source itself ends
+    the walk unread."""
+    passed, _tree = carried_by_inputs
+    for i in range(6):
+        repo.write("notes.txt", f"note {i}\n")
+        repo.commit(f"note {i}")
+        assert audit(repo.path, "run").code == 0
+    handle = open_repo(repo.path)
+    tip = repo.git("rev-parse", REF).strip()
+    doc = json.loads(repo.git("show", f"{tip}:run.json"))
+    assert doc["steps"]["a"]["carried_from"] == passed
+    read: list[str] = []
+
+    def counted(git: pygit2.Repository, oid: pygit2.Oid | str) -> RunRecord:
+        read.append(str(oid))
+        return read_run(git, oid)
+
+    monkeypatch.setattr(lookup, "read_run", counted)
+    sought = {"a": (doc["steps"]["a"]["input_digest"], passed)}
+    runners = read_state(handle).trust.with_role("runner")
+    assert lookup.newest_with_inputs(handle.git, pygit2.Oid(hex=tip), sought, runners) == {}
+    assert read == [tip], read
+    assert _judged(repo) == ("PASS", [])
