@@ -56,6 +56,7 @@ class Sandbox:
     tmp: Path
     pass_env: tuple[str, ...] = ()
     repository: tuple[Path, ...] = ()  # the work tree and git dir: never on a check's PATH
+    opened: tuple[str, ...] = ()  # the declared ignored paths: links out the run itself makes
     caller: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
     @cached_property

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from gitaudit.checks.environment import Sandbox, check_environment, planted, resolve
 from gitaudit.checks.fence import Fence
-from gitaudit.checks.paths import confine, link_within
+from gitaudit.checks.paths import confine, first_link
 from gitaudit.checks.process import ProcessResult, decode_output, run_bounded
 from gitaudit.checks.search import search
 from gitaudit.errors import CheckError
@@ -134,7 +134,6 @@ def _process(
     base: dict[str, Any],
 ) -> CheckResult:
     """A behavioural check: its environment, its executable, the bounded process."""
-    _refuse_own_files_through_links(check, workspace)
     environment = check_environment(sandbox, check.env)
     base["extra"] = {"env": environment.record()}
     if environment.missing:
@@ -149,7 +148,8 @@ def _process(
             raise CheckError(
                 f"{python!r} (the plan's python for pytest checks) is not on the checks' PATH"
             )
-    argv = _argv(check, workspace, interpreter or python)
+    argv = _argv(check, workspace, interpreter or python)  # an exec path is confined first
+    _refuse_own_files_through_links(check, workspace, sandbox)
     if not check.shell:
         program = python if interpreter else argv[0]
         executable = interpreter or resolve(argv[0], environment.variables, cwd)
@@ -174,21 +174,45 @@ def _process(
     return _judge(check, workspace, cwd, result, base)
 
 
-def _refuse_own_files_through_links(check: Check, workspace: Path) -> None:
+def _refuse_own_files_through_links(check: Check, workspace: Path, sandbox: Sandbox) -> None:
     """A file the seal protects as the check's own (its script, its configuration, its test
     paths) must be the file the check reaches: one reached through a link to elsewhere in the
-    workspace is unprotected, and the agent could rewrite it under a sealed plan."""
+    workspace is unprotected, and the agent could rewrite it under a sealed plan; one reached
+    through a link out of the workspace is no file of the tree at all. The links the run itself
+    makes to the declared ignored paths, and a live work tree (the plan opened it), are the
+    plan's own."""
+    live = bool(sandbox.repository) and os.path.realpath(workspace) == os.path.realpath(
+        sandbox.repository[0]
+    )
     own = patterns_of((), [check])
     plain = [g for g in own.globs if not any(c in g for c in "*?[")]
     for rel in (*own.candidates, *plain):
-        found = link_within(workspace, rel)
-        if found is not None:
-            link, target = found
+        found = first_link(workspace, rel)
+        if found is None:
+            continue
+        link, target, inside = found
+        if inside:
             raise CheckError(
                 f"the check's own file {rel!r} is reached through the link {link!r} (to "
                 f"{target!r}), which the seal does not protect",
                 hint=f"name {target!r} in the plan instead of the link, or replace the link",
             )
+        if not live and not _declared(link, sandbox.opened):
+            raise CheckError(
+                f"the check's own file {rel!r} is reached through the link {link!r}, which "
+                f"leads out of the workspace (to {target!r}): the tree does not hold what the "
+                "check runs",
+                hint="commit the file itself in place of the link",
+            )
+
+
+def _declared(link: str, opened: tuple[str, ...]) -> bool:
+    """Whether *link* is a declared ignored path, or inside one (*opened*)."""
+    for path in opened:
+        path = path.strip("/")
+        if link == path or link.startswith(path + "/"):
+            return True
+    return False
 
 
 _PYTEST_EXITS = {  # pytest's documented exit codes, beside the number in a failure's reason

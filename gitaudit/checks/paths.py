@@ -75,14 +75,15 @@ def confine(workspace: Path, rel: str, *, what: str = "path", must_exist: bool =
     return target
 
 
-def link_within(workspace: Path, rel: str) -> tuple[str, str] | None:
-    """The first symlink on the way to ``rel`` (``rel`` itself included) when it leads to
-    another place inside ``workspace``: (the link, where it leads), both relative; else None.
+def first_link(workspace: Path, rel: str) -> tuple[str, str, bool] | None:
+    """The first symlink on the way to ``rel`` (``rel`` itself included): (the link, where it
+    leads, whether that is inside ``workspace``), the link relative and where it leads relative
+    when inside, absolute when not; None when no link is on the way.
 
     The seal protects a check's own files by their paths in the tree (:mod:`gitaudit.plan.protect`):
     through ``tools -> scripts`` the file a check runs as ``tools/check.py`` is
-    ``scripts/check.py``, which nothing protects. A link leading out of the workspace is not
-    looked at here (it is no file of the tree; :func:`confine` judges the paths that must stay in).
+    ``scripts/check.py``, which nothing protects; through ``tools -> /home/me/x`` it is a file
+    the tree does not hold at all.
     """
     real_root = os.path.realpath(workspace)
     here = real_root
@@ -91,7 +92,8 @@ def link_within(workspace: Path, rel: str) -> tuple[str, str] | None:
         here = os.path.join(here, part)
         if os.path.islink(here):
             target = os.path.realpath(here)
+            link = "/".join(parts[: i + 1])
             if not is_within(Path(real_root), Path(target)):
-                return None
-            return "/".join(parts[: i + 1]), os.path.relpath(target, real_root)
+                return link, target, False
+            return link, os.path.relpath(target, real_root), True
     return None

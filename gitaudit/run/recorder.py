@@ -258,6 +258,7 @@ def run_plan(
             home=slot.home if plan.home == "private" else None,
             tmp=slot.tmp,
             repository=(workdir, repo.gitdir),
+            opened=plan.all_ignored_paths(),
         )
         with (
             orphans.adopting(process.running),  # what a check leaves running dies with the run

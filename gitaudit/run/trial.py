@@ -83,6 +83,7 @@ def trial(
             home=slot.home if plan.home == "private" else None,
             tmp=slot.tmp,
             repository=(workdir, repo.gitdir),
+            opened=plan.all_ignored_paths(),
         )
         with fence.for_run(slot.root, named=config_paths.for_fence(workdir)) as wall:
             outcome = execute(

@@ -1115,3 +1115,61 @@ def test_attack_workspace_check_file_through_a_link_in_the_tree(world: World, va
     assert recorded.verdict == "FAIL", recorded.doc["steps"]["unit"]
     judged = assert_plan(world.gate(), "step.failed", "FAIL")
     assert f"is reached through the link {link!r}" in judged.reasons[0].message
+
+
+# variant -> (check, the link in the tree, the file under the folder outside it the check runs,
+# how the link names that folder)
+LINKED_OUT: dict[str, tuple[dict[str, Any], str, str, str]] = {
+    "script in a folder linked by its absolute path": (
+        check("python3", "tools/check.py"),
+        "tools",
+        "check.py",
+        "absolute",
+    ),
+    "script that is a link by its absolute path": (
+        check("python3", "tools/check.py"),
+        "tools/check.py",
+        "check.py",
+        "absolute",
+    ),
+    "script in a folder linked by `..` past the root": (
+        check("python3", "tools/check.py"),
+        "tools",
+        "check.py",
+        "climbing",
+    ),
+    "pytest test folder linked out": (
+        {"type": "pytest", "argv": ["-q", "-p", "no:cacheprovider", "tests"]},
+        "tests",
+        "test_it.py",
+        "absolute",
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(LINKED_OUT))
+def test_attack_workspace_check_file_through_a_link_out_of_the_tree(
+    world: World, tmp_path: Path, variant: str
+) -> None:
+    """The check's own file is reached through a link the tree holds that leads out of it (an
+    absolute target, or enough `..` to pass the root from wherever the tree is checked out):
+    the tree pins the link's text, not what the check runs. The agent rewrites the file out
+    there, the tree unchanged: PASS for a tree whose own check fails (before the fix). A check
+    whose own file is reached through a link out of the workspace fails unread, naming it."""
+    the_check, link, name, how = LINKED_OUT[variant]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    pytest_file = "def test_it():\n    assert False\n"
+    failing = pytest_file if name == "test_it.py" else "import sys\nsys.exit(1)\n"
+    (outside / name).write_text(failing)
+    target = outside / name if link.endswith(".py") else outside
+    text = str(target) if how == "absolute" else "../" * 40 + str(target).lstrip("/")
+    (world.path / link).parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(text, world.path / link)
+    world.repo.commit("the check's file, linked")
+    world.seal(plan(step("unit", the_check)))
+    (outside / name).write_text(failing.replace("exit(1)", "exit(0)").replace("False", "True"))
+    recorded = world.run()
+    assert recorded.verdict == "FAIL", recorded.doc["steps"]["unit"]
+    judged = assert_plan(world.gate(), "step.failed", "FAIL")
+    assert f"is reached through the link {link!r}, which leads out" in judged.reasons[0].message

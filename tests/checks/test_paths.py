@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitaudit.checks.paths import confine, is_within, link_within
+from gitaudit.checks.paths import confine, first_link, is_within
 from gitaudit.errors import CheckError
 from gitaudit.plan.paths import HINT, check_relative_spec
 
@@ -206,16 +206,23 @@ def test_confine_never_returns_a_path_outside(rel: str, must_exist: bool) -> Non
 @pytest.mark.parametrize(
     ("rel", "expected"),
     [
-        ("in/mod.py", ("in", "src/pkg")),  # through a link to elsewhere inside
-        ("in", ("in", "src/pkg")),  # the link itself
+        ("in/mod.py", ("in", "src/pkg", True)),  # through a link to elsewhere inside
+        ("in", ("in", "src/pkg", True)),  # the link itself
         ("src/pkg/mod.py", None),  # no link on the way
         ("./src/pkg/mod.py", None),
-        ("out/secret", None),  # leads out: confine's concern, not a file of the tree
-        ("etc/passwd", None),
+        ("out/secret", ("out", "<outside>", False)),  # leads out: named, with where, absolute
+        ("etc/passwd", ("etc", os.path.realpath("/etc"), False)),
+        ("up/x", ("up", "<tmp>", False)),  # climbs out
         ("missing/file", None),
     ],
 )
-def test_link_within_names_the_link_to_elsewhere_inside(
-    ws: Path, rel: str, expected: tuple[str, str] | None
+def test_first_link_names_the_link_and_whether_it_stays_inside(
+    ws: Path, rel: str, expected: tuple[str, str, bool] | None
 ) -> None:
-    assert link_within(ws, rel) == expected
+    if expected is not None:
+        where = {
+            "<outside>": os.path.realpath(ws.parent / "outside"),
+            "<tmp>": os.path.realpath(ws.parent),
+        }
+        expected = (expected[0], where.get(expected[1], expected[1]), expected[2])
+    assert first_link(ws, rel) == expected

@@ -344,3 +344,28 @@ def test_a_checks_own_file_through_a_link_inside_is_refused(
         "'scripts'), which the seal does not protect"
     )
     assert run(("python3", "scripts/check.py"), workspace, sandbox).outcome == "passed"
+
+
+@pytest.mark.parametrize("opened", [(), ("tools",)])
+def test_a_checks_own_file_through_a_link_out_is_refused_unless_declared(
+    world: tuple[Path, Path, Path], tmp_path: Path, opened: tuple[str, ...]
+) -> None:
+    """Through ``tools -> /elsewhere`` the check would run a file the tree does not hold: it
+    fails unread, naming the link; unless the link is a declared ignored path (the run makes
+    those links itself, and the plan opened them)."""
+    workspace, _, private = world
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "check.py").write_text("")
+    (workspace / "tools").symlink_to(elsewhere)
+    sandbox = Sandbox(home=private, tmp=tmp_path / "tmp", opened=opened)
+    result = run(("python3", "tools/check.py"), workspace, sandbox)
+    if opened:
+        assert result.outcome == "passed", result.message
+        return
+    assert result.outcome == "failed"
+    assert result.message == (
+        "the check's own file 'tools/check.py' is reached through the link 'tools', which leads "
+        f"out of the workspace (to {os.path.realpath(elsewhere)!r}): the tree does not hold "
+        "what the check runs"
+    )
