@@ -899,10 +899,7 @@ def _overruled(j: Judging, record: RunRecord, step: str, ledger: str) -> bool:
     pass carried from another tree as much as for one carried from this tree."""
     if record.commit not in j.newest:
         j.newest[record.commit] = _newest_below(j, record, ledger)
-    newest = j.newest[record.commit]
-    if newest is None:
-        return True
-    return step in newest and newest[step][0] != StepStatus.PASSED
+    return _not_passed(j.newest[record.commit], step)
 
 
 def _newest_below(
@@ -984,10 +981,13 @@ def _overruled_inputs(j: Judging, record: RunRecord, step: str, ledger: str) -> 
     another tree shows the step reads more than it declares."""
     if record.commit not in j.newest_inputs:
         j.newest_inputs[record.commit] = _newest_with_inputs(j, record, ledger)
-    newest = j.newest_inputs[record.commit]
-    if newest is None:
-        return True
-    return step in newest and newest[step][0] != StepStatus.PASSED
+    return _not_passed(j.newest_inputs[record.commit], step)
+
+
+def _not_passed(newest: Mapping[str, tuple[StepStatus, str]] | None, step: str) -> bool:
+    """Whether *newest* (step -> its newest execution; None: the chain could not be read)
+    says *step*'s newest execution did not pass (a step it lacks was not executed since)."""
+    return newest is None or (step in newest and newest[step][0] != StepStatus.PASSED)
 
 
 def _newest_with_inputs(

@@ -17,6 +17,7 @@ import pytest
 
 from gitaudit.places import checkouts_dir
 from gitaudit.run.checkout import listing_digest
+from gitaudit.run.recorder import RecordedRun
 from tests.adversarial.conftest import World, assert_plan, check, edit_lookup_cache, plan, step
 from tests.gitrepo import GitRepo
 
@@ -573,15 +574,9 @@ NEWER_FAILURE: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.mark.parametrize("failure", sorted(NEWER_FAILURE))
-def test_attack_inputs_carried_over_a_newer_failure_on_the_tree(world: World, failure: str) -> None:
-    """unit declares src/** but also reads checks.txt. It passed; checks.txt broke (its inputs
-    did not) and a run executed unit on the new tree: it failed. A run prepared before that
-    failure was recorded (concurrently), re-parented onto it, carries unit from the older pass
-    because its inputs are unchanged (ci signs it): the gate checked a carry by inputs for the
-    same input digest only, not for a newer execution on the tree, and said PASS (before the
-    fix; a carry for the same tree was refused). The newest trusted execution of the step on
-    the judged tree, between the source and the carrying run, decides for both."""
+def _passed_then_failed(world: World, failure: str) -> tuple[RecordedRun, RecordedRun]:
+    """unit declares src/** but reads checks.txt: a PASS run, then checks.txt broken (unit's
+    inputs not) and unit executed again with the same input digest (*failure*): it failed."""
     world.repo.write("src/impl.txt", "code\n")
     world.repo.write("checks.txt", "ok\n")
     unit: dict[str, Any] = step("unit", check("grep", "-q", "ok", "checks.txt"), inputs=["src/**"])
@@ -592,19 +587,38 @@ def test_attack_inputs_carried_over_a_newer_failure_on_the_tree(world: World, fa
     world.repo.commit("break what unit reads, not its inputs")
     failed = world.run(**NEWER_FAILURE[failure])
     assert failed.doc["steps"]["unit"]["status"] == "failed"
-    assert (
-        failed.doc["steps"]["unit"]["input_digest"] == passed.doc["steps"]["unit"]["input_digest"]
-    )
+    digest = passed.doc["steps"]["unit"]["input_digest"]
+    assert failed.doc["steps"]["unit"]["input_digest"] == digest
+    return passed, failed
+
+
+def _carry_unit(world: World, failed: RecordedRun, source: str, tree: str | None = None) -> None:
+    """What a run prepared before *failed* was recorded appends onto it (ci signs it): unit
+    carried from *source* for its unchanged inputs, every other step passed; for *tree* (else
+    the failed run's)."""
 
     def carry(doc: dict[str, Any]) -> None:
+        if tree is not None:
+            doc["tree"] = doc["purity"]["before"] = doc["purity"]["after"] = tree
         doc["verdict"], doc["reasons"] = "PASS", []
         for entry in doc["steps"].values():
             entry["status"], entry["reason"] = "passed", ""
-        doc["steps"]["unit"].update(
-            status="carried", carried_from=passed.commit, attempt=None, checks=[]
-        )
+        doc["steps"]["unit"].update(status="carried", carried_from=source, attempt=None, checks=[])
 
     world.forge_run(failed.commit, edit=carry, signer=world.ci)
+
+
+@pytest.mark.parametrize("failure", sorted(NEWER_FAILURE))
+def test_attack_inputs_carried_over_a_newer_failure_on_the_tree(world: World, failure: str) -> None:
+    """unit declares src/** but also reads checks.txt. It passed; checks.txt broke (its inputs
+    did not) and a run executed unit on the new tree: it failed. A run prepared before that
+    failure was recorded (concurrently), re-parented onto it, carries unit from the older pass
+    because its inputs are unchanged (ci signs it): the gate checked a carry by inputs for the
+    same input digest only, not for a newer execution on the tree, and said PASS (before the
+    fix; a carry for the same tree was refused). The newest trusted execution of the step on
+    the judged tree, between the source and the carrying run, decides for both."""
+    passed, failed = _passed_then_failed(world, failure)
+    _carry_unit(world, failed, passed.commit)
     judged = assert_plan(world.gate(), "evidence.carried-invalid", "FAIL")
     assert judged.reasons[0].step == "unit"
 
@@ -627,34 +641,11 @@ def test_attack_inputs_carried_over_a_newer_failure_on_another_tree(
     failure on the second tree did not count, and said PASS (before the fix). The newest
     trusted execution of the step with the claimed input digest, on any tree between the
     source and the carrying run, decides."""
-    world.repo.write("src/impl.txt", "code\n")
-    world.repo.write("checks.txt", "ok\n")
-    unit: dict[str, Any] = step("unit", check("grep", "-q", "ok", "checks.txt"), inputs=["src/**"])
-    world.seal(plan(unit, step("lint")))
-    passed = world.run()
-    assert passed.verdict == "PASS"
-    world.repo.write("checks.txt", "fails\n")
-    world.repo.commit("break what unit reads, not its inputs")
-    failed = world.run(**NEWER_FAILURE[failure])
-    assert failed.doc["steps"]["unit"]["status"] == "failed"
-    digest = passed.doc["steps"]["unit"]["input_digest"]
-    assert failed.doc["steps"]["unit"]["input_digest"] == digest
-    changed = THIRD_TREE[third]
-    world.repo.write(changed, "fails again\n")
+    passed, failed = _passed_then_failed(world, failure)
+    world.repo.write(THIRD_TREE[third], "fails again\n")
     world.repo.commit("a third tree")
-    tree = world.repo.head_tree()
-
-    def carry(doc: dict[str, Any]) -> None:
-        doc["tree"] = doc["purity"]["before"] = doc["purity"]["after"] = tree
-        doc["verdict"], doc["reasons"] = "PASS", []
-        for entry in doc["steps"].values():
-            entry["status"], entry["reason"] = "passed", ""
-        doc["steps"]["unit"].update(
-            status="carried", carried_from=passed.commit, attempt=None, checks=[]
-        )
-
     # prepared on the third tree before the failure was recorded, re-parented onto it
-    world.forge_run(failed.commit, edit=carry, signer=world.ci)
+    _carry_unit(world, failed, passed.commit, world.repo.head_tree())
     judged = assert_plan(world.gate(), "evidence.carried-invalid", "FAIL")
     assert judged.reasons[0].step == "unit"
 

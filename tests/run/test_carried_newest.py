@@ -73,6 +73,18 @@ def _pad(repo: GitRepo, count: int) -> None:
         _append(repo, doc, tree=f"{i:040x}")
 
 
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The runs the lookup reads in whole from now on, in order."""
+    read: list[str] = []
+
+    def counted(git: pygit2.Repository, oid: pygit2.Oid | str) -> RunRecord:
+        read.append(str(oid))
+        return read_run(git, oid)
+
+    monkeypatch.setattr(lookup, "read_run", counted)
+    return read
+
+
 def _judged(repo: GitRepo) -> tuple[str, list[str]]:
     result = judge(open_repo(repo.path), "HEAD")
     return result.verdict, [r.code for p in result.plans for r in p.reasons]
@@ -132,13 +144,7 @@ def test_a_long_line_of_runs_carrying_a_step_is_not_read_run_by_run(
     handle = open_repo(repo.path)
     doc = json.loads(repo.git("show", f"{REF}:run.json"))
     assert doc["steps"]["b"]["carried_from"] == full
-    read: list[str] = []
-
-    def counted(git: pygit2.Repository, oid: pygit2.Oid | str) -> RunRecord:
-        read.append(str(oid))
-        return read_run(git, oid)
-
-    monkeypatch.setattr(lookup, "read_run", counted)
+    read = _count_reads(monkeypatch)
     newest = lookup.newest_executions(
         handle.git,
         handle.gitdir,
@@ -273,13 +279,7 @@ def test_a_line_of_runs_carrying_for_unchanged_inputs_is_not_read_run_by_run(
     tip = repo.git("rev-parse", REF).strip()
     doc = json.loads(repo.git("show", f"{tip}:run.json"))
     assert doc["steps"]["a"]["carried_from"] == passed
-    read: list[str] = []
-
-    def counted(git: pygit2.Repository, oid: pygit2.Oid | str) -> RunRecord:
-        read.append(str(oid))
-        return read_run(git, oid)
-
-    monkeypatch.setattr(lookup, "read_run", counted)
+    read = _count_reads(monkeypatch)
     sought = {"a": (doc["steps"]["a"]["input_digest"], passed)}
     runners = read_state(handle).trust.with_role("runner")
     assert lookup.newest_with_inputs(handle.git, pygit2.Oid(hex=tip), sought, runners) == {}
