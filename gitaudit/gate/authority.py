@@ -25,7 +25,11 @@ clocks cannot say: the agent's runner signs the time):
   (:func:`gitaudit.ledger.plansref.reconcile_first`), an unknown or interrupted outcome not
   settled (``evidence.unreconciled``).
 
-Each rule is applied to the run judged and to the run a carried step came from.
+Each rule is applied to the run judged and to the run a carried step came from. A pass
+settled by reconciliation (``git audit reconcile``) is judged by the same two rules: it is the
+outcome of the execution it settles, so that execution must have been allowed (a timed-out
+execution forced past ``max_attempts``, or made in another clone over an unknown outcome, then
+settled by its readback checks, was a pass of a step the contract closed).
 """
 
 from __future__ import annotations
@@ -68,14 +72,15 @@ class Copies:
     # about 4 ms per 1,000 runs)
     known: dict[tuple[str, str, str], bool] = field(default_factory=dict)
 
-    def holding(self, git: pygit2.Repository, record: RunRecord) -> list[str]:
-        """The keys of the copies whose chain holds *record* (at their tip or below it)."""
-        run = pygit2.Oid(hex=record.commit)
+    def holding(self, git: pygit2.Repository, commit: str) -> list[str]:
+        """The keys of the copies whose chain holds the run *commit* (at their tip or below
+        it)."""
+        run = pygit2.Oid(hex=commit)
         keys = []
         for key, tip in self.held:
             if tip is None:
                 continue
-            known = (key, str(tip), record.commit)
+            known = (key, str(tip), commit)
             held = self.known.get(known)
             if held is None:
                 held = self.known[known] = tip == run or git.descendant_of(tip, run)
@@ -123,13 +128,13 @@ def past_exhaustion(
     chain (counted on the signed chain, never in the lookup cache; the tallies of a copy
     holding it, counted up to its tip, only say when no walk is needed), or on a copy of the
     ledger that does not hold the run."""
-    if not _executed_pass(record, step):
+    if not _judged_pass(record, step):
         return None
     model = plan.step(step)
     if model is None:  # a step the plan does not have: nothing it allows or forbids
         return None
     parents = commit_of(git, pygit2.Oid(hex=record.commit), "run").parent_ids
-    holding = copies.holding(git, record)
+    holding = copies.holding(git, record.commit)
     others = [key for key, _tip in copies.held if key not in holding]
     if not parents and not others:  # the first run of the only chain: nothing failed before
         return None
@@ -193,6 +198,16 @@ def _exhausted(name: str, most: int, record: RunRecord, step: str, elsewhere: st
         f"again: `git audit plan reset-attempts {step} --plan {name} --reason ...` (or reseal "
         "the plan)"
     )
+    where = f"on {ledger_ref(elsewhere)}" if elsewhere else "below it on its ledger"
+    if _settled_pass(record, step):
+        return Reason(
+            "evidence.past-exhaustion",
+            f"step {step} was settled as passed in run {record.commit[:12]}, but its {most} "
+            f"failed attempts {where} had exhausted it: the execution it settles was made past "
+            "them (forced, or where they were not counted)",
+            fix,
+            step=step,
+        )
     if record.forced and elsewhere is None:
         return Reason(
             "evidence.forced-past-exhaustion",
@@ -203,7 +218,6 @@ def _exhausted(name: str, most: int, record: RunRecord, step: str, elsewhere: st
             "(or reseal the plan)",
             step=step,
         )
-    where = f"on {ledger_ref(elsewhere)}" if elsewhere else "below it on its ledger"
     return Reason(
         "evidence.past-exhaustion",
         f"step {step} passed in run {record.commit[:12]}, but its {most} failed attempts "
@@ -224,30 +238,47 @@ def unreconciled(
     """A FAIL reason when *step*, one to reconcile before it runs again, passed in *record*
     although an earlier outcome of it was unknown and not settled: its newest execution below
     the run on its own chain, or the newest on a copy of the ledger that does not hold the
-    run."""
-    if not _executed_pass(record, step):
+    run. A pass settled by reconciliation is judged at the execution it settles (the newest
+    below it that ran the step), which must have been made with no earlier outcome unsettled."""
+    if _executed_pass(record, step):
+        at = record.commit
+    elif _settled_pass(record, step):
+        parents = commit_of(git, pygit2.Oid(hex=record.commit), "run").parent_ids
+        settled = _settled_execution(git, parents[0] if parents else None, name, step)
+        if settled is None:  # nothing below it ran the step: nothing it was allowed to settle
+            return None
+        at = settled
+    else:
         return None
     found: Reason | None = None
-    parents = commit_of(git, pygit2.Oid(hex=record.commit), "run").parent_ids
+    parents = commit_of(git, pygit2.Oid(hex=at), "run").parent_ids
     newest = _newest_execution(git, parents[0] if parents else None, name, step)
     if newest is not None and newest[0] in UNSETTLED:
-        found = _unsettled(name, record, step, newest[1], None)
-    holding = copies.holding(git, record) if found is None else []
+        found = _unsettled(name, record, step, newest[1], None, at)
+    holding = copies.holding(git, at) if found is None else []
     for key, _tip in copies.held if found is None else ():
         counted = copies.tallies(key) if key not in holding else None
         if counted is not None and step in counted.unsettled():
-            found = _unsettled(name, record, step, counted.unsettled()[step], key)
+            found = _unsettled(name, record, step, counted.unsettled()[step], key, at)
             break
     # asked last: which steps must be reconciled first reads the sealed contracts
     return found if found is not None and step in _settle_first(git, state, name) else None
 
 
-def _unsettled(name: str, record: RunRecord, step: str, run: str, elsewhere: str | None) -> Reason:
+def _unsettled(
+    name: str, record: RunRecord, step: str, run: str, elsewhere: str | None, at: str
+) -> Reason:
     where = f"on {ledger_ref(elsewhere)}" if elsewhere else "before it on its ledger"
+    what = f"step {step} passed in run {record.commit[:12]}, but"
+    if at != record.commit:
+        what = (
+            f"step {step} was settled as passed in run {record.commit[:12]}, but the execution "
+            f"it settles (run {at[:12]}) came after"
+        )
     return Reason(
         "evidence.unreconciled",
-        f"step {step} passed in run {record.commit[:12]}, but its outcome in run {run[:12]} "
-        f"{where} is unknown and was never reconciled: it ran again without one",
+        f"{what} its outcome in run {run[:12]} {where} is unknown and was never reconciled: it "
+        "ran again without one",
         f"settle what that run did first: `git audit reconcile {step} --plan {name} --observed "
         "pass|fail` (or `--readback`), then run it again",
         step=step,
@@ -283,9 +314,43 @@ def _newest_execution(
     return None
 
 
-def _executed_passes(record: RunRecord) -> list[str]:
-    """The steps a run executed and passed (settled ones are the reconcile rule's)."""
-    return [sid for sid in record.steps if _executed_pass(record, sid)]
+def _settled_execution(
+    git: pygit2.Repository, start: pygit2.Oid | None, name: str, step: str
+) -> str | None:
+    """The run, on the chain from *start* down, of the execution of *step* a reconciliation
+    above it settles: the newest that ran it (an attempt or checks), past the runs that only
+    reported its outcome still unknown and earlier reconciliations (an inconclusive readback);
+    None when it is not unsettled."""
+    for commit in chain.walk(git, start, what=f"refs/audit/runs/{name}"):
+        try:
+            doc = loads(blob_at(git, commit.tree, "run.json") or b"{}")
+        except ValueError:
+            return None
+        steps = doc.get("steps") if isinstance(doc, dict) else None
+        entry = steps.get(step) if isinstance(steps, dict) else None
+        if (
+            isinstance(entry, dict)
+            and entry.get("reconciled") is None
+            and (entry.get("attempt") is not None or entry.get("checks"))
+        ):
+            return str(commit.id) if entry.get("status") in UNSETTLED else None
+    return None
+
+
+def _judged_passes(record: RunRecord) -> list[str]:
+    """The steps a run passed by executing them or by settling an execution of them."""
+    return [sid for sid in record.steps if _judged_pass(record, sid)]
+
+
+def _judged_pass(record: RunRecord, step: str) -> bool:
+    return _executed_pass(record, step) or _settled_pass(record, step)
+
+
+def _settled_pass(record: RunRecord, step: str) -> bool:
+    """Whether *record* settled an unknown outcome of *step* as passed (``git audit
+    reconcile``): the outcome of an earlier execution, judged as that execution."""
+    entry = record.steps.get(step)
+    return entry is not None and entry.status == StepStatus.PASSED and entry.reconciled is not None
 
 
 def _executed_pass(record: RunRecord, step: str) -> bool:
@@ -308,7 +373,7 @@ def _failures_before(
     in one walk per contract (far enough to decide each step) and remembered: the chain below a
     commit never changes."""
     contracts = _contracts(git, state, name, record)
-    passed = _executed_passes(record)
+    passed = _judged_passes(record)
     held = held_at(git, record.commit)  # a reset counts below a run recorded after it
     resets = [state.attempts_reset(name, contract, held) for contract in contracts]
     total = {sid: -sum(reset.get(sid, 0) for reset in resets) for sid in passed}

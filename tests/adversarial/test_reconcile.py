@@ -22,8 +22,8 @@ from gitaudit.crypto.keystore import generate_key, load_signer
 from gitaudit.errors import SealError
 from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.plansref import read_state
-from gitaudit.ledger.refs import runs_ref
-from gitaudit.ledger.seals import seal_plan, set_policy, trust_add
+from gitaudit.ledger.refs import mirror_ref, runs_ref
+from gitaudit.ledger.seals import reset_attempts, seal_plan, set_policy, trust_add
 from gitaudit.ledger.trust import Policy
 from gitaudit.plan.catalog import check_worktree
 from tests.adversarial.conftest import (
@@ -518,3 +518,125 @@ def test_attack_reconcile_settled_by_a_hand_written_outcome(
     assert again.doc["steps"]["deploy"]["status"] == "passed"
     assert log.read_text() == "deployed\ndeployed\n"  # deployed a second time, unreconciled
     assert world.gate().verdict == "PASS"
+
+
+# ------------------------------ an execution the contract closed, settled by its readback checks
+
+
+def _deploying(tmp_path: Path, *others: str) -> dict[str, Any]:
+    """deploy (beside steps *others*) may fail once (`max_attempts: 1`) and is not idempotent;
+    its readback finds deployed.txt in the live work tree. While tmp_path/fail exists it fails;
+    else it deploys (deployed.txt, a line in tmp_path/deploys) and then, while tmp_path/hang
+    exists, hangs until its timeout: what the agent's code under test decides."""
+    fail, hang, log = tmp_path / "fail", tmp_path / "hang", tmp_path / "deploys"
+    script = (
+        f"test -e {fail} && exit 1; touch deployed.txt; echo deployed >> {log}; "
+        f"test -e {hang} && sleep 30; exit 0"
+    )
+    deploy = step(
+        "deploy",
+        check("sh", "-c", script, timeout=0.5),
+        idempotent=False,
+        readback=[READBACK],
+        workspace="live",
+        max_attempts=1,
+    )
+    return plan(deploy, *(step(other) for other in others))
+
+
+def _exhaust(world: World, tmp_path: Path, *others: str) -> None:
+    """deploy fails once and is exhausted: `git audit run` no longer executes it."""
+    world.repo.write(".gitignore", "deployed.txt\n")
+    world.seal(_deploying(tmp_path, *others))
+    (tmp_path / "fail").touch()
+    assert world.run().doc["steps"]["deploy"]["status"] == "failed"
+    assert world.run().doc["steps"]["deploy"]["status"] == "exhausted"
+    (tmp_path / "fail").unlink()
+
+
+@pytest.mark.parametrize(
+    "how", ["settled by ci's readback", "observed by a reconciler", "carried by a run of lint"]
+)
+def test_attack_reconcile_settles_a_forced_execution_past_exhaustion(
+    world: World, tmp_path: Path, how: str
+) -> None:
+    """deploy is exhausted (its one failed attempt spent). ci runs it with `--force` and makes
+    it hang once it has deployed: the forced execution's outcome is unknown, not a pass, so
+    `evidence.forced-past-exhaustion` had nothing to judge; `git audit reconcile deploy
+    --readback` (or a reconciler's `--observed pass`) then settled it as passed in an unforced
+    run, and the gate said PASS for a step the contract closed, with no sealer's reset (before
+    the fix; also when an honest `git audit run lint` carried it). A settled pass is judged as
+    the execution it settles: `evidence.past-exhaustion` (FAIL), until a sealer resets the
+    attempts."""
+    _exhaust(world, tmp_path, "lint")
+    (tmp_path / "hang").touch()
+    forced = world.run(force=True)
+    assert forced.doc["steps"]["deploy"]["status"] == "unknown"
+    key = world.keys["ci"]
+    if how == "observed by a reconciler":
+        key = generate_key("rita").private_path
+        public = load_signer(key).public_key
+        trust_add(world.handle(), world.alice, public, "runner", "rita")
+        trust_add(world.handle(), world.alice, public, "reconciler", "rita")
+        settled = world.cli("reconcile", "deploy", "--observed", "pass", "--key", str(key))
+    else:
+        settled = world.cli("reconcile", "deploy", "--readback", "--key", str(key))
+    assert settled.code == 0, settled.out + settled.err  # the plan is PASS, says the run
+    if how == "carried by a run of lint":
+        honest = world.run(targets=["lint"])
+        assert honest.doc["steps"]["deploy"]["status"] == "carried"
+    judged = assert_plan(world.gate(), "evidence.past-exhaustion", "FAIL")
+    assert judged.reasons[0].step == "deploy"
+    assert judged.reasons[0].message.startswith("step deploy was settled as passed in run ")
+    assert "the execution it settles was made past them" in judged.reasons[0].message
+    reset_attempts(world.handle(), world.alice, "default", "deploy", "reviewed the deploy")
+    assert world.gate().verdict == "PASS"  # a sealer's word lets it count
+
+
+@pytest.mark.parametrize("how", ["fetched", "pushed"])
+@pytest.mark.parametrize("standing", ["unknown", "exhausted"])
+def test_attack_reconcile_settles_an_execution_made_in_another_clone(
+    world: World, tmp_path: Path, standing: str, how: str
+) -> None:
+    """deploy's outcome is unknown (or deploy is exhausted) on the plan's ledger. ci commits its
+    change and runs the plan in another clone without the audit runs: deploy is executed there
+    (a second deploy), and ci makes it hang once it has deployed, so its outcome is unknown, not
+    a pass that `evidence.unreconciled` (or `evidence.past-exhaustion`) judges; `git audit
+    reconcile deploy --readback` in the clone settles it as passed. Brought back as a
+    remote-tracking copy, the gate said PASS for the new tree, and `git audit push` from the
+    clone was accepted by pre-receive (all four before the fix). The settled pass is judged as
+    the execution it settles: FAIL, and the push is refused. (The plan holds deploy alone: a
+    step the reconcile run carried would name a run of the clone that the push signed again,
+    which pre-receive refuses by itself.)"""
+    world.repo.write(".gitignore", "deployed.txt\n")
+    if standing == "exhausted":
+        _exhaust(world, tmp_path)
+        code = "evidence.past-exhaustion"
+    else:
+        world.seal(_deploying(tmp_path))
+        (tmp_path / "hang").touch()
+        assert world.run().doc["steps"]["deploy"]["status"] == "unknown"
+        (tmp_path / "hang").unlink()
+        code = "evidence.unreconciled"
+    server = world.serve(tmp_path / "server.git") if how == "pushed" else None
+    if server is not None:  # what stands is on the server's ledger too
+        world.repo.git("push", "-q", "--no-verify", "origin", f"{RUNS}:{RUNS}")
+    world.repo.write("fix.txt", "the change\n")
+    world.repo.commit("the change")
+    clone = another_clone(world, tmp_path, server)
+    (tmp_path / "hang").touch()
+    ran = audit(clone, "run", "--key", str(world.keys["ci"]))
+    assert ran.code == 3, ran.out + ran.err  # deploy executed there, its outcome unknown
+    settled = audit(clone, "reconcile", "deploy", "--readback", "--key", str(world.keys["ci"]))
+    assert settled.code == 0, settled.out + settled.err
+    if how == "fetched":
+        world.repo.git("fetch", "-q", str(clone), f"{RUNS}:{mirror_ref('b', RUNS)}")
+        judged = assert_plan(world.gate(), code, "FAIL")
+        assert judged.reasons[0].step == "deploy"
+        assert judged.reasons[0].message.startswith("step deploy was settled as passed in run ")
+    else:
+        pushed = audit(clone, "push")  # pre-receive judges the replayed runs
+        assert pushed.code != 0, pushed.out + pushed.err
+        assert "FAIL    default: step deploy was settled as passed in run " in pushed.err
+        assert world.cli("sync").code == 0
+        assert world.gate().verdict != "PASS"
