@@ -457,7 +457,7 @@ def _check_reconcile(
                 f"step {sid} of plan {name!r} is idempotent: run it again instead of reconciling",
                 hint=f"`git audit run {sid} --plan {name}`",
             )
-        pending = index.tallies(repo.git, repo.gitdir, name).unsettled()
+        pending = _open_outcomes(repo, index.tallies(repo.git, repo.gitdir, name), settle_first)
         if sid not in pending:
             raise RunError(
                 f"step {sid} of plan {name!r} has no unknown outcome to reconcile",
@@ -534,9 +534,32 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
                 for c in attempt_contracts(repo.git, prep.state, name)
             }
         ),
-        {sid: run for sid, run in counted.unsettled().items() if sid in settle_first},
+        _open_outcomes(repo, counted, settle_first),
         digests,
     )
+
+
+def _open_outcomes(repo: Repo, counted: Tallies, settle_first: frozenset[str]) -> dict[StepId, str]:
+    """step -> the run whose outcome of it is open, for the steps to reconcile before they
+    run again (*settle_first*): unknown or interrupted, or settled by a reconciliation made
+    here whose checks' PATH or programs this PATH does not offer (a readback under another
+    PATH, which the gate refuses as ``evidence.program-elsewhere``: it settles nothing, and
+    the step is not executed again on its word)."""
+    found = {sid: run for sid, run in counted.unsettled().items() if sid in settle_first}
+    here = Here((repo.require_workdir(), repo.gitdir))
+    for sid in sorted(settle_first - set(found)):
+        newest = counted.recent.get(sid)
+        if not newest:
+            continue
+        run = newest[0][2]
+        try:
+            record = read_run(repo.git, run)
+        except GitAuditError:
+            continue  # a run it cannot read is judged (and refused) by the gate
+        entry = record.steps.get(sid)
+        if entry is not None and entry.reconciled is not None and here.binds(record, sid):
+            found[sid] = run
+    return found
 
 
 def _same_ignored(

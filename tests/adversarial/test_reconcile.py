@@ -12,6 +12,7 @@ checks added or changed) is a weakening.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -640,3 +641,55 @@ def test_attack_reconcile_settles_an_execution_made_in_another_clone(
         assert "FAIL    default: step deploy was settled as passed in run " in pushed.err
         assert world.cli("sync").code == 0
         assert world.gate().verdict != "PASS"
+
+
+# ------------------------------------ a readback run under the agent's PATH settles nothing
+
+
+@pytest.mark.parametrize("says", ["fail", "pass"])
+def test_attack_reconcile_readback_under_the_agents_path(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, says: str
+) -> None:
+    """deploy deployed, then timed out: its outcome is unknown. The agent runs `git audit
+    reconcile deploy --readback` with a folder of its own first on PATH, holding a `grep` (the
+    readback's program) that exits 1 (or 0): ci's key signs the settlement. The user's gate does
+    not take that readback (`evidence.program-elsewhere`), but the user's own `git audit run`
+    took it as settling the outcome and deployed a second time; once that passed the gate said
+    PASS for a deploy run twice without a reconcile it accepts (both before the fix). A
+    reconciliation made here whose programs this PATH does not offer leaves the outcome open:
+    deploy is not executed, and reconciling it again with the user's PATH settles it."""
+    hang, log = tmp_path / "hang", tmp_path / "deploys"
+    deploy = f"echo deployed > deployed.txt; echo deployed >> {log}; test -e {hang} && sleep 30"
+    world.repo.write(".gitignore", "deployed.txt\n")
+    world.seal(
+        plan(
+            step(
+                "deploy",
+                check("sh", "-c", f"{deploy}; exit 0", timeout=0.5),
+                idempotent=False,
+                readback=[check("grep", "-qx", "deployed", "deployed.txt")],
+                workspace="live",
+            ),
+            step("lint"),
+        )
+    )
+    hang.touch()
+    assert world.run().doc["steps"]["deploy"]["status"] == "unknown"
+    hang.unlink()
+    folder = tmp_path / "agent-bin"
+    folder.mkdir()
+    (folder / "grep").write_text(f"#!/bin/sh\nexit {0 if says == 'pass' else 1}\n")
+    (folder / "grep").chmod(0o755)
+    honest = os.environ["PATH"]
+    monkeypatch.setenv("PATH", f"{folder}:{honest}")
+    world.cli("reconcile", "deploy", "--readback", "--key", str(world.keys["ci"]))
+    monkeypatch.setenv("PATH", honest)
+    assert world.gate().verdict != "PASS"  # the agent's readback is not the user's evidence
+    again = world.run()  # the user's own run, with the user's PATH
+    assert again.doc["steps"]["deploy"]["status"] == "unknown"
+    assert "reconcile before retrying" in again.doc["steps"]["deploy"]["reason"]
+    assert log.read_text() == "deployed\n"  # deployed once
+    assert_plan(world.gate(), "step.unknown", "UNKNOWN")
+    settled = world.cli("reconcile", "deploy", "--readback", "--key", str(world.keys["ci"]))
+    assert settled.code == 0, settled.out + settled.err  # the user's readback settles it
+    assert world.gate().verdict == "PASS"
