@@ -17,12 +17,15 @@ worded so the agent can act on it, or None. The kinds refused:
   them: ``--fil FILE``, ``--glob``, ``-fFILE``); the same keys in ``git -c``/``--config-env``;
   ``GIT_CONFIG*`` variables (``GIT_CONFIG_COUNT``/``KEY_n``/``VALUE_n``,
   ``GIT_CONFIG_PARAMETERS``, ``GIT_CONFIG_GLOBAL``, ...),
-  ``GITAUDIT_HOME``, ``HOME``/``XDG_CONFIG_HOME`` for git (another global config), and
+  ``GITAUDIT_HOME``, ``HOME``/``XDG_CONFIG_HOME`` for git (another global config) or
+  gitaudit (another home), and
   ``PYTHONPATH``/``PYTHONHOME`` for git or ``git-audit`` (the hooks would import another
-  gitaudit; ``PYTHONPYCACHEPREFIX``, ``PYTHONUSERBASE`` too), ``LD_PRELOAD`` and the loader's
-  other variables, ``GITAUDIT_CACHE``/``XDG_CACHE_HOME`` for them; ``set -a`` in a
-  command that runs git, ``read``/``mapfile``/``printf -v`` into ``GIT_*``; any ``git config
-  --global``/``--system`` write (the user's configuration is trusted like gitaudit's home);
+  gitaudit; ``PYTHONPYCACHEPREFIX``, ``PYTHONUSERBASE``, ``PYTHONINSPECT`` too), ``LD_PRELOAD``
+  and the loader's other variables, ``GITAUDIT_CACHE``/``XDG_CACHE_HOME`` for them (for
+  ``python3 -m gitaudit`` too, and exported or assigned alone in a command that runs git);
+  ``set -a`` in a command that runs git, ``read``/``mapfile``/``printf -v`` into ``GIT_*``;
+  any ``git config --global``/``--system`` write (the user's configuration is trusted like
+  gitaudit's home);
 * removing the hooks: ``git audit hooks uninstall``, ``git audit agent uninstall``;
 * the sealer's decisions, taken with the user's key: ``git audit plan seal --allow-weaken``
   (or ``--amend``), ``plan retire``, ``plan reset-attempts``, ``request seal``, ``trust add/
@@ -112,7 +115,7 @@ def _refused(
     bases = [cwd]
     variables: dict[str, str] = {}
     values: dict[str, set[str]] = {}  # every value each variable is given in the command
-    runs_git = any(s.name in _GITAUDIT_RUNNERS for s in simples)
+    runs_git = any(runs_gitaudit(s) for s in simples)
     reader = Reader()
     files: list[str] = []  # the text of each patch file the command applies
 
@@ -518,7 +521,44 @@ def _environment(simple: Simple, runs_git: bool = False) -> str | None:
         words = [w for w in simple.words[1:] if not w.startswith("-")]
         names += [w.partition("=")[0] for w in words]
         names += [w.partition("=")[2] for w in words]  # `declare -n ref=GIT_CONFIG_COUNT`
-    return _exports_all(simple, runs_git) or _read_names(simple) or _set_names(names, simple)
+    return (
+        _exports_all(simple, runs_git) or _read_names(simple) or _set_names(names, simple, runs_git)
+    )
+
+
+_PYTHON = re.compile(r"python(?:\d+(?:\.\d+)*)?")
+
+
+def runs_gitaudit(simple: Simple) -> bool:
+    """Whether *simple* runs gitaudit's Python: ``git`` (``git audit``, the hooks),
+    ``git-audit``, ``gitaudit``, or a Python interpreter started on gitaudit (``python3 -m
+    gitaudit``, ``-Im gitaudit.hooks``, the console script ``python3 ~/.local/bin/git-audit``),
+    its options read as Python reads them."""
+    if simple.name in _GITAUDIT_RUNNERS:
+        return True
+    if not _PYTHON.fullmatch(simple.name):
+        return False
+    args = list(simple.words[1:])
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word in {"--", "-"} or not word.startswith("-"):
+            script = args[i + 1 : i + 2] if word == "--" else [word]
+            return bool(script) and os.path.basename(script[0]) in ("git-audit", "gitaudit")
+        if word.startswith("--"):  # --version, --help: no argument
+            i += 1
+            continue
+        for at, letter in enumerate(word[1:], start=2):
+            if letter in "mcWX":  # the option's argument: the rest of the word, or the next
+                value = word[at:] or (args[i + 1] if i + 1 < len(args) else "")
+                if letter == "m":
+                    return value == "gitaudit" or value.startswith("gitaudit.")
+                if letter == "c":
+                    return False  # code given inline: not gitaudit's entry point
+                i += 0 if word[at:] else 1
+                break
+        i += 1
+    return False
 
 
 def _exports_all(simple: Simple, runs_git: bool) -> str | None:
@@ -559,7 +599,12 @@ def _read_names(simple: Simple) -> str | None:
     )
 
 
-def _set_names(names: list[str], simple: Simple) -> str | None:
+def _set_names(names: list[str], simple: Simple, runs_git: bool = False) -> str | None:
+    # a name exported (`export`, `declare -x`) or assigned on its own (`HOME=/x; git ...`: a
+    # variable the environment already holds stays exported) reaches every later command of
+    # the call, the git or gitaudit it runs among them
+    reaches = runs_git and (simple.name in _EXPORTS or not simple.words)
+    runner = runs_gitaudit(simple) or reaches
     for name in names:
         if name.startswith("GIT_CONFIG"):
             return (
@@ -569,20 +614,35 @@ def _set_names(names: list[str], simple: Simple) -> str | None:
             )
         if name in _STEERING:
             return _STEERING[name] + AFTER
-        if name in _RUNNER_VARS and simple.name in _GITAUDIT_RUNNERS:
+        if name in _RUNNER_VARS and runner:
             why = _RUNNER_VARS[name]
-            return f"setting {name} for {simple.name} {why}: run it without it" + AFTER
+            target = simple.name if runs_gitaudit(simple) else "a command that runs gitaudit"
+            return f"setting {name} for {target} {why}: run it without it" + AFTER
         if name == "GIT_DIR" and _git_subcommand(list(simple.words[1:])) == "init":
             return (
                 "setting GIT_DIR for `git init` re-initializes that git directory (copying a "
                 "template's hooks into it), where gitaudit's guard cannot judge it: run `git "
                 "init DIR` without it" + AFTER
             )
-        if name in ("HOME", "XDG_CONFIG_HOME") and simple.name == "git":
-            return (
-                f"setting {name} for git makes it read another global configuration (which can "
-                "switch hooks off with core.hooksPath): run git without it" + AFTER
-            )
+        if name in ("HOME", "XDG_CONFIG_HOME") and (home := _homes(name, simple, reaches)):
+            return home
+    return None
+
+
+def _homes(name: str, simple: Simple, reaches: bool) -> str | None:
+    """``HOME`` or ``XDG_CONFIG_HOME`` set for git (another global configuration) or for
+    gitaudit (another gitaudit home), as :func:`_set_names` reads *reaches*."""
+    if simple.name == "git" or reaches:
+        return (
+            f"setting {name} for git makes it read another global configuration (which can "
+            "switch hooks off with core.hooksPath): run git without it" + AFTER
+        )
+    if runs_gitaudit(simple):
+        return (
+            f"setting {name} for {simple.name} points gitaudit at another home (keys, "
+            "trust anchors, the verdict memo and its cache; the site-packages of a `pip "
+            "install --user`), so its verdict would not be the user's: run it without it" + AFTER
+        )
     return None
 
 
@@ -598,6 +658,10 @@ _RUNNER_VARS = {
     **dict.fromkeys(
         ("PYTHONPATH", "PYTHONHOME", "PYTHONPYCACHEPREFIX", "PYTHONUSERBASE", "PYTHONPLATLIBDIR"),
         _IMPORTS,
+    ),
+    "PYTHONINSPECT": (
+        "has gitaudit's interpreter run what is typed on its terminal once it ends, in the "
+        "process that read the signing key"
     ),
     **dict.fromkeys(("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES"), _LOADS),
     **dict.fromkeys(("GITAUDIT_CACHE", "XDG_CACHE_HOME"), _CACHES),

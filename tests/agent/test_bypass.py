@@ -53,6 +53,10 @@ def refused(command: str) -> str | None:
         "export PATH=$PATH:/opt/bin",
         "GIT_AUTHOR_NAME=x git commit -m msg",
         "PYTHONPATH=src python3 -m pytest -q",  # the project's own tests may set it
+        "export PYTHONPATH=src && python3 -m pytest -q",  # no gitaudit in the call
+        "export FOO=1 && git audit status",
+        "HOME=/tmp/h ls && git status",  # the prefix reaches ls alone
+        "python3 -m gitaudit status",
         "git push -f origin topic",
         "git push origin HEAD:refs/heads/topic :refs/heads/old-topic",
         "git push origin audit/plans",  # a fast-forward of refs/audit/plans: the server checks it
@@ -152,6 +156,19 @@ def test_ordinary_commands_pass(command: str) -> None:
         ("PYTHONUSERBASE=/tmp/u git push origin main", "import another gitaudit"),
         ("GITAUDIT_CACHE=/tmp/c git audit run", "another cache"),
         ("XDG_CACHE_HOME=/tmp/c git-audit run", "another cache"),
+        ("export PYTHONPATH=/tmp/fake && git audit run", "import another gitaudit"),
+        ("declare -x LD_PRELOAD=/tmp/x.so; git commit -m x", "dynamic loader"),
+        ("PYTHONUSERBASE=/tmp/u; git push origin main", "import another gitaudit"),
+        ("export XDG_CACHE_HOME=/tmp/c; git audit run", "another cache"),
+        ("HOME=/tmp/h; git commit -m x", "another global configuration"),
+        ("export XDG_CONFIG_HOME=/tmp/x && git push", "another global configuration"),
+        ("HOME=/tmp/h git-audit run", "another home"),
+        ("XDG_CONFIG_HOME=/tmp/x gitaudit run", "another home"),
+        ("HOME=/tmp/h python3 -m gitaudit run", "another home"),
+        ("PYTHONPATH=/tmp/fake python3 -m gitaudit run", "import another gitaudit"),
+        ("LD_PRELOAD=/tmp/x.so python3.11 -Im gitaudit.hooks pre-push", "dynamic loader"),
+        ("PYTHONPATH=/tmp/fake python3 ~/.local/bin/git-audit run", "import another gitaudit"),
+        ("PYTHONINSPECT=1 git audit run", "typed on its terminal"),
         ("git push -f origin refs/audit/runs/default", "rewrite the shared ledger"),
         ("git push origin :refs/audit/plans", "rewrite the shared ledger"),
         ("git push --mirror origin", "--mirror"),
@@ -517,3 +534,30 @@ def test_a_patch_file_longer_than_the_guard_reads_is_refused(
 )
 def test_ordinary_patch_files_pass(work: Path, command: str) -> None:
     assert refused_in(work, command) is None, command
+
+
+@pytest.mark.parametrize(
+    ("command", "runs"),
+    [
+        ("git audit run", True),
+        ("/usr/bin/git-audit status", True),
+        ("python3 -m gitaudit run", True),
+        ("python3.11 -Im gitaudit.hooks pre-push", True),
+        ("python -mgitaudit status", True),
+        ("python3 -W ignore -X dev -m gitaudit run", True),
+        ("python3 /home/u/.local/bin/git-audit run", True),
+        ("python3 -- gitaudit", True),
+        ("python3 -m pytest", False),
+        ("python3 -c 'import sys'", False),
+        ("python3 tools/check.py", False),
+        ("python3 -m", False),
+        ("ls", False),
+    ],
+)
+def test_which_commands_run_gitaudit(command: str, runs: bool) -> None:
+    import shlex
+
+    from gitaudit.agent.bypass import runs_gitaudit
+    from gitaudit.agent.shell import Simple
+
+    assert runs_gitaudit(Simple((), tuple(shlex.split(command)), ())) is runs
