@@ -151,6 +151,7 @@ def assess(
         tools=tuple(dict.fromkeys(tools)),
         programs=tuple(here.programs) if here is not None else (),
         path=tuple(here.folders) if here is not None else (),
+        filters=tuple(sorted(here.filters.items())) if here is not None else (),
     )
     return GateResult(combine(v.verdict for v in verdicts), tree, verdicts, basis=basis)
 

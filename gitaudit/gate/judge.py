@@ -65,6 +65,7 @@ def _remember(repo: Repo, before: memo.Snapshot, result: GateResult, ref: str) -
         tools=basis.tools,
         programs=basis.programs,
         path=basis.path,
+        filters=basis.filters,
         protect=basis.policy.protected_refs,
         commit_msg=basis.policy.commit_msg,
         runs=[(p.name, p.run) for p in result.plans if p.run],

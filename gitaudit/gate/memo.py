@@ -53,8 +53,9 @@ if TYPE_CHECKING:
 # 2: entries carry the notes of the PASS; 3: the state covers refs/gitaudit/; 4: entries carry
 # the ref judged for and the policy's evidence rule patterns; 5: entries carry the programs the
 # checks of runs made here ran (gitaudit.ledger.programs); 6: the configuration as libgit2 reads
-# it, with the conditions of the files it includes and the repository's format and extensions
-FORMAT = 6
+# it, with the conditions of the files it includes and the repository's format and extensions;
+# 7: entries carry the content filter drivers of runs made here (gitaudit.ledger.programs)
+FORMAT = 7
 FILENAME = "memo.json"
 MAX_ENTRIES = 64
 MAX_BYTES = 1 << 20
@@ -136,6 +137,9 @@ class Entry(NamedTuple):
     # still offer each (gitaudit.pathsearch), asked on every lookup
     programs: tuple[tuple[str, str | None, str | None], ...] = ()
     path: tuple[str, ...] = ()  # the folders of their checks' PATH: PATH must still hold each
+    # (NAME.KEY, value) of the content filter drivers their checkouts applied: the global git
+    # configuration must still define each so, asked on every lookup
+    filters: tuple[tuple[str, str], ...] = ()
 
     def payload(self) -> bytes:
         import json
@@ -154,6 +158,7 @@ class Entry(NamedTuple):
             "notes": [list(n) for n in self.notes],
             "programs": [list(p) for p in self.programs],
             "path": list(self.path),
+            "filters": [list(f) for f in self.filters],
         }
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
@@ -161,13 +166,20 @@ class Entry(NamedTuple):
         """Still PASS at *now*: the clock has not gone back past the judgement, no evidence has
         expired, every required tool is still on PATH, and PATH (cleaned for *repository*, as
         the checks' is) still holds the folders of the checks' PATH of runs made here and offers
-        each program they started."""
+        each program they started, and the global git configuration still defines the content
+        filter drivers their checkouts applied."""
         if now < self.made or (self.until is not None and now >= self.until):
             return False
         if self.programs or self.path:
             from gitaudit.pathsearch import offered
 
             if not offered(self.programs, self.path, repository):
+                return False
+        if self.filters:
+            from gitaudit.git.config_paths import filter_drivers
+
+            names = {key.rpartition(".")[0] for key, _ in self.filters}
+            if sorted(filter_drivers(names).items()) != sorted(self.filters):
                 return False
         if not self.tools:
             return True
@@ -329,6 +341,7 @@ def _parse(raw: Mapping[str, object]) -> Entry | None:
                 for p, f, e in raw["programs"]  # type: ignore[attr-defined]
             ),
             path=tuple(str(f) for f in raw["path"]),  # type: ignore[attr-defined]
+            filters=tuple((str(k), str(v)) for k, v in raw["filters"]),  # type: ignore[attr-defined]
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -404,6 +417,7 @@ def remember(
     notes: Iterable[tuple[str, str]] = (),
     programs: Iterable[tuple[str, str | None, str | None]] = (),
     path: Iterable[str] = (),
+    filters: Iterable[tuple[str, str]] = (),
 ) -> bool:
     """Record a PASS judged in the state *before*. The state is taken again now: the refs, the
     configuration and the trust anchors must not have changed meanwhile, and the marks may only
@@ -441,6 +455,7 @@ def remember(
         notes=tuple(notes),
         programs=tuple(sorted(programs, key=str)),
         path=tuple(sorted(set(path))),
+        filters=tuple(sorted(set(filters))),
     )
     doc = json.loads(entry.payload())
     doc["mac"] = _mac(key, entry)

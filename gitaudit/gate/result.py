@@ -66,6 +66,9 @@ class Basis:
     # name, and the PATH's folders; a remembered PASS asks again on every lookup
     programs: tuple[tuple[str, str | None, str | None], ...] = ()
     path: tuple[str, ...] = ()
+    # the content filter drivers their checkouts applied (NAME.KEY, value), which the global
+    # git configuration here defines; a remembered PASS asks again on every lookup
+    filters: tuple[tuple[str, str], ...] = ()
 
 
 @frozen

@@ -28,6 +28,8 @@ command only). Standard library only: the guard runs before every tool call.
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Iterable
 
 from gitaudit.git.call import run_git
 
@@ -117,4 +119,23 @@ def _programs(command: str, base: str, *, on_path: bool) -> list[str]:
             if os.path.isfile(program) and os.access(program, os.X_OK):
                 found.append(os.path.abspath(program))
                 break
+    return found
+
+
+DRIVER_KEYS = (".clean", ".smudge", ".process", ".required")
+
+
+def filter_drivers(names: Iterable[str]) -> dict[str, str]:
+    """The drivers of the content filters *names* in the global git configuration this
+    process's git reads, as a run's checkout applies them: ``NAME.clean`` (``.smudge``,
+    ``.process``, ``.required``) -> its value, as a run records them. Which file that is, the
+    caller's ``HOME``, ``XDG_CONFIG_HOME`` and ``GIT_CONFIG_GLOBAL`` say: a judge where the run
+    was made asks again with its own (:mod:`gitaudit.ledger.programs`)."""
+    found: dict[str, str] = {}
+    for name in sorted(set(names)):
+        proc = run_git(
+            ["config", "--global", "--get-regexp", rf"^filter\.{re.escape(name)}\."], check=False
+        )
+        pairs = [line.split(" ", 1) for line in proc.out.splitlines() if " " in line]
+        found.update({k.removeprefix("filter."): v for k, v in pairs if k.endswith(DRIVER_KEYS)})
     return found

@@ -20,9 +20,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gitaudit.git.config_paths import filter_drivers
 from gitaudit.ledger.records import CheckEntry, RunRecord
 from gitaudit.pathsearch import Offers, Started, judge_offers
 from gitaudit.places import home_dir
@@ -79,8 +80,10 @@ class Here:
     repository: Sequence[str | os.PathLike[str]]
     programs: dict[Started, None] = field(default_factory=dict)
     folders: dict[str, None] = field(default_factory=dict)
+    filters: dict[str, str] = field(default_factory=dict)  # the drivers relied on
     _fingerprints: frozenset[str] | None = None
     _offers: Offers | None = None
+    _drivers: dict[str, dict[str, str]] = field(default_factory=dict)  # filter -> its driver
 
     def made_here(self, fingerprint: str | None) -> bool:
         """Whether the key of *fingerprint* (a run's signer) is one whose pair this user's
@@ -107,8 +110,14 @@ class Here:
         the run names, in its signed record, a key whose pair this home holds (the evidence
         read was signed by a trusted runner; only that key's holder could name another)."""
         programs, path = started(record, step), record.path or ()
-        if not (programs or path) or not self.made_here(record.runner_key):
+        if not (programs or path or record.filters) or not self.made_here(record.runner_key):
             return None
+        differs = self.unconfigured(record.filters)
+        if differs is not None:
+            return (
+                f"checked its files out through the content filter driver {differs}, which "
+                "this user's global git configuration does not define"
+            )
         folder = self.offers.lacks(path)
         if folder is not None:
             return f"had {folder} on its checks' PATH, which this PATH does not hold"
@@ -121,4 +130,22 @@ class Here:
             )
         self.programs.update(dict.fromkeys(programs))
         self.folders.update(dict.fromkeys(path))
+        self.filters.update(record.filters)
+        return None
+
+    def unconfigured(self, recorded: Mapping[str, str]) -> str | None:
+        """The first setting of *recorded* (a run's filter drivers, ``NAME.KEY`` -> value)
+        that the global git configuration git reads here does not hold as recorded (nor the
+        one it holds beyond them), as ``NAME.KEY=value``; None when every driver is the
+        same. Whoever starts ``git audit run`` chooses which file git reads as the global
+        configuration (``HOME``, ``XDG_CONFIG_HOME``, ``GIT_CONFIG_GLOBAL``): a driver of
+        its own writes the bytes the checks read."""
+        names = sorted({key.rpartition(".")[0] for key in recorded})
+        for name in names:
+            if name not in self._drivers:
+                self._drivers[name] = filter_drivers([name])
+        here = {k: v for name in names for k, v in self._drivers[name].items()}
+        for key in sorted({*recorded, *here}):
+            if recorded.get(key) != here.get(key):
+                return f"{key}={recorded.get(key, '(none)')}"
         return None

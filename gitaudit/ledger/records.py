@@ -106,6 +106,8 @@ class RunRecord:
     missing_tools: tuple[str, ...] = ()
     runner_key: str | None = None  # the fingerprint of the key the run says signed it
     path: tuple[str, ...] | None = None  # the folders of the checks' PATH (None: not recorded)
+    # the drivers of the content filters its checkout applied (``NAME.smudge`` -> command)
+    filters: Mapping[str, str] = field(default_factory=dict)
 
     def passed_steps(self) -> list[str]:
         return [sid for sid, s in self.steps.items() if s.proven]
@@ -325,6 +327,7 @@ def _typed_run(commit: str, time: int, doc: object) -> RunRecord:
     ignored: Mapping[str, Any] = r.get(
         workspace, "ignored_paths", "workspace", _dict, "an object", {}
     )
+    drivers: Mapping[str, Any] = r.get(workspace, "filters", "workspace", _dict, "an object", {})
     purity: Mapping[str, Any] = r.get(doc, "purity", "", _dict, "an object", {})
     environment: Mapping[str, Any] = r.get(doc, "environment", "", _dict, "an object", {})
     return RunRecord(
@@ -353,6 +356,9 @@ def _typed_run(commit: str, time: int, doc: object) -> RunRecord:
         missing_tools=r.get(doc, "missing_tools", "", _strings, "an array of strings", ()),
         runner_key=r.get(runner, "fingerprint", "runner", _str, "a string", None),
         path=r.get(environment, "path", "environment", _strings, "an array of strings", None),
+        filters={
+            str(k): r.get(drivers, str(k), "workspace.filters", _str, "a string") for k in drivers
+        },
     )
 
 
@@ -542,6 +548,7 @@ def _plain_run(commit: str, time: int, doc: Mapping[str, Any]) -> RunRecord | No
     seal_commit, seal_version = seal.get("commit", _ABSENT), seal.get("version", _ABSENT)
     runner_name, runner_key = runner.get("name", _ABSENT), runner.get("fingerprint", _ABSENT)
     ignored_raw = workspace.get("ignored_paths", _NO_FIELDS)
+    drivers_raw = workspace.get("filters", _NO_FIELDS)
     if not (
         type(plan) is str
         and type(verdict) is str
@@ -555,6 +562,8 @@ def _plain_run(commit: str, time: int, doc: Mapping[str, Any]) -> RunRecord | No
         and (runner_name is _ABSENT or type(runner_name) is str)
         and (runner_key is _ABSENT or type(runner_key) is str)
         and type(ignored_raw) is dict
+        and type(drivers_raw) is dict
+        and all(type(v) is str for v in drivers_raw.values())
     ):
         return None
     reasons = _plain_strings(get("reasons", []))
@@ -600,6 +609,7 @@ def _plain_run(commit: str, time: int, doc: Mapping[str, Any]) -> RunRecord | No
         missing_tools=missing_tools,
         runner_key=None if runner_key is _ABSENT else runner_key,
         path=folders,
+        filters={str(k): v for k, v in drivers_raw.items()},
     )
 
 

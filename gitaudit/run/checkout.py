@@ -86,6 +86,7 @@ from gitaudit.executables import git_program
 from gitaudit.frozen import frozen
 from gitaudit.git import index_stat
 from gitaudit.git.call import GitResult, run_git
+from gitaudit.git.config_paths import filter_drivers
 from gitaudit.git.environment import AS_IT_IS, git_env
 from gitaudit.places import checkouts_dir, inside
 
@@ -817,13 +818,7 @@ def _filters(requested: Mapping[str, str], declared: Sequence[str]) -> dict[str,
         )
     settings: dict[str, str] = {}
     for name in sorted(requested):
-        found = run_git(
-            ["config", "--global", "--get-regexp", rf"^filter\.{re.escape(name)}\."], check=False
-        )
-        pairs = [line.split(" ", 1) for line in found.out.splitlines() if " " in line]
-        driver = {
-            k: v for k, v in pairs if k.endswith((".clean", ".smudge", ".process", ".required"))
-        }
+        driver = {f"filter.{k}": v for k, v in filter_drivers([name]).items()}
         if not any(k.endswith((".smudge", ".process")) for k in driver):
             raise RunError(
                 f"the plan declares the content filter {name!r}, but no driver for it is "

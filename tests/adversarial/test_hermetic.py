@@ -26,7 +26,7 @@ from gitaudit.checks import fence
 from gitaudit.errors import RepositoryError, RunError
 from gitaudit.places import checkouts_dir
 from tests.adversarial.conftest import World, assert_plan, check, plan, step
-from tests.gitrepo import GitRepo
+from tests.gitrepo import GitRepo, audit
 
 # a check that passes only when the file "verdict" of the checked tree says "ok"
 READS_VERDICT = check("grep", "-qx", "ok", "verdict")
@@ -390,6 +390,75 @@ def test_a_declared_filter_is_applied_with_the_users_driver(world: World) -> Non
         "flip.clean": "sed s/ok/bad/",
         "flip.smudge": "sed s/bad/ok/",
     }
+
+
+_USERS_DRIVER = "#!/bin/sh\ncat\n"  # a pass-through, as Git LFS is for a file it does not store
+_AGENTS_DRIVER = '[filter "lfs"]\n\tsmudge = sed s/broken/ok/\n\tclean = sed s/ok/broken/\n'
+
+
+@pytest.mark.parametrize("how", ["GIT_CONFIG_GLOBAL", "HOME", "XDG_CONFIG_HOME"])
+def test_attack_hermetic_declared_filter_driver_chosen_by_the_callers_environment(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """The plan declares the content filter ``lfs`` (a Git LFS project), whose driver a run
+    takes from the global git configuration, trusted like the key folder. But which file that is,
+    the caller of ``git audit run`` says (``GIT_CONFIG_GLOBAL``, ``HOME``, ``XDG_CONFIG_HOME``):
+    the agent names one of its own whose driver turns the committed ``broken`` into ``ok`` as
+    the checkout is written (and back as git reads it, so the work tree it fingerprints and
+    the purity check agree), and its run checks ``ok`` and signs PASS for the tree that holds
+    ``broken``. Before the fix the gate (the user's ``status``, the hooks, the server judging
+    the pushed commit with that run) said PASS for HEAD, which fails in every honest checkout:
+    every variant got through. Now a judge that holds the run's key compares the drivers the
+    run recorded with its own global configuration's, as it compares the checks' programs:
+    the step is UNKNOWN (``evidence.program-elsewhere``), also where the agent's own judgement
+    left a remembered PASS."""
+    user_bin = tmp_path / "user-bin"
+    user_bin.mkdir()
+    (user_bin / "lfs-filter").write_text(_USERS_DRIVER)
+    (user_bin / "lfs-filter").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{user_bin}:{os.environ['PATH']}")
+    if how == "XDG_CONFIG_HOME":  # the user keeps the global configuration in ~/.config/git
+        monkeypatch.delenv("GIT_CONFIG_GLOBAL")
+        dotfile = Path(os.environ["HOME"]) / ".gitconfig"
+        xdg = Path(os.environ["XDG_CONFIG_HOME"]) / "git"
+        xdg.mkdir(parents=True, exist_ok=True)
+        driver = '[filter "lfs"]\n\tsmudge = lfs-filter\n\tclean = lfs-filter\n'
+        (xdg / "config").write_text(dotfile.read_text() + driver)
+        dotfile.unlink()
+    else:
+        world.repo.git("config", "--global", "filter.lfs.smudge", "lfs-filter")
+        world.repo.git("config", "--global", "filter.lfs.clean", "lfs-filter")
+    world.repo.write(".gitattributes", "verdict filter=lfs\n")
+    world.repo.write("verdict", "broken\n")
+    world.seal(plan(step("unit", READS_VERDICT)) | {"filters": ["lfs"]})
+    evil = tmp_path / "evil"
+    (evil / "git").mkdir(parents=True)
+    with monkeypatch.context() as agent:
+        if how == "GIT_CONFIG_GLOBAL":
+            (evil / "gitconfig").write_text(_AGENTS_DRIVER)
+            agent.setenv("GIT_CONFIG_GLOBAL", str(evil / "gitconfig"))
+        elif how == "HOME":
+            (evil / ".gitconfig").write_text(_AGENTS_DRIVER)
+            agent.setenv("HOME", str(evil))
+            agent.delenv("GIT_CONFIG_GLOBAL")
+        else:
+            (evil / "git" / "config").write_text(_AGENTS_DRIVER)
+            agent.setenv("XDG_CONFIG_HOME", str(evil))
+        world.repo.write("verdict", "ok\n")  # what the agent's driver writes for "broken"
+        recorded = world.run()
+        assert recorded.verdict == "PASS", recorded.doc["reasons"]
+        assert recorded.tree == world.repo.git("rev-parse", "HEAD^{tree}").strip()
+        # the agent's own judgement (`git audit status`), remembered in the verdict memo
+        assert audit(world.path, "status", "HEAD").out.startswith("PASS")
+    world.repo.write("verdict", "broken\n")  # as HEAD holds it
+    judged = world.gate("HEAD")
+    assert judged.verdict == "UNKNOWN", judged.plans[0].reasons
+    assert "evidence.program-elsewhere" in {r.code for r in judged.plans[0].reasons}
+    assert "content filter driver lfs." in " ".join(r.message for r in judged.plans[0].reasons)
+    status = audit(world.path, "status")  # the work tree, as HEAD holds it
+    assert not status.out.startswith("PASS"), status.out
+    honest = world.run()  # the user's own run checks what HEAD holds
+    assert honest.verdict == "FAIL"
 
 
 # ---------------------------------------------------------------------- forged objects

@@ -217,3 +217,51 @@ def test_folders_the_user_trusts_in_the_gitaudit_home_count_as_the_judge_s(
     assert offered(ran, [folder], [])
     here = Here([tmp_path / "repo"])
     assert here.offers.lacks([folder]) is None and here.offers.unoffered(ran) is None
+
+
+def test_a_run_made_here_binds_the_filter_drivers_its_checkout_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Here.binds: the content filter drivers a run made here recorded must be the ones the
+    global git configuration read here defines (no more, no fewer settings); what bound is
+    collected for the memo; a run made elsewhere is not asked. A malformed driver is named."""
+    from gitaudit.errors import LedgerError
+    from gitaudit.ledger.records import parse_run
+    from tests.gitrepo import git
+    from tests.ledger.test_records import COMMIT, full_run
+
+    git(tmp_path, "config", "--global", "filter.lfs.smudge", "git-lfs smudge -- %f")
+    git(tmp_path, "config", "--global", "filter.lfs.clean", "git-lfs clean -- %f")
+    mine = load_signer(generate_key("runner").private_path).public_key.fingerprint()
+    doc = full_run()
+    doc["runner"]["fingerprint"] = mine
+    doc["environment"].pop("path", None)
+    entry = doc["steps"]["build"]
+    for check in [*entry["checks"], *(c for g in entry.get("outputs", {}).values() for c in g)]:
+        for name in ("program", "found_in", "executable"):
+            check.pop(name, None)
+    for upstream in entry.get("upstream", []):
+        for check in upstream.get("checks", []):
+            check.pop("program", None)
+    drivers = {"lfs.clean": "git-lfs clean -- %f", "lfs.smudge": "git-lfs smudge -- %f"}
+    doc["workspace"]["filters"] = dict(drivers)
+    run = parse_run(COMMIT, 0, doc)
+    assert run.filters == drivers
+    here = Here([tmp_path / "repo"])
+    assert here.binds(run, "build") is None
+    assert here.filters == drivers
+    for changed in ({"lfs.smudge": "sed s/broken/ok/"}, {"lfs.process": "x"}):
+        doc["workspace"]["filters"] = {**drivers, **changed}
+        why = Here([tmp_path / "repo"]).binds(parse_run(COMMIT, 0, doc), "build")
+        assert why is not None and "content filter driver lfs." in why, why
+    other = tmp_path / "other.gitconfig"
+    other.write_text('[filter "lfs"]\n\tsmudge = sed s/broken/ok/\n\tclean = cat\n')
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(other))  # the judge's own: asked as git reads it
+    doc["workspace"]["filters"] = dict(drivers)
+    why = Here([tmp_path / "repo"]).binds(parse_run(COMMIT, 0, doc), "build")
+    assert why is not None and "lfs.clean=git-lfs clean -- %f" in why
+    doc["runner"]["fingerprint"] = "SHA256:elsewhere"
+    assert Here([tmp_path / "repo"]).binds(parse_run(COMMIT, 0, doc), "build") is None
+    doc["workspace"]["filters"] = {"lfs.smudge": 1}
+    with pytest.raises(LedgerError, match=r"workspace\.filters"):
+        parse_run(COMMIT, 0, doc)

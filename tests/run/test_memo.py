@@ -219,6 +219,32 @@ def test_a_program_path_no_longer_offers_is_judged_again(
     assert pre_push(repo)[:2] == (0, "memo")  # offered from its folder, though not first
 
 
+def test_a_filter_driver_the_global_configuration_no_longer_defines_is_judged_again(
+    repo: GitRepo, sealed: Sealer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PASS remembered for a run made here whose checkout applied a declared content filter
+    holds while the global git configuration defines that driver as the run recorded it: with
+    another (another file named by GIT_CONFIG_GLOBAL, or the driver changed), the full gate
+    judges (and refuses: the run's checkout was written by another driver); back, it answers."""
+    repo.write(".gitattributes", "data filter=keep\n")
+    repo.write("data", "x\n")
+    repo.git("config", "--global", "filter.keep.smudge", "cat")
+    repo.git("config", "--global", "filter.keep.clean", "cat")
+    sealed(make_plan(run_step("a", "true")) | {"filters": ["keep"]})
+    assert audit(repo.path, "run").code == 0
+    assert pre_push(repo)[:2] == (0, "memo")
+    (entry,) = entries(repo)
+    assert entry["filters"] == [["keep.clean", "cat"], ["keep.smudge", "cat"]]
+    other = tmp_path / "other.gitconfig"
+    other.write_text('[filter "keep"]\n\tsmudge = sed s/x/y/\n\tclean = cat\n')
+    honest = os.environ["GIT_CONFIG_GLOBAL"]
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(other))
+    code, path, err = pre_push(repo)
+    assert (code, path) == (1, "full") and "content filter driver keep.smudge=cat" in err
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", honest)
+    assert pre_push(repo)[:2] == (0, "memo")
+
+
 def test_a_key_that_is_not_private_authenticates_nothing(
     passing: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
