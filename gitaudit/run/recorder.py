@@ -33,8 +33,9 @@ from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, RunError, UsageError
 from gitaudit.frozen import frozen
-from gitaudit.git import config_paths
+from gitaudit.git import config_paths, live
 from gitaudit.git.fingerprint import Fingerprint, changed_paths, workspace_fingerprint
+from gitaudit.git.index_stat import Stamp
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, index, lookup, watermark
 from gitaudit.ledger.plansref import (
@@ -225,6 +226,7 @@ def run_plan(
     plan = prep.plan
     live_steps = {s.id for s in plan.steps if plan.workspace_of(s) == "live"}
     whole_live = len(live_steps) == len(plan.steps)
+    stamps = live.tracked_stamps(workdir, before.tree) if live_steps else None
     with checkout.acquire(repo.gitdir, workdir) as slot:
         # the checkout is brought up to date (mostly git's work) while what earlier runs
         # proved is read and the input digests are worked out (Python's); an error in the
@@ -293,7 +295,7 @@ def run_plan(
             prep.state.policy.max_artifact_bytes,
         )
         if outcome.checks_run:
-            purity, left = _purity(workdir, before.tree, placed, bool(live_steps))
+            purity, left = _purity(workdir, before.tree, placed, stamps)
             if placed is not None and left is not None:
                 checkout.leave_clean(placed, workdir, left)
         else:  # no check started (every step carried): nothing can have changed what they see
@@ -792,10 +794,12 @@ class _Purity:
 
 
 def _purity(
-    workdir: Path, tree: str, placed: checkout.Materialised | None, live: bool
+    workdir: Path, tree: str, placed: checkout.Materialised | None, stamps: dict[str, Stamp] | None
 ) -> tuple[_Purity, checkout.Purity | None]:
     """What the steps changed: in the checkout (tracked files, and files that are not ignored),
-    in the declared ignored paths, and in the live work tree when a step ran there."""
+    in the declared ignored paths, and in the live work tree when a step ran there (*stamps*,
+    taken before the checks: a file the tree holds, a submodule's too, written and put back,
+    what it held in between)."""
     after = tree
     changed: list[str] = []
     left = None
@@ -806,11 +810,19 @@ def _purity(
         for ignored in placed.ignored:
             if not checkout.ignored_unchanged(workdir, ignored):
                 changed.append(f"{ignored.path} (declared ignored path)")
-    if live:
+    if stamps is not None:
         live_after = workspace_fingerprint(workdir).tree
+        differ = changed_paths(workdir, tree, live_after) if live_after != tree else []
+        changed += differ
         if live_after != tree:
-            changed += changed_paths(workdir, tree, live_after)
             after = live_after if placed is None else after
+        named = differ  # a changed file, or a submodule whose commit changed
+        now = live.tracked_stamps(workdir, tree)
+        changed += [
+            f"{p} (written during the run, then put back)"
+            for p, was in sorted(stamps.items())
+            if now.get(p, was) != was and not any(p == n or p.startswith(n + "/") for n in named)
+        ]
     return _Purity(after, tuple(dict.fromkeys(changed))), left
 
 

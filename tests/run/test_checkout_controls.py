@@ -270,10 +270,10 @@ def test_a_declared_ignored_path_is_linked_and_guarded(repo: GitRepo) -> None:
         assert (ignored.path, ignored.files, ignored.digest) == ("tools", 1, digest)
         assert files == 1
         assert p.to_json()["ignored_paths"] == {"tools": {"files": 1, "digest": digest}}
-        purity, _ = _purity(workdir, p.tree, p, False)
+        purity, _ = _purity(workdir, p.tree, p, None)
         assert purity.changed == ()
         (link / "extra").write_text("written by a check\n")
-        purity, _ = _purity(workdir, p.tree, p, False)
+        purity, _ = _purity(workdir, p.tree, p, None)
         assert purity.changed == ("tools (declared ignored path)",)
 
 
@@ -300,7 +300,7 @@ def test_a_declared_ignored_path_written_and_put_back_is_reported(repo: GitRepo)
                 (link / "extra").unlink()
             assert checkout.listing_digest(workdir / "tools")[1] == ignored.digest
             assert not checkout.ignored_unchanged(workdir, ignored)
-            purity, _ = _purity(workdir, p.tree, p, False)
+            purity, _ = _purity(workdir, p.tree, p, None)
             assert purity.changed == ("tools (declared ignored path)",)
 
 
