@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from gitaudit.git import live
@@ -45,9 +46,33 @@ def test_a_file_written_and_put_back_moves_its_stamp(tmp_path: Path) -> None:
     assert {p for p in before if after[p] != before[p]} == {"a.txt", "lib/verdict"}
 
 
-def test_a_submodule_not_checked_out_has_no_stamps(tmp_path: Path) -> None:
+def test_a_submodule_is_faithful_only_as_its_commit(tmp_path: Path) -> None:
+    repo = _with_submodule(tmp_path)
+    tree = tree_of(repo.path, "HEAD")
+    assert live.unfaithful_submodules(repo.path, tree) == []
+    (repo.path / "lib" / ".git-not-a-file").write_text("x\n")  # untracked in lib
+    assert live.unfaithful_submodules(repo.path, tree) == ["lib"]
+    (repo.path / "lib" / ".git-not-a-file").unlink()
+    assert live.unfaithful_submodules(repo.path, tree) == []
+    GitRepo(repo.path / "lib").git("commit", "-q", "--allow-empty", "-m", "moved")
+    assert live.unfaithful_submodules(repo.path, tree) == ["lib"]  # another commit checked out
+
+
+def test_a_submodule_not_checked_out_must_be_an_empty_folder(tmp_path: Path) -> None:
+    repo = _with_submodule(tmp_path)
+    tree = tree_of(repo.path, "HEAD")
+    (repo.path / "lib" / ".git").unlink()
+    assert live.unfaithful_submodules(repo.path, tree) == ["lib"]  # its files, no .git
+    shutil.rmtree(repo.path / "lib")
+    assert live.unfaithful_submodules(repo.path, tree) == []  # absent
+    (repo.path / "lib").mkdir()
+    assert live.unfaithful_submodules(repo.path, tree) == []  # empty, as a clone leaves it
+
+
+def test_a_submodule_not_checked_out_is_left_alone(tmp_path: Path) -> None:
     repo = _with_submodule(tmp_path)
     clone = tmp_path / "clone"
     GitRepo(tmp_path).git("clone", "-q", str(repo.path), str(clone))
     tree = tree_of(clone, "HEAD")
+    assert live.unfaithful_submodules(clone, tree) == []
     assert set(live.tracked_stamps(clone, tree)) == {".gitmodules", "a.txt", "link"}

@@ -226,7 +226,7 @@ def run_plan(
     plan = prep.plan
     live_steps = {s.id for s in plan.steps if plan.workspace_of(s) == "live"}
     whole_live = len(live_steps) == len(plan.steps)
-    stamps = live.tracked_stamps(workdir, before.tree) if live_steps else None
+    stamps = _live_start(workdir, before.tree) if live_steps else None
     with checkout.acquire(repo.gitdir, workdir) as slot:
         # the checkout is brought up to date (mostly git's work) while what earlier runs
         # proved is read and the input digests are worked out (Python's); an error in the
@@ -793,13 +793,28 @@ class _Purity:
     changed: tuple[str, ...]
 
 
+def _live_start(workdir: Path, tree: str) -> dict[str, Stamp]:
+    """Before a live step runs: its checks read the work tree's submodules, which must hold the
+    commits *tree* records (:func:`gitaudit.git.live.unfaithful_submodules`); the stamps of the
+    tree's files, which the purity check compares (:func:`gitaudit.git.live.tracked_stamps`)."""
+    unfaithful = live.unfaithful_submodules(workdir, tree)
+    if unfaithful:
+        raise RunError(
+            f"a `workspace: live` step would read the submodule {unfaithful[0]!r}, whose work "
+            "tree is not the commit the tree records (a file changed, staged or added there)",
+            hint=f"commit the change in {unfaithful[0]!r} and then in the work tree, or undo it "
+            f"(`git -C {unfaithful[0]} stash -u`)",
+        )
+    return live.tracked_stamps(workdir, tree)
+
+
 def _purity(
     workdir: Path, tree: str, placed: checkout.Materialised | None, stamps: dict[str, Stamp] | None
 ) -> tuple[_Purity, checkout.Purity | None]:
     """What the steps changed: in the checkout (tracked files, and files that are not ignored),
     in the declared ignored paths, and in the live work tree when a step ran there (*stamps*,
-    taken before the checks: a file the tree holds, a submodule's too, written and put back,
-    what it held in between)."""
+    taken before the checks: a file the tree holds, written and put back, what it held in
+    between; a submodule's files)."""
     after = tree
     changed: list[str] = []
     left = None
@@ -816,7 +831,9 @@ def _purity(
         changed += differ
         if live_after != tree:
             after = live_after if placed is None else after
-        named = differ  # a changed file, or a submodule whose commit changed
+        moved = [p for p in live.unfaithful_submodules(workdir, tree) if p not in differ]
+        changed += [f"{p} (submodule changed)" for p in moved]
+        named = (*differ, *moved)  # a changed file, or one in a submodule named as changed
         now = live.tracked_stamps(workdir, tree)
         changed += [
             f"{p} (written during the run, then put back)"

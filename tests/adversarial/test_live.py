@@ -3,17 +3,19 @@
 A live step reads the live work tree, which the plan opens on purpose (its ignored files, an
 effect outside the tree); but the evidence still names the work tree's fingerprint, so what the
 checks read of the *tree* must be what that fingerprint holds. The run fingerprinted the work
-tree again when the checks were done and took an equal tree for a pure run; what escaped that
-comparison is below.
+tree again when the checks were done and took an equal tree for a pure run; two things escaped
+that comparison.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gitaudit.errors import RunError
 from tests.adversarial.conftest import World, check, plan, step
 from tests.gitrepo import GitRepo
 
@@ -101,6 +103,89 @@ def test_attack_live_check_writes_a_submodule_and_puts_it_back(
     assert recorded.verdict == "FAIL", recorded.doc
     named = f"{target} (written during the run, then put back)"
     assert recorded.doc["purity"]["changed"] == [named]
+    assert world.gate(None).verdict != "PASS"
+
+
+@pytest.mark.parametrize("target", ["lib/verdict", "lib/inner/verdict"])
+def test_attack_live_check_leaves_a_submodule_changed(
+    world: World, tmp_path: Path, target: str
+) -> None:
+    """A live step's build writes "ok" into a submodule's verdict and leaves it: unit passed,
+    and the purity check, which fingerprinted only the superproject (lib's commit unchanged),
+    said pure: PASS before the fix. The submodule's own work tree is compared with its commit
+    after the checks: the run FAILs, naming it."""
+    _submodule(world, tmp_path, nested=True)
+    world.seal(
+        _live_plan(
+            step("unit", _shell(f"printf 'ok\\n' > {target}"), check("grep", "-qx", "ok", target)),
+            level="plan",
+        )
+    )
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "passed", recorded.doc["steps"]["unit"]
+    assert recorded.verdict == "FAIL", recorded.doc
+    changed = recorded.doc["purity"]["changed"]
+    assert changed == [f"{target.rsplit('/', 1)[0]} (submodule changed)"], changed
+
+
+# how the agent leaves lib's (or lib/inner's) work tree unlike the commit the tree records
+DIRTY = (
+    "edited",
+    "staged",
+    "edit-marked-assume-unchanged",
+    "edit-marked-skip-worktree",
+    "ignore-all-in-config",
+    "untracked-override",
+    "gitfile-removed",
+    "folder-without-git",
+)
+
+
+def _dirty(world: World, sub: Path, how: str) -> None:
+    if how == "untracked-override":
+        (sub / "override").write_text("ok\n")
+        return
+    if how.startswith("edit-marked-"):
+        GitRepo(sub).git("update-index", f"--{how.removeprefix('edit-marked-')}", "verdict")
+    elif how == "ignore-all-in-config":
+        world.repo.git("config", "diff.ignoreSubmodules", "all")
+    elif how == "gitfile-removed":
+        (sub / ".git").unlink()
+    elif how == "folder-without-git":
+        shutil.rmtree(sub)
+        sub.mkdir()
+    (sub / "verdict").write_text("ok\n")
+    if how == "staged":
+        GitRepo(sub).git("add", "verdict")
+
+
+@pytest.mark.parametrize("nested", [False, True])
+@pytest.mark.parametrize("how", DIRTY)
+def test_attack_live_uncommitted_submodule_state_is_read(
+    world: World, tmp_path: Path, how: str, nested: bool
+) -> None:
+    """The tree records lib (or lib/inner) at a commit whose verdict says broken; the agent
+    edits the verdict in the submodule's work tree (staged or not, hidden from `git status`
+    by an index mark or `diff.ignoreSubmodules`), adds an untracked override that unit reads,
+    or writes the verdict into the submodule's folder without its `.git` (removed, or the
+    folder made afresh: the fingerprint keeps the gitlink).
+    In the private checkout this is never read; a live step reads it, and the fingerprint,
+    which records each submodule's commit only, is the committed tree: a signed PASS for a tree
+    whose lib says broken (every variant, before the fix). A live run now refuses to start
+    while a checked-out submodule is not exactly its commit, or one not checked out is not an
+    empty folder, and names it."""
+    _submodule(world, tmp_path, nested=nested)
+    sub = world.path / "lib" / ("inner" if nested else "")
+    unit = _shell(
+        f"test -f {sub.relative_to(world.path)}/override || "
+        f"grep -qx ok {sub.relative_to(world.path)}/verdict"
+    )
+    world.seal(_live_plan(step("unit", unit), level="plan"))
+    assert world.run().verdict == "FAIL"  # the committed tree fails
+    _dirty(world, sub, how)
+    where = "lib/inner" if nested else "lib"
+    with pytest.raises(RunError, match=f"submodule {where!r}"):
+        world.run()
     assert world.gate(None).verdict != "PASS"
 
 
