@@ -64,10 +64,7 @@ def step_contract(step: Step) -> dict[str, Any]:
             {"any_of": list(c.alternatives)} if c.is_any_of else c.alternatives[0]
             for c in step.depends_on
         ],
-        "requires_outputs": [
-            {"step": s, "name": n}
-            for s, n in sorted({(r.step, r.name) for r in step.requires_outputs})
-        ],
+        "requires_outputs": [{"step": r.step, "name": r.name} for r in step.upstream_outputs()],
         "covers": sorted(set(step.covers)),
         "verify": [check_contract(c) for c in step.verify],
         "outputs": [

@@ -170,6 +170,13 @@ class Step:
     def output(self, name: str) -> Output | None:
         return next((o for o in self.outputs if o.name == name), None)
 
+    def upstream_outputs(self) -> tuple[OutputRef, ...]:
+        """``requires_outputs`` as the contract binds it: each entry once, sorted by step and
+        name. The runner re-executes them in this order, one checkout for all, so an earlier
+        one may write what a later one (or the step's checks) reads: the file's order and
+        repeats, which the digest does not see, must not decide it."""
+        return tuple(sorted(set(self.requires_outputs), key=lambda r: (r.step, r.name)))
+
 
 @frozen
 class Plan:

@@ -381,7 +381,7 @@ def _run_step(
     *verified* (None: all of them), then its checks and its own outputs'."""
     start = time.monotonic()
     upstream: list[UpstreamCheck] = []
-    for ref in step.requires_outputs:
+    for ref in step.upstream_outputs():  # the sealed order, not the file's
         producer = plan.step(ref.step)
         output = producer.output(ref.name) if producer else None
         if output is None or (verified is not None and ref.step not in verified):

@@ -402,3 +402,48 @@ def test_attack_plans_check_added_to_plant_what_sealed_checks_read(
     refused(asked, answering(*PLAN["steps"], planted), "check added before sealed checks")
     world.repo.commit("a check that writes the report")
     assert_plan(world.gate(), "plan.differs-from-seal", "FAIL")
+
+
+DEFAULT_REPORT = check("sh", "-c", "mkdir -p build && echo ok > build/report.txt")
+NEEDS = [{"step": "defaults", "name": "placeholder"}, {"step": "generate", "name": "report"}]
+# variant -> report's requires_outputs as the agent rewrites them in the plan file
+UPSTREAM_ORDER: dict[str, list[dict[str, str]]] = {
+    "reversed": NEEDS[::-1],
+    "the first repeated last": [*NEEDS, NEEDS[0]],
+    "the first repeated, reversed": [NEEDS[1], NEEDS[0], NEEDS[1], NEEDS[0]],
+}
+
+
+@pytest.mark.parametrize("variant", sorted(UPSTREAM_ORDER))
+def test_attack_plans_required_outputs_reordered_in_the_plan_file(
+    world: World, variant: str
+) -> None:
+    """alice sealed `report`, which requires two upstream outputs: `defaults/placeholder` (a
+    default report saying ok) and then `generate/report` (build.sh writes the real report,
+    which says fail: the work is unfinished); the runner re-executes them right before
+    report's check, in one checkout, so the generated report is what the check reads: FAIL.
+    The contract sorts `requires_outputs` (and drops repeats), so the agent rewrites them in
+    the committed plan file, reversed or with the placeholder repeated last: the digest is the
+    sealed one, no reseal is needed, and the runner re-executed them in the file's order: the
+    placeholder overwrote the generated report, and the run and the gate said PASS (all three
+    before the fix). Upstream outputs are re-executed in the contract's order, each once: FAIL."""
+    world.repo.write(".gitignore", "build/\n")
+    world.repo.write("build.sh", "mkdir -p build && echo fail > build/report.txt\n")
+    sealed = plan(
+        step("defaults", outputs=[{"name": "placeholder", "verify": [DEFAULT_REPORT]}]),
+        step("generate", outputs=[{"name": "report", "verify": [check("sh", "build.sh")]}]),
+        step(
+            "report", check("true"), REPORT, deps=["defaults", "generate"], requires_outputs=NEEDS
+        ),
+    )
+    world.seal(sealed)
+    assert world.run().doc["steps"]["report"]["status"] == "failed"
+    edited = copy.deepcopy(sealed)
+    edited["steps"][2]["requires_outputs"] = UPSTREAM_ORDER[variant]
+    world.write_plan(edited)
+    world.repo.commit("the same contract, another order")
+    run = world.run()
+    assert run.doc["steps"]["report"]["status"] == "failed", run.doc["steps"]["report"]
+    upstream = [(u["step"], u["output"]) for u in run.doc["steps"]["report"]["upstream"]]
+    assert upstream == [("defaults", "placeholder"), ("generate", "report")]
+    assert only(world.gate()).verdict == "FAIL"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +48,27 @@ def test_explicit_defaults_and_cmd_spelling_do_not_change_the_digest() -> None:
     plan["steps"][0]["verify"][0] = {"type": "run", "cmd": "true", "expect_exit": 0, "timeout": 300}
     plan["steps"][0]["max_attempts"] = 3
     assert digest(plan) == before
+
+
+def test_what_runs_upstream_is_what_the_digest_binds() -> None:
+    """``requires_outputs`` is sorted and deduplicated in the contract, so its order and
+    repeats in the file do not change the digest; the runner re-executes the upstream outputs
+    in the contract's order (``Step.upstream_outputs``), so they decide nothing either."""
+    plan = two_step_plan()
+    plan["steps"].insert(0, copy.deepcopy(plan["steps"][0]))
+    plan["steps"][0]["id"] = "a-first"
+    plan["steps"][2]["depends_on"] = ["a-first", "build"]
+    needs = [{"step": "build", "name": "artifact"}, {"step": "a-first", "name": "artifact"}]
+    orders = [needs, needs[::-1], [*needs, needs[0]], [needs[1], needs[0], needs[1]]]
+    digests, runs = set(), set()
+    for order in orders:
+        plan["steps"][2]["requires_outputs"] = order
+        digests.add(digest(plan))
+        loaded, problems = load_plan(json.dumps(plan).encode(), name="p", source="p.json")
+        assert loaded is not None and not [p for p in problems if p.severity == "error"]
+        runs.add(tuple((r.step, r.name) for r in loaded.steps[2].upstream_outputs()))
+    assert len(digests) == 1
+    assert runs == {(("a-first", "artifact"), ("build", "artifact"))}
 
 
 def test_changing_a_check_argument_changes_the_digest() -> None:
