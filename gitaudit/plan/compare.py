@@ -6,10 +6,11 @@ stricter one: a clause whose alternatives are a subset), required output, output
 check is still there unchanged, in its sealed order, with no check that runs a program added
 before it (:func:`_order`); evidence does not live longer (``valid_for``); retries are not
 more generous (``max_attempts``); a step's ``inputs`` are not narrowed; no required tool is
-dropped; and every step a PASS had to verify (and, for each mandatory requirement, one of the
-steps that covered it) still has to be verified: added steps, ``any_of`` routes or coverage that
-let a PASS go around one are a weakening (:func:`_routes`). Anything else sealed that is removed
-or changed is a *weakening*.
+dropped; a new step declares no ignored path the sealed contract did not (it is linked for every
+step: :func:`_opened_by_new_step`); and every step a PASS had to verify (and, for each
+mandatory requirement, one of the steps that covered it) still has to be verified: added steps,
+``any_of`` routes or coverage that let a PASS go around one are a weakening (:func:`_routes`).
+Anything else sealed that is removed or changed is a *weakening*.
 
 Reconciliation is a way to PASS without a step's verify checks (an unknown outcome of a
 non-idempotent step settled by an observation or by its readback checks), so it runs the other
@@ -278,6 +279,24 @@ def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> 
     out.extend(Change(k, where, m) for k, m in exposure.changes(old, new, step=True))
 
 
+def _opened_by_new_step(old: Mapping[str, Any], step: Mapping[str, Any]) -> list[Change]:
+    """A new step's ``ignored_paths`` that the sealed contract did not declare anywhere. The
+    run links every declared ignored path (the plan's and each step's) into the one checkout all
+    steps run in, so a path a new step declares is opened to the sealed steps' checks too:
+    files the tree does not pin (the agent's ``build/report.txt``) then decide their outcome."""
+    sealed = set(old.get("ignored_paths", ()))
+    for other in old["steps"]:
+        sealed.update(other.get("ignored_paths", ()))
+    return [
+        Change(
+            "weakened",
+            f"step {step['id']}",
+            f"ignored_paths: now also {path} (linked into the checkout every step runs in)",
+        )
+        for path in sorted(set(step.get("ignored_paths", ())) - sealed)
+    ]
+
+
 def _protect_changes(old: Any, new: Any) -> list[Change]:
     """Protecting more files is a strengthening, protecting fewer a weakening (an exemption,
     ``!glob``, protects fewer)."""
@@ -391,9 +410,10 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:  # no
         else:
             _step(out, step, other)
     old_step_ids = {step_key(s["id"]) for s in old["steps"]}
-    for sid in new_steps:
+    for sid, added in new_steps.items():
         if sid not in old_step_ids:
             out.append(Change("strengthened", f"step {sid}", "added"))
+            out.extend(_opened_by_new_step(old, added))
     out.extend(_routes(old, new))
     out.extend(_protect_changes(old.get("protect", ()), new.get("protect", ())))
     out.extend(Change(k, "plan", m) for k, m in exposure.changes(old, new, step=False))

@@ -447,3 +447,50 @@ def test_attack_plans_required_outputs_reordered_in_the_plan_file(
     upstream = [(u["step"], u["output"]) for u in run.doc["steps"]["report"]["upstream"]]
     assert upstream == [("defaults", "placeholder"), ("generate", "report")]
     assert only(world.gate()).verdict == "FAIL"
+
+
+READS_REPORT = check("grep", "-qx", "ok", "build/report.txt")
+# variant -> (the sealed plan's own ignored paths, those the agent's new step declares)
+OPENED: dict[str, tuple[list[str], list[str]]] = {
+    "the folder": ([], ["build"]),
+    "the file itself": ([], ["build/report.txt"]),
+    "beside a path the plan opened": ([".cache"], ["build"]),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(OPENED))
+def test_attack_plans_new_step_opens_an_ignored_path_to_sealed_steps(
+    asked: Asked, variant: str
+) -> None:
+    """The agent's planner key sealed `report`: build.sh must write build/report.txt (ignored
+    by git) saying ok, and `grep` reads it; the build is unfinished, so the step fails. The agent
+    writes build/report.txt in its work tree and reseals the plan with only a new step added,
+    `cache`, which checks `true` and declares `build` (or the report file) in its own
+    `ignored_paths`. The run links every declared ignored path, the plan's and each step's, into
+    the one checkout all steps run in, so report's sealed check read the agent's file; compare
+    looked at ignored paths only of steps on both sides, ranked the new step a strengthening
+    the planner may seal, and the run and the gate said PASS (all three before the fix). An
+    ignored path a new step declares that the sealed contract did not is a weakening: the
+    planner's seal is refused, a sealer needs `--allow-weaken --reason`."""
+    world = asked.world
+    sealed_paths, opened = OPENED[variant]
+    world.repo.write(".gitignore", "build/\n.cache/\n")
+    world.repo.write("build.sh", "mkdir -p build\n")
+    (world.path / ".cache").mkdir()
+    report = step("report", check("sh", "build.sh"), READS_REPORT, covers=["R1"])
+    data = answering(*PLAN["steps"], report)
+    if sealed_paths:  # opening .cache/ is alice's call (a weakening of the fixture's plan)
+        data["ignored_paths"] = sealed_paths
+        world.write_plan(data)
+        assert world.seal(commit=False, reason="the cache", allow_weaken=True).commit is not None
+    else:
+        assert asked.seal(data).commit is not None
+    world.repo.commit("a step builds the report")
+    assert world.run().doc["steps"]["report"]["status"] == "failed"
+    world.repo.write("build/report.txt", "ok\n")
+    cache = step("cache", check("true"), covers=["R1"], ignored_paths=opened)
+    widened = copy.deepcopy(data)
+    widened["steps"].append(cache)
+    refused(asked, widened, f"ignored_paths: now also {opened[0]}")
+    world.repo.commit("a cache step")
+    assert_plan(world.gate(), "plan.differs-from-seal", "FAIL")

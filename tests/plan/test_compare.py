@@ -311,3 +311,49 @@ def test_checks_added_after_every_sealed_check_still_strengthen(verify: list[Any
 def test_a_file_check_added_before_sealed_checks_strengthens() -> None:
     found = changes(use(verify=[BUILD, READS]), use(verify=[READS, BUILD, READS]))
     assert [kind for kind, _ in found] == ["strengthened"], found
+
+
+def _add_step(ignored: list[str]) -> Callable[[dict[str, Any]], object]:
+    """A new sink step that needs nothing and declares *ignored* paths of its own."""
+    return lambda plan: plan["steps"].append(
+        {
+            "id": "cache",
+            "depends_on": [],
+            "covers": ["REQ-1"],
+            "verify": [run_check("true")],
+            **({"ignored_paths": ignored} if ignored else {}),
+        }
+    )
+
+
+def _declare(where: str, paths: list[str]) -> Callable[[dict[str, Any]], object]:
+    def edit(plan: dict[str, Any]) -> None:
+        target = plan if where == "plan" else plan["steps"][0]
+        target["ignored_paths"] = paths
+
+    return edit
+
+
+def test_a_new_step_opening_an_ignored_path_weakens() -> None:
+    """Every declared ignored path is linked into the one checkout all steps run in, so one a
+    new step declares is opened to the sealed steps too: a weakening, though the step is new."""
+    found = changes(lambda plan: None, _add_step(["build"]))
+    assert (
+        "weakened",
+        "step cache: ignored_paths: now also build (linked into the checkout every step runs in)",
+    ) in found, found
+    assert ("strengthened", "step cache: added") in found
+
+
+@pytest.mark.parametrize("where", ["plan", "step"])
+def test_a_new_step_declaring_an_ignored_path_already_open_strengthens(where: str) -> None:
+    """A new step naming a path the sealed contract opened already (at plan level, or on a
+    sealed step) opens nothing more; a new step with none is a strengthening, as before."""
+    for after in (_add_step(["build"]), _add_step([])):
+
+        def both(plan: dict[str, Any], after: Callable[[dict[str, Any]], object] = after) -> None:
+            _declare(where, ["build"])(plan)
+            after(plan)
+
+        found = changes(_declare(where, ["build"]), both)
+        assert found and all(kind == "strengthened" for kind, _ in found), found
