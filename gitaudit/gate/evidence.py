@@ -653,7 +653,7 @@ def _judge_proof(
     executed = _executed_by(j, record, step, entry, source.ledger)
     if isinstance(executed, Reason):
         return executed, False
-    expiry, expires = _expiry(j, step, valid_for, executed.time)
+    expiry, expires = _expiry(j, step, valid_for, executed.time, executed.began)
     if expiry is not None:
         return expiry, False
     return None, expires
@@ -839,10 +839,12 @@ def _unproven(j: Judging, record: RunRecord, step: str, entry: StepEntry) -> Rea
 
 
 def _expiry(
-    j: Judging, step: str, valid_for: int | None, when: int
+    j: Judging, step: str, valid_for: int | None, when: int, began: int
 ) -> tuple[Reason | None, float | None]:
-    """Evidence with ``valid_for`` counts from the signed commit time (see docs/ledger-format):
-    a reason when it is dated in the future or has expired, else when it expires."""
+    """Evidence with ``valid_for`` counts from when the run that executed the step *began*
+    (:attr:`RunRecord.began`, never later than its signed commit time *when*; see
+    docs/ledger-format): a reason when it is dated in the future or has expired, else when it
+    expires."""
     if valid_for is None:
         return None, None
     if when > j.now + CLOCK_SKEW:
@@ -856,9 +858,9 @@ def _expiry(
             ),
             None,
         )
-    if when + valid_for >= j.now:
-        return None, float(when + valid_for)
-    expired = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when + valid_for))
+    if began + valid_for >= j.now:
+        return None, float(began + valid_for)
+    expired = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(began + valid_for))
     return (
         Reason(
             "evidence.expired",

@@ -40,11 +40,11 @@ def tally(
     advisory: set[str] = set()
     expiries: list[float] = []
     for name, (signer, record) in newest.items():
-        if record.verdict != Verdict.PASS or (oldest is not None and record.time < oldest):
+        if record.verdict != Verdict.PASS or (oldest is not None and record.began < oldest):
             continue
         (admitted if rule.admits(signer) else advisory).add(name)
         if lifetimes and rule.admits(signer):
-            expiries.append(float(record.time + min(lifetimes)))
+            expiries.append(float(record.began + min(lifetimes)))
     expiries.sort(reverse=True)
     until = expiries[rule.min - 1] if 0 < rule.min <= len(expiries) else None
     return frozenset(admitted), frozenset(advisory), until

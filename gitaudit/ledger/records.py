@@ -113,6 +113,24 @@ class RunRecord:
         return [sid for sid, s in self.steps.items() if s.proven]
 
     @property
+    def began(self) -> int:
+        """When the run's checks began, for counting its evidence's age (``valid_for``): its
+        signed ``started_at`` (whole seconds, rounded down), or its signed commit time when that
+        is earlier or ``started_at`` is missing or malformed. The commit is signed when the run
+        ends: counted from then, a check that ran at the start of a long run (a later check
+        slow on purpose, a run held stopped) stayed fresh for as long again as the run took."""
+        from datetime import UTC, datetime
+
+        stamp = self.doc.get("started_at") if isinstance(self.doc, Mapping) else None
+        if not isinstance(stamp, str):
+            return self.time
+        try:
+            moment = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        except ValueError:
+            return self.time
+        return min(self.time, int(moment.timestamp()))
+
+    @property
     def sound(self) -> bool:
         """Whether the run counts as a whole: it was not interrupted, its steps left the
         workspace as they found it, and no required tool was missing. A step that passed in

@@ -610,14 +610,15 @@ def _unexpired(
 ) -> dict[StepId, str]:
     """*found* (step -> the run whose pass would be carried: the run that executed the step)
     less the steps with ``valid_for`` whose execution there is older than that: the gate
-    counts a step's evidence from the signed time of the run that executed it, so such a pass
+    counts a step's evidence from when the run that executed it began (its signed
+    ``started_at``, :attr:`RunRecord.began`), so such a pass
     carried on is expired evidence (UNKNOWN), and the step is executed again instead."""
     kept: dict[StepId, str] = {}
     for sid, source in found.items():
         step = plan.step(sid)
         if step is not None and step.valid_for is not None:
             try:
-                executed = read_run(repo.git, source).time
+                executed = read_run(repo.git, source).began
             except GitAuditError:
                 continue
             if executed + step.valid_for < now:

@@ -15,7 +15,7 @@ from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import MIRROR, runs_ref
 from gitaudit.ledger.seals import trust_add
 from gitaudit.ledger.trust import EvidenceRule
-from tests.adversarial.conftest import World, assert_plan, codes, only, plan, runner, step
+from tests.adversarial.conftest import World, assert_plan, check, codes, only, plan, runner, step
 from tests.adversarial.test_agents import _cli
 from tests.adversarial.test_agents import crew as crew  # noqa: PLC0414 (fixture)
 from tests.adversarial.test_evidence import failing as failing  # noqa: PLC0414 (fixture)
@@ -210,3 +210,39 @@ def test_attack_time_run_dated_by_the_environment(world: World) -> None:
     time.sleep(max(0.0, signed + 4.1 - time.time()))
     judged = assert_plan(world.gate(), "evidence.expired", "UNKNOWN")
     assert judged.reasons[0].step == "unit"
+
+
+@pytest.mark.parametrize("slow", ["a later step", "a later check of the step"])
+def test_attack_time_run_held_open_after_the_check(world: World, slow: str) -> None:
+    """`probe` is valid for 3 s. The agent makes the run last longer after probe's check ran:
+    a later step, or a later check of probe itself, runs a script of the tree that sleeps 6 s
+    (any slow code of its own, a run held stopped). The run is signed when it ends, and
+    freshness counted from that signed time: 5 s after probe's check, its evidence was still
+    fresh, and the gate, `status` (the memo refreshed by the run) and pre-push said PASS
+    (before the fix). Freshness counts from the run's signed `started_at` (never later than
+    its commit time): the evidence has expired (UNKNOWN)."""
+    world.repo.write("slow.sh", "sleep 6\n")
+    sleeper = check("sh", "slow.sh", timeout=30)
+    if slow == "a later step":
+        world.seal(plan(step("probe", valid_for="3s"), step("slow", sleeper)))
+    else:
+        world.seal(plan(step("probe", check("true"), sleeper, valid_for="3s")))
+    assert world.run().verdict == "PASS"
+    run = world.ref(RUNS)
+    assert run is not None
+    signed = world.handle().git[pygit2.Oid(hex=run)].peel(pygit2.Commit).commit_time
+    assert time.time() < signed + 3  # what the old rule counted as fresh
+    judged = assert_plan(world.gate(), "evidence.expired", "UNKNOWN")
+    assert judged.reasons[0].step == "probe"
+    assert world.cli("status").code == 3
+    code, _path, err = pre_push(world.repo)
+    assert code != 0, err
+
+
+def test_a_run_s_own_duration_does_not_expire_fresh_evidence(world: World) -> None:
+    """Control: the same slow run with probe valid for 30 s passes, remembered and all."""
+    world.repo.write("slow.sh", "sleep 2\n")
+    world.seal(plan(step("probe", valid_for="30s"), step("slow", check("sh", "slow.sh"))))
+    assert world.run().verdict == "PASS"
+    assert world.gate().verdict == "PASS"
+    assert world.cli("status").code == 0

@@ -1,6 +1,7 @@
-"""``judge_evidence`` called directly with the clock it judges by: ``valid_for`` counts from the
-signed commit time of the run, with :data:`CLOCK_SKEW` seconds of tolerated clock difference; and
-a run on one plan's ledger that is another plan's evidence is refused.
+"""``judge_evidence`` called directly with the clock it judges by: ``valid_for`` counts from when
+the run began (its signed ``started_at``, never later than its signed commit time), with
+:data:`CLOCK_SKEW` seconds of tolerated clock difference for the commit time; and a run on one
+plan's ledger that is another plan's evidence is refused.
 
 End to end (through the gate and ``git audit status``): ``tests/adversarial/test_time.py`` and
 ``tests/adversarial/test_evidence.py``.
@@ -16,9 +17,10 @@ from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.records import CLOCK_SKEW
 from gitaudit.ledger.refs import runs_ref
+from gitaudit.ledger.runs import read_run
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.verdict import Verdict
-from tests.adversarial.conftest import STRICT, World, plan, step
+from tests.adversarial.conftest import STRICT, World, check, plan, step
 
 HOUR = 3600
 
@@ -39,6 +41,13 @@ def _signed_at(world: World, name: str = "default") -> int:
     return int(commit_of(world.handle().git, pygit2.Oid(hex=tip), "run").commit_time)
 
 
+def _began(world: World, name: str = "default") -> int:
+    """When the tip of *name*'s ledger began (its signed ``started_at``)."""
+    tip = world.ref(runs_ref(name))
+    assert tip is not None
+    return read_run(world.handle().git, tip).began
+
+
 @pytest.fixture
 def hour_old(world: World) -> tuple[World, int]:
     """Evidence for a step valid for one hour, and the time its run commit was signed."""
@@ -48,10 +57,11 @@ def hour_old(world: World) -> tuple[World, int]:
 
 
 def test_evidence_counts_until_valid_for_has_passed(hour_old: tuple[World, int]) -> None:
-    world, signed = hour_old
-    fresh = _judged(world, signed + HOUR)  # the last second it counts
-    assert fresh.reasons == () and fresh.until == float(signed + HOUR)
-    stale = _judged(world, signed + HOUR + 1)
+    world, _signed = hour_old
+    began = _began(world)
+    fresh = _judged(world, began + HOUR)  # the last second it counts
+    assert fresh.reasons == () and fresh.until == float(began + HOUR)
+    stale = _judged(world, began + HOUR + 1)
     assert [(r.code, r.verdict, r.step) for r in stale.reasons] == [
         ("evidence.expired", Verdict.UNKNOWN, "unit")
     ]
@@ -69,6 +79,19 @@ def test_evidence_dated_in_the_future_beyond_the_skew_is_refused(
     assert [(r.code, r.verdict, r.step) for r in ahead.reasons] == [
         ("evidence.future", Verdict.FAIL, "unit")
     ]
+
+
+def test_evidence_counts_from_when_the_run_began_not_when_it_was_signed(world: World) -> None:
+    """The run is signed when it ends: a check made at its start is as old as the run, so a
+    later slow step does not keep it fresh for longer (the commit time bounds the start)."""
+    world.repo.write("slow.sh", "sleep 3\n")
+    world.seal(plan(step("unit", valid_for="1h"), step("slow", check("sh", "slow.sh"))))
+    assert world.run().verdict == "PASS"
+    began, signed = _began(world), _signed_at(world)
+    assert signed - 5 <= began <= signed - 2
+    assert _judged(world, began + HOUR).until == float(began + HOUR)
+    stale = _judged(world, began + HOUR + 1)
+    assert [(r.code, r.step) for r in stale.reasons] == [("evidence.expired", "unit")]
 
 
 def test_a_step_without_valid_for_never_expires(world: World) -> None:

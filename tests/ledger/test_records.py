@@ -398,3 +398,24 @@ def test_lookup_keys_read_leniently() -> None:
         broken[key] = 1
         assert lookup_keys(broken) is None
     assert lookup_keys([]) is None
+
+
+@pytest.mark.parametrize(
+    ("started_at", "began"),
+    [
+        ("2026-12-05T10:00:00Z", 1_796_464_800),  # the signed start: before the commit time
+        ("2026-12-05T11:00:00Z", 1_796_466_000),  # a start after the commit time: the commit
+        (None, 1_796_466_000),  # no start recorded (an older record): the commit time
+        ("5 December", 1_796_466_000),  # malformed: the commit time
+        (1_796_464_800, 1_796_466_000),  # not a string: the commit time
+    ],
+)
+def test_a_run_began_at_its_signed_start_never_after_its_commit(
+    started_at: object, began: int
+) -> None:
+    """Evidence is as old as the run's checks: ``began`` is ``started_at``, bounded by the
+    signed commit time (docs/ledger-format.md, evidence expiry)."""
+    doc = _minimal_run()
+    if started_at is not None:
+        doc["started_at"] = started_at
+    assert parse_run(COMMIT, 1_796_466_000, doc).began == began
