@@ -77,15 +77,21 @@ def _remembered(
     return snap, [memo.lookup(snap, tree, now, ref) for tree, ref in pairs]
 
 
-def _pushed_updates(stdin: str) -> list[tuple[str, str, str]]:
+def _pushed_updates(stdin: str) -> list[tuple[str, str, str]] | str:
     """(local ref, local sha, remote ref) of each pushed update the gate must consider:
-    deletions pass, and the audit refs themselves are judged by the server."""
+    deletions pass, and the audit refs themselves are judged by the server; or why a line
+    cannot be read. The local "ref" is what the pusher wrote before the colon, which may be any
+    revision and hold spaces (``main^{/fix it}``, ``HEAD@{1 minute ago}``): the line is read
+    from its end, where a ref name (no spaces) and two object ids stand."""
+    import re
+
+    oid = "[0-9a-f]{40}(?:[0-9a-f]{24})?"
     updates = []
     # git's lines end in \n and its fields in " " alone: a ref name may hold U+2028 or U+00A0
-    for line in stdin.split("\n"):
-        parts = line.split(" ")
-        if len(parts) != 4:
-            continue
+    for line in stdin.removesuffix("\n").split("\n") if stdin else []:
+        parts = line.rsplit(" ", 3)
+        if len(parts) != 4 or not all(re.fullmatch(oid, p) for p in parts[1::2]) or not parts[2]:
+            return f"unreadable push line {line!r} (git writes '<local> <sha> <remote ref> <sha>')"
         local_ref, local_sha, remote_ref, _remote_sha = parts
         if local_sha == ZERO or remote_ref.startswith("refs/audit/"):
             continue
@@ -96,6 +102,9 @@ def _pushed_updates(stdin: str) -> list[tuple[str, str, str]]:
 def pre_push(args: Sequence[str], stdin: str) -> int:
     """git pre-push: ``<local ref> <local sha> <remote ref> <remote sha>`` lines on stdin."""
     updates = _pushed_updates(stdin)
+    if isinstance(updates, str):
+        _err(f"gitaudit: pre-push failed closed: {updates}")
+        return 1
     if not updates:
         return 0
     remembered = _remembered([sha for _, sha, _ in updates], [ref for _, _, ref in updates])
@@ -785,8 +794,9 @@ def pre_commit_framework(args: Sequence[str], stdin: str) -> int:
             _explain(result, "the push")
         return 0 if result.verdict == "PASS" else 1
     local_ref = os.environ.get("PRE_COMMIT_LOCAL_BRANCH", local_sha)
-    remote_sha = os.environ.get("PRE_COMMIT_FROM_REF", ZERO)
-    line = f"{local_ref} {local_sha} {remote_ref or 'refs/heads/HEAD'} {remote_sha}\n"
+    # the remote's value is not judged, and pre-commit's FROM_REF may be no object id (`abc^`
+    # for a new branch): zeros stand in for it
+    line = f"{local_ref} {local_sha} {remote_ref or 'refs/heads/HEAD'} {ZERO}\n"
     return pre_push(args, line)
 
 

@@ -919,3 +919,35 @@ def test_attack_hooks_ref_that_git_reads_before_a_protected_one(setup: Setup, ho
         assert setup.push("--no-verify", "origin", f":{ref}").returncode == 0
         assert setup.push("--no-verify", "origin", f"{proven}:{protected}").returncode == 0
         assert _server_reads(setup, name) == proven
+
+
+@pytest.mark.parametrize(
+    "source",
+    [":/with a plan", "main^{/with a plan}", "HEAD@{0 seconds ago}", "beside a proven branch"],
+)
+def test_attack_hooks_pre_push_source_written_with_spaces(
+    setup: Setup, tmp_path: Path, source: str
+) -> None:
+    """main's commit has no evidence. The agent pushes it to a host without pre-receive (as
+    GitHub is) naming it by a revision that holds a space: `:/with a plan`, `main^{/with a
+    plan}`, `HEAD@{0 seconds ago}` (also beside a proven branch in the same push). git writes
+    that revision as the pre-push line's local ref, so the line had five fields or more, and the
+    hook skipped it: no `--no-verify`, nothing in `.git` changed, and the unproven commit landed
+    (all four, before the fix). The line is now read from its end (a ref name and two object
+    ids), and an unreadable one fails closed: the push is judged and blocked."""
+    hosted = tmp_path / "hosted.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(hosted))
+    setup.client.git("remote", "add", "hosted", str(hosted))
+    plain = setup.push("hosted", "main")  # the control: the plain name is judged
+    assert plain.returncode != 0 and "push of refs/heads/main" in plain.stderr, plain.stderr
+    specs = [f"{source}:refs/heads/main"]
+    if source == "beside a proven branch":
+        _run_pass(setup)
+        setup.client.write("greeting.txt", "hello, unproven\n")
+        setup.client.commit("unproven change")
+        specs = ["HEAD~1:refs/heads/proven", "main^{/unproven change}:refs/heads/main"]
+    done = setup.push("hosted", *specs)
+    assert done.returncode != 0, done.stderr
+    assert "to refs/heads/main" in done.stderr and "the gate says" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert git(hosted, "for-each-ref").strip() == ""

@@ -119,6 +119,31 @@ def test_pre_push_lets_a_branch_deletion_through(
     )
 
 
+@pytest.mark.parametrize("local", ["main^{/with a plan}", ":/a b c", "HEAD@{0 seconds ago}"])
+def test_pre_push_reads_a_local_revision_with_spaces(
+    sealed: GitRepo, capsys: pytest.CaptureFixture[str], local: str
+) -> None:
+    """git writes the revision the pusher named before the colon as the local ref, spaces
+    and all: the line is read from its end, and its commit judged (it was skipped)."""
+    head = sealed.git("rev-parse", "HEAD").strip()
+    capsys.readouterr()
+    line = f"{local} {head} refs/heads/main {ZERO}\n"
+    assert entry._pushed_updates(line) == [(local, head, "refs/heads/main")]
+    assert entry.pre_push(["origin", "url"], line) == 1
+    assert "the gate says UNKNOWN" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "line", ["refs/heads/main HEAD refs/heads/main 0\n", "refs/heads/main\n", "x y\n\n"]
+)
+def test_pre_push_fails_closed_on_a_line_it_cannot_read(
+    sealed: GitRepo, capsys: pytest.CaptureFixture[str], line: str
+) -> None:
+    capsys.readouterr()
+    assert entry.pre_push(["origin", "url"], line) == 1
+    assert capsys.readouterr().err.startswith("gitaudit: pre-push failed closed: unreadable push")
+
+
 def test_install_keeps_a_foreign_hook_and_uninstall_restores_it(repo: GitRepo) -> None:
     """A pre-push hook that is not gitaudit's is moved to ``pre-push.legacy`` (the shim runs it
     first), never overwritten; uninstalling puts it back, byte for byte."""

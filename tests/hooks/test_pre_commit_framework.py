@@ -66,3 +66,20 @@ def test_the_audit_refs_are_left_to_the_server(
     monkeypatch.setenv("PRE_COMMIT_REMOTE_BRANCH", "refs/audit/runs/default")
     monkeypatch.setenv("PRE_COMMIT_TO_REF", unproven)
     assert _hook(capsys) == (0, "")
+
+
+def test_a_local_branch_with_spaces_and_a_from_ref_that_is_no_object_are_judged(
+    two_commits: tuple[GitRepo, str, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The local side is any revision the pusher wrote (spaces and all), and pre-commit's
+    FROM_REF for a new branch may be `sha^`: the pushed commit is judged all the same."""
+    _, proven, unproven = two_commits
+    monkeypatch.setenv("PRE_COMMIT_LOCAL_BRANCH", "main^{/with a plan}")
+    monkeypatch.setenv("PRE_COMMIT_FROM_REF", f"{proven}^")
+    monkeypatch.setenv("PRE_COMMIT_TO_REF", proven)
+    assert _hook(capsys) == (0, "")
+    monkeypatch.setenv("PRE_COMMIT_TO_REF", unproven)
+    code, err = _hook(capsys)
+    assert code == 1 and "UNKNOWN" in err, err
