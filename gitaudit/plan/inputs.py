@@ -22,6 +22,18 @@ a glob without a literal suffix in one C pass: on 50,000 files, 100 steps' diges
 the whole tree in C, 25 ms and 93 ms (``benchmarks/bench_inputs.py``, 2026-12-02; about half
 what pygit2's entry objects cost).
 
+**Folders covered whole are one line each.** When every glob of a step names a folder
+(``docs``) or ends in ``/**`` or ``/*`` after a head that only folders starting with its
+literal prefix match whole (``src/**``, ``pkg/*``, ``d*/**``), and below those folders every
+tree is as git writes them and holds no symlink, submodule or ``.``/``..`` name, the digest
+takes each folder's tree id (a ``40000 folder tree-id`` line: it names every file below, its
+mode and content, and every ``.gitattributes`` among them) and the ``.gitattributes`` files
+above them, instead of a line per file: reading and matching 50,000 paths cost a no-op ``git
+audit run`` about 0.2 s, checking the trees for links costs a read of each (about 25 ms,
+``benchmarks/bench_incremental.py``, 2026-12-05). Any other glob, or a link found there, and
+the files are listed one by one, as below. Either way the digest changes exactly when a
+covered file changes (``tests/plan/test_inputs.py``).
+
 **Symlinks are followed inside the tree.** A check reads what a link points to, so a covered
 symlink also covers its target, resolved within the judged tree as the operating system would
 (relative to the link's folder, through intermediate links, at most :data:`MAX_LINK_HOPS` links
@@ -167,6 +179,15 @@ def _entry_patterns(size: int) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
     return re.compile(one, re.S), re.compile(rb"(?:%s)*" % one, re.S)
 
 
+@lru_cache(maxsize=4)
+def _plain_pattern(size: int) -> re.Pattern[bytes]:
+    """A whole raw tree object as git writes them holding only files, executable files and
+    folders (no symlink, no submodule), none named ``.`` or ``..``: what
+    :meth:`_Tree.whole_folders` needs below a folder."""
+    entry = rb"(?:100644|100755|40000) (?!\.\.?\0)[^\0/]++\0.{%d}" % size
+    return re.compile(rb"(?:%s)*+" % entry, re.S)  # possessive: nothing to backtrack into
+
+
 def _raw_entries(kind: int, data: bytes, size: int) -> list[tuple[bytes, bytes, bytes]] | None:
     """(mode, name, raw object id) of every entry of a raw tree object, read in C: several
     times faster than pygit2's entry objects on large trees. None when the object is not a
@@ -226,6 +247,7 @@ class _Tree:
         self._targets: dict[str, str] = {}
         self._attributes: dict[str, dict[str, tuple[str, int, str]]] = {}  # attributes_of
         self._attributes_seen = False  # a tree read so far may hold a .gitattributes file
+        self._plain_trees: set[pygit2.Oid] = set()  # trees found plain (:meth:`_plain`)
 
     def entry(self, path: str) -> tuple[int, str] | None:
         """(filemode, object id) of the file (blob, symlink or submodule) at *path*; None when
@@ -403,6 +425,83 @@ class _Tree:
             )
             self._matching.update(_match_group(group, paths, normal))
 
+    def whole_folders(self, patterns: Iterable[str]) -> list[tuple[str, str]] | None:
+        """(folder, tree id) of the folders *patterns* cover whole, sorted, when that is all
+        they cover and nothing in them needs following: each pattern names a folder (``docs``)
+        or ends in ``/**`` or ``/*`` after a head that only folders starting with its literal
+        prefix match whole (``src/**``, ``d*/**``: ``*`` matches ``/`` too, so a path is covered
+        exactly when a folder above it matches the head), and below those folders every tree
+        is as git writes them and holds no symlink, submodule or odd name. None otherwise (the
+        files are listed one by one: :func:`_covered`). A folder inside another is left out."""
+        found: dict[str, str] = {}
+        for pattern in patterns:
+            folders = self._whole(_normalise_pattern(pattern))
+            if folders is None:
+                return None
+            found.update(folders)
+        out: list[tuple[str, str]] = []
+        for folder in sorted(found):  # a folder sorts before the folders inside it
+            if out and _inside(folder, out[-1][0]):
+                continue
+            out.append((folder, found[folder]))
+        if not all(self._plain(pygit2.Oid(hex=oid)) for _folder, oid in out):
+            return None
+        return out
+
+    def _whole(self, normal: str) -> dict[str, str] | None:
+        """The folders the normalised pattern *normal* covers whole, by path (tree ids), when
+        it covers nothing else (:meth:`whole_folders`); None when it may."""
+        if normal in ("**", "*"):
+            return {"": str(self.root.id)}
+        if not any(ch in normal for ch in "*?["):  # a name: the folder and all below it
+            tree = self._subtree(normal)
+            return {normal: str(tree.id)} if tree is not None else None
+        head = _folders_head(normal)
+        return self._matching_folders(head) if head is not None else None
+
+    def _matching_folders(self, head: str) -> dict[str, str] | None:
+        """The folders *head* matches whole beside its literal prefix (tree ids), when no
+        path there can match it otherwise: no link or submodule there (a path through it may
+        match) and no folder it does not match (one deeper in it may)."""
+        folder, _, stem = _literal(head).rpartition("/")
+        tree = self._subtree(folder)
+        if tree is None:  # not a folder of the tree (a link on the way, say)
+            return None
+        whole = _input_regex(head).match
+        base = f"{folder}/" if folder else ""
+        found: dict[str, str] = {}
+        for entry in tree:
+            name = entry.name or ""
+            if name in _ODD_NAMES or (
+                name.startswith(stem)
+                and (
+                    entry.filemode in (LINK, GITLINK)
+                    or (entry.type_str == "tree" and whole(base + name) is None)
+                )
+            ):
+                return None
+            if name.startswith(stem) and entry.type_str == "tree":
+                found[base + name] = str(entry.id)
+        return found  # a file beside them has no folder above it the head could match
+
+    def _plain(self, top: pygit2.Oid) -> bool:
+        """Whether every tree from *top* down is as git writes them and holds only files,
+        executable files and folders with normal names (remembered per tree)."""
+        plain, read, size = _plain_pattern(self._oid_size), self.repo.odb.read, self._oid_size
+        todo = [top]
+        while todo:
+            oid = todo.pop()
+            if oid in self._plain_trees:
+                continue
+            kind, data = read(oid)
+            if kind != _OBJ_TREE or plain.fullmatch(data) is None:
+                return False
+            if _FOLDER + b" " in data:
+                entries = _entry_patterns(size)[0].findall(data)
+                todo += [pygit2.Oid(raw=raw) for mode, _name, raw in entries if mode == _FOLDER]
+            self._plain_trees.add(oid)
+        return True
+
     def links_for(self, patterns: Iterable[str]) -> list[str]:
         """The symlinks :func:`_could_match_below` can hold for: those whose path starts with a
         pattern's literal prefix, and those on the way to it (a prefix of it ending at a
@@ -558,6 +657,18 @@ def _match_group(group: list[str], paths: list[str], normal: list[str]) -> dict[
                 if matchers[pattern](normal[at]):
                     found[pattern].append(path)
     return found
+
+
+def _folders_head(normal: str) -> str | None:
+    """The head of a normalised pattern ending in ``/**`` or ``/*`` (``d*`` of ``d*/**``): a
+    path matches the pattern exactly when a folder above it matches the head (``*`` matches
+    ``/``). None for any other pattern, or a head with ``**/`` (which may match no folder)."""
+    for tail in ("/**", "/*"):
+        if normal.endswith(tail):
+            head = normal[: -len(tail)]
+            ok = head and "**/" not in head and not head.endswith("/")
+            return head if ok else None
+    return None
 
 
 def _literal(pattern: str) -> str:
@@ -732,6 +843,22 @@ def _attributes_over(
     return [entry for entry in found if entry[0] not in have]
 
 
+def _folder_lines(tree: _Tree, folders: list[tuple[str, str]]) -> bytes:
+    """The digest's lines for inputs that cover *folders* whole (:meth:`_Tree.whole_folders`):
+    each folder's tree id, which names every file below it, their modes and what any
+    ``.gitattributes`` among them says, as a ``40000`` line (no covered file has that mode, so
+    these lines never read as files'), then the ``.gitattributes`` files above them."""
+    above: dict[str, tuple[str, int, str]] = {}  # by folder
+    for folder, _oid in folders:
+        if folder:
+            above.update(tree.attributes_of(folder.rpartition("/")[0]))
+    entries = [(folder, _TREE_MODE, oid) for folder, oid in folders]
+    return _lines([*entries, *(above[folder] for folder in sorted(above))])
+
+
+_TREE_MODE = 0o40000
+
+
 def _written(path: str) -> str:
     """*path* as a covered file's line of the digest writes it: as is, unless it could read as
     something else. git allows a line break in a file name, and a name such as ``a <blob>\\n100644
@@ -816,10 +943,16 @@ def input_digests(repo: pygit2.Repository, plan: Plan, tree_id: str) -> dict[Ste
 def _input_digests(
     repo: pygit2.Repository, plan: Plan, tree_id: str, contracts: Mapping[StepId, str]
 ) -> dict[StepId, str]:
-    tree: _Tree | None = None
     digests: dict[StepId, str] = {}
     lines: dict[tuple[str, ...], bytes] = {}  # the covered files' lines, by the steps' inputs
-    used = [p for step in plan.steps for p in step.inputs]
+    declared = dict.fromkeys(tuple(step.inputs) for step in plan.steps if step.inputs)
+    tree = _Tree(repo, tree_id) if declared else None
+    if tree is not None:
+        for patterns in declared:  # folders covered whole: one line each, no walk
+            folders = tree.whole_folders(patterns)
+            if folders is not None:
+                lines[patterns] = _folder_lines(tree, folders)
+        tree.match_all(p for patterns in declared if patterns not in lines for p in patterns)
     for sid in topological_order(plan):
         step = plan.step(sid)
         assert step is not None
@@ -828,9 +961,7 @@ def _input_digests(
         if step.inputs:
             patterns = tuple(step.inputs)
             if patterns not in lines:
-                if tree is None:
-                    tree = _Tree(repo, tree_id)
-                    tree.match_all(used)
+                assert tree is not None
                 covered = _covered(tree, patterns)
                 lines[patterns] = (
                     f"\ntree {tree_id}".encode()

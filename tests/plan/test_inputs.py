@@ -166,6 +166,100 @@ def test_one_pass_matching_is_the_per_file_definition(repo: GitRepo, glob: str) 
     assert reading.matching(glob) == [path for path, _, _ in direct]
 
 
+@pytest.mark.parametrize("glob", GLOBS)
+def test_folders_covered_whole_are_exactly_what_the_glob_matches(repo: GitRepo, glob: str) -> None:
+    """Where a glob covers folders whole (the digest then takes each folder's tree id instead
+    of a line per file), the files below them are exactly the files it matches; the other
+    globs are listed file by file."""
+    tree = _tree(repo, {})
+    git = open_repo(repo.path).git
+    folders = inputs._Tree(git, tree).whole_folders([glob])
+    if folders is None:
+        assert glob not in ("real/**", "real", "**", ".", "real/d*/**"), glob
+        return
+    below = {
+        path
+        for path, _mode, _oid in inputs.tree_files(git, tree)
+        if any(not f or path.startswith(f + "/") for f, _ in folders)
+    }
+    assert below == {f[0] for f in inputs.tree_files(git, tree) if matches_input(glob, f[0])}
+    for folder, oid in folders:
+        assert oid == (tree if not folder else repo.git("rev-parse", f"{tree}:{folder}").strip())
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_digest_changes_exactly_with_the_files_its_inputs_cover(repo: GitRepo, case: str) -> None:
+    """Whether the folders are covered whole (one line each) or file by file (links followed),
+    the input digest changes when a covered file changes, and only then."""
+    links, patterns, expected = CASES[case]
+    tree = _tree(repo, links)
+    git = open_repo(repo.path).git
+    plan = _plan(patterns)
+    before = inputs.input_digests(git, plan, tree)["a"]
+    for path in sorted({*FILES, "README.md"}):
+        repo.write(path, (repo.path / path).read_text() + "changed\n")
+        repo.commit(f"change {path}")
+        after = inputs.input_digests(git, plan, repo.head_tree())["a"]
+        assert (after != before) == (path in expected), (case, path)
+        before = after
+
+
+def test_a_folder_covered_whole_is_one_line(repo: GitRepo) -> None:
+    """``real/**``, ``r*/**`` and ``real`` cover the folder ``real`` whole: the digest is the
+    step's contract, then ``40000 real <its tree id>``. A symlink in it, one at the glob's level
+    that the glob could go through, or a submodule in it, and the files are listed one by
+    one (links followed; a submodule makes the whole tree count)."""
+    import hashlib
+
+    from gitaudit.plan.digest import step_digest
+
+    tree = _tree(repo, {})
+    git = open_repo(repo.path).git
+    real = repo.git("rev-parse", f"{tree}:real").strip()
+    for glob in ("real/**", "r*/**", "real", "real/*"):
+        plan = _plan([glob])
+        line = f"\n40000 real {real}"
+        want = hashlib.sha256((step_digest(plan, plan.steps[0]) + line).encode()).hexdigest()
+        assert inputs.input_digests(git, plan, tree)["a"] == f"sha256:{want}", glob
+    for links in ({"real/more": "../other"}, {"rlink": "other"}):
+        linked = _tree(repo, links)
+        assert inputs._Tree(git, linked).whole_folders(["r*/**"]) is None, links
+        covered = covered_files(git, linked, ["r*/**"])
+        assert covered is not None and "other/z.txt" in {p for p, _m, _o in covered}, links
+    (repo.path / "rlink").unlink()
+    (repo.path / "real/more").unlink()
+    repo.git("update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},real/sub")
+    repo.git("commit", "-q", "-m", "a submodule")
+    assert inputs._Tree(git, repo.head_tree()).whole_folders(["real/**"]) is None
+    plan = _plan(["real/**"])
+    line = f"\ntree {repo.head_tree()}"  # the whole tree counts, as for a step without inputs
+    want = hashlib.sha256((step_digest(plan, plan.steps[0]) + line).encode()).hexdigest()
+    assert inputs.input_digests(git, plan, repo.head_tree())["a"] == f"sha256:{want}"
+
+
+@pytest.mark.parametrize("glob", ["real/**", "r*/**", "real/deep"])
+def test_the_attributes_above_a_folder_covered_whole_count(repo: GitRepo, glob: str) -> None:
+    """A ``.gitattributes`` above a folder covered whole changes how git writes its files: it
+    changes the digest, as one inside the folder does (its tree id changes); one beside it, in
+    a folder of no covered file, does not."""
+    tree = _tree(repo, {})
+    git = open_repo(repo.path).git
+    plan = _plan([glob])
+    before = inputs.input_digests(git, plan, tree)["a"]
+    seen = {before}
+    for path in ("other/.gitattributes", ".gitattributes", "real/.gitattributes"):
+        if glob == "real/deep" and path == "real/.gitattributes":
+            path = "real/deep/.gitattributes"
+        repo.write(path, "*.txt text eol=crlf\n")
+        repo.commit(f"attributes in {path}")
+        digest = inputs.input_digests(git, plan, repo.head_tree())["a"]
+        if path.startswith("other/"):
+            assert digest == before, path
+        else:
+            assert digest not in seen, path
+        seen.add(digest)
+
+
 def test_digests_are_shared_within_a_process_only_for_the_same_tree_and_steps(
     repo: GitRepo,
 ) -> None:
