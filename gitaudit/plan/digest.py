@@ -177,10 +177,14 @@ def step_digest(plan: Plan, step: Step) -> str:
     """Digest of one step's contract and of the plan-level settings it runs under (used to
     carry evidence across reseals): a reseal that changes what the checks may read beyond the
     tree (``workspace``, ``pass_env``, ``home``, ``ignored_paths``, ``filters``, ``python``)
-    reopens every step, as one that changes the step does. Those settings enter only when they
-    differ from their defaults, so the digests of plans without them stay what they were."""
+    or the tools every run must find (``required_tools``: a check that skips what a missing tool
+    would have checked passed in a run under a seal that did not require it) reopens every
+    step, as one that changes the step does. Those settings enter only when they differ from
+    their defaults, so the digests of plans without them stay what they were."""
     body: dict[str, Any] = {"plan_format": CONTRACT_FORMAT, "step": step_contract(step)}
     shared = exposure.plan_fields(plan)
+    if plan.required_tools:
+        shared["required_tools"] = sorted(set(plan.required_tools))
     if shared:
         body["plan"] = shared
     return sha256(canonical(body))

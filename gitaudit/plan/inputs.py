@@ -1,8 +1,9 @@
 """Input digests: what a step's evidence depends on, so unchanged evidence can be carried.
 
 A step's input digest is sha256 over: its step-contract digest, which also covers the plan-level
-settings the step runs under (so a reseal that changes the step, or what its checks may read
-beyond the tree, reopens it, and one that does not keeps it: versioned proofs); the ``mode path
+settings the step runs under (so a reseal that changes the step, what its checks may read
+beyond the tree, or the tools every run must find, reopens it, and one that does not keeps it:
+versioned proofs); the ``mode path
 blob`` lines of the
 workspace files its ``inputs`` globs cover (a path that could read as more than one line, or
 is not UTF-8, JSON-quoted: :func:`_written`) — or the whole tree id when it declares none (it

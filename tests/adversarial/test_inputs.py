@@ -236,6 +236,66 @@ def test_attack_inputs_carried_across_a_reseal_that_hides_less(
     assert world.gate(None).verdict != "PASS"
 
 
+# what the second seal requires (the first one required none, or only sh), and how the run
+# under it is made: each carried unit's pass from the run that did not have the tool (before
+# the fix), or ci signs such a carry
+TOOL_REQUIRED: dict[str, tuple[list[str], str]] = {
+    "a full run": ([], "run"),
+    "another step run alone": ([], "lint alone"),
+    "v1 required another tool": (["sh"], "run"),
+    "ci signs the carry": ([], "signed"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(TOOL_REQUIRED))
+def test_attack_inputs_carried_across_a_reseal_that_requires_a_tool(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, how: str
+) -> None:
+    """unit's check runs `probetool` when there is one (a test that skips without its tool,
+    as pytest's `skipif(shutil.which(...) is None)` does); the tool finds the code broken.
+    The agent starts `git audit run` with a PATH without the tool: unit passes. The sealer
+    sees it and reseals with `required_tools: [probetool]` (v2), unit itself unchanged: its
+    input digest was unchanged too, so a v2 run, with the tool on PATH, carried the v1 pass
+    (a full run, or lint run alone), the gate took it, and a carry ci signs too (PASS, before
+    the fix). The required tools are part of every step's input digest: unit runs again under
+    v2 and fails (or is not run), and the gate refuses the signed carry."""
+    first_tools, made = TOOL_REQUIRED[how]
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "probetool").write_text("#!/bin/sh\necho 'the code is broken'\nexit 1\n")
+    (tools / "probetool").chmod(0o755)
+    world.repo.write("src/app.txt", "broken code\n")
+    unit = step("unit", check("sh", "-c", "command -v probetool || exit 0; probetool"))
+    unit["inputs"] = ["src/**"]
+    first_plan = plan(unit, step("lint"))
+    world.seal(first_plan | ({"required_tools": first_tools} if first_tools else {}))
+    passed = world.run()  # the agent's PATH has no probetool: the check skips it
+    assert passed.verdict == "PASS"
+    world.seal(plan(unit, step("lint")) | {"required_tools": [*first_tools, "probetool"]})
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    recorded = world.run(targets=["lint"]) if made == "lint alone" else world.run()
+    assert recorded.doc["steps"]["unit"]["status"] != "carried", recorded.doc["steps"]["unit"]
+    if made == "signed":
+        assert recorded.doc["steps"]["unit"]["status"] == "failed"
+        before = passed.doc["steps"]["unit"]["input_digest"]
+
+        def carry(doc: dict[str, Any]) -> None:
+            doc.update(verdict="PASS", reasons=[])
+            doc["steps"]["unit"].update(
+                status="carried",
+                carried_from=passed.commit,
+                attempt=None,
+                checks=[],
+                input_digest=before,  # what the run wrote before the fix
+            )
+
+        world.forge_run(recorded.commit, edit=carry, signer=world.ci)
+        judged = assert_plan(world.gate(None), "evidence.carried-invalid", "FAIL")
+        assert judged.reasons[0].step == "unit"
+        return
+    assert world.gate(None).verdict != "PASS"
+
+
 # ------------------------------------------------------------ a dependant of OR alternatives
 
 

@@ -71,6 +71,37 @@ def test_what_runs_upstream_is_what_the_digest_binds() -> None:
     assert runs == {(("a-first", "artifact"), ("build", "artifact"))}
 
 
+def test_the_required_tools_enter_every_step_digest() -> None:
+    """A step runs under the plan's ``required_tools`` (a run that lacks one does not count),
+    so adding, changing or dropping one changes every step's digest (its evidence is not
+    carried across the reseal), their order and repeats do not, and a plan without any keeps
+    the step digests it always had."""
+    from gitaudit.plan.digest import sha256, step_contract, step_digest
+
+    def step_digests(data: dict[str, Any]) -> list[str]:
+        loaded, problems = load_plan(json.dumps(data).encode(), name="p", source="p.json")
+        assert loaded is not None, problems
+        return [step_digest(loaded, s) for s in loaded.steps]
+
+    plan = two_step_plan()
+    loaded, _ = load_plan(json.dumps(plan).encode(), name="p", source="p.json")
+    assert loaded is not None
+    unchanged = [
+        sha256(canonical({"plan_format": "gitaudit.contract/1", "step": step_contract(s)}))
+        for s in loaded.steps
+    ]
+    assert step_digests(plan) == unchanged
+    seen = {tuple(unchanged)}
+    for tools in (["sh"], ["sh", "probetool"], ["probetool"]):
+        digests = step_digests(plan | {"required_tools": tools})
+        assert not set(digests) & set(unchanged), tools
+        assert tuple(digests) not in seen, tools
+        seen.add(tuple(digests))
+    again = step_digests(plan | {"required_tools": ["probetool", "probetool"]})
+    assert again == step_digests(plan | {"required_tools": ["probetool"]})
+    assert step_digests(plan | {"required_tools": []}) == unchanged
+
+
 def test_changing_a_check_argument_changes_the_digest() -> None:
     plan = two_step_plan()
     before = digest(plan)
