@@ -464,11 +464,43 @@ def _own_settings(git_dir: Path, ignored_paths: Sequence[str]) -> None:
     declared ignored paths out of git's sight; no attributes of its own. The checks can write
     these files (the checkout's ``.git`` names the dir), so the purity check writes them again
     before it asks git what changed: a check that set ``core.trustctime=false``, or defined a
-    clean filter, would otherwise have git take an edited file for the tree's."""
-    (git_dir / "config").write_text(_PRIVATE_CONFIG)
-    (git_dir / "info" / "exclude").write_text("".join(f"/{p.strip('/')}\n" for p in ignored_paths))
-    with contextlib.suppress(FileNotFoundError):
-        (git_dir / "info" / "attributes").unlink()
+    clean filter, would otherwise have git take an edited file for the tree's; and the run's
+    own git there, unfenced, would start a program a check named (``core.fsmonitor``).
+
+    Each file is written as a new one, and ``info`` made a folder of its own: what a check left
+    under those names (a link to the user's ``~/.gitconfig``, an ``info`` that leads to
+    ``~/.config/git``) is removed, never followed, so the run writes nothing outside the slot.
+    *git_dir* itself must be a folder, no link (see :func:`_settled`)."""
+    _write_new(git_dir / "config", _PRIVATE_CONFIG)
+    info = git_dir / "info"
+    if info.is_symlink() or (info.exists() and not info.is_dir()):
+        _remove_tree(info)
+    info.mkdir(exist_ok=True)
+    _write_new(info / "exclude", "".join(f"/{p.strip('/')}\n" for p in ignored_paths))
+    _remove_tree(info / "attributes")
+
+
+def _write_new(path: Path, text: str) -> None:
+    """*text* as a new file at *path*: whatever is there first goes (a link is never followed)."""
+    _remove_tree(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _settled(slot: Slot, git_dir: Path, ignored_paths: Sequence[str]) -> bool:
+    """Write the settings of the private git dir *git_dir* of *slot* again before the run's own
+    git reads it after the checks (:func:`_own_settings`); False, and nothing written, when a
+    check replaced it (or a folder above it in the slot) with a link or anything but a folder:
+    no git may then run there."""
+    try:
+        rel = git_dir.relative_to(slot.root)
+    except ValueError:
+        return False
+    if not _own_folder(slot.root, str(rel)):
+        return False
+    _own_settings(git_dir, ignored_paths)
+    return True
 
 
 # ---------------------------------------------------------------------------- materialising
@@ -1302,8 +1334,9 @@ def changed(placed: Materialised) -> Purity:
     slot, tree = placed.slot, placed.tree
     index = _read_index(slot.git)
     rewritten = _digest(index) != placed.index_digest
-    if not rewritten:  # a check can write them: git must compare stat data in full
-        _own_settings(slot.git, [ignored.path for ignored in placed.ignored])
+    # a check can write them: git must compare stat data in full, and start no program of its
+    if not _settled(slot, slot.git, [ignored.path for ignored in placed.ignored]):
+        return Purity(tree, (".git of the checkout (its git dir was replaced during the run)",))
     # the walk for what git does not see, and git's comparison of stat data where the stamps
     # leave it to git, run beside git's own look at the checkout (on two cores)
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -1422,7 +1455,8 @@ def _submodule_sees(slot: Slot, path: str, sub: PlacedSubmodule) -> tuple[list[s
         head = ""
     if head != sub.commit:
         found.append(f"{path} (the submodule's HEAD moved during the run)")
-    _own_settings(sub.git_dir, ())
+    if not _settled(slot, sub.git_dir, ()):
+        return [*found, f"{path} (the submodule's git dir was replaced during the run)"], True
     # its nested submodules are looked into on their own: here only whether their commits moved
     status = [*AS_IT_IS, *(o for o in _STATUS if not o.startswith("--ignore-submodules="))]
     status.append("--ignore-submodules=dirty")
@@ -1623,12 +1657,14 @@ def leave_clean(placed: Materialised, workdir: Path, purity: Purity) -> None:
         except OSError:
             removed = False
     cleaned = True
+    ignored = [i.path for i in placed.ignored]
     if purity.leftovers or placed.submodules:  # else git would find nothing to remove
-        cleaned = _cleaned(slot, slot.git, slot.tree)
+        # git reads the settings there: those a check wrote would start its program, unfenced
+        cleaned = _settled(slot, slot.git, ignored) and _cleaned(slot, slot.git, slot.tree)
     for path, sub in placed.placed_submodules.items():  # its own git dir, whatever .git says
         work = slot.tree / path
-        if not _own_folder(slot.tree, path):  # a link a check left: never cleaned through
-            cleaned = False
+        if not _own_folder(slot.tree, path) or not _settled(slot, sub.git_dir, ()):
+            cleaned = False  # a link a check left: never cleaned through
             continue
         cleaned &= _cleaned(slot, sub.git_dir, work)
     meta = _read_meta(slot, workdir)

@@ -8,6 +8,7 @@ leaves the cache's key as it was.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -245,3 +246,55 @@ def test_attack_caches_memo_serves_a_repository_the_gate_cannot_open(
     run = run_hook(proven.path, "stop", stop(proven.path))
     assert run.blocked, run.stdout + run.stderr
     assert "cannot open the repository" in run.reason, run.reason
+
+
+# A check (a test of the agent's) writes the private git dir of its checkout, which the run
+# reads and writes again, unfenced, after the checks: a program git starts, or a link the run
+# writes through. $GITDIR is the checkout's git dir, $KEY the runner's key, $LOOT where the
+# agent picks it up, $G the user's ~/.gitconfig, $X the folder of the global attributes.
+_STEAL = (
+    'printf "#!/bin/sh\\ncp %s %s\\n" "$KEY" "$LOOT" > "$TMPDIR/steal"; chmod +x "$TMPDIR/steal"; '
+)
+SLOT_GIT_DIR = {
+    "fsmonitor program, index rewritten": _STEAL
+    + 'git config core.fsmonitor "$TMPDIR/steal" && git read-tree HEAD',
+    "fsmonitor program in a config file a link names, index rewritten": _STEAL
+    + 'printf "[core]\\n\\tfsmonitor = %s\\n" "$TMPDIR/steal" > "$TMPDIR/cfg"; '
+    + 'ln -sf "$TMPDIR/cfg" "$GITDIR/config" && git read-tree HEAD',
+    "config a link to ~/.gitconfig": 'ln -sf "$G" "$GITDIR/config"',
+    "info a link to the global git folder": 'rm -rf "$GITDIR/info" && ln -s "$X" "$GITDIR/info"',
+}
+
+
+@pytest.mark.parametrize("variant", sorted(SLOT_GIT_DIR))
+def test_attack_caches_check_leaves_the_slot_git_dir_to_the_run(
+    world: World, tmp_path: Path, variant: str
+) -> None:
+    """The checks may write their checkout's private git dir (its ``.git`` file leads there),
+    which is made anew before the next update. But the run itself reads and writes it after
+    the checks, outside the fence: its purity check writes the dir's settings again (through a
+    link a check left: ``config`` leading to the user's ``~/.gitconfig``, which then held
+    ``hooksPath = /dev/null``; ``info`` leading to ``~/.config/git``, whose ``attributes`` it
+    deleted), and the clean-up ran ``git clean`` there with the settings a check wrote
+    whenever the check had rewritten the index (which skipped that rewrite): a
+    ``core.fsmonitor`` program the check left in its ``TMPDIR`` ran unfenced and copied the
+    runner's signing key where the agent reads it. All four got through before the fix. The
+    settings are now written as new files (a link is removed, never followed) into a folder of
+    the slot's own before any git runs there after the checks: nothing outside the slot is
+    written, no program of a check's runs, and the key stays where it is."""
+    home = Path(os.environ["HOME"])
+    gitconfig = home / ".gitconfig"
+    gitconfig.write_text("[user]\n\tname = u\n")
+    xdg = home / ".config" / "git"
+    xdg.mkdir(parents=True, exist_ok=True)
+    (xdg / "attributes").write_text("*.bin -text\n")
+    before = {p: p.read_bytes() for p in (gitconfig, xdg / "attributes")}
+    loot = tmp_path / "loot"
+    env = {"KEY": str(world.keys["ci"]), "LOOT": str(loot), "G": str(gitconfig), "X": str(xdg)}
+    script = 'GITDIR="$(git rev-parse --absolute-git-dir)"; ' + SLOT_GIT_DIR[variant]
+    world.seal(plan(step("unit", check("sh", "-c", script, env=env))))
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "passed", recorded.doc["steps"]["unit"]
+    assert not loot.exists(), "the runner's key was copied out"
+    assert {p: p.read_bytes() for p in before if p.exists()} == before
+    assert all(p.exists() for p in before)

@@ -689,3 +689,48 @@ def test_the_gitfile_is_written_anew_never_through_what_a_check_left(tmp_path: P
     made = checkout._make_own_folder(work, "a/lib")
     assert made == work / "a" / "lib" and checkout._own_folder(work, "a/lib")
     assert list(outside.iterdir()) == []
+
+
+def test_the_run_s_own_git_after_the_checks_reads_only_settings_it_wrote(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    """A check can write the checkout's private git dir; the run's git reads it after the
+    checks, unfenced. Settings a check wrote (a ``core.fsmonitor`` program), even with the
+    index rewritten, are written again before the clean-up's ``git clean`` (so the program
+    never runs); a ``config`` or ``info`` a check made a link is replaced, never written
+    through; a git dir replaced with a link is not written, nor is git run there."""
+    placed = place(repo)
+    slot = placed.slot
+    ran = tmp_path / "ran"
+    program = tmp_path / "monitor"
+    program.write_text(f"#!/bin/sh\ntouch {ran}\n")
+    program.chmod(0o755)
+    with (slot.git / "config").open("a") as config:
+        config.write(f"[core]\n\tfsmonitor = {program}\n")
+    (slot.git / "index").write_bytes((slot.git / "index").read_bytes() + b"x")  # rewritten
+    handle = open_repo(repo.path)
+    assert handle.workdir is not None
+    purity = checkout.changed(placed)
+    assert purity.changed and purity.leftovers
+    checkout.leave_clean(placed, handle.workdir, purity)
+    assert not ran.exists()
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "attributes").write_text("*.bin -text\n")
+    (outside / "gitconfig").write_text("[user]\n\tname = u\n")
+    (slot.git / "config").unlink()
+    (slot.git / "config").symlink_to(outside / "gitconfig")
+    checkout._remove_tree(slot.git / "info")
+    (slot.git / "info").symlink_to(outside)
+    assert checkout._settled(slot, slot.git, [])
+    assert (outside / "gitconfig").read_text() == "[user]\n\tname = u\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["attributes", "gitconfig"]
+    assert not (slot.git / "config").is_symlink() and (slot.git / "info").is_dir()
+    assert "fsmonitor = false" in (slot.git / "config").read_text()
+
+    linked = slot.root / "modules" / "linked"
+    linked.parent.mkdir(exist_ok=True)
+    linked.symlink_to(outside)
+    assert not checkout._settled(slot, linked, [])
+    assert sorted(p.name for p in outside.iterdir()) == ["attributes", "gitconfig"]
