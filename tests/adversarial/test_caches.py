@@ -298,3 +298,56 @@ def test_attack_caches_check_leaves_the_slot_git_dir_to_the_run(
     assert not loot.exists(), "the runner's key was copied out"
     assert {p: p.read_bytes() for p in before if p.exists()} == before
     assert all(p.exists() for p in before)
+
+
+_HIDE_A_DELETION = r"""set -e
+G="$(git rev-parse --absolute-git-dir)"
+rm tests/fails.sh
+export GIT_INDEX_FILE="$TMPDIR/index"
+git read-tree HEAD && git add -A
+NOW="$(git write-tree)"
+unset GIT_INDEX_FILE
+T="$(git rev-parse 'HEAD^{tree}')"
+if [ "$STORE" = alternate ]; then
+  S="$TMPDIR/store"; mkdir -p "$S"
+  { echo "$S"; cat "$G/objects/info/alternates"; } > "$TMPDIR/alternates"
+  mv "$TMPDIR/alternates" "$G/objects/info/alternates"
+else
+  S="$G/objects"
+fi
+D="$S/$(echo "$T" | cut -c1-2)"; mkdir -p "$D"
+git cat-file tree "$NOW" | python3 -c 'import sys, zlib
+d = sys.stdin.buffer.read()
+sys.stdout.buffer.write(zlib.compress(b"tree %d\0" % len(d) + d))' > "$D/$(echo "$T" | cut -c3-)"
+"""
+
+
+@pytest.mark.parametrize("store", ["loose object", "alternate"])
+def test_attack_caches_check_forges_the_judged_tree_in_the_slot_s_store(
+    world: World, store: str
+) -> None:
+    """The purity check named what the steps changed in the checkout by ``git diff-tree`` of
+    the judged tree and the tree the checkout now holds, reading the objects through the
+    private git dir, which a check can write. The agent's step ``prep`` (a script of the tree)
+    deletes the tracked ``tests/fails.sh`` that the sealed ``unit``, run after it, runs, and writes
+    under the judged tree's id (a loose object in the private git dir, or in a store it puts
+    first in ``objects/info/alternates``) the tree the checkout now holds: the diff named
+    nothing, the run was pure, ``unit`` passed without the failing test and the gate said PASS
+    (both before the fix; a deleted file has no stamp to betray it). A checkout whose tree is
+    not the judged tree is now impure whatever the diff names: the run FAILs."""
+    world.repo.write("tests/ok.sh", "exit 0\n")
+    world.repo.write("tests/fails.sh", "exit 1\n")
+    world.repo.write("prep.sh", _HIDE_A_DELETION)
+    every = 'for f in tests/*.sh; do sh "$f" || exit 1; done'
+    env = {"STORE": "alternate" if store == "alternate" else "loose"}
+    world.seal(
+        plan(
+            step("prep", check("sh", "prep.sh", env=env)),
+            step("unit", check("sh", "-c", every)),
+        )
+    )
+    recorded = world.run()
+    assert recorded.doc["steps"]["prep"]["status"] == "passed", recorded.doc["steps"]["prep"]
+    assert recorded.doc["purity"]["changed"], recorded.doc["purity"]
+    assert recorded.verdict == "FAIL"
+    assert world.gate().verdict != "PASS"

@@ -734,3 +734,36 @@ def test_the_run_s_own_git_after_the_checks_reads_only_settings_it_wrote(
     linked.symlink_to(outside)
     assert not checkout._settled(slot, linked, [])
     assert sorted(p.name for p in outside.iterdir()) == ["attributes", "gitconfig"]
+
+
+def test_a_checkout_that_is_not_the_judged_tree_is_impure_whatever_the_objects_say(
+    repo: GitRepo,
+) -> None:
+    """The purity check names the changed paths from objects read through the checkout's
+    private git dir, which a check can write: a forged object under the judged tree's id
+    (what the checkout now holds) has the diff name nothing. A tree that differs is still a
+    change."""
+    import subprocess
+    import zlib
+
+    repo.write("keep.txt", "k\n")
+    repo.write("tests/fails.sh", "exit 1\n")
+    repo.commit("files")
+    placed = place(repo)
+    slot = placed.slot
+    env = {**os.environ, "GIT_DIR": str(slot.git), "GIT_WORK_TREE": str(slot.tree)}
+
+    def git(*args: str) -> bytes:
+        return subprocess.run(["git", *args], env=env, capture_output=True, check=True).stdout
+
+    (slot.tree / "tests" / "fails.sh").unlink()
+    honest = checkout.changed(placed)
+    assert honest.changed == ("tests/fails.sh",)
+    now = honest.after
+    raw = git("cat-file", "tree", now)
+    forged = slot.git / "objects" / placed.tree[:2] / placed.tree[2:]
+    forged.parent.mkdir(parents=True, exist_ok=True)
+    forged.write_bytes(zlib.compress(b"tree %d\0" % len(raw) + raw))
+    purity = checkout.changed(placed)
+    assert purity.after == now
+    assert purity.changed == (f"(the checkout holds tree {now}, not the judged {placed.tree})",)
