@@ -1770,6 +1770,6 @@ def _write_meta(slot: Slot, workdir: Path, meta: Mapping[str, object]) -> None:
     body.pop("mac", None)
     payload = json.dumps(body, sort_keys=True).encode()
     slot.root.mkdir(parents=True, exist_ok=True)
-    tmp = slot.root / (META + ".tmp")
-    tmp.write_text(json.dumps({**body, "mac": secret.mac(key, payload)}, sort_keys=True))
+    tmp = slot.root / (META + ".tmp")  # a new file: a link left under that name is not followed
+    _write_new(tmp, json.dumps({**body, "mac": secret.mac(key, payload)}, sort_keys=True))
     os.replace(tmp, slot.root / META)

@@ -767,3 +767,20 @@ def test_a_checkout_that_is_not_the_judged_tree_is_impure_whatever_the_objects_s
     purity = checkout.changed(placed)
     assert purity.after == now
     assert purity.changed == (f"(the checkout holds tree {now}, not the judged {placed.tree})",)
+
+
+def test_the_slot_state_is_written_as_a_new_file(repo: GitRepo, tmp_path: Path) -> None:
+    """The slot's state is written to a temporary file, then renamed over the old one: a link
+    left under the temporary name is replaced, never written through (it would overwrite any
+    file of the user's, a trust anchor or the memo key, with the slot's state)."""
+    placed = place(repo)
+    slot = placed.slot
+    victim = tmp_path / "memo.key"
+    victim.write_text("secret\n")
+    (slot.root / (checkout.META + ".tmp")).symlink_to(victim)
+    handle = open_repo(repo.path)
+    assert handle.workdir is not None
+    checkout._write_meta(slot, handle.workdir, {"tree": placed.tree})
+    assert victim.read_text() == "secret\n"
+    assert not (slot.root / (checkout.META + ".tmp")).exists()
+    assert (slot.root / checkout.META).is_file() and not (slot.root / checkout.META).is_symlink()
