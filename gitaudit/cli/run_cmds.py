@@ -136,6 +136,7 @@ def show_cmd(
     if fmt == "junit":
         from gitaudit.gate import junit
 
+        junit.require_trusted(repo, record)
         sys.stdout.write(junit.build(repo.git, record, {}).decode("utf-8"))
         return
     if as_json:

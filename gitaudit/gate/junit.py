@@ -19,7 +19,11 @@ from typing import Any
 
 import pygit2
 
+from gitaudit.crypto.commits import verify_commit
+from gitaudit.errors import GitAuditError, SignatureError
+from gitaudit.git.repo import Repo
 from gitaudit.ledger.objects import blob_at
+from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.records import CheckEntry, RunRecord, StepEntry
 
 TAIL_LINES = 40
@@ -146,6 +150,21 @@ def _case(
     if err:
         ET.SubElement(case, "system-err").text = err
     return case
+
+
+def require_trusted(repo: Repo, record: RunRecord) -> None:
+    """SignatureError (TrustError) naming the run unless a runner trusted in the verified plans
+    state signed it: a JUnit document is read by CI systems as the run's word, and a run commit
+    anyone can write into ``refs/audit/runs/`` (unsigned, or signed by an untrusted key) would
+    otherwise be reported with its own verdict."""
+    trust = read_state(repo).trust
+    try:
+        verify_commit(repo.git, record.commit, trust.with_role("runner"))
+    except GitAuditError as exc:
+        raise SignatureError(
+            f"run {record.commit[:12]} is not evidence: {exc.message}; no JUnit is written for it",
+            hint="`git audit verify` names the forged runs; re-run with a trusted runner key",
+        ) from None
 
 
 def build(repo: pygit2.Repository, record: RunRecord, titles: dict[str, str]) -> bytes:

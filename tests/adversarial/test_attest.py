@@ -549,3 +549,34 @@ def test_attack_attest_junit_artifact_case_in_gitaudits_name(world: World, whose
     named = [c for c in ours if (c.get("classname"), c.get("name")) == (classname, name)]
     assert len(named) == 1 and named[0].find("failure") is not None, shown.out
     assert any(c.get("classname") == f"artifact:{classname}" for c in root.iter("testcase"))
+
+
+@pytest.mark.parametrize("spec", ["latest", "the forged commit"])
+@pytest.mark.parametrize("signer", ["unsigned", "mallory (untrusted)", "alice (a sealer)"])
+def test_attack_attest_junit_of_a_forged_run_is_green(world: World, signer: str, spec: str) -> None:
+    """ci's run passed tree A. The agent commits B, whose check fails, and writes a run commit
+    of its own: ci's run.json with B's tree and head, unsigned, signed by a key nobody trusts,
+    or by a key that is trusted but as no runner; it points the runs ref at it (or leaves the
+    ref alone and names the commit). The gate says FAIL, but `show --format junit` read the
+    commit without checking who signed it and wrote a green report for B: every case passed,
+    the `verdict` case too, `gitaudit.tree` B's (6 of 6, before the fix). JUnit is now written
+    only for a run a trusted runner signed; the command fails naming the run."""
+    world.repo.write("t.sh", "exit 0\n")
+    world.seal(plan(step("unit", check("sh", "t.sh"))))
+    assert world.run().verdict == "PASS"
+    honest = world.ref("refs/audit/runs/default")
+    assert honest is not None
+    world.repo.write("t.sh", "exit 1\n")
+    world.repo.git("commit", "-qam", "broken")
+    head, tree = world.ref("HEAD"), world.repo.git("rev-parse", "HEAD^{tree}").strip()
+
+    def as_b(doc: dict[str, Any]) -> None:
+        doc["head"], doc["tree"] = head, tree
+
+    key = {"unsigned": None, "mallory (untrusted)": world.mallory, "alice (a sealer)": world.alice}
+    forged = world.forge_run(honest, edit=as_b, signer=key[signer], move=spec == "latest")
+    assert world.gate().verdict == "FAIL"
+    shown = world.cli("show", "latest" if spec == "latest" else str(forged), "--format", "junit")
+    assert shown.code != 0 and not shown.out.strip(), shown.out
+    assert f"run {str(forged)[:12]} is not evidence" in shown.err
+    assert len(shown.err.strip().splitlines()) <= 2, shown.err  # the error and its hint

@@ -10,9 +10,12 @@ import xml.etree.ElementTree as ET
 import pytest
 from markdown_it import MarkdownIt
 
+from gitaudit.errors import SignatureError
 from gitaudit.gate import junit, report
 from gitaudit.ledger.records import StepEntry
+from gitaudit.ledger.runs import read_run
 from gitaudit.verdict import StepStatus
+from tests.adversarial.conftest import World
 
 
 def _rendered(markdown: str) -> list[tuple[str, str]]:
@@ -124,3 +127,14 @@ def test_a_step_proven_by_the_run_is_shown_as_the_gate_sees_it(
 def test_an_artifact_case_is_kept_out_of_gitaudits_names(classname: str, kept: str) -> None:
     case = ET.Element("testcase", classname=classname, name="verdict")
     assert junit._theirs(case, "default").get("classname") == kept
+
+
+def test_junit_is_written_only_for_a_run_a_trusted_runner_signed(proven: World) -> None:
+    """ci's run is reported; the same run unsigned (a commit anyone can write) is refused."""
+    repo = proven.handle()
+    honest = proven.ref("refs/audit/runs/default")
+    assert honest is not None
+    junit.require_trusted(repo, read_run(repo.git, honest))
+    forged = proven.forge_run(honest, signer=None, move=False)
+    with pytest.raises(SignatureError, match=f"run {str(forged)[:12]} is not evidence"):
+        junit.require_trusted(repo, read_run(repo.git, forged))
