@@ -31,6 +31,7 @@ import pygit2
 
 from gitaudit import checkpoint
 from gitaudit.crypto.commits import create_signed_commit, verify_commit
+from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError
 from gitaudit.frozen import frozen
@@ -102,12 +103,14 @@ def _replayable(
     commit: pygit2.Commit,
     root_ok: bool,
     what: tuple[str, str] = _REPLAYED,
+    resigner: PublicKey | None = None,
 ) -> None:
-    """LedgerError unless local-only run *commit* may be re-signed for *ref* (or, with
-    *what* ``_FETCHED``, a fetched run taken into the local ledger): one parent (none only for
-    the first commit of a ledger), signed by a runner trusted in *state*, and a well-formed
-    run.json for the ref's plan. The signature is checked first: nothing an untrusted commit
-    holds is read."""
+    """LedgerError unless local-only run *commit* may be re-signed for *ref* by *resigner* (or,
+    with *what* ``_FETCHED``, a fetched run taken into the local ledger): one parent (none only
+    for the first commit of a ledger), signed by a runner trusted in *state* (by *resigner*
+    itself, when given: signed again by another runner, an agent's advisory run would become
+    the word of a runner an evidence rule admits), and a well-formed run.json for the ref's
+    plan. The signature is checked first: nothing an untrusted commit holds is read."""
     where = f"{ref}: {what[0]} {str(commit.id)[:12]}"
     refused = what[1]
     hint = (
@@ -118,7 +121,7 @@ def _replayable(
     if parents > 1 or (parents == 0 and not root_ok):
         raise LedgerError(f"{where} has {parents} parents (a run has one) and {refused}", hint=hint)
     try:
-        verify_commit(git, commit.id, state.trust.with_role("runner"))
+        signed_by = verify_commit(git, commit.id, state.trust.with_role("runner"))
     except GitAuditError as exc:
         full = f"commit {commit.id}"
         detail = exc.message.replace(f"{full}: ", "").replace(full, "it")
@@ -144,6 +147,19 @@ def _replayable(
             f"and {refused}",
             hint=hint,
         )
+    if resigner is not None and signed_by.raw != resigner.raw:
+        raise LedgerError(
+            f"{where} is signed by {_named(state, signed_by)}, not by "
+            f"{_named(state, resigner)}, whose key would sign it again, and {refused}",
+            hint=f"push it with the key that signed it, or reset {ref} to the last run of "
+            "your own key before pushing",
+        )
+
+
+def _named(state: PlansState, key: PublicKey) -> str:
+    """A runner's name in *state* and its key's fingerprint."""
+    entry = state.trust.find(key)
+    return f"{entry.name} ({key.fingerprint()})" if entry is not None else key.fingerprint()
 
 
 def _not_taken(
@@ -218,7 +234,9 @@ def _replay(
     replayed = list(reversed(list(chain.walk(git, local, stop=base, what=ref))))
     parent = theirs
     for n, commit in enumerate(replayed):
-        _replayable(git, state, ref, commit, root_ok=base is None and n == 0)
+        _replayable(
+            git, state, ref, commit, root_ok=base is None and n == 0, resigner=signer.public_key
+        )
         # the signed times are kept: evidence expires from when it was recorded, not pushed
         parent = create_signed_commit(
             git,

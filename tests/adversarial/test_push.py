@@ -10,9 +10,10 @@ neither the remote nor any local ref moves.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,10 @@ import pytest
 
 from gitaudit.crypto.commits import create_signed_commit
 from gitaudit.ledger.objects import dumps
+from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
-from gitaudit.ledger.seals import trust_add
+from gitaudit.ledger.seals import set_policy, trust_add
+from gitaudit.ledger.trust import EvidenceRule
 from tests.adversarial.conftest import World, assert_plans_level, honest_run_on_any_tip, runner
 from tests.gitrepo import audit, git
 
@@ -391,3 +394,58 @@ def test_attack_push_sync_from_a_remote_that_rewinds_or_forges(
         assert world.ref("refs/gitaudit/remotes/origin/audit/runs/default") == passed
     assert world.gate().verdict == "FAIL"
     assert world.cli("status", "HEAD").code == 1
+
+
+@pytest.mark.parametrize("beneath", [False, True], ids=["alone", "beneath a ci run"])
+def test_attack_push_replay_launders_another_runners_run(served: Served, beneath: bool) -> None:
+    """main is proven by ci alone; the agent holds a trusted runner key of its own, whose runs
+    are advisory there. It commits a tree ci never ran and records its own run of it (alone,
+    or with an honest ci run of another tree on top) on the local ledger, which the server's
+    newer run has diverged from; then `git audit push` runs on the machine that signs with
+    ci's key. The push replayed every local-only run a trusted runner signed, signed again by
+    ci: the agent's word became ci's, main was PASS for the tree, locally and on the server
+    (both variants, before the fix). A replay now signs again only a run its own key signed;
+    the push stops naming the run and its signer, and nothing moves."""
+    world = served.world
+    current = read_state(world.handle()).policy
+    set_policy(
+        world.handle(),
+        world.alice,
+        replace(current, evidence=(EvidenceRule("refs/heads/main", ("ci",)),)),
+        allow_weaken=False,
+        reason="main is ci's",
+    )
+    agent = runner(world, "agent")
+    world.repo.git("push", "-q", "origin", f"{PLANS_REF}:{PLANS_REF}")
+    world.repo.write("unproven.txt", "never run by ci\n")
+    world.repo.commit("unproven")
+    assert world.run(signer=agent).verdict == "PASS"
+    laundered = world.ref(RUNS)
+    assert laundered is not None
+    assert world.gate(for_ref="refs/heads/main").verdict != "PASS"  # advisory there
+    if beneath:
+        world.repo.git("checkout", "-q", "HEAD~1")
+        assert world.run().verdict == "PASS"  # ci's own run, of the proven tree
+        world.repo.git("checkout", "-q", "-")
+    assert_refused_as(served, laundered, "is signed by agent (SHA256:")
+    assert "not by ci (SHA256:" in world.cli("push").err
+    assert world.gate(for_ref="refs/heads/main").verdict != "PASS"
+    pushed = subprocess.run(
+        ["git", "push", "--no-verify", "origin", "HEAD:refs/heads/main"],
+        cwd=world.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pushed.returncode != 0, pushed.stderr  # the server has no ci evidence of the tree
+
+
+def assert_refused_as(served: Served, forged: str, why: str) -> None:
+    """:func:`assert_refused`, for a run that need not be the local tip."""
+    server_before, local_before = served.server_refs(), served.local_refs()
+    pushed = served.world.cli("push")
+    assert pushed.code == 1, pushed.out + pushed.err
+    lines = pushed.err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: ")
+    assert f"local run {forged[:12]}" in lines[0] and why in lines[0], lines[0]
+    assert served.server_refs() == server_before and served.local_refs() == local_before

@@ -17,11 +17,13 @@ import pygit2
 import pytest
 
 from gitaudit.crypto.commits import create_signed_commit, verify_commit
+from gitaudit.crypto.keystore import generate_key, load_signer
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError
 from gitaudit.git.repo import open_repo
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
+from gitaudit.ledger.seals import trust_add
 from gitaudit.ledger.sync import reconcile_with
 from tests.adversarial.conftest import World
 from tests.adversarial.conftest import proven as proven  # noqa: PLC0414 (re-exported fixtures)
@@ -218,3 +220,22 @@ def test_replay_adopts_no_remote_plans_that_do_not_verify(diverged: Diverged) ->
     assert (PLANS_REF, "fast-forwarded") in diverged.reconcile()
     assert w.ref(PLANS_REF) == str(genuine)
     assert read_state(open_repo(w.path)).tip == genuine
+
+
+def test_replay_signs_again_only_a_run_of_its_own_key(diverged: Diverged) -> None:
+    """A local-only run another trusted runner signed (an agent's own key, advisory where an
+    evidence rule names ci) is not signed again by ci's key: one LedgerError naming the run
+    and both runners, and no audit ref moves; ci's own run on top of it changes nothing."""
+    w = diverged.world
+    other = load_signer(generate_key("bot").private_path)
+    trust_add(w.handle(), w.alice, other.public_key, "runner", "bot")
+    w.repo.write("more.txt", "more\n")
+    w.repo.commit("more")
+    bots = w.run(signer=other)
+    assert w.run().verdict == "PASS"  # ci, on top
+    before = diverged.audit_refs()
+    with pytest.raises(LedgerError) as caught:
+        diverged.reconcile()
+    assert caught.value.message.startswith(f"{RUNS}: local run {bots.commit[:12]} is signed by bot")
+    assert "not by ci (SHA256:" in caught.value.message
+    assert diverged.audit_refs() == before
