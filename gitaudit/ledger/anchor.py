@@ -117,11 +117,56 @@ def files(repo: Repo) -> list[str]:
     return keys
 
 
+def _gitfile_target(dot_git: str) -> str | None:
+    """The real path a ``gitdir:`` file names (relative to its folder), None when *dot_git* is
+    no such file."""
+    try:
+        with open(dot_git, encoding="utf-8") as handle:
+            text = handle.read(4096)
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    target = text.removeprefix("gitdir:").strip()
+    return os.path.realpath(os.path.join(os.path.dirname(dot_git), target))
+
+
+def worktrees(repo: Repo) -> list[str]:
+    """The real paths of every work tree of *repo*'s common dir as it is now: the main one (the
+    folder whose ``.git`` folder it is) and each linked one (``<common>/worktrees/<name>``)
+    whose ``.git`` file leads back to it. A linked worktree's ``.git`` file, and the
+    ``commondir`` of its git dir, are as writable as the main ``.git``: each needs a key of
+    its own, else one redirected to a fabricated repository finds no anchor at all."""
+    here = common_dir(repo.gitdir)
+    found: list[str] = []
+    parent = os.path.dirname(here)
+    if os.path.basename(here) == ".git" and os.path.realpath(os.path.join(parent, ".git")) == here:
+        found.append(parent)
+    linked = os.path.join(here, "worktrees")
+    try:
+        names = sorted(os.listdir(linked))
+    except OSError:
+        names = []
+    for name in names:
+        gitdir = os.path.realpath(os.path.join(linked, name))
+        try:
+            with open(os.path.join(gitdir, "gitdir"), encoding="utf-8") as handle:
+                dot_git = handle.read(4096).strip()
+            shared = places.common_dir(gitdir)
+        except OSError:
+            continue
+        # only a work tree whose .git leads back here: never another folder of the user's
+        if dot_git and _gitfile_target(dot_git) == gitdir and shared == here:
+            found.append(os.path.realpath(os.path.dirname(dot_git)))
+    return found
+
+
 def find(repo: Repo) -> Anchor | None:
     """*repo*'s anchor, or None when it has none. AnchorError when an anchor exists but cannot
     be trusted, or names another repository (the ``.git`` of an anchored work tree now leads
     elsewhere)."""
     here = common_dir(repo.gitdir)
+    _require_own_commondir(repo, here)
     by_repo, *by_tree = (_read(path, repo) for path in files(repo))
     if by_repo is not None and by_repo.repository != here:
         raise AnchorError(
@@ -138,6 +183,25 @@ def find(repo: Repo) -> Anchor | None:
             "root again: `git audit trust anchor`",
         )
     return by_repo or tree
+
+
+def _require_own_commondir(repo: Repo, here: str) -> None:
+    """AnchorError when *repo*'s git dir is a linked worktree's of an anchored repository
+    (``<repository>/worktrees/<name>``) whose ``commondir`` now leads elsewhere."""
+    gitdir = os.path.realpath(repo.gitdir)
+    folder = os.path.dirname(gitdir)
+    if os.path.basename(folder) != "worktrees":
+        return
+    owner = os.path.dirname(folder)
+    if owner == here:
+        return
+    theirs = _read(anchor_path(owner), repo)
+    if theirs is not None and theirs.repository == owner:
+        raise AnchorError(
+            f"the worktree git dir {gitdir} belongs to the repository {owner}, anchored to "
+            f"{theirs.root_key}, but its commondir leads to {here}: it was redirected",
+            hint=f"restore {os.path.join(gitdir, 'commondir')} (it reads ../..)",
+        )
 
 
 def _read(path: str, repo: Repo) -> Anchor | None:
@@ -237,7 +301,25 @@ def pinned_root(repo: Repo) -> str | None:
             hint=f"restore the pin: `git config audit.rootKey {anchor.root_key}` (if you re-pinned "
             "on purpose, pin the new root: `git audit trust anchor`)",
         )
+    _learn_worktree(repo, anchor)
     return anchor.root_key
+
+
+def _learn_worktree(repo: Repo, found: Anchor) -> None:
+    """Key *found* (the anchor of the repository the work tree *repo* was entered from leads
+    to, just checked) by that work tree too, when it has no key of its own yet: a linked
+    worktree added after the root was pinned, whose ``.git`` file or ``commondir`` could later
+    be redirected to a fabricated repository (without the key nothing would notice). Best
+    effort: a home this process cannot write keeps what it has."""
+    if repo.entered is None:
+        return
+    path = anchor_path(repo.entered)
+    if os.path.lexists(path) or (repo.workdir is not None and inside(path, repo.workdir)):
+        return
+    learned = Anchor(path, found.repository, os.path.realpath(repo.entered), found.root_key)
+    data = (json.dumps(learned.to_json(), indent=2, sort_keys=True) + "\n").encode()
+    with contextlib.suppress(OSError):
+        _write_file(path, data)
 
 
 def write(repo: Repo, root_key: str) -> Anchor:
@@ -245,7 +327,7 @@ def write(repo: Repo, root_key: str) -> Anchor:
     AnchorError when they cannot be written (the files stay as they were)."""
     here = common_dir(repo.gitdir)
     worktree = os.path.realpath(repo.entered) if repo.entered is not None else None
-    paths = files(repo)
+    paths = list(dict.fromkeys([*files(repo), *(anchor_path(w) for w in worktrees(repo))]))
     anchor = Anchor(paths[0], here, worktree, root_key)
     for path in paths:
         if repo.workdir is not None and inside(path, repo.workdir):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from gitaudit.gate.judge import judge
 from gitaudit.git.repo import open_repo
 from gitaudit.ledger import anchor
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
@@ -27,6 +28,7 @@ from gitaudit.plan.catalog import check_worktree
 from gitaudit.run.recorder import run_plan
 from tests.adversarial.conftest import World, assert_plans_level
 from tests.gitrepo import GitRepo, audit
+from tests.reasons import assert_well_formed
 from tests.run.test_memo import hook, pre_push
 
 RUNS = runs_ref("default")
@@ -304,3 +306,106 @@ def test_attack_anchors_ci_action_without_a_root_key(
     pinned = {"root-key": proven.alice.public_key.fingerprint()}
     steps, outputs, _summary = run_action(clone, {"install": "skip", "rev": head, **pinned}, work)
     assert outputs["verdict"] == "FAIL" and steps[-1][1] == 1, steps
+
+
+def _linked_worktree(world: World, tmp_path: Path) -> tuple[Path, str]:
+    """A linked worktree of *world* (`git worktree add`) where the agent committed a change no
+    runner of the repository has run: its path and the commit."""
+    wt = tmp_path / "wt"
+    world.repo.git("worktree", "add", "-q", "--detach", str(wt), "HEAD")
+    linked = GitRepo(wt)
+    linked.write("NOTES.md", "the agent's change\n")
+    return wt, linked.commit("agent: notes")
+
+
+def _fabricate_at(world: World, tmp_path: Path, commit: str) -> str:
+    """mallory's ledger (root, sealer, runner, a PASS run) for *commit*, fetched into *world*."""
+    other = GitRepo(tmp_path / "fabricated")
+    subprocess.run(
+        ["git", "clone", "-q", str(world.path), str(other.path)], check=True, capture_output=True
+    )
+    other.git("checkout", "-q", commit)
+    handle = open_repo(other.path)
+    trust_init(handle, world.mallory, "mallory")
+    (checked,) = check_worktree(other.path, "default")
+    seal_plan(handle, world.mallory, checked)
+    assert run_plan(open_repo(other.path), "default", world.mallory).verdict == "PASS"
+    world.repo.git("fetch", "-q", str(other.path), "+refs/audit/*:refs/audit/*")
+    return world.mallory.public_key.fingerprint()
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "commondir",  # .git/worktrees/wt/commondir names the copy; nobody judged in wt before
+        "gitfile, anchored after the worktree was added",  # wt/.git names the copy's
+        "gitfile, judged in the worktree before",  # added after anchoring, the user's status ran
+        "main gitfile, anchored from the worktree",  # the root pinned in wt; main's .git swapped
+    ],
+)
+def test_attack_anchors_linked_worktree_redirected(proven: World, tmp_path: Path, how: str) -> None:
+    """The agent works in a linked worktree (`git worktree add`) and commits a change ci never
+    ran. It copies .git out of the repository with mallory's ledger (a PASS run for its commit)
+    and her pin, and redirects the linked worktree to the copy: `commondir` of its git dir
+    (inside the real .git), or its `.git` file; or, the root pinned from the linked worktree,
+    the main worktree's `.git`. Before the fix the anchor was keyed by the common dir and by
+    the work tree the anchoring command ran in only: from the redirected worktree neither
+    key led to an anchor, mallory's pin was taken and the user's `git audit status` said PASS
+    (4 of 4). Now a linked git dir of an anchored repository must keep its `commondir`, every
+    work tree of the repository is keyed when the root is pinned, and one added later is keyed
+    the first time the user's gitaudit judges there: plans.anchor-mismatch."""
+    handle = proven.handle()
+    root = proven.alice.public_key.fingerprint()
+    if how.startswith("gitfile, anchored after"):
+        for path in anchor.files(handle):
+            os.unlink(path)
+        wt, commit = _linked_worktree(proven, tmp_path)
+        assert audit(proven.path, "trust", "anchor", "--yes", "--expect", root).code == 0
+    elif how.startswith("main gitfile"):
+        for path in anchor.files(handle):
+            os.unlink(path)
+        wt, commit = _linked_worktree(proven, tmp_path)
+        assert audit(wt, "trust", "anchor", "--yes", "--expect", root).code == 0
+    else:
+        wt, commit = _linked_worktree(proven, tmp_path)
+        if how.startswith("gitfile, judged"):
+            assert audit(wt, "status", "HEAD").code != 0  # honest: ci never ran the change
+    fingerprint = _fabricate_at(proven, tmp_path, commit)
+    dot_git = proven.path / ".git"
+    fake = tmp_path / "copy.git"
+    shutil.copytree(dot_git, fake)
+    subprocess.run(["git", "config", "audit.rootKey", fingerprint], cwd=fake, check=True)
+    shutil.rmtree(fake / "gitaudit")
+    _forget_marks(proven)
+    judged = wt
+    if how == "commondir":
+        (dot_git / "worktrees" / "wt" / "commondir").write_text(f"{fake}\n")
+    elif how.startswith("gitfile"):
+        (fake / "worktrees" / "wt" / "commondir").write_text(f"{fake}\n")
+        (wt / ".git").write_text(f"gitdir: {fake / 'worktrees' / 'wt'}\n")
+    else:
+        shutil.rmtree(dot_git)
+        (proven.path / ".git").write_text(f"gitdir: {fake}\n")
+        GitRepo(proven.path).git("checkout", "-q", "--detach", commit)
+        judged = proven.path
+    assert GitRepo(judged).git("config", "audit.rootKey").strip() == fingerprint
+    result = assert_well_formed(judge(open_repo(judged), "HEAD"))
+    assert_plans_level(result, "plans.anchor-mismatch")
+    status = audit(judged, "status", "HEAD")
+    assert status.code == 1 and "plans.anchor-mismatch" in status.out + status.err
+
+
+def test_anchors_control_linked_worktree_of_an_anchored_repository(
+    proven: World, tmp_path: Path
+) -> None:
+    """Control: a linked worktree of the anchored repository is judged by the real ledger (ci's
+    PASS for the tree it checks out), and the key its first judgement adds names the
+    repository; removing the worktree leaves the repository's own anchor as it was."""
+    wt = tmp_path / "wt"
+    proven.repo.git("worktree", "add", "-q", "--detach", str(wt), "HEAD")
+    assert assert_well_formed(judge(open_repo(wt), "HEAD")).verdict == "PASS"
+    learned = anchor.find(open_repo(wt))
+    assert learned is not None and learned.repository == anchor.common_dir(proven.handle().gitdir)
+    assert os.path.exists(anchor_path(wt))
+    proven.repo.git("worktree", "remove", str(wt))
+    assert proven.gate().verdict == "PASS"

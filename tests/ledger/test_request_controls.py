@@ -37,6 +37,7 @@ from gitaudit.ledger.requests import record_path, request_path
 from gitaudit.ledger.resets import resets_path
 from gitaudit.ledger.seals import trust_add, trust_init
 from gitaudit.ledger.trust import Policy, TrustedKey
+from gitaudit.places import anchor_path
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.plan.digest import sha256
 from tests.adversarial.conftest import World, check, step
@@ -123,6 +124,37 @@ def test_a_git_dir_swapped_or_redirected_is_noticed(world: World, how: str) -> N
     assert f"git now reads {os.path.realpath(fake)}" in caught.value.message
     with pytest.raises(anchor.AnchorError, match="was replaced or redirected"):
         anchor.pinned_root(handle)
+
+
+def test_every_work_tree_of_a_repository_is_keyed(world: World, tmp_path: Path) -> None:
+    """`anchor.worktrees` lists the main work tree and each linked one whose `.git` leads back
+    (never a folder a `gitdir` file merely names); pinning writes a key for each, a linked
+    worktree added later is keyed by its first judgement, and a linked git dir whose
+    `commondir` leaves the anchored repository is refused by name."""
+    handle = world.handle()
+    common = anchor.common_dir(handle.gitdir)
+    wt = tmp_path / "wt"
+    world.repo.git("worktree", "add", "-q", "--detach", str(wt), "HEAD")
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (Path(common) / "worktrees" / "wt" / "gitdir").write_text(f"{stray / '.git'}\n")
+    assert anchor.worktrees(handle) == [os.path.realpath(world.path)]
+    (Path(common) / "worktrees" / "wt" / "gitdir").write_text(f"{wt / '.git'}\n")
+    assert anchor.worktrees(handle) == [os.path.realpath(world.path), os.path.realpath(wt)]
+    root = world.alice.public_key.fingerprint()
+    written = anchor.write(handle, root)
+    assert os.path.exists(anchor_path(wt)) and not os.path.exists(anchor_path(stray))
+    os.unlink(anchor_path(wt))
+    linked = open_repo(wt)
+    assert anchor.pinned_root(linked) == root  # learned here
+    learned = anchor.find(linked)
+    assert learned is not None and learned.file == anchor_path(handle.gitdir)
+    assert os.path.exists(anchor_path(wt))
+    assert written.repository == common
+    shutil.copytree(common, tmp_path / "elsewhere")
+    (Path(common) / "worktrees" / "wt" / "commondir").write_text(f"{tmp_path / 'elsewhere'}\n")
+    with pytest.raises(anchor.AnchorError, match="its commondir leads to"):
+        anchor.find(open_repo(wt))
 
 
 # ------------------------------------------------------------------------ the planner's rules
