@@ -138,12 +138,23 @@ def kinds_of(before: StateLike, after: StateLike) -> tuple[str, ...]:
 
 def needed(before: StateLike, after: StateLike) -> Need:
     """The approvals the step from *before* to *after* needs, by *before*'s policy: the most any
-    of its kinds needs, and, for each kind whose number it lowers, that kind's number."""
+    of its kinds needs; for each kind whose number it lowers, that kind's number; and when it
+    makes a key a sealer, the most any kind needs."""
     kinds = kinds_of(before, after)
     # lowering what a kind needs takes as many sealers as that kind needed: a protection is
     # never undone by fewer sealers than it protects with
     lowered = [k for kind, k in before.policy.approvals if after.policy.approvals_for(kind) < k]
+    # nor is it by a new sealer key: whoever adds one holds one more approval of every kind
+    if _new_sealer_keys(before.trust, after.trust):
+        lowered += [k for _kind, k in before.policy.approvals]
     return Need(kinds, max([before.policy.approvals_for(k) for k in kinds] + lowered, default=1))
+
+
+def _new_sealer_keys(before: TrustSet, after: TrustSet) -> bool:
+    """Whether *after* lets a key seal that *before* did not (a key added as a sealer, another
+    role's key made one, a sealer's name given another key)."""
+    had = {k.key for k in before.keys if k.may("sealer")}
+    return any(k.may("sealer") and k.key not in had for k in after.keys)
 
 
 def _trust_entries(trust: TrustSet) -> set[tuple[str, bytes, str, str]]:

@@ -417,3 +417,60 @@ def test_approvals_changes_needing_none_work_with_one_key(council: Council) -> N
     assert trust_add(handle, council.alice, runner.public_key, "runner", "ci2") is not None
     (checked,) = check_worktree(council.world.path, "default")
     assert checked.digest == read_state(handle).seal("default").contract_digest  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("how", ["a new key", "a runner made sealer", "bob's key replaced"])
+def test_attack_approvals_second_sealer_key_added_by_one(council: Council, how: str) -> None:
+    """The policy asks two sealers to weaken (the example of sealing.md: `trust` left at 1).
+    A process that read alice's key trusts a key it made as a sealer (`alice2`), makes ci's
+    runner key (which it read too) a sealer, or puts its key in place of bob's: one sealer's
+    change. It then holds two sealer keys, proposes the weakening with alice's and approves it
+    with its own: the weak plan was applied and ci's run of it PASSed (3 of 3 before the fix).
+    A change that makes a key a sealer now needs as many sealers as the policy asks for any
+    kind (a protection is never undone by fewer sealers than it protects with): the trust
+    change is a proposal, and the same change signed by alice alone is refused."""
+    world = council.world
+    handle = world.handle()
+    if how == "a runner made sealer":
+        second: Signer = world.ci
+        name = "ci"
+    else:
+        second = Ed25519Signer.generate("alice2")
+        name = "alice2"
+    before = world.ref(PLANS_REF)
+    if how == "bob's key replaced":
+        state = read_state(handle)
+        trust = state.trust.removed("bob").added("bob", second.public_key, "sealer")
+        files = {**world.plans_files(), **trust.files()}
+        world.forge_plans(files, council.alice)
+        result = world.gate()
+        assert_plans_level(result, "plans.untrusted")
+        assert "(trust) needs the approval of 2 distinct sealers" in result.reasons[0].message
+        return
+    with pytest.raises(ChangeProposed) as proposed:
+        trust_add(handle, council.alice, second.public_key, "sealer", name)
+    assert proposed.value.proposal.required == 2
+    assert world.ref(PLANS_REF) == before
+    entry = read_state(handle).trust.named(name)
+    assert entry is None or not entry.may("sealer")
+    world.forge_plans(dict(proposed.value.proposal.files), council.alice)
+    result = world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "(trust) needs the approval of 2 distinct sealers" in result.reasons[0].message
+
+
+def test_approvals_control_a_sealer_added_by_k_sealers(council: Council) -> None:
+    """Control: alice proposes trusting dave as a sealer, bob approves: dave is a sealer, and
+    the gate accepts the plans ref; a runner still takes alice alone."""
+    world = council.world
+    dave = Ed25519Signer.generate("dave")
+    with pytest.raises(ChangeProposed) as proposed:
+        trust_add(world.handle(), council.alice, dave.public_key, "sealer", "dave")
+    outcome = approve(world.handle(), council.bob, proposed.value.proposal.id)
+    assert outcome.applied is not None and outcome.approvers == ("alice", "bob")
+    entry = read_state(world.handle()).trust.named("dave")
+    assert entry is not None and entry.may("sealer")
+    runner = Ed25519Signer.generate("ci2")
+    assert trust_add(world.handle(), council.alice, runner.public_key, "runner", "ci2")
+    world.run()
+    assert world.gate().verdict == "PASS"

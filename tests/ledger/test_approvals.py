@@ -14,7 +14,7 @@ from gitaudit.crypto.keyfile import encode_private_key
 from gitaudit.crypto.signers import Ed25519Signer
 from gitaudit.errors import SealError, TrustError
 from gitaudit.git.repo import Repo
-from gitaudit.ledger.approvals import APPROVALS_PATH, ChangeProposed, kinds_of
+from gitaudit.ledger.approvals import APPROVALS_PATH, ChangeProposed, kinds_of, needed
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.proposals import approve, find, list_proposals, prune
 from gitaudit.ledger.protected import manifest, manifest_digest, manifest_path
@@ -112,6 +112,38 @@ def test_each_kind_of_change_is_recognised(
     after = replace(state, files={**state.files, "requests/default.json": b"{}\n"})
     assert kinds_of(state, after) == ("request",)
     assert read_ref(pair.git, PLANS_REF) == state.tip  # nothing of it was applied
+
+
+def test_a_new_sealer_key_needs_the_most_any_kind_needs(
+    pair: Repo, sealer: Ed25519Signer, bob: Ed25519Signer
+) -> None:
+    """weaken=3, amend=2, trust at 1: a key made a sealer (new, a runner's, a sealer's name
+    given another key) needs 3, whatever its kinds; a runner, a label, a reconciler, a sealer
+    removed or given another role need what `trust` needs: 1."""
+    carol = Ed25519Signer.generate("carol")
+    trust_add(pair, sealer, carol.public_key, "sealer", "carol")
+    _require(pair, sealer, weaken=3, amend=2)
+    state = read_state(pair)
+    runner = Ed25519Signer.generate("ci")
+    added = replace(state, trust=state.trust.added("dave", runner.public_key, "sealer"))
+    assert (needed(state, added).kinds, needed(state, added).required) == (("trust",), 3)
+    removed = replace(
+        state, trust=state.trust.added("bob", bob.public_key, "runner").removed("carol")
+    )
+    assert (needed(state, removed).kinds, needed(state, removed).required) == (("trust",), 1)
+    with_runner = replace(state, trust=state.trust.added("ci", runner.public_key, "runner"))
+    assert needed(state, with_runner).required == 1
+    made_sealer = replace(
+        with_runner, trust=with_runner.trust.added("ci", runner.public_key, "sealer")
+    )
+    assert needed(with_runner, made_sealer).required == 3
+    swapped = state.trust.removed("bob").added("bob", runner.public_key, "sealer")
+    assert needed(state, replace(state, trust=swapped)).required == 3
+    labelled = state.trust.added("bob", bob.public_key, "reconciler", frozenset({"linux"}))
+    assert needed(state, replace(state, trust=labelled)).required == 1
+    assert trust_add(pair, sealer, runner.public_key, "runner", "ci") is not None
+    proposed = _proposed(lambda: trust_add(pair, sealer, runner.public_key, "sealer", "ci"))
+    assert (proposed.proposal.kinds, proposed.proposal.required) == (("trust",), 3)
 
 
 def test_an_amendment_needs_its_approvals(
