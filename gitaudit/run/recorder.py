@@ -11,12 +11,13 @@ the changed paths (audit purity).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import field
 from datetime import UTC, datetime
@@ -221,29 +222,38 @@ def run_plan(
     """
     workdir = repo.require_workdir()
     prep = _prepare(repo, name, signer, checked, targets, reconcile or {}, tuple(labels))
-    before = workspace_fingerprint(workdir)
-    _check_reconcile(repo, prep, before.tree, reconcile or {})
     plan = prep.plan
     live_steps = {s.id for s in plan.steps if plan.workspace_of(s) == "live"}
     whole_live = len(live_steps) == len(plan.steps)
-    stamps = _live_start(workdir, before.tree) if live_steps else None
     with checkout.acquire(repo.gitdir, workdir) as slot:
-        # the checkout is brought up to date (mostly git's work) while what earlier runs
-        # proved is read and the input digests are worked out (Python's); an error in the
-        # latter waits for the checkout before it is raised
+        # the checkout is brought up to date (mostly git's work) while the work tree is
+        # fingerprinted (git's too: on another core), then while what earlier runs proved is
+        # read and the input digests are worked out (Python's); an error in either waits for
+        # the checkout before it is raised
         with ThreadPoolExecutor(max_workers=1) as pool, _quick_handover():
-            placing = None
-            if not whole_live:
-                placing = pool.submit(
-                    checkout.materialise,
+
+            def place(tree: str, head: str | None) -> checkout.Materialised:
+                return checkout.materialise(
                     slot,
                     repo.gitdir,
                     workdir,
-                    before.tree,
-                    before.head,
+                    tree,
+                    head,
                     declared_filters=plan.filters,
                     ignored_paths=plan.all_ignored_paths(),
                 )
+
+            # most runs are of HEAD's tree: its checkout starts before the fingerprint says so
+            guess = None if whole_live or reconcile else _head_of(repo)
+            guessed = pool.submit(place, *guess) if guess is not None else None
+            before = workspace_fingerprint(workdir)
+            _check_reconcile(repo, prep, before.tree, reconcile or {})
+            stamps = _live_start(workdir, before.tree) if live_steps else None
+            placing = guessed
+            if guessed is not None and guess != (before.tree, before.head):
+                placing = pool.submit(_instead, guessed, place, workdir, before)
+            elif guessed is None and not whole_live:
+                placing = pool.submit(place, before.tree, before.head)
             prior = _prior(repo, prep, before.tree, fresh)
             placed = placing.result() if placing is not None else None
         carried, incremental, wanted = prior.carried, prior.incremental, list(prep.targets)
@@ -325,6 +335,30 @@ def run_plan(
             path=folders(path),
             agent=agent,
         )
+
+
+def _head_of(repo: Repo) -> tuple[str, str] | None:
+    """(tree, commit) of HEAD, as libgit2 reads them: a guess at what the fingerprint will
+    say, which decides (:func:`run_plan`); None without a commit."""
+    try:
+        commit = repo.git.head.peel(pygit2.Commit)
+    except (pygit2.GitError, KeyError, ValueError):
+        return None
+    return str(commit.tree_id), str(commit.id)
+
+
+def _instead(
+    guessed: Future[checkout.Materialised],
+    place: Callable[[str, str | None], checkout.Materialised],
+    workdir: Path,
+    before: Fingerprint,
+) -> checkout.Materialised:
+    """The work tree is not HEAD's tree: the checkout placed at HEAD's (no check has run in
+    it) is kept clean and moved on to the work tree's by a two-way merge, or, where the guess
+    could not be placed, brought there as it would have been without it."""
+    with contextlib.suppress(GitAuditError):  # the work tree's is placed (or refused) below
+        checkout.leave_unused(guessed.result(), workdir)
+    return place(before.tree, before.head)
 
 
 @contextmanager

@@ -484,3 +484,25 @@ def test_a_terminal_gets_the_live_progress_table(repo: GitRepo, sealed: Sealer) 
     assert "git audit run --plan" in out  # the table title
     assert "│" in out and "passed" in out and "seconds" in out
     assert "default: PASS — 2/2 steps verified" in out
+
+
+def test_the_checks_see_the_work_tree_not_heads_tree(repo: GitRepo, sealed: Sealer) -> None:
+    """The checkout of HEAD's tree starts while the work tree is fingerprinted (most runs are
+    of HEAD's tree); when the work tree holds something else (an edit, a file deleted, a new
+    file), the checks see exactly that, and the next run of HEAD's tree sees HEAD's again."""
+    sealed(make_plan(run_step("state", "sh", "-c", "test \"$(cat state.txt)\" = new")))
+    repo.write("state.txt", "new\n")
+    repo.commit("new state")
+    ran = [audit(repo.path, "run")]  # HEAD's tree: new
+    repo.write("state.txt", "old\n")
+    ran.append(audit(repo.path, "run"))  # the work tree: old, uncommitted
+    repo.git("checkout", "--", "state.txt")
+    ran.append(audit(repo.path, "run"))  # HEAD's again
+    (repo.path / "state.txt").unlink()
+    ran.append(audit(repo.path, "run"))  # deleted: no file to read
+    repo.git("checkout", "--", "state.txt")
+    repo.write("extra.txt", "untracked\n")
+    ran.append(audit(repo.path, "run"))  # HEAD's files and one more
+    assert [r.code for r in ran] == [0, 1, 0, 1, 0], [r.out for r in ran]
+    assert run_json(repo)["tree"] != repo.head_tree()
+    assert all("changed during the run" not in r.out for r in ran)
