@@ -266,3 +266,48 @@ def test_the_folders_above_paths() -> None:
     assert conversions._folders_above(listed) == {b"a", b"a/b", b"d"}
     assert conversions._folders_above(b"") == set()
     assert conversions._folders_above(b"x\ny/z\0") == {b"x\ny"}
+
+
+def _checkout_id(repo: GitRepo, name: str, store: Path) -> str | None:
+    """conversions._checked_out_id for the file *name* as it is, and HEAD's blob of it."""
+    layout = fingerprint._locate(repo.path)
+    env = {"GIT_DIR": str(layout.git_dir), "GIT_WORK_TREE": str(layout.work_tree)}
+    blob = repo.git("rev-parse", f"HEAD:{name}").strip()
+    found = conversions._blob_id((repo.path / name).read_bytes(), len(blob))
+    store.mkdir()
+    return conversions._checked_out_id(layout, env, name.encode(), blob, found, store)
+
+
+def test_what_a_checkout_writes_is_made_from_the_files_bytes_not_the_store(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    """The checkout's bytes of a converted file (ident, CRLF under eol=crlf) are made in a
+    private store from the file's bytes: a checkout as written compares equal; a forged loose
+    object under the blob's name holding the file's bytes changes nothing; an edit since the
+    file was hashed is None."""
+    import zlib
+
+    repo.write(".gitattributes", "id.py ident\n*.bat text eol=crlf\n")
+    repo.write("id.py", 'ID = "$Id$"\n')
+    repo.write("run.bat", "exit /b 0\n")
+    repo.commit("converted")
+    for name in ("id.py", "run.bat"):
+        (repo.path / name).unlink()
+    repo.git("checkout", "--", ".")
+    for name in ("id.py", "run.bat"):
+        found = conversions._blob_id((repo.path / name).read_bytes(), 40)
+        assert _checkout_id(repo, name, tmp_path / name) == found
+    edited = b'ID = "$Id: "; ID = 41; _ = "$"\n'
+    (repo.path / "id.py").write_bytes(edited)
+    assert repo.git("diff", "--name-only") == ""
+    genuine = _checkout_id(repo, "id.py", tmp_path / "before")
+    assert genuine is not None and genuine != conversions._blob_id(edited, 40)
+    blob = repo.git("rev-parse", "HEAD:id.py").strip()
+    loose = repo.path / ".git" / "objects" / blob[:2] / blob[2:]
+    loose.chmod(0o644)
+    loose.write_bytes(zlib.compress(b"blob %d\0" % len(edited) + edited))
+    assert _checkout_id(repo, "id.py", tmp_path / "forged") == genuine
+    layout = fingerprint._locate(repo.path)
+    env = {"GIT_DIR": str(layout.git_dir), "GIT_WORK_TREE": str(layout.work_tree)}
+    stale = conversions._blob_id(b"something else\n", 40)
+    assert conversions._checked_out_id(layout, env, b"id.py", blob, stale, tmp_path) is None

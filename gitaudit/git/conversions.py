@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -261,17 +262,64 @@ def _blob_id(data: bytes, width: int) -> str:
     return digest.hexdigest()
 
 
-def _checked_out_id(layout: Located, env: Mapping[str, str], path: bytes, blob: str) -> str | None:
+def _checked_out_id(
+    layout: Located, env: Mapping[str, str], path: bytes, blob: str, found: str, store: Path
+) -> str | None:
     """The blob id of the bytes git would write for *blob* at *path* (its smudge filter, line
-    endings, ``ident`` and ``working-tree-encoding``, as a checkout applies them)."""
+    endings, ``ident`` and ``working-tree-encoding``, as a checkout applies them), or None when
+    the file no longer holds the bytes whose id is *found* or no longer hashes to *blob*.
+
+    *blob*'s bytes are never read from the repository's object store: anyone who writes
+    ``.git`` can put other bytes there under its name (git checks no loose object's id on
+    read), the very bytes on disk, so that the checkout of the proven blob would seem to write
+    them. git hashes the file's bytes again, as ``git add`` did, into *store*, an object store
+    of gitaudit's own, and smudges the blob it wrote there."""
+    data = _read_plain(layout.work_tree / os.fsdecode(path))
+    if data is None or _blob_id(data, len(blob)) != found:
+        return None  # the file changed since it was hashed
+    private = {**env, "GIT_OBJECT_DIRECTORY": str(store)}
+    hashed = _run(
+        ["hash-object", "-w", "--stdin", f"--path={os.fsdecode(path)}"],
+        cwd=layout.work_tree,
+        env=private,
+        stdin=data,
+    )
+    if hashed.code != 0 or hashed.out.strip() != blob:
+        return None
+    written = _loose_state(store, blob)
     proc = _run(
         ["cat-file", "--filters", f"--path={os.fsdecode(path)}", blob],
         cwd=layout.work_tree,
-        env=env,
+        env=private,
     )
-    if proc.code != 0:
-        return None
+    if proc.code != 0 or written is None or _loose_state(store, blob) != written:
+        return None  # what git smudged may not be what it wrote
     return _blob_id(proc.stdout, len(blob))
+
+
+def _read_plain(path: Path) -> bytes | None:
+    """The bytes of the plain file at *path* (no link followed), or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with open(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        return handle.read()
+
+
+def _loose_state(store: Path, oid: str) -> tuple[int, ...] | None:
+    """The identity of the loose object *oid* in *store* (inode, size, change and modification
+    times), or None when it is not there as git writes one: a loose object is written once,
+    under a new name, and never again in place."""
+    try:
+        st = os.lstat(store / oid[:2] / oid[2:])
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns, st.st_mtime_ns)
 
 
 def require_faithful(
@@ -289,20 +337,26 @@ def require_faithful(
     file it did not hash is as it was when it was last compared, before its entry was kept.
     The two listings are compared entry by entry as bytes, and only the entries that moved
     are read; git hashes their bytes as they are in one process, and only a file whose bytes
-    are not its blob's costs a look at what a checkout writes for it."""
+    are not its blob's costs a look at what a checkout writes for it, made from the file's own
+    bytes hashed again into a private object store (:func:`_checked_out_id`), never from the
+    repository's store, where a forged object under the blob's name could hold the file's
+    bytes."""
     after = _listing(layout, env, temp)
     before = set(_listing(layout, env, base)) if base is not None and base.exists() else set()
     moved = [e for e in _hashed(p for p in after if p not in before) if e[0] in _REGULAR]
     width = len(moved[0][1]) if moved else 40
     raw = _raw_ids(layout, env, [path for _, _, path in moved], width)
-    unfaithful: list[str] = []
-    for (_, blob, path), found in zip(moved, raw, strict=True):
-        if found == blob:
-            continue
-        if found is None or found != _checked_out_id(layout, env, path, blob):
-            unfaithful.append(os.fsdecode(path))
-            if len(unfaithful) == _SHOWN:
-                break
+    converted = [(b, p, f) for (_, b, p), f in zip(moved, raw, strict=True) if f != b]
+    unfaithful = [os.fsdecode(p) for _, p, found in converted if found is None][:_SHOWN]
+    if converted and not unfaithful:
+        with tempfile.TemporaryDirectory(prefix="objects-", dir=temp.parent) as store:
+            for blob, path, found in converted:
+                if found is None or found != _checked_out_id(
+                    layout, env, path, blob, found, Path(store)
+                ):
+                    unfaithful.append(os.fsdecode(path))
+                    if len(unfaithful) == _SHOWN:
+                        break
     if unfaithful:
         raise RepositoryError(
             f"the work tree of {layout.work_tree} holds other bytes than the tree git hashes "

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -717,6 +718,77 @@ def test_attack_workspace_working_tree_encoding_hides_an_edit(world: World) -> N
     _proven(world)
     app.write_bytes(b"ANSWER = 41 #+AAo-ANSWER = 42\n")
     assert world.repo.git("diff") == ""
+    _refused_as_converted(world, "holds other bytes")
+
+
+def _forge_object(world: World, oid: str, content: bytes, where: str) -> None:
+    """Put *content* in the object store under the name *oid* (git checks no loose object's id
+    on read): the loose object rewritten, or moved to a folder of the agent's that
+    `objects/info/alternates` names."""
+    objects = world.path / ".git" / "objects"
+    loose = objects / oid[:2] / oid[2:]
+    assert loose.is_file()  # the world's objects are loose
+    if where == "alternates":
+        loose.unlink()
+        elsewhere = world.path.parent / "elsewhere-objects"
+        loose = elsewhere / oid[:2] / oid[2:]
+        loose.parent.mkdir(parents=True, exist_ok=True)
+        (objects / "info").mkdir(exist_ok=True)
+        (objects / "info" / "alternates").write_text(f"{elsewhere}\n")
+    else:
+        loose.chmod(0o644)
+    loose.write_bytes(zlib.compress(b"blob %d\0" % len(content) + content))
+
+
+@pytest.mark.parametrize("where", ["loose", "alternates"])
+@pytest.mark.parametrize(
+    ("attributes", "name", "proven", "edited"),
+    [
+        pytest.param(
+            "app.py ident\n",
+            "app.py",
+            b'ANSWER = "$Id$"\n',
+            b'ANSWER = "$Id: "; ANSWER = 41; _ = "$"\n',
+            id="ident",
+        ),
+        pytest.param(
+            "*.sh text\n",
+            "check.sh",
+            b'MODE=safe\n[ "$MODE" = safe ] && exit 0\nexit 1\n',
+            b'MODE=safe\r\n[ "$MODE" = safe ] && exit 0\nexit 1\n',
+            id="text",
+        ),
+        pytest.param(
+            "* text eol=lf\n",
+            "check.sh",
+            b'MODE=safe\n[ "$MODE" = safe ] && exit 0\nexit 1\n',
+            b'MODE=safe\r\n[ "$MODE" = safe ] && exit 0\nexit 1\n',
+            id="eol-lf",
+        ),
+    ],
+)
+def test_attack_workspace_forged_blob_vouches_for_a_converted_edit(
+    world: World, attributes: str, name: str, proven: bytes, edited: bytes, where: str
+) -> None:
+    """As in the two attacks above (`ident`, or a CRLF that the tree's `text` normalises away),
+    the agent writes bytes git hashes to the proven blob, and then puts those very bytes in the
+    object store under the blob's name (the loose object rewritten, or moved to an alternate
+    object folder of its own): the comparison with what a checkout writes asked git to smudge
+    the blob from the repository's store, which handed back the forged bytes, equal to the
+    file's, and the work tree's verdict, `status` and the stop hook said PASS (all six before
+    the fix). What a checkout writes is now made from the file's bytes hashed again into a
+    private object store: refused as unfaithful."""
+    world.repo.write(".gitattributes", attributes)
+    path = world.repo.write(name, proven)
+    _proven(world)
+    blob = world.repo.git("rev-parse", f"HEAD:{name}").strip()
+    path.write_bytes(edited)
+    assert world.repo.git("diff", "--name-only") == ""  # git sees no change
+    _forge_object(world, blob, edited, where)
+    shown = subprocess.run(
+        ["git", "cat-file", "blob", blob], cwd=world.path, capture_output=True, check=True
+    )
+    assert shown.stdout == edited  # git reads the forgery
     _refused_as_converted(world, "holds other bytes")
 
 
