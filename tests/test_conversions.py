@@ -311,3 +311,48 @@ def test_what_a_checkout_writes_is_made_from_the_files_bytes_not_the_store(
     env = {"GIT_DIR": str(layout.git_dir), "GIT_WORK_TREE": str(layout.work_tree)}
     stale = conversions._blob_id(b"something else\n", 40)
     assert conversions._checked_out_id(layout, env, b"id.py", blob, stale, tmp_path) is None
+
+
+def test_a_listing_of_folders_is_what_the_tree_objects_hold(project: GitRepo) -> None:
+    """The folders of a tree are listed as git lists them, and counted only when every tree
+    object it read hashes to its id and names exactly the folders listed: a forged object
+    under a folder's id that leaves out a folder below it gives no listing (None)."""
+    import zlib
+
+    layout = fingerprint._locate(project.path)
+    tree = project.git("rev-parse", "HEAD^{tree}").strip()
+    listed = conversions._folders(conversions.list_folders(layout, tree))
+    assert sorted(listed or []) == [b"lib", b"lib/deep"]
+    lib = project.git("rev-parse", "HEAD:lib").strip()
+    app = project.git("rev-parse", "HEAD:lib/app.py").strip()
+    body = b"100644 app.py\0" + bytes.fromhex(app)
+    loose = project.path / ".git" / "objects" / lib[:2] / lib[2:]
+    loose.chmod(0o644)
+    loose.write_bytes(zlib.compress(b"tree %d\0" % len(body) + body))
+    assert b"lib/deep" not in project.git("ls-tree", "-r", "-d", "--name-only", tree).encode()
+    assert conversions._folders(conversions.list_folders(layout, tree)) is None
+
+
+def test_the_folders_of_a_changed_tree_are_read_from_verified_objects(
+    project: GitRepo,
+) -> None:
+    """Beside the seed's listing, the new tree's folders are read from its tree objects, each
+    hashed against its id, where its ids differ from the seed's: a folder only the new tree
+    has is found, and a forged object under the id of a new folder's tree gives None."""
+    import zlib
+
+    layout = fingerprint._locate(project.path)
+    seed = project.git("rev-parse", "HEAD^{tree}").strip()
+    project.write("lib/deep/deeper/new.py", "NEW = 1\n")
+    project.git("add", "-A")
+    tree = project.git("write-tree").strip()
+    read = conversions._folders_of(layout, tree, conversions.list_folders(layout, seed))
+    assert sorted(read() or []) == [b"lib", b"lib/deep", b"lib/deep/deeper"]
+    deep = project.git("rev-parse", f"{tree}:lib/deep").strip()
+    more = project.git("rev-parse", f"{tree}:lib/deep/more.py").strip()
+    body = b"100644 more.py\0" + bytes.fromhex(more)
+    loose = project.path / ".git" / "objects" / deep[:2] / deep[2:]
+    loose.chmod(0o644)
+    loose.write_bytes(zlib.compress(b"tree %d\0" % len(body) + body))
+    read = conversions._folders_of(layout, tree, conversions.list_folders(layout, seed))
+    assert read() is None

@@ -382,14 +382,15 @@ class Listing(NamedTuple):
 
     tree: str
     process: Process
+    git_dir: Path
 
 
 def list_folders(layout: Located, tree: str) -> Listing:
     """The folders of *tree*, listed from now on for :func:`possible` to read later: the
     fingerprint lists the seed tree's while ``git write-tree`` makes the new one, instead of
     listing the new tree's after it (about 10 ms on 50,000 files)."""
-    args = ["ls-tree", "-r", "-d", "-z", "--name-only", tree]
-    return Listing(tree, start_git(args, git_dir=layout.git_dir))
+    args = ["ls-tree", "-r", "-d", "-z", tree]
+    return Listing(tree, start_git(args, git_dir=layout.git_dir), layout.git_dir)
 
 
 def drop(listing: Listing) -> None:
@@ -416,33 +417,130 @@ def _folders_of(
     layout: Located, tree: str, seed: Listing | None
 ) -> Callable[[], list[bytes] | None]:
     """Start listing the folders :func:`possible` looks in besides the root; what it returns
-    reads them (None when git cannot list them). They are *tree*'s; or, with *seed* (the
-    folders of the tree the private index held before ``git add``, listed while the new tree
-    was written), the seed tree's and every folder above a path that differs between the two
-    trees (``git diff-tree -z``, which skips every folder whose tree is the same): all of the
-    new tree's folders (each is the seed's, or holds a path that differs), and perhaps some it
-    no longer has. A seed tree that cannot be listed (gone from the object store) falls back
-    to *tree*'s."""
+    reads them (None when git cannot list them, or the tree objects read are not what their
+    ids say: :func:`_listed`). They are *tree*'s; or, with *seed* (the folders of the tree the
+    private index held before ``git add``, listed while the new tree was written), the seed
+    tree's and every folder of *tree* below a folder whose id differs from the seed's at its
+    path (:func:`_walk_changed`, which skips every folder whose tree is the same): all of the
+    new tree's folders, and perhaps some it no longer has. A seed tree that cannot be listed
+    (gone from the object store) falls back to *tree*'s."""
     if seed is None:
         listing = list_folders(layout, tree)
         return lambda: _folders(listing)
-    args = ["diff-tree", "-r", "-z", "--name-only", seed.tree, tree]
-    changed = start_git(args, git_dir=layout.git_dir)
 
     def read() -> list[bytes] | None:
-        listed = _folders(seed)
-        paths, _ = changed.communicate()
-        if listed is None or changed.returncode != 0:
+        listed = _listed(seed)
+        if listed is None:
             return _folders(list_folders(layout, tree))
-        return listed + sorted(_folders_above(paths) - set(listed))
+        if seed.tree == tree:
+            return list(listed)
+        found = _walk_changed(layout.git_dir, tree, listed)
+        return None if found is None else [*listed, *sorted(found - set(listed))]
 
     return read
 
 
 def _folders(listing: Listing) -> list[bytes] | None:
-    """The folders *listing* lists, once git is done; None when it failed."""
+    """The folders *listing* lists (:func:`_listed`), once git is done."""
+    listed = _listed(listing)
+    return None if listed is None else list(listed)
+
+
+def _listed(listing: Listing) -> dict[bytes, str] | None:
+    """folder -> tree id of each folder *listing* lists, once git is done; None when it failed,
+    or when the listing is not what the tree objects it read hold. git checks no object's id
+    when it reads it, and anyone who writes ``.git`` can put a tree under a folder's id that
+    leaves out a folder below it, whose ``.gitattributes`` would go unread: every tree object
+    the listing read (the tree's and each folder's) is read again, its bytes hashed against
+    its id, and each folder it names must be listed with that id (so a listing that read a
+    forged object, put back since, does not count either)."""
     out, _ = listing.process.communicate()
-    return out.split(b"\0")[:-1] if listing.process.returncode == 0 else None
+    if listing.process.returncode != 0:
+        return None
+    listed: dict[bytes, str] = {}
+    for entry in out.split(b"\0")[:-1]:
+        meta, _, path = entry.partition(b"\t")
+        fields = meta.split(b" ")
+        if len(fields) != 3 or fields[1] != b"tree":
+            return None
+        listed[path] = fields[2].decode("ascii")
+    ids = list(dict.fromkeys([listing.tree, *listed.values()]))
+    contents = _verified_trees(listing.git_dir, ids)
+    if contents is None:
+        return None
+    width = len(listing.tree) // 2
+    for path, oid in [(b"", listing.tree), *listed.items()]:
+        for name, child in _subtrees(contents[oid], width):
+            if listed.get(path + b"/" + name if path else name) != child:
+                return None
+    return listed
+
+
+def _walk_changed(git_dir: Path, tree: str, seed: Mapping[bytes, str]) -> set[bytes] | None:
+    """The folders of *tree* at or below a folder whose id is not the one *seed* (folder ->
+    id, verified) lists at its path, read level by level from tree objects hashed against
+    their ids; a folder with the seed's id holds the seed's folders. None when an object
+    does not verify."""
+    width = len(tree) // 2
+    found: set[bytes] = set()
+    level = [(b"", tree)]
+    while level:
+        contents = _verified_trees(git_dir, list(dict.fromkeys(oid for _, oid in level)))
+        if contents is None:
+            return None
+        below = []
+        for path, oid in level:
+            for name, child in _subtrees(contents[oid], width):
+                folder = path + b"/" + name if path else name
+                found.add(folder)
+                if seed.get(folder) != child:
+                    below.append((folder, child))
+        level = below
+    return found
+
+
+def _verified_trees(git_dir: Path, ids: Sequence[str]) -> dict[str, bytes] | None:
+    """The bytes of each tree object of *ids* (``cat-file --batch``, in one process), each
+    hashed against its id; None when one is missing, not a tree or not what its id says."""
+    import hashlib
+
+    proc = run_git(
+        ["cat-file", "--batch"],
+        git_dir=git_dir,
+        input=b"".join(oid.encode("ascii") + b"\n" for oid in ids),
+        check=False,
+    )
+    if proc.code != 0:
+        return None
+    out, at, found = proc.stdout, 0, {}
+    for oid in ids:
+        end = out.find(b"\n", at)
+        header = out[at:end].split(b" ") if end >= 0 else []
+        if len(header) != 3 or header[1] != b"tree" or header[0] != oid.encode("ascii"):
+            return None
+        size = int(header[2])
+        body = out[end + 1 : end + 1 + size]
+        at = end + 2 + size
+        digest = hashlib.sha256() if len(oid) == 64 else hashlib.sha1()  # noqa: S324 (git's)
+        digest.update(b"tree %d\0" % size + body)
+        if len(body) != size or digest.hexdigest() != oid:
+            return None
+        found[oid] = body
+    return found
+
+
+def _subtrees(body: bytes, width: int) -> list[tuple[bytes, str]]:
+    """(name, id) of each folder a tree object's *body* names (ids *width* bytes long); a
+    body git would not write names a folder no listing has (the empty name)."""
+    out, at = [], 0
+    while at < len(body):
+        space, nul = body.find(b" ", at), body.find(b"\0", at)
+        if not at < space < nul or nul + 1 + width > len(body):
+            return [(b"", "")]
+        if body[at:space] == b"40000":
+            out.append((body[space + 1 : nul], body[nul + 1 : nul + 1 + width].hex()))
+        at = nul + 1 + width
+    return out
 
 
 def possible(

@@ -721,10 +721,12 @@ def test_attack_workspace_working_tree_encoding_hides_an_edit(world: World) -> N
     _refused_as_converted(world, "holds other bytes")
 
 
-def _forge_object(world: World, oid: str, content: bytes, where: str) -> None:
-    """Put *content* in the object store under the name *oid* (git checks no loose object's id
-    on read): the loose object rewritten, or moved to a folder of the agent's that
-    `objects/info/alternates` names."""
+def _forge_object(
+    world: World, oid: str, content: bytes, where: str, kind: bytes = b"blob"
+) -> None:
+    """Put *content* (a *kind* object) in the object store under the name *oid* (git checks no
+    loose object's id on read): the loose object rewritten, or moved to a folder of the
+    agent's that `objects/info/alternates` names."""
     objects = world.path / ".git" / "objects"
     loose = objects / oid[:2] / oid[2:]
     assert loose.is_file()  # the world's objects are loose
@@ -737,7 +739,7 @@ def _forge_object(world: World, oid: str, content: bytes, where: str) -> None:
         (objects / "info" / "alternates").write_text(f"{elsewhere}\n")
     else:
         loose.chmod(0o644)
-    loose.write_bytes(zlib.compress(b"blob %d\0" % len(content) + content))
+    loose.write_bytes(zlib.compress(kind + b" %d\0" % len(content) + content))
 
 
 @pytest.mark.parametrize("where", ["loose", "alternates"])
@@ -789,6 +791,35 @@ def test_attack_workspace_forged_blob_vouches_for_a_converted_edit(
         ["git", "cat-file", "blob", blob], cwd=world.path, capture_output=True, check=True
     )
     assert shown.stdout == edited  # git reads the forgery
+    _refused_as_converted(world, "holds other bytes")
+
+
+@pytest.mark.parametrize("where", ["loose", "alternates"])
+@pytest.mark.parametrize("app", ["lib/sub/app.py", "lib/sub/deeper/app.py"])
+def test_attack_workspace_forged_tree_hides_a_folder_from_the_attributes_look(
+    world: World, app: str, where: str
+) -> None:
+    """lib/sub/app.py (`ANSWER = "$Id$"`) is proven, beside lib/other.py; `.gitignore` ignores
+    `lib/sub/.gitattributes`. The agent puts a tree object under lib's tree id that names
+    lib/other.py alone (the loose object rewritten, or moved to an alternate object folder),
+    writes the ignored `lib/sub/.gitattributes` saying `ident` and hides `ANSWER = 41` between
+    `$Id:` and `$`: the look for attributes lists the tree's folders with `git ls-tree`, which
+    read the forged object and never named lib/sub (nor its folders below), so no conversion
+    seemed possible, the file was not compared with its blob, and the work tree's verdict,
+    `status` and the stop hook said PASS (all four before the fix). The listing is checked
+    against the tree objects read again and hashed: a forged one makes a conversion possible,
+    and the file is refused as unfaithful."""
+    world.repo.write(".gitignore", "lib/sub/.gitattributes\nlib/sub/deeper/.gitattributes\n")
+    path = world.repo.write(app, 'ANSWER = "$Id$"\n')
+    world.repo.write("lib/other.py", "X = 1\n")
+    _proven(world)
+    lib = world.repo.git("rev-parse", "HEAD:lib").strip()
+    other = world.repo.git("rev-parse", "HEAD:lib/other.py").strip()
+    _forge_object(world, lib, b"100644 other.py\0" + bytes.fromhex(other), where, b"tree")
+    assert "lib/sub" not in world.repo.git("ls-tree", "-r", "-d", "--name-only", "HEAD")
+    world.repo.write(str(Path(app).parent / ".gitattributes"), "app.py ident\n")
+    path.write_text('ANSWER = "$Id: "; ANSWER = 41; _ = "$"\n')
+    assert world.repo.git("diff", "--name-only") == ""  # git sees no change
     _refused_as_converted(world, "holds other bytes")
 
 
