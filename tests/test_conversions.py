@@ -261,13 +261,6 @@ def test_a_new_folder_named_like_report_lines_is_looked_in(project: GitRepo) -> 
     assert _possible(project, report, tree=tree, seed=seed) is True
 
 
-def test_the_folders_above_paths() -> None:
-    listed = b"a/b/c.txt\0d/e.txt\0top.txt\0a/b/d.txt\0"
-    assert conversions._folders_above(listed) == {b"a", b"a/b", b"d"}
-    assert conversions._folders_above(b"") == set()
-    assert conversions._folders_above(b"x\ny/z\0") == {b"x\ny"}
-
-
 def _checkout_id(repo: GitRepo, name: str, store: Path) -> str | None:
     """conversions._checked_out_id for the file *name* as it is, and HEAD's blob of it."""
     layout = fingerprint._locate(repo.path)

@@ -401,18 +401,6 @@ def drop(listing: Listing) -> None:
         pass
 
 
-def _folders_above(paths: bytes) -> set[bytes]:
-    """Every folder above a path of *paths* (NUL-terminated, as git's ``-z`` prints them)."""
-    folders: set[bytes] = set()
-    for path in paths.split(b"\0")[:-1]:
-        while b"/" in path:
-            path = path.rpartition(b"/")[0]
-            if path in folders:
-                break
-            folders.add(path)
-    return folders
-
-
 def _folders_of(
     layout: Located, tree: str, seed: Listing | None
 ) -> Callable[[], list[bytes] | None]:

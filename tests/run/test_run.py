@@ -490,7 +490,7 @@ def test_the_checks_see_the_work_tree_not_heads_tree(repo: GitRepo, sealed: Seal
     """The checkout of HEAD's tree starts while the work tree is fingerprinted (most runs are
     of HEAD's tree); when the work tree holds something else (an edit, a file deleted, a new
     file), the checks see exactly that, and the next run of HEAD's tree sees HEAD's again."""
-    sealed(make_plan(run_step("state", "sh", "-c", "test \"$(cat state.txt)\" = new")))
+    sealed(make_plan(run_step("state", "sh", "-c", 'test "$(cat state.txt)" = new')))
     repo.write("state.txt", "new\n")
     repo.commit("new state")
     ran = [audit(repo.path, "run")]  # HEAD's tree: new
