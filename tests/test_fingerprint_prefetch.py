@@ -4,6 +4,8 @@ a thread (anything else, or ``head_start_tried``)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,3 +140,18 @@ def test_a_prefetch_replaced_by_another_is_still_waited_for_at_exit(
         left = [p.name for p in private_folder(where / ".git").iterdir()]
         assert not [n for n in left if n.startswith(TEMP_PREFIX)], left
     fingerprint.drop_prefetch()
+
+
+def test_the_fingerprint_imports_nothing_only_a_conversion_needs() -> None:
+    """Every hook and the agent's stop imports the fingerprint: what only a converted file's
+    comparison needs (a temporary object store: tempfile, random, shutil) is imported there."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import gitaudit.git.fingerprint"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    modules = {line.rsplit("|", 1)[1].strip() for line in lines}
+    assert "gitaudit.git.conversions" in modules  # the probe sees what is imported
+    assert not {"tempfile", "random", "pygit2", "typing"} & modules

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -349,6 +348,8 @@ def require_faithful(
     converted = [(b, p, f) for (_, b, p), f in zip(moved, raw, strict=True) if f != b]
     unfaithful = [os.fsdecode(p) for _, p, found in converted if found is None][:_SHOWN]
     if converted and not unfaithful:
+        import tempfile  # here: every hook imports this module, few files are converted
+
         with tempfile.TemporaryDirectory(prefix="objects-", dir=temp.parent) as store:
             for blob, path, found in converted:
                 if found is None or found != _checked_out_id(
