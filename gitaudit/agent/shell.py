@@ -444,6 +444,7 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "chroot": (frozenset(), 1),
     "setsid": (frozenset(), 0),
     "unbuffer": (frozenset(), 0),
+    "busybox": (frozenset(), 0),
 }
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 
@@ -458,8 +459,8 @@ def _unwrapped(simple: Simple, depth: int) -> Iterator[Simple]:
             yield from _unwrapped(inner, depth)
     elif name in SHELLS:
         script = _dash_c(args)
-        if script is not None:
-            yield from commands(script, depth + 1)
+        for each in [script] if script is not None else _stdin_script(simple):
+            yield from commands(each, depth + 1)
     elif name == "eval":
         yield from commands(" ".join(args), depth + 1)
     elif name == "alias":
@@ -471,7 +472,10 @@ def _unwrapped(simple: Simple, depth: int) -> Iterator[Simple]:
 
 def wrapped(simple: Simple) -> list[Simple]:
     """The commands a wrapper runs (with the variables ``env`` sets), or ``find``'s ``-exec``
-    commands; none for other commands."""
+    commands; none for other commands. Options are read as getopt reads them: bundled
+    (``exec -cla NAME``, ``env -iS...``), with the value attached (``env -S'git commit -n'``,
+    ``--split-string=...``, abbreviated ``--split=``); ``flock FILE -c COMMAND`` runs
+    COMMAND in a shell, ``busybox APPLET`` runs the applet."""
     name, args = simple.name, list(simple.words[1:])
     if name == "find":
         return _find_exec(simple)
@@ -483,17 +487,39 @@ def wrapped(simple: Simple) -> list[Simple]:
         opt = args.pop(0)
         if opt == "--":
             break
-        if name == "env" and opt in ("-S", "--split-string") and args:
-            args = _split(args.pop(0)) + args
-        elif "=" in opt and not opt.startswith("-"):
+        if "=" in opt and not opt.startswith("-"):
             key, _, value = opt.partition("=")
             assignments.append((key, value))
-        elif opt in takes and args:
-            args.pop(0)
+            continue
+        _wrapper_option(opt, args, takes)
+    if name == "flock" and len(args) > 2 and args[1] in ("-c", "--command"):
+        return [simple._replace(assignments=tuple(assignments), words=("sh", "-c", args[2]))]
     args = args[positional:]
     if not args:
         return []
     return [simple._replace(assignments=tuple(assignments), words=tuple(args))]
+
+
+def _wrapper_option(opt: str, args: list[str], takes: frozenset[str]) -> None:
+    """Take the value of the wrapper's option *opt* off *args* when it has one there (not
+    attached, ``--opt=value``, ``-Xvalue``); ``env -S``'s value is split into words put back
+    in front of *args*, read as env's own (options and assignments too)."""
+    value: str | None = None
+    if opt.startswith("--"):
+        long, eq, attached = opt.partition("=")
+        option = next((t for t in takes if t.startswith("--") and t.startswith(long)), None)
+        if len(long) <= 2 or option is None:
+            return
+        value = attached if eq else (args.pop(0) if args else "")
+        split = option == "--split-string"
+    else:
+        letter = next((c for c in opt[1:] if f"-{c}" in takes), None)
+        if letter is None:
+            return
+        value = opt[opt.index(letter, 1) + 1 :] or (args.pop(0) if args else "")
+        split = letter == "S" and "--split-string" in takes
+    if split:
+        args[:0] = _split(value)
 
 
 def _find_exec(simple: Simple) -> list[Simple]:
@@ -512,16 +538,52 @@ def _find_exec(simple: Simple) -> list[Simple]:
     return [simple._replace(words=tuple(w), writes=()) for w in found if w]
 
 
+_SHELL_WITH_VALUE = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
+
+
+def _shell_options(args: list[str]) -> tuple[str, list[str]]:
+    """(the option letters, the operands) of a shell's arguments, read as the shell reads
+    them: bundled (``-ec``, ``-eoc pipefail``), with their values (``-o errexit``, ``-O
+    extglob``, ``--rcfile FILE``), ended by ``--`` or the first operand."""
+    letters, i = "", 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg in ("--", "-"):
+            break
+        if arg in _SHELL_WITH_VALUE:
+            i += 1
+        elif arg.startswith("--"):
+            continue
+        elif arg[:1] in "-+" and len(arg) > 1:
+            letters += arg[1:] if arg[0] == "-" else ""
+            i += sum(letter in "oO" for letter in arg[1:])
+        else:
+            i -= 1
+            break
+    return letters, args[i:]
+
+
 def _dash_c(args: list[str]) -> str | None:
-    """The script of ``sh -c SCRIPT`` (options may be bundled: ``-ec``, ``-lc``)."""
-    for i, arg in enumerate(args):
-        if arg == "--":
-            return None
-        if arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]:
-            return args[i + 1] if i + 1 < len(args) else ""
-        if not arg.startswith("-"):
-            return None  # a script file: not readable here
-    return None
+    """The script of ``sh -c SCRIPT``: the first operand after the options
+    (:func:`_shell_options`: ``-ec``, ``-o errexit -c``, ``-c -- SCRIPT``)."""
+    letters, operands = _shell_options(args)
+    if "c" not in letters:
+        return None  # a script file, or its standard input: see _stdin_script
+    return operands[0] if operands else ""
+
+
+def _stdin_script(simple: Simple) -> list[str]:
+    """What a shell without ``-c`` reads as its script from a here-string (``bash <<<
+    'git commit -n'``, ``sh -s <<< ...``, ``bash /dev/stdin <<< ...``); a here-document's
+    body is read as commands already, a script file run by name is not read."""
+    letters, operands = _shell_options(list(simple.words[1:]))
+    if operands and "s" not in letters and operands[0] not in _STDIN:
+        return []
+    return [word for operator, word in simple.reads if operator == "<<<"]
+
+
+_STDIN = ("/dev/stdin", "/proc/self/fd/0", "/dev/fd/0")
 
 
 def _split(text: str) -> list[str]:

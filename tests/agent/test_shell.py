@@ -63,6 +63,56 @@ def test_wrappers_are_unwrapped() -> None:
     assert words("env -S 'git push -f'")[-1] == ("git", "push", "-f")
 
 
+@pytest.mark.parametrize(
+    ("script", "inner"),
+    [
+        ("env -S'git push -f'", ("git", "push", "-f")),
+        ('env -iS"git push -f"', ("git", "push", "-f")),
+        ("env --split-string='git push -f'", ("git", "push", "-f")),
+        ("env --split 'git push -f'", ("git", "push", "-f")),
+        ("env -S'-i X=1 git push -f'", ("git", "push", "-f")),
+        ("exec -cla name git push -f", ("git", "push", "-f")),
+        ("sudo -iu root git push -f", ("git", "push", "-f")),
+        ("timeout -k5 10 git push -f", ("git", "push", "-f")),
+        ("flock .lock -c 'git push -f'", ("git", "push", "-f")),
+        ("flock .lock --command 'git push -f'", ("git", "push", "-f")),
+        ("busybox cp a b", ("cp", "a", "b")),
+        ("busybox sh -c 'git push -f'", ("git", "push", "-f")),
+    ],
+)
+def test_wrapper_options_are_read_as_getopt_reads_them(script: str, inner: tuple[str, ...]) -> None:
+    """Bundled options, values attached or given to an abbreviated long option: the command
+    the wrapper runs is what it runs."""
+    assert inner in words(script)
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "bash -o errexit -c 'git push -f'",
+        "bash -eo pipefail -c 'git push -f'",
+        "bash -O extglob -c 'git push -f'",
+        "bash +o posix -c 'git push -f'",
+        "bash --rcfile /dev/null -c 'git push -f'",
+        "bash -c -- 'git push -f'",
+        "bash <<< 'git push -f'",
+        "sh -s <<< 'git push -f'",
+        "bash -s -- a b <<< 'git push -f'",
+        "bash /dev/stdin <<< 'git push -f'",
+    ],
+)
+def test_a_shells_script_is_found_past_its_options(script: str) -> None:
+    assert ("git", "push", "-f") in words(script)
+
+
+def test_a_script_file_and_its_operands_are_not_the_script() -> None:
+    assert words("bash script.sh <<< 'git push -f'") == [("bash", "script.sh")]
+    assert words("bash -c 'echo hi' -- a b") == [
+        ("bash", "-c", "echo hi", "--", "a", "b"),
+        ("echo", "hi"),
+    ]
+
+
 def test_nested_scripts_are_read() -> None:
     assert ("git", "commit", "--no-verify") in words('bash -lc "git commit --no-verify"')
     assert ("git", "commit", "-n") in words("eval 'git commit -n'")
