@@ -255,6 +255,7 @@ class Places:
             places += [os.path.join(base, *name.split("/")) for name in SETTINGS_FILES]
             if base != home:
                 places.append(os.path.join(base, ".gitaudit"))
+        places += [*self._user_settings]
         places += [*self.repository[1], self.home, *self._git_config_files, *self._config_named]
         places += [*self._startup_files, *self._installation_places]
         places += [os.path.join(f, name) for f in self._path_folders for name in programs.RUNNERS]
@@ -292,20 +293,33 @@ class Places:
             "verdict memo's key, which only the user manages." + AFTER
         )
 
+    @cached_property
+    def _user_settings(self) -> list[str]:
+        """The hosts' user-level settings files, as written and where they lead: the names of
+        :data:`SETTINGS_FILES` in the home, and in the hosts' configuration folders
+        (:func:`gitaudit.agent.programs.host_folder`: ``$CLAUDE_CONFIG_DIR/settings.json``,
+        ``$CODEX_HOME/config.toml``, ...)."""
+        found = [
+            os.path.join(folder, rest)
+            for name in SETTINGS_FILES
+            for folder in programs.host_folder(name.split("/")[0])
+            for rest in [name.split("/", 1)[1]]
+        ]
+        return list(
+            dict.fromkeys(f(p) for p in found for f in (os.path.normpath, os.path.realpath))
+        )
+
     def _host_settings(self, path: str) -> str | None:
         """The hosts' user-level settings (``~/.claude/settings.json``, ``~/.codex/hooks.json``,
-        ``~/.codex/config.toml``, ...), which can switch the project's hooks off too."""
-        home = os.path.expanduser("~")
-        for name in SETTINGS_FILES:
-            if any(
-                path == os.path.join(user, *name.split("/"))
-                for user in {os.path.normpath(home), os.path.realpath(home)}
-            ):
-                return (
-                    f"`~/{name}` holds the host's hook settings, which can switch this agent's "
-                    "hooks (gitaudit's stop hook and this guard) off; only the user changes them."
-                )
-        return None
+        ``~/.codex/config.toml``, ..., and the same in ``$CLAUDE_CONFIG_DIR``/``$CODEX_HOME``),
+        which can switch the project's hooks off too."""
+        found = next((f for f in self._user_settings if path == f), None)
+        if found is None:
+            return None
+        return (
+            f"`{found}` holds the host's hook settings, which can switch this agent's "
+            "hooks (gitaudit's stop hook and this guard) off; only the user changes them."
+        )
 
     @cached_property
     def _git_config_files(self) -> list[str]:

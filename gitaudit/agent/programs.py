@@ -47,7 +47,7 @@ HOME_STARTUP = (
     ".zshrc",
     ".zlogin",
     ".claude/shell-snapshots",  # the snapshot each Bash call of a session sources
-    ".claude/session-env",  # the files $CLAUDE_ENV_FILE names in a session
+    ".claude/session-env",  # the files $CLAUDE_ENV_FILE names in a session (HOST_SOURCED)
 )
 ZSH_STARTUP = (".zshenv", ".zprofile", ".zshrc", ".zlogin")  # also under $ZDOTDIR
 SYSTEM_STARTUP = (
@@ -62,6 +62,19 @@ SYSTEM_STARTUP = (
     "/etc/zsh",
 )
 STARTUP_VARIABLES = ("BASH_ENV", "ENV", "CLAUDE_ENV_FILE")  # files a shell sources first
+HOST_SOURCED = ("shell-snapshots", "session-env")  # in Claude Code's configuration folder
+
+
+def host_folder(folder: str) -> list[str]:
+    """Where a host keeps the user configuration folder *folder* of the home (``.claude``,
+    ``.codex``): there, and where its variable moves it (``$CLAUDE_CONFIG_DIR``: Claude Code's
+    settings, shell snapshots and session environment files; ``$CODEX_HOME``: Codex's)."""
+    found = [os.path.join(os.path.expanduser("~"), folder)]
+    moved = os.environ.get(HOST_DIRS.get(folder, ""), "")
+    return list(dict.fromkeys([*found, *([os.path.expanduser(moved)] if moved else [])]))
+
+
+HOST_DIRS = {".claude": "CLAUDE_CONFIG_DIR", ".codex": "CODEX_HOME"}
 
 _SHIM_PYTHON = re.compile(r"^PYTHON=(.*)$", re.MULTILINE)  # gitaudit.hooks.install.shim_text
 _SHEBANG = re.compile(rb"#!\s*(/\S+)")
@@ -101,15 +114,16 @@ def path_folders() -> list[str]:
 
 def startup_files() -> list[str]:
     """The files (and folders of them) a shell sources before the agent's commands run: the
-    user's startup files, Claude Code's shell snapshots and session environment files, the
-    files ``$ZDOTDIR``, ``$BASH_ENV``, ``$ENV`` and ``$CLAUDE_ENV_FILE`` name, and the system's
-    (``/etc/profile``, ``/etc/profile.d/``, ...)."""
+    user's startup files, Claude Code's shell snapshots and session environment files (in
+    ``$CLAUDE_CONFIG_DIR`` when it is set), the files ``$ZDOTDIR``, ``$BASH_ENV``, ``$ENV`` and
+    ``$CLAUDE_ENV_FILE`` name, and the system's (``/etc/profile``, ``/etc/profile.d/``, ...)."""
     home = os.path.expanduser("~")
     found = [os.path.join(home, *name.split("/")) for name in HOME_STARTUP]
     zdotdir = os.environ.get("ZDOTDIR")
     if zdotdir:
         found += [os.path.join(os.path.expanduser(zdotdir), name) for name in ZSH_STARTUP]
     found += [os.path.expanduser(v) for n in STARTUP_VARIABLES if (v := os.environ.get(n))]
+    found += [os.path.join(f, name) for f in host_folder(".claude") for name in HOST_SOURCED]
     return _both([*found, *SYSTEM_STARTUP])
 
 

@@ -249,3 +249,71 @@ def test_attack_agent_writes_what_the_shell_sources(
         "ZDOTDIR": str(tmp_path / "zsh"),
     }
     refused(project, how, where, "sourced by the shell", env)
+
+
+# ----------------------------------------------------- the hosts' moved configuration folders
+
+MOVED = [
+    ("Write", "$CLAUDE_CONFIG_DIR/settings.json", "hook settings"),
+    ("Edit", "$CLAUDE_CONFIG_DIR/settings.json", "hook settings"),
+    (
+        "Bash",
+        """echo '{"disableAllHooks": true}' > $CLAUDE_CONFIG_DIR/settings.json""",
+        "hook settings",
+    ),
+    ("Bash", "cp /tmp/evil.json $CLAUDE_CONFIG_DIR/settings.local.json", "hook settings"),
+    ("Bash", "rm -rf $CLAUDE_CONFIG_DIR", "hook settings"),
+    (
+        "Write",
+        "$CLAUDE_CONFIG_DIR/shell-snapshots/snapshot-bash-1700000000000-abc.sh",
+        "sourced by the shell",
+    ),
+    (
+        "Bash",
+        f"echo '{FUNCTION}' >> $CLAUDE_CONFIG_DIR/shell-snapshots/snapshot-bash-1.sh",
+        "sourced by the shell",
+    ),
+    ("Bash", "rm -rf $CLAUDE_CONFIG_DIR/shell-snapshots", "sourced by the shell"),
+    ("Write", "$CLAUDE_CONFIG_DIR/session-env/0b7f/sessionstart-hook-0.sh", "sourced by the shell"),
+    ("apply_patch", "$CODEX_HOME/config.toml", "hook settings"),
+    ("apply_patch", "$CODEX_HOME/hooks.json", "hook settings"),
+    (
+        "Bash",
+        "printf '[features]\\ncodex_hooks = false\\n' >> $CODEX_HOME/config.toml",
+        "hook settings",
+    ),
+]
+
+
+@pytest.mark.parametrize(("how", "where", "words"), MOVED)
+def test_attack_agent_writes_the_hosts_moved_configuration(
+    project: GitRepo, tmp_path: Path, how: str, where: str, words: str
+) -> None:
+    """Claude Code keeps its user configuration in `$CLAUDE_CONFIG_DIR` when the variable is
+    set (its settings, which can switch every hook off with `disableAllHooks`, the shell
+    snapshot each Bash call sources, the session environment files), Codex in `$CODEX_HOME`;
+    the hook inherits the host's environment. The guard kept only `~/.claude` and `~/.codex`:
+    every write here got through before the fix (the snapshot one makes each later `git
+    commit` hookless while the guard reads `git commit`)."""
+    env = {
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-work"),
+        "CODEX_HOME": str(tmp_path / "codex-home"),
+    }
+    for folder in env.values():
+        (Path(folder) / "shell-snapshots").mkdir(parents=True)
+    refused(project, how, where, words, env)
+
+
+def test_the_hosts_moved_configuration_folders_otherwise_pass(
+    project: GitRepo, tmp_path: Path
+) -> None:
+    """*Control*: beside the moved folders, and in them outside what the hosts read first
+    (the transcripts), writes pass."""
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "claude-work")}
+    (tmp_path / "claude-work" / "projects").mkdir(parents=True)
+    for command in (
+        f"echo x > {tmp_path}/claude-work/projects/notes.txt",
+        f"echo x > {tmp_path}/claude-work-notes.txt",
+    ):
+        run = run_hook(project.path, "guard", bash(project.path, command), env=env)
+        assert run.allowed, (command, run)

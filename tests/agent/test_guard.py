@@ -348,3 +348,32 @@ def test_what_the_shell_sources_is_refused(
         assert why and "sourced by the shell" in why, (path, why)
     for path in (home / "notes.txt", home / ".bashrc.bak", tmp_path / "zdotdir" / "notes"):
         assert places.write_refusal(str(path), str(work.path)) is None, path
+
+
+def test_the_hosts_moved_configuration_folders_are_guarded(
+    work: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`$CLAUDE_CONFIG_DIR` moves Claude Code's `~/.claude` (its settings, shell snapshots and
+    session environment files), `$CODEX_HOME` Codex's `~/.codex`: both places are kept, the
+    home's too; another file there is not."""
+    claude, codex = tmp_path / "claude-work", tmp_path / "codex-home"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude))
+    monkeypatch.setenv("CODEX_HOME", str(codex))
+    home = Path(os.path.expanduser("~"))
+    places = Places(str(work.path))
+    for path in (
+        claude / "settings.json",
+        claude / "settings.local.json",
+        codex / "hooks.json",
+        codex / "config.toml",
+        home / ".claude" / "settings.json",
+        home / ".codex" / "config.toml",
+        claude,
+    ):
+        why = places.write_refusal(str(path), str(work.path))
+        assert why and "hook settings" in why, (path, why)
+    for path in (claude / "shell-snapshots" / "snapshot-bash-1.sh", claude / "session-env"):
+        why = places.write_refusal(str(path), str(work.path))
+        assert why and "sourced by the shell" in why, (path, why)
+    for path in (claude / "projects" / "x.jsonl", codex / "notes.txt", claude / "hooks.json"):
+        assert places.write_refusal(str(path), str(work.path)) is None, path
