@@ -457,6 +457,12 @@ def _unwrapped(simple: Simple, depth: int) -> Iterator[Simple]:
     if name in _WRAPPERS or name == "find":
         for inner in wrapped(simple):
             yield from _unwrapped(inner, depth)
+    elif name == "git":
+        for each in _git_scripts(simple):
+            yield from commands(each, depth + 1)
+        bisect = _git_bisect_run(args)
+        if bisect:
+            yield from _unwrapped(simple._replace(assignments=(), words=bisect), depth)
     elif name in SHELLS:
         script = _dash_c(args)
         for each in [script] if script is not None else _stdin_script(simple):
@@ -468,6 +474,66 @@ def _unwrapped(simple: Simple, depth: int) -> Iterator[Simple]:
             _, eq, value = arg.partition("=")
             if eq:
                 yield from commands(value, depth + 1)
+
+
+_GIT_GLOBAL_WITH_VALUE = frozenset(
+    {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix",
+     "--attr-source", "--list-cmds"}
+)  # fmt: skip
+_GIT_SHELL_KEYS = re.compile(
+    r"core\.(?:editor|pager|sshcommand)|sequence\.editor|pager\..*|diff\.external"
+    r"|interactive\.difffilter|(?:diff|difftool|mergetool)\..*\.(?:command|cmd)"
+    r"|merge\..*\.driver",
+    re.I,
+)
+"""The configuration keys whose value git runs as a shell command."""
+_GIT_SHELL_VARIABLES = frozenset(
+    {"GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_PAGER", "PAGER", "EDITOR", "VISUAL",
+     "GIT_EXTERNAL_DIFF", "GIT_SSH_COMMAND"}
+)  # fmt: skip
+
+
+def _git_split(args: list[str]) -> tuple[list[str], str | None, list[str]]:
+    """(the global options, the subcommand, its arguments) of ``git ARGS``."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in _GIT_GLOBAL_WITH_VALUE else 1
+    return args[:i], (args[i] if i < len(args) else None), args[i + 1 :]
+
+
+def _git_scripts(simple: Simple) -> list[str]:
+    """The shell commands ``git`` runs for *simple* besides itself: the value of a ``-c`` key
+    (or a variable) git runs as a command (``core.editor``, ``core.pager``, ``GIT_EDITOR``,
+    ``GIT_EXTERNAL_DIFF``, ...), ``rebase --exec CMD`` (``-x CMD``, ``-xCMD``), ``submodule
+    foreach CMD``."""
+    options, sub, rest = _git_split(list(simple.words[1:]))
+    found = [v for n, v in simple.assignments if n in _GIT_SHELL_VARIABLES]
+    for i, opt in enumerate(options):
+        value = options[i + 1] if opt == "-c" and i + 1 < len(options) else ""
+        key, eq, script = value.partition("=")
+        if eq and _GIT_SHELL_KEYS.fullmatch(key):
+            found.append(script)
+    if sub == "rebase":
+        for i, arg in enumerate(rest):
+            if arg in ("-x", "--exec") and i + 1 < len(rest):
+                found.append(rest[i + 1])
+            elif arg.startswith("--exec="):
+                found.append(arg.partition("=")[2])
+            elif arg.startswith("-x") and len(arg) > 2:
+                found.append(arg[2:])
+    if sub == "submodule":
+        words = [a for a in rest if not a.startswith("-")]
+        if words[:1] == ["foreach"] and len(words) > 1:
+            found.append(" ".join(words[1:]))
+    return found
+
+
+def _git_bisect_run(args: list[str]) -> tuple[str, ...]:
+    """The command ``git bisect run CMD ARGS...`` runs."""
+    _, sub, rest = _git_split(args)
+    if sub == "bisect" and rest[:1] == ["run"] and len(rest) > 1:
+        return tuple(rest[1:])
+    return ()
 
 
 def wrapped(simple: Simple) -> list[Simple]:

@@ -140,6 +140,45 @@ def test_wrapped_ordinary_commands_pass(project: GitRepo) -> None:
         assert run.allowed, (command, run)
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git rebase -x 'cp /dev/null tests/check_greeting.py' HEAD~1",
+        "git rebase --exec='cp /dev/null tests/check_greeting.py' HEAD~1",
+        "git rebase -x'chmod +x tests/check_greeting.py' HEAD~1",
+        "git bisect start HEAD HEAD~1 && git bisect run cp /dev/null tests/check_greeting.py",
+        "git bisect start HEAD HEAD~1 && git bisect run sh -c 'rm tests/check_greeting.py'",
+        "git -c core.editor='cp /dev/null tests/check_greeting.py; true' commit --allow-empty",
+        "GIT_EDITOR='rm tests/check_greeting.py; true' git commit --allow-empty",
+        "GIT_EXTERNAL_DIFF='cp /dev/null tests/check_greeting.py; true' git diff HEAD~1",
+        "git -c diff.external='cp /dev/null tests/check_greeting.py; true' diff HEAD~1",
+    ],
+)
+def test_attack_agent_has_git_run_the_command(
+    project: GitRepo, tmp_path: Path, command: str
+) -> None:
+    """git runs a command the agent gives it: ``rebase --exec`` (``-x``, ``--exec=``,
+    ``-xCMD``), ``bisect run``, an editor or external diff named by ``-c`` or the environment
+    (``core.editor``, ``GIT_EDITOR``, ``GIT_EXTERNAL_DIFF``, ``diff.external``). The guard read
+    plain git and never the command (all 9 wrote the check, and ``git rebase -x 'git commit
+    --amend -n'`` skipped the hooks, before the fix); what git runs so is now read as
+    commands (and ``core.pager``, ``sequence.editor``, ``submodule foreach`` likewise)."""
+    refused(project, command, "protected by the plan")
+    assert check_changed(for_real(project, tmp_path, command)), f"no harm done: {command!r}"
+
+
+def test_git_running_ordinary_commands_passes(project: GitRepo) -> None:
+    """*Control*: git running ordinary commands passes."""
+    for command in (
+        "git rebase -x 'python3 tests/check_greeting.py' HEAD~1",
+        "git bisect run python3 tests/check_greeting.py",
+        "GIT_EDITOR=true git commit --amend",
+        "git -c core.pager=cat log -3",
+    ):
+        run = run_hook(project.path, "guard", bash(project.path, command))
+        assert run.allowed, (command, run)
+
+
 # ------------------------------------------------------------------------------ patches
 
 HUNK = (

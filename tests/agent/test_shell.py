@@ -113,6 +113,29 @@ def test_a_script_file_and_its_operands_are_not_the_script() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "script",
+    [
+        "git rebase -x 'git push -f' HEAD~3",
+        "git rebase --exec='git push -f' HEAD~3",
+        "git -C . rebase -x'git push -f' HEAD~3",
+        "git bisect run git push -f",
+        "git submodule --quiet foreach --recursive 'git push -f'",
+        "git -c core.editor='git push -f' commit",
+        "git -c Sequence.Editor='git push -f' rebase -i HEAD~3",
+        "git -c core.pager='git push -f' log",
+        "git -c pager.log='git push -f' log",
+        "git -c diff.external='git push -f' diff",
+        "GIT_EDITOR='git push -f' git commit",
+        "GIT_SEQUENCE_EDITOR='git push -f' git rebase -i HEAD~3",
+        "GIT_EXTERNAL_DIFF='git push -f' git diff",
+        "GIT_SSH_COMMAND='git push -f' git fetch",
+    ],
+)
+def test_what_git_runs_is_read(script: str) -> None:
+    assert ("git", "push", "-f") in words(script)
+
+
 def test_nested_scripts_are_read() -> None:
     assert ("git", "commit", "--no-verify") in words('bash -lc "git commit --no-verify"')
     assert ("git", "commit", "-n") in words("eval 'git commit -n'")
