@@ -25,6 +25,7 @@ from gitaudit.cli.common import (
     signer_for,
     warn,
 )
+from gitaudit.cli.context import refuse_root_key_from_repository
 from gitaudit.crypto.keystore import generate_key, list_local_keys
 from gitaudit.errors import ExitCode, GitAuditError, HookError, UsageError
 from gitaudit.executables import outside
@@ -105,6 +106,7 @@ def init_cmd(plan: PlanOpt = None, key: KeyOpt = None) -> None:
     refs/audit/*, and the client hooks. Each step is skipped when already done."""
     repo = repo_here()
     workdir = repo.require_workdir()
+    refuse_root_key_from_repository(repo, key)  # before anything is written
     name = plan or DEFAULT_PLAN
     existing = [f.name for f in discover_worktree(workdir)]
     if plan_path(workdir, name).exists() or (plan is None and existing):

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from gitaudit.cli.common import CONTEXT, KeyOpt, repo_here, say, signer_for
+from gitaudit.cli.context import root_signer_for
 from gitaudit.crypto.allowed_signers import PRINCIPAL_HINT, principal_problem
 from gitaudit.crypto.keystore import read_key_file
 from gitaudit.crypto.pubkey import PublicKey
@@ -50,7 +51,7 @@ def init_cmd(
 ) -> None:
     """Create refs/audit/plans, signed by the first sealer key, and pin that key locally."""
     repo = repo_here()
-    signer = signer_for(repo, key)
+    signer = root_signer_for(repo, key)
     principal = _principal(name) if name else signer.public_key.comment or "sealer"
     commit = trust_init(repo, signer, principal.replace(" ", "-"), runner=not no_runner)
     roles = "sealer" if no_runner else "sealer and runner"

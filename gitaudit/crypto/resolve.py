@@ -76,6 +76,27 @@ def _signer_from_setting(value: str, source: str, workdir: Path | None) -> Signe
     return _load_from(source, path, workdir)
 
 
+_REPOSITORY_LEVEL = int(pygit2.enums.ConfigLevel.LOCAL)  # LOCAL, WORKTREE, APP: the repository's
+
+
+def chosen_in_repository(config: pygit2.Config) -> str | None:
+    """The setting of the repository's own configuration (``.git/config``, a worktree's
+    ``config.worktree``, what they include) by which :func:`resolve_signer` would choose the key
+    when neither ``--key`` nor ``$GITAUDIT_SIGNING_KEY`` is given; None when the user's own
+    configuration or gitaudit's key directory chooses it. Anything that writes ``.git/`` can
+    set such a setting, naming a key it holds."""
+    if os.environ.get(ENV_SIGNING_KEY, "").strip():
+        return None
+    get = config_lookup(config)
+    name = "audit.signingKey"
+    if not (get(name) or "").strip():
+        name = "user.signingKey"
+        if (get("gpg.format") or "").strip() != "ssh" or not (get(name) or "").strip():
+            return None
+    levels = [int(entry.level) for entry in config if entry.name.lower() == name.lower()]
+    return name if levels and max(levels) >= _REPOSITORY_LEVEL else None
+
+
 def resolve_signer(
     *,
     explicit: Path | None = None,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from gitaudit.crypto.keystore import generate_key
 from gitaudit.gate.judge import judge
 from gitaudit.git.repo import open_repo
 from gitaudit.ledger import anchor
@@ -409,3 +410,64 @@ def test_anchors_control_linked_worktree_of_an_anchored_repository(
     assert os.path.exists(anchor_path(wt))
     proven.repo.git("worktree", "remove", str(wt))
     assert proven.gate().verdict == "PASS"
+
+
+_REPOSITORY_SETTINGS = {
+    "audit.signingKey": [("audit.signingKey", "{key}")],
+    "user.signingKey": [("gpg.format", "ssh"), ("user.signingKey", "{key}")],
+    "user.signingKey .pub": [("gpg.format", "ssh"), ("user.signingKey", "{key}.pub")],
+    "an included file": [("include.path", "{included}")],
+}
+
+
+@pytest.mark.parametrize("setting", sorted(_REPOSITORY_SETTINGS))
+@pytest.mark.parametrize("command", [("init",), ("trust", "init")])
+def test_attack_anchors_init_roots_trust_in_a_key_the_repository_names(
+    repo: GitRepo, tmp_path: Path, command: tuple[str, ...], setting: str
+) -> None:
+    """Before the user onboards the repository the agent writes a key of its own outside the work
+    tree and names it in `.git/config` (`audit.signingKey`; `user.signingKey` with `gpg.format
+    ssh`, the private file or its `.pub` beside it; or an `include.path` file holding the
+    setting). The user, whose own key is `$GITAUDIT_HOME/keys/default`, runs `git audit init`
+    (or `git audit trust init`): the command took the key the repository named, created
+    refs/audit/plans with it as the only sealer and runner and pinned it in the user's trust
+    anchor (before the fix, 8 of 8): the agent held the root of trust. A key that would become the
+    root of trust is now never chosen by the repository's own configuration: the command stops
+    with one error naming the setting and the file, and nothing is created."""
+    user = generate_key("default")
+    mallory = generate_key("mallory", home=tmp_path / "agent")
+    included = tmp_path / "agent" / "included.gitconfig"
+    included.write_text(f"[audit]\n\tsigningKey = {mallory.private_path}\n")
+    for name, value in _REPOSITORY_SETTINGS[setting]:
+        repo.git("config", name, value.format(key=mallory.private_path, included=included))
+    result = audit(repo.path, *command)
+    assert result.code != 0, result.out
+    assert "in the repository's configuration" in result.err and "--key" in result.err
+    assert repo.git("for-each-ref", "refs/audit").strip() == ""
+    handle = open_repo(repo.path)
+    assert anchor.find(handle) is None
+    assert not (repo.path / ".gitaudit").exists() or command != ("init",)
+    # the user's own choice still onboards: the key passed on the command line
+    done = audit(repo.path, *command, "--key", str(user.private_path))
+    assert done.code == 0, done.err
+    found = anchor.find(open_repo(repo.path))
+    assert found is not None and found.root_key == user.public_key.fingerprint()
+
+
+def test_anchors_control_init_with_the_users_own_configuration(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    """Control: `audit.signingKey` in the user's global configuration (which the agent cannot
+    write), or no setting at all, chooses the root key as before; an existing plans ref makes
+    `init` skip trust, so a repository setting is no obstacle then."""
+    user = generate_key("default")
+    other = generate_key("laptop", home=tmp_path / "elsewhere")
+    repo.git("config", "--global", "audit.signingKey", str(other.private_path))
+    done = audit(repo.path, "init")
+    assert done.code == 0, done.err
+    found = anchor.find(open_repo(repo.path))
+    assert found is not None and found.root_key == other.public_key.fingerprint()
+    repo.git("config", "audit.signingKey", str(user.private_path))
+    again = audit(repo.path, "init")
+    assert again.code == 0, again.err
+    assert "trust: refs/audit/plans exists (skipped)" in again.out

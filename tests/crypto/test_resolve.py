@@ -10,7 +10,7 @@ import pygit2
 import pytest
 
 from gitaudit.crypto.keystore import GeneratedKey, generate_key
-from gitaudit.crypto.resolve import resolve_signer
+from gitaudit.crypto.resolve import chosen_in_repository, resolve_signer
 from gitaudit.crypto.signers import Ed25519Signer, SshKeygenSigner
 from gitaudit.errors import KeyMaterialError
 from tests.crypto import keygen, libgit2_home
@@ -183,3 +183,41 @@ def test_unusable_key_paths_are_one_line_errors(
     explicit = Path(setting) if where == "--key" else None
     with pytest.raises(KeyMaterialError, match=rf"^{where}: .*(cannot expand|not a key file)"):
         resolve_signer(explicit=explicit, repo_config=config, workdir=tmp_path / "repo")
+
+
+def test_a_key_chosen_by_the_repositorys_own_configuration_is_named(
+    repo: GitRepo, keys: dict[str, GeneratedKey], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """chosen_in_repository names the setting of the repository's configuration (its own file,
+    what it includes, the worktree's) that picks the key; the user's global configuration, the
+    environment and the key directory are the user's choice."""
+
+    def named() -> str | None:
+        return chosen_in_repository(pygit2.Repository(str(repo.path)).config)
+
+    assert named() is None  # nothing set: the gitaudit key directory chooses
+    repo.git("config", "--global", "audit.signingKey", str(keys["user"].private_path))
+    assert named() is None
+    repo.git("config", "audit.signingKey", str(keys["audit"].private_path))
+    assert named() == "audit.signingKey"
+    monkeypatch.setenv("GITAUDIT_SIGNING_KEY", str(keys["env"].private_path))
+    assert named() is None
+    monkeypatch.delenv("GITAUDIT_SIGNING_KEY")
+    repo.git("config", "audit.signingKey", "")  # blank here: the next setting is read
+    repo.git("config", "--global", "--unset", "audit.signingKey")
+    repo.git("config", "--global", "user.signingKey", str(keys["user"].private_path))
+    assert named() is None  # gpg.format is not ssh: no setting chooses
+    repo.git("config", "gpg.format", "ssh")
+    assert named() is None  # the user's own user.signingKey
+    repo.git("config", "user.signingKey", str(keys["audit"].private_path))
+    assert named() == "user.signingKey"
+    repo.git("config", "--unset", "user.signingKey")
+    repo.git("config", "--unset", "audit.signingKey")
+    included = repo.path.parent / "included.gitconfig"
+    included.write_text(f"[audit]\n\tsigningKey = {keys['audit'].private_path}\n")
+    repo.git("config", "include.path", str(included))
+    assert named() == "audit.signingKey"
+    repo.git("config", "--unset", "include.path")
+    repo.git("config", "extensions.worktreeConfig", "true")
+    repo.git("config", "--worktree", "audit.signingKey", str(keys["audit"].private_path))
+    assert named() == "audit.signingKey"
