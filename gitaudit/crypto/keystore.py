@@ -260,9 +260,16 @@ def load_signer(path: Path, *, forbid_inside: Path | None = None) -> Signer:
             hint=f"chmod 600 {path}",
         )
     if not text.lstrip().startswith(f"-----BEGIN {PRIVATE_KEY_LABEL}-----"):
-        first = text.lstrip().split("\n", 1)[0][:60] if text else "binary data"
+        # only a PEM header is echoed: a private file named by mistake (a token, a credential
+        # store) would end up in the error, and in whatever logs it
+        first = text.lstrip().split("\n", 1)[0]
+        seen = (
+            f"starts with {first!r}"
+            if re.fullmatch(r"-----BEGIN [A-Z0-9 ]{1,40}-----", first)
+            else f"no -----BEGIN {PRIVATE_KEY_LABEL}----- line"
+        )
         raise KeyMaterialError(
-            f"{path}: not an OpenSSH Ed25519 private key (starts with {first!r})",
+            f"{path}: not an OpenSSH Ed25519 private key ({seen})",
             hint="create one with `git audit keys generate` or `ssh-keygen -t ed25519`",
         )
     try:

@@ -324,7 +324,8 @@ def test_load_signer_refuses_key_inside_work_tree(tmp_path: Path) -> None:
     ("content", "reason"),
     [
         (b"", "not an OpenSSH Ed25519 private key"),
-        (b"\xff\xfe binary", "binary data"),
+        (b"\xff\xfe binary", "no -----BEGIN OPENSSH PRIVATE KEY----- line"),
+        (b"https://agent:ghp_s3cr3t@github.com\n", r"line\)$"),  # never echoed
         (b"-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n", "RSA PRIVATE"),
         (
             b"-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n",
@@ -343,6 +344,7 @@ def test_load_signer_rejects_garbage(tmp_path: Path, content: bytes, reason: str
     with pytest.raises(KeyMaterialError, match=reason) as e:
         load_signer(path)
     assert str(path) in e.value.message
+    assert "s3cr3t" not in e.value.message
 
 
 def test_load_signer_rejects_other_key_types(tmp_path: Path) -> None:
