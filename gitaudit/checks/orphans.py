@@ -10,8 +10,10 @@ run's checks execute (:func:`adopting`), gitaudit is such a subreaper: a daemon 
 exits, or is killed with its check's group, becomes gitaudit's child instead of init's. When the
 checks are done, before anything looks at the checkout, every adopted process (a child of this
 process in a session other than its own, which is not a check still running) is killed with
-``SIGKILL`` and reaped, round after round, so that what each one had started is adopted and
-killed in turn.
+``SIGKILL``, and with it, in the same round, every process it started and they started in
+turn, however deep (a chain of daemons, each in a session of its own, was adopted one level a
+round and outlived the rounds); then they are reaped, round after round, until none is left:
+what was started between the look at ``/proc`` and the kill is adopted and killed in the next.
 
 Limits: a process that is not orphaned (its parent, outside the run, lives on), or that another
 service starts (``at``, ``systemd-run``, a container), is not a descendant and is not reached;
@@ -32,7 +34,7 @@ from collections.abc import Callable, Iterator
 from gitaudit.checks.process import processes
 
 PR_SET_CHILD_SUBREAPER = 36
-ROUNDS = 64  # kill-and-reap rounds: each one reaches what the killed processes had started
+ROUNDS = 64  # kill-and-reap rounds: each one reaches what was started since the last
 REAP_WAIT = 2.0  # seconds to wait for one killed process to be reaped (D state: give up)
 
 
@@ -93,10 +95,16 @@ def kill_adopted(keep: set[int]) -> int:
     me, session = os.getpid(), os.getsid(0)
     killed = 0
     for _ in range(ROUNDS):
-        found = [pid for pid, sid in _children(me) if sid != session and pid not in keep]
+        table = _table()
+        found = [
+            pid
+            for pid, (parent, sid) in table.items()
+            if parent == me and sid != session and pid not in keep
+        ]
         if not found:
             break
-        for pid in found:
+        doomed = _descendants(found, table)
+        for pid in doomed:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         for pid in found:
@@ -117,8 +125,22 @@ def _reap(pid: int) -> None:
         time.sleep(0.001)
 
 
-def _children(parent: int) -> Iterator[tuple[int, int]]:
-    """(pid, session) of every process whose parent is *parent* (zombies included)."""
-    for pid, fields in processes():
-        if len(fields) >= 4 and int(fields[1]) == parent:
-            yield pid, int(fields[3])
+def _table() -> dict[int, tuple[int, int]]:
+    """pid: (parent, session) of every process there is (zombies included)."""
+    return {pid: (int(f[1]), int(f[3])) for pid, f in processes() if len(f) >= 4}
+
+
+def _descendants(roots: list[int], table: dict[int, tuple[int, int]]) -> list[int]:
+    """*roots* and every process below them in *table*, at any depth."""
+    below: dict[int, list[int]] = {}
+    for pid, (parent, _sid) in table.items():
+        below.setdefault(parent, []).append(pid)
+    out, todo, seen = [], list(roots), set(roots)
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        for child in below.get(pid, ()):
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return out

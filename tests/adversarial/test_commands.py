@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -200,3 +203,67 @@ def test_attack_commands_daemon_rewrites_the_checkout_after_the_run(
     recorded = world.run()
     assert recorded.verdict == "FAIL", recorded.doc
     assert world.gate(None).verdict != "PASS"
+
+
+# a chain of daemons, each leaving its parent's session (or process group) and starting the
+# next; the last writes its pid to argv[1], then keeps "ok" in the checkout's ignored
+# verdict.local (for 30 s at most)
+CHAIN = """\
+import os, sys, time
+here = os.getcwd()
+for _ in range({depth}):
+    {leave}
+    if os.fork():
+        time.sleep(60)
+        os._exit(0)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+end = time.monotonic() + 30
+while time.monotonic() < end:
+    path = os.path.join(here, "verdict.local")
+    if not os.path.exists(path):
+        try:
+            with open(path, "w") as f:
+                f.write("ok\\n")
+        except OSError:
+            pass
+    time.sleep(0.002)
+"""
+LEAVE = {"session": "os.setsid()", "group": "os.setpgid(0, 0)"}
+
+
+@pytest.mark.parametrize("depth", [3, 100])
+@pytest.mark.parametrize("leave", sorted(LEAVE))
+def test_attack_commands_chain_of_daemons_outlives_the_run(
+    world: World, tmp_path: Path, leave: str, depth: int
+) -> None:
+    """unit's check reads verdict.local, which the tree ignores, so it fails on the tree. Its
+    first run leaves a chain of daemons, each in a session (or process group) of its own that
+    started the next, and fails; the last daemon keeps "ok" in the checkout's verdict.local.
+    The run adopted one level of the chain a kill round (a daemon's child is orphaned, so
+    adopted, only once its parent is killed) and gave up after 64: the last 36 daemons of 100
+    outlived the run, wrote the file after the next run had cleaned the checkout, and that run
+    gave PASS for a tree that never held the file (gate PASS). Every round now kills what each
+    adopted daemon started, at any depth: the chain is gone when the first run ends."""
+    pidfile = tmp_path / "daemon.pid"
+    script = tmp_path / "chain.py"
+    script.write_text(CHAIN.format(depth=depth, leave=LEAVE[leave]))
+    world.repo.write(".gitignore", "verdict.local\n")
+    cmd = (
+        f"if ! test -e {pidfile}; then {sys.executable} {script} {pidfile} "
+        f"</dev/null >/dev/null 2>&1 & while ! test -s {pidfile}; do sleep 0.01; done; exit 1; "
+        "fi; grep -qx ok verdict.local"
+    )
+    world.seal(plan(step("unit", {"type": "run", "cmd": cmd, "shell": True})))
+    assert world.run().verdict == "FAIL"
+    pid = int(pidfile.read_text())
+    try:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # killed, and reaped
+        recorded = world.run()
+        assert recorded.verdict == "FAIL", recorded.doc
+        assert world.gate(None).verdict != "PASS"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -89,3 +89,37 @@ def test_children_of_this_session_and_kept_pids_are_left_alone(tmp_path: Path) -
         for proc in (ours, kept):
             proc.kill()
             proc.wait()
+
+
+def test_a_chain_of_sessions_deeper_than_the_rounds_is_killed_whole(tmp_path: Path) -> None:
+    """Each daemon of the chain is in a session of its own and started the next: a daemon's
+    child is adopted only once its parent is killed, so one level a round was reached and the
+    deepest outlived :data:`orphans.ROUNDS`. Each round now kills the whole subtree."""
+    pidfile = tmp_path / "pid"
+    chain = (
+        "import os, sys, time\n"
+        f"for _ in range({orphans.ROUNDS + 10}):\n"
+        "    os.setsid()\n"
+        "    if os.fork():\n"
+        "        time.sleep(30)\n"
+        "        os._exit(0)\n"
+        "with open(sys.argv[1] + '.tmp', 'w') as f:\n"
+        "    f.write(str(os.getpid()))\n"
+        "os.rename(sys.argv[1] + '.tmp', sys.argv[1])\n"
+        "time.sleep(30)\n"
+    )
+    script = (
+        f'{sys.executable} -c "$CHAIN" {pidfile} </dev/null >/dev/null 2>&1 & '
+        f"while ! test -s {pidfile}; do sleep 0.01; done"
+    )
+    with orphans.adopting(set):
+        run_bounded(
+            ["sh", "-c", script], cwd=tmp_path, timeout=30, env={**os.environ, "CHAIN": chain}
+        )
+        pid = _pid(pidfile)
+        assert _alive(pid)
+    try:
+        assert not _alive(pid)
+    finally:
+        if _alive(pid):
+            os.kill(pid, 9)
