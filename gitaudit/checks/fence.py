@@ -386,11 +386,12 @@ def for_run(
     return Fence.around([home_dir(), *keys, *configs, cache_dir(), root], own, configs)
 
 
-def key_files(signer: object) -> list[str]:
-    """The files of *signer*'s key (a private key file, or a public one and the private key
-    beside it), for :func:`for_run` to fence."""
+def key_files(signer: object, configured: Iterable[str] = ()) -> list[str]:
+    """The files of *signer*'s key and of the keys *configured* (paths: a private key file, or
+    a public one and the private key beside it), for :func:`for_run` to fence."""
     path = getattr(signer, "source", None) or getattr(signer, "key_path", None)
-    if path is None:
-        return []
-    text = os.fspath(path)
-    return [text, text.removesuffix(".pub")] if text.endswith(".pub") else [text]
+    paths = [] if path is None else [os.fspath(path)]
+    out: list[str] = []
+    for text in [*paths, *configured]:
+        out += [text, text.removesuffix(".pub")] if text.endswith(".pub") else [text]
+    return list(dict.fromkeys(out))

@@ -97,6 +97,36 @@ def chosen_in_repository(config: pygit2.Config) -> str | None:
     return name if levels and max(levels) >= _REPOSITORY_LEVEL else None
 
 
+def configured_key_files(
+    repo_config: ConfigLike | ConfigLookup | pygit2.Config | None, workdir: Path | None
+) -> list[str]:
+    """The key files the user's gitaudit commands may sign with, as :func:`resolve_signer`
+    reads the settings (``$GITAUDIT_SIGNING_KEY``, ``audit.signingKey``, ``user.signingKey``
+    when ``gpg.format`` is ``ssh``; not a literal public key, whose private half is in an
+    agent): a run fences them like its own key (:func:`gitaudit.checks.fence.for_run`), since
+    the sealer's key the configuration names may lie outside the gitaudit home (``~/.ssh``)."""
+    get = config_lookup(repo_config)
+    ssh = (get("gpg.format") or "").strip() == "ssh"  # else a GnuPG key id, no file
+    values = (
+        os.environ.get(ENV_SIGNING_KEY),
+        get("audit.signingKey"),
+        get("user.signingKey") if ssh else None,
+    )
+    found: list[str] = []
+    for value in values:
+        setting = (value or "").strip()
+        if not setting or setting.startswith(("key::", "ssh-")):
+            continue
+        try:
+            path = expand_user(setting)
+        except KeyMaterialError:
+            continue
+        if not path.is_absolute() and workdir is not None:
+            path = workdir / path
+        found.append(os.fspath(path))
+    return found
+
+
 def resolve_signer(
     *,
     explicit: Path | None = None,

@@ -31,6 +31,7 @@ from gitaudit.checks import fence, orphans, process
 from gitaudit.checks.environment import Sandbox
 from gitaudit.crypto.commits import verify_commit
 from gitaudit.crypto.pubkey import PublicKey
+from gitaudit.crypto.resolve import configured_key_files
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, RunError, UsageError
 from gitaudit.frozen import frozen
@@ -275,7 +276,9 @@ def run_plan(
         with (
             orphans.adopting(process.running),  # what a check leaves running dies with the run
             fence.for_run(
-                slot.root, keys=fence.key_files(signer), named=config_paths.for_fence(workdir)
+                slot.root,
+                keys=fence.key_files(signer, configured_key_files(repo.git.config, workdir)),
+                named=config_paths.for_fence(workdir),
             ) as wall,
         ):
             outcome = execute(

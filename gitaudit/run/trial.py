@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from gitaudit.checks import fence
 from gitaudit.checks.environment import Sandbox
+from gitaudit.crypto.resolve import configured_key_files
 from gitaudit.frozen import frozen
 from gitaudit.git import config_paths
 from gitaudit.git.fingerprint import workspace_fingerprint
@@ -85,7 +86,8 @@ def trial(
             repository=(workdir, repo.gitdir),
             opened=plan.all_ignored_paths(),
         )
-        with fence.for_run(slot.root, named=config_paths.for_fence(workdir)) as wall:
+        keys = fence.key_files(None, configured_key_files(repo.git.config, workdir))
+        with fence.for_run(slot.root, keys=keys, named=config_paths.for_fence(workdir)) as wall:
             outcome = execute(
                 RunRequest(
                     plan=plan,

@@ -1468,6 +1468,46 @@ def test_attack_hermetic_check_reads_the_signing_key(world: World, variant: str)
     assert recorded.doc["steps"]["unit"]["status"] == "failed"
 
 
+# where the user's configuration names the sealer's key, outside the gitaudit home: the file
+# itself (its private half), or its .pub (the private key beside it, as git reads it)
+CONFIGURED = {
+    "user.signingKey names the .pub": ("user.signingKey", "~/.ssh/id_sealer.pub"),
+    "audit.signingKey names the file": ("audit.signingKey", "~/.ssh/id_sealer"),
+    "GITAUDIT_SIGNING_KEY names the file": ("GITAUDIT_SIGNING_KEY", "~/.ssh/id_sealer"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(CONFIGURED))
+def test_attack_hermetic_check_reads_the_configured_sealer_key(
+    world: World, monkeypatch: pytest.MonkeyPatch, variant: str
+) -> None:
+    """alice's sealer key lives in ``~/.ssh`` (where the user's git signing key lives), named by
+    the user's configuration (``user.signingKey`` with ``gpg.format ssh``, ``audit.signingKey``,
+    ``$GITAUDIT_SIGNING_KEY``), which her `git audit plan seal` signs with; runs sign with ci's
+    key (``--key``). A check reads the sealer's key: the fence held only the run's own key and
+    the gitaudit home, so the check read it (and printed it into the evidence), and whoever
+    planted the check could seal any plan (all 3 got through before the fix). A run now fences
+    every key file the configuration names, as it fences its own."""
+    setting, value = CONFIGURED[variant]
+    home = Path(os.environ["HOME"])
+    (home / ".ssh").mkdir(mode=0o700)
+    sealer = home / ".ssh" / "id_sealer"
+    shutil.copyfile(world.keys["alice"], sealer)
+    sealer.chmod(0o600)
+    shutil.copyfile(f"{world.keys['alice']}.pub", f"{sealer}.pub")
+    if setting == "GITAUDIT_SIGNING_KEY":
+        monkeypatch.setenv(setting, value)
+    else:
+        section, name = setting.split(".")
+        (home / ".gitconfig").write_text(
+            f"[gpg]\n\tformat = ssh\n[{section}]\n\t{name} = {value}\n"
+        )
+    world.seal(plan(step("unit", check("cat", str(sealer)))))
+    recorded = world.run(signer=world.ci)
+    assert recorded.verdict == "FAIL", recorded.doc["steps"]["unit"]
+    assert b"PRIVATE" not in world.run_files(recorded.commit)["steps/unit/checks/0/stdout"]
+
+
 WRITES = {
     "re-pin the trust anchor": 'for a in "$HOME_DIR"/anchors/*; do echo "{}" > "$a"; done',
     "replace the runner's key": 'echo forged > "$KEY"',

@@ -117,6 +117,22 @@ def test_a_run_fences_the_gitaudit_home_and_the_key_files(
     assert sh(wall, "echo x > ../home/cache/tree/x", layout / "other").returncode == 0
 
 
+def test_a_run_fences_the_key_files_the_configuration_names_too(
+    layout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Besides the run's own key, the keys the configuration names (a sealer's key in
+    ``~/.ssh``): a ``.pub`` fences the private key beside it."""
+    monkeypatch.setenv("GITAUDIT_HOME", str(layout / "home"))
+    sealer = layout / "other" / "id_sealer"
+    sealer.write_text("PRIVATE\n")
+    (layout / "home" / "cache" / "tree").mkdir()
+    keys = fence.key_files(None, [f"{sealer}.pub"])
+    assert keys == [f"{sealer}.pub", str(sealer)]
+    wall = fence.for_run(layout / "home" / "cache", keys=keys)
+    assert sh(wall, "cat id_sealer", layout / "other").returncode != 0
+    assert sh(wall, "echo x > ../home/cache/tree/x", layout / "other").returncode == 0
+
+
 def test_closing_a_fence_ends_its_thread_and_it_can_be_used_again(layout: Path) -> None:
     """A run closes its fence: a process that runs many (the tests, a watch loop) keeps no
     idle thread or ruleset per run."""

@@ -10,7 +10,7 @@ import pygit2
 import pytest
 
 from gitaudit.crypto.keystore import GeneratedKey, generate_key
-from gitaudit.crypto.resolve import chosen_in_repository, resolve_signer
+from gitaudit.crypto.resolve import chosen_in_repository, configured_key_files, resolve_signer
 from gitaudit.crypto.signers import Ed25519Signer, SshKeygenSigner
 from gitaudit.errors import KeyMaterialError
 from tests.crypto import keygen, libgit2_home
@@ -221,3 +221,23 @@ def test_a_key_chosen_by_the_repositorys_own_configuration_is_named(
     repo.git("config", "extensions.worktreeConfig", "true")
     repo.git("config", "--worktree", "audit.signingKey", str(keys["audit"].private_path))
     assert named() == "audit.signingKey"
+
+
+def test_configured_key_files_are_every_key_path_the_settings_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a run fences besides its own key: each path the settings name (``~`` expanded,
+    relative to the work tree), whichever would sign; never a literal public key."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("GITAUDIT_SIGNING_KEY", "~/env_key")
+    config = {
+        "audit.signingKey": "rel/key",
+        "gpg.format": "ssh",
+        "user.signingKey": "key::ssh-ed25519 AAAA",
+    }
+    found = configured_key_files(config, tmp_path / "work")
+    assert found == [str(tmp_path / "env_key"), str(tmp_path / "work" / "rel" / "key")]
+    monkeypatch.delenv("GITAUDIT_SIGNING_KEY")
+    assert configured_key_files({"user.signingKey": "/k.pub"}, None) == []  # a GnuPG key id
+    ssh = {"gpg.format": "ssh", "user.signingKey": "/k.pub"}
+    assert configured_key_files(ssh, None) == ["/k.pub"]
