@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import random
 import re
 import time
@@ -33,6 +34,7 @@ from gitaudit import checkpoint
 from gitaudit.crypto.commits import create_signed_commit, verify_commit
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
+from gitaudit.crypto.sshsig import verify
 from gitaudit.errors import GitAuditError, LedgerError
 from gitaudit.frozen import frozen
 from gitaudit.git.call import run_git
@@ -356,12 +358,14 @@ def reconcile_with(repo: Repo, remote: str, signer: Signer | None) -> list[SyncA
     return [action for action, _ in moves]
 
 
-def sync(repo: Repo, remote: str, *, take_remote_plans: bool = False) -> list[SyncAction]:
+def sync(
+    repo: Repo, remote: str, *, take_remote_plans: bool = False, signer: Signer | None = None
+) -> list[SyncAction]:
     """Bring *remote*'s audit refs in: fetch them into the remote-tracking namespace, adopt its
     plans ref when it is ahead and verifies (or, with *take_remote_plans*, when it diverged: the
-    local-only seals are dropped), and fast-forward each local runs ref that is behind (creating
-    those that exist only there). Diverged runs refs are left for `git audit push` to replay;
-    nothing is signed here."""
+    local-only seals are dropped, which only a sealer of the local plans, *signer*, may decide),
+    and fast-forward each local runs ref that is behind (creating those that exist only there).
+    Diverged runs refs are left for `git audit push` to replay; nothing is signed here."""
     remote_refs = fetch_mirror(repo, remote)
     git = repo.git
     actions: list[SyncAction] = []
@@ -372,7 +376,7 @@ def sync(repo: Repo, remote: str, *, take_remote_plans: bool = False) -> list[Sy
     except LedgerError:
         if not take_remote_plans or theirs_plans is None:
             raise
-        actions.append(_take_plans(repo, theirs_plans))
+        actions.append(_take_plans(repo, theirs_plans, signer))
     else:
         if adopt is not None:
             cas_update(git, PLANS_REF, adopt, read_ref(git, PLANS_REF), "gitaudit: sync plans")
@@ -386,9 +390,51 @@ def sync(repo: Repo, remote: str, *, take_remote_plans: bool = False) -> list[Sy
     return actions
 
 
-def _take_plans(repo: Repo, theirs: pygit2.Oid) -> SyncAction:
-    """Replace a diverged local plans ref with the remote's, verified from its root first."""
+TAKE_PLANS_NAMESPACE = "gitaudit-take-remote-plans"  # a nonce signed to prove a sealer is here
+
+
+def _may_drop_seals(state: PlansState, signer: Signer | None) -> None:
+    """LedgerError unless *signer* is a sealer of the local plans *state* and holds its key:
+    taking a diverged remote plans ref drops the local-only seals, a rewind of refs/audit/plans
+    that no other command makes without a sealer's signature (a remote whose plans diverged,
+    which the agent points ``origin`` at, would otherwise undo the user's stricter seal)."""
+    hint = (
+        "dropping seals is a sealer's decision: run it with a sealer's key (`--key`, "
+        "`audit.signingKey`), or have a sealer reseal on top of the remote's plans"
+    )
+    if signer is None:
+        raise LedgerError(
+            f"--take-remote-plans drops local-only seals of {PLANS_REF} and needs a sealer's "
+            "key; none was found",
+            hint=hint,
+        )
+    entry = state.trust.find(signer.public_key)
+    if entry is None or not entry.may("sealer"):
+        who = entry.name if entry is not None else signer.public_key.fingerprint()
+        raise LedgerError(
+            f"--take-remote-plans drops local-only seals of {PLANS_REF}, and key {who} is no "
+            "sealer of them",
+            hint=hint,
+        )
+    nonce = os.urandom(32)
+    try:
+        signed_by = verify(signer.sign(nonce, TAKE_PLANS_NAMESPACE), nonce, TAKE_PLANS_NAMESPACE)
+    except GitAuditError as exc:
+        raise LedgerError(
+            f"--take-remote-plans: the sealer's key {entry.name} cannot sign ({exc.message})",
+            hint=hint,
+        ) from None
+    if signed_by.raw != signer.public_key.raw:
+        raise LedgerError(
+            f"--take-remote-plans: the key that signed is not {entry.name}'s", hint=hint
+        )
+
+
+def _take_plans(repo: Repo, theirs: pygit2.Oid, signer: Signer | None) -> SyncAction:
+    """Replace a diverged local plans ref with the remote's, verified from its root first, when
+    a sealer of the local plans (*signer*) decides so."""
     git = repo.git
+    _may_drop_seals(read_state(repo), signer)
     # the whole chain, from its root (under the pinned key): the marks describe ours, not theirs
     verify_chain(git, theirs, pinned_root=pinned_root(repo))
     ours = read_ref(git, PLANS_REF)

@@ -21,12 +21,23 @@ import pygit2
 import pytest
 
 from gitaudit.crypto.commits import create_signed_commit
+from gitaudit.crypto.signers import Ed25519Signer
+from gitaudit.git.repo import open_repo
 from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
 from gitaudit.ledger.seals import set_policy, trust_add
 from gitaudit.ledger.trust import EvidenceRule
-from tests.adversarial.conftest import World, assert_plans_level, honest_run_on_any_tip, runner
+from tests.adversarial.conftest import (
+    World,
+    assert_plan,
+    assert_plans_level,
+    check,
+    honest_run_on_any_tip,
+    plan,
+    runner,
+    step,
+)
 from tests.gitrepo import audit, git
 
 RUNS = runs_ref("default")
@@ -449,3 +460,66 @@ def assert_refused_as(served: Served, forged: str, why: str) -> None:
     assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: ")
     assert f"local run {forged[:12]}" in lines[0] and why in lines[0], lines[0]
     assert served.server_refs() == server_before and served.local_refs() == local_before
+
+
+WEAK = plan(step("unit", check("true")))
+STRICTER = plan(step("unit", check("true")), step("lint", check("false")))
+
+
+@pytest.mark.parametrize("key", ["none", "ci", "mallory"], ids=["no key", "runner", "stranger"])
+def test_attack_push_sync_takes_remote_plans_to_drop_a_stricter_seal(
+    world: World, tmp_path: Path, key: str
+) -> None:
+    """alice sealed plan default with one step; her team's server has since taken another of
+    her seals (a runner trusted from another machine), and on this machine she seals default
+    again, stricter (a lint step that fails), not pushed yet: the plans refs have diverged. The
+    agent, holding no sealer key, puts the plan file back to the weak one and runs `git audit
+    sync origin --take-remote-plans`, which asked for no key: the remote's plans replaced the
+    local ones, alice's stricter seal was dropped with the marks that guard it, and the weak
+    plan PASSed on ci's run (before the fix). Dropping seals now needs a sealer of the local
+    plans holding its key: refused with no key, ci's runner key or a stranger's, and nothing
+    moves."""
+    world.seal(WEAK)
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    world.repo.git("remote", "add", "origin", str(remote))
+    world.repo.git("push", "-q", "origin", "HEAD:refs/heads/main", PLANS_REF)
+    elsewhere = tmp_path / "elsewhere"
+    git(tmp_path, "clone", "-q", str(remote), str(elsewhere))
+    git(elsewhere, "fetch", "-q", "origin", f"{PLANS_REF}:{PLANS_REF}")
+    git(elsewhere, "config", "audit.rootKey", world.repo.git("config", "audit.rootKey").strip())
+    other = Ed25519Signer.generate("ci2")
+    trust_add(open_repo(elsewhere), world.alice, other.public_key, "runner", "ci2")
+    git(elsewhere, "push", "-q", "origin", PLANS_REF)
+    world.seal(STRICTER)
+    sealed = world.ref(PLANS_REF)
+    world.write_plan(WEAK)
+    world.repo.commit("the weak plan again")
+    assert_plan(world.gate(), "plan.differs-from-seal", "FAIL")
+    args = ["sync", "origin", "--take-remote-plans"]
+    if key != "none":
+        args += ["--key", str(world.keys[key])]
+    taken = world.cli(*args)
+    assert taken.code == 1, taken.out + taken.err
+    assert "needs a sealer's key" in taken.err or "is no sealer" in taken.err, taken.err
+    assert "Traceback" not in taken.err
+    assert world.ref(PLANS_REF) == sealed
+    assert_plan(world.gate(), "plan.differs-from-seal", "FAIL")
+    assert world.cli("status", "HEAD").code == 1
+
+
+def test_push_control_a_sealer_takes_the_remote_plans(world: World, tmp_path: Path) -> None:
+    """Control: the same divergence, and alice herself (`--key`) takes the remote's plans."""
+    world.seal(WEAK)
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    world.repo.git("remote", "add", "origin", str(remote))
+    world.repo.git("push", "-q", "origin", PLANS_REF)
+    theirs = world.forge_plans(world.plans_files(), world.alice)
+    world.repo.git("push", "-q", "origin", f"{theirs}:{PLANS_REF}")
+    world.set_ref(PLANS_REF, f"{theirs}^")  # as if the remote's seal had never been here
+    world.seal(STRICTER)
+    taken = world.cli("sync", "origin", "--take-remote-plans", "--key", str(world.keys["alice"]))
+    assert taken.code == 0, taken.err
+    assert "replaced by the remote's (1 local-only seal(s) dropped)" in taken.out
+    assert world.ref(PLANS_REF) == str(theirs)

@@ -24,7 +24,7 @@ from gitaudit.git.repo import open_repo
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
 from gitaudit.ledger.seals import trust_add
-from gitaudit.ledger.sync import reconcile_with
+from gitaudit.ledger.sync import reconcile_with, sync
 from tests.adversarial.conftest import World
 from tests.adversarial.conftest import proven as proven  # noqa: PLC0414 (re-exported fixtures)
 from tests.adversarial.conftest import sealed as sealed  # noqa: PLC0414
@@ -239,3 +239,48 @@ def test_replay_signs_again_only_a_run_of_its_own_key(diverged: Diverged) -> Non
     assert caught.value.message.startswith(f"{RUNS}: local run {bots.commit[:12]} is signed by bot")
     assert "not by ci (SHA256:" in caught.value.message
     assert diverged.audit_refs() == before
+
+
+class _Impostor:
+    """alice's public key, signing with mallory's: a key named but not held."""
+
+    def __init__(self, named: Signer, holding: Signer) -> None:
+        self.public_key = named.public_key
+        self._holding = holding
+
+    def sign(self, data: bytes, namespace: str = "git") -> str:
+        return self._holding.sign(data, namespace)
+
+
+@pytest.mark.parametrize("who", ["none", "ci", "mallory", "impostor"])
+def test_taking_remote_plans_needs_a_sealer_holding_its_key(
+    sealed: World, tmp_path: Path, who: str
+) -> None:
+    """`sync --take-remote-plans` drops the local-only seals of a diverged plans ref: without a
+    key, with a runner's (ci), a stranger's, or alice's public key signing with another key,
+    nothing moves; alice's own key takes the remote's plans."""
+    w = sealed
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    w.repo.git("remote", "add", "origin", str(remote))
+    handle = w.handle().git
+    base = handle.revparse_single(PLANS_REF).peel(pygit2.Commit)
+    theirs, ours = (
+        w.commit_object(handle, base.tree_id, [base.id], f"plans: {side}\n", w.alice)
+        for side in ("theirs", "ours")
+    )
+    w.repo.git("push", "-q", "origin", f"{theirs}:{PLANS_REF}")
+    w.set_ref(PLANS_REF, ours)
+    signer = {
+        "none": None,
+        "ci": w.ci,
+        "mallory": w.mallory,
+        "impostor": _Impostor(w.alice, w.mallory),
+    }[who]
+    with pytest.raises(LedgerError) as caught:
+        sync(w.handle(), "origin", take_remote_plans=True, signer=signer)
+    assert caught.value.message.startswith("--take-remote-plans"), caught.value.message
+    assert w.ref(PLANS_REF) == str(ours)
+    actions = sync(w.handle(), "origin", take_remote_plans=True, signer=w.alice)
+    assert actions[0].action == "replaced by the remote's (1 local-only seal(s) dropped)"
+    assert w.ref(PLANS_REF) == str(theirs)
