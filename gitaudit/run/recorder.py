@@ -247,9 +247,14 @@ def run_plan(
             # most runs are of HEAD's tree: its checkout starts before the fingerprint says so
             guess = None if whole_live or reconcile else _head_of(repo)
             guessed = pool.submit(place, *guess) if guess is not None else None
-            before = workspace_fingerprint(workdir)
-            _check_reconcile(repo, prep, before.tree, reconcile or {})
-            stamps = _live_start(workdir, before.tree) if live_steps else None
+            try:
+                before = workspace_fingerprint(workdir)
+                _check_reconcile(repo, prep, before.tree, reconcile or {})
+                stamps = _live_start(workdir, before.tree) if live_steps else None
+            except BaseException:
+                if guessed is not None:  # nothing runs: the guess is left clean for the next
+                    pool.submit(_leave_unused, guessed, workdir)
+                raise
             placing = guessed
             if guessed is not None and guess != (before.tree, before.head):
                 placing = pool.submit(_instead, guessed, place, workdir, before)
@@ -359,9 +364,15 @@ def _instead(
     """The work tree is not HEAD's tree: the checkout placed at HEAD's (no check has run in
     it) is kept clean and moved on to the work tree's by a two-way merge, or, where the guess
     could not be placed, brought there as it would have been without it."""
-    with contextlib.suppress(GitAuditError):  # the work tree's is placed (or refused) below
-        checkout.leave_unused(guessed.result(), workdir)
+    _leave_unused(guessed, workdir)
     return place(before.tree, before.head)
+
+
+def _leave_unused(guessed: Future[checkout.Materialised], workdir: Path) -> None:
+    """A checkout placed at HEAD's tree that no check will run in is left clean (the next
+    update is a two-way merge); one that could not be placed is left as it is."""
+    with contextlib.suppress(GitAuditError):
+        checkout.leave_unused(guessed.result(), workdir)
 
 
 @contextmanager
