@@ -14,8 +14,10 @@ Anything else sealed that is removed or changed is a *weakening*.
 
 Reconciliation is a way to PASS without a step's verify checks (an unknown outcome of a
 non-idempotent step settled by an observation or by its readback checks), so it runs the other
-way: making a step non-idempotent, or adding or changing a readback check, opens that way and is
-a weakening; making a step idempotent or removing a readback check closes it and strengthens.
+way: making a step non-idempotent, adding or changing a readback check, or removing one while
+another sealed one is left (every readback check must pass to settle the step), opens that way
+further and is a weakening; making a step idempotent, or removing its readback checks, closes it
+and strengthens.
 Cosmetic changes (title, task, cost) are reported as neutral. See docs/sealing.md.
 """
 
@@ -101,10 +103,14 @@ def _checks(
 ) -> None:
     """Checks compared as multisets. For *obligations* (verify and output checks) a removed
     check weakens and an added one strengthens; for alternatives to them (readback checks,
-    ``obligations=False``) it is the other way round."""
-    removed: ChangeKind = "weakened" if obligations else "strengthened"
-    added: ChangeKind = "strengthened" if obligations else "weakened"
+    ``obligations=False``) an added check weakens, and a removed one strengthens when it closes
+    the way: a step settles by readback only when every readback check passes, so one removed
+    while a sealed one is left settles it on fewer conditions, a weakening. (A removal with no
+    sealed check left closes the way, or comes with added checks, which weaken.)"""
     old_c, new_c = Counter(_key(c) for c in old), Counter(_key(c) for c in new)
+    still_open = not obligations and bool(old_c & new_c)
+    removed: ChangeKind = "weakened" if obligations or still_open else "strengthened"
+    added: ChangeKind = "strengthened" if obligations else "weakened"
     by_key = {_key(c): c for c in (*old, *new)}
     flag = not obligations
     for key in old_c - new_c:

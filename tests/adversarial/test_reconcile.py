@@ -693,3 +693,82 @@ def test_attack_reconcile_readback_under_the_agents_path(
     settled = world.cli("reconcile", "deploy", "--readback", "--key", str(world.keys["ci"]))
     assert settled.code == 0, settled.out + settled.err  # the user's readback settles it
     assert world.gate().verdict == "PASS"
+
+
+# ------------------------------------------------- a readback check dropped by the planner
+
+HEALTHY = {"type": "file_exists", "path": "healthy.txt"}
+HEALTHY_REGEX = {"type": "regex", "path": "deployed.txt", "pattern": "^v2$"}
+
+
+@pytest.mark.parametrize(
+    ("kept", "dropped"),
+    [
+        ([READBACK], [HEALTHY]),  # the second of two dropped
+        ([HEALTHY], [READBACK]),  # the first of two dropped
+        ([READBACK], [HEALTHY_REGEX, HEALTHY]),  # two of three dropped
+    ],
+    ids=["second-of-two", "first-of-two", "two-of-three"],
+)
+def test_attack_reconcile_planner_drops_a_readback_check(
+    asked: Asked, kept: list[dict[str, Any]], dropped: list[dict[str, Any]]
+) -> None:
+    """alice (a sealer) seals `deploy`, not idempotent, whose unknown outcome settles by
+    readback only when the deployment is there *and* healthy (every readback check must pass).
+    deploy timed out: the deployment is there (deployed.txt) but not healthy, so `reconcile
+    --readback` fails it. The agent's planner key reseals deploy with one readback check fewer:
+    `compare` ranked "readback check removed" a strengthening (it closes the way to settle the
+    step only when no readback check is left), the planner's seal was accepted, `reconcile
+    --readback` ran the checks left, and the gate said PASS (all three before the fix). Dropping
+    some readback checks while others remain loosens the way to settle the step: a weakening,
+    refused for the planner (through `plan seal` and in a hand-made commit)."""
+    world = asked.world
+    world.repo.write(".gitignore", "deployed.txt\nhealthy.txt\n")
+    deploy = step(
+        "deploy",
+        check("sleep", "30", timeout=0.5),
+        covers=["R1"],
+        idempotent=False,
+        readback=[*kept, *dropped],
+        workspace="live",
+    )
+    world.write_plan(answering(*PLAN["steps"], deploy))
+    (checked,) = check_worktree(world.path, "default")
+    assert seal_plan(world.handle(), world.alice, checked).commit is not None
+    world.repo.commit("deploy, sealed by alice")
+    assert world.run().doc["steps"]["deploy"]["status"] == "unknown"
+    (world.path / "deployed.txt").write_text("v1\n")
+    # the sealed readback settles the deployment as it is: there, but not healthy
+    settled = world.cli("reconcile", "deploy", "--readback", "--key", str(world.keys["ci"]))
+    assert "reconciled as failed" in settled.out, settled.out + settled.err
+    assert world.gate().verdict == "FAIL"
+    loose = answering(*PLAN["steps"], {**deploy, "readback": kept})
+    tip = asked.plans_tip()
+    with pytest.raises(SealError) as caught:
+        asked.seal(loose)
+    message = caught.value.message
+    assert "planner 'agent' cannot weaken plan 'default'" in message, message
+    assert "readback check removed or changed" in message, message
+    assert asked.plans_tip() == tip
+    asked.forge_seal(loose)  # signed by hand with the planner key, the weakening recorded
+    result = world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "readback check removed or changed" in result.reasons[0].message
+
+
+def test_attack_reconcile_control_the_planner_drops_every_readback_check(asked: Asked) -> None:
+    """Control: dropping every readback check closes the way to settle the step by readback, a
+    strengthening the agent's planner key may seal."""
+    world = asked.world
+    deploy = step(
+        "deploy",
+        check("true"),
+        covers=["R1"],
+        idempotent=False,
+        readback=[READBACK, HEALTHY],
+    )
+    world.write_plan(answering(*PLAN["steps"], deploy))
+    (checked,) = check_worktree(world.path, "default")
+    assert seal_plan(world.handle(), world.alice, checked).commit is not None
+    resealed = asked.seal(answering(*PLAN["steps"], {**deploy, "readback": []}))
+    assert resealed.record is not None and not resealed.record.weakened

@@ -87,6 +87,65 @@ def test_reconciliation_paths_weaken_and_their_removal_strengthens(
     assert changes(before, after) == expected
 
 
+READBACK_BOTH = [READBACK, OTHER_READBACK]
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        (  # one of two dropped: the other alone now settles the step
+            use(readback=READBACK_BOTH),
+            use(readback=[READBACK]),
+            [
+                (
+                    "weakened",
+                    "step use readback: readback check removed or changed: regex deployed.txt",
+                )
+            ],
+        ),
+        (  # a duplicate dropped: one run of it fewer
+            use(readback=[READBACK, READBACK]),
+            use(readback=[READBACK]),
+            [
+                (
+                    "weakened",
+                    "step use readback: readback check removed or changed: "
+                    "file_exists deployed.txt",
+                )
+            ],
+        ),
+        (  # both dropped: the way is closed
+            use(readback=READBACK_BOTH),
+            nothing,
+            [
+                (
+                    "strengthened",
+                    "step use readback: readback check removed or changed: "
+                    "file_exists deployed.txt",
+                ),
+                (
+                    "strengthened",
+                    "step use readback: readback check removed or changed: regex deployed.txt",
+                ),
+            ],
+        ),
+    ],
+)
+def test_a_readback_check_removed_while_another_is_left_weakens(
+    before: Callable[[dict[str, Any]], object],
+    after: Callable[[dict[str, Any]], object],
+    expected: list[tuple[str, str]],
+) -> None:
+    """A step settles by readback when every readback check passes: dropping some while a sealed
+    one is left settles it on fewer conditions (a weakening); dropping them all closes the way."""
+    assert changes(before, after) == expected
+    old, new = two_step_plan(), two_step_plan()
+    before(old)
+    after(new)
+    flagged = compare(contract_of(old), contract_of(new)).changes
+    assert all(c.reconciliation for c in flagged)
+
+
 def test_a_changed_readback_check_is_a_weakening_overall() -> None:
     old, new = two_step_plan(), two_step_plan()
     old["steps"][1].update(idempotent=False, readback=[READBACK])
