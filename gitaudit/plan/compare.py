@@ -14,10 +14,10 @@ Anything else sealed that is removed or changed is a *weakening*.
 
 Reconciliation is a way to PASS without a step's verify checks (an unknown outcome of a
 non-idempotent step settled by an observation or by its readback checks), so it runs the other
-way: making a step non-idempotent, adding or changing a readback check, or removing one while
-another sealed one is left (every readback check must pass to settle the step), opens that way
-further and is a weakening; making a step idempotent, or removing its readback checks, closes it
-and strengthens.
+way: making a step non-idempotent, adding or changing a readback check, removing one while
+another sealed one is left (every readback check must pass to settle the step), or running the
+sealed ones in another order (:func:`_readback_order`), opens that way further and is a
+weakening; making a step idempotent, or removing its readback checks, closes it and strengthens.
 Cosmetic changes (title, task, cost) are reported as neutral. See docs/sealing.md.
 """
 
@@ -166,6 +166,21 @@ def _order(out: list[Change], where: str, old: Mapping[str, Any], new: Mapping[s
         out.append(Change("weakened", where, message))
 
 
+def _readback_order(out: list[Change], where: str, old: Sequence[Any], new: Sequence[Any]) -> None:
+    """Readback checks, too, run one after another in one workspace (as :func:`_order` says of
+    a step's checks): sealed ones run in another order (a program that writes ``build/status``
+    moved before the ``regex`` that reads it) settle the step on what another wrote, while the
+    way stays open. (Any readback check added weakens already: :func:`_checks`.)"""
+    if not new:
+        return  # no readback check left: the way is closed
+    before = [("readback", _key(c), c["type"] in _BEHAVIOURAL) for c in old]
+    after = [("readback", _key(c), c["type"] in _BEHAVIOURAL) for c in new]
+    kept = Counter(a[:2] for a in before) & Counter(a[:2] for a in after)
+    if len(_common(before, after)) < sum(kept.values()):
+        message = "sealed readback checks reordered: one may read what another wrote"
+        out.append(Change("weakened", f"{where} readback", message, reconciliation=True))
+
+
 def _common(
     before: Sequence[tuple[str, bytes, bool]], after: Sequence[tuple[str, bytes, bool]]
 ) -> set[int]:
@@ -231,6 +246,7 @@ def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> 
         "readback check",
         obligations=False,
     )
+    _readback_order(out, where, old["readback"], new["readback"])
     new_outputs = {o["name"]: o for o in new["outputs"]}
     for output in old["outputs"]:
         if output["name"] not in new_outputs:

@@ -772,3 +772,67 @@ def test_attack_reconcile_control_the_planner_drops_every_readback_check(asked: 
     assert seal_plan(world.handle(), world.alice, checked).commit is not None
     resealed = asked.seal(answering(*PLAN["steps"], {**deploy, "readback": []}))
     assert resealed.record is not None and not resealed.record.weakened
+
+
+# ------------------------------------------------- readback checks reordered by the planner
+
+WRITES_STATUS = {"type": "run", "argv": ["sh", "-c", "mkdir -p build && echo ok > build/status"]}
+READS_STATUS = {"type": "regex", "path": "build/status", "pattern": "ok"}
+STATUS_EXISTS = {"type": "file_exists", "path": "build/status"}
+
+
+@pytest.mark.parametrize(
+    ("sealed", "reordered"),
+    [
+        ([READS_STATUS, WRITES_STATUS], [WRITES_STATUS, READS_STATUS]),
+        (
+            [STATUS_EXISTS, READS_STATUS, WRITES_STATUS],
+            [STATUS_EXISTS, WRITES_STATUS, READS_STATUS],
+        ),
+        (
+            [STATUS_EXISTS, WRITES_STATUS, READS_STATUS],
+            [WRITES_STATUS, READS_STATUS, STATUS_EXISTS],
+        ),
+    ],
+    ids=["swapped", "program-moved-up", "rotated"],
+)
+def test_attack_reconcile_planner_reorders_readback_checks(
+    asked: Asked, sealed: list[dict[str, Any]], reordered: list[dict[str, Any]]
+) -> None:
+    """alice (a sealer) seals `deploy`, not idempotent, whose readback first reads the status
+    the deployment left in the checkout (`build/status`, ignored) and then refreshes it. deploy
+    timed out; in the fresh checkout of a reconciliation nothing left a status, so the sealed
+    readback fails. The agent's planner key reseals deploy with the same readback checks in
+    another order, the program that writes the status first: `compare` saw the same multiset
+    of readback checks ("no change"), the planner's seal was accepted, `reconcile --readback`
+    read what the program had just written, and the gate said PASS (all three before the
+    fix). Sealed readback checks run in another order, while some are left, weaken the way to
+    settle the step: the planner's seal is refused, and its hand-made commit by the chain."""
+    world = asked.world
+    world.repo.write(".gitignore", "build/\n")
+    deploy = step(
+        "deploy",
+        check("sleep", "30", timeout=0.5),
+        covers=["R1"],
+        idempotent=False,
+        readback=sealed,
+    )
+    world.write_plan(answering(*PLAN["steps"], deploy))
+    (checked,) = check_worktree(world.path, "default")
+    assert seal_plan(world.handle(), world.alice, checked).commit is not None
+    world.repo.commit("deploy, sealed by alice")
+    assert world.run().doc["steps"]["deploy"]["status"] == "unknown"
+    settled = world.cli("reconcile", "deploy", "--readback", "--key", str(world.keys["ci"]))
+    assert "reconciled as failed" in settled.out, settled.out + settled.err
+    loose = answering(*PLAN["steps"], {**deploy, "readback": reordered})
+    tip = asked.plans_tip()
+    with pytest.raises(SealError) as caught:
+        asked.seal(loose)
+    message = caught.value.message
+    assert "planner 'agent' cannot weaken plan 'default'" in message, message
+    assert "sealed readback checks reordered" in message, message
+    assert asked.plans_tip() == tip
+    asked.forge_seal(loose)  # signed by hand with the planner key, the weakening recorded
+    result = world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "sealed readback checks reordered" in result.reasons[0].message

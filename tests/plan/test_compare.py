@@ -146,6 +146,44 @@ def test_a_readback_check_removed_while_another_is_left_weakens(
     assert all(c.reconciliation for c in flagged)
 
 
+WRITES = {"type": "run", "argv": ["sh", "-c", "echo ok > deployed.txt"]}
+
+
+@pytest.mark.parametrize(
+    ("sealed", "resealed", "expected"),
+    [
+        (  # the program that writes moved before the check that reads
+            [OTHER_READBACK, WRITES],
+            [WRITES, OTHER_READBACK],
+            [
+                (
+                    "weakened",
+                    "step use readback: sealed readback checks reordered: one may read what "
+                    "another wrote",
+                )
+            ],
+        ),
+        ([OTHER_READBACK, WRITES], [OTHER_READBACK, WRITES], []),  # the same order: no change
+        (  # one dropped (a weakening of its own), the rest in their order
+            [READBACK, OTHER_READBACK, WRITES],
+            [READBACK, WRITES],
+            [
+                (
+                    "weakened",
+                    "step use readback: readback check removed or changed: regex deployed.txt",
+                )
+            ],
+        ),
+    ],
+)
+def test_sealed_readback_checks_reordered_weaken(
+    sealed: list[dict[str, Any]], resealed: list[dict[str, Any]], expected: list[tuple[str, str]]
+) -> None:
+    """Readback checks run one after another in one workspace, as a step's checks do: sealed ones
+    run in another order may read what another wrote."""
+    assert changes(use(readback=sealed), use(readback=resealed)) == expected
+
+
 def test_a_changed_readback_check_is_a_weakening_overall() -> None:
     old, new = two_step_plan(), two_step_plan()
     old["steps"][1].update(idempotent=False, readback=[READBACK])
