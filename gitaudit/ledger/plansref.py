@@ -671,7 +671,7 @@ def _weakens(old: Plan, new: Plan, record: SealRecord, policy: Policy) -> bool:
     lone = policy.allow_weaken and policy.approvals_for("weaken") <= 1
     earlier = set(record.strengthenings) if lone else set()
     return any(
-        not (change.reconciliation and change.render() in earlier)
+        not (change.reconciliation and (change.render() in earlier or change.listed_as in earlier))
         for change in compare(contract(old), contract(new)).weakenings
     )
 

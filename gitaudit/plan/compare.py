@@ -16,8 +16,10 @@ Reconciliation is a way to PASS without a step's verify checks (an unknown outco
 non-idempotent step settled by an observation or by its readback checks), so it runs the other
 way: making a step non-idempotent, adding or changing a readback check, removing one while
 another sealed one is left (every readback check must pass to settle the step), or running the
-sealed ones in another order (:func:`_readback_order`), opens that way further and is a
-weakening; making a step idempotent, or removing its readback checks, closes it and strengthens.
+sealed ones in another order (:func:`_readback_order`), or adding to a step that is not
+idempotent a check that can end unknown (:func:`_unknown_opens_reconciliation`), opens that way
+further and is a weakening; making a step idempotent, or removing its readback checks, closes it
+and strengthens.
 Cosmetic changes (title, task, cost) are reported as neutral. See docs/sealing.md.
 """
 
@@ -48,6 +50,9 @@ class Change:
     # the requirement id the change is about (a requirement itself, or a step's coverage of it):
     # whose it is (the request's, or the plan's own) decides who may make it
     requirement: str | None = None
+    # how gitaudit listed this change among a seal's strengthenings before it counted as a
+    # weakening, when not as render() (see gitaudit.ledger.plansref._weakens)
+    listed_as: str | None = None
 
     def render(self) -> str:
         return f"{self.where}: {self.message}"
@@ -166,6 +171,48 @@ def _order(out: list[Change], where: str, old: Mapping[str, Any], new: Mapping[s
         out.append(Change("weakened", where, message))
 
 
+def _unknown_opens_reconciliation(
+    where: str, old: Mapping[str, Any], new: Mapping[str, Any]
+) -> list[Change]:
+    """Checks added to a step that is not idempotent (on either side: a planner's reseal making
+    it idempotent still leaves an unknown outcome to reconcile, see
+    :func:`gitaudit.ledger.plansref.reconcile_first`). One unknown check outcome (a timeout, a
+    search cut short) makes the step's outcome unknown whatever the sealed checks found, and a
+    step that is not idempotent then settles by reconciliation (its readback checks, someone's
+    word), not by its failure: so an added check that can end unknown (any but ``file_exists``),
+    even after every sealed check, opens that way past a failing sealed check, a weakening."""
+    if old["idempotent"] and new["idempotent"]:
+        return []
+    found: dict[bytes, Mapping[str, Any]] = {}
+
+    def keyed(step: Mapping[str, Any]) -> Counter[tuple[str, bytes]]:
+        lists = [("verify", step["verify"])]
+        lists += [(f"output {o['name']}", o["verify"]) for o in step["outputs"]]
+        counted: Counter[tuple[str, bytes]] = Counter()
+        for label, checks in lists:
+            for check in checks:
+                found.setdefault(_key(check), check)
+                counted[(label, _key(check))] += 1
+        return counted
+
+    added = keyed(new) - keyed(old)
+    message = (
+        "check added to a step that is not idempotent: its unknown outcome (a timeout) would "
+        "leave the step to be settled by reconciliation, whatever the sealed checks found: "
+    )
+    return [
+        Change(
+            "weakened",
+            f"{where} {label}",
+            message + _describe(found[key]),
+            reconciliation=True,
+            listed_as=f"{where} {label}: check added: {_describe(found[key])}",
+        )
+        for label, key in sorted(added)
+        if found[key]["type"] != "file_exists"
+    ]
+
+
 def _readback_order(out: list[Change], where: str, old: Sequence[Any], new: Sequence[Any]) -> None:
     """Readback checks, too, run one after another in one workspace (as :func:`_order` says of
     a step's checks): sealed ones run in another order (a program that writes ``build/status``
@@ -247,6 +294,7 @@ def _step(out: list[Change], old: Mapping[str, Any], new: Mapping[str, Any]) -> 
         obligations=False,
     )
     _readback_order(out, where, old["readback"], new["readback"])
+    out.extend(_unknown_opens_reconciliation(where, old, new))
     new_outputs = {o["name"]: o for o in new["outputs"]}
     for output in old["outputs"]:
         if output["name"] not in new_outputs:

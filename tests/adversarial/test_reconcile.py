@@ -836,3 +836,82 @@ def test_attack_reconcile_planner_reorders_readback_checks(
     result = world.gate()
     assert_plans_level(result, "plans.untrusted")
     assert "sealed readback checks reordered" in result.reasons[0].message
+
+
+# ------------------------------------------------- a check added that makes a failure unknown
+
+HANGS = check("sleep", "30", timeout=0.5)
+SEARCHES = {"type": "pytest", "argv": ["-q", "no_such_test.py"], "timeout": 0.01}
+
+
+@pytest.mark.parametrize(
+    ("where", "added", "idempotent"),
+    [
+        ("verify", HANGS, False),  # last in verify, after every sealed check
+        ("output", HANGS, False),  # in an output listed last
+        ("verify", SEARCHES, False),  # a pytest check that times out
+        ("verify", HANGS, True),  # with deploy made idempotent in the same reseal
+    ],
+    ids=["verify", "output", "pytest", "made-idempotent"],
+)
+def test_attack_reconcile_planner_adds_a_check_that_makes_a_failure_unknown(
+    asked: Asked, where: str, added: dict[str, Any], idempotent: bool
+) -> None:
+    """alice (a sealer) seals `deploy`, not idempotent: it deploys (deployed.txt) and its smoke
+    test (`false`) fails, so deploy FAILs, although its readback (deployed.txt exists) would say
+    deployed. The agent's planner key reseals deploy with one check added after every sealed
+    check (last in verify, or in an output listed last; with deploy also made idempotent): a
+    check that times out. One unknown check outcome makes the step's outcome unknown, whatever
+    the sealed checks found, and a step that is not idempotent is then settled by
+    reconciliation: `compare` ranked the check added a strengthening, the planner's seal was
+    accepted, deploy's run was UNKNOWN instead of FAILED, `reconcile --readback` settled it as
+    passed, and the gate said PASS (all before the fix). A check that can end unknown, added
+    to a step that is not idempotent on either side, is a weakening: refused for the planner,
+    through `plan seal` and in a hand-made commit."""
+    world = asked.world
+    world.repo.write(".gitignore", "deployed.txt\n")
+    deploy = step(
+        "deploy",
+        check("sh", "-c", "echo v1 > deployed.txt"),
+        check("false"),
+        covers=["R1"],
+        idempotent=False,
+        readback=[READBACK],
+        workspace="live",
+    )
+    world.write_plan(answering(*PLAN["steps"], deploy))
+    (checked,) = check_worktree(world.path, "default")
+    assert seal_plan(world.handle(), world.alice, checked).commit is not None
+    world.repo.commit("deploy, sealed by alice")
+    assert world.run().doc["steps"]["deploy"]["status"] == "failed"  # the sealed contract
+    grown: dict[str, Any] = {**deploy, "idempotent": idempotent}
+    if where == "verify":
+        grown["verify"] = [*deploy["verify"], added]
+    else:
+        grown["outputs"] = [{"name": "smoke", "verify": [added]}]
+    loose = answering(*PLAN["steps"], grown)
+    tip = asked.plans_tip()
+    with pytest.raises(SealError) as caught:
+        asked.seal(loose)
+    message = caught.value.message
+    assert "planner 'agent' cannot weaken plan 'default'" in message, message
+    assert "check added to a step that is not idempotent" in message, message
+    assert asked.plans_tip() == tip
+    asked.forge_seal(loose)  # signed by hand with the planner key, the weakening recorded
+    result = world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "check added to a step that is not idempotent" in result.reasons[0].message
+
+
+def test_attack_reconcile_control_the_planner_adds_a_file_check_to_deploy(asked: Asked) -> None:
+    """Control: a `file_exists` check (it never ends unknown) added to deploy, or any check
+    added to an idempotent step, is a strengthening the planner may seal."""
+    world = asked.world
+    deploy = step("deploy", check("true"), covers=["R1"], idempotent=False, readback=[READBACK])
+    world.write_plan(answering(*PLAN["steps"], deploy))
+    (checked,) = check_worktree(world.path, "default")
+    assert seal_plan(world.handle(), world.alice, checked).commit is not None
+    grown = {**deploy, "verify": [*deploy["verify"], {"type": "file_exists", "path": "x"}]}
+    unit = {**PLAN["steps"][0], "verify": [*PLAN["steps"][0]["verify"], HANGS]}
+    resealed = asked.seal(answering(unit, PLAN["steps"][1], grown))
+    assert resealed.record is not None and not resealed.record.weakened

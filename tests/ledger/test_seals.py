@@ -771,6 +771,51 @@ def test_a_reconciliation_seal_recorded_under_the_earlier_rule_still_verifies(
         read_state(trusted, remember=False)
 
 
+def test_a_check_added_to_a_reconcilable_step_under_the_earlier_rule_still_verifies(
+    trusted: Repo, sealer: Ed25519Signer, repo: GitRepo
+) -> None:
+    """A check added to a step that is not idempotent was a strengthening ("check added")
+    before it counted as a weakening (its unknown outcome opens reconciliation): a seal that
+    listed it so among its strengthenings keeps the chain valid where one sealer may weaken,
+    one that lists it nowhere does not."""
+    seal(trusted, sealer)
+    base = read_state(trusted)
+    v1, tip = base.seal("default"), base.tip
+    assert v1 is not None and tip is not None
+    plan = two_step_plan()
+    plan["steps"][1]["idempotent"] = False
+    plan["steps"][1]["verify"].append({"type": "run", "argv": ["echo", "more"]})
+    repo.write_plan(plan)
+    (checked,) = check_worktree(repo.path, "default")
+
+    def reseal(strengthenings: list[str]) -> None:
+        record = {
+            **v1.to_json(),
+            "version": 2,
+            "contract_digest": checked.digest,
+            "previous_digest": v1.contract_digest,
+            "change": "strengthened",
+            "strengthenings": strengthenings,
+        }
+        files = {
+            **base.files,
+            "plans/default.json": checked.file.data,
+            "seals/default.json": json.dumps(record, indent=2, sort_keys=True).encode() + b"\n",
+        }
+        tree = write_tree(trusted.git, files)
+        oid = create_signed_commit(
+            trusted.git, tree=tree, parents=[tip], message="seal\n", signer=sealer
+        )
+        trusted.git.references.create(PLANS_REF, oid, force=True)
+
+    made = "step use: idempotent True -> False"
+    reseal([made, "step use verify: check added: run echo more"])
+    assert read_state(trusted, remember=False).seal("default").version == 2  # type: ignore[union-attr]
+    reseal([made])
+    with pytest.raises(TrustError, match="weakens the contract without recording it"):
+        read_state(trusted, remember=False)
+
+
 # ---------------------------------------------------- the sealing rules on hand-made commits
 
 

@@ -184,6 +184,51 @@ def test_sealed_readback_checks_reordered_weaken(
     assert changes(use(readback=sealed), use(readback=resealed)) == expected
 
 
+HANGS = {"type": "run", "argv": ["sleep", "30"], "timeout": 0.5}
+UNKNOWN_OPENS = (
+    "step use verify: check added to a step that is not idempotent: its unknown outcome (a "
+    "timeout) would leave the step to be settled by reconciliation, whatever the sealed checks "
+    "found: "
+)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        (
+            use(idempotent=False),
+            lambda p: p["steps"][1].update(
+                idempotent=False, verify=[*p["steps"][1]["verify"], HANGS]
+            ),
+            [
+                ("strengthened", "step use verify: check added: run sleep 30"),
+                ("weakened", UNKNOWN_OPENS + "run sleep 30"),
+            ],
+        ),
+        (
+            use(idempotent=False),
+            lambda p: p["steps"][1].update(
+                idempotent=False, verify=[*p["steps"][1]["verify"], READBACK]
+            ),
+            [("strengthened", "step use verify: check added: file_exists deployed.txt")],
+        ),
+        (  # an idempotent step on both sides: an unknown outcome only runs it again
+            nothing,
+            lambda p: p["steps"][1]["verify"].append(HANGS),
+            [("strengthened", "step use verify: check added: run sleep 30")],
+        ),
+    ],
+)
+def test_a_check_that_can_end_unknown_added_to_a_step_that_is_not_idempotent_weakens(
+    before: Callable[[dict[str, Any]], object],
+    after: Callable[[dict[str, Any]], object],
+    expected: list[tuple[str, str]],
+) -> None:
+    """One unknown check outcome makes the step's unknown: a step that is not idempotent is then
+    settled by reconciliation, not by the failure of a sealed check."""
+    assert changes(before, after) == expected
+
+
 def test_a_changed_readback_check_is_a_weakening_overall() -> None:
     old, new = two_step_plan(), two_step_plan()
     old["steps"][1].update(idempotent=False, readback=[READBACK])
