@@ -9,9 +9,10 @@ step by itself. Two cases need more than one run:
   and contract* decides, on any ledger the gate reads (the plan's own and the remote-tracking
   copies of other clones' ledgers).
 * **Runner labels.** A step with ``runs_on`` needs, for each label, an outcome that a runner
-  carrying that label executed itself (a carried entry is another run's word, so it never counts
-  for a label). A runner's labels are the ones the trust set gives its key (``git audit trust
-  add --label``), narrowed to those the run declared (``git audit run --label``).
+  carrying that label executed itself, or found blocked by a broken upstream output (a carried
+  entry is another run's word, so it never counts for a label). A runner's labels are the ones
+  the trust set gives its key (``git audit trust add --label``), narrowed to those the run
+  declared (``git audit run --label``).
 
 The rule is the same in both cases: for each step (and label) the **newest decisive outcome**
 counts, so a FAIL is never hidden by an older PASS; an undecided entry never counts as an
@@ -145,7 +146,7 @@ def prove(plan: Plan, sources: Sequence[Source]) -> dict[str, tuple[Proof, ...]]
     """For each step of *plan*: what proves it, from *sources* (newest first; the first is the
     newest run for the tree). A step without labels: the newest decisive entry, else the newest
     run's own entry. A step with ``runs_on``: per label, the newest entry that a runner with the
-    label executed."""
+    label executed (or found blocked by a broken upstream output)."""
     out: dict[str, tuple[Proof, ...]] = {}
     for step in plan.steps:
         out[step.id] = _labelled(step, sources) if step.runs_on else (_plain(step, sources),)
@@ -170,8 +171,15 @@ def _labelled(step: Step, sources: Sequence[Source]) -> tuple[Proof, ...]:
         found = Proof(step.id, label, None, None)
         for source in sources:
             entry = source.record.steps.get(step.id)
-            if label in source.labels and entry is not None and entry.status in EXECUTED:
+            if label in source.labels and entry is not None and _outcome_for_label(entry):
                 found = Proof(step.id, label, source, entry)
                 break
         proofs.append(found)
     return tuple(proofs)
+
+
+def _outcome_for_label(entry: StepEntry) -> bool:
+    """Whether a labelled runner's entry is its outcome of the step: executed, or blocked because
+    an upstream output broke right before it ran there (a failure, as for a step without labels;
+    a carried entry is another run's word)."""
+    return entry.status in EXECUTED or (entry.status == StepStatus.BLOCKED and decisive(entry))

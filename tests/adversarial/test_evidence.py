@@ -1061,3 +1061,39 @@ def test_attack_evidence_a_tree_git_never_writes(world: World, kind: str, tmp_pa
     with contextlib.suppress(GitAuditError):  # the weak plan checked out is refused
         assert world.run().doc["tree"] != tree
     assert only(world.gate(str(oid))).verdict != "PASS"
+
+
+@pytest.mark.parametrize("recorded_by", ["the same linux runner", "another linux runner"])
+def test_attack_evidence_labelled_step_blocked_by_a_broken_output_hides_behind_an_older_pass(
+    world: World, tmp_path: Path, recorded_by: str
+) -> None:
+    """`deploy` must run on a linux runner (`runs_on`) and relies on build's output `bin`, whose
+    check is flaky (it counts its executions in a file outside the repository and fails the
+    fourth). A linux runner passed everything (bin checked after build and again before
+    deploy); a second full run of the same tree checks bin after build (passes) and before
+    deploy (fails): deploy is blocked by a broken output and the run FAILs. Unlabelled, such an
+    entry is the step's newest outcome (a FAIL); for a step with `runs_on` the gate looked only
+    for executed entries, skipped it and took the first run's pass: PASS (before the fix, both
+    variants). The newest outcome by a runner with the label now decides for a labelled step
+    too: `step.blocked`, FAIL."""
+    count = tmp_path / "count"
+    flaky = 'n=$(cat "$1" 2>/dev/null || echo 0); echo $((n + 1)) > "$1"; test "$n" -ne 3'
+    out = [{"name": "bin", "verify": [check("sh", "-c", flaky, "sh", str(count))]}]
+    deploy = step("deploy", deps=["build"], requires_outputs=[{"step": "build", "name": "bin"}])
+    deploy["runs_on"] = ["linux"]
+    world.seal(plan(step("build", outputs=out), deploy))
+    builder = runner(world, "builder", frozenset({"linux"}))
+    first = world.run(signer=builder, labels=["linux"])
+    assert first.verdict == "PASS", first.doc["reasons"]
+    assert world.gate().verdict == "PASS"
+    second = runner(world, "builder2", frozenset({"linux"}))
+    signer = builder if recorded_by == "the same linux runner" else second
+    recorded = world.run(signer=signer, labels=["linux"], fresh=True)
+    assert recorded.tree == first.tree and recorded.verdict == "FAIL", recorded.doc
+    statuses = {sid: e["status"] for sid, e in recorded.doc["steps"].items()}
+    assert statuses == {"build": "passed", "deploy": "blocked"}, statuses
+    judged = assert_plan(world.gate(), "step.blocked", "FAIL")
+    assert judged.reasons[0].step == "deploy"
+    assert "upstream output build/bin no longer holds" in judged.reasons[0].message
+    status = world.cli("status", "--json")
+    assert status.code == 1 and status.json()["verdict"] == "FAIL", status.out

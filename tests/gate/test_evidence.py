@@ -15,16 +15,17 @@ from typing import Any
 import pygit2
 import pytest
 
-from gitaudit.gate.compose import Source, newest_first
+from gitaudit.gate.compose import Source, newest_first, prove
 from gitaudit.gate.evidence import Evidence, Judging, judge_evidence
 from gitaudit.gate.result import Reason
 from gitaudit.ledger.objects import write_tree
 from gitaudit.ledger.plansref import read_state
-from gitaudit.ledger.records import RunRecord
+from gitaudit.ledger.records import CheckEntry, RunRecord, StepEntry, UpstreamEntry
 from gitaudit.ledger.refs import runs_ref
 from gitaudit.places import marks_path
 from gitaudit.plan.catalog import check_worktree
-from gitaudit.verdict import Verdict
+from gitaudit.plan.load import load_plan
+from gitaudit.verdict import StepStatus, Verdict
 from tests.adversarial.conftest import World, check, plan, runner, step
 from tests.gitrepo import forget_marks
 
@@ -452,3 +453,46 @@ def test_runs_are_ordered_by_their_chains_before_their_clocks() -> None:
     before = [_source("p0", 200, "laptop", run="p")]
     order = newest_first([own, before])
     assert [s.record.commit for s in order] == ["f", "p"]
+
+
+def _entry(status: StepStatus, upstream: tuple[UpstreamEntry, ...] = ()) -> StepEntry:
+    return StepEntry(status, "", "", None, 0, 0.0, None, (), {}, upstream, None, None, "checkout")
+
+
+def _labelled_source(commit: str, when: int, entry: StepEntry) -> Source:
+    record = RunRecord(
+        commit, when, "default", Verdict.PASS, (), "c", "t", None, None, None, None,
+        {"deploy": entry}, {"run": commit},
+    )  # fmt: skip
+    return Source(record, "default", frozenset({"linux"}))
+
+
+@pytest.mark.parametrize(("outcome", "decides"), [("failed", "b"), ("unknown", "p")])
+def test_a_labelled_step_blocked_by_a_broken_output_is_its_newest_outcome(
+    outcome: str, decides: str
+) -> None:
+    """A linux runner's newest entry for `deploy` (runs_on linux) is blocked because an upstream
+    output it re-checked did not hold: that is the step's outcome (a failure), as for a step
+    without labels, and the older pass is not reached. An output check that timed out says
+    nothing about the output (nor does a blocked entry without upstream checks): the older
+    pass decides."""
+    data = {
+        "task": "t",
+        "requirements": [{"id": "R", "description": "d", "priority": "must"}],
+        "steps": [
+            {"id": "deploy", "covers": ["R"], "verify": [{"type": "run", "argv": ["true"]}]}
+            | {"runs_on": ["linux"]}
+        ],
+    }
+    plan_, problems = load_plan(json.dumps(data).encode(), name="default", source="p")
+    assert plan_ is not None, problems
+    check_ = CheckEntry("c", outcome, "", 1, 0.0, 0, 0, False, False)
+    up = UpstreamEntry("build", "bin", False, (check_,))
+    blocked = _labelled_source("b", 200, _entry(StepStatus.BLOCKED, (up,)))
+    passed = _labelled_source("p", 100, _entry(StepStatus.PASSED))
+    ((proof,),) = prove(plan_, [blocked, passed]).values()
+    assert proof.source is not None and proof.source.record.commit == decides, proof
+    # without upstream checks, blocked means a prerequisite was not verified there: not decisive
+    bare = _labelled_source("n", 200, _entry(StepStatus.BLOCKED))
+    ((proof,),) = prove(plan_, [bare, passed]).values()
+    assert proof.source is not None and proof.source.record.commit == "p"
