@@ -248,8 +248,10 @@ def _ruled(j: Judging, rule: EvidenceRule, runs: list[Source]) -> Evidence:
     tree must have PASSed: a reason when too few did, else a note of who did."""
     from gitaudit.gate.runners import describe, tally  # refs with an evidence rule only
 
-    admitted, advisory, agreed_until = tally(j.plan, rule, runs, j.now)
-    text = describe(rule, j.ref or rule.pattern, admitted, advisory)
+    admitted, advisory, agreed_until, borrowed = tally(
+        j.plan, rule, runs, j.now, lambda signer, record: _own_word(j, signer, record)
+    )
+    text = describe(rule, j.ref or rule.pattern, admitted, advisory, borrowed)
     theirs = [s for s in runs if s.signer is not None and rule.admits(s.signer)]
     reasons: list[Reason] = []
     until: float | None = None
@@ -744,18 +746,33 @@ def _executed_by(
     return _authority(j, source, step, ledger) or _ran_elsewhere(j, source, step) or source
 
 
-def _advisory(j: Judging, record: RunRecord) -> str | None:
-    """Who signed *record*, when the ref's rule does not admit them (None: it does)."""
-    if record.commit not in j.signers:
+def _signer(j: Judging, commit: str) -> TrustedKey | None:
+    """The trusted runner who signed *commit* (None: no runner's signature verifies)."""
+    if commit not in j.signers:
         try:
             key = verify_commit(
-                j.repo.git, pygit2.Oid(hex=record.commit), j.state.trust.with_role("runner")
+                j.repo.git, pygit2.Oid(hex=commit), j.state.trust.with_role("runner")
             )
-        except GitAuditError:
-            j.signers[record.commit] = None
+        except (GitAuditError, ValueError, KeyError, pygit2.GitError):
+            j.signers[commit] = None
         else:
-            j.signers[record.commit] = j.state.trust.find(key)
-    signer = j.signers[record.commit]
+            j.signers[commit] = j.state.trust.find(key)
+    return j.signers[commit]
+
+
+def _own_word(j: Judging, signer: TrustedKey, record: RunRecord) -> bool:
+    """Whether every step *record* carried came from a run that *signer* signed too: else its
+    pass repeats another runner's word (no agreement where a rule asks several runners)."""
+    return all(
+        (origin := _signer(j, entry.carried_from or "")) is not None and origin.name == signer.name
+        for entry in record.steps.values()
+        if entry.status == StepStatus.CARRIED
+    )
+
+
+def _advisory(j: Judging, record: RunRecord) -> str | None:
+    """Who signed *record*, when the ref's rule does not admit them (None: it does)."""
+    signer = _signer(j, record.commit)
     if signer is not None and j.rule is not None and j.rule.admits(signer):
         return None
     return signer.name if signer is not None else "no trusted runner"

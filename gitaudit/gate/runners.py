@@ -8,13 +8,16 @@ from the runs of the admitted runners alone, by the rules any evidence is judged
 carried from another runner's run does not count), and needs at least ``min`` distinct admitted
 runners whose *newest* run of the plan for exactly this tree and contract PASSed (and is not
 older than the plan's shortest ``valid_for``): a pass a runner recorded before its own newer
-failure is not its word on the tree any more. Evidence by other trusted runners still shows, as
-advisory: it can fail a tree, never prove it for that ref, nor supply a step's outcome there.
+failure is not its word on the tree any more. Where ``min`` asks more than one runner, a
+runner agrees only with steps it executed itself: a passing run that carried a step from
+another runner's run repeats that runner's word, and is no second agreement. Evidence by other
+trusted runners still shows, as advisory: it can fail a tree, never prove it for that ref, nor
+supply a step's outcome there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gitaudit.gate.compose import Source
 from gitaudit.ledger.records import RunRecord
@@ -24,12 +27,19 @@ from gitaudit.verdict import Verdict
 
 
 def tally(
-    plan: Plan, rule: EvidenceRule, runs: Sequence[Source], now: float
-) -> tuple[frozenset[str], frozenset[str], float | None]:
-    """(admitted, advisory, until): the trusted runners whose newest run among *runs* (every run
-    of the plan for the tree and contract, newest first, each with its signer) PASSed and is
-    fresh, split by *rule*; and when fewer than ``min`` admitted runners will still be fresh (an
-    expiry for whoever remembers the verdict; None: never, or too few already)."""
+    plan: Plan,
+    rule: EvidenceRule,
+    runs: Sequence[Source],
+    now: float,
+    own: Callable[[TrustedKey, RunRecord], bool],
+) -> tuple[frozenset[str], frozenset[str], float | None, frozenset[str]]:
+    """(admitted, advisory, until, borrowed): the trusted runners whose newest run among *runs*
+    (every run of the plan for the tree and contract, newest first, each with its signer)
+    PASSed and is fresh, split by *rule*; when fewer than ``min`` admitted runners will still
+    be fresh (an expiry for whoever remembers the verdict; None: never, or too few already);
+    and, when *rule* asks more than one runner, the admitted runners whose passing run is not
+    their own word (*own*: every step it carried came from a run of the same runner), which do
+    not agree."""
     lifetimes = [s.valid_for for s in plan.steps if s.valid_for is not None]
     oldest = now - min(lifetimes) if lifetimes else None
     newest: dict[str, tuple[TrustedKey, RunRecord]] = {}
@@ -38,20 +48,28 @@ def tally(
             newest.setdefault(source.signer.name, (source.signer, source.record))
     admitted: set[str] = set()
     advisory: set[str] = set()
+    borrowed: set[str] = set()
     expiries: list[float] = []
     for name, (signer, record) in newest.items():
         if record.verdict != Verdict.PASS or (oldest is not None and record.began < oldest):
+            continue
+        if rule.min > 1 and rule.admits(signer) and not own(signer, record):
+            borrowed.add(name)
             continue
         (admitted if rule.admits(signer) else advisory).add(name)
         if lifetimes and rule.admits(signer):
             expiries.append(float(record.began + min(lifetimes)))
     expiries.sort(reverse=True)
     until = expiries[rule.min - 1] if 0 < rule.min <= len(expiries) else None
-    return frozenset(admitted), frozenset(advisory), until
+    return frozenset(admitted), frozenset(advisory), until, frozenset(borrowed)
 
 
 def describe(
-    rule: EvidenceRule, ref: str, admitted: frozenset[str], advisory: frozenset[str]
+    rule: EvidenceRule,
+    ref: str,
+    admitted: frozenset[str],
+    advisory: frozenset[str],
+    borrowed: frozenset[str] = frozenset(),
 ) -> str:
     who = ", ".join(sorted(rule.runners))
     have = ", ".join(sorted(admitted)) or "none"
@@ -59,6 +77,11 @@ def describe(
         f"{ref} takes evidence from {who} ({rule.min} distinct runner"
         f"{'s' if rule.min != 1 else ''}): passing runs for this tree by {have}"
     )
+    if borrowed:
+        text += (
+            f"; the passing runs by {', '.join(sorted(borrowed))} carried steps another runner "
+            "executed (no agreement: `git audit run --fresh` there)"
+        )
     if advisory:
         text += f"; runs by {', '.join(sorted(advisory))} are advisory here"
     return text

@@ -678,11 +678,15 @@ def _unexpired(
 def _carry_sources(prep: _Prepared) -> list[PublicKey]:
     """Whose runs this run may carry passes from: any trusted runner's, unless an evidence rule
     of the policy admits this runner (``refs/heads/main=ci``); then only the runners every
-    such rule admits too. A ref with a rule is judged from its admitted runners' runs alone,
-    so a pass carried from another runner's would leave the ref without evidence, and the run
-    would have to be made again with ``--fresh``."""
+    such rule admits too, and only its own runs when such a rule asks several runners to agree
+    (``ci,ci-mac:2``: a pass carried from another's run is that runner's word, no agreement). A
+    ref with a rule is judged from its admitted runners' runs alone, so a pass carried from
+    another runner's would leave the ref without evidence, and the run would have to be made
+    again with ``--fresh``."""
     trust, rules = prep.state.trust, prep.state.policy.evidence
     mine = [rule for rule in rules if rule.admits(prep.runner)]
+    if any(rule.min > 1 for rule in mine):
+        return [prep.runner.key]
     return [k.key for k in trust.keys if k.may("runner") and all(rule.admits(k) for rule in mine)]
 
 

@@ -10,6 +10,7 @@ import json
 import subprocess
 from dataclasses import replace
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -462,3 +463,68 @@ def test_runner_rules_control_admitted_runners_carry_from_each_other(
     assert ran.doc["steps"]["unit"]["status"] == "carried"
     judged = only(world.gate(for_ref=MAIN))
     assert judged.verdict == "PASS", judged.reasons
+
+
+@pytest.mark.parametrize(
+    "ci_runs", ["every step (unit's inputs unchanged)", "lint alone", "as gitaudit did before"]
+)
+def test_attack_runner_rules_min_two_agreed_by_a_carried_pass(
+    world: World, tmp_path: Path, ci_runs: str
+) -> None:
+    """main needs 2 of ci and the agent's own runner key to agree. unit's check reads a flag
+    outside the repository: on the agent's machine it says pass, on ci's it says fail. The
+    agent runs the plan: PASS. ci runs the tree, as its job does (every step, or lint alone):
+    its run carried unit's pass from the agent's run (the rule admits both, and unit's inputs
+    are unchanged), executed nothing that fails and said PASS; the gate counted it as ci's
+    agreement: PASS for main with unit executed by the agent alone (all three variants before
+    the fix). A runner admitted by a rule asking several runners now carries only its own
+    passes (its run executes unit, and fails; or leaves it not run), and the gate counts a
+    passing run as agreement only when every step it carried came from that runner's own runs
+    (a run written as before: `evidence.runner-rule`, UNKNOWN)."""
+    from gitaudit.run import recorder
+
+    flag = tmp_path / "flag"
+    flag.write_text("pass\n")
+    world.repo.write("src/a.txt", "a\n")
+    unit = step("unit", check("grep", "-qx", "pass", str(flag)), inputs=["src/**"])
+    world.seal(plan(unit, step("lint")))
+    agent = runner(world, "agent")
+    rule(world, EvidenceRule(MAIN, ("ci", "agent"), 2))
+    assert world.run(signer=agent).verdict == "PASS"
+    flag.write_text("fail\n")  # ci's machine
+    if ci_runs == "as gitaudit did before":
+        every_runner = [k.key for k in read_state(world.handle()).trust.keys if k.may("runner")]
+        with mock.patch.object(recorder, "_carry_sources", lambda prep: every_runner):
+            ran = world.run()
+        assert ran.verdict == "PASS" and ran.doc["steps"]["unit"]["status"] == "carried"
+    else:
+        ran = world.run(targets=["lint"] if ci_runs == "lint alone" else ())
+        assert ran.doc["steps"]["unit"]["status"] in ("failed", "not-run"), ran.doc
+        assert ran.verdict != "PASS"
+    judged = only(world.gate(for_ref=MAIN))
+    assert judged.verdict != "PASS", judged
+    if ci_runs == "as gitaudit did before":
+        assert codes(judged) == ["evidence.runner-rule"], judged.reasons
+        message = judged.reasons[0].message
+        assert "passing runs for this tree by agent;" in message, message
+        assert "the passing runs by ci carried steps another runner executed" in message
+    status = world.cli("status", "--for", MAIN, "--json")
+    assert status.code != 0 and status.json()["verdict"] != "PASS", status.out
+
+
+def test_runner_rules_control_min_two_agreed_by_runs_carrying_their_own_passes(
+    world: World,
+) -> None:
+    """Control: main needs 2 of ci and ci2. Each runs unit alone, then lint alone, carrying its
+    own pass of unit (and ci2 runs after ci, whose passes it does not take): both agree, main
+    PASSes."""
+    world.seal(STRICT)
+    second = runner(world, "ci2")
+    rule(world, EvidenceRule(MAIN, ("ci", "ci2"), 2))
+    for signer in (world.ci, second):
+        world.run(signer=signer, targets=["unit"])
+        ran = world.run(signer=signer, targets=["lint"])
+        assert ran.verdict == "PASS" and ran.doc["steps"]["unit"]["status"] == "carried"
+    judged = only(world.gate(for_ref=MAIN))
+    assert judged.verdict == "PASS", judged.reasons
+    assert "passing runs for this tree by ci, ci2" in " ".join(judged.notes), judged.notes

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -496,3 +497,31 @@ def test_a_labelled_step_blocked_by_a_broken_output_is_its_newest_outcome(
     bare = _labelled_source("n", 200, _entry(StepStatus.BLOCKED))
     ((proof,),) = prove(plan_, [bare, passed]).values()
     assert proof.source is not None and proof.source.record.commit == "p"
+
+
+def test_a_runner_agrees_only_in_its_own_word_where_a_rule_asks_several() -> None:
+    """`tally`: ci's newest run passed; *own* says it carried a step from another runner's run.
+    Where the rule asks 2 runners, ci does not agree (it is borrowed); where it asks 1, the
+    content is judged from admitted runs alone and ci's pass counts."""
+    from gitaudit.gate.runners import describe, tally
+    from gitaudit.ledger.trust import EvidenceRule, TrustedKey
+
+    data = {
+        "task": "t",
+        "requirements": [{"id": "R", "description": "d", "priority": "must"}],
+        "steps": [{"id": "unit", "covers": ["R"], "verify": [{"type": "run", "argv": ["true"]}]}],
+    }
+    plan_, _ = load_plan(json.dumps(data).encode(), name="default", source="p")
+    assert plan_ is not None
+    ci = TrustedKey("ci", None, frozenset({"runner"}))  # type: ignore[arg-type]
+    source = replace(_source("r", int(time.time())), signer=ci)
+    for wanted, admitted, borrowed in ((2, set(), {"ci"}), (1, {"ci"}, set())):
+        rule = EvidenceRule("refs/heads/main", ("ci", "ci2"), wanted)
+        got = tally(plan_, rule, [source], time.time(), lambda _signer, _record: False)
+        assert (set(got[0]), set(got[3])) == (admitted, borrowed)
+        if borrowed:
+            text = describe(rule, "refs/heads/main", got[0], got[1], got[3])
+            assert "the passing runs by ci carried steps another runner executed" in text
+    rule = EvidenceRule("refs/heads/main", ("ci", "ci2"), 2)
+    got = tally(plan_, rule, [source], time.time(), lambda _signer, _record: True)
+    assert set(got[0]) == {"ci"} and not got[3]
