@@ -35,7 +35,7 @@ JOB_TOKEN = "job-token-1234"  # GitLab's CI_JOB_TOKEN: reads the repository
 PUSH_TOKEN = "push-token-5678"  # a token allowed to push refs/audit/runs/*
 
 # The install step is the one step not run: gitaudit is already on PATH (this checkout's).
-INSTALL = 'python3 -m pip install --quiet --disable-pip-version-check "$GITAUDIT_INSTALL"'
+INSTALL = 'python3 -P -m pip install --quiet --disable-pip-version-check "$GITAUDIT_INSTALL"'
 # The composite actions the GitHub recipe uses, and what each amounts to here.
 KNOWN_ACTIONS = ("actions/checkout@v4", "actions/setup-python@v5")
 _EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")

@@ -54,27 +54,32 @@ def run_action(
     cwd: Path, inputs: dict[str, str], workdir: Path
 ) -> tuple[list[tuple[str, int, str]], dict[str, str], str]:
     """Run the action's steps in *cwd*: (name, exit code, output) per step that ran, the step
-    outputs written to GITHUB_OUTPUT, and the job summary."""
+    outputs written to GITHUB_OUTPUT, and the job summary. What a step adds to $GITHUB_PATH
+    comes first on the later steps' PATH, as on the runner."""
     declared = {k: str(v.get("default", "")) for k, v in ACTION["inputs"].items()}
     context = {
         "inputs": {**declared, **inputs},
         "github": {"action_path": str(ROOT), "sha": "", "event": {}},
     }
     summary, outputs_file = workdir / "summary.md", workdir / "outputs"
+    path_file = workdir / "github-path"  # $GITHUB_PATH: what a step adds to the next steps' PATH
     summary.write_text("")
     results: list[tuple[str, int, str]] = []
     outputs: dict[str, str] = {}
+    added: list[str] = []
     for step in ACTION["runs"]["steps"]:
         condition = step.get("if")
         if condition and not _evaluate(condition, context):
             continue
         assert step["shell"] == "bash"
         outputs_file.write_text("")
+        path_file.write_text("")
         env = {
             **os.environ,
-            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+            "PATH": ":".join([*added, str(Path(sys.executable).parent), os.environ["PATH"]]),
             "GITHUB_STEP_SUMMARY": str(summary),
             "GITHUB_OUTPUT": str(outputs_file),
+            "GITHUB_PATH": str(path_file),
             "RUNNER_TEMP": str(workdir),
             **{k: _substitute(str(v), context) for k, v in step.get("env", {}).items()},
         }
@@ -90,6 +95,7 @@ def run_action(
         for line in outputs_file.read_text().splitlines():
             key, _, value = line.partition("=")
             outputs[key] = value
+        added[:0] = reversed([line for line in path_file.read_text().splitlines() if line])
         if proc.returncode != 0:
             break
     return results, outputs, summary.read_text()

@@ -98,6 +98,21 @@ def test_no_value_is_spliced_into_a_script() -> None:
             assert set(step) <= {"name", "id", "if", "uses", "with", "env", "run"}, step
 
 
+def test_no_python_module_runs_from_the_checkouts_folder() -> None:
+    """Every step runs in the checkout of the judged tree, and `python -m X` searches the current
+    folder first: a `pip.py` the tree holds would run instead of pip. Each `-m` runs with `-P`
+    (tests/adversarial/test_ci.py), in the recipes and in the action."""
+    from tests.packaging.test_action import ACTION
+
+    action = [(s["name"], s["run"]) for s in ACTION["runs"]["steps"]]
+    found = 0
+    for where, script in github_scripts() + gitlab_scripts() + action:
+        for call in re.findall(r"\bpython3?((?:\s+-\w+)*)\s+-m\b", script):
+            found += 1
+            assert "-P" in call.split(), (where, script)
+    assert found == 4
+
+
 def _expressions(node: Any) -> list[str]:
     if isinstance(node, dict):
         return [e for v in node.values() for e in _expressions(v)]
