@@ -16,6 +16,10 @@ something the tree does not. So a check gets:
   prefix ending in ``*``), each of which must be set;
 * the check's own ``env`` values from the plan.
 
+Python's bytecode cache is a folder of the private ``TMPDIR`` (``PYTHONPYCACHEPREFIX``), and
+nothing is written to it (``PYTHONDONTWRITEBYTECODE``): a ``__pycache__`` file the tree holds is
+never read in place of the source beside it, which the seal may protect.
+
 Everything else is dropped: ``GITAUDIT_*``, ``GIT_*``, ``PYTHON*``, ``PYTEST_*``, ``SSH_AUTH_SOCK``
 and the rest. The run record lists the names each check saw, and the values of declared ones.
 """
@@ -83,6 +87,9 @@ class Sandbox:
         for name in ("TMPDIR", "TMP", "TEMP"):
             env[name] = str(self.tmp)
         env.setdefault("PYTHONDONTWRITEBYTECODE", "1")  # keep __pycache__ out of the checked tree
+        # and never read the tree's: a committed unchecked-hash .pyc (or one stamped with a kept
+        # checkout's times) beside a protected source ran in its place (pytest's cache too)
+        env.setdefault("PYTHONPYCACHEPREFIX", str(self.tmp / "pycache"))
         return env, passed
 
 

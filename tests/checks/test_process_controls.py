@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import py_compile
 import shutil
 import sys
 import threading
@@ -23,7 +24,15 @@ from gitaudit.plan.validate import validate_bytes
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 # what every check sees besides PATH and the allow-listed caller's variables
-ALWAYS = {"PATH", "HOME", "TMPDIR", "TMP", "TEMP", "PYTHONDONTWRITEBYTECODE"}
+ALWAYS = {
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTHONPYCACHEPREFIX",
+}
 UNDECLARED = {
     "PYTHONPATH": "/tmp/planted",
     "PYTEST_ADDOPTS": "-p planted",
@@ -79,6 +88,39 @@ def test_undeclared_variables_and_dotfiles_are_not_seen(
     assert result.extra["env"] == {"names": sorted(env), "declared": {}}
     dotfile = run(("sh", "-c", 'test ! -e "$HOME/.verdict"'), workspace, sandbox)
     assert dotfile.outcome == "passed", dotfile.message
+
+
+def test_bytecode_the_workspace_holds_is_never_run_for_its_source(
+    world: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """A ``__pycache__`` file beside a source (unchecked-hash: current whatever the source
+    says) is not what the check's Python runs: its bytecode cache is a folder of the private
+    TMPDIR, and nothing is written there or into the workspace."""
+    workspace, _, private = world
+    tools = workspace / "tools"
+    tools.mkdir()
+    (tools / "__init__.py").write_text("")
+    (tools / "check.py").write_text("raise SystemExit(1)\n")
+    cheat = tmp_path / "cheat.py"
+    cheat.write_text("raise SystemExit(0)\n")
+    cached = tools / "__pycache__" / f"check.{sys.implementation.cache_tag}.pyc"
+    cached.parent.mkdir()
+    py_compile.compile(
+        str(cheat),
+        cfile=str(cached),
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+    )
+    sandbox = Sandbox(home=private, tmp=tmp_path / "tmp", caller={"PATH": SYSTEM_PATH})
+    result = run((sys.executable, "-m", "tools.check"), workspace, sandbox)
+    assert result.outcome == "failed" and result.exit_code == 1, result.message
+    env = check_environment(sandbox, {}).variables
+    assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "tmp" / "pycache")
+    assert sorted(p.name for p in cached.parent.iterdir()) == [cached.name]
+    assert not (tmp_path / "tmp" / "pycache").exists()
+    own = run(
+        (sys.executable, "-m", "tools.check"), workspace, sandbox, env={"PYTHONPYCACHEPREFIX": ""}
+    )
+    assert own.outcome == "passed"  # a plan that sets the variable itself chose (and sealed) it
 
 
 def test_a_tool_planted_in_the_repository_is_not_on_path(
