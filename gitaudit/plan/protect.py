@@ -8,7 +8,8 @@ protected set is, in a given tree:
   it);
 * every file of the tree a ``run`` or ``exec`` check runs, relative to its ``cwd``: the program
   when it is a path (``./scripts/check.sh``, the ``exec`` path), the script an interpreter runs
-  (``sh scripts/check.sh``, ``python tools/check.py``, ``python -m tools.check``), and the value
+  (``sh scripts/check.sh``, ``python tools/check.py``, ``python -m tools.check`` with the
+  ``__init__.py`` of its parent packages and of a package ``tools/check/``), and the value
   of every ``--option=value`` (configuration and pattern files). The other operands (``grep -q
   hello greeting.txt``) are what the check inspects, usually the work itself, and are not
   protected by default; a script that is the work (``python3 greeter.py``) is exempted with
@@ -187,7 +188,8 @@ INTERPRETERS = re.compile(
 def _argv_paths(check: Check) -> Iterable[str]:
     """The words of a run/exec check that name what it runs (relative to its cwd): the program
     when it is a path, the script an interpreter runs (its first operand; ``python -m a.b``:
-    ``a/b.py`` and ``a/b/__main__.py``), and every ``--option=value`` value (a configuration or
+    ``a/b.py``, ``a/b/__main__.py``, and the ``__init__.py`` of ``a`` and of a package ``a/b``),
+    and every ``--option=value`` value (a configuration or
     pattern file). Other operands are what the check inspects, usually the work itself; a plan
     protects them with ``protect`` when they are fixtures."""
     words: list[str] = []
@@ -215,6 +217,11 @@ def _argv_paths(check: Check) -> Iterable[str]:
                 module = rest[i + 1].replace(".", "/")
                 yield f"{module}.py"
                 yield f"{module}/__main__.py"
+                # what runs first, or instead: each parent package's __init__ is imported before
+                # the module, and a package of the module's name is taken before the module
+                yield f"{module}/__init__.py"
+                parts = module.split("/")[:-1]
+                yield from ("/".join(parts[: n + 1]) + "/__init__.py" for n in range(len(parts)))
                 operand_seen = True
             continue
         if not operand_seen:

@@ -306,3 +306,35 @@ def test_attack_protected_manifest_rewritten_on_the_plans_ref(
     assert judged.reasons[0].code == "plans.untrusted", judged.reasons
     if signer == "alice":
         assert "protected" in judged.reasons[0].message
+
+
+@pytest.mark.parametrize(
+    ("module", "before", "planted"),
+    [
+        ("tools.check", {}, "tools/__init__.py"),  # a namespace package gets an __init__
+        ("tools.check", {"tools/__init__.py": ""}, "tools/__init__.py"),  # edited
+        ("tools.sub.check", {"tools/sub/__init__.py": ""}, "tools/__init__.py"),
+        ("tools.sub.check", {"tools/__init__.py": ""}, "tools/sub/__init__.py"),
+        ("tools.check", {}, "tools/check/__init__.py"),  # a package beside the module
+    ],
+)
+def test_attack_protected_python_m_runs_a_file_beside_the_module(
+    world: World, module: str, before: dict[str, str], planted: str
+) -> None:
+    """``python -m tools.check`` protects tools/check.py (and tools/check/__main__.py), but
+    Python imports the module's parent packages first (``tools/__init__.py`` runs before the
+    module), and prefers a package ``tools/check/`` to the module ``tools/check.py``. The agent
+    adds or edits one of those to exit 0: the check passed and the protected files were
+    unchanged (PASS before the fix, all five). They are protected now:
+    ``plan.protected-changed``. (An extension module ``tools/check.abi3.so`` would be preferred
+    too, but ``-m`` cannot run one: no code object.)"""
+    script = module.replace(".", "/") + ".py"
+    for path, text in before.items():
+        world.repo.write(path, text)
+    world.repo.write(script, "raise SystemExit(1)\n")
+    world.seal(plan(step("unit", check(PY, "-m", module))))
+    assert world.run().verdict == "FAIL"
+    cheat(world, planted, "raise SystemExit(0)\n")
+    judged = assert_plan(world.gate(), "plan.protected-changed", "FAIL")
+    verb = "changed" if planted in before else "added"
+    assert f"{verb}: {planted}" in judged.reasons[0].message

@@ -101,6 +101,23 @@ def test_program_paths_option_values_and_python_modules() -> None:
     assert "greeting.txt" not in got and "README.md" not in got
 
 
+def test_python_m_protects_what_python_runs_before_or_instead_of_the_module() -> None:
+    """``python -m a.b.c``: the ``__init__.py`` of ``a`` and ``a/b`` run first, and a package
+    ``a/b/c/`` is taken before the module ``a/b/c.py``; a sibling module is the work."""
+    tree = [
+        "a/__init__.py",
+        "a/b/__init__.py",
+        "a/b/c.py",
+        "a/b/c/__init__.py",
+        "a/b/other.py",
+        "a/util.py",
+    ]
+    got = protected(plan_of(run("python3", "-m", "a.b.c")), tree)
+    assert got == ["a/__init__.py", "a/b/__init__.py", "a/b/c.py", "a/b/c/__init__.py"]
+    top = protected(plan_of(run("python3", "-m", "a", cwd=".")), ["a.py", "a/__init__.py", "b.py"])
+    assert top == ["a.py", "a/__init__.py"]
+
+
 def test_cwd_is_honoured() -> None:
     plan = plan_of(run("sh", "check.sh", cwd="scripts"))
     assert protected(plan, TREE) == ["scripts/check.sh"]
