@@ -23,6 +23,10 @@ check and its group running with nobody to kill them: under load the parent may 
 until the check has long started. So while a check starts, the main thread's handlers are held
 (:class:`~gitaudit.held.Held`) and what arrived meanwhile is handled once the group can be killed.
 
+The check's file mode creation mask is ``022`` (:data:`UMASK`), not gitaudit's: the caller's
+(``umask 077; git audit run``) made the files a check creates private, which the tree does not
+pin (a test that a secret is written ``0600`` passed for code that never sets the mode).
+
 Failures to start (missing command, missing execute permission, no ``#!`` line, missing working
 directory) are reported in :attr:`ProcessResult.start_error` and never raised: the check fails
 with that message. Misuse by the caller (a string where an argument list is required, NUL bytes,
@@ -140,6 +144,9 @@ def decode_output(data: bytes) -> str:
     return data.decode("utf-8", errors="backslashreplace")
 
 
+UMASK = 0o022  # every check's file mode creation mask, whoever starts the run
+
+
 def run_bounded(
     argv: Sequence[str],
     *,
@@ -189,6 +196,7 @@ def run_bounded(
             cwd=cwd,
             env=env,
             start_new_session=True,
+            umask=UMASK,  # not the caller's: see the module docstring
             preexec_fn=child,  # noqa: PLW1509 (two system calls: see Fence.child)
         )
 

@@ -435,3 +435,19 @@ def test_result_is_frozen(tmp_path: Path) -> None:
     assert isinstance(r, ProcessResult)
     with pytest.raises(AttributeError):
         r.exit_code = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("caller", [0o077, 0o000, 0o022])
+def test_a_check_runs_with_the_fixed_umask_whatever_the_callers(
+    tmp_path: Path, caller: int
+) -> None:
+    """The caller's umask (the agent's ``umask 077``) does not reach the check: it starts with
+    022, and gitaudit's own umask is left as it was."""
+    before = os.umask(caller)
+    try:
+        result = run_bounded(["sh", "-c", "umask"], cwd=tmp_path)
+        assert os.umask(caller) == caller
+    finally:
+        os.umask(before)
+    assert result.exit_code == 0
+    assert int(result.stdout.decode().strip(), 8) == process.UMASK == 0o022
