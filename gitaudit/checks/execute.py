@@ -237,6 +237,14 @@ def _judge(
         meaning = _PYTEST_EXITS.get(result.exit_code) if check.type == "pytest" else None
         code = f"{result.exit_code} ({meaning})" if meaning else str(result.exit_code)
         outcome, message = "failed", f"exit code {code}, expected {check.expect_exit}"
+    elif check.output_regex is not None and (result.stdout_truncated or result.stderr_truncated):
+        # a search of the kept first bytes can match what the whole output does not (a
+        # negative lookahead, a line the cut ends early): the pattern judges all of it or fails
+        outcome = "failed"
+        message = (
+            f"the output is longer than max_output_bytes ({check.max_output_bytes}), so "
+            f"/{check.output_regex}/ cannot search all of it; raise max_output_bytes"
+        )
     elif check.output_regex is not None:
         text = decode_output(result.stdout) + "\n" + decode_output(result.stderr)
         found = search(check.output_regex, text, check.timeout)
@@ -300,19 +308,25 @@ def _regex(check: Check, workspace: Path, base: dict[str, Any]) -> CheckResult:
         return CheckResult(**base, outcome="failed", message=f"{check.path} does not exist")
     except OSError as exc:
         return CheckResult(**base, outcome="failed", message=f"{check.path}: {exc.strerror}")
-    if data is None:
-        return CheckResult(**base, outcome="failed", message=f"{check.path} is not a regular file")
-    truncated = len(data) > REGEX_READ_LIMIT
-    text = data[:REGEX_READ_LIMIT].decode("utf-8", errors="replace")
+    if data is None or len(data) > REGEX_READ_LIMIT:
+        # a search of a part can match what the whole file does not (a negative lookahead,
+        # `\Z`, a line the cut ends early): the pattern judges all of it or the check fails
+        why = (
+            "is not a regular file"
+            if data is None
+            else f"is larger than {REGEX_READ_LIMIT >> 20} MiB, more than a regex check "
+            "searches; check it with a run check"
+        )
+        return CheckResult(**base, outcome="failed", message=f"{check.path} {why}")
+    text = data.decode("utf-8", errors="replace")
     found = search(check.pattern or "", text, REGEX_SEARCH_SECONDS)
-    note = " (first 16 MiB searched)" if truncated else ""
     if found is None:
         message = f"the search for /{check.pattern}/ in {check.path} {_UNFINISHED}"
         return CheckResult(**base, outcome="unknown", message=message)
     if found:
-        return CheckResult(**base, outcome="passed", message=f"{check.path} matches{note}")
+        return CheckResult(**base, outcome="passed", message=f"{check.path} matches")
     return CheckResult(
-        **base, outcome="failed", message=f"{check.path} does not match /{check.pattern}/{note}"
+        **base, outcome="failed", message=f"{check.path} does not match /{check.pattern}/"
     )
 
 

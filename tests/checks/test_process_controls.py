@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gitaudit.checks.environment import Sandbox, check_environment
-from gitaudit.checks.execute import CheckResult, run_check
+from gitaudit.checks.execute import REGEX_READ_LIMIT, CheckResult, run_check
 from gitaudit.plan.model import Check
 from gitaudit.plan.validate import validate_bytes
 
@@ -367,6 +367,39 @@ def test_a_fifo_is_neither_searched_nor_a_file(
             os.close(os.open(workspace / "pipe", os.O_WRONLY | os.O_NONBLOCK))
         assert results, f"the {check.type} check hung on the FIFO"
         assert (results[0].outcome, results[0].message) == ("failed", "pipe is not a regular file")
+
+
+def test_a_search_judges_the_whole_text_or_fails(
+    world: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """A search of a part can match what the whole does not: a file larger than a regex check
+    reads, or an output longer than max_output_bytes with an output_regex, fails the check
+    (tests/adversarial/test_searches.py); at the limit, the whole is searched."""
+    workspace, _, private = world
+    sandbox = Sandbox(home=private, tmp=tmp_path / "tmp")
+    limit = REGEX_READ_LIMIT
+    (workspace / "at").write_bytes(b"#" * (limit - 3) + b"\nok")
+    (workspace / "past").write_bytes(b"#" * (limit - 3) + b"\nok" + b"X")
+
+    def regex(path: str) -> CheckResult:
+        check = Check(type="regex", json_path="$.v", path=path, pattern="^ok$")
+        return run_check(check, workspace, sandbox)
+
+    assert regex("at").outcome == "passed"
+    past = regex("past")
+    assert past.outcome == "failed"
+    assert past.message == (
+        "past is larger than 16 MiB, more than a regex check searches; check it with a run check"
+    )
+    for argv, cut in [(("printf", "ok"), False), (("printf", "okX"), True)]:
+        for err in (False, True):
+            command = ("sh", "-c", '"$@" >&2', "sh", *argv) if err else argv
+            result = run(command, workspace, sandbox, output_regex="^ok$", max_output_bytes=2)
+            assert result.outcome == ("failed" if cut else "passed"), (argv, err, result)
+            if cut:
+                assert "longer than max_output_bytes (2)" in result.message
+    without = run(("printf", "okX"), workspace, sandbox, max_output_bytes=2)
+    assert without.outcome == "passed"  # no search: the cut output is only recorded
 
 
 def test_a_checks_own_file_through_a_link_inside_is_refused(
