@@ -13,6 +13,10 @@ from gitaudit.errors import CheckError
     [
         ("^ok$", "first\nok\nlast", True),  # re.MULTILINE, as the checks always searched
         ("^ok$", "not ok", False),
+        # a plan-auditor pattern for the whole file, rewritten as docs/plan-format.md says
+        (r"^2\.0\.0$", "1.9.0\n2.0.0\n", True),
+        (r"\A2\.0\.0\n?\Z", "1.9.0\n2.0.0\n", False),
+        (r"\A2\.0\.0\n?\Z", "2.0.0\n", True),
         ("caf\u00e9", "un caf\u00e9 noir", True),
         (r"\\x9f", "bytes shown as \\x9f", True),  # undecodable output, backslash-escaped
         ("", "", True),
