@@ -266,7 +266,9 @@ def run_plan(
         if placed is not None and placed.ignored:
             carried = _same_ignored(repo, carried, placed.ignored)
             incremental = _same_ignored(repo, incremental, placed.ignored)
-        here = Here((workdir, repo.gitdir))
+        # roots: where the artifacts are read, resolved before any check runs (a checkout moved
+        # and replaced by a link meanwhile, to the gitaudit home say, is not where they are read)
+        here, roots = Here((workdir, repo.gitdir)), artifacts.resolved_roots(workdir, slot.tree)
         carried, incremental = _offered(repo, carried, here), _offered(repo, incremental, here)
         if not whole_live:
             carried, incremental, wanted = _producers_run(
@@ -309,7 +311,7 @@ def run_plan(
         collected = artifacts.collect(
             plan,
             lambda sid: outcome.steps[sid].attempt is not None,
-            lambda step: workdir if whole_live or step.id in live_steps else slot.tree,
+            lambda step: roots[0] if whole_live or step.id in live_steps else roots[1],
             prep.state.policy.max_artifact_bytes,
         )
         if outcome.checks_run:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from gitaudit.checks import execute
+from gitaudit.checks import execute, paths
 from gitaudit.errors import PlanError, RepositoryError
 from gitaudit.git import conversions
 from gitaudit.git.fingerprint import EMPTY_TREE, private_folder
@@ -1276,3 +1276,118 @@ def test_attack_workspace_check_file_through_a_link_out_of_the_tree(
     assert recorded.verdict == "FAIL", recorded.doc["steps"]["unit"]
     judged = assert_plan(world.gate(), "step.failed", "FAIL")
     assert f"is reached through the link {link!r}, which leads out" in judged.reasons[0].message
+
+
+def _swap_for_a_link_to_the_key(world: World, root: Path, rel: str) -> Path:
+    """The agent's own process (not a check: nothing the run kills) replaces the artifact by a
+    link to the runner's key, out of the agent's reach, right after it was confined."""
+    target = paths.confine(root, rel, what="artifact")
+    target.unlink()
+    os.symlink(world.keys["ci"], target)
+    return target
+
+
+def _swap_the_folder_for_a_link_to_the_keys(world: World, root: Path, rel: str) -> Path:
+    target = paths.confine(root, rel, what="artifact")
+    shutil.rmtree(target.parent)
+    os.symlink(world.keys["ci"].parent, target.parent)
+    return target
+
+
+_PUT_BACK: list[Callable[[], None]] = []  # undone once the artifacts were read
+
+
+def _swap_the_checkout_for_a_link_to_the_keys(world: World, root: Path, rel: str) -> Path:
+    """The checkout itself moved aside and replaced by a link to the keys folder while the
+    artifacts are read, then put back."""
+    moved = root.with_name(root.name + ".moved")
+    os.rename(root, moved)
+    os.symlink(world.keys["ci"].parent, root)
+
+    def put_back() -> None:
+        os.unlink(root)
+        os.rename(moved, root)
+
+    _PUT_BACK.append(put_back)
+    return paths.confine(root, rel, what="artifact")
+
+
+def _swap_for_a_fifo(world: World, root: Path, rel: str) -> Path:
+    """A FIFO (the run must neither wait for a writer nor store what one writes: one comes
+    after two seconds)."""
+    target = paths.confine(root, rel, what="artifact")
+    target.unlink()
+    os.mkfifo(target)
+
+    def writer() -> None:
+        time.sleep(2)
+        with contextlib.suppress(OSError):
+            fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+            with contextlib.suppress(OSError):
+                os.write(fd, b"from the fifo")
+            os.close(fd)
+
+    threading.Thread(target=writer, daemon=True).start()
+    return target
+
+
+ARTIFACT_SWAPS: dict[str, tuple[Callable[[World, Path, str], Path], bool]] = {
+    # variant: (the swap around confine, whether the artifact is in a folder)
+    "file swapped for a link to the runner key": (_swap_for_a_link_to_the_key, True),
+    "folder swapped for a link to the keys folder": (_swap_the_folder_for_a_link_to_the_keys, True),
+    "checkout swapped for a link to the keys folder": (
+        _swap_the_checkout_for_a_link_to_the_keys,
+        False,
+    ),
+    "file swapped for a fifo": (_swap_for_a_fifo, True),
+}
+
+
+@pytest.mark.parametrize("workspace", ["checkout", "live"])
+@pytest.mark.parametrize("variant", sorted(ARTIFACT_SWAPS))
+def test_attack_workspace_artifact_swapped_after_it_was_confined(
+    world: World, variant: str, workspace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An artifact is confined to the checkout (links followed) and then read by the run, which
+    holds the runner's key and is not fenced. A process of the agent's that is no check (the run
+    kills what checks leave behind) replaces the artifact, its folder or the checkout itself by
+    a link to the runner's private key (or the keys folder) in the gitaudit home as the artifact
+    is confined: the run read the key and stored it in the run commit's tree, where the agent
+    reads it and signs evidence of its own (the three link variants, before the fix; the FIFO
+    variant was refused already, as a FIFO swapped in before the type check). The checkouts are
+    now resolved before the checks run, and the artifact opened one component at a time from
+    there following no link, without blocking, and kept only when it is a regular file: the
+    swap is recorded as a problem, and nothing outside the checkout is stored. In the private
+    checkout and in the work tree (``workspace: live``) alike."""
+    from gitaudit.run import artifacts
+
+    swap, in_folder = ARTIFACT_SWAPS[variant]
+    key_name = world.keys["ci"].name
+    rel = f"reports/{key_name}" if in_folder else key_name
+    world.repo.write(".gitignore", f"reports/\n/{key_name}\n")
+    script = f"mkdir -p reports && printf '<testsuite/>' > {rel}"
+    the_plan = plan(step("unit", check("sh", "-c", script), artifacts=[rel]))
+    world.seal(the_plan | {"workspace": workspace})
+
+    def confined_then_swapped(root: Path, path: str, **kw: Any) -> Path:
+        return swap(world, root, path)
+
+    collect = artifacts.collect
+
+    def collected_then_put_back(*args: Any) -> Any:
+        try:
+            return collect(*args)
+        finally:
+            while _PUT_BACK:
+                _PUT_BACK.pop()()
+
+    monkeypatch.setattr("gitaudit.run.artifacts.confine", confined_then_swapped)
+    monkeypatch.setattr(artifacts, "collect", collected_then_put_back)
+    started = time.monotonic()
+    recorded = world.run()
+    assert time.monotonic() - started < 2, "the run waited on the FIFO"
+    files = world.run_files(str(recorded.commit))
+    key = world.keys["ci"].read_bytes()
+    assert not any(key in data for data in files.values()), "the runner's key was recorded"
+    (entry,) = recorded.doc["steps"]["unit"]["artifacts"]
+    assert entry["stored"] is False and entry["problem"], entry

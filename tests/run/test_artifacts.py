@@ -5,8 +5,13 @@ and `report` (failing test names, the output's tail, fixes for a pull request)."
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.gitrepo import GitRepo, audit
 from tests.run.conftest import Sealer, make_plan, run_step
@@ -175,3 +180,54 @@ def test_report_format_github_writes_the_job_summary(
     assert result.out.startswith("::error title=gitaudit default::step lint failed")
     fresh = audit(repo.path, "report", "--format", "github")  # no summary file: stdout
     assert "## gitaudit: ❌ FAIL" in fresh.out
+
+
+def test_an_artifact_is_read_through_no_link_made_after_it_was_confined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The artifact is opened along the path it was confined to, following no link: a file or a
+    folder replaced by a link since (to outside the checkout) is not read; a FIFO is not waited
+    on; a link inside the checkout made before the run still leads to its file."""
+    from gitaudit.checks import paths
+    from gitaudit.run import artifacts
+
+    root, outside = tmp_path / "checkout", tmp_path / "home"
+    (root / "reports").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "key").write_bytes(b"SECRET")
+    (root / "reports" / "key").write_bytes(b"<testsuite/>")
+    (root / "linked").symlink_to("reports/key")
+    assert artifacts._read(root, "linked", None, 100).data == b"<testsuite/>"
+    assert artifacts._read(root, "reports/key", None, 100).data == b"<testsuite/>"
+    os.mkfifo(root / "fifo")
+    assert artifacts._read(root, "fifo", None, 100).problem == "not-a-file"
+
+    def then_linked(folder: Path, rel: str, **kw: Any) -> Path:
+        target = paths.confine(folder, rel, **kw)
+        shutil.rmtree(root / "reports")
+        (root / "reports").symlink_to(outside)
+        return target
+
+    monkeypatch.setattr("gitaudit.run.artifacts.confine", then_linked)
+    found = artifacts._read(root, "reports/key", None, 100)
+    assert found.data is None and found.problem == "not-a-file"
+
+
+def test_an_artifact_is_read_only_under_the_checkout_resolved_before_the_checks(
+    tmp_path: Path,
+) -> None:
+    """The checkout moved aside and replaced by a link to another folder after it was resolved:
+    an artifact is not read from there (it would be confined to that folder)."""
+    from gitaudit.run import artifacts
+
+    root, outside = tmp_path / "checkout", tmp_path / "home"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "key").write_bytes(b"SECRET")
+    (root / "key").write_bytes(b"<testsuite/>")
+    (resolved,) = artifacts.resolved_roots(root)
+    assert artifacts._read(resolved, "key", None, 100).data == b"<testsuite/>"
+    root.rename(tmp_path / "moved")
+    root.symlink_to(outside)
+    found = artifacts._read(resolved, "key", None, 100)
+    assert found.data is None and found.problem == "outside-the-workspace"
