@@ -8,7 +8,7 @@
 * the agents registry (``refs/audit/agents``): every record signed and consistent, judged by the
   verified plans state (:func:`gitaudit.ledger.agents.verify_registry`);
 * no audit ref has moved behind its verified high-water mark (a rewind or truncation is FAIL), and
-  none with a mark was deleted.
+  none with a mark was deleted (any mark: verified, seen, or its floor in the gitaudit home).
 
 Verified tips are recorded, so a second call verifies only what is new: each ref from its
 verified mark when the mark's MAC under the local key holds (:func:`watermark.verified`), from
@@ -78,8 +78,8 @@ def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
             AGENTS_REF: read_ref(git, AGENTS_REF),
             **list_refs(git, RUNS_PREFIX),
         }
-    for ref, mark in marks["verified"].items():
-        if ref not in refs or refs[ref] is None:
+    for ref, mark in _marked(marks).items():
+        if refs.get(ref) is None:
             report.problems.append(f"{ref} was deleted; it was verified at {mark[:12]}")
 
     def start(ref: str) -> str | None:
@@ -119,6 +119,18 @@ def verify_all(repo: Repo, *, remember: bool = True) -> VerifyReport:
         watermark.record(repo.gitdir, new_marks, "verified", git)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _marked(marks: watermark.Marks) -> dict[str, str]:
+    """Each ref of those read here that any mark names (verified, seen, or the floor kept in the
+    gitaudit home: the marks file may be gone, and a runs ref is only ever seen by a run and the
+    gate), with the mark to name: a ref missing now was deleted below it."""
+    out: dict[str, str] = {}
+    for kind in ("home", "seen", "verified"):  # the last wins: the verified mark
+        for ref, mark in marks.get(kind, {}).items():
+            if ref in (PLANS_REF, AGENTS_REF) or ref.startswith(RUNS_PREFIX):
+                out[ref] = mark
+    return out
 
 
 def _verify_agents(

@@ -1097,3 +1097,31 @@ def test_attack_evidence_labelled_step_blocked_by_a_broken_output_hides_behind_a
     assert "upstream output build/bin no longer holds" in judged.reasons[0].message
     status = world.cli("status", "--json")
     assert status.code == 1 and status.json()["verdict"] == "FAIL", status.out
+
+
+LEDGER_DELETIONS = (
+    "the runs ref deleted",
+    "the runs ref deleted, the marks file too",
+    "the plans and runs refs deleted, the marks file too",
+)
+
+
+@pytest.mark.parametrize("deleted", LEDGER_DELETIONS)
+def test_attack_evidence_verify_misses_a_ledger_deleted_behind_its_floor(
+    proven: World, deleted: str
+) -> None:
+    """The agent deletes an audit ref gitaudit had marked (and the marks file, which anything in
+    the work tree can delete). The gate says the ref was deleted (the mark, or the floor kept in
+    the gitaudit home, names it), but `git audit verify` only looked for deleted refs among the
+    marks file's verified marks: it said PASS and exited 0 (all 3, before the fix; a runs ref
+    only ever gets a seen mark from a run and the gate, so it was missed with the marks file in
+    place too; the gate said FAIL all along). `verify` now reports every audit ref deleted below
+    any mark it holds (verified, seen, or the home's floor), as the gate does."""
+    ref = PLANS_REF if "plans" in deleted else RUNS
+    proven.repo.git("update-ref", "-d", RUNS)
+    if ref == PLANS_REF:
+        proven.repo.git("update-ref", "-d", PLANS_REF)
+    if "marks file" in deleted:
+        (proven.handle().state_dir / "watermarks.json").unlink()
+    result = proven.cli("verify")
+    assert result.code == 1 and f"{ref} was deleted" in result.out, result.out + result.err

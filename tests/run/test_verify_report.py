@@ -108,3 +108,31 @@ def test_report_shows_what_changed_since_the_previous_run(repo: GitRepo, sealed:
     assert audit(repo.path, "run").code == 0
     text = audit(repo.path, "report").out
     assert "- step a: failed → passed" in text
+
+
+def test_verify_names_a_deleted_ref_by_any_mark_and_only_refs_it_reads() -> None:
+    """A ref verify reads (plans, agents, runs) that any mark names counts as deleted when it is
+    gone: a verified mark, a seen one, or the floor in the gitaudit home; a mark of a ref verify
+    does not read (a mirror of a remote's runs) is not a deletion."""
+    from gitaudit.ledger.verify import _marked
+
+    marks = {
+        "verified": {"refs/audit/plans": "a" * 40},
+        "seen": {"refs/audit/runs/x": "b" * 40, "refs/gitaudit/remotes/o/audit/runs/x": "c" * 40},
+        "home": {"refs/audit/agents": "d" * 40, "refs/audit/plans": "e" * 40},
+        "macs": {},
+    }
+    assert _marked(marks) == {
+        "refs/audit/plans": "a" * 40,
+        "refs/audit/runs/x": "b" * 40,
+        "refs/audit/agents": "d" * 40,
+    }
+
+
+def test_verify_catches_a_runs_ref_deleted_that_only_a_run_marked(
+    repo: GitRepo, sealed: Sealer
+) -> None:
+    two_runs(repo, sealed)  # a run marks its ref seen; verify never ran
+    repo.git("update-ref", "-d", "refs/audit/runs/default")
+    deleted = audit(repo.path, "verify")
+    assert deleted.code == 1 and "refs/audit/runs/default was deleted" in deleted.out
