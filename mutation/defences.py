@@ -146,12 +146,12 @@ DEFENCES = (
     Defence(
         "the purity check writes the checkout's git settings again",
         "gitaudit/run/checkout.py",
-        "    _own_settings(slot.git, [ignored.path for ignored in placed.ignored])\n",
-        "",
+        "    _own_settings(git_dir, ignored_paths)\n    return True\n",
+        "    return True\n",
         (
             "tests/run/test_checkout.py::test_the_checks_cannot_blind_the_purity_check",
-            "tests/adversarial/test_hermetic.py::"
-            "test_attack_hermetic_check_blinds_the_purity_check[clean-filter]",
+            "tests/adversarial/test_caches.py::test_attack_caches_check_leaves_the_slot_git_dir"
+            "_to_the_run[fsmonitor program, index rewritten]",
         ),
     ),
     Defence(
