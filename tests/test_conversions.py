@@ -349,3 +349,38 @@ def test_the_folders_of_a_changed_tree_are_read_from_verified_objects(
     loose.write_bytes(zlib.compress(b"tree %d\0" % len(body) + body))
     read = conversions._folders_of(layout, tree, conversions.list_folders(layout, seed))
     assert read() is None
+
+
+def test_the_folders_of_a_tree_body_are_read_alike_in_c_and_entry_by_entry() -> None:
+    """A body as git writes them is read by one regular expression (in C); it names the same
+    folders, with the same ids, as reading it entry by entry does, whatever the names and the
+    ids' bytes hold (a space, "40000 ", a NUL); a body git would not write is read entry by
+    entry (a folder no listing has)."""
+    import random
+
+    def by_entry(body: bytes, width: int) -> list[tuple[bytes, str]]:
+        out, at = [], 0
+        while at < len(body):
+            space, nul = body.find(b" ", at), body.find(b"\0", at)
+            if body[at:space] == b"40000":
+                out.append((body[space + 1 : nul], body[nul + 1 : nul + 1 + width].hex()))
+            at = nul + 1 + width
+        return out
+
+    rng = random.Random(7)
+    modes = [b"100644", b"100755", b"120000", b"160000", b"40000"]
+    names = [b"a", b"x 40000 y", b"40000 ", b"dir", b"\xff\xfe", b"sp ace"]
+    for width in (20, 32):
+        for _ in range(300):
+            chosen = rng.sample(names, rng.randint(0, len(names)))
+            oids = [
+                rng.choice([b"40000 " + bytes(width - 6), b"\0" * width, rng.randbytes(width)])
+                for _ in chosen
+            ]
+            body = b"".join(
+                rng.choice(modes) + b" " + n + b"\0" + o for n, o in zip(chosen, oids, strict=True)
+            )
+            assert conversions._subtrees(body, width) == by_entry(body, width)
+    odd = b"040000 lib\0" + bytes(20)  # a mode git would not write
+    assert conversions._subtrees(odd, 20) == []  # read entry by entry: not "40000"
+    assert conversions._subtrees(b"40000 lib\0" + bytes(5), 20) == [(b"", "")]  # cut short
