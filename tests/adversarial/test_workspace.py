@@ -270,16 +270,23 @@ def _proven_app(world: World) -> Path:
         pytest.param(("core.trustctime", "false"), id="trustctime-false"),
     ],
 )
+@pytest.mark.parametrize("first", [False, True], ids=["edit-then-config", "config-then-edit"])
 def test_attack_workspace_config_blinds_the_stat_comparison(
-    world: World, blind: tuple[str, str]
+    world: World, blind: tuple[str, str], first: bool
 ) -> None:
     """app.py is proven. The agent edits it in place (the same size, its times put back) and
     has the repository's config tell git to ignore the change time: `git status` is clean, but
-    the work tree's verdict is UNKNOWN (no evidence for the bytes on disk)."""
+    the work tree's verdict is UNKNOWN (no evidence for the bytes on disk). Also with the config
+    set first and the PASS judged under it (the fingerprint keeps its index under the settings
+    it saw, so the edit meets a kept index and git's stat comparison alone)."""
     app = _proven_app(world)
+    if first:
+        world.repo.git("config", *blind)
+        assert world.gate(None).verdict == "PASS"  # kept under the blinding settings
     edit_keeping_times(app, b"ANSWER = 41\n")
-    assert "app.py" in world.repo.git("status", "--porcelain")  # git, by default, sees it
-    world.repo.git("config", *blind)
+    if not first:
+        assert "app.py" in world.repo.git("status", "--porcelain")  # git, by default, sees it
+        world.repo.git("config", *blind)
     assert world.repo.git("status", "--porcelain") == ""  # blinded
     assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
     assert world.cli("status", process=True).code == 3
