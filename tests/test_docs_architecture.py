@@ -23,6 +23,7 @@ LAYERS = [
     "pathsearch",
     "secret",
     "checkpoint",
+    "raw_trees",
     "plan",
     "verdict",
     "checks",

@@ -78,6 +78,7 @@ from functools import lru_cache
 
 import pygit2
 
+from gitaudit import raw_trees
 from gitaudit.errors import RepositoryError
 from gitaudit.plan.digest import step_digest
 from gitaudit.plan.graph import topological_order
@@ -166,27 +167,10 @@ MAX_VISITS = 200_000  # entries looked at while following links, per step
 
 
 _FS_ENCODING = sys.getfilesystemencoding()  # how pygit2 decodes a tree entry's name
-_FOLDER = b"40000"
+_FOLDER = raw_trees.FOLDER
 _MODES = {b"100644": 0o100644, b"100755": 0o100755, b"120000": LINK, b"160000": GITLINK}
 _OBJ_TREE = 2  # the object type of a tree in the object database
 _ATTRIBUTES_ENTRY = b" .gitattributes\0"  # in a raw tree: an entry of that name (or bytes alike)
-
-
-@lru_cache(maxsize=4)
-def _entry_patterns(size: int) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
-    """One entry of a raw tree object as git writes it (a mode git writes, a name without
-    ``/`` or NUL, a *size*-byte object id), and a whole object made of such entries."""
-    one = rb"(100644|100755|120000|160000|40000) ([^\0/]+)\0(.{%d})" % size
-    return re.compile(one, re.S), re.compile(rb"(?:%s)*" % one, re.S)
-
-
-@lru_cache(maxsize=4)
-def _plain_pattern(size: int) -> re.Pattern[bytes]:
-    """A whole raw tree object as git writes them holding only files, executable files and
-    folders (no symlink, no submodule), none named ``.`` or ``..``: what
-    :meth:`_Tree.whole_folders` needs below a folder."""
-    entry = rb"(?:100644|100755|40000) (?!\.\.?\0)[^\0/]++\0.{%d}" % size
-    return re.compile(rb"(?:%s)*+" % entry, re.S)  # possessive: nothing to backtrack into
 
 
 def _raw_entries(kind: int, data: bytes, size: int) -> list[tuple[bytes, bytes, bytes]] | None:
@@ -197,7 +181,7 @@ def _raw_entries(kind: int, data: bytes, size: int) -> list[tuple[bytes, bytes, 
     differ."""
     if kind != _OBJ_TREE:
         return None
-    entry, whole = _entry_patterns(size)
+    entry, whole = raw_trees.patterns(size)
     if whole.fullmatch(data) is None:
         return None
     return entry.findall(data)
@@ -488,7 +472,7 @@ class _Tree:
     def _plain(self, top: pygit2.Oid) -> bool:
         """Whether every tree from *top* down is as git writes them and holds only files,
         executable files and folders with normal names (remembered per tree)."""
-        plain, read, size = _plain_pattern(self._oid_size), self.repo.odb.read, self._oid_size
+        plain, read, size = raw_trees.plain(self._oid_size), self.repo.odb.read, self._oid_size
         todo = [top]
         while todo:
             oid = todo.pop()
@@ -497,8 +481,8 @@ class _Tree:
             kind, data = read(oid)
             if kind != _OBJ_TREE or plain.fullmatch(data) is None:
                 return False
-            if _FOLDER + b" " in data:
-                entries = _entry_patterns(size)[0].findall(data)
+            if _FOLDER + b" " in data:  # the body matched `plain`: its entries line up
+                entries = raw_trees.patterns(size)[0].findall(data)
                 todo += [pygit2.Oid(raw=raw) for mode, _name, raw in entries if mode == _FOLDER]
             self._plain_trees.add(oid)
         return True
