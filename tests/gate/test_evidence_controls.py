@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 
-import pygit2
 import pytest
 
 from gitaudit.gate.evidence import Evidence, Judging, judge_evidence
@@ -23,6 +22,7 @@ from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.plansref import PlansState, read_state
 from gitaudit.ledger.refs import runs_ref
 from gitaudit.ledger.request_ops import seal_request
+from gitaudit.ledger.runs import read_run
 from gitaudit.ledger.trust import EvidenceRule
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.plan.model import Plan
@@ -118,13 +118,13 @@ def test_a_rules_agreement_expires_with_the_runs_it_counted(world: World) -> Non
     judged = _evidence(world, ref=MAIN)
     assert judged.reasons == ()
     git = world.handle().git
-    times = {
-        r.commit: git[r.commit].peel(pygit2.Commit).commit_time for r in (older, newer) if r.commit
-    }
-    assert judged.until == times[older.commit] + 3600
+    # counted from when each run's checks began (its signed started_at), which is a second
+    # before its commit time when the run crossed a second's boundary
+    began = {r.commit: read_run(git, r.commit).began for r in (older, newer) if r.commit}
+    assert judged.until == began[older.commit] + 3600
     latest = world.run(signer=third)
     assert latest.commit is not None
-    assert _evidence(world, ref=MAIN).until == times[newer.commit] + 3600
+    assert _evidence(world, ref=MAIN).until == began[newer.commit] + 3600
 
 
 def test_a_runner_a_rule_admits_carries_only_what_that_rule_admits(world: World) -> None:
