@@ -100,7 +100,7 @@ def run_git(
     env: Mapping[str, str] | None = None,
     input: bytes | None = None,
     check: bool = True,
-    started: Callable[[], None] | None = None,
+    started: Callable[[], object] | None = None,
 ) -> GitResult:
     """Run ``git [--git-dir=GIT_DIR] ARGS`` with :func:`~gitaudit.git.environment.git_env`
     (plus *env*) in *cwd*. With *check*, a non-zero exit raises :class:`GitCommandError`

@@ -26,7 +26,6 @@ from gitaudit import raw_trees
 from gitaudit.errors import RepositoryError
 from gitaudit.git.call import GitResult, run_git, start_git
 from gitaudit.git.head_start import INDEX_CONFIG
-from gitaudit.named import NamedTuple
 
 TYPE_CHECKING = False  # not typing's: status and the agent hooks import this (gitaudit.named)
 if TYPE_CHECKING:
@@ -379,18 +378,29 @@ behind the real time). On a network file system the server's clock stamps it: on
 this behind the client's could hide a change made while git hashed (docs/threat-model.md)."""
 
 
-class Listing(NamedTuple):
-    """``git ls-tree -r -d`` of *tree*'s folders, started (:func:`list_folders`)."""
+class Listing:
+    """``git ls-tree -r -d`` of *tree*'s folders, started (:func:`list_folders`); what it
+    lists, verified (:meth:`read`), is read once and kept."""
 
-    tree: str
-    process: Process
-    git_dir: Path
+    __slots__ = ("_read", "git_dir", "process", "tree")
+
+    def __init__(self, tree: str, process: Process, git_dir: Path) -> None:
+        self.tree, self.process, self.git_dir = tree, process, git_dir
+        self._read: tuple[dict[bytes, str] | None] | None = None
+
+    def read(self) -> dict[bytes, str] | None:
+        """folder -> tree id of each folder listed, once git is done (:func:`_listed`); the
+        fingerprint reads it while ``git write-tree`` runs, :func:`possible` after."""
+        if self._read is None:
+            self._read = (_listed(self),)
+        return self._read[0]
 
 
 def list_folders(layout: Located, tree: str) -> Listing:
     """The folders of *tree*, listed from now on for :func:`possible` to read later: the
-    fingerprint lists the seed tree's while ``git write-tree`` makes the new one, instead of
-    listing the new tree's after it (about 10 ms on 50,000 files)."""
+    fingerprint lists the seed tree's, and reads and verifies them (:meth:`Listing.read`),
+    while ``git write-tree`` makes the new one, instead of listing the new tree's after it
+    (about 10 ms on 50,000 files, and the verification about 20 ms more)."""
     args = ["ls-tree", "-r", "-d", "-z", tree]
     return Listing(tree, start_git(args, git_dir=layout.git_dir), layout.git_dir)
 
@@ -419,7 +429,7 @@ def _folders_of(
         return lambda: _folders(listing)
 
     def read() -> list[bytes] | None:
-        listed = _listed(seed)
+        listed = seed.read()
         if listed is None:
             return _folders(list_folders(layout, tree))
         if seed.tree == tree:
@@ -432,7 +442,7 @@ def _folders_of(
 
 def _folders(listing: Listing) -> list[bytes] | None:
     """The folders *listing* lists (:func:`_listed`), once git is done."""
-    listed = _listed(listing)
+    listed = listing.read()
     return None if listed is None else list(listed)
 
 

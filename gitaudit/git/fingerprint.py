@@ -128,7 +128,7 @@ def _run(
     cwd: Path,
     env: Mapping[str, str] | None = None,
     stdin: bytes | None = None,
-    started: Callable[[], None] | None = None,
+    started: Callable[[], object] | None = None,
 ) -> GitResult:
     """git ARGS in *cwd* (with *env* on top of the one git environment policy); never raises for
     a failing git: the callers explain their own failures."""
@@ -501,8 +501,16 @@ def _added(layout: _Layout, proc: GitResult) -> bytes:
     return proc.stdout
 
 
-def _write_tree(layout: _Layout, env: Mapping[str, str]) -> str:
-    proc = _run([*INDEX_CONFIG, *layout.settings, "write-tree"], cwd=layout.work_tree, env=env)
+def _write_tree(
+    layout: _Layout, env: Mapping[str, str], meanwhile: Callable[[], object] | None = None
+) -> str:
+    """``git write-tree`` of the private index; *meanwhile* is called while git writes it."""
+    proc = _run(
+        [*INDEX_CONFIG, *layout.settings, "write-tree"],
+        cwd=layout.work_tree,
+        env=env,
+        started=meanwhile,
+    )
     tree = proc.stdout.decode("ascii", errors="replace").strip()
     if proc.code != 0 or not tree:
         raise RepositoryError(
@@ -623,7 +631,11 @@ def _private_tree(
         )
         try:
             # git rewrites the index whenever it changed an entry: else the tree is the seed's
-            tree = seed.tree if seed.tree and not rewritten else _write_tree(layout, env)
+            tree = (
+                seed.tree
+                if seed.tree and not rewritten
+                else _write_tree(layout, env, None if listing is None else listing.read)
+            )
         except BaseException:
             if listing is not None:
                 conversions.drop(listing)
