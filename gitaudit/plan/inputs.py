@@ -25,7 +25,8 @@ what pygit2's entry objects cost).
 
 **Folders covered whole are one line each.** When every glob of a step names a folder
 (``docs``) or ends in ``/**`` or ``/*`` after a head that only folders starting with its
-literal prefix match whole (``src/**``, ``pkg/*``, ``d*/**``), and below those folders every
+literal prefix match whole (``src/**``, ``pkg/*``, ``d*/**``; not one holding ``**/``, such
+as ``src/**/*``, which also matches the files directly in ``src``), and below those folders every
 tree is as git writes them and holds no symlink, submodule or ``.``/``..`` name, the digest
 takes each folder's tree id (a ``40000 folder tree-id`` line: it names every file below, its
 mode and content, and every ``.gitattributes`` among them) and the ``.gitattributes`` files
@@ -647,11 +648,13 @@ def _match_group(group: list[str], paths: list[str], normal: list[str]) -> dict[
 def _folders_head(normal: str) -> str | None:
     """The head of a normalised pattern ending in ``/**`` or ``/*`` (``d*`` of ``d*/**``): a
     path matches the pattern exactly when a folder above it matches the head (``*`` matches
-    ``/``). None for any other pattern, or a head with ``**/`` (which may match no folder)."""
+    ``/``). None for any other pattern, or one holding ``**/`` anywhere, the head's end and
+    the tail's ``/`` included (it may match no folder: ``src/**/*`` also matches
+    ``src/impl.txt``, which no folder of ``src`` holds)."""
     for tail in ("/**", "/*"):
         if normal.endswith(tail):
             head = normal[: -len(tail)]
-            ok = head and "**/" not in head and not head.endswith("/")
+            ok = head and "**/" not in normal and not head.endswith("/")
             return head if ok else None
     return None
 

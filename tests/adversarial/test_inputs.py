@@ -791,3 +791,40 @@ def test_attack_inputs_gate_takes_a_carry_across_a_change_in_a_declared_ignored_
     world.forge_run(passed.commit, edit=carried, signer=world.ci)
     judged = assert_plan(world.gate(None), "evidence.carried-invalid", "FAIL")
     assert judged.reasons[0].step == "unit"
+
+
+# glob -> (the file directly in its folder the check reads, a file in a subfolder beside it)
+DIRECT_FILES: dict[str, tuple[str, str]] = {
+    "src/**/*": ("src/impl.txt", "src/deep/more.txt"),
+    "src/**/**": ("src/impl.txt", "src/deep/more.txt"),
+    "**/*": ("impl.txt", "src/more.txt"),
+    "**/**": ("impl.txt", "src/more.txt"),
+    "./src/**/*": ("src/impl.txt", "src/deep/more.txt"),
+    "src/***/*": ("src/impl.txt", "src/deep/more.txt"),
+    "src**/*": ("src.txt", "src/more.txt"),
+}
+
+
+@pytest.mark.parametrize("glob", sorted(DIRECT_FILES))
+def test_attack_inputs_file_beside_the_folders_a_double_star_glob_covers(
+    world: World, glob: str
+) -> None:
+    """unit declares `src/**/*` (or `**/*`, `src/**/**`, `src**/*`): `**/` matches no folder
+    too, so the glob covers `src/impl.txt` (`src.txt`) as well as everything in `src/`'s
+    subfolders. The digest took
+    the glob as covering folders whole (its head `src/**` matched the folders of `src/`, one
+    line each) and left out the files directly in `src/`: the agent broke `src/impl.txt`, the
+    digest stayed the same, `git audit run` carried unit's stale pass and the gate said PASS
+    (before the fix). Such a glob is now listed file by file: unit runs again and fails."""
+    read, beside = DIRECT_FILES[glob]
+    world.repo.write(read, "works\n")
+    world.repo.write(beside, "more\n")
+    unit = step("unit", check("grep", "-qx", "works", read), inputs=[glob])
+    world.seal(plan(unit, step("lint")))
+    assert world.run().verdict == "PASS"
+    world.repo.write(read, "broken\n")
+    world.repo.commit("break the file directly in the folder")
+    recorded = world.run()
+    assert recorded.doc["steps"]["unit"]["status"] == "failed", recorded.doc["steps"]["unit"]
+    assert recorded.verdict == "FAIL"
+    assert_plan(world.gate(), "step.failed", "FAIL")
