@@ -479,14 +479,16 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:
     except GitAuditError as exc:
         _err(f"gitaudit: the server's refs/audit/plans is not trustworthy: {exc.message}")
         return 1
+    updates, aliases = _moved_refs(repo, updates)
+    shown = aliases.get
     named = _refused_names(state, updates) + _read_first(repo, state, updates)
     for ref, why in named:
-        _err(f"gitaudit: rejecting {ref}: {why}")
+        _err(f"gitaudit: rejecting {shown(ref, ref)}: {why}")
     if named:
         return 1  # which update git would apply, or to which ref, is not what the hook read
     refused, pushed_runs = _audit_updates(repo, state, updates)
     for ref, why in refused:
-        _err(f"gitaudit: rejecting {ref}: {why}")
+        _err(f"gitaudit: rejecting {shown(ref, ref)}: {why}")
     if any(why.startswith(MOVED) for _, why in refused):
         return 1  # another push came first: `git audit push` fetches, replays and retries
     rejected = bool(refused)
@@ -497,7 +499,10 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:
             continue
         if not state.exists:
             rejected = True
-            _err(f"gitaudit: rejecting {ref}: the server has no refs/audit/plans: nothing can PASS")
+            _err(
+                f"gitaudit: rejecting {shown(ref, ref)}: the server has no refs/audit/plans: "
+                "nothing can PASS"
+            )
             continue
         result = assess(
             repo,
@@ -510,8 +515,47 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:
         )
         if result.verdict != "PASS":
             rejected = True
-            _explain(_as_server(result, pushed_runs), f"update of {ref} to {new[:12]}")
+            _explain(_as_server(result, pushed_runs), f"update of {shown(ref, ref)} to {new[:12]}")
     return 1 if rejected else 0
+
+
+_SYMREF_DEPTH = 5  # how many refs git reads to the one it moves (refs.h: SYMREF_MAXDEPTH)
+
+
+def _moved_refs(
+    repo: Repo, updates: Sequence[tuple[str, str, str]]
+) -> tuple[list[tuple[str, str, str]], dict[str, str]]:
+    """*updates* with each ref named as the ref git moves, and how each ref named otherwise is
+    shown (``refs/heads/main (pushed as refs/heads/master)``). git gives pre-receive the name
+    pushed, and moves the ref a symbolic ref of that name on the server points to (a
+    ``refs/heads/master`` kept for ``refs/heads/main``): judged by the name pushed, main moved
+    under another ref's policy, or under none. A name whose chain git would not follow to its
+    end is kept (git refuses its update)."""
+    moved: list[tuple[str, str, str]] = []
+    aliases: dict[str, str] = {}
+    for old, new, ref in updates:
+        target = _moved_ref(repo, ref)
+        if target != ref:
+            aliases.setdefault(target, f"{target} (pushed as {ref})")
+        moved.append((old, new, target))
+    return moved, aliases
+
+
+def _moved_ref(repo: Repo, ref: str) -> str:
+    """The ref git moves when a push names *ref*: *ref*, or the ref at the end of the chain of
+    symbolic refs on the server that starts at it."""
+    from pygit2.enums import ReferenceType
+
+    name = ref
+    for _ in range(_SYMREF_DEPTH):
+        try:
+            found = repo.git.references.get(name)
+        except UnicodeError:  # pygit2 cannot look up a name that is not UTF-8: list them all
+            found = next((r for r in repo.git.references.iterator() if r.name == name), None)
+        if found is None or found.type != ReferenceType.SYMBOLIC:
+            return name
+        name = str(found.target)
+    return ref
 
 
 _REPLACE = "refs/replace/"  # git reads the object such a ref names as another one

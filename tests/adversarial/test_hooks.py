@@ -951,3 +951,74 @@ def test_attack_hooks_pre_push_source_written_with_spaces(
     assert "to refs/heads/main" in done.stderr and "the gate says" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert git(hosted, "for-each-ref").strip() == ""
+
+
+# ------------------------------------------------------------ a symbolic ref kept on the server
+
+
+def _alias_policy(world: World, how: str) -> None:
+    """The policy of *how*: main proven by ci alone (every branch protected), or main the only
+    protected ref."""
+    from dataclasses import replace
+
+    from gitaudit.ledger.plansref import read_state
+    from gitaudit.ledger.trust import EvidenceRule
+
+    current = read_state(world.handle()).policy
+    if how.startswith("rule"):
+        policy = replace(current, evidence=(EvidenceRule("refs/heads/main", ("ci",)),))
+    else:
+        policy = replace(current, protected_refs=("refs/heads/main",))
+    set_policy(world.handle(), world.alice, policy, allow_weaken=True, reason="aliases")
+
+
+@pytest.mark.parametrize(
+    ("how", "alias", "chain"),
+    [
+        ("rule: the agent's own run", "refs/heads/master", ()),
+        ("rule: the agent's own run", "refs/heads/latest", ("refs/heads/master",)),
+        ("only main protected: no run", "refs/heads/stable", ()),
+        ("only main protected: no run", "refs/tags/latest", ()),
+    ],
+)
+def test_attack_hooks_push_through_a_symbolic_ref_on_the_server(
+    world: World, tmp_path: Path, how: str, alias: str, chain: tuple[str, ...]
+) -> None:
+    """The server keeps a symbolic ref for main (`git symbolic-ref refs/heads/master
+    refs/heads/main`, as many keep master after renaming it; or an alias of that alias).
+    git gives pre-receive the name pushed, and moves the ref it points to. main is proven by
+    ci alone, and the agent pushes its own PASS run with the commit as that alias; or main is
+    the only protected ref and the agent pushes a commit without any evidence to an alias
+    named `refs/heads/stable` or `refs/tags/latest`. The hook judged the alias (for no rule,
+    or not at all) and main moved to the unproven commit (all four, before the fix). An update
+    is now judged as one of the ref git moves."""
+    from tests.adversarial.conftest import STRICT, runner
+
+    world.seal(STRICT)
+    _alias_policy(world, how)
+    agent = runner(world, "agent")  # trusted, but advisory for main where ci alone proves it
+    server = world.serve(tmp_path / "server.git")
+    world.run()  # ci proves the first main
+    first = world.repo.git("rev-parse", "HEAD").strip()
+    assert world.repo.git("push", "-q", "--atomic", "origin", "HEAD:refs/heads/main", RUNS) == ""
+    for name, target in zip((alias, *chain), (*chain, "refs/heads/main"), strict=True):
+        git(server, "symbolic-ref", name, target)
+    world.repo.write("unproven.txt", "never run by ci\n")
+    world.repo.git("add", "unproven.txt")
+    world.repo.git("commit", "-q", "-m", "unproven")
+    refs = []
+    if how.startswith("rule"):
+        world.run(signer=agent)
+        refs = [RUNS]
+    head = world.repo.git("rev-parse", "HEAD").strip()
+    pushed = subprocess.run(
+        ["git", "push", "--no-verify", "origin", f"+HEAD:{alias}", *refs],
+        cwd=world.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pushed.returncode != 0, pushed.stderr
+    assert "pre-receive hook declined" in pushed.stderr and "Traceback" not in pushed.stderr
+    assert f"update of refs/heads/main (pushed as {alias}) to {head[:12]}" in pushed.stderr
+    assert git(server, "rev-parse", "refs/heads/main").strip() == first

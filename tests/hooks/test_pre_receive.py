@@ -364,3 +364,44 @@ def test_a_ref_read_before_a_protected_one_is_refused(
     code, err = receive(capsys, f"{ZERO} {head} refs/tags/d\udcffx")
     assert code == 1 and "before refs/heads/d" in err, err
     assert receive(capsys, f"{ZERO} {head} refs/tags/e\udcffx") == (0, "")
+
+
+def test_an_update_is_judged_as_the_ref_git_moves(server: Server) -> None:
+    """A symbolic ref on the server (and a chain of them) names the ref git moves when it is
+    pushed; any other name, a dangling alias's target and a chain longer than git follows are
+    kept as pushed."""
+    head = server.repo.git("rev-parse", "HEAD").strip()
+    server.repo.git("update-ref", "refs/heads/main", head)
+    server.repo.git("symbolic-ref", "refs/heads/master", "refs/heads/main")
+    server.repo.git("symbolic-ref", "refs/tags/latest", "refs/heads/master")
+    server.repo.git("symbolic-ref", "refs/heads/next", "refs/heads/future")
+    chain = [f"refs/heads/c{i}" for i in range(7)]
+    for name, target in zip(chain, chain[1:], strict=False):  # noqa: RUF007 (as clear)
+        server.repo.git("symbolic-ref", name, target)
+    handle = open_repo(server.repo.path)
+    pushed = ["refs/heads/master", "refs/tags/latest", "refs/heads/main", "refs/heads/next"]
+    updates, aliases = entry._moved_refs(handle, [(ZERO, head, r) for r in [*pushed, chain[0]]])
+    assert [ref for _, _, ref in updates] == [
+        "refs/heads/main",
+        "refs/heads/main",
+        "refs/heads/main",
+        "refs/heads/future",
+        chain[0],
+    ]
+    assert aliases == {
+        "refs/heads/main": "refs/heads/main (pushed as refs/heads/master)",
+        "refs/heads/future": "refs/heads/future (pushed as refs/heads/next)",
+    }
+
+
+def test_a_push_through_a_symbolic_ref_is_judged_for_its_target(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unproven commit pushed as a tag that is a symbolic ref for the branch main is judged
+    as main (and refused); the same commit as a plain tag is not the gate's."""
+    head = server.repo.git("rev-parse", "HEAD").strip()
+    server.repo.git("symbolic-ref", "refs/tags/latest", "refs/heads/main")
+    code, err = receive(capsys, f"{ZERO} {head} refs/tags/latest")
+    assert code == 1, err
+    assert f"update of refs/heads/main (pushed as refs/tags/latest) to {head[:12]}" in err
+    assert receive(capsys, f"{ZERO} {head} refs/tags/v1") == (0, "")
