@@ -640,15 +640,18 @@ def _read_first(
     (``release/1``) in git's order for a short name, so a deploy's ``git archive main`` read the
     tag, unjudged, while the hook had proven the branch. Such a ref is refused beside a
     protected one of its short name (on the server or in the push), and a protected ref while
-    such a ref stands before it (its fix: delete that ref, which anyone may). The audit refs are
-    never refused for a branch's name (a proven commit as ``refs/heads/audit/plans`` would have
-    stopped the ledger): that branch is."""
+    such a ref stands before it (its fix: delete that ref, which anyone may, in a push of its
+    own: a deletion in the same push clears nothing, since git may refuse it after the hook).
+    The audit refs are never refused for a branch's name (a proven commit as
+    ``refs/heads/audit/plans`` would have stopped the ledger): that branch is."""
     protects = state.policy.protects if state.exists else _heads
     pushed = {ref: new for _old, new, ref in updates}
 
     def present(name: str) -> bool:
-        if name in pushed:
-            return pushed[name] != ZERO
+        # a deletion in the same push does not count: git may still refuse it after the hook
+        # (an old value that is not the server's, the server's current branch) and keep the ref
+        if pushed.get(name, ZERO) != ZERO:
+            return True
         try:
             return repo.git.references.get(name) is not None
         except UnicodeError:  # pygit2 cannot look up a name that is not UTF-8: list them all

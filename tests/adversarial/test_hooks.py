@@ -1022,3 +1022,52 @@ def test_attack_hooks_push_through_a_symbolic_ref_on_the_server(
     assert "pre-receive hook declined" in pushed.stderr and "Traceback" not in pushed.stderr
     assert f"update of refs/heads/main (pushed as {alias}) to {head[:12]}" in pushed.stderr
     assert git(server, "rev-parse", "refs/heads/main").strip() == first
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "a tag main beside the proven branch, main deleted with a stale old value",
+        "a tag main beside the proven branch, main deleted with its own old value",
+        "the branch release beside a tag release, the tag deleted with a stale old value",
+    ],
+)
+def test_attack_hooks_deletion_that_git_refuses_clears_a_shadowing_ref(
+    setup: Setup, how: str
+) -> None:
+    """git reads a short name as refs/tags/NAME before refs/heads/NAME, so the hook refuses a
+    tag main beside the branch main, and a branch release while a tag release stands, unless
+    the push deletes the other ref. The pusher speaks to receive-pack itself and sends, in one
+    non-atomic push, the deletion of the other ref beside its update: with an old value that
+    is not the server's (a commit it has, so git does not drop the check), or, for the
+    server's current branch main, with its real one (git refuses to delete the current
+    branch). The hook took the deletion as done and let the update through; git then refused
+    the deletion after the hook, kept the ref, and applied the update. The proven main stood
+    beside a tag main holding unproven code (or a tag release, pushed when no branch release
+    existed, beside the new proven branch release), and git on the server read `main`
+    (`release`) as the unproven commit (all three, before the fix). A deletion in the same
+    push no longer clears a ref that stands in the way: delete it first, in a push of its
+    own."""
+    _run_pass(setup)
+    assert setup.audit_push().returncode == 0
+    proven = setup.client.git("rev-parse", "main").strip()
+    setup.client.write("greeting.txt", "hello, unproven\n")
+    unproven = setup.client.commit("unproven change")
+    if how.startswith("a tag main"):
+        kept, pushed_ref, new, name = "refs/heads/main", "refs/tags/main", unproven, "main"
+        stale = proven if how.endswith("its own old value") else unproven
+        refused = "rejecting refs/tags/main: git reads 'main' as this ref before refs/heads/main"
+    else:
+        kept, pushed_ref, new, name = "refs/tags/release", "refs/heads/release", proven, "release"
+        assert setup.push("--no-verify", "origin", f"{unproven}:{kept}").returncode == 0
+        stale = proven  # an object, not the tag's value
+        refused = "rejecting refs/heads/release: refs/tags/release stands before it"
+    report = _raw_push(setup, [(stale, ZERO, kept), (ZERO, new, pushed_ref)], [unproven])
+    assert refused in report and "pre-receive hook declined" in report, report
+    assert "Traceback" not in report
+    assert setup.server_ref(pushed_ref) is None
+    assert _server_reads(setup, name) == (proven if name == "main" else unproven)
+    if name == "release":  # the fix the refusal names: delete the tag first, then push
+        assert setup.push("--no-verify", "origin", f":{kept}").returncode == 0
+        assert setup.push("--no-verify", "origin", f"{proven}:{pushed_ref}").returncode == 0
+        assert _server_reads(setup, name) == proven

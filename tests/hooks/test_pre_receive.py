@@ -405,3 +405,19 @@ def test_a_push_through_a_symbolic_ref_is_judged_for_its_target(
     assert code == 1, err
     assert f"update of refs/heads/main (pushed as refs/tags/latest) to {head[:12]}" in err
     assert receive(capsys, f"{ZERO} {head} refs/tags/v1") == (0, "")
+
+
+def test_a_deletion_in_the_same_push_does_not_clear_a_ref_read_first(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """git may refuse a deletion after the hook (an old value that is not the server's, the
+    server's current branch): a ref that stands in the way is judged as standing while the
+    same push deletes it; deleted in a push of its own, it is gone."""
+    head = server.repo.git("rev-parse", "HEAD").strip()
+    server.repo.git("update-ref", "refs/tags/solo", head)
+    code, err = receive(capsys, f"{head} {ZERO} refs/tags/solo", f"{ZERO} {head} refs/heads/solo")
+    assert code == 1 and "rejecting refs/heads/solo: refs/tags/solo stands before it" in err, err
+    server.repo.git("update-ref", "refs/heads/duo", head)
+    code, err = receive(capsys, f"{head} {ZERO} refs/heads/duo", f"{ZERO} {head} refs/tags/duo")
+    assert code == 1 and "rejecting refs/tags/duo: git reads 'duo' as this ref before" in err, err
+    assert receive(capsys, f"{head} {ZERO} refs/tags/solo") == (0, "")
