@@ -1,12 +1,11 @@
 """Step states for mission control, as the gate sees them for the judged tree.
 
-A step is ``verified`` only when the evidence the gate accepted proves it for this tree and it
-has not expired; ``expired``, ``unknown`` (its last outcome is unknown and it may
-not simply run again: not idempotent under the sealed contract, or under one a planner's
-reseals led from),
-``exhausted`` (max_attempts failures under this contract since a sealer last reset them) and
-``failed`` come from the ledger; anything else is ``pending``. The vocabulary is
-:mod:`gitaudit.mission`'s.
+A step is ``verified`` only when the evidence the gate accepted proves it for this tree, in a
+run that counts as a whole (not an interrupted one), and it has not expired; ``expired``,
+``unknown`` (its last outcome is unknown and it may not simply run again: not idempotent under
+the sealed contract, or under one a planner's reseals led from), ``exhausted`` (max_attempts
+failures under this contract since a sealer last reset them) and ``failed`` come from the
+ledger; anything else is ``pending``. The vocabulary is :mod:`gitaudit.mission`'s.
 """
 
 from __future__ import annotations
@@ -40,6 +39,9 @@ def step_states(
     """Each step's state, consistent with the verdict given with *reasons* for *record*."""
     if any(r.step is None and r.verdict == Verdict.FAIL for r in reasons):
         record = None  # the evidence as a whole was refused: nothing in it counts
+    # a pass in a run that does not count as a whole (interrupted) proves nothing, here or
+    # carried: `git audit run` does not carry it and the gate composes no PASS from it
+    record_counts = record is not None and record.sound
     by_step = {r.step: r for r in reasons if r.step}
     seal = state.seal(name)
     counted = index.tallies(repo.git, repo.gitdir, name)
@@ -62,7 +64,7 @@ def step_states(
         reason = by_step.get(step.id)
         if reason is not None and reason.code == "evidence.expired":
             states[step.id] = "expired"
-        elif reason is None and entry is not None and entry.proven:
+        elif reason is None and entry is not None and entry.proven and record_counts:
             states[step.id] = "verified"
         elif step.id in unresolved:
             states[step.id] = "unknown"

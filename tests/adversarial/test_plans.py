@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -356,6 +360,68 @@ def test_attack_plans_mission_answers_from_an_edited_plan(
     assert lines[0] == "error: plan 'default' in this tree differs from its seal v1", lines
     assert lines[1].startswith("hint: "), lines
     assert_plan(world.gate(None), "plan.differs-from-seal", "FAIL")
+
+
+# variant -> (the progress line on which the run is stopped, the run's options)
+INTERRUPTED_AT: dict[str, tuple[str, tuple[str, ...]]] = {
+    "after its dependant passed": ("b passed", ()),
+    "before its dependant started": ("a passed", ("--jobs", "1")),
+}
+
+
+@pytest.mark.usefixtures("sigint_delivered")
+@pytest.mark.parametrize("variant", sorted(INTERRUPTED_AT))
+def test_attack_plans_mission_counts_the_passes_of_an_interrupted_run(
+    world: World, tmp_path: Path, variant: str
+) -> None:
+    """`a` (whose output `b` needs) and `slow` start; ci's run is stopped with Ctrl-C once a
+    passed (with b passed too, or not started yet) while slow still runs: the run is recorded
+    as INTERRUPTED, and a pass in it proves nothing (the gate composes no PASS from it, a run
+    does not carry it). `next` and `route` took the gate's states, in which every step the
+    interrupted run passed was `verified`: a (and b) verified, b "ready" on a proven only
+    there, the remaining route slow alone at cost 1 (all four before the fix); `git audit run
+    slow` then left a and b not run and the gate said UNKNOWN. A pass of an unsound run is now
+    `pending`: a is ready, b waits for it, the route runs every step."""
+    release = tmp_path / "release"  # slow waits for it
+    wait = f"while [ ! -e {release} ]; do sleep 0.01; done"
+    out = [{"name": "o", "verify": [{"type": "file_exists", "path": "README.md"}]}]
+    world.seal(
+        plan(
+            step("a", outputs=out),
+            step("slow", check("sh", "-c", wait)),
+            step("b", deps=["a"], requires_outputs=[{"step": "a", "name": "o"}]),
+        )
+    )
+    line, options = INTERRUPTED_AT[variant]
+    key = ("--key", str(world.keys["ci"]))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitaudit", "run", *key, *options],
+        cwd=world.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "GITAUDIT_PROGRESS_SECONDS": "0"},
+    )
+    assert proc.stderr is not None
+    for progress in proc.stderr:
+        if line in progress:
+            proc.send_signal(signal.SIGINT)
+            break
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 3 and "default: INTERRUPTED" in stdout, stdout + stderr
+    assert world.gate().verdict == "UNKNOWN"
+    nxt = world.cli("next", "--json").json()["plans"][0]
+    assert nxt["verified"] == [], nxt
+    assert nxt["ready"] == ["a", "slow"], nxt
+    assert [b["step"] for b in nxt["blocked"]] == ["b"], nxt
+    route = world.cli("route", "--json").json()["plans"][0]
+    assert set(route["routes"][0]["steps"]) == {"a", "b", "slow"}, route
+    # what the mission commands said before is what the run and the gate contradict
+    release.touch()
+    assert world.cli("run", "slow", *key).code == 3
+    judged = only(world.gate())
+    assert judged.verdict == "UNKNOWN", judged
+    assert "evidence.interrupted" in [r.code for r in judged.reasons], judged.reasons
 
 
 BUILD = check("sh", "build.sh")  # unfinished: writes no report
