@@ -19,6 +19,7 @@ from gitaudit.ledger.plansref import PlansState, attempt_contracts, reconcile_fi
 from gitaudit.ledger.records import RunRecord
 from gitaudit.ledger.refs import read_ref, runs_ref
 from gitaudit.ledger.resets import held_at
+from gitaudit.ledger.tallies import Tallies
 from gitaudit.plan.model import Plan
 from gitaudit.verdict import StepStatus, Verdict
 
@@ -57,7 +58,7 @@ def step_states(
         else {}
     )
     first = reconcile_first(repo.git, state, name) if seal else frozenset()
-    unresolved = {sid for sid in counted.unsettled() if sid in first}
+    unresolved = _open(repo, counted, first)
     states: dict[str, str] = {}
     for step in plan.steps:
         entry = record.steps.get(step.id) if record else None
@@ -75,3 +76,15 @@ def step_states(
         else:
             states[step.id] = _STATE_OF.get(entry.status, "pending") if entry else "pending"
     return states
+
+
+def _open(repo: Repo, counted: Tallies, first: frozenset[str]) -> set[str]:
+    """The steps whose outcome must be settled before they run again, as `git audit run` takes
+    them (:func:`gitaudit.run.recorder.open_outcomes`): unknown or interrupted, or settled by a
+    reconciliation made here under a PATH that does not offer its programs (which the run does
+    not take as settling). Without a work tree (a server), the unknown and interrupted ones."""
+    if repo.workdir is None:
+        return {sid for sid in counted.unsettled() if sid in first}
+    from gitaudit.run.recorder import open_outcomes  # the run's own rule (and its imports)
+
+    return set(open_outcomes(repo, counted, first))

@@ -509,7 +509,7 @@ def _check_reconcile(
                 f"step {sid} of plan {name!r} is idempotent: run it again instead of reconciling",
                 hint=f"`git audit run {sid} --plan {name}`",
             )
-        pending = _open_outcomes(repo, index.tallies(repo.git, repo.gitdir, name), settle_first)
+        pending = open_outcomes(repo, index.tallies(repo.git, repo.gitdir, name), settle_first)
         if sid not in pending:
             raise RunError(
                 f"step {sid} of plan {name!r} has no unknown outcome to reconcile",
@@ -586,12 +586,12 @@ def _prior(repo: Repo, prep: _Prepared, tree: str, fresh: bool) -> _Prior:
                 for c in attempt_contracts(repo.git, prep.state, name)
             }
         ),
-        _open_outcomes(repo, counted, settle_first),
+        open_outcomes(repo, counted, settle_first),
         digests,
     )
 
 
-def _open_outcomes(repo: Repo, counted: Tallies, settle_first: frozenset[str]) -> dict[StepId, str]:
+def open_outcomes(repo: Repo, counted: Tallies, settle_first: frozenset[str]) -> dict[StepId, str]:
     """step -> the run whose outcome of it is open, for the steps to reconcile before they
     run again (*settle_first*): unknown or interrupted, or settled by a reconciliation made
     here whose checks' PATH or programs this PATH does not offer (a readback under another

@@ -695,6 +695,50 @@ def test_attack_reconcile_readback_under_the_agents_path(
     assert world.gate().verdict == "PASS"
 
 
+@pytest.mark.parametrize("says", ["fail", "pass"])
+def test_attack_reconcile_mission_takes_a_readback_under_the_agents_path_as_settling(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, says: str
+) -> None:
+    """As above: the agent's readback under its own PATH (its `grep` exiting 1, or 0) left
+    deploy's outcome open for `git audit run`, which refuses to execute deploy before a
+    reconcile. `next` read the outcome as settled (deploy `retry` after an observed failure,
+    `ready` after a pass the gate refuses) and `route` planned through it, advice `run`
+    contradicts (both before the fix). Mission control now takes the outcome as the run does:
+    `reconcile deploy`."""
+    hang = tmp_path / "hang"
+    deploy = f"echo deployed > deployed.txt; test -e {hang} && sleep 30"
+    world.repo.write(".gitignore", "deployed.txt\n")
+    world.seal(
+        plan(
+            step(
+                "deploy",
+                check("sh", "-c", f"{deploy}; exit 0", timeout=0.5),
+                idempotent=False,
+                readback=[check("grep", "-qx", "deployed", "deployed.txt")],
+                workspace="live",
+            ),
+            step("lint"),
+        )
+    )
+    hang.touch()
+    assert world.run().doc["steps"]["deploy"]["status"] == "unknown"
+    hang.unlink()
+    folder = tmp_path / "agent-bin"
+    folder.mkdir()
+    (folder / "grep").write_text(f"#!/bin/sh\nexit {0 if says == 'pass' else 1}\n")
+    (folder / "grep").chmod(0o755)
+    honest = os.environ["PATH"]
+    monkeypatch.setenv("PATH", f"{folder}:{honest}")
+    world.cli("reconcile", "deploy", "--readback", "--key", str(world.keys["ci"]))
+    monkeypatch.setenv("PATH", honest)
+    nxt = world.cli("next", "--json").json()["plans"][0]
+    assert nxt["needs_reconcile"] == ["deploy"], nxt
+    assert "deploy" not in nxt["ready"] + nxt["retryable"], nxt
+    assert "reconcile deploy" in world.cli("next").out
+    ran = world.run()  # what `run` does with deploy: it waits for a reconcile
+    assert "reconcile before retrying" in ran.doc["steps"]["deploy"]["reason"]
+
+
 # ------------------------------------------------- a readback check dropped by the planner
 
 HEALTHY = {"type": "file_exists", "path": "healthy.txt"}

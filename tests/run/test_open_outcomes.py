@@ -1,4 +1,4 @@
-"""Which unknown outcomes `git audit run` waits on (:func:`gitaudit.run.recorder._open_outcomes`):
+"""Which unknown outcomes `git audit run` waits on (:func:`gitaudit.run.recorder.open_outcomes`):
 the tallies' unknown and interrupted ones, and a reconciliation made here whose programs this
 PATH does not offer. End to end: ``tests/adversarial/test_reconcile.py``."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from gitaudit.ledger import index
 from gitaudit.ledger.refs import runs_ref
-from gitaudit.run.recorder import _open_outcomes
+from gitaudit.run.recorder import open_outcomes
 from tests.adversarial.conftest import World, check, plan, step
 from tests.adversarial.conftest import world as world  # noqa: PLC0414 (fixture)
 
@@ -21,7 +21,7 @@ RUNS = runs_ref("default")
 
 def _open(world: World) -> dict[str, str]:
     repo = world.handle()
-    return _open_outcomes(repo, index.tallies(repo.git, repo.gitdir, "default"), frozenset({"d"}))
+    return open_outcomes(repo, index.tallies(repo.git, repo.gitdir, "default"), frozenset({"d"}))
 
 
 def test_a_reconciliation_under_another_path_leaves_the_outcome_open(
