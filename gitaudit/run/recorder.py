@@ -739,7 +739,11 @@ def _unchanged_inputs(
     its newest execution with these inputs, as the tallies of the signed chain have it, passed
     there, in a run a runner signed. A ``workspace: live`` step is never carried so: it
     observes the live work tree (an effect outside the tree, ignored files), which the input
-    digest does not cover, so its pass is evidence for what was there then."""
+    digest does not cover, so its pass is evidence for what was there then. Nor is a step that
+    is not idempotent, unless that execution is its newest: its effect lives outside the tree,
+    and a later execution with other inputs (one whose outcome is unknown, or a pass) changed
+    it since, so the pass says nothing of what is in effect now (and carrying it would step
+    round an unknown outcome that must be reconciled first)."""
     records: dict[str, RunRecord | None] = {}  # most steps carry from the same run
     found: dict[StepId, str] = {}
     plan = prep.plan
@@ -749,6 +753,8 @@ def _unchanged_inputs(
         newest = counted.newest_with(step.id, digests[step.id])
         if newest is None or newest[0] != "passed":
             continue  # failed since, or not known: execute it
+        if not step.idempotent and counted.recent.get(step.id, [None])[0] != newest:
+            continue  # ran since with other inputs: what is in effect is that execution's
         source = newest[2]
         if source not in records:
             records[source] = _signed_record(repo, source, runners)

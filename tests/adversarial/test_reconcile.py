@@ -959,3 +959,57 @@ def test_attack_reconcile_control_the_planner_adds_a_file_check_to_deploy(asked:
     unit = {**PLAN["steps"][0], "verify": [*PLAN["steps"][0]["verify"], HANGS]}
     resealed = asked.seal(answering(unit, PLAN["steps"][1], grown))
     assert resealed.record is not None and not resealed.record.weakened
+
+
+@pytest.mark.parametrize("later", ["unknown", "passed"])
+def test_attack_reconcile_carried_past_a_newer_execution_by_reverted_inputs(
+    world: World, later: str
+) -> None:
+    """migrate is not idempotent (its effect lives outside the tree) and declares `src/**`. It
+    passed with v1; then it ran with v2 and timed out (its outcome unknown), or passed. The
+    agent puts v1 back and runs: migrate's inputs match the first pass, which the run carried
+    (PASS, the unknown outcome never reconciled; or a claim that v1 is in effect where v2 is),
+    before the fix. A step that is not idempotent is carried by its inputs only from its
+    newest execution: here it is not carried, so the unknown outcome must be reconciled first,
+    and after a settled v2 pass it runs again with v1."""
+    hang = 'if grep -q v2 src/app.txt; then sleep 30; fi; echo "$(cat src/app.txt)"'
+    slow = "v2" if later == "unknown" else "never"
+    world.repo.write("src/app.txt", "v1\n")
+    world.repo.commit("v1")
+    migrate = check("sh", "-c", hang.replace("v2", slow), timeout=0.5)
+    world.seal(plan(step("migrate", migrate, idempotent=False, inputs=["src/**"]), step("lint")))
+    assert world.run().verdict == "PASS"
+    world.repo.write("src/app.txt", "v2\n")
+    world.repo.commit("v2")
+    second = world.run()
+    assert second.doc["steps"]["migrate"]["status"] == later, second.doc["steps"]["migrate"]
+    world.repo.write("src/app.txt", "v1\n")
+    world.repo.commit("v1 again")
+    third = world.run()
+    entry = third.doc["steps"]["migrate"]
+    assert entry.get("carried_from") is None, entry
+    if later == "unknown":
+        assert entry["status"] == "unknown" and entry.get("attempt") is None, entry
+        assert_plan(world.gate(), "step.unknown", "UNKNOWN")
+    else:
+        assert entry["status"] == "passed" and entry.get("attempt") is not None, entry
+        assert world.gate().verdict == "PASS"
+
+
+def test_attack_reconcile_control_an_idempotent_step_is_carried_by_reverted_inputs(
+    world: World,
+) -> None:
+    """Control: the same with migrate idempotent carries the first pass (nothing outside the
+    tree changed with v2)."""
+    world.repo.write("src/app.txt", "v1\n")
+    world.repo.commit("v1")
+    world.seal(plan(step("migrate", check("cat", "src/app.txt"), inputs=["src/**"]), step("lint")))
+    first = world.run()
+    assert first.verdict == "PASS"
+    world.repo.write("src/app.txt", "v2\n")
+    world.repo.commit("v2")
+    assert world.run().verdict == "PASS"
+    world.repo.write("src/app.txt", "v1\n")
+    world.repo.commit("v1 again")
+    entry = world.run().doc["steps"]["migrate"]
+    assert entry["status"] == "carried" and entry.get("carried_from") == first.commit, entry
