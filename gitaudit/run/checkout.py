@@ -577,6 +577,10 @@ def materialise(
                 hint="check the disk space and permissions of the cache directory",
             )
         return afresh()  # rebuild from scratch
+    # what git wrote holds the verified objects (None: every file)
+    _require_as_verified(
+        slot, slot.git, tree, None if moved == RESET else listing.changed, config, objects
+    )
     _write_gitfile(slot.tree, slot.git)
     _set_head(slot, slot.git, slot.tree, tree, head)
     known = meta.get("submodule_state")
@@ -629,6 +633,86 @@ def materialise(
         stamps,
         complete,
     )
+
+
+def _require_as_verified(
+    slot: Slot,
+    git_dir: Path,
+    tree: str,
+    paths: Sequence[str] | None,
+    config: Sequence[str],
+    objects: Path,
+    work_tree: Path | None = None,
+) -> None:
+    """The files git just wrote into a checkout (*paths*, and what is below them; None: all)
+    hold the objects its index names, compared by content; else RunError naming the first,
+    and the checkout is wiped.
+
+    Objects are verified beside git's own reads of them, by a reader of their own: whoever
+    writes the object store while the run is under way (a process the agent left running)
+    can put the honest object back in place for the verification and another under its name
+    for git's read, so the checkout holds bytes the judged tree does not, under stat data
+    git records as clean (unseen by the purity check when the index is written in a later
+    second than the file). git compares each file with its entry by content when the index
+    it reads is dated before the file (racily clean): a copy of the index dated 1970 makes
+    every entry so, and ``git diff-files`` (which writes nothing) names those that differ.
+
+    A tree object swapped the same way names another blob, and the file then holds that one:
+    after a checkout of one tree (*paths* None), whose cache of tree ids git took from the
+    objects it read (and the purity check trusts), the index's entries must hash to *tree*."""
+    if paths is not None and not paths:
+        return  # git wrote nothing
+    work_tree = work_tree or slot.tree
+    if paths is None and (held := _index_tree(slot, git_dir, work_tree)) != tree:
+        _forget(slot)
+        _remove_tree(work_tree)
+        raise RunError(
+            f"the index of the checkout in {work_tree} holds tree {held[:12]}, not {tree[:12]}: "
+            f"a tree object in {objects} changed while it was checked out",
+            hint="stop whatever writes the repository's objects during the run, run "
+            "`git fsck`, and run again",
+        )
+    probe = slot.root / "written.index"
+    shutil.copyfile(git_dir / "index", probe)
+    try:
+        os.utime(probe, (1, 1))
+        env = {"GIT_INDEX_FILE": str(probe), "GIT_LITERAL_PATHSPECS": "1"}
+        base = [*AS_IT_IS, "diff-files", "--name-only", "-z", "--ignore-submodules=all", "--"]
+        listed = list(paths) if paths is not None else []
+        chunks = [listed[i : i + 2000] for i in range(0, len(listed), 2000)] or [[]]
+        for chunk in chunks:
+            found = _git(slot, git_dir, work_tree, [*base, *chunk], config=config, env=env)
+            differ = [os.fsdecode(p) for p in found.stdout.split(b"\0") if p]
+            if differ:
+                _forget(slot)
+                _remove_tree(work_tree)
+                raise RunError(
+                    f"the checkout's file {differ[0]} does not hold the object its tree names: "
+                    f"an object in {objects} changed while it was checked out",
+                    hint="stop whatever writes the repository's objects during the run, run "
+                    "`git fsck`, and run again",
+                )
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            probe.unlink()
+
+
+def _index_tree(slot: Slot, git_dir: Path, work_tree: Path) -> str:
+    """The tree the entries of the index of *git_dir* hash to, worked out afresh (an index
+    made of its entries alone: no cached tree ids)."""
+    entries = _git(slot, git_dir, work_tree, ["ls-files", "-s", "-z"]).stdout
+    made = slot.root / "entries.index"
+    with contextlib.suppress(FileNotFoundError):
+        made.unlink()
+    env = {"GIT_INDEX_FILE": str(made)}
+    try:
+        _git(
+            slot, git_dir, work_tree, ["update-index", "-z", "--index-info"], env=env, input=entries
+        )
+        return _git(slot, git_dir, work_tree, ["write-tree"], env=env).out.strip()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            made.unlink()
 
 
 class _Background:
@@ -948,6 +1032,7 @@ def _submodules(
         )
         if reset.code != 0:
             raise reset.error(f"cannot check out submodule {path}")
+        _require_as_verified(slot, sub_git, sub_tree_id, None, (), sub_objects, sub_work)
         _write_gitfile(sub_work, sub_git)
         (sub_git / "HEAD").write_text(f"{commit}\n")
         states[key] = _index_digest(sub_git)

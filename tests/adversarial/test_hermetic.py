@@ -16,9 +16,14 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import zlib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -494,6 +499,110 @@ def test_attack_hermetic_forged_blob_of_a_changed_file_in_an_update(world: World
     world.repo.write("verdict", "broken\n")
     with pytest.raises(RunError, match="forged object"):
         world.run()
+
+
+@contextmanager
+def _swap_while_checked_out(world: World, oid: str, forged: bytes) -> Iterator[None]:
+    """What a process the agent left running does to the object store during a run: the
+    honest object *oid* stays in place until the run's verification has read it (inotify
+    tells it when), then a forgery under its name (*forged*: the object's header and body) is
+    what git reads to write the checkout, and the honest one is back before anything else
+    looks. The write of the checkout takes more than a second (a tree with many files after
+    it), so git records the index in a later second than the forged file: simulated by
+    writing the same index again later."""
+    from gitaudit.run import checkout
+
+    path = world.path / ".git" / "objects" / oid[:2] / oid[2:]
+    honest = path.read_bytes()
+    real_verify, real_move = checkout.verify_objects, checkout._move
+    verified = threading.Event()
+    swapped: list[bool] = []
+
+    def verify(objects: Path, oids: Iterable[str], gitdir: Path) -> int:
+        wanted = list(oids)
+        count = real_verify(objects, wanted, gitdir)
+        if oid in wanted:
+            path.chmod(0o644)
+            path.write_bytes(zlib.compress(forged))
+            swapped.append(True)
+        verified.set()
+        return count
+
+    def move(slot: Any, previous: str | None, tree: str, config: Any, *, clean: bool) -> Any:
+        verified.wait(10)
+        moved = real_move(slot, previous, tree, config, clean=clean)
+        verified.clear()
+        if swapped and path.read_bytes() != honest:
+            path.write_bytes(honest)
+            time.sleep(1.1)
+            index = slot.git / "index"
+            again = index.with_name("index.again")
+            again.write_bytes(index.read_bytes())
+            os.replace(again, index)
+        return moved
+
+    with (
+        mock.patch.object(checkout, "verify_objects", verify),
+        mock.patch.object(checkout, "_move", move),
+    ):
+        yield
+    assert swapped
+
+
+def _forgery(world: World, forged: str) -> tuple[str, bytes]:
+    """The object to swap (its id) and the forgery under its name: the failing file's blob
+    holding "ok", or its folder's tree naming the blob of "ok" for it."""
+    ok = world.repo.git("hash-object", "-w", "--stdin", input=b"ok\n").strip()
+    broken = world.repo.git("hash-object", "-w", "--stdin", input=b"broken\n").strip()
+    if forged == "blob":
+        return broken, b"blob 3\0ok\n"
+    world.repo.git("add", "-A")
+    folder = world.repo.git("write-tree", "--prefix=d/").strip()
+    world.repo.git("reset", "-q")
+    listing = world.repo.git("ls-tree", folder).replace(broken, ok)
+    made = world.repo.git("mktree", input=listing.encode()).strip()
+    body = subprocess.run(
+        ["git", "cat-file", "tree", made], cwd=world.path, capture_output=True, check=True
+    ).stdout
+    return folder, b"tree %d\0" % len(body) + body
+
+
+@pytest.mark.parametrize("forged", ["blob", "tree"])
+@pytest.mark.parametrize("how", ["uncommitted-edit", "committed", "first-checkout"])
+def test_attack_hermetic_object_swapped_while_checked_out(
+    world: World, how: str, forged: str
+) -> None:
+    """The failing `d/verdict` is the judged tree's; a process of the agent swaps a forgery
+    under the name of its blob (holding "ok") or of its folder's tree (naming the blob of
+    "ok") between the run's verification of that object and git's read of it, and the honest
+    object back after. Reached by the two-way merge from HEAD's tree to an uncommitted edit,
+    by the checkout of HEAD's tree started beside the fingerprint (the edit committed), and by
+    a first, fresh checkout. Before the fix the check read "ok" and the run said PASS for the
+    tree whose `d/verdict` says "broken" (4 of 6: the blob each way, the tree in a fresh
+    checkout, whose cached tree ids git took from the forged object, so the purity check saw
+    nothing; a tree swapped in a merge left the run FAIL, impure). Now the files git wrote are
+    compared with their objects by content, and after a checkout of one tree its index must
+    hash to the tree, before any check runs: the run stops with an error naming the file or
+    the tree, and the checkout is wiped. A tree swapped in a merge still ends the run FAIL."""
+    world.repo.write("d/verdict", "ok\n" if how != "first-checkout" else "broken\n")
+    world.repo.write("d/other", "x\n")
+    world.seal(plan(step("unit", check("grep", "-qx", "ok", "d/verdict"))))
+    if how != "first-checkout":
+        assert world.run().verdict == "PASS"
+        world.repo.write("d/verdict", "broken\n")
+        if how == "committed":
+            world.repo.commit("broken")
+    oid, forgery = _forgery(world, forged)
+    refused = "does not hold the object" if forged == "blob" else "changed while it was checked"
+    with _swap_while_checked_out(world, oid, forgery):
+        if forged == "tree" and how != "first-checkout":
+            recorded = world.run()
+            assert recorded.verdict == "FAIL", recorded.doc
+            assert recorded.doc["purity"]["changed"] == ["d/verdict"]
+        else:
+            with pytest.raises(RunError, match=refused):
+                world.run()
+    assert world.run().verdict == "FAIL"  # the honest objects, checked out again
 
 
 @pytest.mark.parametrize("next_tree", ["same-tree", "another-tree"])

@@ -784,3 +784,43 @@ def test_the_slot_state_is_written_as_a_new_file(repo: GitRepo, tmp_path: Path) 
     assert victim.read_text() == "secret\n"
     assert not (slot.root / (checkout.META + ".tmp")).exists()
     assert (slot.root / checkout.META).is_file() and not (slot.root / checkout.META).is_symlink()
+
+
+@pytest.mark.parametrize("reached", ["fresh", "update"])
+def test_the_files_git_wrote_are_compared_with_their_objects_by_content(
+    repo: GitRepo, reached: str
+) -> None:
+    """What git wrote into the checkout is compared with the objects its index names, by
+    content, even where the stat data say clean (a file that holds other bytes than its object
+    under the stat data git recorded for it), and an index whose entries do not hash to the
+    tree (a swapped tree object named other blobs): named, and the checkout wiped. Files
+    converted as a checkout writes them (ident, CRLF line ends), links and executables are what
+    their objects say: no false alarm."""
+    repo.write(".gitattributes", "*.txt ident\n*.bat eol=crlf\n")
+    repo.write("a.txt", "a\n$Id$\n")
+    repo.write("b.bat", "echo b\n")
+    repo.write("bin/tool", "#!/bin/sh\n", mode=0o755)
+    os.symlink("a.txt", repo.path / "link")
+    repo.commit("files")
+    if reached == "update":
+        place(repo)
+        repo.write("b.bat", "echo c\n")
+        repo.write("a.txt", "c\n$Id$\n")
+        repo.commit("changed")
+    placed = place(repo)
+    assert (placed.slot.tree / "b.bat").read_bytes().endswith(b"\r\n")
+    assert b"$Id: " in (placed.slot.tree / "a.txt").read_bytes()
+    slot = placed.slot
+    checkout._require_as_verified(slot, slot.git, placed.tree, None, (), Path("objects"))
+    other = repo.git("rev-parse", "HEAD~1^{tree}" if reached == "update" else "HEAD:bin").strip()
+    with pytest.raises(RunError, match=f"holds tree {placed.tree[:12]}, not {other[:12]}"):
+        checkout._require_as_verified(slot, slot.git, other, None, (), Path("objects"))
+    placed = place(repo)  # written afresh
+    target = placed.slot.tree / "bin/tool"
+    kept = os.stat(target)
+    target.write_text("#!/bin/XX\n")  # same size, same times: the stat data still say clean
+    os.utime(target, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    with pytest.raises(RunError, match="the checkout's file bin/tool does not hold the object"):
+        checkout._require_as_verified(slot, slot.git, placed.tree, ("bin",), (), Path("objects"))
+    assert not slot.tree.exists()
+    assert not (slot.root / checkout.META).exists()
