@@ -663,15 +663,39 @@ def _require_as_verified(
     if paths is not None and not paths:
         return  # git wrote nothing
     work_tree = work_tree or slot.tree
-    if paths is None and (held := _index_tree(slot, git_dir, work_tree)) != tree:
+    # the tree the entries make is worked out on the other core while git compares the files
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        entries = pool.submit(_index_tree, slot, git_dir, work_tree) if paths is None else None
+        differ = _first_unlike_its_blob(slot, git_dir, work_tree, paths, config)
+        held = entries.result() if entries is not None else tree
+    hint = "stop whatever writes the repository's objects during the run, run `git fsck`, and "
+    if differ is not None:
+        _forget(slot)
+        _remove_tree(work_tree)
+        raise RunError(
+            f"the checkout's file {differ} does not hold the object its tree names: an object "
+            f"in {objects} changed while it was checked out",
+            hint=hint + "run again",
+        )
+    if held != tree:
         _forget(slot)
         _remove_tree(work_tree)
         raise RunError(
             f"the index of the checkout in {work_tree} holds tree {held[:12]}, not {tree[:12]}: "
             f"a tree object in {objects} changed while it was checked out",
-            hint="stop whatever writes the repository's objects during the run, run "
-            "`git fsck`, and run again",
+            hint=hint + "run again",
         )
+
+
+def _first_unlike_its_blob(
+    slot: Slot,
+    git_dir: Path,
+    work_tree: Path,
+    paths: Sequence[str] | None,
+    config: Sequence[str],
+) -> str | None:
+    """The first of the files *paths* (None: all) of the checkout in *work_tree* that does not
+    hold the blob the index of *git_dir* names, compared by content; None when each does."""
     probe = slot.root / "written.index"
     shutil.copyfile(git_dir / "index", probe)
     try:
@@ -684,14 +708,8 @@ def _require_as_verified(
             found = _git(slot, git_dir, work_tree, [*base, *chunk], config=config, env=env)
             differ = [os.fsdecode(p) for p in found.stdout.split(b"\0") if p]
             if differ:
-                _forget(slot)
-                _remove_tree(work_tree)
-                raise RunError(
-                    f"the checkout's file {differ[0]} does not hold the object its tree names: "
-                    f"an object in {objects} changed while it was checked out",
-                    hint="stop whatever writes the repository's objects during the run, run "
-                    "`git fsck`, and run again",
-                )
+                return differ[0]
+        return None
     finally:
         with contextlib.suppress(FileNotFoundError):
             probe.unlink()
