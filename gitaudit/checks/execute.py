@@ -20,14 +20,14 @@ from typing import Any, Literal
 
 from gitaudit.checks.environment import Sandbox, check_environment, planted, resolve
 from gitaudit.checks.fence import Fence
-from gitaudit.checks.paths import confine, first_link
+from gitaudit.checks.paths import confine, first_link, link_climbed
 from gitaudit.checks.process import ProcessResult, decode_output, run_bounded
 from gitaudit.checks.search import search
 from gitaudit.errors import CheckError
 from gitaudit.frozen import frozen
 from gitaudit.pathsearch import found
 from gitaudit.plan.model import Check
-from gitaudit.plan.protect import patterns_of
+from gitaudit.plan.protect import climbing_paths, patterns_of
 
 Outcome = Literal["passed", "failed", "unknown", "interrupted"]
 REGEX_READ_LIMIT = 16 << 20
@@ -186,11 +186,14 @@ def _refuse_own_files_through_links(check: Check, workspace: Path, sandbox: Sand
     )
     own = patterns_of((), [check])
     plain = [g for g in own.globs if not any(c in g for c in "*?[")]
-    for rel in (*own.candidates, *plain):
-        found = first_link(workspace, rel)
-        if found is None:
+    on_the_way = [(rel, first_link(workspace, rel)) for rel in (*own.candidates, *plain)]
+    # a `..` climbs out of where a link led, not back up the path as written: the file reached
+    # is not the one the seal protects under the path read lexically
+    on_the_way += [(rel, link_climbed(workspace, rel)) for rel in climbing_paths(check)]
+    for rel, link_found in on_the_way:
+        if link_found is None:
             continue
-        link, target, inside = found
+        link, target, inside = link_found
         if inside:
             raise CheckError(
                 f"the check's own file {rel!r} is reached through the link {link!r} (to "

@@ -97,3 +97,24 @@ def first_link(workspace: Path, rel: str) -> tuple[str, str, bool] | None:
                 return link, target, False
             return link, os.path.relpath(target, real_root), True
     return None
+
+
+def link_climbed(workspace: Path, spelled: str) -> tuple[str, str, bool] | None:
+    """The first symlink a ``..`` of *spelled* (a path relative to ``workspace``, not
+    normalised) climbs out of, as :func:`first_link` names it; None when each ``..`` climbs out
+    of a real folder, so that the path read lexically (``app/../x``: ``x``) is the file the
+    system reaches. Through ``app -> lib/app``, ``app/../x`` is ``lib/x``."""
+    kept: list[str] = []
+    for part in spelled.split("/"):
+        if part in ("", "."):
+            continue
+        if part != "..":
+            kept.append(part)
+            continue
+        if not kept:
+            return None  # above the workspace: no file of the tree, and none the seal protects
+        found = first_link(workspace, "/".join(kept))
+        if found is not None:
+            return found
+        kept.pop()
+    return None

@@ -259,16 +259,19 @@ def _ancestors(folder: str | None) -> list[str]:
     return [*out, ""]
 
 
+def _test_words(argv: Iterable[str]) -> list[str]:
+    """The test paths of pytest's arguments *argv*, as written (``a/test_x.py::t`` -> the file)."""
+    return [word.split("::", 1)[0] for word in argv if not word.startswith("-")]
+
+
 def _pytest(cwd: str | None, argv: Iterable[str]) -> tuple[list[str], list[str]]:
     """(globs, candidates) that steer or make up a pytest run in *cwd* with *argv*: conftest
     files, the configuration pytest may pick up (in the check's folder, the test paths' folders,
     and every folder above them) and the tests."""
     globs = ["**/conftest.py"]
     tests = []
-    for word in argv:
-        if word.startswith("-"):
-            continue
-        target = _under(cwd, word.split("::", 1)[0])
+    for word in _test_words(argv):
+        target = _under(cwd, word)
         if target:
             tests.append(target)
     folders = {cwd or ""} | {posixpath.dirname(t) for t in tests} | set(tests)
@@ -308,6 +311,24 @@ def _python_run(check: Check) -> tuple[str | None, tuple[str, ...] | None]:
             script = _under(check.cwd, word)
             return (posixpath.dirname(script) if script and not safe else None), None
     return (None if safe else cwd), None
+
+
+def climbing_paths(check: Check) -> tuple[str, ...]:
+    """The paths of *check*'s own files as it spells them, joined to its ``cwd`` but not
+    normalised, for those with a ``..`` component. The protected set names each file by its
+    path read lexically (``app/../scripts/check.py`` is ``scripts/check.py``), while the
+    system climbs a ``..`` out of where a link led (``app -> lib/app``: ``lib/scripts/...``),
+    so the check must be refused a link before a ``..`` (:func:`gitaudit.checks.paths.
+    link_climbed`)."""
+    words = list(_argv_paths(check))
+    if check.type == "pytest":
+        words += _test_words(check.argv)
+    else:
+        pytest_args = _python_run(check)[1]
+        words += _test_words(pytest_args) if pytest_args is not None else []
+    joined = (posixpath.join(check.cwd or "", word) for word in words)
+    # an absolute path names no file of the tree (nor one the seal protects)
+    return tuple(dict.fromkeys(p for p in joined if ".." in p.split("/") and p[:1] != "/"))
 
 
 def patterns(plan: Plan) -> Patterns:

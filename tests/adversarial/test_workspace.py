@@ -25,7 +25,7 @@ from gitaudit.git import conversions
 from gitaudit.git.fingerprint import EMPTY_TREE, private_folder
 from gitaudit.git.index_files import STALE_AFTER_SECONDS
 from gitaudit.plan.catalog import check_worktree
-from tests.adversarial.conftest import World, assert_plan, check, plan, step
+from tests.adversarial.conftest import World, assert_plan, check, only, plan, step
 from tests.agent.host import run_hook, stop
 from tests.gitrepo import (
     OLD_TIME,
@@ -1398,3 +1398,94 @@ def test_attack_workspace_artifact_swapped_after_it_was_confined(
     assert not any(key in data for data in files.values()), "the runner's key was recorded"
     (entry,) = recorded.doc["steps"]["unit"]["artifacts"]
     assert entry["stored"] is False and entry["problem"], entry
+
+
+# variant -> (check, the folder the agent swaps for a link, where the link leads (relative to
+# the folder's parent; "OUT/..." a folder out of the tree), the file the check then runs)
+CLIMBED_THROUGH_A_LINK: dict[str, tuple[dict[str, Any], str, str, str]] = {
+    "script named by ../ from a cwd swapped for a link": (
+        check("python3", "../scripts/check.py", cwd="app"),
+        "app",
+        "lib/app",
+        "lib/scripts/check.py",
+    ),
+    "script named by ../ after a folder swapped for a link": (
+        check("python3", "tools/sub/../check.py"),
+        "tools/sub",
+        "../lib/sub",
+        "lib/check.py",
+    ),
+    "an option's file named by ../ from a cwd swapped for a link": (
+        check(
+            "python3",
+            "-c",
+            "import sys; sys.exit(open(sys.argv[1][10:]).read() != 'ok')",
+            "--verdict=../scripts/check.py",
+            cwd="app",
+        ),
+        "app",
+        "lib/app",
+        "lib/scripts/check.py",
+    ),
+    "script named by ../ after a folder swapped for a link out of the tree": (
+        check("python3", "tools/sub/../check.py"),
+        "tools/sub",
+        "OUT/sub",
+        "OUT/check.py",
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(CLIMBED_THROUGH_A_LINK))
+def test_attack_workspace_check_file_climbed_to_through_a_link(
+    world: World, tmp_path: Path, variant: str
+) -> None:
+    """The seal protects a check's own files by their paths read lexically: `python3
+    ../scripts/check.py` in `cwd: app` protects `scripts/check.py`. The system climbs a `..` out
+    of where a link led: the agent swaps the folder `app` for a link to `lib/app` (or one on
+    the script's own path, also to a folder out of the tree) and writes `lib/scripts/check.py`
+    to pass, the protected file untouched. The run and the gate said PASS before the fix (the
+    links the check's own files were looked up through were those of the lexical path). A `..`
+    that climbs out of a link now fails the check, naming the link."""
+    the_check, folder, leads_to, planted = CLIMBED_THROUGH_A_LINK[variant]
+    outside = tmp_path / "outside"
+    leads_to = leads_to.replace("OUT", str(outside))
+    planted = planted.replace("OUT", str(outside))
+    own = planted.removeprefix("lib/").removeprefix(f"{outside}/")
+    own = f"tools/{own}" if folder.startswith("tools") else own
+    failing = "exit(1)\n"
+    world.repo.write(own, failing)
+    world.repo.write(f"{folder}/README", "the honest folder\n")
+    world.seal(plan(step("unit", the_check)))
+    assert world.run().verdict == "FAIL"
+    # the agent: the folder becomes a link; what the check now reaches passes
+    shutil.rmtree(world.path / folder)
+    target = Path(os.path.normpath(os.path.join(world.path / folder, "..", leads_to)))
+    target.mkdir(parents=True)
+    (target / "README").write_text("moved\n")
+    os.symlink(leads_to, world.path / folder)
+    passing = "ok" if "--verdict" in str(the_check) else "exit(0)\n"
+    planted_at = Path(planted) if planted.startswith("/") else world.path / planted
+    planted_at.parent.mkdir(parents=True, exist_ok=True)
+    planted_at.write_text(passing)
+    world.repo.commit("the folder, now a link")
+    recorded = world.run()
+    assert recorded.verdict == "FAIL", recorded.doc["steps"]["unit"]
+    judged = assert_plan(world.gate(), "step.failed", "FAIL")
+    assert f"through the link {folder!r}" in judged.reasons[0].message
+
+
+def test_workspace_control_a_parent_step_through_real_folders_runs(world: World) -> None:
+    """Control: `../` out of real folders (the cwd, a folder on the script's path) reaches the
+    file the seal protects under the lexical path, and the check runs as before."""
+    world.repo.write("scripts/check.py", "exit(0)\n")
+    world.repo.write("app/README", "app\n")
+    world.repo.write("tools/sub/README", "sub\n")
+    world.repo.write("tools/check.py", "exit(0)\n")
+    both = (
+        check("python3", "../scripts/check.py", cwd="app"),
+        check("python3", "tools/sub/../check.py"),
+    )
+    world.seal(plan(step("unit", *both)))
+    assert world.run().verdict == "PASS"
+    assert only(world.gate()).verdict == "PASS"

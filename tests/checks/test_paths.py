@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitaudit.checks.paths import confine, first_link, is_within
+from gitaudit.checks.paths import confine, first_link, is_within, link_climbed
 from gitaudit.errors import CheckError
 from gitaudit.plan.paths import HINT, check_relative_spec
 
@@ -226,3 +226,26 @@ def test_first_link_names_the_link_and_whether_it_stays_inside(
         }
         expected = (expected[0], where.get(expected[1], expected[1]), expected[2])
     assert first_link(ws, rel) == expected
+
+
+@pytest.mark.parametrize(
+    ("spelled", "expected"),
+    [
+        ("in/../src/pkg/mod.py", ("in", "src/pkg", True)),  # `..` out of where a link led
+        ("in/x/../../src", ("in", "src/pkg", True)),
+        ("out/../secret", ("out", "<outside>", False)),
+        ("src/pkg/../pkg/mod.py", None),  # `..` out of real folders: the lexical path
+        ("src/./pkg/../../src/pkg/mod.py", None),
+        ("in/mod.py", None),  # no `..`: first_link's business
+        ("missing/../src", None),  # nothing there to lead elsewhere
+        ("../ws/src", None),  # above the workspace: no file of the tree
+    ],
+)
+def test_link_climbed_names_the_link_a_parent_step_leaves(
+    ws: Path, spelled: str, expected: tuple[str, str, bool] | None
+) -> None:
+    """A `..` climbs out of where a link led, not back up the path as written: the file reached
+    is then not the one the path read lexically names."""
+    if expected is not None and expected[1] == "<outside>":
+        expected = (expected[0], os.path.realpath(ws.parent / "outside"), expected[2])
+    assert link_climbed(ws, spelled) == expected

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from gitaudit.plan.load import load_plan
-from gitaudit.plan.model import Plan
-from gitaudit.plan.protect import SHADOWED, matches, patterns, select
+from gitaudit.plan.model import Check, Plan
+from gitaudit.plan.protect import SHADOWED, climbing_paths, matches, patterns, select
 
 
 def plan_of(*checks: dict[str, Any], protect: list[str] | None = None) -> Plan:
@@ -183,3 +183,34 @@ def test_no_checks_that_run_files_protect_nothing() -> None:
 def test_shadowed_names_cover_the_standard_library_and_pytest() -> None:
     assert {"json", "os", "re", "unittest", "pytest", "_pytest", "pluggy"} <= SHADOWED
     assert "mylib" not in SHADOWED
+
+
+def test_climbing_paths_are_the_own_files_as_spelled_with_a_parent_step() -> None:
+    """What the run must resolve as the system does (``..`` after a link): the check's own
+    files joined to its cwd as written, only those with a ``..``; what is protected stays the
+    lexical path."""
+    checks = [
+        run("python3", "../scripts/check.py", "../greeting.txt", cwd="app"),
+        run("grep", "--file=../rules.cfg", "x", cwd="app"),
+        run("sh", "tools/sub/../check.sh"),
+        run("python3", "-m", "pytest", "../tests/test_a.py::t", cwd="app"),
+        {"type": "pytest", "argv": ["-q", "../tests"], "cwd": "app"},
+        run("sh", "scripts/check.sh", cwd="app"),
+        run("/opt/tool/../bin/check", cwd="app"),
+    ]
+    got = [climbing_paths(load_check(c)) for c in checks]
+    assert got == [
+        ("app/../scripts/check.py",),
+        ("app/../rules.cfg",),
+        ("tools/sub/../check.sh",),
+        ("app/../tests/test_a.py",),
+        ("app/../tests",),
+        (),
+        (),
+    ]
+    assert protected(plan_of(checks[0]), ["scripts/check.py", "app/x"]) == ["scripts/check.py"]
+
+
+def load_check(raw: dict[str, Any]) -> Check:
+    (check,) = plan_of(raw).steps[0].verify
+    return check
