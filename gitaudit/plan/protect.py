@@ -7,7 +7,8 @@ protected set is, in a given tree:
   within one folder, ``**`` spans folders, a path without wildcards also names everything below
   it);
 * every file of the tree a ``run`` or ``exec`` check runs, relative to its ``cwd``: the program
-  when it is a path (``./scripts/check.sh``, the ``exec`` path), the script an interpreter runs
+  when it is a path (``./scripts/check.sh``; the ``exec`` path, which runs from the root whatever
+  the ``cwd``), the script an interpreter runs
   (``sh scripts/check.sh``, ``python tools/check.py``, ``python -m tools.check`` with the
   ``__init__.py`` of its parent packages and of a package ``tools/check/``), and the value
   of every ``--option=value`` (configuration and pattern files). The other operands (``grep -q
@@ -202,8 +203,8 @@ def _argv_paths(check: Check) -> Iterable[str]:
     if not words or not words[0]:
         return
     program, rest = words[0], words[1:]
-    if "/" in program or check.type == "exec":
-        yield program
+    if "/" in program and check.type == "run":
+        yield program  # an exec path is the root's, not the cwd's: see patterns_of
     interpreter = INTERPRETERS.fullmatch(posixpath.basename(program)) is not None
     operand_seen = not interpreter
     for i, word in enumerate(rest):
@@ -356,6 +357,8 @@ def patterns_of(protect: Iterable[str], checks: Iterable[Check]) -> Patterns:
             candidates += more
             roots.append(_clean(check.cwd or ".") or "")
             continue
+        if check.type == "exec" and (path := _clean(check.path or "")):
+            candidates.append(path)  # confined from the root when it runs, whatever its cwd
         candidates += [p for w in _argv_paths(check) if (p := _under(check.cwd, w))]
         candidates += [
             p for name in TOOL_FILES.get(_program(check), ()) if (p := _under(check.cwd, name))

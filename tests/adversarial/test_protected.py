@@ -338,3 +338,18 @@ def test_attack_protected_python_m_runs_a_file_beside_the_module(
     judged = assert_plan(world.gate(), "plan.protected-changed", "FAIL")
     verb = "changed" if planted in before else "added"
     assert f"{verb}: {planted}" in judged.reasons[0].message
+
+
+@pytest.mark.parametrize("cwd", ["app", "app/deep", "./app"])
+def test_attack_protected_exec_path_of_a_check_with_a_cwd_replaced(world: World, cwd: str) -> None:
+    """An `exec` check runs its path from the root of the workspace whatever its `cwd` (it is
+    confined from there), but the seal protected it under the `cwd` (`app/bin/verify`: no file,
+    so nothing). The agent rewrote `bin/verify` to exit 0: run PASS, gate PASS before the fix.
+    Now the exec path is protected as it runs: `plan.protected-changed`."""
+    world.repo.write("bin/verify", "#!/bin/sh\nexit 1\n", mode=0o755)
+    world.repo.write(f"{cwd}/README", "where the check runs\n")
+    world.seal(plan(step("unit", {"type": "exec", "path": "bin/verify", "cwd": cwd})))
+    assert world.run().verdict == "FAIL"
+    cheat(world, "bin/verify", "#!/bin/sh\nexit 0\n")
+    judged = assert_plan(world.gate(), "plan.protected-changed", "FAIL")
+    assert "changed: bin/verify" in judged.reasons[0].message

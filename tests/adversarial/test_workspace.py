@@ -1489,3 +1489,21 @@ def test_workspace_control_a_parent_step_through_real_folders_runs(world: World)
     world.seal(plan(step("unit", *both)))
     assert world.run().verdict == "PASS"
     assert only(world.gate()).verdict == "PASS"
+
+
+def test_attack_workspace_exec_path_of_a_check_with_a_cwd_through_a_link(world: World) -> None:
+    """`bin -> scripts` committed before the seal, and an `exec` check of `bin/check` with `cwd:
+    app`: the exec path runs from the root, through the link, while the links were looked for
+    on `app/bin/check`, so the agent's rewrite of `scripts/check.py` (unprotected) passed:
+    run PASS, gate PASS before the fix. Now the link is found on the path the check runs."""
+    world.repo.write("scripts/check.py", "#!/usr/bin/env python3\nexit(1)\n")
+    os.chmod(world.path / "scripts/check.py", 0o755)
+    world.repo.write("app/README", "where the check runs\n")
+    os.symlink("scripts", world.path / "bin")
+    world.seal(plan(step("unit", {"type": "exec", "path": "bin/check.py", "cwd": "app"})))
+    world.repo.write("scripts/check.py", "#!/usr/bin/env python3\nexit(0)\n")
+    world.repo.commit("the check's file, rewritten")
+    recorded = world.run()
+    assert recorded.verdict == "FAIL", recorded.doc["steps"]["unit"]
+    judged = assert_plan(world.gate(), "step.failed", "FAIL")
+    assert "is reached through the link 'bin'" in judged.reasons[0].message

@@ -214,3 +214,13 @@ def test_climbing_paths_are_the_own_files_as_spelled_with_a_parent_step() -> Non
 def load_check(raw: dict[str, Any]) -> Check:
     (check,) = plan_of(raw).steps[0].verify
     return check
+
+
+def test_an_exec_path_is_protected_from_the_root_whatever_its_cwd() -> None:
+    """An exec path runs from the root of the workspace (it is confined from there), so it is
+    protected there; its options' files are read from its cwd."""
+    tree = ["bin/verify", "app/bin/verify", "app/rules.cfg", "rules.cfg"]
+    exec_check = {"type": "exec", "path": "bin/verify", "args": ["--rules=rules.cfg"], "cwd": "app"}
+    assert protected(plan_of(exec_check), tree) == ["app/rules.cfg", "bin/verify"]
+    run_check = run("./bin/verify", "--rules=rules.cfg", cwd="app")  # a run check's: the cwd's
+    assert protected(plan_of(run_check), tree) == ["app/bin/verify", "app/rules.cfg"]
