@@ -184,6 +184,43 @@ def matches(pattern: str, path: str) -> bool:
 INTERPRETERS = re.compile(
     r"(?:ba|da|k|z)?sh|python(?:\d+(?:\.\d+)*)?|node|deno|bun|perl|ruby|php|Rscript|lua|tclsh|pwsh"
 )
+SHELLS = re.compile(r"(?:ba|da|k|z)?sh")
+# per interpreter (a shell, a python, else its name): the options whose argument is code to run
+# (no script file follows), and those whose argument is the next word (not the script): a
+# shell's -e is errexit, and `python3 -W error tools/check.py` runs tools/check.py, not `error`
+INLINE_CODE = {
+    "shell": ("-c",),
+    "python": ("-c",),
+    "perl": ("-e", "-E"),
+    "ruby": ("-e",),
+    "node": ("-e", "--eval", "-p", "--print"),
+    "bun": ("-e", "--eval", "-p", "--print"),
+    "php": ("-r",),
+    "Rscript": ("-e",),
+    "lua": ("-e",),
+    "pwsh": ("-c", "-Command", "-command"),
+}
+TAKES_A_VALUE = {
+    "shell": ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"),
+    "python": ("-W", "-X", "--check-hash-based-pycs"),
+    "ruby": ("-I", "-r", "-C", "-E"),
+    "node": ("-r", "--require", "--import", "--loader", "--experimental-loader", "-C"),
+    "lua": ("-l",),
+    "php": ("-c", "-d", "-z"),
+}
+
+
+def _family(program: str) -> str:
+    name = posixpath.basename(program)
+    return "shell" if SHELLS.fullmatch(name) else "python" if PYTHON.fullmatch(name) else name
+
+
+def _reads_option(family: str, word: str) -> tuple[bool, bool]:
+    """(its argument is code to run, the next word is its argument) for the option *word*."""
+    inline, value = INLINE_CODE.get(family, ()), TAKES_A_VALUE.get(family, ())
+    if family == "shell" and len(word) > 2 and word[0] in "-+" and word[1:].isalpha():
+        return "c" in word[1:], word[-1] in "oO"  # a cluster: -ec runs code, -eo takes a value
+    return word in inline, word in value
 
 
 def _argv_paths(check: Check) -> Iterable[str]:
@@ -193,41 +230,58 @@ def _argv_paths(check: Check) -> Iterable[str]:
     and every ``--option=value`` value (a configuration or
     pattern file). Other operands are what the check inspects, usually the work itself; a plan
     protects them with ``protect`` when they are fixtures."""
-    words: list[str] = []
-    if check.type == "run" and check.shell and check.cmd:
-        words = _shell_words(check.cmd)
-    elif check.type == "run":
-        words = list(check.argv)
-    elif check.type == "exec":
-        words = [check.path or "", *check.args]
+    words = _words(check)
     if not words or not words[0]:
         return
     program, rest = words[0], words[1:]
     if "/" in program and check.type == "run":
         yield program  # an exec path is the root's, not the cwd's: see patterns_of
     interpreter = INTERPRETERS.fullmatch(posixpath.basename(program)) is not None
+    family = _family(program)
     operand_seen = not interpreter
+    value_next = False
     for i, word in enumerate(rest):
-        if word.startswith("-"):
+        if value_next:  # an option's argument, not the script
+            value_next = False
+            continue
+        if word.startswith("-") or (family == "shell" and word[:1] == "+" and len(word) > 1):
             _option, eq, value = word.partition("=")
             if eq and value and word.startswith("--"):
                 yield value
-            if not operand_seen and word in ("-c", "-e"):
+            code, value_next = _reads_option(family, word) if not operand_seen else (False, False)
+            if code:
                 operand_seen = True  # inline code: no script file
             elif not operand_seen and word == "-m" and i + 1 < len(rest):
-                module = rest[i + 1].replace(".", "/")
-                yield f"{module}.py"
-                yield f"{module}/__main__.py"
-                # what runs first, or instead: each parent package's __init__ is imported before
-                # the module, and a package of the module's name is taken before the module
-                yield f"{module}/__init__.py"
-                parts = module.split("/")[:-1]
-                yield from ("/".join(parts[: n + 1]) + "/__init__.py" for n in range(len(parts)))
+                yield from _module_files(rest[i + 1])
                 operand_seen = True
             continue
         if not operand_seen:
             operand_seen = True
             yield word
+
+
+def _words(check: Check) -> list[str]:
+    """The program and its arguments as a run or exec check names them (a shell command's
+    first simple command)."""
+    if check.type == "run" and check.shell and check.cmd:
+        return _shell_words(check.cmd)
+    if check.type == "run":
+        return list(check.argv)
+    if check.type == "exec":
+        return [check.path or "", *check.args]
+    return []
+
+
+def _module_files(name: str) -> Iterable[str]:
+    """The files ``python -m name`` runs: the module, or its package's ``__main__``, and what
+    runs first, or instead: each parent package's ``__init__`` is imported before the module,
+    and a package of the module's name is taken before the module."""
+    module = name.replace(".", "/")
+    yield f"{module}.py"
+    yield f"{module}/__main__.py"
+    yield f"{module}/__init__.py"
+    parts = module.split("/")[:-1]
+    yield from ("/".join(parts[: n + 1]) + "/__init__.py" for n in range(len(parts)))
 
 
 def _shell_words(cmd: str) -> list[str]:
@@ -300,8 +354,13 @@ def _python_run(check: Check) -> tuple[str | None, tuple[str, ...] | None]:
         return None, None
     cwd = _clean(check.cwd or ".") or ""
     safe = False
+    value_next = False
     for i, word in enumerate(argv[1:], start=1):
-        if word in ("-I", "-P"):
+        if value_next:  # an option's argument (-W error), not the script
+            value_next = False
+        elif word in TAKES_A_VALUE["python"]:
+            value_next = True
+        elif word in ("-I", "-P"):
             safe = True
         elif word == "-m" and i + 1 < len(argv):
             pytest_args = argv[i + 2 :] if argv[i + 1] == "pytest" else None

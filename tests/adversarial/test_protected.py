@@ -353,3 +353,30 @@ def test_attack_protected_exec_path_of_a_check_with_a_cwd_replaced(world: World,
     cheat(world, "bin/verify", "#!/bin/sh\nexit 0\n")
     judged = assert_plan(world.gate(), "plan.protected-changed", "FAIL")
     assert "changed: bin/verify" in judged.reasons[0].message
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sh", "-e", "scripts/check.sh"],
+        ["bash", "-e", "-u", "scripts/check.sh"],
+        ["bash", "-o", "pipefail", "scripts/check.sh"],
+        ["bash", "-eo", "pipefail", "scripts/check.sh"],
+        ["python3", "-W", "error", "scripts/check.sh"],
+        ["python3", "-X", "dev", "scripts/check.sh"],
+    ],
+    ids=" ".join,
+)
+def test_attack_protected_script_after_an_option_replaced(world: World, argv: list[str]) -> None:
+    """The script an interpreter runs is its first operand after the options, but the seal read
+    a shell's `-e` (errexit) as inline code, as perl's, and the argument of `-o`, `-W` or `-X`
+    as the script: `sh -e scripts/check.sh` or `python3 -W error scripts/check.sh` protected
+    nothing (or `error`). The agent rewrote the script to pass: PASS before the fix. Now the
+    options are read per interpreter: `plan.protected-changed`."""
+    code = "exit 1\n" if argv[0] != "python3" else "raise SystemExit(1)\n"
+    world.repo.write("scripts/check.sh", code)
+    world.seal(plan(step("unit", check(*argv))))
+    assert world.run().verdict == "FAIL"
+    cheat(world, "scripts/check.sh", code.replace("1", "0"))
+    judged = assert_plan(world.gate(), "plan.protected-changed", "FAIL")
+    assert "changed: scripts/check.sh" in judged.reasons[0].message

@@ -224,3 +224,25 @@ def test_an_exec_path_is_protected_from_the_root_whatever_its_cwd() -> None:
     assert protected(plan_of(exec_check), tree) == ["app/rules.cfg", "bin/verify"]
     run_check = run("./bin/verify", "--rules=rules.cfg", cwd="app")  # a run check's: the cwd's
     assert protected(plan_of(run_check), tree) == ["app/bin/verify", "app/rules.cfg"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["sh", "-e", "scripts/check.sh", "greeting.txt"], ["scripts/check.sh"]),  # errexit
+        (["bash", "-eo", "pipefail", "scripts/check.sh"], ["scripts/check.sh"]),
+        (["bash", "+O", "extglob", "scripts/check.sh"], ["scripts/check.sh"]),
+        (["sh", "-ec", "scripts/check.sh"], []),  # a cluster with -c: inline code
+        (["python3", "-W", "error", "tools/check.py"], ["tools/check.py", "tools/json.py"]),
+        (["python3", "-X", "dev", "-I", "tools/check.py"], ["tools/check.py"]),
+        (["perl", "-e", "1", "x.pl"], []),  # perl's -e is inline code
+        (["perl", "-c", "x.pl"], ["x.pl"]),  # and its -c checks a script's syntax
+    ],
+)
+def test_the_script_is_the_first_operand_after_the_interpreters_options(
+    argv: list[str], expected: list[str]
+) -> None:
+    """Options are read per interpreter: which take the next word (a shell's -o, python's -W)
+    and which run inline code (a shell's -c, perl's -e); a shell's -e is errexit."""
+    tree = ["scripts/check.sh", "tools/check.py", "tools/json.py", "x.pl", "error", "pipefail"]
+    assert protected(plan_of(run(*argv)), [*tree, "greeting.txt", "extglob"]) == expected
