@@ -314,9 +314,75 @@ def _ancestors(folder: str | None) -> list[str]:
     return [*out, ""]
 
 
+# pytest's options (and common plugins') whose argument is the next word: never a test path
+PYTEST_VALUE_OPTIONS = frozenset(
+    [
+        "-k",
+        "-m",
+        "-p",
+        "-o",
+        "-W",
+        "-r",
+        "-n",
+        "--tb",
+        "--maxfail",
+        "--rootdir",
+        "--basetemp",
+        "--confcutdir",
+        "--deselect",
+        "--ignore",
+        "--ignore-glob",
+        "--junitxml",
+        "--junit-xml",
+        "--junit-prefix",
+        "--durations",
+        "--durations-min",
+        "--log-level",
+        "--log-file",
+        "--log-file-level",
+        "--log-cli-level",
+        "--log-format",
+        "--log-date-format",
+        "--color",
+        "--capture",
+        "--import-mode",
+        "--override-ini",
+        "--cov",
+        "--cov-report",
+        "--cov-config",
+        "--cov-fail-under",
+        "--timeout",
+        "--dist",
+        "--numprocesses",
+        "--maxprocesses",
+        "--reruns",
+        "--reruns-delay",
+    ]
+)
+PYTEST_CONFIG_OPTIONS = ("-c", "--config-file")  # their argument is a configuration file
+
+
+def _pytest_words(argv: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(test paths, configuration files) of pytest's arguments *argv*, as written (``a/test_x.py
+    ::t`` -> the file). An option's argument (``-k "not slow"``, ``-p no:cacheprovider``) is no
+    test path: read as one, the discovery patterns were dropped and no test was protected."""
+    tests: list[str] = []
+    configs: list[str] = []
+    words = iter(argv)
+    for word in words:
+        option, eq, value = word.partition("=")
+        if option in PYTEST_CONFIG_OPTIONS:
+            configs += [value] if eq else [next(words, "")]
+        elif word in PYTEST_VALUE_OPTIONS:
+            next(words, None)
+        elif not word.startswith("-"):
+            tests.append(word.split("::", 1)[0])
+    return tests, [c for c in configs if c]
+
+
 def _test_words(argv: Iterable[str]) -> list[str]:
-    """The test paths of pytest's arguments *argv*, as written (``a/test_x.py::t`` -> the file)."""
-    return [word.split("::", 1)[0] for word in argv if not word.startswith("-")]
+    """The test paths of pytest's arguments *argv*, as written (see :func:`_pytest_words`)."""
+    return _pytest_words(argv)[0]
 
 
 def _pytest(cwd: str | None, argv: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -325,7 +391,8 @@ def _pytest(cwd: str | None, argv: Iterable[str]) -> tuple[list[str], list[str]]
     and every folder above them) and the tests."""
     globs = ["**/conftest.py"]
     tests = []
-    for word in _test_words(argv):
+    words, configs = _pytest_words(argv)
+    for word in words:
         target = _under(cwd, word)
         if target:
             tests.append(target)
@@ -336,6 +403,7 @@ def _pytest(cwd: str | None, argv: Iterable[str]) -> tuple[list[str], list[str]]
         for folder in _ancestors(start)
         for name in PYTEST_CONFIG
     ]
+    candidates += [c for config in configs if (c := _under(cwd, config))]
     globs += tests or [_under(cwd, p) or p for p in PYTEST_DISCOVERY]
     return globs, candidates
 

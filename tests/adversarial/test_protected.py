@@ -380,3 +380,23 @@ def test_attack_protected_script_after_an_option_replaced(world: World, argv: li
     cheat(world, "scripts/check.sh", code.replace("1", "0"))
     judged = assert_plan(world.gate(), "plan.protected-changed", "FAIL")
     assert "changed: scripts/check.sh" in judged.reasons[0].message
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["-k", "answer"], ["-m", "not slow"], ["-p", "no:cacheprovider"], ["--maxfail", "1"]],
+    ids=" ".join,
+)
+def test_attack_protected_test_discovered_after_an_option_with_a_value(
+    world: World, options: list[str]
+) -> None:
+    """A pytest check without a test path (pytest discovers the tests) whose options take a
+    value: `-k answer`, `-p no:cacheprovider`... The seal read the value as a test path, so it
+    protected that (no file) instead of pytest's discovery patterns: the agent rewrote the
+    failing test to pass, PASS before the fix. Now an option's argument is no test path."""
+    world.repo.write("tests/test_answer.py", FAILING_TEST)
+    world.seal(pytest_plan("-q", *options))
+    assert world.run().verdict == "FAIL"
+    cheat(world, "tests/test_answer.py", "def test_answer():\n    assert True\n")
+    judged = assert_plan(world.gate(), "plan.protected-changed", "FAIL")
+    assert "changed: tests/test_answer.py" in judged.reasons[0].message

@@ -246,3 +246,32 @@ def test_the_script_is_the_first_operand_after_the_interpreters_options(
     and which run inline code (a shell's -c, perl's -e); a shell's -e is errexit."""
     tree = ["scripts/check.sh", "tools/check.py", "tools/json.py", "x.pl", "error", "pipefail"]
     assert protected(plan_of(run(*argv)), [*tree, "greeting.txt", "extglob"]) == expected
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-q", "-k", "not slow"],
+        ["-q", "-m", "not integration"],
+        ["-q", "-p", "no:cacheprovider"],
+        ["-q", "--maxfail", "2", "--tb", "short"],
+        ["-q", "-n", "2"],
+    ],
+)
+def test_an_option_argument_is_no_test_path(argv: list[str]) -> None:
+    """Without a test path pytest discovers the tests, so its discovery patterns are protected:
+    an option's argument read as a test path dropped them."""
+    tree = ["tests/test_a.py", "test_b.py", "not slow", "2"]
+    assert protected(plan_of({"type": "pytest", "argv": argv}), tree) == [
+        "test_b.py",
+        "tests/test_a.py",
+    ]
+
+
+def test_a_pytest_configuration_file_named_by_an_option_is_protected() -> None:
+    tree = ["ci.ini", "tests/test_a.py", "other/test_b.py"]
+    for argv in (["-c", "ci.ini", "tests"], ["--config-file=ci.ini", "tests"]):
+        assert protected(plan_of({"type": "pytest", "argv": argv}), tree) == [
+            "ci.ini",
+            "tests/test_a.py",
+        ]
