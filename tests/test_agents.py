@@ -180,6 +180,22 @@ def test_a_run_without_an_agent_is_judged_by_its_uncommitted_changes(team: GitRe
     assert "(no agent) changed src/a.py" in status["plans"][0]["reasons"][0]["message"]
 
 
+def test_a_committed_change_is_judged_against_the_other_claim_s_base(team: GitRepo) -> None:
+    ok(team, "trust", "policy", "--agents", "parallel-strict")
+    ok(team, "agents", "claim", "unit", "--paths", "src/a.py", "-a", "ann")
+    team.write("src/b.py", "b = 2\n")
+    team.commit("b.py is nobody's")
+    ok(team, "run")
+    assert audit(team.path, "status").code == 0  # control: a.py is as ann claimed it
+    team.write("src/a.py", "a = 3\n")
+    team.commit("a.py is ann's")
+    ok(team, "run")
+    status = audit(team.path, "status", "--json").json()
+    assert "(no agent) changed src/a.py" in status["plans"][0]["reasons"][0]["message"]
+    ok(team, "agents", "release", "-a", "ann")
+    assert audit(team.path, "status").code == 0
+
+
 def test_unknown_agent_in_the_environment_refuses_the_run(team: GitRepo) -> None:
     result = audit(team.path, "run", env={"GITAUDIT_AGENT": "zed"})
     assert result.code == 1 and "no agent named 'zed'" in result.err

@@ -3,12 +3,15 @@
 A run made by an agent records its name and its claim (``run.json`` ``agent``, from
 ``GITAUDIT_AGENT``). The run's *changes* are the paths that differ between the tree its claim was
 made from (the claim's ``base``) and the tree it proved, or, for a run with no claim, between
-its HEAD commit's tree and the tree it proved. When those changes touch paths that another
-agent claims while that claim is live (its heartbeat within its lease, its key still trusted),
-the sealed policy's ``agents`` mode decides: in ``parallel-strict`` and ``serial`` the run does
-not count (a FAIL naming both claims), in ``parallel-warn`` it counts with a warning beside the
-verdict (``status``, ``report``). The gate reads the registry it holds; a registry that does
-not verify fails every plan, as a tampered ledger does.
+its HEAD commit's tree and the tree it proved; and, for each other live claim, the paths that
+differ between that claim's ``base`` and the tree the run proved (so a change committed before
+the run, or made before the run's own claim, is no way around another's claim). When those
+changes touch paths that another agent claims while that claim is live (its heartbeat within
+its lease, its key still trusted), the sealed policy's ``agents`` mode decides: in
+``parallel-strict`` and ``serial`` the run does not count (a FAIL naming both claims), in
+``parallel-warn`` it counts with a warning beside the verdict (``status``, ``report``). The
+gate reads the registry it holds; a registry that does not verify fails every plan, as a
+tampered ledger does.
 """
 
 from __future__ import annotations
@@ -164,7 +167,12 @@ def judge(
     notes: list[str] = []
     strict = state.policy.agents != "parallel-warn"
     for other in others:
-        hit = list(other.paths) if changed is None else touched(other.paths, changed, ignore_case)
+        # what changed since the run's own start, and since the other claim was made: a change
+        # committed before the run (HEAD is then its base) or made before its own claim still
+        # leaves the other's claimed paths unlike what that agent claimed
+        since = changes(repo.git, other.base, record.tree)
+        seen = None if changed is None or since is None else sorted({*changed, *since})
+        hit = list(other.paths) if seen is None else touched(other.paths, seen, ignore_case)
         if not hit:
             continue
         more = f" and {len(hit) - SHOWN} more" if len(hit) > SHOWN else ""

@@ -249,6 +249,54 @@ def test_attack_agents_run_touching_a_claimed_path_under_strict(crew: World) -> 
     assert "claim #3 of agent ann" in judged.reasons[0].message
 
 
+def _run_plain(world: World) -> Any:
+    return _cli(world, "run")
+
+
+def _run_as_bob_released(world: World) -> Any:
+    assert _cli(world, "agents", "release", "-a", "bob").code == 0
+    return _cli(world, "run", env={"GITAUDIT_AGENT": "bob"})
+
+
+def _run_as_bob_claimed_again(world: World) -> Any:
+    assert _cli(world, "agents", "release", "-a", "bob").code == 0
+    claimed = _cli(world, "agents", "claim", "lint", "--paths", "src/b.py", "-a", "bob")
+    assert claimed.code == 0, claimed.err
+    return _cli(world, "run", env={"GITAUDIT_AGENT": "bob"})
+
+
+# variant -> how the run is made after bob committed his edit of ann's src/a.py
+DODGE_BASE: dict[str, Callable[[World], Any]] = {
+    "the user's run, no agent (HEAD is its base)": _run_plain,
+    "bob's run after releasing his claim (HEAD is its base)": _run_as_bob_released,
+    "bob's run under a claim made after the edit (its base holds the edit)": (
+        _run_as_bob_claimed_again
+    ),
+}
+
+
+@pytest.mark.parametrize("how", sorted(DODGE_BASE))
+def test_attack_agents_change_to_a_claimed_path_hidden_in_the_run_s_base(
+    crew: World, how: str
+) -> None:
+    """bob edits ann's claimed src/a.py under parallel-strict and commits it, then the run is
+    made so that its base already holds the edit: a run with no agent or no claim (its changes
+    were those since HEAD), or one under a claim bob made again after the edit (its changes
+    were those since that claim's base). No change was seen, and the gate said PASS while
+    ann's claim was live (before the fix). Now the paths that differ between ann's claim's
+    base and the tree the run proved count too: FAIL (`agents.conflict`), and once ann
+    releases the same evidence counts."""
+    crew.repo.write("src/a.py", "bob was here\n")
+    crew.repo.commit("bob's change")
+    ran = DODGE_BASE[how](crew)
+    assert ran.code == 0, ran.err
+    judged = assert_plan(crew.gate(), "agents.conflict", "FAIL")
+    message = judged.reasons[0].message
+    assert "changed src/a.py" in message and "claim #3 of agent ann" in message, message
+    assert _cli(crew, "agents", "release", "-a", "ann").code == 0
+    assert crew.gate().verdict == "PASS"
+
+
 def _unpacked_and_deleted(world: World) -> None:
     world.repo.git("update-ref", "-d", AGENTS_REF)
 
