@@ -163,3 +163,27 @@ def test_a_commit_signed_as_a_git_commit_is_no_snapshot(keyed: GitRepo) -> None:
     assert result.code == 1
     assert "snapshot 'old'" in result.err and "expected 'gitaudit-snapshot'" in result.err
     assert "git restore --source=" in result.err
+
+
+def test_a_smudge_filter_applies_from_the_global_config_only(
+    keyed: GitRepo, tmp_path: Path
+) -> None:
+    """The user's own filter drivers (global config) check the snapshot's files out; one the
+    repository's config defines (anything in the work tree can write it) is refused."""
+    keyed.write(".gitattributes", "notes.txt filter=mark\n")
+    ok(keyed, "snapshot", "before")
+    (keyed.path / "notes.txt").unlink()
+    marker = tmp_path / "smudged"
+    program = f"sh -c 'touch {marker}; cat'"
+    keyed.git("config", "filter.mark.smudge", program)
+    refused = audit(keyed.path, "rollback", "before")
+    assert refused.code == 1 and "defines filter.mark.smudge" in refused.err
+    assert not marker.exists()
+    keyed.git("config", "--unset", "filter.mark.smudge")
+    user = tmp_path / "gitconfig"
+    user.write_text(f'[filter "mark"]\n\tsmudge = "{program}"\n')
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GIT_CONFIG_GLOBAL", str(user))
+        ok(keyed, "rollback", "before")
+    assert marker.exists()
+    assert (keyed.path / "notes.txt").read_text() == "untracked but kept\n"

@@ -37,6 +37,7 @@ import pygit2
 from gitaudit.errors import RepositoryError
 from gitaudit.frozen import frozen
 from gitaudit.git.call import run_git
+from gitaudit.git.environment import as_it_is
 from gitaudit.places import state_dir
 from gitaudit.plan.globs import WHOLE_TREE, matches
 
@@ -153,20 +154,51 @@ def _umask() -> int:
     return mask
 
 
+SMUDGE = r"^filter\..*\.smudge$"
+
+
+def refuse_local_smudge(workdir: Path) -> None:
+    """RepositoryError when the repository's own config (``.git/config``, ``config.worktree``
+    or a file they include) defines a smudge filter: the program a checkout of the snapshot's
+    files would run as the user, outside any fence, and anything in the work tree can write
+    that config. (Clean and process drivers there are refused by the fingerprint already;
+    drivers from the user's global config, git-lfs say, apply.)"""
+    proc = run_git(["config", "--show-scope", "--get-regexp", SMUDGE], cwd=workdir, check=False)
+    if proc.code not in (0, 1):  # 1: no such setting
+        raise RepositoryError(
+            f"cannot read the configuration of {workdir}: {proc.err}",
+            hint="repair the repository config (`git config --list` names the problem)",
+        )
+    local = sorted(
+        line.partition("\t")[2].partition(" ")[0]
+        for line in proc.out.splitlines()
+        if line.partition("\t")[0] in ("local", "worktree")
+    )
+    if local:
+        raise RepositoryError(
+            f"the repository config of {workdir} defines {', '.join(local)}: a rollback would "
+            "run that program as you to write the snapshot's files; nothing was changed",
+            hint="remove it (`git config --unset ...`) or move it to your global config",
+        )
+
+
 def _stage(workdir: Path, gitdir: Path, target: str, paths: Iterable[str]) -> Path:
     """Check the files *paths* of *target* out into a fresh staging folder (the user's filters
-    and line endings apply); returns the folder."""
+    and line endings apply, never a program the repository's config names: no smudge filter
+    of its own, no file-system monitor); returns the folder."""
+    refuse_local_smudge(workdir)
+    settings = as_it_is(workdir)
     base = Path(state_dir(gitdir)) / "rollback"
     base.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(6)
     stage, index = base / f"stage-{token}", base / f"index-{token}"
     env = {"GIT_INDEX_FILE": str(index)}
     try:
-        run_git(["read-tree", target], cwd=workdir, env=env)
+        run_git([*settings, "read-tree", target], cwd=workdir, env=env)
         listing = b"".join(os.fsencode(p) + b"\0" for p in paths)
         if listing:
             run_git(
-                ["checkout-index", "-f", "-z", "--stdin", f"--prefix={stage}/"],
+                [*settings, "checkout-index", "-f", "-z", "--stdin", f"--prefix={stage}/"],
                 cwd=workdir,
                 env=env,
                 input=listing,

@@ -313,6 +313,7 @@ def rollback(
             f"snapshot {name!r} holds {bad[0]!r}, a path a rollback never writes",
             hint="nothing was changed; this snapshot was not taken by `git audit snapshot`",
         )
+    restore.refuse_local_smudge(workdir)
     if not force:
         keys = [*trusted, signer.public_key]
         _refuse_losses(repo, name, todo, keys, f"'{UNDO}' snapshot still keeps them")
@@ -404,6 +405,7 @@ def resume(
             hint=f"delete {_journal(repo)} and roll back to a snapshot you trust",
         ) from None
     target = Snapshot(name, str(oid), str(commit.tree_id), commit.commit_time, _head_of(commit))
+    restore.refuse_local_smudge(repo.require_workdir())
     if not force:
         current = workspace_fingerprint(repo.require_workdir()).tree
         todo = restore.changes(repo.git, current, target.tree, scope, _ignore_case(repo))

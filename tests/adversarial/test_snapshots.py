@@ -453,3 +453,66 @@ def test_attack_snapshots_old_one_read_as_a_run(broken: World, tmp_path: Path) -
     assert pushed.returncode != 0 and "pre-receive hook declined" in pushed.stderr
     assert "is a work-tree snapshot ('Audit-Snapshot: latest'" in pushed.stderr, pushed.stderr
     assert git(server, "rev-parse", RUNS).strip() == tip
+
+
+# ------------------------------------------------ programs the repository's config names
+
+
+def _smudge(world: World, program: str) -> None:
+    world.repo.git("config", "filter.keep.smudge", program)
+
+
+def _smudge_included(world: World, program: str) -> None:
+    extra = world.path / ".git" / "more.config"
+    extra.write_text(f'[FILTER "keep"]\n\tsmudge = "{program}"\n')
+    world.repo.git("config", "include.path", "more.config")
+
+
+def _fsmonitor(world: World, program: str) -> None:
+    script = world.path / ".git" / "fsmonitor.sh"
+    script.write_text(f"#!/bin/sh\n{program}\n")
+    script.chmod(0o755)
+    world.repo.git("config", "core.fsmonitor", str(script))
+
+
+# variant -> (how the agent names its program in the repository's config, refused?)
+PROGRAMS = {
+    "a smudge filter in .git/config": (_smudge, True),
+    "a smudge filter in a file .git/config includes, in upper case": (_smudge_included, True),
+    "a file-system monitor in .git/config": (_fsmonitor, False),
+}
+
+
+@pytest.mark.parametrize("how", sorted(PROGRAMS))
+def test_attack_snapshots_rollback_runs_a_program_the_repository_config_names(
+    world: World, tmp_path: Path, how: str
+) -> None:
+    """The tree's .gitattributes gives notes.txt the filter `keep` and the user snapshots it;
+    the agent deletes notes.txt and names a program of its own in the repository's config: a
+    smudge driver for `keep` (the fingerprint refuses clean and process drivers there, not a
+    smudge one, which changes nothing git hashes), or `core.fsmonitor`. The user's `rollback`
+    staged notes.txt with `git checkout-index`, which ran the program as the user, outside any
+    fence, where it reads the signing keys: it copied ci's private key out (all three before
+    the fix). A smudge driver of the repository's own is now refused before anything changes
+    (no journal, no pre-rollback snapshot), and the staging git runs with no file-system
+    monitor, as every git gitaudit asks about a work tree does."""
+    world.repo.write(".gitattributes", "notes.txt filter=keep\n")
+    world.repo.write("notes.txt", "keep me\n")
+    world.repo.commit("notes")
+    _snapshot(world, "good")
+    (world.path / "notes.txt").unlink()
+    stolen = tmp_path / "stolen"
+    program = f"sh -c 'cp {world.keys['ci']} {stolen}; cat'"
+    name, refused = PROGRAMS[how]
+    name(world, program if "fsmonitor" not in how else f"cp {world.keys['ci']} {stolen}")
+    result = _rollback(world, "good")
+    assert not stolen.exists(), result.err
+    if refused:
+        assert result.code == 1 and "defines filter.keep.smudge" in result.err, result.err
+        assert len(result.err.strip().splitlines()) == 2, result.err
+        assert not (world.path / "notes.txt").exists()
+        assert not (world.path / ".git" / "gitaudit" / "rollback.json").exists()
+        assert world.ref(f"{SNAPSHOTS_PREFIX}pre-rollback") is None
+    else:
+        assert result.code == 0, result.err
+        assert (world.path / "notes.txt").read_text() == "keep me\n"
