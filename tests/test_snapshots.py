@@ -187,3 +187,23 @@ def test_a_smudge_filter_applies_from_the_global_config_only(
         ok(keyed, "rollback", "before")
     assert marker.exists()
     assert (keyed.path / "notes.txt").read_text() == "untracked but kept\n"
+
+
+def test_a_staged_file_is_read_without_following_links(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "key").write_text("secret\n")
+    stage = tmp_path / "stage"
+    (stage / "plain").mkdir(parents=True)
+    (stage / "plain" / "key").write_text("staged\n")
+    os.symlink(outside, stage / "folder")
+    os.symlink(outside / "key", stage / "plain" / "link")
+    fd = os.open(stage, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with restore._staged(fd, "plain/key") as staged:
+            assert staged is not None and os.read(staged, 100) == b"staged\n"
+        for path in ("folder/key", "plain/link", "plain", "missing/key"):
+            with restore._staged(fd, path) as staged:
+                assert staged is None, path
+    finally:
+        os.close(fd)

@@ -212,12 +212,31 @@ def _stage(workdir: Path, gitdir: Path, target: str, paths: Iterable[str]) -> Pa
     return stage
 
 
-def _write_file(folder: int, name: str, data_from: Path, executable: bool, mask: int) -> None:
+@contextlib.contextmanager
+def _staged(stage: int, path: str) -> Iterator[int | None]:
+    """A descriptor of the staged file *path* under the staging folder *stage*, walked without
+    following links (the staging folder is under the git dir, which anything in the work tree
+    can write while the rollback runs: a folder swapped for a link must not copy a file from
+    outside the work tree into it); None when it is missing, a link or not a plain file."""
+    parts = path.split("/")
+    try:
+        with _folder(stage, parts[:-1], create=False) as folder:
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=folder)
+    except (OSError, _Blocked):
+        yield None
+        return
+    try:
+        yield fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    finally:
+        os.close(fd)
+
+
+def _write_file(folder: int, name: str, data_from: int, executable: bool, mask: int) -> None:
     tmp = f".{name}.gitaudit-{secrets.token_hex(4)}"
     mode = (0o777 if executable else 0o666) & ~mask
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=folder)
     try:
-        with os.fdopen(fd, "wb") as out, open(data_from, "rb") as src:
+        with os.fdopen(fd, "wb") as out, os.fdopen(data_from, "rb", closefd=False) as src:
             shutil.copyfileobj(src, out)
             out.flush()
             os.fsync(out.fileno())
@@ -269,6 +288,14 @@ def apply(
     stage = _stage(workdir, gitdir, target, [c.path for c in writes if c.mode != LINK])
     root = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY)
     try:
+        staged = os.open(stage, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        os.close(root)
+        shutil.rmtree(stage, ignore_errors=True)
+        raise RepositoryError(
+            f"the staging folder {stage} was replaced; nothing was written"
+        ) from None
+    try:
         for change in sorted(removals, key=lambda c: (-c.path.count("/"), c.path)):
             why = _delete(root, change.path)
             if why:
@@ -278,7 +305,7 @@ def apply(
             if progress:
                 progress(change)
         for change in writes:
-            why = _put(git, root, stage, change, mask)
+            why = _put(git, root, staged, change, mask)
             if why:
                 kept.append(f"{change.path} ({why})")
             else:
@@ -286,6 +313,7 @@ def apply(
                 if progress:
                     progress(change)
     finally:
+        os.close(staged)
         os.close(root)
         shutil.rmtree(stage, ignore_errors=True)
     return Applied(tuple(written), tuple(deleted), tuple(kept))
@@ -316,7 +344,7 @@ def _delete(root: int, path: str) -> str | None:
     return None
 
 
-def _put(git: pygit2.Repository, root: int, stage: Path, change: Change, mask: int) -> str | None:
+def _put(git: pygit2.Repository, root: int, stage: int, change: Change, mask: int) -> str | None:
     """Write one file or link of the target; why not, or None."""
     assert change.mode is not None and change.oid is not None
     try:
@@ -332,10 +360,10 @@ def _put(git: pygit2.Repository, root: int, stage: Path, change: Change, mask: i
                 assert isinstance(blob, pygit2.Blob)
                 _write_link(folder, parts[-1], blob.data)
             else:
-                staged = stage / change.path
-                if staged.is_symlink() or not staged.is_file():
-                    return "git could not check it out"
-                _write_file(folder, parts[-1], staged, change.mode == EXEC, mask)
+                with _staged(stage, change.path) as staged:
+                    if staged is None:
+                        return "git could not check it out"
+                    _write_file(folder, parts[-1], staged, change.mode == EXEC, mask)
     except _Blocked as exc:
         return str(exc)
     return None

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pygit2
@@ -516,3 +519,72 @@ def test_attack_snapshots_rollback_runs_a_program_the_repository_config_names(
     else:
         assert result.code == 0, result.err
         assert (world.path / "notes.txt").read_text() == "keep me\n"
+
+
+def _folder_swapped(stage: Path, secret: Path) -> None:
+    os.rename(stage / "zz", stage / "zz-old")
+    os.symlink(secret, stage / "zz")
+
+
+def _file_swapped(stage: Path, secret: Path) -> None:
+    os.unlink(stage / "zz" / "runner")
+    os.symlink(secret / "runner", stage / "zz" / "runner")
+
+
+# variant -> how the agent's process swaps the staged zz/runner for the key outside
+STAGE_SWAPS = {
+    "a folder of the staging area swapped for a link": _folder_swapped,
+    "the staged file swapped for a link": _file_swapped,
+}
+
+
+@pytest.mark.parametrize("how", sorted(STAGE_SWAPS))
+def test_attack_snapshots_rollback_copies_a_file_from_outside_through_the_staging_area(
+    world: World, tmp_path: Path, how: str
+) -> None:
+    """The user's snapshot `good` holds zz/runner (the name of the key file in the user's key
+    folder) and many files that sort before it; the agent deletes them all and, while the user
+    rolls back, a process of its own watches `.git/gitaudit/rollback/` and, once git has
+    checked the files out there, swaps the staged `zz` folder for a link to the key folder. The
+    rollback read each staged file by a path that followed the link and copied the private key
+    into the work tree, where the agent reads it (only a warning: `still different from the
+    snapshot`), before the fix. A staged file is now opened by walking the staging folder with
+    O_NOFOLLOW from a descriptor taken before the writes: zz/runner is left alone and nothing
+    from outside is written. (The staged file itself swapped for a link was refused before
+    too, by a check made before the file was opened.)"""
+    secret = tmp_path / "home" / "keys"
+    secret.mkdir(parents=True)
+    (secret / "runner").write_text("PRIVATE KEY\n")
+    for i in range(600):
+        world.repo.write(f"a/{i:04}", "x\n")
+    world.repo.write("zz/runner", "decoy\n")
+    world.repo.commit("many files")
+    _snapshot(world, "good")
+    shutil.rmtree(world.path / "a")
+    (world.path / "zz" / "runner").unlink()
+    base = world.path / ".git" / "gitaudit" / "rollback"
+    swap, done, swapped = STAGE_SWAPS[how], threading.Event(), threading.Event()
+
+    def agent() -> None:
+        while not done.is_set():
+            for stage in base.glob("stage-*"):
+                if (stage / "zz" / "runner").is_file() and not (stage / "zz").is_symlink():
+                    swap(stage, secret)
+                    swapped.set()
+                    return
+            time.sleep(0.0005)
+
+    watcher = threading.Thread(target=agent)
+    watcher.start()
+    try:
+        result = _rollback(world, "good")
+    finally:
+        done.set()
+        watcher.join()
+    assert swapped.is_set(), "the agent's process never saw the staging area"
+    assert result.code == 0, result.err
+    assert "left alone: zz/runner" in result.err, result.err
+    landed = world.path / "zz" / "runner"
+    assert not landed.exists() or "PRIVATE" not in landed.read_text()
+    assert (world.path / "a" / "0000").read_text() == "x\n"
+    assert (secret / "runner").read_text() == "PRIVATE KEY\n"
