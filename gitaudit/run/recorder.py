@@ -223,6 +223,66 @@ def run_plan(
     """
     workdir = repo.require_workdir()
     prep = _prepare(repo, name, signer, checked, targets, reconcile or {}, tuple(labels))
+    with _one_at_a_time(repo, prep.plan):
+        return _run_prepared(
+            repo, prep, signer, jobs, force, fresh, reconcile, on_event, agent, workdir
+        )
+
+
+@contextmanager
+def _one_at_a_time(repo: Repo, plan: Plan) -> Iterator[None]:
+    """While a run (or reconcile) of a plan with steps that are not idempotent is under way, no
+    other may start in this repository: each reads the unknown outcomes it must settle first
+    from the ledger, and a run that has not recorded yet has left none there, so a second run
+    would execute the step again while the first still executes it (a deploy twice at once).
+    An exclusive ``flock`` from before the ledger is read until the run is recorded; the
+    kernel releases it when the process dies, so no crash leaves it held."""
+    steps = [str(s.id) for s in plan.steps if not s.idempotent]
+    if not steps:
+        yield
+        return
+    import fcntl
+
+    from gitaudit.places import shared_state_dir
+
+    folder = shared_state_dir(repo.gitdir)
+    path = os.path.join(folder, f"not-idempotent-{plan.name}.flock")
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        raise RunError(
+            f"cannot open {path} to keep runs of plan {plan.name!r} apart: {exc.strerror}",
+            hint=f"remove {path} (gitaudit makes it again) and retry",
+        ) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunError(
+                f"another `git audit run` or `reconcile` of plan {plan.name!r} is under way in "
+                f"this repository, and {', '.join(steps)} may not run twice at once "
+                f"(not idempotent; {path} is locked)",
+                hint="wait for it to finish, then retry (reconcile first if it ends unknown)",
+            ) from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _run_prepared(
+    repo: Repo,
+    prep: _Prepared,
+    signer: Signer,
+    jobs: int | None,
+    force: bool,
+    fresh: bool,
+    reconcile: Mapping[StepId, tuple[str, str]] | None,
+    on_event: Event | None,
+    agent: Mapping[str, Any] | None,
+    workdir: Path,
+) -> RecordedRun:
     plan = prep.plan
     live_steps = {s.id for s in plan.steps if plan.workspace_of(s) == "live"}
     whole_live = len(live_steps) == len(plan.steps)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -1013,3 +1015,86 @@ def test_attack_reconcile_control_an_idempotent_step_is_carried_by_reverted_inpu
     world.repo.commit("v1 again")
     entry = world.run().doc["steps"]["migrate"]
     assert entry["status"] == "carried" and entry.get("carried_from") == first.commit, entry
+
+
+IN_FLIGHT = b"sleep\x0031\x00"  # deploy's check while it runs: no other process has this argv
+
+
+def _deploys_in_flight() -> int:
+    count = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                count += (entry / "cmdline").read_bytes() == IN_FLIGHT
+            except OSError:
+                continue
+    return count
+
+
+@pytest.mark.parametrize(
+    ("second", "other_tree"),
+    [(["run"], False), (["run", "deploy"], False), (["run"], True)],
+    ids=["same-tree", "targeted", "another-tree"],
+)
+def test_attack_reconcile_second_run_while_deploy_is_in_flight(
+    world: World, second: list[str], other_tree: bool
+) -> None:
+    """deploy is not idempotent: a run that leaves its outcome unknown must be reconciled before
+    deploy may execute again. But a run records that outcome only when it ends: while ci's run
+    is still executing deploy, a second `git audit run` (the same tree, `run deploy`, or after
+    the agent changed the work tree) read a ledger with no unknown outcome and executed deploy
+    a second time, at once; the first then timed out (unknown, never reconciled before the
+    second execution) and the second's record stood beside it (before the fix, all three).
+    Runs and reconciles of a plan with steps that are not idempotent now hold an exclusive
+    lock from before they read the ledger until they record: the second is refused in one
+    line naming the plan, the steps and the lock file, executes nothing and records nothing."""
+    world.seal(plan(step("deploy", check("sleep", "31", timeout=3), idempotent=False)))
+    world.repo.git("config", "audit.signingKey", str(world.keys["ci"]))
+    first = subprocess.Popen(
+        [sys.executable, "-m", "gitaudit", "run"],
+        cwd=world.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while _deploys_in_flight() == 0:
+        assert first.poll() is None, first.communicate()
+        assert time.monotonic() < deadline, "deploy never started"
+        time.sleep(0.02)
+    if other_tree:
+        world.repo.write("app.py", "changed = True\n")
+    again = audit(world.path, *second, process=True)
+    assert first.wait(timeout=60) == 3, first.communicate()  # UNKNOWN: deploy timed out
+    assert again.code == 1, again.out + again.err
+    assert "under way" in again.err and "deploy" in again.err and ".flock" in again.err
+    runs = git(world.path, "log", "--format=%s", RUNS).splitlines()
+    assert len(runs) == 1 and "UNKNOWN" in runs[0], runs  # the first run's record only
+    # the outcome stays open: a run now refuses to execute deploy, and nothing passes
+    after = audit(world.path, "run", process=True)
+    assert after.code == 3 and "reconcile before retrying" in after.err, after.out + after.err
+    assert _deploys_in_flight() == 0
+    assert world.gate().verdict != "PASS"
+
+
+def test_attack_reconcile_control_idempotent_runs_still_run_at_once(world: World) -> None:
+    """Control: a plan whose steps are all idempotent takes no such lock; two runs at once
+    both execute and both are recorded."""
+    world.seal(plan(step("lint", check("sleep", "31", timeout=2))))
+    world.repo.git("config", "audit.signingKey", str(world.keys["ci"]))
+    first = subprocess.Popen(
+        [sys.executable, "-m", "gitaudit", "run"],
+        cwd=world.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while _deploys_in_flight() == 0:
+        assert first.poll() is None, first.communicate()
+        assert time.monotonic() < deadline, "lint never started"
+        time.sleep(0.02)
+    again = audit(world.path, "run", process=True)
+    assert first.wait(timeout=60) == 3
+    assert again.code == 3, again.out + again.err
+    assert len(git(world.path, "log", "--format=%s", RUNS).splitlines()) == 2
