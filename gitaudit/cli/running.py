@@ -245,6 +245,12 @@ def _run_one(
             )
         if recorded.changed_paths:
             say("  changed during the run: " + ", ".join(recorded.changed_paths[:10]))
+    if recorded.unkept:
+        warn(
+            f"{name}: the run is recorded ({recorded.commit[:12]}), but its seen mark and the "
+            f"lookup cache in .git/gitaudit were not updated ({recorded.unkept}): free disk "
+            "space; the next command rebuilds them from the ledger"
+        )
     return recorded, forced
 
 
@@ -327,7 +333,17 @@ def _refresh_memo(repo: Repo, trees: set[str]) -> None:
     rename, so it is left as it was or refreshed)."""
     if len(trees) != 1:
         return
+    import sqlite3
+
     from gitaudit.gate.judge import judge
 
+    tree = trees.pop()
     with contextlib.suppress(GitAuditError, KeyboardInterrupt):
-        judge(repo, tree=trees.pop())
+        try:
+            judge(repo, tree=tree)
+        except (OSError, sqlite3.Error) as exc:  # the runs are recorded: only the memo is not
+            warn(
+                f"the runs are recorded, but the verdict of tree {tree[:12]} was not kept in "
+                f".git/gitaudit ({exc}): free disk space; the next `git audit status` judges "
+                "it again"
+            )

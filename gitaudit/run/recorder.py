@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -80,6 +81,7 @@ class RecordedRun:
     outcome: RunOutcome
     changed_paths: tuple[str, ...]
     doc: Mapping[str, Any]
+    unkept: str = ""  # the run is recorded, but its seen mark or the lookup cache is not (why)
 
 
 def _iso(ts: float) -> str:
@@ -1069,9 +1071,16 @@ def _record(
         + f"Audit-Contract: {digest}\nAudit-Verdict: {verdict}\n"
     )
     commit = append_run(repo.git, name, files, message, signer)
-    # remember our own signed tip, so a rewind right after this run is caught by the next status
-    watermark.record(repo.gitdir, {runs_ref(name): str(commit)}, "seen", repo.git)
-    index.sync(repo.git, repo.gitdir, name)
+    # the run is on the ledger from here on: what follows is bookkeeping, and a full disk or a
+    # broken cache there must not be reported as a run that recorded nothing (with exit 1)
+    unkept = ""
+    try:
+        # remember our own signed tip, so a rewind right after this run is caught by the next
+        # status
+        watermark.record(repo.gitdir, {runs_ref(name): str(commit)}, "seen", repo.git)
+        index.sync(repo.git, repo.gitdir, name)
+    except (OSError, sqlite3.Error) as exc:
+        unkept = str(exc) or type(exc).__name__
     return RecordedRun(
         name,
         str(commit),
@@ -1082,4 +1091,5 @@ def _record(
         outcome,
         purity.changed,
         doc,
+        unkept,
     )

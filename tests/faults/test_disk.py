@@ -12,6 +12,7 @@ Nothing may be half-recorded: the ref does not move, fsck stays clean, and the n
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import stat
@@ -228,3 +229,70 @@ def test_enospc_through_the_command_line_is_one_line(
     assert result.returncode == 1
     lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1, result.stderr
+
+
+AFTER_RECORD = """
+import contextlib, errno, os, sqlite3, sys
+from gitaudit.cli.entry import main
+import gitaudit.run.recorder as record
+from gitaudit.ledger import index, watermark
+
+what = sys.argv[1]
+real_append, real_db, real_replace = record.append_run, index._db, watermark._replace
+appended = [False]
+
+def append_run(*args, **kwargs):
+    commit = real_append(*args, **kwargs)
+    appended[0] = True
+    return commit
+
+@contextlib.contextmanager
+def db(*args, **kwargs):
+    if appended[0]:
+        raise sqlite3.OperationalError("disk I/O error")
+    with real_db(*args, **kwargs) as conn:
+        yield conn
+
+def replace(*args, **kwargs):
+    if appended[0]:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return real_replace(*args, **kwargs)
+
+record.append_run = append_run
+if what == "sqlite":
+    index._db = db
+else:
+    watermark._replace = replace
+main(sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize("what", ["sqlite", "enospc"])
+def test_a_full_disk_after_the_run_is_recorded_is_not_reported_as_nothing_recorded(
+    tiny: GitRepo, what: str
+) -> None:
+    """The run's commit is on the ledger; then the disk fills up while the seen mark, the lookup
+    cache (``sqlite3``: "disk I/O error") or the verdict memo is written. Before the fix `git
+    audit run` printed only `error: disk I/O error` / `hint: nothing was recorded if the command
+    did not say so`, exited 1 and printed no verdict (and no JSON), for a signed PASS on the
+    ledger. Now the verdict is printed and is the exit code, with a warning that the run is
+    recorded and the caches were not updated."""
+    path = tiny.path
+    assert audit(path, "run").code == 0
+    result = subprocess.run(
+        [sys.executable, "-c", AFTER_RECORD, what, "run", "--json"],
+        cwd=path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "nothing was recorded" not in result.stderr and "error:" not in result.stderr
+    (run,) = json.loads(result.stdout)["runs"]
+    assert run["verdict"] == "PASS" and run["commit"] == rev_parse(path, RUNS_REF)
+    assert f"the run is recorded ({run['commit'][:12]})" in result.stderr, result.stderr
+    assert len(rev_list(path, RUNS_REF)) == 2
+    assert audit(path, "status").code == 0  # the caches are rebuilt from the ledger
+    assert audit(path, "verify").code == 0
+    assert_ledger_sound(path)
