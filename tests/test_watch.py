@@ -106,3 +106,46 @@ def test_ctrl_c_stops_cleanly(watched: GitRepo, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(watch_cmds, "_round", interrupted)
     result = audit(watched.path, "watch")
     assert result.code == 0 and result.out.rstrip().endswith("stopped")
+
+
+def test_a_trial_leaves_an_open_outcome_alone_and_runs_the_rest(repo: GitRepo) -> None:
+    """deploy (not idempotent) timed out in a recorded run: trials do not execute it again until
+    it is reconciled (run's rule, :func:`gitaudit.run.trial._open_outcomes`); unit still runs.
+    Control: before the timed-out run (no open outcome) a trial executes deploy."""
+    slow = {"type": "run", "argv": ["sh", "-c", "test -e slow && sleep 30; true"], "timeout": 1}
+    repo.write_plan(
+        {
+            "task": "watched",
+            "requirements": [{"id": "R", "description": "r"}],
+            "steps": [
+                {
+                    "id": "deploy",
+                    "covers": ["R"],
+                    "depends_on": [],
+                    "idempotent": False,
+                    "verify": [slow],
+                },
+                {
+                    "id": "unit",
+                    "covers": ["R"],
+                    "depends_on": [],
+                    "verify": [{"type": "run", "argv": ["true"]}],
+                },
+            ],
+        }
+    )
+    repo.commit("plan")
+    for args in (["keys", "generate"], ["trust", "init"], ["plan", "seal"]):
+        assert audit(repo.path, *args).code == 0
+    handle = open_repo(repo.path)
+    (checked,) = check_worktree(repo.path, "default")
+    plan = checked.require_valid()
+    assert trial(handle, plan, Memory()).states() == {"deploy": "verified", "unit": "verified"}
+    (repo.path / "slow").write_text("1\n")
+    repo.commit("slow")  # the private checkout holds what the tree holds
+    assert audit(repo.path, "run").code == 3  # deploy timed out: its outcome is unknown
+    (repo.path / "slow").unlink()
+    repo.commit("fast")
+    done = trial(handle, plan, Memory())
+    states = done.states()
+    assert states == {"deploy": "pending", "unit": "verified"}, states

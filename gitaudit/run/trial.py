@@ -70,6 +70,7 @@ def trial(
         if memory.passed.get(sid) == digest
     }
     _carried, incremental, _wanted = _producers_run(plan, {}, unchanged, [], _in_tree(repo, tree))
+    unresolved = _open_outcomes(repo, plan.name)
     with checkout.acquire(repo.gitdir, workdir) as slot:
         placed = checkout.materialise(
             slot,
@@ -96,6 +97,7 @@ def trial(
                     live_workspace=workdir,
                     jobs=jobs or os.cpu_count() or 1,
                     incremental=incremental,
+                    unresolved=unresolved,
                     on_event=on_event,
                     fence=wall,
                 )
@@ -108,3 +110,21 @@ def trial(
             memory.passed.pop(sid, None)
     ran = tuple(s for s in outcome.order if s not in incremental)
     return Trial(tree, outcome, ran, tuple(s for s in outcome.order if s in incremental))
+
+
+def _open_outcomes(repo: Repo, name: str) -> dict[StepId, str]:
+    """The steps whose outcome the ledger holds open (unknown, not idempotent: to reconcile
+    first), by `git audit run`'s own rule: a trial does not execute them again either (it
+    deployed a second time). A plan without a ledger to read has none."""
+    from gitaudit.errors import GitAuditError
+    from gitaudit.ledger import index
+    from gitaudit.ledger.plansref import read_state, reconcile_first
+    from gitaudit.run.recorder import open_outcomes
+
+    try:
+        settle_first = reconcile_first(repo.git, read_state(repo), name)
+        if not settle_first:
+            return {}
+        return open_outcomes(repo, index.tallies(repo.git, repo.gitdir, name), settle_first)
+    except GitAuditError:
+        return {}

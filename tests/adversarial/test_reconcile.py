@@ -1098,3 +1098,29 @@ def test_attack_reconcile_control_idempotent_runs_still_run_at_once(world: World
     assert first.wait(timeout=60) == 3
     assert again.code == 3, again.out + again.err
     assert len(git(world.path, "log", "--format=%s", RUNS).splitlines()) == 2
+
+
+@pytest.mark.parametrize("edited", [False, True], ids=["as-sealed", "made-idempotent-on-disk"])
+def test_attack_reconcile_watch_trial_executes_deploy_again(world: World, edited: bool) -> None:
+    """deploy (not idempotent, run in the live work tree, where it appends to deploys.log) timed
+    out: its outcome is unknown and `git audit run` refuses to execute it before a reconcile.
+    A trial round of `git audit watch` (no `--record`) executed it again all the same, also
+    with the work tree's plan file left as sealed (both variants before the fix; the second
+    with deploy made idempotent in the work tree's plan, which the seal does not). A trial
+    now takes the open outcomes from the ledger by the run's own rule (the sealed contract's
+    lineage): deploy is not executed, and the log holds the one deployment."""
+    deploy = check("sh", "-c", "echo x >> deploys.log; test -e slow && sleep 30; true", timeout=1)
+    world.repo.write(".gitignore", "deploys.log\nslow\n")
+    world.seal(plan(step("deploy", deploy, idempotent=False, workspace="live")))
+    world.repo.git("config", "audit.signingKey", str(world.keys["ci"]))
+    (world.path / "slow").write_text("1\n")
+    first = audit(world.path, "run", process=True)
+    assert first.code == 3 and "outcome is unknown" in first.err, first.out + first.err
+    (world.path / "slow").unlink()
+    log = world.path / "deploys.log"
+    assert log.read_text() == "x\n"
+    if edited:
+        world.write_plan(plan(step("deploy", deploy, idempotent=True, workspace="live")))
+    audit(world.path, "watch", "--once", process=True)
+    assert log.read_text() == "x\n", "the trial deployed again"
+    assert world.gate().verdict != "PASS"
