@@ -579,7 +579,7 @@ def materialise(
         return afresh()  # rebuild from scratch
     # what git wrote holds the verified objects (None: every file)
     _require_as_verified(
-        slot, slot.git, tree, None if moved == RESET else listing.changed, config, objects
+        slot, slot.git, tree, None if moved == RESET else listing.written, config, objects
     )
     _write_gitfile(slot.tree, slot.git)
     _set_head(slot, slot.git, slot.tree, tree, head)
@@ -644,7 +644,7 @@ def _require_as_verified(
     objects: Path,
     work_tree: Path | None = None,
 ) -> None:
-    """The files git just wrote into a checkout (*paths*, and what is below them; None: all)
+    """The files git just wrote into a checkout (*paths*; None: all)
     hold the objects its index names, compared by content; else RunError naming the first,
     and the checkout is wiped.
 
@@ -1081,6 +1081,7 @@ class _Listing:
     oids: tuple[str, ...]
     attributes: Mapping[str, str]
     changed: tuple[str, ...] = ()  # from *previous*: the paths that differ (trees included)
+    written: tuple[str, ...] = ()  # of those, the files and links git writes
     whole: str | None = None  # from nothing: the tree whose every object :func:`_objects` lists
 
 
@@ -1096,15 +1097,23 @@ def _listing(
     args = ["diff-tree", "-r", "-t", "-z", "--no-renames", previous, tree]
     parts = _git(slot, git_dir, work_tree, args).stdout.split(b"\0")
     changed = parts[1::2]
+    written: list[bytes] = []
     for meta, raw in zip(parts[::2], changed, strict=False):
         fields = meta.split()
         if len(fields) < 5 or fields[1] == b"160000":
             continue
         if fields[4] != b"D":
             oids.append(fields[3].decode())
+            if fields[1] != b"040000":
+                written.append(raw)
         if raw == b".gitattributes" or raw.endswith(b"/.gitattributes"):
             attributes[os.fsdecode(raw)] = fields[3].decode()  # changed (a deletion counts)
-    return _Listing(tuple(oids), attributes, tuple(map(os.fsdecode, changed)))
+    return _Listing(
+        tuple(oids),
+        attributes,
+        tuple(map(os.fsdecode, changed)),
+        tuple(map(os.fsdecode, written)),
+    )
 
 
 def _objects(slot: Slot, git_dir: Path, work_tree: Path, listing: _Listing) -> list[str]:
