@@ -660,32 +660,8 @@ def test_attack_reconcile_readback_under_the_agents_path(
     PASS for a deploy run twice without a reconcile it accepts (both before the fix). A
     reconciliation made here whose programs this PATH does not offer leaves the outcome open:
     deploy is not executed, and reconciling it again with the user's PATH settles it."""
-    hang, log = tmp_path / "hang", tmp_path / "deploys"
-    deploy = f"echo deployed > deployed.txt; echo deployed >> {log}; test -e {hang} && sleep 30"
-    world.repo.write(".gitignore", "deployed.txt\n")
-    world.seal(
-        plan(
-            step(
-                "deploy",
-                check("sh", "-c", f"{deploy}; exit 0", timeout=0.5),
-                idempotent=False,
-                readback=[check("grep", "-qx", "deployed", "deployed.txt")],
-                workspace="live",
-            ),
-            step("lint"),
-        )
-    )
-    hang.touch()
-    assert world.run().doc["steps"]["deploy"]["status"] == "unknown"
-    hang.unlink()
-    folder = tmp_path / "agent-bin"
-    folder.mkdir()
-    (folder / "grep").write_text(f"#!/bin/sh\nexit {0 if says == 'pass' else 1}\n")
-    (folder / "grep").chmod(0o755)
-    honest = os.environ["PATH"]
-    monkeypatch.setenv("PATH", f"{folder}:{honest}")
-    world.cli("reconcile", "deploy", "--readback", "--key", str(world.keys["ci"]))
-    monkeypatch.setenv("PATH", honest)
+    log = tmp_path / "deploys"
+    _read_back_under_the_agents_path(world, tmp_path, monkeypatch, says, log)
     assert world.gate().verdict != "PASS"  # the agent's readback is not the user's evidence
     again = world.run()  # the user's own run, with the user's PATH
     assert again.doc["steps"]["deploy"]["status"] == "unknown"
@@ -707,32 +683,7 @@ def test_attack_reconcile_mission_takes_a_readback_under_the_agents_path_as_sett
     `ready` after a pass the gate refuses) and `route` planned through it, advice `run`
     contradicts (both before the fix). Mission control now takes the outcome as the run does:
     `reconcile deploy`."""
-    hang = tmp_path / "hang"
-    deploy = f"echo deployed > deployed.txt; test -e {hang} && sleep 30"
-    world.repo.write(".gitignore", "deployed.txt\n")
-    world.seal(
-        plan(
-            step(
-                "deploy",
-                check("sh", "-c", f"{deploy}; exit 0", timeout=0.5),
-                idempotent=False,
-                readback=[check("grep", "-qx", "deployed", "deployed.txt")],
-                workspace="live",
-            ),
-            step("lint"),
-        )
-    )
-    hang.touch()
-    assert world.run().doc["steps"]["deploy"]["status"] == "unknown"
-    hang.unlink()
-    folder = tmp_path / "agent-bin"
-    folder.mkdir()
-    (folder / "grep").write_text(f"#!/bin/sh\nexit {0 if says == 'pass' else 1}\n")
-    (folder / "grep").chmod(0o755)
-    honest = os.environ["PATH"]
-    monkeypatch.setenv("PATH", f"{folder}:{honest}")
-    world.cli("reconcile", "deploy", "--readback", "--key", str(world.keys["ci"]))
-    monkeypatch.setenv("PATH", honest)
+    _read_back_under_the_agents_path(world, tmp_path, monkeypatch, says)
     nxt = world.cli("next", "--json").json()["plans"][0]
     assert nxt["needs_reconcile"] == ["deploy"], nxt
     assert "deploy" not in nxt["ready"] + nxt["retryable"], nxt
@@ -1124,3 +1075,43 @@ def test_attack_reconcile_watch_trial_executes_deploy_again(world: World, edited
     audit(world.path, "watch", "--once", process=True)
     assert log.read_text() == "x\n", "the trial deployed again"
     assert world.gate().verdict != "PASS"
+
+
+def _read_back_under_the_agents_path(
+    world: World,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    says: str,
+    log: Path | None = None,
+) -> None:
+    """deploy (not idempotent, live, read back by `grep`; each execution appended to *log*)
+    deployed, then timed out: its outcome is unknown. The agent runs `git audit reconcile
+    deploy --readback` with a folder of its own first on PATH holding a `grep` that exits 0
+    (*says* "pass") or 1: ci's key signs the settlement. PATH is the user's again after."""
+    hang = tmp_path / "hang"
+    logged = f"echo deployed >> {log}; " if log is not None else ""
+    deploy = f"echo deployed > deployed.txt; {logged}test -e {hang} && sleep 30"
+    world.repo.write(".gitignore", "deployed.txt\n")
+    world.seal(
+        plan(
+            step(
+                "deploy",
+                check("sh", "-c", f"{deploy}; exit 0", timeout=0.5),
+                idempotent=False,
+                readback=[check("grep", "-qx", "deployed", "deployed.txt")],
+                workspace="live",
+            ),
+            step("lint"),
+        )
+    )
+    hang.touch()
+    assert world.run().doc["steps"]["deploy"]["status"] == "unknown"
+    hang.unlink()
+    folder = tmp_path / "agent-bin"
+    folder.mkdir()
+    (folder / "grep").write_text(f"#!/bin/sh\nexit {0 if says == 'pass' else 1}\n")
+    (folder / "grep").chmod(0o755)
+    honest = os.environ["PATH"]
+    monkeypatch.setenv("PATH", f"{folder}:{honest}")
+    world.cli("reconcile", "deploy", "--readback", "--key", str(world.keys["ci"]))
+    monkeypatch.setenv("PATH", honest)
