@@ -25,7 +25,11 @@ until the check has long started. So while a check starts, the main thread's han
 
 The check's file mode creation mask is ``022`` (:data:`UMASK`), not gitaudit's: the caller's
 (``umask 077; git audit run``) made the files a check creates private, which the tree does not
-pin (a test that a secret is written ``0600`` passed for code that never sets the mode).
+pin (a test that a secret is written ``0600`` passed for code that never sets the mode). Likewise
+every signal starts at its default action and unblocked (:func:`_signals_reset`): an ignored
+signal stays ignored across ``exec`` and ``subprocess`` restores only ``SIGPIPE`` and
+``SIGXFSZ``, so the caller's ``trap '' HUP TERM`` (or ``nohup``) kept alive a check that the
+user's run sees killed (a test that a daemon survives a hangup passed for code with no handler).
 
 Failures to start (missing command, missing execute permission, no ``#!`` line, missing working
 directory) are reported in :attr:`ProcessResult.start_error` and never raised: the check fails
@@ -50,6 +54,7 @@ Limitations (documented rather than handled; cgroups are out of scope):
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import selectors
@@ -185,7 +190,7 @@ def run_bounded(
     if not os.path.isdir(cwd):
         return _not_started(command, f"working directory not found: {cwd}", start)
 
-    child = fence.child() if fence is not None else None  # its own domain: see the fence
+    child = _chain(_signals_reset(), fence.child() if fence is not None else None)
 
     def begin() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
@@ -197,7 +202,7 @@ def run_bounded(
             env=env,
             start_new_session=True,
             umask=UMASK,  # not the caller's: see the module docstring
-            preexec_fn=child,  # noqa: PLW1509 (two system calls: see Fence.child)
+            preexec_fn=child,  # noqa: PLW1509 (system calls only: see Fence.child)
         )
 
     # released at the latest when the block ends; normally inside _supervise's try, where a
@@ -208,7 +213,10 @@ def run_bounded(
         except OSError as exc:
             return _not_started(command, _start_error_message(exc, command, cwd, env), start)
         except subprocess.SubprocessError:  # only *child* raises in the new process
-            message = "its process could not enter its own Landlock domain (scoped signals)"
+            message = (
+                "its process could not reset its signals or enter its own Landlock domain "
+                "(scoped signals)"
+            )
             return _not_started(command, message, start)
         except ValueError as exc:  # e.g. an environment variable name containing '=' or NUL
             raise CheckError(
@@ -222,6 +230,53 @@ def run_bounded(
         finally:
             with _RUNNING_LOCK:
                 _RUNNING.discard(proc.pid)
+
+
+# not to reset: those no process can ignore, and those Python ignores itself, which subprocess
+# restores (``restore_signals``)
+_LEFT = frozenset({signal.SIGKILL, signal.SIGSTOP, signal.SIGPIPE, signal.SIGXFSZ})
+_EMPTY_SET = ctypes.create_string_buffer(128)  # a sigset_t with no signal in it
+
+
+def _signals_reset() -> Callable[[], None] | None:
+    """What a check's process runs before its program when the caller ignored or blocked a
+    signal: each back at its default action, none blocked (see the module docstring); None
+    when there is nothing to undo (then no ``preexec_fn`` slows the start). Only system calls
+    through functions looked up here, as in :meth:`Fence.child`."""
+    ignored = [
+        s
+        for s in signal.valid_signals()
+        if s not in _LEFT and signal.getsignal(s) is signal.SIG_IGN
+    ]
+    blocked = bool(signal.pthread_sigmask(signal.SIG_BLOCK, ()))
+    if not ignored and not blocked:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    reset, setmask = libc.signal, libc.sigprocmask
+    reset.restype = ctypes.c_void_p
+    numbers = [int(s) for s in ignored]
+    empty = _EMPTY_SET
+
+    def defaults() -> None:
+        for number in numbers:
+            reset(number, None)  # SIG_DFL
+        if setmask(2, empty, None):  # SIG_SETMASK
+            raise OSError("sigprocmask")
+
+    return defaults
+
+
+def _chain(*steps: Callable[[], None] | None) -> Callable[[], None] | None:
+    """One ``preexec_fn`` running *steps* (those not None) in order; None when there are none."""
+    todo = [s for s in steps if s is not None]
+    if len(todo) <= 1:
+        return todo[0] if todo else None
+
+    def both() -> None:
+        for each in todo:
+            each()
+
+    return both
 
 
 class _Capture:

@@ -451,3 +451,44 @@ def test_a_check_runs_with_the_fixed_umask_whatever_the_callers(
         os.umask(before)
     assert result.exit_code == 0
     assert int(result.stdout.decode().strip(), 8) == process.UMASK == 0o022
+
+
+def _status_mask(text: str, field: str) -> int:
+    line = next(x for x in text.splitlines() if x.startswith(field + ":"))
+    return int(line.split()[1], 16)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc/self/status")
+def test_a_check_starts_with_no_signal_ignored_or_blocked_whatever_the_callers(
+    tmp_path: Path,
+) -> None:
+    """Signals the caller ignores or blocks (``trap '' HUP TERM; git audit run``) do not reach
+    the check: it starts with every signal at its default action and none blocked, and
+    gitaudit's own dispositions and mask are left as they were."""
+    ignored = (signal.SIGHUP, signal.SIGTERM, signal.SIGUSR1, signal.SIGQUIT)
+    before = {s: signal.signal(s, signal.SIG_IGN) for s in ignored}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2, signal.SIGALRM})
+    try:
+        result = run_bounded(["cat", "/proc/self/status"], cwd=tmp_path)
+        assert all(signal.getsignal(s) is signal.SIG_IGN for s in ignored)
+        assert signal.SIGUSR2 in signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for s, was in before.items():
+            signal.signal(s, was)
+    assert result.exit_code == 0
+    status = result.stdout.decode()
+    assert _status_mask(status, "SigIgn") == 0
+    assert _status_mask(status, "SigBlk") == 0
+
+
+def test_a_caller_that_ignores_nothing_adds_no_step_before_the_program() -> None:
+    """Control: with nothing ignored or blocked, no ``preexec_fn`` slows the start."""
+    ignored = [
+        s
+        for s in signal.valid_signals()
+        if s not in process._LEFT and signal.getsignal(s) is signal.SIG_IGN
+    ]
+    if ignored or signal.pthread_sigmask(signal.SIG_BLOCK, ()):
+        pytest.skip("the test process itself starts with a signal ignored or blocked")
+    assert process._signals_reset() is None
