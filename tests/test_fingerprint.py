@@ -1421,6 +1421,31 @@ def test_a_file_a_checkout_would_not_write_is_refused(repo: GitRepo, seen: str) 
         assert workspace_fingerprint(repo.path).clean
 
 
+@pytest.mark.parametrize("extra", ["untracked", "force-added-ignored"])
+def test_a_file_hashed_into_the_seed_is_compared_too(repo: GitRepo, extra: str) -> None:
+    """With nothing kept, every file is hashed into the seed; when the user's index then has
+    other paths than that `git add -A` from no index (an untracked file, a force-added ignored
+    one), the seed is brought to them and git adds again. The files the first add hashed are
+    compared with their blobs too, not only those the second changed."""
+    repo.write(".gitattributes", "id.py ident\n")
+    repo.write("id.py", 'ID = "$Id$"\n')
+    if extra == "force-added-ignored":
+        repo.write(".gitignore", "local.cfg\n")
+        repo.write("local.cfg", "x = 1\n")
+        repo.git("add", "-f", "local.cfg")
+    repo.commit("ident")
+    if extra == "untracked":
+        repo.write("notes.txt", "hello\n")
+    workspace_fingerprint(repo.path)
+    (repo.path / "id.py").write_bytes(b'ID = "$Id: x"; evil = 1; _ = "$"\n')
+    shutil.rmtree(private_folder(repo.path / ".git"))
+    with pytest.raises(RepositoryError, match=r"holds other bytes .*: id.py;"):
+        workspace_fingerprint(repo.path)
+    (repo.path / "id.py").write_bytes(b'ID = "$Id$"\n')
+    shutil.rmtree(private_folder(repo.path / ".git"))
+    assert workspace_fingerprint(repo.path).tree == truth_in_copy(repo.path)
+
+
 @pytest.mark.parametrize(
     ("setting", "named"),
     [

@@ -120,6 +120,7 @@ class _Seed(NamedTuple):
     current: bool = False  # the kept index as it is, for this very version of the user's
     added: bytes | None = None  # the report of a `git add -A` the seeding already ran
     modes: bool = False  # the user's modes count (core.fileMode=false)
+    hashed: bool = False  # every file was hashed by this call, into the seed itself
 
 
 def _run(
@@ -292,7 +293,15 @@ def _seed(
     tree = kept.tree if kept is not None and same else None
     added = report if same else None  # the paths were the user's already: nothing to add again
     return _Seed(
-        identity, paths if keep else -1, warm, kept is not None, key, tree, added=added, modes=modes
+        identity,
+        paths if keep else -1,
+        warm,
+        kept is not None,
+        key,
+        tree,
+        added=added,
+        modes=modes,
+        hashed=report is not None,
     )
 
 
@@ -601,7 +610,9 @@ def _private_tree(
             before = _file_state(temp)
             _copy_base(temp, base)
             report = seed.added if seed.added is not None else _add_all(layout, env, started)
-        everything = seed.added is not None  # hashed from no index, before the seed was kept
+        # hashed from no index, before the seed was kept: compared whole, not against the seed
+        # (whose entries this very call hashed, conversions and all)
+        everything = seed.added is not None or seed.hashed
         if seed.from_warm and b".gitattributes" in report:
             # Attributes in the tree changed since the kept result was made: its blobs may have
             # been hashed under the old ones.  Drop it and hash every file again.

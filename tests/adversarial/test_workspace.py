@@ -538,6 +538,48 @@ def test_attack_workspace_ident_hides_an_edit(world: World, where: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("extra", "nothing_kept"),
+    [
+        pytest.param("untracked", "new-settings", id="untracked-new-settings"),
+        pytest.param("untracked", "emptied-cache", id="untracked-emptied-cache"),
+        pytest.param("force-added-ignored", "new-settings", id="force-added-new-settings"),
+    ],
+)
+def test_attack_workspace_ident_hidden_while_nothing_is_kept(
+    world: World, extra: str, nothing_kept: str
+) -> None:
+    """app.py (`ANSWER = "$Id$"`, `ident` in the tree's `.gitattributes`) is proven. The agent
+    hides `ANSWER = 41` between `$Id:` and `$`, has the fingerprint keep nothing (a setting
+    of its own in `.git/config`, `core.abbrev`, makes a new slot; or the cache emptied, as in
+    a fresh clone) and leaves a path `git add -A` from no index does not make the user's: an
+    untracked file, or a force-added ignored one. The fingerprint hashed every file into the
+    seed, brought it to the user's paths, ran `git add -A` again and compared with their
+    blobs only the files that second add changed: app.py was hashed (to the proven blob) by
+    the first, and never compared. With the force-added file the work tree's verdict and
+    `status` said PASS at once; with the untracked one UNKNOWN (a new tree), then PASS after
+    the user's `git audit run`, for a work tree whose app.py the checks never read (all
+    three, before the fix). Every file hashed in the call is compared now: refused as
+    unfaithful."""
+    world.repo.write(".gitattributes", "app.py ident\n")
+    app = world.repo.write("app.py", 'ANSWER = "$Id$"\n')
+    if extra == "force-added-ignored":
+        world.repo.write(".gitignore", "local.cfg\n")
+        world.repo.write("local.cfg", "x = 1\n")
+        world.repo.git("add", "-f", "local.cfg")
+        world.repo.git("commit", "-q", "-m", "force-added")
+    _proven(world)
+    if extra == "untracked":
+        (world.path / "notes.txt").write_text("hello\n")
+    app.write_text('ANSWER = "$Id: "; ANSWER = 41; _ = "$"\n')
+    assert world.repo.git("diff") == ""  # git sees no change
+    if nothing_kept == "new-settings":
+        world.repo.git("config", "core.abbrev", "12")
+    else:
+        shutil.rmtree(private_folder(world.path / ".git"))
+    _refused_as_converted(world, "holds other bytes")
+
+
+@pytest.mark.parametrize(
     "where", ["ignored-folder", "tracked-folder", "xdg", "home-default", "global-attributes-file"]
 )
 def test_attack_workspace_ident_where_the_fast_path_must_look(
