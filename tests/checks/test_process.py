@@ -478,17 +478,28 @@ def test_a_check_starts_with_no_signal_ignored_or_blocked_whatever_the_callers(
             signal.signal(s, was)
     assert result.exit_code == 0
     status = result.stdout.decode()
-    assert _status_mask(status, "SigIgn") == 0
-    assert _status_mask(status, "SigBlk") == 0
+    # glibc keeps 32 and 33 for its threads (no program sets or uses them through it); what
+    # the test process inherited there is no signal a check can be steered by
+    usable = sum(1 << (int(s) - 1) for s in signal.valid_signals())
+    assert _status_mask(status, "SigIgn") & usable == 0
+    assert _status_mask(status, "SigBlk") & usable == 0
 
 
 def test_a_caller_that_ignores_nothing_adds_no_step_before_the_program() -> None:
-    """Control: with nothing ignored or blocked, no ``preexec_fn`` slows the start."""
+    """Control: with nothing ignored or blocked, no ``preexec_fn`` slows the start (the test
+    process's own ignored signals, `nohup`'s SIGHUP say, are set to their default meanwhile)."""
     ignored = [
         s
         for s in signal.valid_signals()
         if s not in process._LEFT and signal.getsignal(s) is signal.SIG_IGN
     ]
-    if ignored or signal.pthread_sigmask(signal.SIG_BLOCK, ()):
-        pytest.skip("the test process itself starts with a signal ignored or blocked")
-    assert process._signals_reset() is None
+    mask = signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    try:
+        for s in ignored:
+            signal.signal(s, signal.SIG_DFL)
+        assert process._signals_reset() is None
+    finally:
+        for s in ignored:
+            signal.signal(s, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == mask
