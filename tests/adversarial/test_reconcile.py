@@ -1000,19 +1000,7 @@ def test_attack_reconcile_second_run_while_deploy_is_in_flight(
     lock from before they read the ledger until they record: the second is refused in one
     line naming the plan, the steps and the lock file, executes nothing and records nothing."""
     world.seal(plan(step("deploy", check("sleep", "31", timeout=3), idempotent=False)))
-    world.repo.git("config", "audit.signingKey", str(world.keys["ci"]))
-    first = subprocess.Popen(
-        [sys.executable, "-m", "gitaudit", "run"],
-        cwd=world.path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    while _deploys_in_flight() == 0:
-        assert first.poll() is None, first.communicate()
-        assert time.monotonic() < deadline, "deploy never started"
-        time.sleep(0.02)
+    first = _run_until_its_check_sleeps(world, "deploy")
     if other_tree:
         world.repo.write("app.py", "changed = True\n")
     again = audit(world.path, *second, process=True)
@@ -1032,19 +1020,7 @@ def test_attack_reconcile_control_idempotent_runs_still_run_at_once(world: World
     """Control: a plan whose steps are all idempotent takes no such lock; two runs at once
     both execute and both are recorded."""
     world.seal(plan(step("lint", check("sleep", "31", timeout=2))))
-    world.repo.git("config", "audit.signingKey", str(world.keys["ci"]))
-    first = subprocess.Popen(
-        [sys.executable, "-m", "gitaudit", "run"],
-        cwd=world.path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    while _deploys_in_flight() == 0:
-        assert first.poll() is None, first.communicate()
-        assert time.monotonic() < deadline, "lint never started"
-        time.sleep(0.02)
+    first = _run_until_its_check_sleeps(world, "lint")
     again = audit(world.path, "run", process=True)
     assert first.wait(timeout=60) == 3
     assert again.code == 3, again.out + again.err
@@ -1115,3 +1091,22 @@ def _read_back_under_the_agents_path(
     monkeypatch.setenv("PATH", f"{folder}:{honest}")
     world.cli("reconcile", "deploy", "--readback", "--key", str(world.keys["ci"]))
     monkeypatch.setenv("PATH", honest)
+
+
+def _run_until_its_check_sleeps(world: World, step_id: str) -> subprocess.Popen[str]:
+    """ci's `git audit run` started in the background, once its check (*step_id*'s `sleep 31`)
+    is under way."""
+    world.repo.git("config", "audit.signingKey", str(world.keys["ci"]))
+    first = subprocess.Popen(
+        [sys.executable, "-m", "gitaudit", "run"],
+        cwd=world.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while _deploys_in_flight() == 0:
+        assert first.poll() is None, first.communicate()
+        assert time.monotonic() < deadline, f"{step_id} never started"
+        time.sleep(0.02)
+    return first
