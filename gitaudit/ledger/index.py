@@ -132,7 +132,10 @@ def _first(conn: sqlite3.Connection, statement: str) -> None:
 def _db(gitdir: Path) -> Iterator[sqlite3.Connection]:
     path = _path(gitdir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
+    except sqlite3.OperationalError as exc:  # a folder or a dangling link there, say
+        raise _named(exc, path) from exc
     try:
         _first(conn, "PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
@@ -148,8 +151,8 @@ def _db(gitdir: Path) -> Iterator[sqlite3.Connection]:
             conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         yield conn
-    except sqlite3.OperationalError:
-        raise  # locked, full, read-only: the file itself is fine
+    except sqlite3.OperationalError as exc:  # locked, full, read-only: the file itself is fine
+        raise _named(exc, path) from exc
     except sqlite3.DatabaseError as exc:  # not a database, or a damaged one
         raise LedgerError(
             f"the lookup cache {path} cannot be read: {exc}",
@@ -158,6 +161,16 @@ def _db(gitdir: Path) -> Iterator[sqlite3.Connection]:
         ) from None
     finally:
         conn.close()
+
+
+def _named(exc: sqlite3.OperationalError, path: Path) -> sqlite3.OperationalError:
+    """*exc* (still an OperationalError, which the callers that only warn expect) with the
+    lookup cache's file named: SQLite's own text says only "database is locked"."""
+    if str(path) in str(exc):
+        return exc
+    named = sqlite3.OperationalError(f"the lookup cache {path}: {exc}")
+    named.sqlite_errorname = getattr(exc, "sqlite_errorname", "")
+    return named
 
 
 def _summary(

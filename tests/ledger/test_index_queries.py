@@ -216,3 +216,27 @@ def test_a_busy_answer_to_the_first_statement_is_waited_out(
 
     with pytest.raises(sqlite3.OperationalError, match="disk"):
         index._first(Broken(), "PRAGMA journal_mode=WAL")  # type: ignore[arg-type]
+
+
+def test_a_lookup_cache_sqlite_cannot_open_is_named_in_the_one_line_error(tmp_path: Path) -> None:
+    """SQLite's own words for a file it cannot open or write ("unable to open database file",
+    "database is locked", "disk I/O error") name no file: the error now names the lookup cache,
+    and stays an OperationalError (the callers that only warn about the cache catch that)."""
+    from tests.agent.host import run_passing, sealed_project
+    from tests.gitrepo import audit
+
+    repo = sealed_project(tmp_path / "project")
+    run_passing(repo)
+    db = repo.path / ".git" / "gitaudit" / index.FILENAME
+    for leftover in db.parent.glob(index.FILENAME + "*"):
+        leftover.unlink()
+    db.mkdir()  # SQLite cannot open a folder
+    with (
+        pytest.raises(sqlite3.OperationalError, match=f"lookup cache {db}"),
+        index._db(db.parent.parent),
+    ):
+        pass
+    done = audit(repo.path, "log")
+    assert done.code == 1, (done.code, done.out, done.err)
+    assert "Traceback" not in done.err
+    assert f"the lookup cache {db}" in done.err, done.err
