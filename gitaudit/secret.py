@@ -32,7 +32,10 @@ def local_key(workdir: str | None, *, create: bool) -> bytes | None:
     if workdir is not None and inside(path, workdir):
         return None
     with contextlib.suppress(FileNotFoundError):
-        return _read_key(path)
+        key = _read_key(path)
+        if key is None and create:
+            _warn_once(path)
+        return key
     if not create:
         return None
     try:
@@ -45,6 +48,25 @@ def local_key(workdir: str | None, *, create: bool) -> bytes | None:
     with os.fdopen(fd, "wb") as handle:
         handle.write(os.urandom(32))
     return _read_key(path)
+
+
+_WARNED: list[str] = []
+
+
+def _warn_once(path: str) -> None:
+    """Say once a process that the key at *path* is refused: the caches it authenticates are
+    off (nothing is trusted without it), so every command is slower, and nothing said why."""
+    if path in _WARNED:
+        return
+    _WARNED.append(path)
+    import sys
+
+    print(
+        f"warning: {path} is not a private key (a regular file of 32 bytes, yours, mode 0600, "
+        "not a link): gitaudit's caches are off and every command is slower "
+        f"(fix: `rm {path}`; the next command makes a new one)",
+        file=sys.stderr,
+    )
 
 
 def _read_key(path: str) -> bytes | None:

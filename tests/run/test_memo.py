@@ -263,6 +263,37 @@ def test_a_key_that_is_not_private_authenticates_nothing(
     assert not (passing.path / "home" / secret.KEY_FILENAME).exists()
 
 
+@pytest.mark.parametrize("spoil", ["empty", "short", "shared", "link"])
+def test_a_refused_key_is_said_once_with_its_fix(passing: GitRepo, spoil: str) -> None:
+    """A key file the caches cannot trust (empty, not 32 bytes, readable by others, a link)
+    turns them off: each command then says so once, naming the file and the fix, instead of
+    only getting slower; the verdict is the same. An honest key says nothing."""
+    key = Path(os.environ["GITAUDIT_HOME"]) / secret.KEY_FILENAME
+    honest = audit(passing.path, "status")
+    assert honest.code == 0 and "warning:" not in honest.err, honest.err
+    if spoil == "empty":
+        key.write_bytes(b"")
+    elif spoil == "short":
+        key.write_bytes(b"k" * 31)
+    elif spoil == "shared":
+        key.chmod(0o644)
+    else:
+        moved = key.with_name("elsewhere.key")
+        key.rename(moved)
+        key.symlink_to(moved)
+    done = audit(passing.path, "status")
+    assert done.code == 0, (done.out, done.err)
+    said = [line for line in done.err.splitlines() if line.startswith("warning:")]
+    assert said == [
+        f"warning: {key} is not a private key (a regular file of 32 bytes, yours, mode 0600, "
+        "not a link): gitaudit's caches are off and every command is slower "
+        f"(fix: `rm {key}`; the next command makes a new one)"
+    ], done.err
+    key.unlink()
+    assert audit(passing.path, "status").err.count("warning:") == 0
+    assert key.stat().st_mode & 0o777 == 0o600  # made again
+
+
 def test_nothing_is_remembered_when_the_refs_moved_during_the_judgement(
     passing: GitRepo,
 ) -> None:
