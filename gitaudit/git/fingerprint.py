@@ -495,7 +495,8 @@ def _added(layout: _Layout, proc: GitResult) -> bytes:
     if proc.code != 0:
         raise RepositoryError(
             f"cannot fingerprint the work tree {layout.work_tree}: {_stderr(proc)}",
-            hint="make the file readable, commit or remove the embedded repository, "
+            hint=_out_of_room(layout, _stderr(proc))
+            or "make the file readable, commit or remove the embedded repository, "
             "or list the path in .gitignore",
         )
     unreadable = head_start.unread(proc.stderr)
@@ -524,9 +525,24 @@ def _write_tree(
     if proc.code != 0 or not tree:
         raise RepositoryError(
             f"cannot write the workspace tree of {layout.work_tree}: {_stderr(proc)}",
-            hint="check the repository with `git fsck`",
+            hint=_out_of_room(layout, _stderr(proc)) or "check the repository with `git fsck`",
         )
     return tree
+
+
+_NO_ROOM = ("No space left on device", "Disk quota exceeded", "File too large")
+
+
+def _out_of_room(layout: _Layout, stderr: str) -> str | None:
+    """The hint for git's words of a full disk (or quota) in *stderr*; None for anything else
+    (the file or repository hints of the callers fit those)."""
+    if not any(words in stderr for words in _NO_ROOM):
+        return None
+    return (
+        f"free disk space where git writes: the repository's objects ({layout.common_dir}) "
+        f"and gitaudit's private index ({private_folder(layout.git_dir)}); then run the "
+        "command again"
+    )
 
 
 def _file_state(path: Path) -> tuple[int, int] | None:

@@ -140,6 +140,59 @@ def test_enospc_at_the_ref_update_is_one_line(tiny: GitRepo, tmp_path: Path) -> 
     assert_ledger_sound(path)
 
 
+def _failing_git(tmp_path: Path, command: str, words: str) -> Path:
+    """A folder holding a ``git`` that fails *command* with *words*, as git does on a full
+    disk, and runs the real git for everything else."""
+    real_git = shutil.which("git")
+    assert real_git is not None
+    shim = tmp_path / "bin" / "git"
+    shim.parent.mkdir(exist_ok=True)
+    shim.write_text(
+        "#!/bin/sh\n"
+        'for arg in "$@"; do\n'
+        f'  if [ "$arg" = {command} ]; then echo "{words}" >&2; exit 128; fi\n'
+        "done\n"
+        f'exec {real_git} "$@"\n'
+    )
+    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    return shim.parent
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [
+        ("add", "fatal: unable to write new index file: No space left on device"),
+        ("add", "error: unable to create temporary file: Disk quota exceeded"),
+        ("write-tree", "fatal: git-write-tree: error building trees: No space left on device"),
+    ],
+)
+def test_a_full_disk_under_the_fingerprint_is_named_as_such(
+    tiny: GitRepo, tmp_path: Path, command: str, words: str
+) -> None:
+    """git cannot write the fingerprint's private index or the work tree's objects: the one
+    error line's hint says to free disk space and where git writes (it said to make a file
+    readable or to run `git fsck` before); the cause, git's words, stays in the error."""
+    tiny.write("new.txt", "new\n")  # git has something to hash and a tree to write
+    folder = _failing_git(tmp_path, command, words)
+    result = subprocess.run(
+        [sys.executable, "-m", "gitaudit", "status"],
+        cwd=tiny.path,
+        env=env(PATH=f"{folder}:{env()['PATH']}"),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    hints = [line for line in result.stderr.splitlines() if line.startswith("hint:")]
+    assert len(errors) == 1 and words.rsplit(": ", maxsplit=1)[-1] in errors[0], result.stderr
+    assert len(hints) == 1 and hints[0].startswith("hint: free disk space where git writes"), (
+        result.stderr
+    )
+    assert str(tiny.path / ".git") in hints[0]
+
+
 CLI_WRAPPER = """
 import errno, os, sys
 from gitaudit.cli.entry import main
