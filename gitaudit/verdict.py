@@ -54,6 +54,11 @@ class StepStatus(enum.StrEnum):
 
 
 PROVEN: frozenset[StepStatus] = frozenset({StepStatus.PASSED, StepStatus.CARRIED})
+RAN: frozenset[StepStatus] = frozenset(
+    {StepStatus.PASSED, StepStatus.FAILED, StepStatus.UNKNOWN, StepStatus.INTERRUPTED}
+)
+"""The statuses of a step whose checks were executed in the run (carried, blocked, exhausted
+and not-run steps were not)."""
 
 _EXIT = {
     Verdict.PASS: ExitCode.OK,

@@ -4,6 +4,7 @@ recorded rounds."""
 from __future__ import annotations
 
 import threading
+from typing import Any, cast
 
 import pytest
 
@@ -74,6 +75,36 @@ def test_watch_once_with_record_records_and_passes(watched: GitRepo) -> None:
     assert result.code == 0, result.err
     assert "default: PASS" in result.out and "gate: PASS" in result.out
     assert watched.git("rev-parse", "refs/audit/runs/default").strip()
+
+
+@pytest.mark.parametrize("record", [False, True])
+def test_a_step_blocked_by_a_failure_is_not_said_to_have_run(repo: GitRepo, record: bool) -> None:
+    """A deploy step after a failing one is blocked, not executed: the round names it as not
+    run, with why, and never among what ran (a trial said "ran unit, docs, deploy" before)."""
+    unit, docs = cast(list[dict[str, Any]], PLAN["steps"])
+    index = {"name": "index", "verify": [{"type": "file_exists", "path": "docs/index.md"}]}
+    deploy = {
+        "id": "deploy",
+        "covers": ["R"],
+        "depends_on": ["docs"],
+        "requires_outputs": [{"step": "docs", "name": "index"}],
+        "verify": [{"type": "run", "argv": ["true"]}],
+    }
+    repo.write("src/a.py", "a\n")
+    repo.write_plan({**PLAN, "steps": [unit, {**docs, "outputs": [index]}, deploy]})
+    repo.commit("plan")
+    for args in (["keys", "generate"], ["trust", "init"], ["plan", "seal"]):
+        assert audit(repo.path, *args).code == 0
+    result = audit(repo.path, "watch", "--once", *(["--record"] if record else []))
+    assert result.code == 0, result.err
+    (said,) = [line for line in result.out.splitlines() if line.startswith("default: ")]
+    assert "ran unit, docs" in said and "deploy" not in said.split("not run:")[0], said
+    assert "not run: deploy (blocked)" in said, said
+    if not record:
+        handle = open_repo(repo.path)
+        (checked,) = check_worktree(repo.path, "default")
+        done = trial(handle, checked.require_valid(), Memory())
+        assert (done.ran, done.carried, done.held) == (("unit", "docs"), (), ("deploy",))
 
 
 @pytest.mark.parametrize("use", ["watchfiles", "polling"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from typing import Annotated
 
 import typer
@@ -16,8 +17,10 @@ from gitaudit.git.repo import Repo
 from gitaudit.mission import frontier
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.run.recorder import run_plan
+from gitaudit.run.runner import StepOutcome
 from gitaudit.run.trial import Memory, trial
 from gitaudit.run.watching import backend, trees
+from gitaudit.verdict import PROVEN, RAN
 
 
 def _round(
@@ -34,10 +37,12 @@ def _round(
         if signer is not None:
             recorded = run_plan(repo, model.name, signer, checked=checked)
             steps = recorded.outcome.steps
-            ran = [s for s, o in steps.items() if o.status not in ("carried", "not-run")]
+            ran = [s for s, o in steps.items() if o.status in RAN]
+            held = [s for s, o in steps.items() if o.status not in RAN | PROVEN]
             say(
-                f"{model.name}: {recorded.verdict} — ran {', '.join(ran) or 'nothing'}; "
-                f"evidence {recorded.commit[:12]}"
+                f"{model.name}: {recorded.verdict} — ran {', '.join(ran) or 'nothing'}"
+                + _held(held, steps)
+                + f"; evidence {recorded.commit[:12]}"
             )
             states = {
                 s: "verified" if o.status in ("passed", "carried") else o.status
@@ -50,6 +55,7 @@ def _round(
                 f"{model.name}: tree {done.tree[:12]} — ran {', '.join(done.ran) or 'nothing'}, "
                 f"carried {len(done.carried)}"
                 + (f"; failed {', '.join(failed)}" if failed else "")
+                + _held(done.held, done.outcome.steps)
                 + " (not recorded)"
             )
             states = dict(done.states())
@@ -60,6 +66,13 @@ def _round(
         )
     gate = judge(repo, None)
     say(f"gate: {gate.verdict}" + ("" if record else " (trial runs are not evidence)"))
+
+
+def _held(held: Sequence[str], steps: Mapping[str, StepOutcome]) -> str:
+    """ "; not run: deploy (blocked), …" for the steps neither executed nor carried."""
+    if not held:
+        return ""
+    return "; not run: " + ", ".join(f"{s} ({steps[s].status})" for s in held)
 
 
 def watch_cmd(

@@ -44,11 +44,8 @@ from gitaudit.ledger.records import RunRecord
 from gitaudit.ledger.refs import ledger_ref, read_ref
 from gitaudit.ledger.runs import read_run
 from gitaudit.places import state_dir
+from gitaudit.verdict import RAN as EXECUTED
 from gitaudit.verdict import StepStatus
-
-EXECUTED = frozenset(
-    {StepStatus.PASSED, StepStatus.FAILED, StepStatus.UNKNOWN, StepStatus.INTERRUPTED}
-)
 
 WALK_IN_PYTHON = 256
 CONFIRMED = "confirmed.json"

@@ -26,7 +26,7 @@ from gitaudit.plan.model import Plan, StepId
 from gitaudit.run import checkout
 from gitaudit.run.recorder import _in_tree, _producers_run
 from gitaudit.run.runner import Event, RunOutcome, RunRequest, execute
-from gitaudit.verdict import PROVEN
+from gitaudit.verdict import PROVEN, RAN
 
 
 @dataclass
@@ -40,8 +40,9 @@ class Memory:
 class Trial:
     tree: str
     outcome: RunOutcome
-    ran: tuple[StepId, ...]
-    carried: tuple[StepId, ...]
+    ran: tuple[StepId, ...]  # executed: passed, failed, unknown or interrupted
+    carried: tuple[StepId, ...]  # their inputs unchanged since they last passed here
+    held: tuple[StepId, ...]  # neither: blocked, exhausted or not run (see their status)
 
     def states(self) -> Mapping[StepId, str]:
         """Mission-control states: verified, failed or pending."""
@@ -108,8 +109,10 @@ def trial(
             memory.passed[sid] = digests[sid]
         else:
             memory.passed.pop(sid, None)
-    ran = tuple(s for s in outcome.order if s not in incremental)
-    return Trial(tree, outcome, ran, tuple(s for s in outcome.order if s in incremental))
+    carried = tuple(s for s in outcome.order if s in incremental)
+    ran = tuple(s for s in outcome.order if s not in incremental and outcome.steps[s].status in RAN)
+    held = tuple(s for s in outcome.order if s not in incremental and s not in ran)
+    return Trial(tree, outcome, ran, carried, held)
 
 
 def _open_outcomes(repo: Repo, name: str) -> dict[StepId, str]:
