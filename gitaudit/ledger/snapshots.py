@@ -44,7 +44,12 @@ from typing import Any
 
 import pygit2
 
-from gitaudit.crypto.commits import SNAPSHOT_NAMESPACE, create_signed_commit, verify_commit
+from gitaudit.crypto.commits import (
+    SNAPSHOT_NAMESPACE,
+    create_signed_commit,
+    snapshot_marker,
+    verify_commit,
+)
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, UsageError
@@ -207,6 +212,18 @@ def resolve(repo: Repo, name: str, trusted: Sequence[PublicKey]) -> Snapshot:
             f"(one taken before snapshots had their own signature namespace is restored by "
             f"hand: `git restore --source={str(oid)[:12]} -- PATHS`)",
         ) from None
+    signed_as = snapshot_marker(commit.message)
+    if signed_as != name:
+        short = str(oid)[:12]
+        raise SnapshotError(
+            f"{ref} holds {short}, a snapshot signed "
+            + (f"as {signed_as!r}" if signed_as is not None else "with no name")
+            + f", not as {name!r}: the "
+            "name was pointed at another snapshot, and rolling back would restore that one",
+            hint=f"nothing was changed; `git audit snapshots` lists the names and `git show "
+            f"{short}` what it holds; restore it by hand if you mean to: "
+            f"`git restore --source={short} -- PATHS`",
+        )
     return Snapshot(name, str(oid), str(commit.tree_id), commit.commit_time, _head_of(commit))
 
 

@@ -83,7 +83,12 @@ def test_attack_snapshots_tree_names_the_git_folder(world: World) -> None:
     listing = f"040000 tree {dot}\t.GIT\n100644 blob {readme}\tREADME.md\n"
     tree = pygit2.Oid(hex=r.git("mktree", input=listing.encode()).strip())
     oid = world.commit_object(
-        git, tree, [], "snapshot: hooks\n", world.ci, namespace=SNAPSHOT_NAMESPACE
+        git,
+        tree,
+        [],
+        "snapshot: hooks\n\nAudit-Snapshot: hooks\n",
+        world.ci,
+        namespace=SNAPSHOT_NAMESPACE,
     )
     world.set_ref(f"{SNAPSHOTS_PREFIX}hooks", oid)
     result = _rollback(world, "hooks", "--force")
@@ -366,12 +371,10 @@ def test_snapshots_control_versions_chain_and_roll_back(world: World) -> None:
     alice = ["--key", str(world.keys["alice"])]
     world.repo.write("README.md", "one\n")
     assert audit(world.path, "snapshot", "s", *alice).code == 0
+    assert audit(world.path, "snapshot", "one", *alice).code == 0
     world.repo.write("README.md", "two\n")
     again = audit(world.path, "snapshot", "s", *alice)
     assert again.code == 0 and "no snapshot" not in again.err
-    first = world.ref(f"{SNAPSHOTS_PREFIX}s~1")
-    assert first is not None
-    world.set_ref(f"{SNAPSHOTS_PREFIX}one", first)
     back = audit(world.path, "rollback", "one", *alice)
     assert back.code == 0, back.err
     assert (world.path / "README.md").read_text() == "one\n"
@@ -380,6 +383,39 @@ def test_snapshots_control_versions_chain_and_roll_back(world: World) -> None:
     assert (world.path / "README.md").read_text() == "two\n"
     listed = {s["name"]: s for s in audit(world.path, "snapshots", "--json").json()["snapshots"]}
     assert listed["s"]["versions"] == 2 and listed["pre-rollback"]["versions"] == 2
+
+
+@pytest.mark.parametrize("other", ["another name", "pre-rollback", "the same tree"])
+def test_attack_snapshots_name_pointed_at_another_snapshot(world: World, other: str) -> None:
+    """The user snapshots README.md as `good`; the agent points refs/audit/snapshots/good at
+    another snapshot the user signed: one of another name, or a `pre-rollback` one, holding a
+    README.md of the agent's choosing (or the same files as `good`, where only the name
+    differs). `rollback good` restored that snapshot: the signature was checked, not the name
+    it was signed as (all three before the fix). Now the rollback refuses a snapshot signed as
+    another name, naming it, and changes nothing, not even the pre-rollback snapshot. (An older
+    version of `good` itself is signed as `good`: a rewind the signature cannot show, stated
+    in the threat model's limits.)"""
+    alice = ["--key", str(world.keys["alice"])]
+    good = f"{SNAPSHOTS_PREFIX}good"
+    world.repo.write("README.md", "good\n" if other == "the same tree" else "bad\n")
+    assert audit(world.path, "snapshot", "bad", *alice).code == 0
+    world.repo.write("README.md", "good\n")
+    assert audit(world.path, "snapshot", "good", *alice).code == 0
+    if other == "pre-rollback":  # rolling back to `bad` leaves pre-rollback holding "good"...
+        assert audit(world.path, "rollback", "bad", *alice).code == 0
+        assert audit(world.path, "rollback", "pre-rollback", *alice).code == 0  # ...then "bad"
+        planted = world.ref(f"{SNAPSHOTS_PREFIX}pre-rollback")
+    else:
+        planted = world.ref(f"{SNAPSHOTS_PREFIX}bad")
+    assert planted is not None
+    world.repo.write("README.md", "mine\n")
+    undo = world.ref(f"{SNAPSHOTS_PREFIX}pre-rollback")
+    world.set_ref(good, planted)
+    done = audit(world.path, "rollback", "good", *alice)
+    assert done.code == 1, (done.out, done.err)
+    assert "not as 'good'" in done.err and planted[:12] in done.err, done.err
+    assert (world.path / "README.md").read_text() == "mine\n"
+    assert world.ref(f"{SNAPSHOTS_PREFIX}pre-rollback") == undo
 
 
 # ------------------------------------------------ snapshots an older gitaudit signed for "git"
