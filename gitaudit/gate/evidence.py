@@ -249,7 +249,12 @@ def _ruled(j: Judging, rule: EvidenceRule, runs: list[Source]) -> Evidence:
     from gitaudit.gate.runners import describe, tally  # refs with an evidence rule only
 
     admitted, advisory, agreed_until, borrowed = tally(
-        j.plan, rule, runs, j.now, lambda signer, record: _own_word(j, signer, record)
+        j.plan,
+        rule,
+        runs,
+        j.now,
+        lambda signer, record: _own_word(j, signer, record),
+        lambda commit: _run_at(j, commit),
     )
     text = describe(rule, j.ref or rule.pattern, admitted, advisory, borrowed)
     theirs = [s for s in runs if s.signer is not None and rule.admits(s.signer)]
@@ -758,6 +763,14 @@ def _signer(j: Judging, commit: str) -> TrustedKey | None:
         else:
             j.signers[commit] = j.state.trust.find(key)
     return j.signers[commit]
+
+
+def _run_at(j: Judging, commit: str) -> RunRecord | None:
+    """The run commit *commit* names, as recorded (None: it cannot be read)."""
+    try:
+        return read_run(j.repo.git, pygit2.Oid(hex=commit))
+    except (GitAuditError, ValueError, KeyError, pygit2.GitError):
+        return None
 
 
 def _own_word(j: Judging, signer: TrustedKey, record: RunRecord) -> bool:

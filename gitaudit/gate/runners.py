@@ -6,8 +6,9 @@ proven by CI's key alone, a release branch by two runners on different machines.
 a ref, the evidence judge (:func:`gitaudit.gate.evidence.judge_evidence`) judges the plan's steps
 from the runs of the admitted runners alone, by the rules any evidence is judged by (a step
 carried from another runner's run does not count), and needs at least ``min`` distinct admitted
-runners whose *newest* run of the plan for exactly this tree and contract PASSed (and is not
-older than the plan's shortest ``valid_for``): a pass a runner recorded before its own newer
+runners whose *newest* run of the plan for exactly this tree and contract PASSed (and whose
+word is fresh: each step with ``valid_for``, executed by that run or by the run it carried the
+step from, within its ``valid_for``): a pass a runner recorded before its own newer
 failure is not its word on the tree any more. Where ``min`` asks more than one runner, a
 runner agrees only with steps it executed itself: a passing run that carried a step from
 another runner's run repeats that runner's word, and is no second agreement. Evidence by other
@@ -23,7 +24,7 @@ from gitaudit.gate.compose import Source
 from gitaudit.ledger.records import RunRecord
 from gitaudit.ledger.trust import EvidenceRule, TrustedKey
 from gitaudit.plan.model import Plan
-from gitaudit.verdict import Verdict
+from gitaudit.verdict import StepStatus, Verdict
 
 
 def tally(
@@ -32,6 +33,7 @@ def tally(
     runs: Sequence[Source],
     now: float,
     own: Callable[[TrustedKey, RunRecord], bool],
+    origin: Callable[[str], RunRecord | None] = lambda _commit: None,
 ) -> tuple[frozenset[str], frozenset[str], float | None, frozenset[str]]:
     """(admitted, advisory, until, borrowed): the trusted runners whose newest run among *runs*
     (every run of the plan for the tree and contract, newest first, each with its signer)
@@ -39,9 +41,8 @@ def tally(
     be fresh (an expiry for whoever remembers the verdict; None: never, or too few already);
     and, when *rule* asks more than one runner, the admitted runners whose passing run is not
     their own word (*own*: every step it carried came from a run of the same runner), which do
-    not agree."""
-    lifetimes = [s.valid_for for s in plan.steps if s.valid_for is not None]
-    oldest = now - min(lifetimes) if lifetimes else None
+    not agree. *origin* reads the run a carried step came from (None: it cannot be read), whose
+    start the step's freshness counts from (:func:`word_expires`)."""
     newest: dict[str, tuple[TrustedKey, RunRecord]] = {}
     for source in runs:
         if source.signer is not None:
@@ -51,17 +52,38 @@ def tally(
     borrowed: set[str] = set()
     expiries: list[float] = []
     for name, (signer, record) in newest.items():
-        if record.verdict != Verdict.PASS or (oldest is not None and record.began < oldest):
+        expires = word_expires(plan, record, origin)
+        if record.verdict != Verdict.PASS or (expires is not None and expires < now):
             continue
         if rule.min > 1 and rule.admits(signer) and not own(signer, record):
             borrowed.add(name)
             continue
         (admitted if rule.admits(signer) else advisory).add(name)
-        if lifetimes and rule.admits(signer):
-            expiries.append(float(record.began + min(lifetimes)))
+        if expires is not None and rule.admits(signer):
+            expiries.append(expires)
     expiries.sort(reverse=True)
     until = expiries[rule.min - 1] if 0 < rule.min <= len(expiries) else None
     return frozenset(admitted), frozenset(advisory), until, frozenset(borrowed)
+
+
+def word_expires(
+    plan: Plan, record: RunRecord, origin: Callable[[str], RunRecord | None]
+) -> float | None:
+    """When *record*'s word on its tree stops being fresh (None: never): the earliest expiry of
+    a step with ``valid_for``, counted from when the run that executed it began, *record* itself
+    or, for a step it carried, the run it came from (read by *origin*; one that cannot be read
+    is expired). A passing run that carried a step holds it no fresher than its execution."""
+    expiries: list[float] = []
+    for step in plan.steps:
+        if step.valid_for is None:
+            continue
+        entry = record.steps.get(step.id)
+        began: int | None = record.began
+        if entry is not None and entry.status == StepStatus.CARRIED:
+            source = origin(entry.carried_from or "")
+            began = None if source is None else min(record.began, source.began)
+        expiries.append(float("-inf") if began is None else float(began + step.valid_for))
+    return min(expiries) if expiries else None
 
 
 def describe(

@@ -246,3 +246,42 @@ def test_a_run_s_own_duration_does_not_expire_fresh_evidence(world: World) -> No
     assert world.run().verdict == "PASS"
     assert world.gate().verdict == "PASS"
     assert world.cli("status").code == 0
+
+
+@pytest.mark.parametrize("again", ["lint alone", "a new tree, unit's inputs unchanged"])
+def test_attack_time_second_runners_agreement_rests_on_an_expired_carried_pass(
+    world: World, again: str
+) -> None:
+    """main needs two runners (ci and ci2) whose newest runs PASSed and are fresh; unit is valid
+    for 8 s. ci2 executes the plan, then 4 s later runs it again (lint alone; or every step of
+    a new commit that leaves unit's inputs as they were): its newest run carries unit's pass
+    from its first run, then still fresh. ci executes the plan. Once unit's execution by ci2 is
+    8 s old, ci2's word on unit has expired, but the rule counted ci2's agreement fresh from
+    when its newest, carrying run began, and main PASSed with one runner's fresh evidence of
+    unit (the gate, `status --for` and the pre-push hook, both variants before the fix). A
+    runner's word is fresh only while each step it executed or carried is, counted from the run
+    that executed it: UNKNOWN (`evidence.runner-rule`)."""
+    world.repo.write("src/a.txt", "a\n")
+    world.repo.commit("src")
+    world.seal(plan(step("unit", valid_for="8s", inputs=["src/**"]), step("lint")))
+    second = runner(world, "ci2")
+    rule(world, EvidenceRule(MAIN, ("ci", "ci2"), 2))
+    first = world.run(signer=second)
+    assert first.verdict == "PASS" and first.commit is not None
+    began = world.handle().git[pygit2.Oid(hex=first.commit)].peel(pygit2.Commit).commit_time
+    time.sleep(max(0.0, began + 4 - time.time()))
+    if again == "lint alone":
+        carrying = world.run(signer=second, targets=["lint"])
+    else:
+        world.repo.write("README.md", "changed outside unit's inputs\n")
+        world.repo.commit("readme")
+        carrying = world.run(signer=second)
+    assert carrying.doc["steps"]["unit"]["status"] == "carried", carrying.doc
+    assert world.run(signer=world.ci, fresh=True).verdict == "PASS"
+    assert world.gate(for_ref=MAIN).verdict == "PASS"  # control: both fresh
+    time.sleep(max(0.0, began + 9.5 - time.time()))
+    judged = assert_plan(world.gate(for_ref=MAIN), "evidence.runner-rule", "UNKNOWN")
+    assert "passing runs for this tree by ci;" in judged.reasons[0].message + ";"
+    assert world.cli("status", "--for", MAIN).code != 0
+    code, _path, err = pre_push(world.repo)
+    assert code != 0, err

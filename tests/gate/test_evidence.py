@@ -525,3 +525,45 @@ def test_a_runner_agrees_only_in_its_own_word_where_a_rule_asks_several() -> Non
     rule = EvidenceRule("refs/heads/main", ("ci", "ci2"), 2)
     got = tally(plan_, rule, [source], time.time(), lambda _signer, _record: True)
     assert set(got[0]) == {"ci"} and not got[3]
+
+
+def test_a_runners_word_is_no_fresher_than_the_runs_it_carried_from() -> None:
+    """`word_expires`: a passing run's word on its tree expires with the earliest step with
+    `valid_for`, counted from the run that executed it: the run itself, or for a carried step the
+    run it came from (one that cannot be read: expired). A carried step without `valid_for` never
+    expires, however old its source."""
+    from gitaudit.gate.runners import word_expires
+
+    data = {
+        "task": "t",
+        "requirements": [{"id": "R", "description": "d", "priority": "must"}],
+        "steps": [
+            {"id": "unit", "covers": ["R"], "verify": [{"type": "run", "argv": ["true"]}]}
+            | {"valid_for": "10s"},
+            {"id": "lint", "covers": ["R"], "verify": [{"type": "run", "argv": ["true"]}]},
+        ],
+    }
+    plan_, _ = load_plan(json.dumps(data).encode(), name="default", source="p")
+    assert plan_ is not None
+
+    def run(commit: str, when: int, **steps: StepEntry) -> RunRecord:
+        return RunRecord(
+            commit, when, "default", Verdict.PASS, (), "c", "t", None, None, None, None,
+            steps, {"run": commit},
+        )  # fmt: skip
+
+    def carried(source: str) -> StepEntry:
+        return replace(_entry(StepStatus.CARRIED), carried_from=source)
+
+    old = run("old", 100, unit=_entry(StepStatus.PASSED), lint=_entry(StepStatus.PASSED))
+    runs = {"old": old, "ancient": run("ancient", 1)}
+    read = runs.get
+    executed = run("new", 200, unit=_entry(StepStatus.PASSED), lint=carried("ancient"))
+    assert word_expires(plan_, executed, read) == 210.0
+    carrying = run("new", 200, unit=carried("old"), lint=_entry(StepStatus.PASSED))
+    assert word_expires(plan_, carrying, read) == 110.0
+    lost = run("new", 200, unit=carried("gone"), lint=_entry(StepStatus.PASSED))
+    assert word_expires(plan_, lost, read) == float("-inf")
+    dated_ahead = run("ahead", 10**9, unit=_entry(StepStatus.PASSED))
+    runs["ahead"] = dated_ahead
+    assert word_expires(plan_, run("new", 200, unit=carried("ahead")), read) == 210.0
