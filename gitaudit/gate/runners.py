@@ -6,10 +6,11 @@ proven by CI's key alone, a release branch by two runners on different machines.
 a ref, the evidence judge (:func:`gitaudit.gate.evidence.judge_evidence`) judges the plan's steps
 from the runs of the admitted runners alone, by the rules any evidence is judged by (a step
 carried from another runner's run does not count), and needs at least ``min`` distinct admitted
-runners whose *newest* run of the plan for exactly this tree and contract PASSed (and whose
-word is fresh: each step with ``valid_for``, executed by that run or by the run it carried the
-step from, within its ``valid_for``): a pass a runner recorded before its own newer
-failure is not its word on the tree any more. Where ``min`` asks more than one runner, a
+runners whose *newest* run of the plan for exactly this tree and contract PASSed and is fresh
+(each step with ``valid_for`` within it, counted from the run that executed the step, that run
+or the one it carried the step from; and, as for ``evidence.future``, not signed further ahead
+of this clock than the tolerated skew): a pass a runner recorded before its own newer failure
+is not its word on the tree any more. Where ``min`` asks more than one runner, a
 runner agrees only with steps it executed itself: a passing run that carried a step from
 another runner's run repeats that runner's word, and is no second agreement. Evidence by other
 trusted runners still shows, as advisory: it can fail a tree, never prove it for that ref, nor
@@ -21,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from gitaudit.gate.compose import Source
-from gitaudit.ledger.records import RunRecord
+from gitaudit.ledger.records import CLOCK_SKEW, RunRecord
 from gitaudit.ledger.trust import EvidenceRule, TrustedKey
 from gitaudit.plan.model import Plan
 from gitaudit.verdict import StepStatus, Verdict
@@ -53,7 +54,9 @@ def tally(
     expiries: list[float] = []
     for name, (signer, record) in newest.items():
         expires = word_expires(plan, record, origin)
-        if record.verdict != Verdict.PASS or (expires is not None and expires < now):
+        if record.verdict != Verdict.PASS or (
+            expires is not None and (expires < now or record.time > now + CLOCK_SKEW)
+        ):  # expired, or dated ahead and so fresh for too long (as `evidence.future`)
             continue
         if rule.min > 1 and rule.admits(signer) and not own(signer, record):
             borrowed.add(name)

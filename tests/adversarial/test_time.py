@@ -5,10 +5,12 @@ from __future__ import annotations
 import time
 import types
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
 
+from gitaudit.crypto.signers import Signer
 from gitaudit.ledger import agent_ops, agents
 from gitaudit.ledger.agents import DEFAULT_LEASE
 from gitaudit.ledger.plansref import read_state
@@ -285,3 +287,57 @@ def test_attack_time_second_runners_agreement_rests_on_an_expired_carried_pass(
     assert world.cli("status", "--for", MAIN).code != 0
     code, _path, err = pre_push(world.repo)
     assert code != 0, err
+
+
+def _second_runners_run_dated(world: World, signer: Signer, ahead: int) -> None:
+    """ci2's newest run recorded again by ci2 on a machine whose clock is *ahead* seconds
+    ahead: its run.json's `started_at` and its signed commit time both say so, its message (its
+    trailers) as the original's."""
+    git = world.handle().git
+    tip = world.ref(RUNS)
+    assert tip is not None
+    when = int(time.time()) + ahead
+
+    def dated(doc: dict[str, Any]) -> None:
+        doc["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
+
+    made = world.forge_run(tip, signer=signer, edit=dated, when=when, move=False)
+    original = git[pygit2.Oid(hex=tip)].peel(pygit2.Commit)
+    tree = git[made].peel(pygit2.Commit).tree_id
+    oid = world.commit_object(git, tree, [pygit2.Oid(hex=tip)], original.message, signer, when=when)
+    world.set_ref(RUNS, oid)
+
+
+@pytest.mark.parametrize("ahead", [DAY, 365 * DAY], ids=["a-day", "a-year"])
+def test_attack_time_second_runners_agreement_dated_in_the_future(world: World, ahead: int) -> None:
+    """main needs two runners (ci and ci2) whose newest runs PASSed and are fresh; unit is valid
+    for 4 s. ci2's run is recorded by a machine whose clock is a day (a year) ahead. As the run
+    judged, such a run is refused outright (`evidence.future`), but the rule's tally counted
+    ci2's agreement fresh from its signed start, a day ahead: once ci had run, main PASSed, and
+    went on passing after ci2's real execution of unit was 4 s old (before the fix). A run
+    signed beyond the tolerated skew is no runner's agreement: UNKNOWN
+    (`evidence.runner-rule`)."""
+    world.seal(plan(step("unit", valid_for="4s")))
+    second = runner(world, "ci2")
+    rule(world, EvidenceRule(MAIN, ("ci", "ci2"), 2))
+    assert world.run(signer=second).verdict == "PASS"
+    _second_runners_run_dated(world, second, ahead)
+    assert world.run(fresh=True).verdict == "PASS"
+    judged = assert_plan(world.gate(for_ref=MAIN), "evidence.runner-rule", "UNKNOWN")
+    assert "passing runs for this tree by ci;" in judged.reasons[0].message + ";"
+    assert world.cli("status", "--for", MAIN).code != 0
+    code, _path, err = pre_push(world.repo)
+    assert code != 0, err
+
+
+def test_a_second_runners_clock_within_the_skew_agrees(world: World) -> None:
+    """Control: ci2's clock 60 s ahead (300 s tolerated): its run still agrees, main PASSes."""
+    world.seal(plan(step("unit", valid_for="1h")))
+    second = runner(world, "ci2")
+    rule(world, EvidenceRule(MAIN, ("ci", "ci2"), 2))
+    assert world.run(signer=second).verdict == "PASS"
+    _second_runners_run_dated(world, second, 60)
+    assert world.run(fresh=True).verdict == "PASS"
+    judged = only(world.gate(for_ref=MAIN))
+    assert judged.verdict == "PASS", judged.reasons
+    assert "passing runs for this tree by ci, ci2" in " ".join(judged.notes), judged.notes

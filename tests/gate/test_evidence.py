@@ -567,3 +567,37 @@ def test_a_runners_word_is_no_fresher_than_the_runs_it_carried_from() -> None:
     dated_ahead = run("ahead", 10**9, unit=_entry(StepStatus.PASSED))
     runs["ahead"] = dated_ahead
     assert word_expires(plan_, run("new", 200, unit=carried("ahead")), read) == 210.0
+
+
+def test_a_runner_whose_run_is_dated_ahead_does_not_agree() -> None:
+    """`tally`: a passing run signed further ahead of this clock than the tolerated skew would
+    stay fresh too long: its runner does not agree (60 s ahead, within the skew, it does). A plan
+    without `valid_for` never expires, and the run's time does not matter."""
+    from gitaudit.gate.runners import tally
+    from gitaudit.ledger.records import CLOCK_SKEW
+    from gitaudit.ledger.trust import EvidenceRule, TrustedKey
+
+    def plan_with(**extra: str) -> Any:
+        data = {
+            "task": "t",
+            "requirements": [{"id": "R", "description": "d", "priority": "must"}],
+            "steps": [
+                {"id": "unit", "covers": ["R"], "verify": [{"type": "run", "argv": ["true"]}]}
+                | extra
+            ],
+        }
+        loaded, _ = load_plan(json.dumps(data).encode(), name="default", source="p")
+        assert loaded is not None
+        return loaded
+
+    ci = TrustedKey("ci", None, frozenset({"runner"}))  # type: ignore[arg-type]
+    rule = EvidenceRule("refs/heads/main", ("ci",), 1)
+    now = time.time()
+    for plan_, ahead, agrees in (
+        (plan_with(valid_for="1h"), CLOCK_SKEW + 60, False),
+        (plan_with(valid_for="1h"), 60, True),
+        (plan_with(), 86400, True),
+    ):
+        source = replace(_source("r", int(now) + ahead), signer=ci)
+        got = tally(plan_, rule, [source], now, lambda _signer, _record: True)
+        assert (set(got[0]) == {"ci"}) is agrees, (ahead, got)
