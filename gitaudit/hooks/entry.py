@@ -57,6 +57,36 @@ def _why(exc: Exception) -> str:
     return f"{code + ': ' if code else ''}{exc}{f' (fix: {hint})' if hint else ''}"
 
 
+def foreign_repository(found: str | os.PathLike[str]) -> str | None:
+    """Why the repository at *found* (its git dir, as the hook found it from the folder it runs
+    in) is not the one git runs the hook for (the ``GIT_DIR`` git gives every hook), or None.
+    git runs ``git commit``'s hooks from the work tree ``core.worktree`` names, which anything
+    that writes ``.git/config`` sets: pointed at another repository's folder, the hook found
+    that repository, and judged the staged tree with its ledger, trust and memo."""
+    given = os.environ.get("GIT_DIR")
+    if not given or os.path.realpath(given) == os.path.realpath(os.fspath(found)):
+        return None
+    config = os.path.join(os.path.abspath(given), "config")
+    return (
+        f"git runs this hook for {os.path.abspath(given)}, but from {os.getcwd()}, a folder of "
+        f"the repository {os.fspath(found)}: core.worktree in {config} (or GIT_WORK_TREE) "
+        "points git at another folder; remove it (`git config --unset core.worktree`)"
+    )
+
+
+def _open_own_repo() -> Repo:
+    """The repository the hook judges: the one found from the folder it runs in, which must be
+    the one git runs it for (:func:`foreign_repository`)."""
+    from gitaudit.errors import RepositoryError
+    from gitaudit.git.repo import open_repo
+
+    repo = open_repo()
+    why = foreign_repository(repo.gitdir)
+    if why is not None:
+        raise RepositoryError(why)
+    return repo
+
+
 # ----------------------------------------------------------------------------------- pre-push
 
 
@@ -68,8 +98,8 @@ def _remembered(
     from gitaudit.gate import memo
 
     found = memo.snapshot(revs=revs)
-    if found is None:
-        return None
+    if found is None or foreign_repository(found[0].gitdir) is not None:
+        return None  # another repository's memo answers nothing: judged (and refused) in full
     snap, trees = found
     now = time.time()
     for_refs = list(refs) if refs is not None else [""] * len(trees)
@@ -113,10 +143,9 @@ def pre_push(args: Sequence[str], stdin: str) -> int:
     before = remembered[0] if remembered is not None else None
 
     from gitaudit.gate.judge import judge
-    from gitaudit.git.repo import open_repo
     from gitaudit.ledger.plansref import read_state
 
-    repo = open_repo()
+    repo = _open_own_repo()
     try:
         state = read_state(repo)
         policy = state.policy
@@ -236,10 +265,9 @@ def commit_msg(args: Sequence[str], stdin: str) -> int:
 
 def _judge_commit(path: str, tree: str | None, before: memo.Snapshot | None) -> int:
     from gitaudit.gate.judge import judge
-    from gitaudit.git.repo import open_repo
     from gitaudit.ledger.plansref import read_state
 
-    repo = open_repo()
+    repo = _open_own_repo()
     try:
         state = read_state(repo)
     except Exception as exc:
@@ -834,9 +862,8 @@ def pre_commit_framework(args: Sequence[str], stdin: str) -> int:
         return 0
     if not local_sha:
         from gitaudit.gate.judge import judge
-        from gitaudit.git.repo import open_repo
 
-        result = judge(open_repo())
+        result = judge(_open_own_repo())
         if result.verdict != "PASS":
             _explain(result, "the push")
         return 0 if result.verdict == "PASS" else 1

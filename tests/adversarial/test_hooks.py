@@ -1071,3 +1071,111 @@ def test_attack_hooks_deletion_that_git_refuses_clears_a_shadowing_ref(
         assert setup.push("--no-verify", "origin", f":{kept}").returncode == 0
         assert setup.push("--no-verify", "origin", f"{proven}:{pushed_ref}").returncode == 0
         assert _server_reads(setup, name) == proven
+
+
+def _decoy_passing(setup: Setup, decoy: Path, tmp: Path) -> str:
+    """The agent's own repository at *decoy*: a clone of the client whose HEAD is the client's
+    staged tree, trusted to a key the agent made (outside every work tree) and proven by it:
+    its gate says PASS for that tree. Returns the tree."""
+    key = tmp / "agent-key" / "id"
+    key.parent.mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    git(tmp, "clone", "-q", str(setup.client.path), str(decoy))
+    for name in ("user.name", "user.email"):
+        git(decoy, "config", name, setup.client.git("config", name).strip())
+    tree = setup.client.git("write-tree").strip()
+    (decoy / "greeting.txt").write_bytes((setup.client.path / "greeting.txt").read_bytes())
+    git(decoy, "commit", "-q", "--allow-empty", "-am", "the agent's copy")
+    assert git(decoy, "rev-parse", "HEAD^{tree}").strip() == tree
+    for args in (["init", "--key", str(key)], ["plan", "seal", "-m", "mine", "--key", str(key)]):
+        done = audit(decoy, *args)
+        assert done.code == 0, (args, done.out, done.err)
+    done = audit(decoy, "run", env={"GITAUDIT_SIGNING_KEY": str(key)})
+    assert done.code == 0, done.out + done.err
+    assert audit(decoy, "status", "HEAD").code == 0  # PASS there, under the agent's own root
+    return tree
+
+
+@pytest.mark.parametrize("where", ["inside-the-project", "outside-the-project"])
+@pytest.mark.parametrize("mode", ["claims", "strict"])
+def test_attack_hooks_commit_msg_judged_in_the_repository_core_worktree_names(
+    setup: Setup, tmp_path: Path, where: str, mode: str
+) -> None:
+    """The agent stages an unproven tree (no run of the client's runner proves it), makes a
+    repository of its own holding that very tree (a clone, in an ignored folder of the project
+    or elsewhere), trusted to a key it generated and proven by that key, and sets
+    `core.worktree` in the client's `.git/config` to that repository's folder. git runs the
+    user's `git commit` hooks from the work tree it names, so the commit-msg hook (which found
+    its repository from the folder it ran in, not from the GIT_DIR git gave it) judged the
+    client's staged tree with the decoy's ledger and trust: PASS, the commit with a completion
+    claim (and in strict mode any commit) went through with `Audit-Verdict: PASS` and the
+    decoy's run as its trailers (before the fix; from the memo and from the full gate alike).
+    Now the hook refuses a repository other than the one git runs it for."""
+    if mode == "strict":
+        setup.client.git("config", "audit.commitMsg", "strict")
+    setup.client.write("greeting.txt", "hello, unproven\n")
+    setup.client.git("add", "-A")
+    if where == "inside-the-project":
+        setup.client.write(".git/info/exclude", ".cache/\n")
+        decoy = setup.client.path / ".cache" / "decoy"
+        decoy.parent.mkdir()
+    else:
+        decoy = tmp_path / "decoy"
+    _decoy_passing(setup, decoy, tmp_path)
+    head = setup.client.git("rev-parse", "HEAD").strip()
+    setup.client.git("config", "core.worktree", str(decoy))
+    message = "all done\n\nAudit-Claim: done" if mode == "claims" else "tidy up"
+    for _ in range(2):  # neither from the memo nor judged in full
+        done = subprocess.run(
+            ["git", "commit", "-q", "-m", message],
+            cwd=setup.client.path,
+            capture_output=True,
+            text=True,
+            env=setup.env(),
+            check=False,
+        )
+        assert done.returncode != 0, done.stderr
+        assert "core.worktree" in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert setup.client.git("rev-parse", "HEAD").strip() == head
+    setup.client.git("config", "--unset", "core.worktree")
+    done = subprocess.run(
+        ["git", "commit", "-q", "-m", message],
+        cwd=setup.client.path,
+        capture_output=True,
+        text=True,
+        env=setup.env(),
+        check=False,
+    )
+    assert done.returncode != 0 and "the gate says UNKNOWN" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("decoy_at", ["a-gitdir-file", "a-linked-dotgit"])
+def test_attack_hooks_pre_push_judged_in_the_repository_core_worktree_names(
+    setup: Setup, tmp_path: Path, decoy_at: str
+) -> None:
+    """The sharper form for pre-push, which git runs from the work tree only when the folder
+    `git push` starts in lies inside it: the agent points `core.worktree` at a folder holding
+    the project (here its parent) that leads to a repository of its own, where the unproven
+    commit's tree is proven by its own key (the parent holds a `.git` file or a link naming
+    it). The pre-push hook found that repository from the folder it ran in and said
+    PASS, so the commit went to a host without pre-receive (before the fix). Now refused."""
+    setup.client.write("greeting.txt", "hello, unproven\n")
+    commit = setup.client.commit("unproven")
+    decoy = tmp_path / "decoy"
+    _decoy_passing(setup, decoy, tmp_path)
+    git(decoy, "fetch", "-q", str(setup.client.path), "main")
+    assert git(decoy, "cat-file", "-t", commit).strip() == "commit"
+    hosted = tmp_path / "hosted.git"
+    git(tmp_path, "init", "-q", "--bare", str(hosted))
+    if decoy_at == "a-linked-dotgit":
+        (tmp_path / ".git").symlink_to(decoy / ".git")
+    else:
+        (tmp_path / ".git").write_text(f"gitdir: {decoy / '.git'}\n")
+    setup.client.git("config", "core.worktree", str(tmp_path))
+    pushed = setup.push(str(hosted), "main:refs/heads/main")
+    assert pushed.returncode != 0, pushed.stderr
+    assert "core.worktree" in pushed.stderr and "Traceback" not in pushed.stderr, pushed.stderr
+    assert git(hosted, "rev-parse", "--verify", "-q", "refs/heads/main", check=False) == ""
+    setup.client.git("config", "--unset", "core.worktree")
+    pushed = setup.push(str(hosted), "main:refs/heads/main")
+    assert pushed.returncode != 0 and "the gate says UNKNOWN" in pushed.stderr, pushed.stderr

@@ -8,6 +8,9 @@ End to end (real `git commit` and `git push` through the installed hooks):
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -99,6 +102,47 @@ def test_strict_commit_msg_refuses_any_commit_without_pass(
     assert err.splitlines()[0] == (
         "gitaudit: this commit (audit.commitMsg=strict) is blocked: the gate says UNKNOWN"
     )
+
+
+def test_the_hooks_judge_only_the_repository_git_runs_them_for(
+    sealed: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``GIT_DIR`` (git gives it to every hook, relative to the hook's folder or absolute)
+    must name the repository the hook finds from its folder; without it (the hook called by
+    hand, the pre-commit framework) there is nothing to compare."""
+    gitdir = sealed.path / ".git"
+    monkeypatch.delenv("GIT_DIR", raising=False)
+    assert entry.foreign_repository(gitdir) is None
+    for given in (".git", str(gitdir), f"{sealed.path}/./.git/"):
+        monkeypatch.setenv("GIT_DIR", given)
+        assert entry.foreign_repository(gitdir) is None, given
+    other = GitRepo.create(tmp_path / "other")
+    monkeypatch.setenv("GIT_DIR", str(other.path / ".git"))
+    why = entry.foreign_repository(gitdir)
+    assert why is not None and "core.worktree" in why and str(other.path / ".git") in why
+
+
+def test_commit_msg_passes_a_proven_tree_in_a_linked_worktree(
+    sealed: GitRepo, tmp_path: Path
+) -> None:
+    """Control: in a linked worktree git runs commit-msg with ``GIT_DIR`` at
+    ``.git/worktrees/<name>``, the repository the hook finds there: a claim on a proven tree
+    passes and gets the hook's trailers."""
+    assert audit(sealed.path, "run").code == 0
+    run = sealed.git("rev-parse", RUNS).strip()
+    linked = tmp_path / "linked"
+    sealed.git("worktree", "add", "-q", "--detach", str(linked))
+    done = subprocess.run(
+        ["git", "commit", "-q", "--allow-empty", "-m", "finish\n\nAudit-Claim: done"],
+        cwd=linked,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    message = git(linked, "log", "-1", "--format=%B")
+    assert f"Audit-Verdict: PASS\nAudit-Run: {run}" in message, message
 
 
 def test_pre_push_lets_a_branch_deletion_through(
