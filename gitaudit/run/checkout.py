@@ -225,6 +225,27 @@ def _base(gitdir: Path, workdir: Path) -> Path:
 
 
 _CACHE_ENTRIES = ("checkouts", "fingerprint")  # the folders of the cache (gitaudit.places)
+UPWARD = (
+    "node_modules",  # Node's require() tries each folder's above the importing file
+    "package.json",  # npm's and Node's package root (its "type", "imports")
+    "conftest.py",
+    "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
+    "tox.ini",
+    "setup.cfg",
+    "pyproject.toml",  # pytest's configuration and rootdir, and ruff's, black's, mypy's
+    "go.mod",
+    "go.work",
+    "tsconfig.json",
+)
+"""What tools look for upwards from a check's folder and read as the project's: none may lie
+in a folder above gitaudit's cache (:func:`_nothing_found_upwards`). A list, not every tool's
+names; and not the user's dotfiles there: npm reads a folder's ``.npmrc`` only as the project's,
+which its ``package.json`` or ``node_modules`` makes it, while cargo reads the
+``.cargo/config.toml`` of every folder above (``~/.cargo`` is where rustup installs cargo, so
+it is left alone: a limit)."""
 _SLOT_FOLDERS = ("tree", "git", "home", "tmp", "neutral", "modules")
 _REPOSITORY_KEY = re.compile(r"[0-9a-f]{20}")
 _SLOT_ENTRY = re.compile(r"[0-9]+(\.lock)?")
@@ -274,10 +295,32 @@ def _own_folders(base: Path) -> None:
                 "would find it",
                 hint=f"remove {entry.path}, or point GITAUDIT_CACHE at a folder of gitaudit's own",
             )
+    _nothing_found_upwards(cache)
     for folder, made in ((checkouts, _made_in_checkouts), (base, _made_in_repository)):
         with contextlib.suppress(FileExistsError):
             folder.mkdir(mode=0o700)
         _tidy(folder, made)
+
+
+def _nothing_found_upwards(cache: Path) -> None:
+    """RunError naming the first entry of :data:`UPWARD` in a folder above the *cache* folder
+    (``~/.cache``, ``~``, up to ``/``): whoever writes as the user can leave one there before a
+    run, and a check's tool finds it as if the tree held it. The fence does not stop it: it
+    denies listing those folders, not opening a name in them, which is how Node and pytest
+    look. The folders above the cache as spelled and as its real path (a check's folder is
+    found by its real path, ``os.getcwd``, when ``~/.cache`` is a link elsewhere)."""
+    spelled = Path(os.path.abspath(cache)).parents
+    real = Path(os.path.realpath(cache)).parents
+    for folder in dict.fromkeys([*spelled, *real]):
+        for name in UPWARD:
+            found = folder / name
+            if os.path.lexists(found):
+                raise RunError(
+                    f"{found} lies above gitaudit's cache folder {cache}: a tool that looks "
+                    "upwards from a check's folder (node, npm, pytest, go) would read it, though "
+                    "the judged tree does not hold it",
+                    hint=f"remove {found}, or point GITAUDIT_CACHE at a folder with none above it",
+                )
 
 
 @contextlib.contextmanager

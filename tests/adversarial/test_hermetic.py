@@ -1487,7 +1487,8 @@ def test_attack_hermetic_check_plants_configuration_above_the_checkout(
     FAILs. Where the kernel has no Landlock (the fence off) what a check left in gitaudit's
     folders is removed before the next run, and the cache folder itself, which the user may
     name, is refused while it holds it; above the cache (the user's folders) nothing stops an
-    unfenced check: T2 still PASSes there (a limit)."""
+    unfenced check from writing, but a run refuses to start while a folder above the cache
+    holds what tools look for upwards (it PASSed before: a limit then)."""
     if not fenced:
         monkeypatch.setattr(fence, "_ABI", 0)  # a kernel without Landlock
     with_pytest_on_path(monkeypatch)
@@ -1503,10 +1504,13 @@ def test_attack_hermetic_check_plants_configuration_above_the_checkout(
             world.run()
         assert world.gate(None).verdict != "PASS"
         return
-    recorded = world.run()
     if not fenced and where == "above-the-cache":
-        assert recorded.verdict == "PASS"  # the limit: unfenced, a check writes ~/.cache
+        # unfenced, a check writes ~/.cache; what tools look for upwards there is named now
+        with pytest.raises(RunError, match=r"lies above gitaudit's cache folder"):
+            world.run()
+        assert world.gate(None).verdict != "PASS"
         return
+    recorded = world.run()
     stdout = world.run_files(recorded.commit)["steps/unit/checks/0/stdout"].decode()
     assert recorded.verdict == "FAIL", stdout
     assert "1 failed" in stdout

@@ -612,6 +612,46 @@ def test_acquire_refuses_an_entry_of_the_cache_folder_it_did_not_make(
         assert slot.root.parent.parent == cache / "checkouts"
 
 
+@pytest.mark.parametrize("name", checkout.UPWARD)
+def test_acquire_refuses_what_tools_find_upwards_above_the_cache(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """A name a tool looks for upwards (``node_modules``, ``package.json``, ``pytest.ini``...)
+    in any folder above the cache folder, a link or a dangling one too, is named and left
+    where it is; the user's dotfiles there (``.npmrc``, ``.cargo``) and other names are not."""
+    cache = tmp_path / "a" / "b" / "cache"
+    monkeypatch.setenv("GITAUDIT_CACHE", str(cache))
+    handle = open_repo(repo.path)
+    assert handle.workdir is not None
+    for other in (".npmrc", ".cargo", "notes.txt", "src"):
+        (tmp_path / "a" / "b").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "a" / other).write_text("the user's\n")
+    with checkout.acquire(handle.gitdir, handle.workdir):
+        pass
+    for planted in (tmp_path / "a" / "b" / name, tmp_path / "a" / name):
+        planted.symlink_to(tmp_path / "nowhere")
+        with (
+            pytest.raises(
+                RunError, match=f"{planted} lies above gitaudit's cache folder"
+            ) as raised,
+            checkout.acquire(handle.gitdir, handle.workdir),
+        ):
+            pass
+        assert (raised.value.hint or "").startswith(f"remove {planted}, or point GITAUDIT_CACHE")
+        assert planted.is_symlink()  # named, not removed: it may be the user's
+        planted.unlink()
+    # the cache reached through a link (~/.cache -> elsewhere): the real folders above count too
+    (tmp_path / "elsewhere" / "real").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "link").symlink_to(tmp_path / "elsewhere" / "real")
+    monkeypatch.setenv("GITAUDIT_CACHE", str(tmp_path / "a" / "b" / "link" / "cache"))
+    (tmp_path / "elsewhere" / name).write_text("planted\n")
+    with (
+        pytest.raises(RunError, match=f"{tmp_path / 'elsewhere' / name} lies above"),
+        checkout.acquire(handle.gitdir, handle.workdir),
+    ):
+        pass
+
+
 def test_the_checkouts_may_not_live_inside_the_repository(
     repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
