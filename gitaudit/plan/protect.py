@@ -16,9 +16,10 @@ protected set is, in a given tree:
   protected by default; a script that is the work (``python3 greeter.py``) is exempted with
   ``"!greeter.py"``;
 * for ``pytest`` checks, the files that steer pytest (``conftest.py`` at any depth,
-  ``pytest.ini``, ``pyproject.toml``, ``setup.cfg``, ``tox.ini``, at the root and in the check's
-  ``cwd``) and the test paths the check passes (a folder: every file below it); with no test path,
-  pytest's own discovery patterns (``test_*.py``, ``*_test.py`` at any depth);
+  ``pytest.toml``, ``.pytest.toml``, ``pytest.ini``, ``.pytest.ini``, ``pyproject.toml``,
+  ``setup.cfg``, ``tox.ini``, in the check's ``cwd``, the test paths' folders and every folder
+  above them) and the test paths the check passes (a folder: every file below it); with no
+  test path, pytest's own discovery patterns (``test_*.py``, ``*_test.py`` at any depth);
 
 * the files a well-known tool reads when a ``run`` check starts it in its ``cwd`` (``make``:
   the makefiles; ``npm``, ``yarn``, ``pnpm``: ``package.json``; ``tox``, ``nox``, ``cargo``,
@@ -45,7 +46,17 @@ from functools import lru_cache
 from gitaudit.frozen import frozen
 from gitaudit.plan.model import Check, Plan
 
-PYTEST_CONFIG = ("pytest.ini", ".pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini")
+# every file pytest takes its configuration from, in a folder and above (pytest 9 reads
+# `pytest.toml` and `.pytest.toml` before the others of the same folder)
+PYTEST_CONFIG = (
+    "pytest.toml",
+    ".pytest.toml",
+    "pytest.ini",
+    ".pytest.ini",
+    "pyproject.toml",
+    "setup.cfg",
+    "tox.ini",
+)
 PYTEST_DISCOVERY = ("**/test_*.py", "**/*_test.py")
 TOOL_FILES: dict[str, tuple[str, ...]] = {
     "make": ("Makefile", "makefile", "GNUmakefile"),

@@ -400,3 +400,29 @@ def test_attack_protected_test_discovered_after_an_option_with_a_value(
     cheat(world, "tests/test_answer.py", "def test_answer():\n    assert True\n")
     judged = assert_plan(world.gate(), "plan.protected-changed", "FAIL")
     assert "changed: tests/test_answer.py" in judged.reasons[0].message
+
+
+PASSING_TEST = "def test_ok():\n    assert 6 * 7 == 42\n"
+
+
+@pytest.mark.parametrize(
+    "path", [".pytest.toml", "pkg/pytest.toml", "pkg/.pytest.toml", "pytest.toml"]
+)
+def test_attack_protected_pytest_toml_deselects(world: World, path: str) -> None:
+    """pytest 9 reads `pytest.toml` and `.pytest.toml` (its table `[pytest]`) before any other
+    configuration file of a folder, in the tests' folders and every folder above them. The
+    protected set named only `pytest.ini`, `.pytest.ini`, `pyproject.toml`, `setup.cfg` and
+    `tox.ini` there: the agent added `.pytest.toml` at the root, or either name in `pkg/` above
+    the tests `pkg/tests`, deselecting the failing test; the remaining test passed, `git audit
+    run` recorded a signed PASS and the gate said PASS (3 of 4 before the fix; `pytest.toml` at
+    the root was caught only because its name shadows the module `pytest`). Both names are now
+    protected wherever the others are: `plan.protected-changed`."""
+    world.repo.write("pkg/tests/test_answer.py", FAILING_TEST)
+    world.repo.write("pkg/tests/test_ok.py", PASSING_TEST)
+    world.seal(pytest_plan("-q", "-p", "no:cacheprovider", "pkg/tests"))
+    assert world.run().verdict == "FAIL"
+    world.repo.write(path, '[pytest]\naddopts = ["-k", "not answer"]\n')
+    world.repo.commit(f"configure pytest: {path}")
+    world.run()  # pytest reads it: the failing test is not run (PASS before the fix)
+    judged = assert_plan(world.gate(), "plan.protected-changed", "FAIL")
+    assert f"added: {path}" in judged.reasons[0].message

@@ -10,7 +10,14 @@ import pytest
 
 from gitaudit.plan.load import load_plan
 from gitaudit.plan.model import Check, Plan
-from gitaudit.plan.protect import SHADOWED, climbing_paths, matches, patterns, select
+from gitaudit.plan.protect import (
+    PYTEST_CONFIG,
+    SHADOWED,
+    climbing_paths,
+    matches,
+    patterns,
+    select,
+)
 
 
 def plan_of(*checks: dict[str, Any], protect: list[str] | None = None) -> Plan:
@@ -275,3 +282,17 @@ def test_a_pytest_configuration_file_named_by_an_option_is_protected() -> None:
             "ci.ini",
             "tests/test_a.py",
         ]
+
+
+def test_every_configuration_file_pytest_reads_is_protected() -> None:
+    """pytest takes its configuration from the first of these names it finds in a folder
+    (pytest 9: `pytest.toml` and `.pytest.toml` first); each one, added beside the tests or
+    above them, is protected. The names the installed pytest looks for are all among them."""
+    from _pytest.config import findpaths
+
+    assert set(getattr(findpaths, "CONFIG_LOADERS_BY_NAME", ())) <= set(PYTEST_CONFIG)
+    plan = plan_of({"type": "pytest", "argv": ["-q", "pkg/tests"]})
+    for folder in ("", "pkg/", "pkg/tests/"):
+        for name in PYTEST_CONFIG:
+            assert f"{folder}{name}" in protected(plan, [*TREE, f"{folder}{name}"]), folder + name
+    assert "pkg/src/pytest.toml" not in protected(plan, [*TREE, "pkg/src/pytest.toml"])
