@@ -23,7 +23,9 @@ protected set is, in a given tree:
 
 * the files a well-known tool reads when a ``run`` check starts it in its ``cwd`` (``make``:
   the makefiles; ``npm``, ``yarn``, ``pnpm``: ``package.json``; ``tox``, ``nox``, ``cargo``,
-  ``go``, ``just``: theirs); ``python -m pytest`` is read like a ``pytest`` check;
+  ``go``, ``just``: theirs), and the configuration ``npm``, ``pnpm``, ``yarn`` and ``cargo``
+  look for there and in every folder above (``.npmrc``, ``.yarnrc``, ``.yarnrc.yml``,
+  ``.cargo/config.toml``); ``python -m pytest`` is read like a ``pytest`` check;
 * **module shadowing**: where a check starts Python (a ``pytest`` check, ``python -m``/``-c``: the
   check's ``cwd``; ``python script.py``: the script's folder), that folder comes first on
   ``sys.path``, so a file or package there named like a module of the standard library or of
@@ -69,6 +71,15 @@ TOOL_FILES: dict[str, tuple[str, ...]] = {
     "cargo": ("Cargo.toml",),
     "go": ("go.mod",),
     "just": ("justfile", "Justfile", ".justfile"),
+}
+# configuration those tools look for in their folder and every folder above it, which changes
+# what they run: `script-shell=/bin/true` in an `.npmrc` makes every `npm test` pass, and a
+# cargo `runner = "true"` every test binary
+TOOL_CONFIG: dict[str, tuple[str, ...]] = {
+    "npm": (".npmrc",),
+    "pnpm": (".npmrc",),
+    "yarn": (".npmrc", ".yarnrc", ".yarnrc.yml"),
+    "cargo": (".cargo/config.toml", ".cargo/config"),
 }
 PYTHON = re.compile(r"python(?:\d+(?:\.\d+)*)?")
 
@@ -500,6 +511,11 @@ def patterns_of(protect: Iterable[str], checks: Iterable[Check]) -> Patterns:
         candidates += [p for w in _argv_paths(check) if (p := _under(check.cwd, w))]
         candidates += [
             p for name in TOOL_FILES.get(_program(check), ()) if (p := _under(check.cwd, name))
+        ]
+        candidates += [
+            posixpath.join(folder, name)
+            for name in TOOL_CONFIG.get(_program(check), ())
+            for folder in _ancestors(_clean(check.cwd or ".") or "")
         ]
         root, pytest_args = _python_run(check)
         if root is not None:

@@ -426,3 +426,26 @@ def test_attack_protected_pytest_toml_deselects(world: World, path: str) -> None
     world.run()  # pytest reads it: the failing test is not run (PASS before the fix)
     judged = assert_plan(world.gate(), "plan.protected-changed", "FAIL")
     assert f"added: {path}" in judged.reasons[0].message
+
+
+@pytest.mark.parametrize("cwd", [".", "web"])
+def test_attack_protected_npmrc_swaps_the_script_shell(world: World, cwd: str) -> None:
+    """`npm test` runs the test script through the `script-shell` the project's `.npmrc` (beside
+    its `package.json`) names. The agent adds `.npmrc` saying `script-shell=/bin/true` there (the
+    root, or the check's cwd `web`): `npm test` exits 0 without running the failing script, `git
+    audit run` recorded a signed PASS and the gate said PASS (both before the fix; only
+    `package.json` was protected). `.npmrc` is protected in the cwd and every folder above it:
+    `plan.protected-changed`."""
+    folder = "" if cwd == "." else f"{cwd}/"
+    world.repo.write(
+        f"{folder}package.json",
+        '{"name": "w", "version": "1.0.0", "scripts": {"test": "exit 1"}}\n',
+    )
+    world.seal(plan(step("unit", check("npm", "test", cwd=cwd))))
+    assert world.run().verdict == "FAIL"
+    path = f"{folder}.npmrc"
+    world.repo.write(path, "script-shell=/bin/true\n")
+    world.repo.commit(f"configure npm: {path}")
+    world.run()  # npm reads it: the script does not run (PASS before the fix)
+    judged = assert_plan(world.gate(), "plan.protected-changed", "FAIL")
+    assert f"added: {path}" in judged.reasons[0].message

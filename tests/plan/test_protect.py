@@ -296,3 +296,15 @@ def test_every_configuration_file_pytest_reads_is_protected() -> None:
         for name in PYTEST_CONFIG:
             assert f"{folder}{name}" in protected(plan, [*TREE, f"{folder}{name}"]), folder + name
     assert "pkg/src/pytest.toml" not in protected(plan, [*TREE, "pkg/src/pytest.toml"])
+
+
+def test_tool_configuration_is_protected_in_the_cwd_and_above() -> None:
+    """`.npmrc` (`script-shell=/bin/true` makes every `npm test` pass) and cargo's
+    `.cargo/config.toml` (`runner = "true"`) are read from the tool's folder and every folder
+    above it: protected there, not below nor beside."""
+    tree = [*TREE, ".npmrc", "web/.npmrc", "web/app/.npmrc", "other/.npmrc", ".cargo/config.toml"]
+    got = protected(plan_of(run("npm", "test", cwd="web")), tree)
+    assert {".npmrc", "web/.npmrc"} <= set(got)
+    assert "web/app/.npmrc" not in got and "other/.npmrc" not in got
+    assert ".cargo/config.toml" in protected(plan_of(run("cargo", "test", cwd="web")), tree)
+    assert ".npmrc" not in protected(plan_of(run("make", "test")), tree)
