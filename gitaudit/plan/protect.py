@@ -282,13 +282,47 @@ def _argv_paths(check: Check) -> Iterable[str]:
             yield word
 
 
+# programs that run the command after their options (and, for some, one operand) unchanged:
+# per wrapper, its options whose argument is the next word, and how many operands come before
+# the command (`timeout 60 CMD`); `env` also takes NAME=VALUE words
+WRAPPERS: dict[str, tuple[tuple[str, ...], int]] = {
+    "env": (("-u", "--unset", "-C", "--chdir", "-S", "--split-string"), 0),
+    "nohup": ((), 0),
+    "setsid": ((), 0),
+    "time": (("-f", "--format", "-o", "--output"), 0),
+    "nice": (("-n", "--adjustment"), 0),
+    "ionice": (("-c", "--class", "-n", "--classdata", "-p", "-P", "-u"), 0),
+    "stdbuf": (("-i", "-o", "-e", "--input", "--output", "--error"), 0),
+    "timeout": (("-s", "--signal", "-k", "--kill-after"), 1),
+}
+
+
+def _unwrapped(words: list[str]) -> list[str]:
+    """*words* past the wrappers in front (``env python3 tools/check.py``, ``timeout 60 sh
+    check.sh``): the command they run, whose files are the check's own."""
+    while words and posixpath.basename(words[0]) in WRAPPERS:
+        takes_value, operands = WRAPPERS[posixpath.basename(words[0])]
+        rest = words[1:]
+        while rest and (
+            (rest[0].startswith("-") and rest[0] != "-")
+            or (words[0].endswith("env") and "=" in rest[0])
+        ):
+            word = rest.pop(0)
+            if word == "--":
+                break
+            if word in takes_value and rest:
+                rest.pop(0)
+        words = rest[operands:]
+    return words
+
+
 def _words(check: Check) -> list[str]:
     """The program and its arguments as a run or exec check names them (a shell command's
-    first simple command)."""
+    first simple command), past the wrappers in front (:func:`_unwrapped`)."""
     if check.type == "run" and check.shell and check.cmd:
-        return _shell_words(check.cmd)
+        return _unwrapped(_shell_words(check.cmd))
     if check.type == "run":
-        return list(check.argv)
+        return _unwrapped(list(check.argv))
     if check.type == "exec":
         return [check.path or "", *check.args]
     return []
@@ -431,16 +465,17 @@ def _pytest(cwd: str | None, argv: Iterable[str]) -> tuple[list[str], list[str]]
 
 
 def _program(check: Check) -> str:
-    if check.type == "run" and check.argv:
-        return posixpath.basename(check.argv[0])
+    words = _unwrapped(list(check.argv)) if check.type == "run" else []
+    if words:
+        return posixpath.basename(words[0])
     return posixpath.basename(check.path or "") if check.type == "exec" else ""
 
 
 def _python_run(check: Check) -> tuple[str | None, tuple[str, ...] | None]:
     """For a ``run`` check that starts Python: the folder first on its ``sys.path`` (None when
     ``-I``/``-P`` keep it off) and, for ``python -m pytest``, pytest's arguments."""
-    argv = check.argv
-    if check.type != "run" or not argv or not PYTHON.fullmatch(posixpath.basename(argv[0])):
+    argv = tuple(_unwrapped(list(check.argv))) if check.type == "run" else ()
+    if not argv or not PYTHON.fullmatch(posixpath.basename(argv[0])):
         return None, None
     cwd = _clean(check.cwd or ".") or ""
     safe = False

@@ -449,3 +449,34 @@ def test_attack_protected_npmrc_swaps_the_script_shell(world: World, cwd: str) -
     world.run()  # npm reads it: the script does not run (PASS before the fix)
     judged = assert_plan(world.gate(), "plan.protected-changed", "FAIL")
     assert f"added: {path}" in judged.reasons[0].message
+
+
+@pytest.mark.parametrize(
+    ("script", "argv"),
+    [
+        ("tools/check.py", ["env", "python3", "tools/check.py"]),
+        ("tools/check.py", ["/usr/bin/env", "-u", "X", "LANG=C", "python3", "tools/check.py"]),
+        ("tools/check.sh", ["timeout", "60", "sh", "tools/check.sh"]),
+        ("tools/check.sh", ["nice", "-n", "5", "timeout", "-s", "KILL", "60", "./tools/check.sh"]),
+        ("tools/check.sh", ["nohup", "sh", "tools/check.sh"]),
+    ],
+)
+def test_attack_protected_script_behind_a_wrapper_replaced(
+    world: World, script: str, argv: list[str]
+) -> None:
+    """The script a check runs is its own file, also when a wrapper starts the interpreter
+    (`env python3 tools/check.py`, `timeout 60 sh tools/check.sh`, `nice ... ./tools/check.sh`):
+    the wrapper was read as the program, so nothing of the command was protected; the agent
+    rewrote the failing script to exit 0, `git audit run` signed a PASS and the gate said PASS
+    (all five before the fix). The command past the wrappers is read as a check's own:
+    `plan.protected-changed`."""
+    failing = "import sys\nsys.exit(1)\n" if script.endswith(".py") else "#!/bin/sh\nexit 1\n"
+    world.repo.write(script, failing, mode=0o755)
+    world.seal(plan(step("unit", check(*argv))))
+    assert world.run().verdict == "FAIL"
+    passing = "import sys\nsys.exit(0)\n" if script.endswith(".py") else "#!/bin/sh\nexit 0\n"
+    world.repo.write(script, passing, mode=0o755)
+    world.repo.commit(f"make it pass: {script}")
+    world.run()  # the rewritten script passes (PASS before the fix)
+    judged = assert_plan(world.gate(), "plan.protected-changed", "FAIL")
+    assert f"changed: {script}" in judged.reasons[0].message

@@ -308,3 +308,18 @@ def test_tool_configuration_is_protected_in_the_cwd_and_above() -> None:
     assert "web/app/.npmrc" not in got and "other/.npmrc" not in got
     assert ".cargo/config.toml" in protected(plan_of(run("cargo", "test", cwd="web")), tree)
     assert ".npmrc" not in protected(plan_of(run("make", "test")), tree)
+
+
+def test_the_command_behind_a_wrapper_is_read() -> None:
+    """`env`, `timeout`, `nice`, `nohup`, ... run the command after their options (and
+    `timeout`'s duration, `env`'s assignments) unchanged: its script, tool files and Python
+    roots are the check's own, as without the wrapper."""
+    assert protected(plan_of(run("env", "-i", "A=1", "python3", "tools/check.py")), TREE) == [
+        "tools/check.py",
+        "tools/json.py",
+    ]
+    assert protected(plan_of(run("timeout", "-k", "5", "60", "sh", "scripts/check.sh")), TREE) == [
+        "scripts/check.sh"
+    ]
+    assert protected(plan_of(run("nice", "-n", "5", "make", "test")), TREE) == ["Makefile"]
+    assert protected(plan_of(run("env")), TREE) == []
