@@ -9,6 +9,7 @@ milliseconds), so a crash never blocks the next command.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pygit2
 
 from gitaudit.errors import LedgerError
 from gitaudit.git.call import run_git
+from gitaudit.places import common_dir
 
 PLANS_REF = "refs/audit/plans"
 RUNS_PREFIX = "refs/audit/runs/"
@@ -52,8 +54,8 @@ def mirrored_runs(repo: pygit2.Repository, plan: str) -> dict[str, str]:
     """remote -> the remote-tracking copy of its ledger of *plan*, for every remote fetched."""
     suffix = f"/audit/runs/{plan}"
     out = {}
-    for name in repo.references:
-        if name.startswith(MIRROR + "/") and name.endswith(suffix):
+    for name in ref_names(repo, MIRROR + "/"):
+        if name.endswith(suffix):
             remote = name[len(MIRROR) + 1 : -len(suffix)]
             if remote:
                 out[remote] = name
@@ -86,12 +88,49 @@ def read_ref(repo: pygit2.Repository, name: str) -> pygit2.Oid | None:
 
 def list_refs(repo: pygit2.Repository, prefix: str) -> dict[str, pygit2.Oid]:
     out = {}
-    for name in repo.references:
-        if name.startswith(prefix):
-            oid = read_ref(repo, name)
-            if oid is not None:
-                out[name] = oid
+    for name in ref_names(repo, prefix):
+        oid = read_ref(repo, name)
+        if oid is not None:
+            out[name] = oid
     return out
+
+
+def ref_names(repo: pygit2.Repository, prefix: str) -> list[str]:
+    """The names of the refs under *prefix* (``refs/.../``): libgit2's listing, and the loose
+    ref files below the prefix's folder in the common dir, found by a walk of gitaudit's own.
+    libgit2's listing stops without an error at the first entry under ``refs/`` it cannot
+    stat (a dangling link, a link loop, a link to a parent folder) and leaves out every loose
+    ref after it, which git lists and a lookup by name still finds: a remote-tracking copy of
+    a ledger holding a newer failure vanished from the gate that way. Each name is read by
+    name (:func:`read_ref`), as every other ref is."""
+    names = {name for name in repo.references if name.startswith(prefix)}
+    try:
+        root = os.path.join(common_dir(repo.path), *prefix.strip("/").split("/"))
+    except OSError:
+        root = ""
+    stack = [(root, prefix.rstrip("/"))] if root else []
+    folders: set[tuple[int, int]] = set()
+    while stack:
+        folder, name = stack.pop()
+        try:
+            stat = os.stat(folder)
+            if (stat.st_dev, stat.st_ino) in folders:  # a link back up: walked once
+                continue
+            folders.add((stat.st_dev, stat.st_ino))
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            child = f"{name}/{entry.name}"
+            try:
+                is_dir = entry.is_dir()  # through a link, as git's own listing goes
+            except OSError:
+                is_dir = False
+            if is_dir:
+                stack.append((entry.path, child))
+            elif not entry.name.endswith(".lock") and pygit2.reference_is_valid_name(child):
+                names.add(child)
+    return sorted(names)
 
 
 def _lock_path(gitdir: Path, name: str) -> Path:

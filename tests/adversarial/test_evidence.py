@@ -7,6 +7,7 @@ import json
 import shutil
 import sqlite3
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -1125,3 +1126,72 @@ def test_attack_evidence_verify_misses_a_ledger_deleted_behind_its_floor(
         (proven.handle().state_dir / "watermarks.json").unlink()
     result = proven.cli("verify")
     assert result.code == 1 and f"{ref} was deleted" in result.out, result.out + result.err
+
+
+FETCHED_COPY = "refs/gitaudit/remotes/origin/audit/runs/default"
+
+
+def _failure_fetched(world: World, tmp_path: Path, before_fetch: Callable[[], None]) -> str:
+    """`flagged` sealed and a genuine PASS of HEAD's tree on the plan's own ledger; another
+    clone of the repository (ci's) then runs the same tree, which fails there now, and that
+    ledger is fetched as a remote-tracking copy (after *before_fetch*). Returns the FAIL run."""
+    flag = tmp_path / "flag"
+    world.seal(flagged(flag))
+    assert world.run().verdict == "PASS"
+    other = tmp_path / "ci-clone"
+    git(tmp_path, "clone", "-q", str(world.path), str(other))
+    git(other, "fetch", "-q", "origin", "+refs/audit/*:refs/audit/*")
+    git(other, "config", "audit.rootKey", world.repo.git("config", "audit.rootKey").strip())
+    flag.write_text("the unit tests fail now\n")
+    failed = run_plan(open_repo(other), "default", world.ci, jobs=1)
+    assert failed.verdict == "FAIL"
+    before_fetch()
+    world.repo.git("fetch", "-q", str(other), f"+refs/audit/runs/default:{FETCHED_COPY}")
+    return failed.commit
+
+
+def _link_up(refs: Path) -> None:
+    (refs / "a").mkdir()
+    (refs / "a" / "up").symlink_to("..")
+
+
+HIDERS: dict[str, Callable[[Path], None]] = {
+    "a dangling link": lambda refs: (refs / "a").symlink_to("/nonexistent"),
+    "a link to itself": lambda refs: (refs / "a").symlink_to("a"),
+    "a link to a parent folder": _link_up,
+    "a dangling link inside the copy's own folder": lambda refs: (
+        refs / "gitaudit" / "remotes" / "origin" / "audit" / "aa"
+    ).symlink_to("/nonexistent"),
+}
+
+
+@pytest.mark.parametrize("when", ["after the copy was judged", "before the fetch"])
+@pytest.mark.parametrize("hider", list(HIDERS))
+def test_attack_evidence_fetched_copy_hidden_from_libgit2s_listing(
+    world: World, tmp_path: Path, hider: str, when: str
+) -> None:
+    """The plan's own ledger holds a PASS of the tree; ci's ledger, fetched as a remote-tracking
+    copy (`refs/gitaudit/remotes/origin/audit/runs/default`), holds a newer FAIL of the same
+    tree: FAIL. The agent puts, under `.git/refs/`, an entry that libgit2 cannot stat (a
+    dangling link, a link loop, a link to a parent folder) and that sorts before the copy:
+    libgit2's ref listing stops there without an error and leaves out every loose ref after it
+    (git lists them all, and a lookup by name still finds them). The gate found the copies
+    through that listing: it saw no copy, and said PASS, planted after the gate had judged the
+    copy or before the copy was ever fetched (all 8 before the fix). The copies are now also
+    found by a walk of the loose refs of gitaudit's own: FAIL."""
+    refs = world.path / ".git" / "refs"
+
+    def plant() -> None:
+        HIDERS[hider](refs)
+
+    if when == "before the fetch":
+        (refs / "gitaudit" / "remotes" / "origin" / "audit").mkdir(parents=True)
+        failed = _failure_fetched(world, tmp_path, plant)
+    else:
+        failed = _failure_fetched(world, tmp_path, lambda: None)
+        assert_plan(world.gate(), "step.failed", "FAIL")
+        plant()
+    assert FETCHED_COPY not in list(world.handle().git.references)  # hidden from libgit2's list
+    judged = assert_plan(world.gate(), "step.failed", "FAIL")
+    assert judged.run == failed
+    assert world.cli("status").code == 1
