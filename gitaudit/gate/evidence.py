@@ -50,6 +50,7 @@ from gitaudit.ledger.refs import mirrored_runs, read_ref, runs_ref
 from gitaudit.ledger.runs import read_run
 from gitaudit.ledger.tallies import Tallies
 from gitaudit.ledger.trust import EvidenceRule, TrustedKey
+from gitaudit.ledger.watermark import marked
 from gitaudit.plan.graph import clauses_of, optional_steps, viable_without
 from gitaudit.plan.model import Plan
 from gitaudit.verdict import StepStatus, Verdict, output_broken, uncovered, unproven_step
@@ -161,9 +162,11 @@ class _Survey:
 def judge_evidence(j: Judging) -> Evidence:
     git, gitdir = j.repo.git, j.repo.gitdir
     own = runs_ref(j.name)
-    mirrors = {} if j.pushed is not None else mirrored_runs(git, j.name)
     try:
         with watermark.view(gitdir) as marks:
+            # the copies fetched, and those a mark names: one the gate saw and is gone was
+            # deleted (a newer failure on it would otherwise vanish with it)
+            mirrors = {} if j.pushed is not None else mirrored_runs(git, j.name, marked(marks))
             ledgers = [_Ledger(own, j.name, j.pushed or read_ref(git, own))]
             ledgers += [_Ledger(ref, ref, read_ref(git, ref), r) for r, ref in mirrors.items()]
         for ledger in ledgers:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pygit2
@@ -50,11 +51,14 @@ def mirror_ref(remote: str, ref: str) -> str:
     return f"{MIRROR}/{remote}/{ref.removeprefix('refs/')}"
 
 
-def mirrored_runs(repo: pygit2.Repository, plan: str) -> dict[str, str]:
-    """remote -> the remote-tracking copy of its ledger of *plan*, for every remote fetched."""
+def mirrored_runs(repo: pygit2.Repository, plan: str, marked: Iterable[str] = ()) -> dict[str, str]:
+    """remote -> the remote-tracking copy of its ledger of *plan*, for every remote fetched,
+    and for every copy named in *marked* (the refs a high-water mark names), whether or not it
+    still exists: a copy the gate has seen and that is gone is a deleted ledger, not none."""
     suffix = f"/audit/runs/{plan}"
     out = {}
-    for name in ref_names(repo, MIRROR + "/"):
+    listed = ref_names(repo, MIRROR + "/")
+    for name in [*listed, *(m for m in marked if m.startswith(MIRROR + "/"))]:
         if name.endswith(suffix):
             remote = name[len(MIRROR) + 1 : -len(suffix)]
             if remote:

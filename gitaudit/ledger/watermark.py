@@ -142,6 +142,11 @@ def view(gitdir: Path) -> Iterator[Marks]:
         yield _read(gitdir)
 
 
+def marked(marks: Marks) -> set[str]:
+    """The refs a mark names (verified, seen, or a floor in the gitaudit home)."""
+    return {ref for kind in ("verified", "seen", "home") for ref in marks.get(kind, {})}
+
+
 def check_forward(
     repo: pygit2.Repository,
     gitdir: Path,

@@ -1195,3 +1195,41 @@ def test_attack_evidence_fetched_copy_hidden_from_libgit2s_listing(
     judged = assert_plan(world.gate(), "step.failed", "FAIL")
     assert judged.run == failed
     assert world.cli("status").code == 1
+
+
+def _drop_packed_copy(world: World) -> None:
+    world.repo.git("pack-refs", "--all")
+    packed = world.path / ".git" / "packed-refs"
+    lines = packed.read_text().splitlines(keepends=True)
+    packed.write_text("".join(line for line in lines if FETCHED_COPY not in line))
+
+
+DELETERS: dict[str, Callable[[World], object]] = {
+    "git update-ref -d": lambda world: world.repo.git("update-ref", "-d", FETCHED_COPY),
+    "its loose file removed": lambda world: (world.path / ".git" / FETCHED_COPY).unlink(),
+    "its line dropped from packed-refs": _drop_packed_copy,
+    "the remote's folder removed": lambda world: shutil.rmtree(
+        world.path / ".git" / "refs" / "gitaudit" / "remotes" / "origin"
+    ),
+}
+
+
+@pytest.mark.parametrize("deleter", list(DELETERS))
+def test_attack_evidence_fetched_copy_deleted_after_it_was_judged(
+    world: World, tmp_path: Path, deleter: str
+) -> None:
+    """The plan's own ledger holds a PASS of the tree; ci's ledger, fetched as a remote-tracking
+    copy, holds a newer FAIL of the same tree, and the user's `git audit status` says FAIL (the
+    gate marks the copy's tip as seen, in the marks file and in the gitaudit home). The agent
+    deletes the copy (`update-ref -d`, its loose file, its line in packed-refs, the remote's
+    folder): the gate read the copies that exist and checked the marks of those only, so the
+    copy's FAIL vanished and `status` said PASS (all four before the fix). A copy a mark
+    names is now read whether or not it exists: deleted, it is reported (`evidence.ledger`,
+    with the `git update-ref` that restores it)."""
+    _failure_fetched(world, tmp_path, lambda: None)
+    assert_plan(world.gate(), "step.failed", "FAIL")
+    DELETERS[deleter](world)
+    assert world.ref(FETCHED_COPY) is None
+    judged = assert_plan(world.gate(), "evidence.ledger", "FAIL")
+    assert f"{FETCHED_COPY} was deleted" in judged.reasons[0].message
+    assert world.cli("status").code == 1

@@ -64,3 +64,10 @@ def test_a_linked_worktree_lists_the_common_refs(repo: GitRepo, tmp_path: Path) 
     repo.git("worktree", "add", "-q", "--detach", str(linked), "HEAD")
     os.symlink("/nonexistent", repo.path / ".git" / "refs" / "a")
     assert mirrored_runs(open_repo(linked).git, "default") == {"origin": COPY}
+
+
+def test_a_marked_copy_is_named_even_when_gone(repo: GitRepo) -> None:
+    """A copy a mark names is one of the plan's copies, present or not; other marks are not."""
+    git = open_repo(repo.path).git
+    assert mirrored_runs(git, "default", {COPY, "refs/audit/runs/default"}) == {"origin": COPY}
+    assert mirrored_runs(git, "other", {COPY}) == {}
