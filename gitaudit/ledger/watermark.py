@@ -168,7 +168,9 @@ def _forward_of(
     if tip is None:
         raise LedgerError(
             f"{ref} was deleted; it was verified at {mark[:12]}",
-            hint=f"restore it (`git update-ref {ref} {mark}`) or fetch it from the remote",
+            hint=f"restore it (`git update-ref {ref} {mark}`) or fetch it from the remote (if "
+            f"this was deliberate, delete {_path(gitdir)} and {marks_path(gitdir)}, then run "
+            "`git audit verify`)",
         )
     if str(tip) == mark:
         return

@@ -160,6 +160,7 @@ def test_a_deleted_ledger_is_judged_not_remembered(setup: Setup) -> None:
     )
     _blocked_by_the_client(setup, pushed, sha, "FAIL")
     assert f"{RUNS} was deleted; it was verified at" in pushed.stderr
+    assert "watermarks.json" in pushed.stderr  # how to accept a deliberate deletion
 
 
 def test_a_rewound_ledger_and_a_replayed_memo_are_judged(setup: Setup) -> None:
