@@ -31,7 +31,7 @@ from gitaudit.gate.judge import judge
 from gitaudit.gate.request import requested_names
 from gitaudit.gate.result import GateResult
 from gitaudit.git.repo import Repo
-from gitaudit.ledger.plansref import PlansState, read_state
+from gitaudit.ledger.plansref import PlansState, read_state, state_at
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
 from gitaudit.ledger.trust import EvidenceRule, Policy, TrustedKey
 from gitaudit.plan.digest import canonical
@@ -204,6 +204,9 @@ class Checked:
     # rule names who proves a tree there, and the statement was judged otherwise or signed by
     # a runner the rule does not name
     ref_refusal: str | None = None
+    # why the runners that proved the verdict may not be trusted now: a runner of the plans
+    # commit the statement was judged under is no runner now (removed, renamed, labels taken)
+    untrusted: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -215,10 +218,10 @@ class Checked:
         if self.elsewhere is not None:
             return self.elsewhere
         if plan is not None:
-            return self._plan_refusal(plan) or self.stale or self.ref_refusal
+            return self._plan_refusal(plan) or self.stale or self.ref_refusal or self.untrusted
         if not self.passed:
             return None  # FAILED: said as such, never accepted
-        return self._commit_refusal() or self.stale or self.ref_refusal
+        return self._commit_refusal() or self.stale or self.ref_refusal or self.untrusted
 
     def _commit_refusal(self) -> str | None:
         """Why the PASSED statement is no verdict on the commit under the seals now, or None."""
@@ -284,7 +287,50 @@ def verify(
         ref_refusal=_against_rules(state.policy, checked, for_ref),
         stale=_expired(checked, datetime.now(UTC).timestamp() if now is None else now),
         elsewhere=None if rev is None else _elsewhere(repo, checked, rev),
+        untrusted=_against_trust(repo, state, checked),
     )
+
+
+def _against_trust(repo: Repo, state: PlansState, checked: Checked) -> str | None:
+    """Why the runners whose evidence *checked*'s verdict took may not be trusted now, or None.
+    The statement was judged under its plans commit's trust set; a runner of that set that is
+    no runner now (removed, renamed, a label taken away) no longer proves a tree, so the gate
+    refuses its runs, and a statement made before must not go on saying PASSED. A runner added
+    since changes nothing."""
+    tip = checked.statement["predicate"].get(EXTENSION, {}).get("plans_commit")
+    git = repo.git
+    try:
+        then = git[pygit2.Oid(hex=tip)] if isinstance(tip, str) else None
+    except (KeyError, ValueError):
+        then = None
+    now = state.tip
+    if (
+        not isinstance(then, pygit2.Commit)
+        or now is None
+        or (then.id != now and not git.descendant_of(now, then.id))
+    ):
+        return (
+            f"the attestation's plans commit {tip} is not in this repository's {PLANS_REF}: "
+            "the runners it trusted cannot be compared with the trusted ones now; fetch "
+            f"{PLANS_REF}, or attest the commit again"
+        )
+    for old in state_at(git, then).trust.keys:
+        if not old.may("runner"):
+            continue
+        current = state.trust.find(old.key)
+        if (
+            current is None
+            or not current.may("runner")
+            or current.name != old.name
+            or not old.labels <= current.labels
+        ):
+            return (
+                f"runner {old.name} ({old.key.fingerprint()}), trusted when the attestation "
+                f"was made (plans commit {tip[:12]}), is not that runner now: the gate refuses "
+                "its evidence, so the verdict may rest on it; run the plan again and attest "
+                "the commit again"
+            )
+    return None
 
 
 def _expired(checked: Checked, now: float) -> str | None:

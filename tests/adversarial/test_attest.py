@@ -20,7 +20,7 @@ from markdown_it import MarkdownIt
 from gitaudit.crypto import dsse
 from gitaudit.gate import attest
 from gitaudit.ledger.plansref import read_state
-from gitaudit.ledger.seals import set_policy
+from gitaudit.ledger.seals import set_policy, trust_add, trust_remove
 from gitaudit.ledger.trust import EvidenceRule
 from tests.adversarial.conftest import STRICT, World, check, plan, runner, step
 
@@ -580,3 +580,61 @@ def test_attack_attest_junit_of_a_forged_run_is_green(world: World, signer: str,
     assert shown.code != 0 and not shown.out.strip(), shown.out
     assert f"run {str(forged)[:12]} is not evidence" in shown.err
     assert len(shown.err.strip().splitlines()) <= 2, shown.err  # the error and its hint
+
+
+@pytest.mark.parametrize("how", ["removed", "re-added without its label", "renamed"])
+@pytest.mark.parametrize("extra", [[], ["--plan", "default"], ["HEAD"]])
+def test_attack_attest_verdict_of_a_runner_untrusted_since(
+    world: World, how: str, extra: list[str], tmp_path: Path
+) -> None:
+    """main is proven by one of the runners agent or ci (the policy's evidence rule); the agent
+    holds the key of runner `agent` (labelled linux; the step must run on linux). Its run
+    passes the commit and it has `git audit attest --for main` sign the verdict with ci's key
+    (the runner key the gitaudit home holds). alice then stops trusting the agent's key: she
+    removes it, re-adds it without its label, or under another name the rule does not list.
+    The gate refuses the agent's evidence for main, but `attest verify` (also with `--plan
+    default`, or with REV) still exited 0 on the envelope, PASSED for the commit and main (all
+    nine, before the fix): a statement was checked against the contracts and the rule in force,
+    never against the runners trusted now. A statement is now refused when a runner of the
+    plans commit it was judged under is not that runner now; one added since changes nothing."""
+    world.seal(plan(step("unit", check("true"), runs_on=["linux"])))
+    agent = runner(world, "agent", frozenset({"linux"}))
+    rules = (EvidenceRule(MAIN, ("agent", "ci")),)
+    policy = replace(read_state(world.handle()).policy, evidence=rules)
+    set_policy(world.handle(), world.alice, policy, allow_weaken=False, reason="runners")
+    assert world.run(signer=agent).verdict == "PASS"
+    assert world.gate(for_ref=MAIN).verdict == "PASS"
+    out = tmp_path / "vsa.json"
+    made = world.cli("attest", "--for", MAIN, "--key", str(world.keys["ci"]), "-o", str(out))
+    assert made.code == 0, made.err
+    assert world.cli("attest", "verify", str(out), *extra).code == 0
+    runner(world, "bob")  # a runner added since: still accepted
+    assert world.cli("attest", "verify", str(out), *extra).code == 0
+    trust_remove(world.handle(), world.alice, "agent")
+    if how == "re-added without its label":
+        trust_add(world.handle(), world.alice, agent.public_key, "runner", "agent")
+    elif how == "renamed":
+        trust_add(
+            world.handle(), world.alice, agent.public_key, "runner", "x", frozenset({"linux"})
+        )
+    assert world.gate(for_ref=MAIN).verdict != "PASS"
+    checked = world.cli("attest", "verify", str(out), *extra)
+    assert checked.code == 1, checked.out + checked.err
+    assert "authentic: signed by ci" in checked.out and "PASSED for commit" in checked.out
+    assert "runner agent (SHA256:" in checked.err and "is not that runner now" in checked.err
+
+
+def test_attest_control_runner_removed_and_restored(world: World, tmp_path: Path) -> None:
+    """Control: a runner removed and trusted again as it was (same key, name and labels) leaves
+    the attestation accepted, as the gate accepts its evidence again."""
+    world.seal(plan(step("unit", check("true"))))
+    agent = runner(world, "agent")
+    assert world.run(signer=agent).verdict == "PASS"
+    out = tmp_path / "vsa.json"
+    assert world.cli("attest", "--key", str(world.keys["ci"]), "-o", str(out)).code == 0
+    trust_remove(world.handle(), world.alice, "agent")
+    assert world.cli("attest", "verify", str(out)).code == 1
+    trust_add(world.handle(), world.alice, agent.public_key, "runner", "agent")
+    assert world.gate().verdict == "PASS"
+    checked = world.cli("attest", "verify", str(out))
+    assert checked.code == 0, checked.err

@@ -81,3 +81,28 @@ def test_a_statement_is_verified_for_the_commit_it_is_about(world: World) -> Non
     assert other.elsewhere is not None and other.refusal("default") == other.elsewhere
     with pytest.raises(RepositoryError, match="unknown revision 'nope'"):
         attest.verify(world.handle(), text, "f", rev="nope")
+
+
+@pytest.mark.parametrize(
+    "plans_commit",
+    [None, "0" * 40, "not hex", "the commit judged"],
+    ids=["none", "absent", "no id", "not a plans commit"],
+)
+def test_a_statement_is_compared_with_the_runners_of_a_plans_commit_here(
+    world: World, plans_commit: str | None
+) -> None:
+    """A statement's runners are those of its plans commit, which must be the plans tip here or
+    an ancestor of it: one that names no such commit cannot be compared and is refused, for
+    the commit and for each plan; one that does is accepted while its runners still are."""
+    world.seal(plan(step("unit")))
+    assert world.run().verdict == "PASS"
+    assert attest.verify(world.handle(), _envelope(world), "f").untrusted is None
+    head = world.repo.git("rev-parse", "HEAD").strip()
+    value = head if plans_commit == "the commit judged" else plans_commit
+
+    def edit(extension: dict[str, Any]) -> None:
+        extension["plans_commit"] = value
+
+    checked = attest.verify(world.handle(), _envelope(world, edit), "f")
+    assert checked.untrusted is not None and "is not in this repository's" in checked.untrusted
+    assert checked.refusal() == checked.refusal("default") == checked.untrusted
