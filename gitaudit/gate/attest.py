@@ -204,9 +204,10 @@ class Checked:
     # rule names who proves a tree there, and the statement was judged otherwise or signed by
     # a runner the rule does not name
     ref_refusal: str | None = None
-    # why the runners that proved the verdict may not be trusted now: a runner of the plans
-    # commit the statement was judged under is no runner now (removed, renamed, labels taken)
-    untrusted: str | None = None
+    # why the plans state now judges evidence more strictly than the plans commit the statement
+    # was judged under: a runner of it is no runner now (removed, renamed, labels taken), or the
+    # policy refuses what it accepted (live evidence, side-by-side agents' conflicts)
+    stricter: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -218,10 +219,10 @@ class Checked:
         if self.elsewhere is not None:
             return self.elsewhere
         if plan is not None:
-            return self._plan_refusal(plan) or self.stale or self.ref_refusal or self.untrusted
+            return self._plan_refusal(plan) or self.stale or self.ref_refusal or self.stricter
         if not self.passed:
             return None  # FAILED: said as such, never accepted
-        return self._commit_refusal() or self.stale or self.ref_refusal or self.untrusted
+        return self._commit_refusal() or self.stale or self.ref_refusal or self.stricter
 
     def _commit_refusal(self) -> str | None:
         """Why the PASSED statement is no verdict on the commit under the seals now, or None."""
@@ -287,16 +288,18 @@ def verify(
         ref_refusal=_against_rules(state.policy, checked, for_ref),
         stale=_expired(checked, datetime.now(UTC).timestamp() if now is None else now),
         elsewhere=None if rev is None else _elsewhere(repo, checked, rev),
-        untrusted=_against_trust(repo, state, checked),
+        stricter=_against_plans_then(repo, state, checked),
     )
 
 
-def _against_trust(repo: Repo, state: PlansState, checked: Checked) -> str | None:
-    """Why the runners whose evidence *checked*'s verdict took may not be trusted now, or None.
-    The statement was judged under its plans commit's trust set; a runner of that set that is
-    no runner now (removed, renamed, a label taken away) no longer proves a tree, so the gate
-    refuses its runs, and a statement made before must not go on saying PASSED. A runner added
-    since changes nothing."""
+def _against_plans_then(repo: Repo, state: PlansState, checked: Checked) -> str | None:
+    """Why the plans state now judges the evidence of *checked*'s verdict more strictly than
+    the plans commit it was judged under, or None. A runner of that commit that is no runner
+    now (removed, renamed, a label taken away) no longer proves a tree, and a policy that now
+    refuses what it accepted (evidence from the live work tree, runs conflicting with another
+    agent's claim) refuses the runs the verdict took: the gate says otherwise, and a statement
+    made before must not go on saying PASSED. A runner added, or a policy relaxed, since
+    changes nothing."""
     tip = checked.statement["predicate"].get(EXTENSION, {}).get("plans_commit")
     git = repo.git
     try:
@@ -311,10 +314,18 @@ def _against_trust(repo: Repo, state: PlansState, checked: Checked) -> str | Non
     ):
         return (
             f"the attestation's plans commit {tip} is not in this repository's {PLANS_REF}: "
-            "the runners it trusted cannot be compared with the trusted ones now; fetch "
+            "the runners and policy it judged under cannot be compared with those now; fetch "
             f"{PLANS_REF}, or attest the commit again"
         )
-    for old in state_at(git, then).trust.keys:
+    earlier = state_at(git, then)
+    tightened = _stricter_policy(earlier.policy, state.policy)
+    if tightened is not None:
+        return (
+            f"the policy is stricter now than when the attestation was made (plans commit "
+            f"{tip[:12]}): {tightened}, so the gate may refuse the evidence the verdict took; "
+            "run the plan again and attest the commit again"
+        )
+    for old in earlier.trust.keys:
         if not old.may("runner"):
             continue
         current = state.trust.find(old.key)
@@ -330,6 +341,16 @@ def _against_trust(repo: Repo, state: PlansState, checked: Checked) -> str | Non
                 "its evidence, so the verdict may rest on it; run the plan again and attest "
                 "the commit again"
             )
+    return None
+
+
+def _stricter_policy(then: Policy, now: Policy) -> str | None:
+    """What the policy *now* refuses in evidence that the policy *then* accepted, or None (its
+    evidence rules are compared with the statement's own, in :func:`_against_rules`)."""
+    if then.live_evidence == "allow" and now.live_evidence == "refuse":
+        return "evidence from the live work tree is refused (live_evidence: refuse)"
+    if then.agents == "parallel-warn" and now.agents != "parallel-warn":
+        return f"a run conflicting with another agent's claim is refused (agents: {now.agents})"
     return None
 
 

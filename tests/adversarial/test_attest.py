@@ -10,6 +10,7 @@ import base64
 import json
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -636,5 +637,84 @@ def test_attest_control_runner_removed_and_restored(world: World, tmp_path: Path
     assert world.cli("attest", "verify", str(out)).code == 1
     trust_add(world.handle(), world.alice, agent.public_key, "runner", "agent")
     assert world.gate().verdict == "PASS"
+    checked = world.cli("attest", "verify", str(out))
+    assert checked.code == 0, checked.err
+
+
+def _live_refused(world: World) -> None:
+    world.seal(plan(step("unit", check("true"), workspace="live")))
+
+
+def _agents_strict(world: World) -> None:
+    """ann claims src/a.py; the commit changes it (ann's claim is live): a warning only."""
+    world.repo.write("src/a.py", "a\n")
+    world.seal(plan(step("unit", check("true"))))
+    ci = ("--key", str(world.keys["ci"]))
+    assert world.cli("agents", "register", "ann", *ci).code == 0
+    claimed = world.cli("agents", "claim", "unit", "--paths", "src/a.py", "-a", "ann", *ci)
+    assert claimed.code == 0, claimed.err
+    world.repo.write("src/a.py", "not ann's\n")
+    world.repo.commit("edit a claimed file")
+
+
+# what the policy starts refusing: (how the evidence is made, the policy then, its words)
+TIGHTENED: dict[str, tuple[Callable[[World], None], dict[str, str], str]] = {
+    "live evidence refused": (
+        _live_refused,
+        {"live_evidence": "refuse"},
+        "evidence from the live work tree is refused",
+    ),
+    "agents mode parallel-strict": (
+        _agents_strict,
+        {"agents": "parallel-strict"},
+        "a run conflicting with another agent's claim is refused (agents: parallel-strict)",
+    ),
+}
+
+
+@pytest.mark.parametrize("extra", [[], ["--plan", "default"], ["HEAD"]])
+@pytest.mark.parametrize("how", sorted(TIGHTENED))
+def test_attack_attest_verdict_under_a_policy_tightened_since(
+    world: World, how: str, extra: list[str], tmp_path: Path
+) -> None:
+    """The step's evidence is of a kind the policy accepts for now: its checks ran in the live
+    work tree (`workspace: live`, which the agent controls), or the run changed a file another
+    agent (ann) holds a live claim on (parallel-warn: a warning). ci's run passed the commit
+    and the agent had it attested (ci's key signs). alice then tightens the policy: live
+    evidence refused, or agents mode parallel-strict. The gate says FAIL, but `attest verify`
+    (also with `--plan default`, or with REV) still exited 0 on the envelope, PASSED for the
+    commit (all six, before the fix): the statement was compared with the contracts and the
+    evidence rules in force, never with the rest of the policy. A statement is now refused when
+    the policy refuses, since its plans commit, evidence it accepted then."""
+    make, tightened, words = TIGHTENED[how]
+    make(world)
+    assert world.run().verdict == "PASS"
+    out = tmp_path / "vsa.json"
+    made = world.cli("attest", "--key", str(world.keys["ci"]), "-o", str(out))
+    assert made.code == 0, made.err
+    assert world.cli("attest", "verify", str(out), *extra).code == 0
+    handle = world.handle()
+    policy = replace(read_state(handle).policy, **tightened)  # type: ignore[arg-type]
+    set_policy(handle, world.alice, policy, allow_weaken=False, reason=None)
+    assert world.gate().verdict == "FAIL"
+    checked = world.cli("attest", "verify", str(out), *extra)
+    assert checked.code == 1, checked.out + checked.err
+    assert "authentic: signed by ci" in checked.out and "PASSED for commit" in checked.out
+    assert "the policy is stricter now than when the attestation was made" in checked.err
+    assert words in checked.err, checked.err
+
+
+def test_attest_control_policy_relaxed_since(world: World, tmp_path: Path) -> None:
+    """Control: a policy relaxed since (live evidence refused when attested, allowed now: a
+    weakening alice signs) leaves the attestation of a step in the private checkout accepted."""
+    handle = world.handle()
+    strict = replace(read_state(handle).policy, live_evidence="refuse")
+    set_policy(handle, world.alice, strict, allow_weaken=False, reason=None)
+    world.seal(plan(step("unit", check("true"))))
+    assert world.run().verdict == "PASS"
+    out = tmp_path / "vsa.json"
+    assert world.cli("attest", "--key", str(world.keys["ci"]), "-o", str(out)).code == 0
+    lax = replace(read_state(handle).policy, live_evidence="allow")
+    set_policy(handle, world.alice, lax, allow_weaken=True, reason="live is fine")
     checked = world.cli("attest", "verify", str(out))
     assert checked.code == 0, checked.err

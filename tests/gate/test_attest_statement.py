@@ -12,6 +12,7 @@ import pytest
 from gitaudit.crypto import dsse
 from gitaudit.errors import RepositoryError
 from gitaudit.gate import attest
+from gitaudit.ledger.trust import Policy
 from tests.adversarial.conftest import World, plan, step
 
 C, T = "c" * 40, "d" * 40
@@ -96,7 +97,7 @@ def test_a_statement_is_compared_with_the_runners_of_a_plans_commit_here(
     the commit and for each plan; one that does is accepted while its runners still are."""
     world.seal(plan(step("unit")))
     assert world.run().verdict == "PASS"
-    assert attest.verify(world.handle(), _envelope(world), "f").untrusted is None
+    assert attest.verify(world.handle(), _envelope(world), "f").stricter is None
     head = world.repo.git("rev-parse", "HEAD").strip()
     value = head if plans_commit == "the commit judged" else plans_commit
 
@@ -104,5 +105,17 @@ def test_a_statement_is_compared_with_the_runners_of_a_plans_commit_here(
         extension["plans_commit"] = value
 
     checked = attest.verify(world.handle(), _envelope(world, edit), "f")
-    assert checked.untrusted is not None and "is not in this repository's" in checked.untrusted
-    assert checked.refusal() == checked.refusal("default") == checked.untrusted
+    assert checked.stricter is not None and "is not in this repository's" in checked.stricter
+    assert checked.refusal() == checked.refusal("default") == checked.stricter
+
+
+def test_a_policy_is_stricter_only_where_it_refuses_evidence_accepted_before() -> None:
+    lax, live, strict = Policy(), Policy(live_evidence="refuse"), Policy(agents="serial")
+    assert attest._stricter_policy(lax, lax) is None
+    assert attest._stricter_policy(live, lax) is None  # relaxed since: nothing refused
+    assert attest._stricter_policy(strict, lax) is None
+    assert "live work tree" in (attest._stricter_policy(lax, live) or "")
+    assert "agents: serial" in (attest._stricter_policy(lax, strict) or "")
+    # protecting more refs, or asking for more approvals, judges no evidence differently
+    assert attest._stricter_policy(lax, Policy(protected_refs=("refs/*",))) is None
+    assert attest._stricter_policy(lax, Policy(approvals=(("weaken", 2),))) is None
