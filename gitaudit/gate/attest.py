@@ -295,7 +295,8 @@ def verify(
 def _against_plans_then(repo: Repo, state: PlansState, checked: Checked) -> str | None:
     """Why the plans state now judges the evidence of *checked*'s verdict more strictly than
     the plans commit it was judged under, or None. A runner of that commit that is no runner
-    now (removed, renamed, a label taken away) no longer proves a tree, and a policy that now
+    now (removed, renamed, a label taken away) no longer proves a tree, a reconciler (or
+    sealer) that is none now no longer settles an outcome by its word, and a policy that now
     refuses what it accepted (evidence from the live work tree, runs conflicting with another
     agent's claim) refuses the runs the verdict took: the gate says otherwise, and a statement
     made before must not go on saying PASSED. A runner added, or a policy relaxed, since
@@ -326,10 +327,8 @@ def _against_plans_then(repo: Repo, state: PlansState, checked: Checked) -> str 
             "run the plan again and attest the commit again"
         )
     for old in earlier.trust.keys:
-        if not old.may("runner"):
-            continue
         current = state.trust.find(old.key)
-        if (
+        if old.may("runner") and (
             current is None
             or not current.may("runner")
             or current.name != old.name
@@ -340,6 +339,13 @@ def _against_plans_then(repo: Repo, state: PlansState, checked: Checked) -> str 
                 f"was made (plans commit {tip[:12]}), is not that runner now: the gate refuses "
                 "its evidence, so the verdict may rest on it; run the plan again and attest "
                 "the commit again"
+            )
+        if old.may("reconciler") and (current is None or not current.may("reconciler")):
+            return (
+                f"{old.name} ({old.key.fingerprint()}) settled outcomes by its word when the "
+                f"attestation was made (plans commit {tip[:12]}) and is no reconciler now: the "
+                "gate refuses its settlements, so the verdict may rest on one; attest the "
+                "commit again"
             )
     return None
 

@@ -718,3 +718,36 @@ def test_attest_control_policy_relaxed_since(world: World, tmp_path: Path) -> No
     set_policy(handle, world.alice, lax, allow_weaken=True, reason="live is fine")
     checked = world.cli("attest", "verify", str(out))
     assert checked.code == 0, checked.err
+
+
+def test_attack_attest_verdict_settled_by_a_reconciler_untrusted_since(
+    world: World, tmp_path: Path
+) -> None:
+    """deploy's outcome was unknown (its check timed out); rita, a runner and reconciler, settled
+    it by her word (`reconcile --observed pass`), the gate said PASS, and the agent had the
+    commit attested (ci's key signs). alice then takes rita's reconciler role away (she stays a
+    runner): the gate refuses the settlement, but `attest verify` still exited 0, PASSED
+    (before the fix). A statement is now refused when a reconciler (or sealer) of the plans
+    commit it was judged under is none now."""
+    from gitaudit.crypto.keystore import generate_key, load_signer
+    from tests.adversarial.test_reconcile import deploy_plan
+
+    world.repo.write(".gitignore", "deployed.txt\n")
+    world.seal(deploy_plan())
+    assert world.run().verdict == "UNKNOWN"
+    rita = generate_key("rita").private_path
+    public = load_signer(rita).public_key
+    trust_add(world.handle(), world.alice, public, "runner", "rita")
+    trust_add(world.handle(), world.alice, public, "reconciler", "rita")
+    settled = world.cli("reconcile", "deploy", "--observed", "pass", "--key", str(rita))
+    assert settled.code == 0, settled.out + settled.err
+    assert world.gate().verdict == "PASS"
+    out = tmp_path / "vsa.json"
+    assert world.cli("attest", "--key", str(world.keys["ci"]), "-o", str(out)).code == 0
+    assert world.cli("attest", "verify", str(out)).code == 0
+    trust_remove(world.handle(), world.alice, "rita")
+    trust_add(world.handle(), world.alice, public, "runner", "rita")
+    assert world.gate().verdict != "PASS"
+    checked = world.cli("attest", "verify", str(out))
+    assert checked.code == 1, checked.out + checked.err
+    assert "rita (SHA256:" in checked.err and "is no reconciler now" in checked.err, checked.err
