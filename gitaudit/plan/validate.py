@@ -272,6 +272,15 @@ def _checks(step: Step, out: _Collector) -> None:
                 f"output {output.name!r} of step {step.id} has no check",
                 "add a check that proves the output exists and is right (e.g. file_exists)",
             )
+    for output in step.outputs:
+        if _unstorable_name(output.name):
+            out.add(
+                f"{output.json_path}.name",
+                "output.name-unstorable",
+                f"output {output.name!r} of step {step.id}: a git tree cannot hold it as a name "
+                f"(the run records it under steps/{step.id}/outputs/{output.name}/)",
+                "rename the output, e.g. 'report' (not '.', '..' or a spelling of '.git')",
+            )
     names = Counter(o.name for o in step.outputs)
     for name, n in names.items():
         if n > 1:
@@ -344,9 +353,23 @@ def _artifact_name_problem(path: str) -> str | None:
         return "it is the repository itself or its git directory"
     if any(p in ("", ".") for p in parts):
         return "it has an empty or '.' component (write it plainly, e.g. 'reports/junit.xml')"
-    if any(p.lower().split(":", 1)[0].rstrip(". ") in (".git", "git~1") for p in parts):
+    if any(_names_git(p) for p in parts):
         return "it names a git directory (in one of its spellings)"
     return None
+
+
+def _names_git(name: str) -> bool:
+    """Whether git refuses *name* in a tree as a spelling of ``.git`` (``.GIT.``, ``git~1``,
+    ``.git::$INDEX_ALLOCATION``)."""
+    return name.lower().split(":", 1)[0].rstrip(". ") in (".git", "git~1")
+
+
+def _unstorable_name(name: str) -> bool:
+    """Whether an output's *name*, one folder of the run's tree (``steps/<id>/outputs/<name>/``,
+    ``upstream/<step>/<name>/``), is one a git tree cannot hold: ``.``, ``..`` or a spelling of
+    ``.git``. Such an output validated and sealed, every check of a run then executed (a
+    deployment's too), and the run recorded nothing."""
+    return name in (".", "..") or _names_git(name)
 
 
 def _one_check(check: Check, out: _Collector) -> None:

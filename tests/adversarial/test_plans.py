@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gitaudit.errors import TrustError
+from gitaudit.errors import PlanError, TrustError
 from gitaudit.ledger.objects import dumps
 from gitaudit.ledger.refs import PLANS_REF
 from gitaudit.ledger.seals import reset_attempts, retire_plan
@@ -560,3 +560,40 @@ def test_attack_plans_new_step_opens_an_ignored_path_to_sealed_steps(
     refused(asked, widened, f"ignored_paths: now also {opened[0]}")
     world.repo.commit("a cache step")
     assert_plan(world.gate(), "plan.differs-from-seal", "FAIL")
+
+
+@pytest.mark.parametrize("name", ["..", ".", ".git", ".GIT", ".git.", "git~1", ".git::$DATA"])
+def test_attack_plans_output_name_the_run_cannot_store(asked: Asked, name: str) -> None:
+    """The agent's planner key reseals `unit` with one output added (a strengthening a planner
+    may seal) whose name a git tree cannot hold: `..`, `.`, or `.git` as git spells it on
+    Windows. The run stores each output's results under `steps/unit/outputs/<name>/`, so every
+    later run executed every check (a deployment's too) and then recorded nothing ("refusing to
+    store the unsafe path", libgit2's "invalid name for a tree entry"): no evidence for any tree
+    until a sealer resealed (before the fix; a sealer's own seal of such a name likewise). The
+    name is now refused where the plan is validated (`output.name-unstorable`): the seal is
+    refused, and the committed plan is invalid at the gate."""
+    world = asked.world
+    world.repo.write("a.txt", "made\n")
+    made = [{"name": name, "verify": [{"type": "file_exists", "path": "a.txt"}]}]
+    unit = step("unit", check("true"), covers=["R1"], outputs=made)
+    before = asked.plans_tip()
+    with pytest.raises(PlanError, match=r"output\.name-unstorable"):
+        asked.seal(answering(unit, PLAN["steps"][1]))
+    assert asked.plans_tip() == before
+    world.repo.commit("an output named as no tree can hold")
+    judged = assert_plan(world.gate(), "plan.invalid", "FAIL")
+    assert "[output.name-unstorable]" in judged.reasons[0].message
+
+
+def test_plans_control_plain_output_names_are_stored(world: World) -> None:
+    """Control: output names beside the refused ones (`...`, `.gitignore`, `git~2`) are sealed,
+    and their results are stored in the run's tree as written."""
+    world.repo.write("a.txt", "made\n")
+    names = ["...", ".gitignore", "git~2", "a.git"]
+    made = [{"name": n, "verify": [{"type": "file_exists", "path": "a.txt"}]} for n in names]
+    world.seal(plan(step("unit", check("true"), outputs=made)))
+    recorded = world.run()
+    assert recorded.verdict == "PASS"
+    files = world.run_files(recorded.commit)
+    assert all(f"steps/unit/outputs/{n}/0/result.json" in files for n in names)
+    assert world.gate().verdict == "PASS"

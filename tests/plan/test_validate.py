@@ -330,6 +330,27 @@ def test_a_plain_artifact_path_is_valid(path: str) -> None:
     assert "path.escapes-workspace" not in codes(check(plan))
 
 
+@pytest.mark.parametrize(
+    "name", [".", "..", ".git", ".GIT", ".git.", ".git ", "git~1", ".git::$DATA"]
+)
+def test_an_output_name_a_git_tree_cannot_hold(name: str) -> None:
+    """The run stores an output's results under steps/<id>/outputs/<name>/: a name git refuses
+    in a tree is refused up front, where the output is declared (and required)."""
+    plan = two_step_plan()
+    plan["steps"][0]["outputs"][0]["name"] = name
+    plan["steps"][1]["requires_outputs"][0]["name"] = name
+    problem = only(check(plan), "output.name-unstorable")
+    assert problem.path == "$.steps[0].outputs[0].name" and repr(name) in problem.message
+
+
+@pytest.mark.parametrize("name", ["artifact", "...", ".gitignore", "git~2", "a.git", "out put"])
+def test_a_plain_output_name_is_valid(name: str) -> None:
+    plan = two_step_plan()
+    plan["steps"][0]["outputs"][0]["name"] = name
+    plan["steps"][1]["requires_outputs"][0]["name"] = name
+    assert codes(check(plan)) == []
+
+
 def test_exec_path_escaping() -> None:
     plan = two_step_plan()
     plan["steps"][0]["verify"].append({"type": "exec", "path": "../checker.sh"})
