@@ -17,7 +17,7 @@ import shutil
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import field
@@ -334,7 +334,7 @@ def _run_prepared(
         carried, incremental = _offered(repo, carried, here), _offered(repo, incremental, here)
         if not whole_live:
             carried, incremental, wanted = _producers_run(
-                plan, carried, incremental, wanted, _in_tree(repo, before.tree)
+                plan, carried, incremental, wanted, _in_tree(repo, before.tree), prep.elsewhere
             )
         sandbox = Sandbox(
             home=slot.home if plan.home == "private" else None,
@@ -880,15 +880,22 @@ def _producers_run(
     incremental: dict[StepId, str],
     wanted: list[StepId],
     in_tree: Callable[[Output], bool],
+    elsewhere: Collection[StepId] = (),
 ) -> tuple[dict[StepId, str], dict[StepId, str], list[StepId]]:
     """Every run starts from the tree alone, so an output a step relies on
     (``requires_outputs``) exists only if the tree records it or its producer runs too: such a
-    producer of a step that executes is executed (and targeted), not carried, transitively."""
+    producer of a step that executes is executed (and targeted), not carried, transitively. A
+    step carried for unchanged inputs executes after all when a prerequisite of it executes
+    (:func:`gitaudit.run.runner.execute`), unless the run leaves it to others (not targeted,
+    or *elsewhere*): its producers then execute too, or it would find their outputs missing."""
     carried, incremental, wanted = dict(carried), dict(incremental), list(wanted)
 
     def executes(sid: StepId) -> bool:
         if sid in incremental:
-            return False
+            step = plan.step(sid)
+            if step is None or sid in elsewhere or (wanted and sid not in wanted):
+                return False
+            return any(d not in elsewhere and executes(d) for d in step.dependency_ids())
         return sid in wanted if wanted else sid not in carried
 
     changed = True

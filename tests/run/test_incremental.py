@@ -393,3 +393,44 @@ def test_a_carried_pass_counts_only_beside_a_proven_prerequisite(
         assert ship.status == StepStatus.BLOCKED and ship.carried_from is None
         assert ship.reason == "prerequisite any_of(fast, thorough) is not verified"
     assert ship.checks == ()  # its own check never ran
+
+
+def test_a_dependant_executed_again_finds_its_carried_producers_outputs(
+    repo: GitRepo, sealed: Sealer
+) -> None:
+    """`use` needs `build`'s ignored build/app and `fetch`'s evidence (valid for a second);
+    no input changes. Once fetch's evidence expired, a run executed fetch again and so use
+    again, while build's pass was carried for its unchanged inputs: build did not run, its
+    output was missing from the fresh checkout, and use was blocked by a broken output, a FAIL
+    for a tree that passes (before the fix). A producer of a step that will execute again
+    executes too: PASS."""
+    repo.write(".gitignore", "build/\n")
+    for folder in ("b", "f", "u"):
+        repo.write(f"{folder}/x.txt", f"{folder}\n")
+    build = run_step("build", "sh", "-c", "mkdir -p build && echo ok > build/app", inputs=["b/**"])
+    build["outputs"] = [{"name": "app", "verify": [{"type": "file_exists", "path": "build/app"}]}]
+    fetch = run_step("fetch", "true", outputs={"o": "f/x.txt"}, inputs=["f/**"], valid_for="1s")
+    use = run_step(
+        "use",
+        "grep",
+        "-qx",
+        "ok",
+        "build/app",
+        deps=["build", "fetch"],
+        requires=[("build", "app"), ("fetch", "o")],
+        inputs=["u/**"],
+    )
+    sealed(make_plan(build, fetch, use))
+    assert audit(repo.path, "run").code == 0
+    time.sleep(1.5)  # fetch's evidence expires
+    again = audit(repo.path, "run")
+    steps = run_doc(repo)["steps"]
+    assert again.code == 0, steps
+    assert steps["fetch"]["status"] == "passed" and steps["fetch"]["carried_from"] is None
+    assert steps["use"]["status"] == "passed" and steps["use"]["carried_from"] is None
+    assert steps["build"]["status"] == "passed" and steps["build"]["carried_from"] is None
+    # a run of fetch alone leaves use not run (not executed: build is not needed there)
+    time.sleep(1.5)
+    audit(repo.path, "run", "fetch")
+    alone = run_doc(repo)["steps"]
+    assert alone["use"]["status"] == "not-run" and alone["build"]["status"] == "carried"
