@@ -2,8 +2,9 @@
 
 The policy's ``approvals`` (:class:`gitaudit.ledger.trust.Policy`) names, per **kind** of change,
 how many distinct sealers must approve it: ``weaken`` (a weakened or retired seal, a laxer
-policy), ``amend`` (protected files amended), ``trust`` (the trust set changed), ``policy`` (the
-policy changed) and ``request`` (the user's request changed: files under ``requests/``). A plans
+policy, a runner key an evidence rule admits that it did not), ``amend`` (protected files
+amended), ``trust`` (the trust set changed), ``policy`` (the policy changed) and ``request``
+(the user's request changed: files under ``requests/``). A plans
 commit whose change needs k > 1 sealers, by its **parent's** policy, must carry ``approvals.json``:
 SSHSIG signatures (namespace ``gitaudit-approval``) over a statement binding the parent commit and
 the digest of the commit's files, by at least k distinct sealers trusted in the parent. Approvals
@@ -109,7 +110,7 @@ class Need:
 def kinds_of(before: StateLike, after: StateLike) -> tuple[str, ...]:
     """The kinds of change (APPROVAL_KINDS order) the step from *before* to *after* makes."""
     found: set[str] = set()
-    if after.policy.laxer_than(before.policy):
+    if after.policy.laxer_than(before.policy) or _newly_admitted(before, after):
         found.add("weaken")
     if before.policy.digest() != after.policy.digest():
         found.add("policy")
@@ -155,6 +156,18 @@ def _new_sealer_keys(before: TrustSet, after: TrustSet) -> bool:
     role's key made one, a sealer's name given another key)."""
     had = {k.key for k in before.keys if k.may("sealer")}
     return any(k.may("sealer") and k.key not in had for k in after.keys)
+
+
+def _newly_admitted(before: StateLike, after: StateLike) -> bool:
+    """Whether an evidence rule of *after*'s policy admits a runner key *before*'s trust set did
+    not let it admit (a label the rule names given to a key, a key trusted with it, a name the
+    rule names given to another key): a rule relaxed through the trust set, as widening it in
+    policy.json would (:meth:`Policy.laxer_than`), is a weakening."""
+    for rule in after.policy.evidence:
+        had = {k.key for k in before.trust.keys if k.may("runner") and rule.admits(k)}
+        if any(k.may("runner") and rule.admits(k) and k.key not in had for k in after.trust.keys):
+            return True
+    return False
 
 
 def _trust_entries(trust: TrustSet) -> set[tuple[str, bytes, str, str]]:

@@ -37,15 +37,18 @@ from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.proposals import approve, find
 from gitaudit.ledger.refs import PLANS_REF
 from gitaudit.ledger.seals import retire_plan, set_policy, trust_add
+from gitaudit.ledger.trust import EvidenceRule
 from gitaudit.plan.catalog import check_worktree
 from tests.adversarial.conftest import (
     STRICT,
     World,
+    assert_plan,
     assert_plans_level,
     check,
     codes,
     only,
     plan,
+    runner,
     step,
 )
 from tests.gitrepo import git
@@ -474,3 +477,85 @@ def test_approvals_control_a_sealer_added_by_k_sealers(council: Council) -> None
     assert trust_add(world.handle(), council.alice, runner.public_key, "runner", "ci2")
     world.run()
     assert world.gate().verdict == "PASS"
+
+
+MAIN = "refs/heads/main"
+ADMITTED_BY_ONE = ["label given to the agent", "new runner with the label", "ci's name given"]
+
+
+@pytest.mark.parametrize("how", ADMITTED_BY_ONE)
+def test_attack_approvals_runner_admitted_to_an_evidence_rule_by_one(
+    council: Council, how: str, tmp_path: Path
+) -> None:
+    """The policy asks two sealers to weaken (``trust`` left at 1, the example of sealing.md),
+    and main is proven only by the runner ``ci`` or one labelled ``release-ci``; the agent's
+    own runner key ``agent`` is advisory there. Widening the rule in policy.json is a
+    weakening (two sealers). A process that read alice's key does it through the trust set
+    instead: it gives the agent's key the label ``release-ci``, trusts a new key of its own
+    with it, or gives the name ``ci`` to the agent's key. A trust change, one sealer's: it was
+    applied, and the agent's own run (a runner's word, which the rule says does not count for
+    main) made main PASS (3 of 3 before the fix). A trust change that lets a rule admit a key
+    it did not now needs what a weakening needs: proposed, not applied, and the same commit
+    signed by alice alone is refused by every reader, the server's pre-receive too."""
+    world = council.world
+    world.serve(tmp_path / "server.git")
+    handle = world.handle()
+    policy = read_state(handle).policy
+    rule = EvidenceRule(MAIN, ("ci", "release-ci"))
+    set_policy(
+        handle, council.alice, replace(policy, evidence=(rule,)), allow_weaken=False, reason=None
+    )
+    agent = runner(world, "agent")
+    assert world.run(signer=agent).verdict == "PASS"
+    assert_plan(world.gate(for_ref=MAIN), "evidence.runner-rule", "UNKNOWN")
+    before = world.ref(PLANS_REF)
+    trust = read_state(handle).trust
+    if how == "label given to the agent":
+        changed = trust.added("agent", agent.public_key, "runner", frozenset({"release-ci"}))
+    elif how == "new runner with the label":
+        extra = Ed25519Signer.generate("ci2")
+        changed = trust.added("ci2", extra.public_key, "runner", frozenset({"release-ci"}))
+    else:
+        changed = trust.removed("ci").removed("agent").added("ci", agent.public_key, "runner")
+    if how != "ci's name given":
+        key = agent.public_key if how == "label given to the agent" else extra.public_key
+        name = "agent" if how == "label given to the agent" else "ci2"
+        with pytest.raises(ChangeProposed) as proposed:
+            trust_add(handle, council.alice, key, "runner", name, frozenset({"release-ci"}))
+        assert proposed.value.proposal.required == 2
+        assert "weaken" in proposed.value.proposal.kinds
+        assert world.ref(PLANS_REF) == before
+    served = git(tmp_path / "server.git", "rev-parse", PLANS_REF).strip()
+    world.forge_plans({**world.plans_files(), **changed.files()}, council.alice)
+    result = world.gate(for_ref=MAIN)
+    assert_plans_level(result, "plans.untrusted")
+    assert "(weaken, trust) needs the approval of 2 distinct sealers" in result.reasons[0].message
+    pushed = subprocess.run(
+        ["git", "push", "origin", f"{PLANS_REF}:{PLANS_REF}"],
+        cwd=world.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pushed.returncode != 0 and f"rejecting {PLANS_REF}" in pushed.stderr, pushed.stderr
+    assert "(weaken, trust) needs the approval of 2 distinct sealers" in pushed.stderr
+    assert git(tmp_path / "server.git", "rev-parse", PLANS_REF).strip() == served
+
+
+def test_approvals_control_runners_outside_the_rules_take_one_sealer(council: Council) -> None:
+    """Control: with main's rule in place, a runner the rule does not admit, a label the rule
+    does not name, and a new key for a runner no rule governs take alice alone; ci's run
+    still makes main PASS."""
+    world = council.world
+    handle = world.handle()
+    policy = read_state(handle).policy
+    rule = EvidenceRule(MAIN, ("ci", "release-ci"))
+    set_policy(
+        handle, council.alice, replace(policy, evidence=(rule,)), allow_weaken=False, reason=None
+    )
+    agent = runner(world, "agent", frozenset({"laptop"}))
+    assert trust_add(handle, council.alice, agent.public_key, "runner", "agent", frozenset({"dev"}))
+    extra = Ed25519Signer.generate("ci2")
+    assert trust_add(handle, council.alice, extra.public_key, "runner", "ci2")
+    assert world.run().verdict == "PASS"
+    assert world.gate(for_ref=MAIN).verdict == "PASS"

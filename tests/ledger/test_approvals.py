@@ -20,7 +20,7 @@ from gitaudit.ledger.proposals import approve, find, list_proposals, prune
 from gitaudit.ledger.protected import manifest, manifest_digest, manifest_path
 from gitaudit.ledger.refs import PLANS_REF, read_ref
 from gitaudit.ledger.seals import retire_plan, seal_plan, set_policy, trust_add, trust_remove
-from gitaudit.ledger.trust import Policy
+from gitaudit.ledger.trust import EvidenceRule, Policy
 from gitaudit.plan.catalog import check_worktree
 from tests.gitrepo import GitRepo, audit
 from tests.plan.builders import two_step_plan
@@ -144,6 +144,43 @@ def test_a_new_sealer_key_needs_the_most_any_kind_needs(
     assert trust_add(pair, sealer, runner.public_key, "runner", "ci") is not None
     proposed = _proposed(lambda: trust_add(pair, sealer, runner.public_key, "sealer", "ci"))
     assert (proposed.proposal.kinds, proposed.proposal.required) == (("trust",), 3)
+
+
+def test_a_runner_a_rule_did_not_admit_is_a_weakening(
+    pair: Repo, sealer: Ed25519Signer, bob: Ed25519Signer
+) -> None:
+    """weaken=2, trust at 1; main is proven by ci or a runner labelled ``release-ci``. A trust
+    change after which the rule admits another key (a label given, a labelled key added, the
+    name ``ci`` given to another key) relaxes the rule: weaken, 2. A runner the rule does not
+    admit, another label, a rule's runner removed, and any runner where no rule applies: 1."""
+    ci, agent = Ed25519Signer.generate("ci"), Ed25519Signer.generate("agent")
+    trust_add(pair, sealer, ci.public_key, "runner", "ci")
+    trust_add(pair, sealer, agent.public_key, "runner", "agent")
+    _require(pair, sealer, weaken=2)
+    state = read_state(pair)
+    free = replace(
+        state, trust=state.trust.added("new", Ed25519Signer.generate("n").public_key, "runner")
+    )
+    assert needed(state, free).required == 1  # no rule: any runner counts already
+    rule = EvidenceRule("refs/heads/main", ("ci", "release-ci"))
+    ruled = replace(state, policy=replace(state.policy, evidence=(rule,)))
+    for trust in (
+        ruled.trust.added("agent", agent.public_key, "runner", frozenset({"release-ci"})),
+        ruled.trust.added(
+            "new", Ed25519Signer.generate("n").public_key, "runner", frozenset({"release-ci"})
+        ),
+        ruled.trust.removed("ci").removed("agent").added("ci", agent.public_key, "runner"),
+    ):
+        need = needed(ruled, replace(ruled, trust=trust))
+        assert (need.kinds, need.required) == (("weaken", "trust"), 2)
+    for trust in (
+        ruled.trust.added("agent", agent.public_key, "runner", frozenset({"dev"})),
+        ruled.trust.added("new", Ed25519Signer.generate("n").public_key, "runner"),
+        ruled.trust.removed("ci"),
+        ruled.trust.added("bob", bob.public_key, "reconciler", frozenset({"release-ci"})),
+    ):
+        need = needed(ruled, replace(ruled, trust=trust))
+        assert (need.kinds, need.required) == (("trust",), 1)
 
 
 def test_an_amendment_needs_its_approvals(
