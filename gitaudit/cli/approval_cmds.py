@@ -50,7 +50,7 @@ def proposals_cmd(
         p = v.proposal
         say(
             f"{p.id}  {v.state:<8} {len(v.approvers)}/{v.required}  {p.summary}  "
-            f"({', '.join(p.kinds)}; by {p.proposer})"
+            f"({', '.join(v.kinds)}; by {p.proposer})"
         )
 
 
@@ -63,7 +63,9 @@ def _show(repo: Repo, proposal: str, as_json: bool) -> None:
     p = view.proposal
     say(f"proposal {p.id}: {p.summary}")
     say(f"  state      {view.state}")
-    say(f"  kinds      {', '.join(p.kinds)}")
+    say(f"  kinds      {', '.join(view.kinds)}")
+    if tuple(p.kinds) != view.kinds:
+        say(f"  MISSTATED  its proposal.json says: {', '.join(p.kinds) or 'no weighed change'}")
     who = ", ".join(view.approvers) or "none"
     say(f"  approvals  {len(view.approvers)} of {view.required} ({who})")
     say(f"  proposed   {p.proposed_at} by {p.proposer} on plans commit {p.parent[:12]}")

@@ -74,13 +74,16 @@ class ProposalView:
     sources: tuple[str, ...]  # "local" and/or the remotes whose copy was read
     applied_in: str | None = None
     ignored: tuple[str, ...] = ()  # copies that were not read, and why
+    # the kinds its change makes on its parent (the proposal's word when this clone cannot
+    # tell): never only what its proposal.json says, which whoever wrote it chose
+    kinds: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         p = self.proposal
         return {
             "id": p.id,
             "summary": p.summary,
-            "kinds": list(p.kinds),
+            "kinds": list(self.kinds),
             "state": self.state,
             "approvals": len(self.approvers),
             "required": self.required,
@@ -195,9 +198,11 @@ def _view(
     at_parent = _parent_state(git, state, proposal.parent)
     trust = at_parent.trust if at_parent is not None else state.trust
     approvers = proposal.approvals.approvers(trust)
-    required = proposal.required
+    required, kinds = proposal.required, proposal.kinds
+    candidate = _candidate_state(git, proposal) if at_parent is not None else None
+    if at_parent is not None and candidate is not None:
+        kinds = needed(at_parent, candidate).kinds
     if situation == "pending":
-        candidate = _candidate_state(git, proposal)
         required = needed(state, candidate).required if candidate is not None else required
         if len(approvers) >= required:
             situation = "ready"
@@ -209,6 +214,7 @@ def _view(
         tuple(dict.fromkeys(c.source for c in copies)),
         applied,
         tuple(i for i in ignored if f"/{proposal.id}:" in i),
+        kinds,
     )
 
 
@@ -305,6 +311,7 @@ def approve(repo: Repo, signer: Signer, pid: str) -> ApproveOutcome:
     state = read_state(repo)
     _require_current(view, state)
     state.trust.require(signer.public_key, "sealer")
+    _require_stated(view)
     signed = replace(proposal, approvals=proposal.approvals.signed_by(signer))
     _record_locally(git, signer, signed, _copies_of(repo, state, proposal.id))
     commit, mine = _plans_commit(git, signer, state, signed)
@@ -344,6 +351,19 @@ def _require_current(view: ProposalView, state: PlansState) -> None:
             f"stale: {PLANS_REF} moved from {parent} to {str(state.tip)[:12]} since proposal "
             f"{pid} was made; approvals of a stale proposal do not count",
             hint="make the change again on the current plans: it becomes a new proposal",
+        )
+
+
+def _require_stated(view: ProposalView) -> None:
+    """A proposal whose proposal.json names other kinds than its change makes was not written
+    by this gitaudit's sealing commands: its reviewers were told another change."""
+    p = view.proposal
+    if tuple(p.kinds) != view.kinds:
+        said = ", ".join(p.kinds) or "no weighed change"
+        raise LedgerError(
+            f"proposal {p.id} misstates its change: its proposal.json says {said}, its files "
+            f"make {', '.join(view.kinds) or 'no weighed change'}; not approved",
+            hint="have the change made again with gitaudit's own commands (a new proposal)",
         )
 
 

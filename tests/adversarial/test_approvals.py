@@ -559,3 +559,49 @@ def test_approvals_control_runners_outside_the_rules_take_one_sealer(council: Co
     assert trust_add(handle, council.alice, extra.public_key, "runner", "ci2")
     assert world.run().verdict == "PASS"
     assert world.gate(for_ref=MAIN).verdict == "PASS"
+
+
+MISSTATED = {
+    "a policy change": (("policy",), "policy: commit-msg strict\n\nnothing else changes\n"),
+    "nothing weighed": ((), "seal(default): v2 strengthened\n\n+ step doc: added\n"),
+}
+
+
+@pytest.mark.parametrize("claim", list(MISSTATED))
+def test_attack_approvals_proposal_misstates_its_kinds(council: Council, claim: str) -> None:
+    """The policy asks two sealers to weaken and to change the policy. A process that read
+    alice's key writes the weakening (drop ``lint``) as a proposal whose proposal.json says it
+    is of kind ``policy`` (or of no weighed kind) and whose message describes a harmless policy
+    change (or a strengthening). ``git audit proposals`` printed the proposal's own word as its
+    kinds, so bob, reviewing it, read "kinds policy" and approved: the weakening was applied
+    with two approvals (2 of 2 before the fix). The kinds shown are now the ones its change
+    makes on its parent, and ``approve`` refuses a proposal that misstates them."""
+    from gitaudit.ledger import approvals
+
+    council.require(weaken=2, policy=2)
+    world = council.world
+    genuine = council.propose_weakening()
+    git(world.path, "update-ref", "-d", f"refs/audit/proposals/{genuine.id}")
+    kinds, message = MISSTATED[claim]
+    with pytest.raises(ChangeProposed) as proposed:
+        raise approvals.propose(
+            world.handle().git,
+            council.alice,
+            proposer="alice",
+            parent=genuine.parent,
+            files=dict(genuine.files),
+            message=message,
+            need=approvals.Need(kinds, 2),
+            trust=read_state(world.handle()).trust,
+            now="2026-12-06T00:00:00Z",
+        )
+    pid = proposed.value.proposal.id
+    shown = world.cli("proposals", pid)
+    assert shown.code == 0, shown.err
+    assert "  kinds      weaken\n" in shown.out, shown.out
+    listed = world.cli("proposals")
+    assert "(weaken; by alice)" in listed.out, listed.out
+    with pytest.raises(LedgerError, match="misstates") as refused:
+        approve(world.handle(), council.bob, pid)
+    assert "\n" not in refused.value.message
+    assert not _weakened(world)

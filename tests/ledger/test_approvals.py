@@ -12,8 +12,9 @@ import pytest
 
 from gitaudit.crypto.keyfile import encode_private_key
 from gitaudit.crypto.signers import Ed25519Signer
-from gitaudit.errors import SealError, TrustError
+from gitaudit.errors import LedgerError, SealError, TrustError
 from gitaudit.git.repo import Repo
+from gitaudit.ledger import approvals
 from gitaudit.ledger.approvals import APPROVALS_PATH, ChangeProposed, kinds_of, needed
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.proposals import approve, find, list_proposals, prune
@@ -279,6 +280,42 @@ def test_proposing_the_same_change_twice_finds_the_same_proposal(
     # the next change carries no approvals.json over
     _require(pair, sealer, trust=2, policy=1)
     assert APPROVALS_PATH not in read_state(pair).files
+
+
+def test_a_proposal_is_shown_with_the_kinds_its_change_makes(
+    pair: Repo, sealer: Ed25519Signer, bob: Ed25519Signer
+) -> None:
+    """The kinds a proposal is listed with are those its files make on its parent; one whose
+    proposal.json says others is marked and refused by ``approve`` before anything is signed;
+    one that says the truth is approved and applied."""
+    _require(pair, sealer, trust=2, weaken=2)
+    carol = Ed25519Signer.generate("carol")
+    honest = _proposed(lambda: trust_add(pair, sealer, carol.public_key, "runner", "carol"))
+    (view,) = list_proposals(pair)
+    assert view.kinds == honest.proposal.kinds == ("trust",)
+    state = read_state(pair)
+    proposal = honest.proposal
+    files = {**proposal.files, "requests/extra.json": b"{}\n"}  # another change, another id
+    lying = approvals.propose(
+        pair.git,
+        sealer,
+        proposer="alice",
+        parent=proposal.parent,
+        files=files,
+        message="trust: carol as a runner\n",
+        need=approvals.Need(("trust",), 2),
+        trust=state.trust,
+        now=proposal.proposed_at,
+    )
+    shown = find(pair, lying.proposal.id)
+    assert shown.kinds == ("trust", "request") and shown.proposal.kinds == ("trust",)
+    assert shown.to_json()["kinds"] == ["trust", "request"]
+    before = read_ref(pair.git, f"refs/audit/proposals/{lying.proposal.id}")
+    with pytest.raises(LedgerError, match=r"misstates its change: its proposal\.json says trust"):
+        approve(pair, bob, lying.proposal.id)
+    assert read_ref(pair.git, f"refs/audit/proposals/{lying.proposal.id}") == before
+    outcome = approve(pair, bob, proposal.id)
+    assert outcome.applied == str(read_ref(pair.git, PLANS_REF))
 
 
 def test_a_stale_proposal_is_listed_stale_and_pruned(
