@@ -493,7 +493,6 @@ def _namespaced() -> str | None:
 
 def pre_receive(args: Sequence[str], stdin: str) -> int:
     from gitaudit.errors import GitAuditError
-    from gitaudit.gate.assess import assess
     from gitaudit.git.repo import open_repo
     from gitaudit.ledger.plansref import read_state
 
@@ -532,19 +531,81 @@ def pre_receive(args: Sequence[str], stdin: str) -> int:
                 "nothing can PASS"
             )
             continue
-        result = assess(
-            repo,
-            new,
-            state=state,
-            pushed_runs=pushed_runs,
-            check_tools=False,
-            with_states=False,
-            for_ref=ref,
-        )
-        if result.verdict != "PASS":
+        if not _proven(repo, state, new, pushed_runs, ref, shown(ref, ref)):
             rejected = True
-            _explain(_as_server(result, pushed_runs), f"update of {shown(ref, ref)} to {new[:12]}")
     return 1 if rejected else 0
+
+
+def _proven(
+    repo: Repo,
+    state: PlansState,
+    new: str,
+    pushed_runs: dict[str, pygit2.Oid],
+    ref: str,
+    shown: str,
+) -> bool:
+    """Whether the protected *ref* may move to *new*: its tree PASSes for it, with the evidence
+    on the server or pushed beside it, and what git serves as it is that tree (said when not)."""
+    from gitaudit.gate.assess import assess
+
+    result = assess(
+        repo,
+        new,
+        state=state,
+        pushed_runs=pushed_runs,
+        check_tools=False,
+        with_states=False,
+        for_ref=ref,
+    )
+    if result.verdict != "PASS":
+        _explain(_as_server(result, pushed_runs), f"update of {shown} to {new[:12]}")
+        return False
+    substituted = export_subst(repo.git, result.tree)
+    if substituted is not None:
+        _err(
+            f"gitaudit: rejecting {shown}: {substituted} sets export-subst, so `git archive` of "
+            "it writes text no tree pins into the proven files (the names of refs anyone may "
+            "push later, through `$Format:%d$`; the commit message): remove export-subst from it"
+        )
+        return False
+    return True
+
+
+_ATTRIBUTES = ".gitattributes"
+
+
+def export_subst(git: pygit2.Repository, tree: str) -> str | None:
+    """The first ``.gitattributes`` of *tree* (its path) that sets ``export-subst`` (or defines
+    a macro that does), or None. ``git archive`` writes such a file with its ``$Format:...$``
+    placeholders expanded from outside the tree: the commit's message, and the names of the refs
+    that point at the commit (``%d``, ``%D``) or at a commit below it (``%(describe)``), which
+    any pusher may create after the tree was proven (a tag named
+    ``v1"+__import__("os").system("...")+"`` in versioneer's ``git_refnames = "$Format:%d$"``).
+    Read as a token of any line, set or given a value (git acts only on set; a file named
+    ``export-subst`` counts too): never too few. Every ``.gitattributes`` blob counts, of any
+    mode and in any letter case."""
+    import pygit2
+
+    folders: list[tuple[str, pygit2.Oid]] = [("", pygit2.Oid(hex=tree))]
+    while folders:
+        path, oid = folders.pop()
+        folder = git[oid]
+        assert isinstance(folder, pygit2.Tree)
+        for entry in folder:
+            name = entry.name or ""
+            if entry.type_str == "tree":
+                folders.append((f"{path}{name}/", entry.id))
+            elif entry.type_str == "blob" and name.lower() == _ATTRIBUTES:
+                blob = git[entry.id]
+                assert isinstance(blob, pygit2.Blob)
+                if _sets_export_subst(blob.data):
+                    return f"{path}{name}"
+    return None
+
+
+def _sets_export_subst(data: bytes) -> bool:
+    tokens = data.replace(b"\t", b" ").replace(b"\r", b" ").replace(b"\n", b" ").split(b" ")
+    return any(t.partition(b"=")[0] == b"export-subst" for t in tokens)
 
 
 _SYMREF_DEPTH = 5  # how many refs git reads to the one it moves (refs.h: SYMREF_MAXDEPTH)

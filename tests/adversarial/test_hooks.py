@@ -1179,3 +1179,67 @@ def test_attack_hooks_pre_push_judged_in_the_repository_core_worktree_names(
     setup.client.git("config", "--unset", "core.worktree")
     pushed = setup.push(str(hosted), "main:refs/heads/main")
     assert pushed.returncode != 0 and "the gate says UNKNOWN" in pushed.stderr, pushed.stderr
+
+
+EXPORT_SUBST = {
+    "versioneer's line": {".gitattributes": "_version.py export-subst\n"},
+    "a macro": {".gitattributes": "[attr]stamped export-subst\n_version.py stamped\n"},
+    "a folder's attributes": {"pkg/.gitattributes": "* export-subst\n"},
+}
+
+
+def _archived(setup: Setup, rev: str, path: str) -> str:
+    """The file *path* as `git archive REV` on the server writes it (a deploy, a release
+    tarball)."""
+    import io
+    import tarfile
+
+    out = subprocess.run(
+        ["git", "archive", rev, path], cwd=setup.server, capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(out)) as archive:
+        member = archive.extractfile(path)
+        assert member is not None
+        return member.read().decode()
+
+
+@pytest.mark.parametrize("how", list(EXPORT_SUBST))
+def test_attack_hooks_export_subst_lets_ref_names_into_the_archive(setup: Setup, how: str) -> None:
+    """main's tree holds a version file as versioneer writes it (`git_refnames =
+    "$Format:%d$"`, with `export-subst` set on it by a line of .gitattributes, a macro, or a
+    folder's attributes): the checks ran on it, it PASSed and the server took main. The pusher
+    (no key) then pushes a tag, or a branch (its tree is main's proven one), pointing at main's
+    commit and named `v1"+__import__("os").system("...")+"`: no protected tree changes, so the
+    hook let both through, and `git archive main` on the server (a deploy, a release tarball)
+    wrote `git_refnames = " (HEAD -> main, tag: v1"+__import__("os").system("...")+"...)"`, code
+    no check ran, while `git show main:...` still showed the proven file (all three, before the
+    fix; a commit message reaches the archive the same way, through `%B`). The server now
+    refuses a protected ref whose tree sets export-subst, naming the attributes file."""
+    path = "pkg/_version.py" if how == "a folder's attributes" else "_version.py"
+    for name, text in EXPORT_SUBST[how].items():
+        setup.client.write(name, text)
+    setup.client.write(path, 'git_refnames = "$Format:%d$"\n')
+    setup.client.commit("stamp the version in archives")
+    _run_pass(setup)
+    pushed = setup.audit_push()
+    assert pushed.returncode != 0, pushed.stderr
+    where = next(iter(EXPORT_SUBST[how]))
+    assert f"rejecting refs/heads/main: {where} sets export-subst" in pushed.stderr, pushed.stderr
+    assert "Traceback" not in pushed.stderr
+    assert setup.server_ref("refs/heads/main") is None
+    # what the refusal prevents: once main stands, any pusher names a ref into its archive
+    main = setup.client.git("rev-parse", "main").strip()
+    evil = 'v1"+__import__("os").system("echo_pwned")+"'
+    assert setup.push("--no-verify", "origin", f"{main}:refs/tags/{evil}").returncode == 0
+    git(setup.server, "update-ref", "refs/heads/main", main)  # as the server took it before
+    assert f"tag: {evil}" in _archived(setup, "main", path)
+    # the fix it names: without export-subst, main is taken and its archive is its tree
+    git(setup.server, "update-ref", "-d", "refs/heads/main")
+    for name in EXPORT_SUBST[how]:
+        setup.client.git("rm", "-q", name)
+    setup.client.commit("no export-subst")
+    _run_pass(setup)
+    pushed = setup.audit_push()
+    assert pushed.returncode == 0, pushed.stderr
+    assert setup.push("--no-verify", "origin", f"main:refs/tags/{evil}2").returncode == 0
+    assert _archived(setup, "main", path) == 'git_refnames = "$Format:%d$"\n'

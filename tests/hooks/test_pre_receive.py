@@ -421,3 +421,29 @@ def test_a_deletion_in_the_same_push_does_not_clear_a_ref_read_first(
     code, err = receive(capsys, f"{head} {ZERO} refs/heads/duo", f"{ZERO} {head} refs/tags/duo")
     assert code == 1 and "rejecting refs/tags/duo: git reads 'duo' as this ref before" in err, err
     assert receive(capsys, f"{head} {ZERO} refs/tags/solo") == (0, "")
+
+
+@pytest.mark.parametrize(
+    ("files", "found"),
+    [
+        ({"_version.py": b'v = "$Format:%d$"\n'}, None),
+        ({".gitattributes": b"*.py text eol=lf\n"}, None),
+        ({".gitattributes": b"_version.py -export-subst\n"}, None),
+        ({".gitattributes": b"_version.py !export-subst\n"}, None),
+        ({".gitattributes": b"_version.py export-subst\n"}, ".gitattributes"),
+        ({".gitattributes": b"_version.py\texport-subst=1\r\n"}, ".gitattributes"),
+        ({".gitattributes": b"[attr]stamp export-subst\n_version.py stamp\n"}, ".gitattributes"),
+        ({"pkg/sub/.gitattributes": b'"a b.py" export-subst\n'}, "pkg/sub/.gitattributes"),
+        ({"pkg/.GitAttributes": b"* export-subst\n"}, "pkg/.GitAttributes"),
+    ],
+)
+def test_a_tree_that_sets_export_subst_is_found(
+    server: Server, files: dict[str, bytes], found: str | None
+) -> None:
+    """git archive expands `$Format:...$` in the files export-subst names, from outside the tree
+    (the commit's message, the names of refs): such a tree is found, by the path of the
+    attributes file, however the attribute is set; unset, or absent, it is not."""
+    from gitaudit.ledger.objects import write_tree
+
+    tree = write_tree(server.git, {"app.py": b"print(1)\n", **files})
+    assert entry.export_subst(server.git, str(tree)) == found
