@@ -411,6 +411,33 @@ def _check_runs_update(repo: Repo, state: PlansState, plan: str, old: str, new: 
         if record.plan != plan or extra:
             what = f"holds {', '.join(extra)}" if extra else f"is a run of plan {record.plan!r}"
             return f"{short} {what}: refs/audit/runs/{plan} holds runs of plan {plan!r} only"
+        lacking = _lacking(repo.git, commit.tree)
+        if lacking is not None:
+            return (
+                f"{short} lacks {lacking} (the push did not bring every object of its runs): "
+                "push the runs ref again from a complete clone"
+            )
+    return None
+
+
+def _lacking(git: pygit2.Repository, tree: pygit2.Tree) -> str | None:
+    """The first entry of run tree *tree* (its path and object id) whose object the repository
+    does not hold, or None. git runs pre-receive for an update whose objects it found missing
+    in a push that is not atomic, then drops that update alone: a branch judged with a run
+    that never lands would be taken with no evidence on the server."""
+    import pygit2
+
+    folders: list[tuple[str, pygit2.Tree]] = [("", tree)]
+    while folders:
+        path, folder = folders.pop()
+        for entry in folder:
+            where = f"{path}{entry.name}"
+            if entry.id not in git:
+                return f"{where} ({entry.id})"
+            if entry.type_str == "tree":
+                sub = git[entry.id]
+                if isinstance(sub, pygit2.Tree):
+                    folders.append((f"{where}/", sub))
     return None
 
 

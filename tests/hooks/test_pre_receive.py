@@ -447,3 +447,27 @@ def test_a_tree_that_sets_export_subst_is_found(
 
     tree = write_tree(server.git, {"app.py": b"print(1)\n", **files})
     assert entry.export_subst(server.git, str(tree)) == found
+
+
+def test_a_run_whose_objects_the_push_did_not_bring_is_refused(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """git runs pre-receive for an update whose objects it found missing in a push that is not
+    atomic, then drops that update alone: a run lacking a blob (its summary, a check's output)
+    is refused, naming it, so no branch is judged with a run that never lands."""
+    run_json = server.git[run_tree(server.git)]
+    assert isinstance(run_json, pygit2.Tree)
+    summary = pygit2.Oid(hex=server.repo.git("hash-object", "--stdin", input=b"# run\n").strip())
+    assert summary not in server.git  # hashed, not written
+    listing = f"100644 blob {run_json['run.json'].id}\trun.json\n"
+    listing += f"100644 blob {summary}\tsummary.md\n"
+    tree = server.repo.git("mktree", "--missing", input=listing.encode()).strip()
+    run = create_signed_commit(
+        server.git, tree=pygit2.Oid(hex=tree), parents=[], message="run\n", signer=server.signer
+    )
+    code, err = receive(capsys, f"{ZERO} {run} {RUNS}")
+    assert code == 1
+    assert f"{str(run)[:12]} lacks summary.md ({summary})" in err, err
+    # the control: with the blob in the repository, the same run is accepted
+    server.repo.git("hash-object", "-w", "--stdin", input=b"# run\n")
+    assert receive(capsys, f"{ZERO} {run} {RUNS}") == (0, "")
