@@ -210,7 +210,7 @@ class Places:
         expand = variables is not None
         for each in spellings(word, cwd, self._spend, variables) if expand else [word]:
             path = os.path.join(cwd, each)
-            for candidate in (path, *(self._glob(path) if expand else ())):
+            for candidate in (path, *(self._glob_written(path) if expand else ())):
                 self._spend(1)
                 into = candidate.endswith(os.sep) and os.path.isdir(candidate)
                 why = self._refusal(candidate, whole=not into)
@@ -231,6 +231,16 @@ class Places:
                 "it moves to, braces, variables, globs, patch names): split it into smaller "
                 "commands and write the paths out"
             )
+
+    def _glob_written(self, pattern: str) -> list[str]:
+        """What bash may expand the written path *pattern* to. A pattern ending with ``/`` is
+        a copy's destination (:func:`gitaudit.agent.bypass._destination`): written into when
+        it matches a folder (kept with its ``/``), written over when it matches a file (``cp
+        /dev/null .g?t/hooks/pre-push``, where a ``/`` after it would match folders only)."""
+        if not pattern.endswith(os.sep):
+            return self._glob(pattern)
+        found = self._glob(pattern.rstrip(os.sep) or pattern)
+        return [f + os.sep if os.path.isdir(f) else f for f in found]
 
     def _glob(self, pattern: str) -> list[str]:
         """What :func:`glob.glob` (hidden names included) matches of *pattern*, each folder

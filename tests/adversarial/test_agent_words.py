@@ -662,3 +662,34 @@ def test_attack_agent_runs_a_command_in_an_input_redirection(
     or process substitution bash runs there to name the file: each write got through."""
     refused(project, command, PROTECTED)
     assert check_changed(for_real(project, tmp_path, command)), f"no harm done: {command!r}"
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [
+        ("cp /dev/null .g?t/hooks/pre-push", INSIDE),
+        ("cp /dev/null .gi[t]/hooks/pre-pus?", INSIDE),
+        ("cp greeter.py .g*t/hooks/pre-push", INSIDE),
+        ("mv greeter.py .g?t/hooks/pre-push", INSIDE),
+        ("install -m 755 /dev/null .g?t/hooks/pre-push", INSIDE),
+        ("cp /dev/null tests/check_greeting.p?", PROTECTED),
+        ("cp /dev/null tes?s/check_greeting.py", PROTECTED),
+        ("cp greeter.py tests/check_greeting.p*", PROTECTED),
+        ("mv greeter.py tests/check_greeting.[p]y", PROTECTED),
+        ("cd sub && cp /dev/null ../.g?t/hooks/pre-push", INSIDE),
+    ],
+)
+def test_attack_agent_copies_onto_a_file_named_by_a_glob(
+    project: GitRepo, tmp_path: Path, command: str, words: str
+) -> None:
+    """A copy's, move's or install's destination spelled with a glob that bash expands to an
+    existing file: ``cp /dev/null .g?t/hooks/pre-push`` empties the pre-push hook (so the
+    user's next ``git push`` runs no gate), ``cp /dev/null tests/check_greeting.p?`` the check.
+    The guard judges a destination as a folder the copy writes into (``DEST/``, and
+    ``DEST/SOURCE``), and its glob matched folders only there: the existing file the pattern
+    names was never judged, and every variant got through (while the plain spelling and ``dd
+    of=.g?t/...`` were refused). A pattern ending with ``/`` now matches files too, judged
+    as written."""
+    refused(project, command, words)
+    copy = for_real(project, tmp_path, command)
+    assert harmed(project, copy), f"no harm done: {command!r}"

@@ -256,6 +256,22 @@ def test_a_folder_is_judged_by_what_it_holds(work: GitRepo) -> None:
     assert run_hook(work.path, "guard", bash(work.path, "rm -rf build")).allowed
 
 
+def test_a_glob_ending_with_a_slash_matches_the_file_a_copy_writes_over(work: GitRepo) -> None:
+    """A copy's destination is judged as `DEST/` (a folder written into); its glob matches the
+    file bash would write over too, judged as a file, and a folder still as one written into."""
+    places = Places(str(work.path))
+    here = str(work.path)
+    why = places.write_refusal("tests/check_greeting.p?/", here, {})
+    assert why is not None and "protected by the plan" in why
+    assert places.write_refusal("tes?s/", here, {}) is None  # into the folder: a new entry
+    assert places._glob_written(os.path.join(here, "tes?s/")) == [
+        os.path.join(here, "tests") + os.sep
+    ]
+    assert run_hook(work.path, "guard", bash(work.path, "cp /tmp/x.py tes?s/")).allowed
+    run = run_hook(work.path, "guard", bash(work.path, "cp /dev/null tests/check_greeting.p?"))
+    assert run.blocked and "protected by the plan" in run.reason, run
+
+
 def test_a_shell_word_is_judged_in_every_spelling_bash_may_give_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
