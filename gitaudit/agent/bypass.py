@@ -119,9 +119,12 @@ def _refused(
     reader = Reader()
     files: list[str] = []  # the text of each patch file the command applies
 
+    unvalued = _unvalued(command, simples)
+
     def check(word: str) -> str | None:
-        if _SUBSTITUTION.search(word) and not (_MKTEMP.fullmatch(word) and ".." not in word):
-            return _unseen_path(word)
+        why = _unseen_word(word, unvalued)
+        if why:
+            return why
         head, top, rest = word.partition(_TOP)
         for base in bases:
             if base == _UNSEEN:
@@ -483,6 +486,65 @@ def _hidden(word: str) -> bool:
 
 _SUBSTITUTION = re.compile(r"\$\(|`|[<>]\(")
 _MKTEMP = re.compile(r"\$\(mktemp(?: [^()`$]*)?\)(?:/[^()`$]*)?")  # a new temporary path
+
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_APPENDED_OR_ARRAY = re.compile(rf"({_NAME})(?:\[[^\]]*\])?(?:\+=|=\()")  # d+=t, m=(.git)
+_ASSIGNED_IN_EXPANSION = re.compile(rf"\$\{{({_NAME}):?=")  # ${d:=.git}
+_REFERENCED = re.compile(rf"\$(?:\{{[!#]?({_NAME}|[0-9@*#])|({_NAME})|([0-9@*#]))")
+_POSITIONAL = frozenset({*"0123456789", "@", "*", "#"})
+
+
+def _referenced(word: str) -> list[str]:
+    """The variables *word* expands (``$d``, ``${d}``, ``${d%x}``, ``${!d}``, ``$1``)."""
+    return [m[1] or m[2] or m[3] for m in _REFERENCED.finditer(word)]
+
+
+def _unvalued(command: str, simples: Sequence[Simple]) -> set[str]:
+    """The variables *command* sets in a way the guard does not take a value from, anywhere
+    in it: appended to (``d+=t``: the guard's plain assignment would replace), an array
+    (``m=(.git)``), through an expansion (``${d:=.git}``), by a builtin (``export``/``declare``/
+    ``local``/``readonly``/``typeset NAME=...``, ``read``, ``mapfile``, ``printf -v``,
+    ``getopts``), for a command alone (``d=.git bash -c
+    '...$d...'``: the value reaches the nested script, not the guard's reading of it), and
+    the positional parameters (``set -- .git``). A write target that expands one is made of a
+    value the guard does not know (it would judge it as unset and as written). A loop's
+    variable stays a known limit (docs/agent-hooks.md: ``for f in tests/*.py``)."""
+    names = {m[1] for m in _APPENDED_OR_ARRAY.finditer(command)}
+    names |= {m[1] for m in _ASSIGNED_IN_EXPANSION.finditer(command)}
+    for simple in simples:
+        if simple.words:
+            names |= {name for name, _ in simple.assignments}
+        args = [w for w in simple.words[1:] if w != "--"]
+        operands = [w for w in args if not w.startswith(("-", "+"))]
+        if simple.name in _EXPORTS - {"set"} or simple.name in _READS_NAMES:
+            names |= {w.partition("=")[0] for w in operands}
+        elif simple.name == "printf":
+            names |= {b for a, b in pairwise(args) if a == "-v"}
+            names |= {a[2:] for a in args if a.startswith("-v") and len(a) > 2}
+        elif simple.name == "getopts" and len(args) >= 2:
+            names.add(args[1])
+        elif simple.name == "set" and operands:
+            names |= _POSITIONAL
+    return names
+
+
+def _unseen_word(word: str, unvalued: set[str]) -> str | None:
+    """Why the path *word* is refused before it is judged: a command substitution makes it,
+    or it expands a variable the command sets in a way the guard takes no value from."""
+    if _SUBSTITUTION.search(word) and not (_MKTEMP.fullmatch(word) and ".." not in word):
+        return _unseen_path(word)
+    name = next((n for n in _referenced(word) if n in unvalued), None)
+    return None if name is None else _unvalued_path(word, name)
+
+
+def _unvalued_path(word: str, name: str) -> str:
+    return (
+        f"`{word}` expands `{name}`, which this command sets in a way gitaudit's guard does "
+        "not take a value from (export, declare, read, printf -v, an array, `+=`, "
+        "`set --`): it may name .git (the hooks), the plans or the files the checks run. Set "
+        "it alone (`NAME=value;`) or write the path out" + AFTER
+    )
 
 
 def _unseen_path(word: str) -> str:

@@ -590,6 +590,8 @@ def _variables(word: str, variables: Mapping[str, str]) -> Iterator[str]:
         end = match.end()
         values = [match[0], ""]
         default = _DEFAULT.fullmatch(match[1] or "")
+        if match[1] is not None and not default:
+            _unevaluated(match[0], match[1], variables)
         name = match[2] or (default[1] if default else None)
         if name:
             values += [variables.get(name, ""), os.environ.get(name, "")]
@@ -599,6 +601,26 @@ def _variables(word: str, variables: Mapping[str, str]) -> Iterator[str]:
     pieces.append(word[end:])
     for combination in itertools.product(*choices):
         yield "".join(p + v for p, v in zip(pieces, [*combination, ""], strict=True))
+
+
+_OPERAND = re.compile(r"[!#]?([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _unevaluated(reference: str, inner: str, variables: Mapping[str, str]) -> None:
+    """Refuse as unreadable the expansion *reference* (``${INNER}``) of a variable the guard
+    knows (set by the command, or here) in a form it does not evaluate: indirection
+    (``${!b}``, b=a, a=.git), a pattern cut or replaced (``${x#X}``, ``${x/tig/git}``), a
+    substring (``${x:1}``), a subscript (``${m[1]}``), a case change. Bash makes another path
+    of it than the value, the value's absence or the text as written, which are all the
+    guard judges."""
+    name = _OPERAND.match(inner)
+    if name and (name[1] in variables or name[1] in os.environ):
+        from gitaudit.agent.shell import Unreadable
+
+        raise Unreadable(
+            f"it writes a path made by `{reference}`, an expansion of `{name[1]}` whose result "
+            "the guard does not compute: put the path in a variable as it is, or write it out"
+        )
 
 
 _BRACE = re.compile(r"\{([^{}]*)\}")  # an innermost group: linear, unlike `[^{}]*,[^{}]*`

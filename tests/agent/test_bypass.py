@@ -561,3 +561,39 @@ def test_which_commands_run_gitaudit(command: str, runs: bool) -> None:
     from gitaudit.agent.shell import Simple
 
     assert runs_gitaudit(Simple((), tuple(shlex.split(command)), ())) is runs
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "m=(.git); rm $m/hooks/pre-push",
+        "export d=.git; rm $d/hooks/pre-push",
+        "local d=.git; rm $d/hooks/pre-push",
+        "d=.gi; d+=t; rm $d/hooks/pre-push",
+        "read d <<< .git; rm $d/hooks/pre-push",
+        "mapfile -t d < list; rm $d/hooks/pre-push",
+        "printf -v d .git; rm $d/hooks/pre-push",
+        "getopts a d; rm $d/hooks/pre-push",
+        ": ${d:=.git}; rm $d/hooks/pre-push",
+        "set -- .git; rm $1/hooks/pre-push",
+        "d=.git sh -c 'rm $d/hooks/pre-push'",
+    ],
+)
+def test_a_variable_the_guard_does_not_value_is_refused_in_a_write(command: str) -> None:
+    """A write target expanding a variable the command sets in a way the guard takes no value
+    from. The forms of expansion the guard does
+    not compute are the path check's: tests/agent/test_guard.py."""
+    assert refused(command), command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "export d=.git; cat $d/config",  # read, not written
+        "X=build; rm -rf $X/out",
+        'for f in *.txt; do mv "$f" "${f%.txt}.md"; done',  # a loop's: a known limit
+        "export PATH=$PATH:/opt/bin && rm -rf build",
+    ],
+)
+def test_variables_the_guard_values_or_that_write_nothing_pass(command: str) -> None:
+    assert refused(command) is None, command

@@ -292,6 +292,20 @@ def test_a_shell_word_is_judged_in_every_spelling_bash_may_give_it(
     assert set(spellings("~/t", "/cwd", spent.append)) == {"~/t", "/h/t"}
 
 
+def test_an_expansion_the_guard_does_not_compute_is_unreadable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Indirection, a cut or replaced pattern, a substring, a subscript, a case change: of a
+    variable the command set (or one here), bash makes another path than any the guard
+    judges; of a variable it does not know, the word is judged as before."""
+    monkeypatch.setenv("HERE", "/h")
+    monkeypatch.delenv("NOPE", raising=False)
+    for word in ("${!b}/x", "${a#X}/x", "${a%X}", "${a/t/g}", "${a:1}", "${a,,}", "${HERE#/}"):
+        with pytest.raises(Unreadable):
+            list(spellings(word, "/cwd", lambda cost: None, {"a": ".gitX", "b": "a"}))
+    assert "${NOPE#X}/x" in set(spellings("${NOPE#X}/x", "/cwd", lambda cost: None, {}))
+
+
 def test_braces_are_read_in_linear_time() -> None:
     """The old pattern took quadratic time on a group of commas that never closes."""
     started = time.monotonic()
