@@ -140,7 +140,12 @@ def _refused(
 
     for found in simples:
         simple = _substituted(found, variables)
-        why = _environment(simple, runs_git) or _program(simple, check) or _redirects(simple, check)
+        why = (
+            _split_unseen(found, simple, unvalued)
+            or _environment(simple, runs_git)
+            or _program(simple, check)
+            or _redirects(simple, check)
+        )
         if why or (simple != found and (why := _as_written(found, check))):
             return why
         files += _patch_files(simple, bases, simples, reader)
@@ -536,6 +541,14 @@ def _unseen_word(word: str, unvalued: set[str]) -> str | None:
         return _unseen_path(word)
     name = next((n for n in _referenced(word) if n in unvalued), None)
     return None if name is None else _unvalued_path(word, name)
+
+
+def _split_unseen(found: Simple, simple: Simple, unvalued: set[str]) -> str | None:
+    """Why *found*, whose variables put in made *simple*, is refused when the command sets
+    ``IFS`` in a way the guard does not value: where bash splits the values is not known."""
+    if simple == found or "IFS" not in unvalued:
+        return None
+    return _unvalued_path(" ".join(found.words), "IFS")
 
 
 def _unvalued_path(word: str, name: str) -> str:

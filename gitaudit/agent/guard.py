@@ -208,7 +208,8 @@ class Places:
         Each path judged, and each folder entry a glob looks at, is spent from :data:`BUDGET`
         (:class:`~gitaudit.agent.shell.Unreadable` past it)."""
         expand = variables is not None
-        for each in spellings(word, cwd, self._spend, variables) if expand else [word]:
+        every = spellings(word, cwd, self._spend, variables) if expand else [word]
+        for each in (f for s in every for f in _fields(s, variables)) if expand else every:
             path = os.path.join(cwd, each)
             for candidate in (path, *(self._glob_written(path) if expand else ())):
                 self._spend(1)
@@ -569,6 +570,18 @@ def spellings(
             for spelling in _variables(tilde, variables or {}):
                 spend(1 + len(spelling) // 256)
                 yield spelling
+
+
+def _fields(word: str, variables: Mapping[str, str] | None) -> list[str]:
+    """*word*, and the fields bash may split it into: an unquoted expansion is split at each
+    character of ``IFS`` (``x='a .git/hooks/pre-push'; rm $x`` removes the hook), and the
+    guard no longer knows which parts were quoted, so every split counts (``IFS`` as the
+    command set it, besides space, tab and newline)."""
+    separators = " \t\n" + (variables or {}).get("IFS", "")
+    if not any(c in word for c in separators):
+        return [word]
+    pattern = "[" + re.escape(separators) + "]"
+    return [word, *(f for f in re.split(pattern, word) if f)]
 
 
 def _tilde(word: str, cwd: str) -> str:

@@ -577,12 +577,13 @@ def test_which_commands_run_gitaudit(command: str, runs: bool) -> None:
         ": ${d:=.git}; rm $d/hooks/pre-push",
         "set -- .git; rm $1/hooks/pre-push",
         "d=.git sh -c 'rm $d/hooks/pre-push'",
+        "export IFS=,; x='a,.git/hooks/pre-push'; rm $x",
     ],
 )
 def test_a_variable_the_guard_does_not_value_is_refused_in_a_write(command: str) -> None:
     """A write target expanding a variable the command sets in a way the guard takes no value
-    from. The forms of expansion the guard does
-    not compute are the path check's: tests/agent/test_guard.py."""
+    from (an expanded word at all, when that variable is IFS). The forms of expansion the
+    guard does not compute, and fields, are the path check's: tests/agent/test_guard.py."""
     assert refused(command), command
 
 
@@ -593,6 +594,7 @@ def test_a_variable_the_guard_does_not_value_is_refused_in_a_write(command: str)
         "X=build; rm -rf $X/out",
         'for f in *.txt; do mv "$f" "${f%.txt}.md"; done',  # a loop's: a known limit
         "export PATH=$PATH:/opt/bin && rm -rf build",
+        "x='a b'; echo $x > notes.txt",
     ],
 )
 def test_variables_the_guard_values_or_that_write_nothing_pass(command: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gitaudit.agent import guard, programs
-from gitaudit.agent.guard import Places, _braces, spellings
+from gitaudit.agent.guard import Places, _braces, _fields, spellings
 from gitaudit.agent.shell import Unreadable
 from tests.agent.host import PLAN, bash, payload, run_hook, tool
 from tests.gitrepo import GitRepo
@@ -304,6 +304,20 @@ def test_an_expansion_the_guard_does_not_compute_is_unreadable(
         with pytest.raises(Unreadable):
             list(spellings(word, "/cwd", lambda cost: None, {"a": ".gitX", "b": "a"}))
     assert "${NOPE#X}/x" in set(spellings("${NOPE#X}/x", "/cwd", lambda cost: None, {}))
+
+
+def test_a_word_is_judged_in_each_field_bash_may_split_it_into(work: GitRepo) -> None:
+    """Quotes are gone: a value with a space (or a character of the IFS the command sets) may
+    be split into several paths."""
+    places = Places(str(work.path))
+    here = str(work.path)
+    assert places.write_refusal("a .git/hooks/pre-push", here, {})
+    assert places.write_refusal("a\n.git/hooks/pre-push", here, {})
+    assert places.write_refusal("a:.git/hooks/pre-push", here, {"IFS": ":"})
+    assert places.write_refusal("a:.git/hooks/pre-push", here, {}) is None  # one file
+    assert places.write_refusal("my notes.txt", here, {}) is None
+    assert _fields("a b", {}) == ["a b", "a", "b"]
+    assert _fields("ab", {}) == ["ab"]
 
 
 def test_braces_are_read_in_linear_time() -> None:
