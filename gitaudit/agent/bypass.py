@@ -67,6 +67,7 @@ worded so the agent can act on it, or None. The kinds refused:
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -822,11 +823,37 @@ def _program(simple: Simple, guarded: WriteCheck) -> str | None:
         return rule(name, args, guarded)
     if name.startswith("python") and args[:2] == ["-m", "gitaudit"]:
         return _audit("gitaudit", args[2:], guarded)
-    if name == "find" and not {"-delete", "-exec", "-execdir", "-ok", "-okdir"} & set(args):
-        return None
+    if name == "find":
+        return _find(args, guarded)
     if name in _READERS or simple.heredoc or not name:
         return None
     return _mentions(name, args)
+
+
+_FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+
+
+def _find(args: list[str], guarded: WriteCheck) -> str | None:
+    """``find`` deleting, or running a program not known to only read, on what it finds: each
+    starting point is written into (``find .git -name pre-push -delete`` removes the hook
+    whatever the expression matches); a starting point that is guarded, or inside a guarded
+    place, is refused. ``find . -name '*.pyc' -delete`` passes: only the folder itself is
+    judged, not all it holds."""
+    runs = [b for a, b in pairwise(args) if a in _FIND_RUNS]
+    if "-delete" not in args and all(os.path.basename(r) in _READERS for r in runs):
+        return None
+    i = 0
+    while i < len(args) and (args[i] in ("-H", "-L", "-P") or args[i].startswith(("-O", "-D"))):
+        i += 2 if args[i] == "-D" else 1  # the options before the starting points
+    starts = itertools.takewhile(lambda a: not a.startswith(("-", "(", "!", ")")), args[i:])
+    mentioned = _mentions("find", args)  # `.git/hooks` named: said so
+    if mentioned:
+        return mentioned
+    for start in starts:
+        why = guarded(start.rstrip("/") + "/")
+        if why:
+            return f"`find` would write under `{start}`: {why}"
+    return None
 
 
 def _writes_operands(name: str, args: list[str], guarded: WriteCheck) -> str | None:

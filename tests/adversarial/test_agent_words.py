@@ -771,3 +771,29 @@ def test_attack_agent_writes_through_a_word_bash_splits(
     refused(project, command, "")
     copy = for_real(project, tmp_path, command)
     assert hook_or_check_harmed(project, copy), f"no harm done: {command!r}"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "find .git -name pre-push -delete",
+        "find .g?t -name pre-push -delete",
+        "find -L .git -name pre-push -delete",
+        "find .git/ -name pre-push -exec rm {} +",
+        "find .git -name pre-push -execdir rm {} \\;",
+        "cd .git && find hooks -name pre-push -delete",
+        "find .git -name pre-push -exec cp /dev/null {} \\;",
+    ],
+)
+def test_attack_agent_deletes_a_hook_by_finding_it(
+    project: GitRepo, tmp_path: Path, command: str
+) -> None:
+    """``find`` started in the git directory, its expression picking the hook: the guard
+    refused ``find`` only when a word named ``.git/hooks`` (or another internal path), so
+    ``find .git -name pre-push -delete`` (a glob, ``-L``, ``-exec rm``, ``-execdir``, from
+    ``cd .git``, ``-exec cp /dev/null``) removed or emptied the pre-push hook (all 7 before the
+    fix). Each starting point of a ``find`` that deletes or runs a program not known to only
+    read is now judged as a folder written into."""
+    refused(project, command, INSIDE)
+    copy = for_real(project, tmp_path, command)
+    assert hook_or_check_harmed(project, copy), f"no harm done: {command!r}"

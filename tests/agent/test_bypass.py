@@ -599,3 +599,18 @@ def test_a_variable_the_guard_does_not_value_is_refused_in_a_write(command: str)
 )
 def test_variables_the_guard_values_or_that_write_nothing_pass(command: str) -> None:
     assert refused(command) is None, command
+
+
+@pytest.mark.parametrize(
+    ("command", "refused_too"),
+    [
+        ("find .git -name pre-push -delete", True),
+        ("find -L /p/.git -exec rm {} +", True),
+        ("find .git -name '*.sample' -exec cat {} \\;", False),  # a reader
+        ("find . -name '*.pyc' -delete", False),  # the folder itself only
+        ("find .git/hooks -name '*.sample'", False),  # no write
+        ("find build -delete", False),
+    ],
+)
+def test_what_find_writes(command: str, refused_too: bool) -> None:
+    assert bool(refused(command)) is refused_too, command
