@@ -449,6 +449,27 @@ def test_a_tree_that_sets_export_subst_is_found(
     assert entry.export_subst(server.git, str(tree)) == found
 
 
+def test_export_subst_is_found_past_entries_the_fast_reading_skips(server: Server) -> None:
+    """Tree bodies are read in C as git writes them; a submodule named .gitattributes, a body
+    with a mode git no longer writes (read entry by entry) and a clean folder before the one
+    that sets it do not end the search."""
+    r = server.repo
+    attributes = r.git("hash-object", "-w", "--stdin", input=b"* export-subst\n").strip()
+    plain = r.git("hash-object", "-w", "--stdin", input=b"x\n").strip()
+    commit = r.git("rev-parse", "HEAD").strip()
+    odd = r.git("mktree", input=f"100664 blob {plain}\tlegacy.txt\n".encode()).strip()
+    late = r.git("mktree", input=f"100644 blob {attributes}\t.gitattributes\n".encode()).strip()
+    listing = (
+        f"160000 commit {commit}\t.gitattributes\n"
+        f"040000 tree {odd}\ta-odd\n"
+        f"040000 tree {late}\tz-late\n"
+    )
+    tree = r.git("mktree", "--missing", input=listing.encode()).strip()
+    assert entry.export_subst(server.git, tree) == "z-late/.gitattributes"
+    clean = r.git("mktree", "--missing", input="\n".join(listing.split("\n")[:2]).encode())
+    assert entry.export_subst(server.git, clean.strip()) is None  # the gitlink and odd folder
+
+
 def test_a_run_whose_objects_the_push_did_not_bring_is_refused(
     server: Server, capsys: pytest.CaptureFixture[str]
 ) -> None:
