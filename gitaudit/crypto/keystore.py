@@ -80,9 +80,19 @@ def read_key_file(path: Path) -> bytes:
         raise KeyMaterialError(f"{path}: no such key file", hint=GENERATE_HINT) from None
     except OSError as exc:
         raise KeyMaterialError(f"{path}: cannot read key file ({exc.strerror})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        os.close(fd)
+        raise KeyMaterialError(f"{path}: cannot read key file ({exc.strerror})") from None
+    if not stat.S_ISREG(mode):  # checked before fdopen, which refuses a directory by fd number
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise KeyMaterialError(
+            f"{path}: not a key file ({kind})",
+            hint="name an Ed25519 private key file (`git audit keys generate` creates one)",
+        )
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise KeyMaterialError(f"{path}: not a key file (not a regular file)")
         try:
             data = handle.read(MAX_KEY_FILE_BYTES + 1)
         except OSError as exc:
