@@ -48,9 +48,14 @@ def discover_worktree(workdir: Path) -> list[PlanFile]:
         return []
     files = []
     for entry in sorted(folder.iterdir()):
-        if entry.suffix != ".json" or not entry.is_file():
+        if entry.suffix != ".json":
             continue
         source = f"{PLANS_DIR}/{entry.name}"
+        if not entry.is_file():  # never opened: a FIFO would block, a device never end
+            raise PlanError(
+                f"{source}: not a plan file ({_kind(entry)})",
+                hint=f"remove {source}, or replace it with the plan's JSON file",
+            )
         _check_name(entry.stem, source)
         try:
             data = entry.read_bytes()
@@ -58,6 +63,15 @@ def discover_worktree(workdir: Path) -> list[PlanFile]:
             raise PlanError(f"{source}: cannot read: {exc.strerror}") from exc
         files.append(PlanFile(entry.stem, source, data))
     return files
+
+
+def _kind(path: Path) -> str:
+    """What *path* is, when it is not a regular file."""
+    if path.is_dir():
+        return "a directory"
+    if path.is_symlink() and not path.exists():
+        return "a symbolic link that leads to no file"
+    return "not a regular file"
 
 
 def discover_tree(repo: pygit2.Repository, tree: pygit2.Tree, label: str | None) -> list[PlanFile]:

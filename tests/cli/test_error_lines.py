@@ -4,6 +4,7 @@ object, `hint:` with the fix, the documented exit code, and never a traceback.""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,35 @@ def test_a_signing_key_that_is_not_a_regular_file_is_named(
     assert f"error: {where}: {key}: not a key file (" in result.err
     assert "Errno" not in result.err
     assert "hint: name an Ed25519 private key file" in result.err
+
+
+PLAN_NOT_A_FILE: dict[str, tuple[Callable[[Path], None], str]] = {
+    "directory": (lambda p: p.mkdir(), "a directory"),
+    "fifo": (os.mkfifo, "not a regular file"),
+    "dangling symlink": (lambda p: p.symlink_to(p.parent / "gone.json"), "leads to no file"),
+    "symlink loop": (lambda p: p.symlink_to(p), "leads to no file"),
+    "symlink to a device": (lambda p: p.symlink_to("/dev/zero"), "not a regular file"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PLAN_NOT_A_FILE))
+@pytest.mark.parametrize(
+    "command", [["plan", "validate"], ["plan", "seal"], ["plan", "diff"], ["run"], ["init"]]
+)
+def test_a_plan_path_that_is_not_a_regular_file_is_named(
+    repo: GitRepo, kind: str, command: list[str]
+) -> None:
+    """`.gitaudit/plans/default.json` as a directory, a FIFO, a dangling or looping symlink or a
+    link to a device was skipped in silence: `no plans in .gitaudit/plans/` (exit 2, hint `git
+    audit init`, which skipped it too and wrote nothing) while `status` told the user to run
+    `git audit plan validate`. Now the path is named as not a plan file, with the fix."""
+    make, what = PLAN_NOT_A_FILE[kind]
+    path = repo.path / ".gitaudit" / "plans" / "default.json"
+    path.parent.mkdir(parents=True)
+    make(path)
+    result = audit(repo.path, *command)
+    assert result.code == 1, result.out + result.err
+    _one_error(result.err)
+    assert "error: .gitaudit/plans/default.json: not a plan file (" in result.err
+    assert what in result.err
+    assert "hint: remove .gitaudit/plans/default.json, or replace it" in result.err
