@@ -9,7 +9,7 @@ import typer
 
 from gitaudit.cli.agents_cmds import holders
 from gitaudit.cli.common import JsonOpt, PlanOpt, emit_json, repo_here, say
-from gitaudit.errors import UsageError
+from gitaudit.errors import LedgerError, TrustError, UsageError
 from gitaudit.gate.judge import judge
 from gitaudit.gate.result import PlanVerdict
 from gitaudit.ledger.plansref import read_state
@@ -28,6 +28,9 @@ def plans_with_states(name: str | None) -> list[tuple[Plan, PlanVerdict]]:
     """Every selected plan of the work tree with the gate's view of its steps."""
     repo = repo_here()
     result = judge(repo, None, plan=name, with_states=True)
+    broken = [r for r in result.reasons if r.code != "plans.none"]  # no plan was named: below
+    if broken:  # no plan was judged: the plans ref, its trust or its pin is broken
+        raise TrustError(broken[0].message, hint=broken[0].hint)
     by_name = {p.name: p for p in result.plans}
     out = []
     for checked in check_worktree(repo.require_workdir(), name):
@@ -35,6 +38,9 @@ def plans_with_states(name: str | None) -> list[tuple[Plan, PlanVerdict]]:
         verdict = by_name.get(plan.name)
         if verdict is None:
             continue
+        broken = [r for r in verdict.reasons if r.code == "evidence.ledger"]
+        if broken:  # the steps' states would be read from a ledger that cannot be read
+            raise LedgerError(f"plan {plan.name!r}: {broken[0].message}", hint=broken[0].hint)
         if not verdict.states:
             reason = verdict.reasons[0].message if verdict.reasons else "not judged"
             named = f"plan {plan.name!r}"

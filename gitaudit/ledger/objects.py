@@ -255,7 +255,11 @@ def commit_of(repo: pygit2.Repository, oid: pygit2.Oid, what: str) -> pygit2.Com
     try:
         obj = repo[oid]
     except KeyError as exc:
-        raise LedgerError(f"{what} points at {oid}, which does not exist") from exc
+        raise LedgerError(
+            f"{what} points at {oid}, which does not exist",
+            hint="the object is not in this repository: fetch it, or restore the ref from a "
+            "good copy or the reflog",
+        ) from exc
     except ValueError as exc:  # stored, but libgit2 cannot parse it (pygit2.InvalidError)
         why = str(exc).split(": ", 1)[-1][:200]
         raise LedgerError(

@@ -11,6 +11,7 @@ import pytest
 
 from tests.gitrepo import GitRepo, audit
 from tests.plan.builders import two_step_plan
+from tests.run.conftest import make_plan, run_step
 
 
 def _one_error(err: str) -> None:
@@ -75,3 +76,40 @@ def test_a_plan_path_that_is_not_a_regular_file_is_named(
     assert "error: .gitaudit/plans/default.json: not a plan file (" in result.err
     assert what in result.err
     assert "hint: remove .gitaudit/plans/default.json, or replace it" in result.err
+
+
+def _passed(repo: GitRepo) -> None:
+    """One sealed plan `default` (step a) with a PASS recorded for the work tree."""
+    repo.write_plan(make_plan(run_step("a", "true")))
+    repo.commit("plan")
+    for args in (["keys", "generate"], ["trust", "init"], ["plan", "seal"], ["run"]):
+        result = audit(repo.path, *args)
+        assert result.code == 0, (args, result.out, result.err)
+
+
+MISSING = "1234567890" * 4
+
+
+@pytest.mark.parametrize("target", ["blob", "missing"])
+@pytest.mark.parametrize("ref", ["refs/audit/plans", "refs/audit/runs/default"])
+@pytest.mark.parametrize(
+    "command", [["next"], ["route"], ["impact", "a"], ["plan", "export", "--output", "pddl"]]
+)
+def test_mission_commands_name_an_audit_ref_that_is_not_a_commit(
+    repo: GitRepo, ref: str, target: str, command: list[str]
+) -> None:
+    """An audit ref overwritten with a blob or an object the repository lacks: with the plans
+    ref broken, `route`, `impact` and `plan export` printed nothing and exited 0 (every plan
+    was skipped); with a runs ref broken, `next` said `0/1 verified, ready a` and exited 0 (the
+    unreadable ledger read as empty). Now one line names the ref, exit 1."""
+    _passed(repo)
+    oid = MISSING
+    if target == "blob":
+        oid = repo.git("hash-object", "-w", "--stdin", input=b"not a commit\n").strip()
+    (repo.path / ".git" / ref).write_text(oid + "\n")
+    result = audit(repo.path, *command)
+    assert result.code == 1, (result.out, result.err)
+    _one_error(result.err)
+    named = ref if ref.endswith("plans") else f"plan 'default': {ref}"
+    assert f"error: {named} " in result.err
+    assert "verified" not in result.out
