@@ -25,19 +25,40 @@ def _sqlite_error(exc: BaseException) -> bool:
 
 def _instant(args: list[str]) -> bool:
     """Answer ``--version`` and ``-h`` at interpreter start-up cost: no typer, no pygit2."""
+    try:
+        return _answer_instantly(args)
+    except BrokenPipeError:
+        _reader_gone()
+
+
+def _answer_instantly(args: list[str]) -> bool:
     rest = [a for a in args if a != "--debug"]
     if rest == ["--version"]:
         from gitaudit import __version__
 
         sys.stdout.write(f"gitaudit {__version__}\n")
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
         return True
     if rest in (["-h"], ["--help"]):
         from gitaudit.cli import helptext
 
         if helptext.served():  # exactly what typer would print here
             sys.stdout.write(helptext.TEXT)
+            sys.stdout.flush()
             return True
     return False
+
+
+def _reader_gone() -> NoReturn:
+    """The output's reader exited before it was written (``git audit log | head -1``): stop
+    without a word, as git and click do, with exit 1 (not all of the output was read). Later
+    writes, the exit's flush included, go to /dev/null."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a test's captured output)
+        pass
+    sys.exit(1)
 
 
 def _report(exc: GitAuditError) -> NoReturn:
@@ -153,9 +174,16 @@ def main(argv: list[str] | None = None) -> None:
         # (objects are written before refs move, so nothing half-recorded is left behind)
         if debug or not (isinstance(exc, OSError) or _sqlite_error(exc)):
             raise
-        print(f"error: {exc}", file=sys.stderr)
-        print(
-            "hint: nothing was recorded if the command did not say so; fix the cause and retry",
-            file=sys.stderr,
-        )
-        sys.exit(1)
+        _failed_outside(exc)
+
+
+def _failed_outside(exc: Exception) -> NoReturn:
+    """Exit 1 for an error of the system (*exc*: an OSError or a sqlite3 error) in one line."""
+    if isinstance(exc, BrokenPipeError):
+        _reader_gone()
+    print(f"error: {exc}", file=sys.stderr)
+    print(
+        "hint: nothing was recorded if the command did not say so; fix the cause and retry",
+        file=sys.stderr,
+    )
+    sys.exit(1)

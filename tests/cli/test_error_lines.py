@@ -4,6 +4,8 @@ object, `hint:` with the fix, the documented exit code, and never a traceback.""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -113,3 +115,31 @@ def test_mission_commands_name_an_audit_ref_that_is_not_a_commit(
     named = ref if ref.endswith("plans") else f"plan 'default': {ref}"
     assert f"error: {named} " in result.err
     assert "verified" not in result.out
+
+
+@pytest.mark.parametrize(
+    "command", [["--version"], ["--help"], ["-h"], ["status"], ["status", "--json"], ["log"]]
+)
+def test_a_closed_output_pipe_ends_the_command_without_a_word(
+    repo: GitRepo, command: list[str]
+) -> None:
+    """The reader of the output exited first (`git audit --version | true`, `status | head`):
+    `--version` and `--help` died with a BrokenPipeError traceback, `status` said `error:
+    [Errno 32] Broken pipe` with a hint about nothing being recorded. Now every command ends as
+    `log` (click) did: nothing on stderr, exit 1 (the output was not all read)."""
+    _passed(repo)
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gitaudit", *command],
+            cwd=repo.path,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (1, ""), proc.stderr
