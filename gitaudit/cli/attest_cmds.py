@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -86,13 +88,34 @@ def attest_cmd(
         warn(f"attested {attestation.commit[:12]}: {result} ({fmt}) -> {output}")
 
 
+MAX_ENVELOPE_BYTES = 16 << 20  # a statement names a commit, a tree and a digest per plan
+
+
+def _envelope_bytes(path: Path) -> bytes:
+    """The attestation file's bytes: a regular file of at most :data:`MAX_ENVELOPE_BYTES`,
+    opened without blocking (a FIFO would wait for a writer, ``/dev/zero`` never end)."""
+    hint = "give the file `git audit attest --output FILE` wrote"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})", hint=hint) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # before fdopen, which refuses a directory
+        os.close(fd)
+        raise UsageError(f"{path}: not an attestation file (not a regular file)", hint=hint)
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(MAX_ENVELOPE_BYTES + 1)
+    if len(data) > MAX_ENVELOPE_BYTES:
+        raise UsageError(
+            f"{path}: not an attestation file (more than {MAX_ENVELOPE_BYTES >> 20} MiB)",
+            hint=hint,
+        )
+    return data
+
+
 def _verify(path: Path, plan: str | None, for_ref: str | None, rev: str | None) -> None:
     from gitaudit.gate import attest
 
-    try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    text = _envelope_bytes(path)
     checked = attest.verify(repo_here(), text, str(path), for_ref, rev)
     say(
         f"authentic: signed by {checked.signer.name} ({checked.signer.key.fingerprint()}, "

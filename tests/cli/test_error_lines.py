@@ -143,3 +143,31 @@ def test_a_closed_output_pipe_ends_the_command_without_a_word(
     finally:
         os.close(write)
     assert (proc.returncode, proc.stderr) == (1, ""), proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_attest_verify_refuses_a_file_that_is_not_regular_at_once(
+    repo: GitRepo, tmp_path: Path, kind: str
+) -> None:
+    """`git audit attest verify FILE` with a FIFO or /dev/zero as FILE hung (read_bytes waited
+    for a writer, or read forever); a directory said `cannot read (Is a directory)` with no
+    hint. Now each is named as not an attestation file at once, with the fix, exit 2."""
+    _passed(repo)
+    path = tmp_path / "envelope"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path = Path("/dev/zero")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gitaudit", "attest", "verify", str(path)],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    _one_error(proc.stderr)
+    assert f"error: {path}: not an attestation file (not a regular file)" in proc.stderr
