@@ -49,6 +49,19 @@ def _answer_instantly(args: list[str]) -> bool:
     return False
 
 
+def _writable_in_any_locale() -> None:
+    """Under a locale whose encoding lacks a character gitaudit prints (an arrow, a dash; ASCII
+    with ``LC_ALL=C PYTHONUTF8=0``), write it escaped, as stderr does, rather than die with a
+    UnicodeEncodeError."""
+    stdout = sys.stdout
+    encoding = (getattr(stdout, "encoding", None) or "").lower().replace("-", "")
+    if encoding != "utf8" and getattr(stdout, "errors", None) in ("strict", "surrogateescape"):
+        try:
+            stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError):  # not a text stream of its own: leave it
+            return
+
+
 def _reader_gone() -> NoReturn:
     """The output's reader exited before it was written (``git audit log | head -1``): stop
     without a word, as git and click do, with exit 1 (not all of the output was read). Later
@@ -126,6 +139,7 @@ def _dispatch(args: list[str]) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``git-audit`` and ``gitaudit``)."""
     args = sys.argv[1:] if argv is None else argv
+    _writable_in_any_locale()  # a test's captured output is UTF-8 or has no encoding: kept
     if _instant(args):
         sys.exit(0)
     if argv is None:  # this process is the command: its pygit2 skips the CA bundle

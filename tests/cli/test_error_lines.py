@@ -171,3 +171,24 @@ def test_attest_verify_refuses_a_file_that_is_not_regular_at_once(
     assert proc.returncode == 2, proc.stderr
     _one_error(proc.stderr)
     assert f"error: {path}: not an attestation file (not a regular file)" in proc.stderr
+
+
+@pytest.mark.parametrize("command", [["--help"], ["show"], ["plan", "show"]])
+def test_an_ascii_locale_gets_escapes_not_a_traceback(repo: GitRepo, command: list[str]) -> None:
+    """Under `LC_ALL=C PYTHONUTF8=0` (stdout encoded as ASCII), `--help` (its box drawing) and
+    `show` (the arrow between times) died with a UnicodeEncodeError traceback. Now what ASCII
+    lacks is written escaped (as Python writes stderr), exit 0."""
+    _passed(repo)
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0"}
+    env.pop("PYTHONIOENCODING", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gitaudit", *command],
+        cwd=repo.path,
+        capture_output=True,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode()
+    assert proc.returncode == 0, proc.stderr.decode()
+    proc.stdout.decode("ascii")  # nothing but ASCII was written
