@@ -23,6 +23,12 @@ def _sqlite_error(exc: BaseException) -> bool:
     return sqlite3 is not None and isinstance(exc, sqlite3.Error)
 
 
+def _git_error(exc: BaseException) -> bool:
+    """Whether *exc* is libgit2's GitError (pygit2 is imported only by what uses it)."""
+    pygit2 = sys.modules.get("pygit2")
+    return pygit2 is not None and isinstance(exc, pygit2.GitError)
+
+
 def _instant(args: list[str]) -> bool:
     """Answer ``--version`` and ``-h`` at interpreter start-up cost: no typer, no pygit2."""
     try:
@@ -186,15 +192,24 @@ def main(argv: list[str] | None = None) -> None:
             _report(exc)
         # a full disk, a read-only file system, a broken cache: one line, never a traceback
         # (objects are written before refs move, so nothing half-recorded is left behind)
-        if debug or not (isinstance(exc, OSError) or _sqlite_error(exc)):
+        if debug or not (isinstance(exc, OSError) or _sqlite_error(exc) or _git_error(exc)):
             raise
         _failed_outside(exc)
 
 
 def _failed_outside(exc: Exception) -> NoReturn:
-    """Exit 1 for an error of the system (*exc*: an OSError or a sqlite3 error) in one line."""
+    """Exit 1 for an error of the system (*exc*: an OSError, a sqlite3 error or libgit2's
+    GitError) in one line."""
     if isinstance(exc, BrokenPipeError):
         _reader_gone()
+    if _git_error(exc):  # an object libgit2 cannot read: a damaged object store
+        print(f"error: the repository cannot be read: {exc}", file=sys.stderr)
+        print(
+            "hint: `git fsck` names what is damaged; restore it from a clone (`git fetch`), "
+            "then retry",
+            file=sys.stderr,
+        )
+        sys.exit(1)
     print(f"error: {exc}", file=sys.stderr)
     print(
         "hint: nothing was recorded if the command did not say so; fix the cause and retry",

@@ -192,3 +192,27 @@ def test_an_ascii_locale_gets_escapes_not_a_traceback(repo: GitRepo, command: li
     assert b"Traceback" not in proc.stderr, proc.stderr.decode()
     assert proc.returncode == 0, proc.stderr.decode()
     proc.stdout.decode("ascii")  # nothing but ASCII was written
+
+
+@pytest.mark.parametrize("ref", ["refs/audit/runs/default", "refs/audit/plans"])
+@pytest.mark.parametrize("command", [["show"], ["next"], ["verify"]])
+def test_a_corrupt_loose_object_is_named_in_one_line(
+    repo: GitRepo, ref: str, command: list[str]
+) -> None:
+    """An audit ref's tip whose loose object is garbage (`failed to inflate`): `show`, `next`
+    and `verify` died with pygit2's GitError and a traceback. Now one line names the object,
+    the hint `git fsck`, exit 1."""
+    _passed(repo)
+    oid = repo.git("rev-parse", ref).strip()
+    loose = repo.path / ".git" / "objects" / oid[:2] / oid[2:]
+    loose.chmod(0o644)
+    loose.write_bytes(b"garbage")
+    result = audit(repo.path, *command)
+    assert "Traceback" not in result.err, result.err
+    if result.code == 0:  # this command does not read that object
+        return
+    assert result.code == 1, result.out + result.err
+    if result.err.strip():  # else `verify` reported the object as a problem on stdout
+        _one_error(result.err)
+    else:
+        assert oid[:12] in result.out, result.out
