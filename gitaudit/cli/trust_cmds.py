@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -155,8 +156,27 @@ def add_cmd(
 
 def _public_key_arg(value: str) -> PublicKey:
     """The key `trust add` names: an OpenSSH public key line, or the ``.pub`` file holding one."""
-    if not Path(value).is_file():
-        return PublicKey.from_openssh(value)
+    path = Path(value)
+    if not path.is_file():
+        if os.path.lexists(path):  # a folder, a FIFO, a link to nothing
+            what = (
+                "a folder"
+                if path.is_dir()
+                else "a link to nothing"
+                if not path.exists()
+                else ("not a regular file")
+            )
+            raise KeyMaterialError(
+                f"{value}: not an OpenSSH Ed25519 public key ({what})",
+                hint="pass the key's .pub file or its `ssh-ed25519 AAAA...` line",
+            )
+        try:
+            return PublicKey.from_openssh(value)
+        except KeyMaterialError as exc:
+            raise KeyMaterialError(
+                exc.message,
+                hint=exc.hint or "pass the key's .pub file or its `ssh-ed25519 AAAA...` line",
+            ) from None
     data = read_key_file(Path(value))
     try:
         return PublicKey.from_openssh(data.decode("utf-8"))

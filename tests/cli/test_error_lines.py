@@ -216,3 +216,33 @@ def test_a_corrupt_loose_object_is_named_in_one_line(
         _one_error(result.err)
     else:
         assert oid[:12] in result.out, result.out
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "dangling link", "rsa line"])
+def test_trust_add_of_what_is_no_public_key_is_named_with_the_fix(
+    repo: GitRepo, tmp_path: Path, kind: str
+) -> None:
+    """`trust add` of a folder, a FIFO or a link to nothing said "unsupported key type
+    '<path>'" (the path read as a key line) with no hint; a key line of another type had no
+    hint either. Each is one line naming what was given, with the fix."""
+    assert audit(repo.path, "keys", "generate").code == 0
+    assert audit(repo.path, "trust", "init").code == 0
+    given = tmp_path / "key.pub"
+    if kind == "directory":
+        given.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(given)
+    elif kind == "dangling link":
+        given.symlink_to(tmp_path / "nothing")
+    argument = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ== x" if kind == "rsa line" else str(given)
+    result = audit(repo.path, "trust", "add", argument, "--role", "runner", "-n", "ci")
+    assert result.code == 1, (result.out, result.err)
+    _one_error(result.err)
+    if kind == "rsa line":
+        assert "unsupported key type 'ssh-rsa'" in result.err
+    else:
+        what = {"directory": "a folder", "fifo": "not a regular file"}.get(
+            kind, "a link to nothing"
+        )
+        assert f"error: {given}: not an OpenSSH Ed25519 public key ({what})" in result.err
+    assert "hint: pass the key's .pub file" in result.err
