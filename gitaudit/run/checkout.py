@@ -67,6 +67,7 @@ import contextlib
 import fcntl
 import hashlib
 import hmac
+import importlib.machinery
 import json
 import os
 import re
@@ -1249,7 +1250,7 @@ def _link_ignored(slot: Slot, workdir: Path, paths: Sequence[str]) -> Iterator[I
                 f"the plan declares {rel!r} as an ignored path, but the tree has it",
                 hint="declare only paths git does not record (ignored files and folders)",
             )
-        _refuse_editable(rel, live, workdir, paths)
+        _refuse_editable(rel, live, workdir, paths, _own_modules(slot.tree))
         inside.parent.mkdir(parents=True, exist_ok=True)
         inside.symlink_to(live)
         files, digest, stamp = _listing_digests(live)
@@ -1300,6 +1301,8 @@ _READ_AT_MOST = 1 << 20  # bytes of one file looked into for a path naming the w
 _PACKAGE_FILES = 2_000  # files of one package a .pth imports looked into
 _NOT_IN_A_PATH = frozenset(b"\"'` \t\r\n\0,;:()[]{}<>|=\\")
 _CUSTOMIZE = ("sitecustomize", "usercustomize")  # imported by site from any sys.path folder
+# folders a virtualenv or an interpreter puts on sys.path (besides those .pth files add)
+_SYS_PATH_FOLDER = re.compile(r"site-packages|dist-packages|python\d+(\.\d+)?|lib-dynload")
 
 
 class _WorkTree:
@@ -1345,25 +1348,64 @@ def _head(path: str) -> bytes:
         return handle.read(_READ_AT_MOST) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
 
 
-def _refuse_editable(rel: str, live: Path, workdir: Path, declared: Sequence[str]) -> None:
-    """An editable install in a declared path would make checks import the live sources: the
-    path is sealed and its listing recorded, but not what it leads to (:class:`_EditableScan`
-    says what is looked at)."""
+def _own_modules(checkout: Path) -> frozenset[str]:
+    """The top-level modules and packages of the tree (the checkout holds exactly it, no check
+    has run): modules and packages of its root, and every module or folder of ``src/``."""
+    suffixes = tuple(importlib.machinery.all_suffixes())
+    names: set[str] = set()
+    for folder, any_folder in ((checkout, False), (checkout / "src", True)):
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if any_folder or os.path.lexists(os.path.join(entry.path, "__init__.py")):
+                    names.add(name)
+            elif name.endswith(suffixes):
+                names.add(name.split(".", 1)[0])
+    return frozenset(n for n in names if n.isidentifier())
+
+
+def _refuse_editable(
+    rel: str,
+    live: Path,
+    workdir: Path,
+    declared: Sequence[str],
+    own: frozenset[str] = frozenset(),
+) -> None:
+    """An editable install in a declared path would make checks import the live sources, and a
+    module there named like one of the tree's own (*own*) would be imported in place of the
+    judged one: the path is sealed and its listing recorded, but not what it leads to nor what
+    its files say (:class:`_EditableScan` says what is looked at)."""
     tree = _WorkTree(workdir, declared)
     real = os.path.realpath(live)
     linked = real != os.path.normpath(os.path.join(tree.real, rel))  # it, or a folder above it
+    scan = None
     if linked and _under(real, tree.real):
         found: tuple[str, str] | None = (str(live), real)  # the live tree under another name
     else:
-        found = _EditableScan(live, tree).run()
+        scan = _EditableScan(live, tree)
+        found = scan.run()
     if found is not None:
         where, target = found
         raise RunError(
             f"the declared ignored path {rel!r} holds an editable install pointing into the "
             f"work tree ({os.path.relpath(where, workdir)} -> {target}): checks would read the "
             "live sources, not the judged tree",
-            hint="install the project non-editable in it, or run that step with "
-            '`"workspace": "live"`',
+            hint="install only the project's dependencies in it (the checks import the tree's "
+            'own modules from the checkout), or run that step with `"workspace": "live"`',
+        )
+    shadow = None if scan is None else scan.shadowing(own)
+    if shadow is not None:
+        raise RunError(
+            f"the declared ignored path {rel!r} holds {os.path.relpath(shadow, workdir)}, named "
+            "like a module of the tree: it would shadow the judged sources (checks would import "
+            "a copy the tree does not pin)",
+            hint="remove it (a copy of the project: `pip uninstall` it, keep its "
+            "dependencies) and have the checks import the tree's modules (e.g. pytest's "
+            "`pythonpath`)",
         )
 
 
@@ -1383,6 +1425,7 @@ class _EditableScan:
         self.tree = tree
         self.imports: list[tuple[str, bytes]] = []  # (.pth file, an import line of it)
         self.folders: set[str] = set()  # folders whose modules those lines may import
+        self.sites: set[str] = set()  # folders of sys.path found in it (besides self.folders)
 
     def run(self) -> tuple[str, str] | None:
         """(the file or symlink, where it leads) for the first thing found, else None."""
@@ -1395,11 +1438,35 @@ class _EditableScan:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
                     todo.append(entry.path)
+                    if _SYS_PATH_FOLDER.fullmatch(entry.name):
+                        self.sites.add(entry.path)
                     continue
+                if _SYS_PATH_FOLDER.fullmatch(entry.name) and entry.is_dir():
+                    self.sites.add(entry.path)  # linked elsewhere: its modules are imported too
                 found = self._entry(entry)
                 if found is not None:
                     return found
         return self._imported()
+
+    def shadowing(self, own: frozenset[str]) -> str | None:
+        """The first module or package named like one of *own* (the tree's top-level modules)
+        in a folder Python looks in for modules: ``site-packages``, ``dist-packages``, an
+        interpreter's ``lib/pythonX.Y`` and ``lib-dynload`` (or a link by such a name), a folder
+        holding a ``.pth`` or one a ``.pth`` adds, anywhere (source, bytecode, extension,
+        package or namespace folder)."""
+        suffixes = tuple(importlib.machinery.all_suffixes())
+        for folder in sorted(self.folders | self.sites):
+            try:
+                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            except OSError:
+                continue
+            for entry in entries:
+                stem = entry.name.split(".", 1)[0]
+                if stem not in own:
+                    continue
+                if entry.name == stem or entry.name.endswith(suffixes):
+                    return entry.path
+        return None
 
     def _entry(self, entry: os.DirEntry[str]) -> tuple[str, str] | None:
         if entry.is_symlink() and self.tree.holds(entry.path):
@@ -1427,6 +1494,8 @@ class _EditableScan:
                 return path, added
             if _under(os.path.realpath(added), os.path.realpath(self.live)):
                 self.folders.add(added)
+            elif os.path.isdir(added):
+                self.sites.add(added)  # outside: not walked, but its modules are imported
         return self._names(path)
 
     def _imported(self) -> tuple[str, str] | None:

@@ -349,3 +349,61 @@ def test_an_editable_install_in_a_declared_path_is_refused(repo: GitRepo) -> Non
     ):
         pass
     assert f"lib/site-packages/__editable__.pth -> {repo.path}/src" in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("tracked", "planted"),
+    [
+        ("app.py", "lib/python3.12/site-packages/app.py"),
+        ("app.py", "lib/python3.12/site-packages/app.cpython-312-x86_64-linux-gnu.so"),
+        ("app.py", "lib/python3.12/site-packages/app.pyc"),
+        ("app.py", "lib/python3.12/site-packages/app/__init__.py"),
+        ("app/__init__.py", "lib/python3.12/site-packages/app/core.py"),  # a namespace folder
+        ("src/app/core.py", "lib/python3.12/site-packages/app.py"),
+        ("src/tool.py", "lib/python3.12/tool.py"),  # an interpreter's own library folder
+        ("app.py", "lib/python3.12/dist-packages/app.py"),
+        ("app.py", "extra/app.py"),  # a folder holding a .pth
+    ],
+)
+def test_a_module_of_the_tree_in_a_declared_path_is_refused(
+    repo: GitRepo, tracked: str, planted: str
+) -> None:
+    """A module or package of a declared virtualenv named like one of the tree's top-level ones
+    (its root's, or src/'s) would be imported in place of the judged sources: refused, naming
+    the file."""
+    repo.write(".gitignore", ".venv/\n")
+    repo.write(tracked, "ANSWER = 41\n")
+    repo.commit("app")
+    repo.write(f".venv/{planted}", "ANSWER = 42\n")
+    repo.write(".venv/extra/x.pth", "\n")
+    with (
+        pytest.raises(RunError, match=r"named like a module of the tree") as err,
+        placed(repo, ignored=(".venv",)),
+    ):
+        pass
+    named = planted.removesuffix("/__init__.py").removesuffix("/core.py")
+    assert f"holds .venv/{named}, named like a module of the tree" in err.value.message
+
+
+def test_other_names_in_a_declared_path_are_no_shadow(repo: GitRepo) -> None:
+    """Control: a tracked folder that is no package (tests/, docs/), names that only begin like
+    a module of the tree, metadata of a distribution, and a module of the tree's name outside
+    the folders Python looks in are all accepted."""
+    repo.write(".gitignore", ".venv/\n")
+    repo.write("app.py", "ANSWER = 42\n")
+    repo.write("tests/test_app.py", "\n")
+    repo.write("docs/index.md", "\n")
+    repo.commit("app")
+    for rel in (
+        "lib/python3.12/site-packages/tests/__init__.py",
+        "lib/python3.12/site-packages/docs/__init__.py",
+        "lib/python3.12/site-packages/application.py",
+        "lib/python3.12/site-packages/app_extras.py",
+        "lib/python3.12/site-packages/app-1.0.dist-info/METADATA",
+        "lib/python3.12/site-packages/app.egg-info/PKG-INFO",
+        "lib/python3.12/site-packages/other/app.py",
+        "share/app.py",
+    ):
+        repo.write(f".venv/{rel}", "\n")
+    with placed(repo, ignored=(".venv",)) as materialised:
+        assert [i.path for i in materialised.ignored] == [".venv"]
