@@ -1250,7 +1250,7 @@ def _link_ignored(slot: Slot, workdir: Path, paths: Sequence[str]) -> Iterator[I
                 f"the plan declares {rel!r} as an ignored path, but the tree has it",
                 hint="declare only paths git does not record (ignored files and folders)",
             )
-        _refuse_editable(rel, live, workdir, paths, _own_modules(slot.tree))
+        _refuse_editable(rel, live, workdir, paths, slot.tree)
         inside.parent.mkdir(parents=True, exist_ok=True)
         inside.symlink_to(live)
         files, digest, stamp = _listing_digests(live)
@@ -1373,12 +1373,13 @@ def _refuse_editable(
     live: Path,
     workdir: Path,
     declared: Sequence[str],
-    own: frozenset[str] = frozenset(),
+    checkout: Path | None = None,
 ) -> None:
     """An editable install in a declared path would make checks import the live sources, and a
-    module there named like one of the tree's own (*own*) would be imported in place of the
-    judged one: the path is sealed and its listing recorded, but not what it leads to nor what
-    its files say (:class:`_EditableScan` says what is looked at)."""
+    module or npm package there named like one of the tree's own (the *checkout*'s, which holds
+    exactly the tree) would be imported in place of the judged one: the path is sealed and its
+    listing recorded, but not what it leads to nor what its files say (:class:`_EditableScan`
+    says what is looked at)."""
     tree = _WorkTree(workdir, declared)
     real = os.path.realpath(live)
     linked = real != os.path.normpath(os.path.join(tree.real, rel))  # it, or a folder above it
@@ -1397,7 +1398,9 @@ def _refuse_editable(
             hint="install only the project's dependencies in it (the checks import the tree's "
             'own modules from the checkout), or run that step with `"workspace": "live"`',
         )
-    shadow = None if scan is None else scan.shadowing(own)
+    if scan is None or checkout is None:
+        return
+    shadow = scan.shadowing(_own_modules(checkout))
     if shadow is not None:
         raise RunError(
             f"the declared ignored path {rel!r} holds {os.path.relpath(shadow, workdir)}, named "
@@ -1406,6 +1409,15 @@ def _refuse_editable(
             hint="remove it (a copy of the project: `pip uninstall` it, keep its "
             "dependencies) and have the checks import the tree's modules (e.g. pytest's "
             "`pythonpath`)",
+        )
+    package = scan.own_package(workdir, checkout)
+    if package is not None:
+        raise RunError(
+            f"the declared ignored path {rel!r} holds {os.path.relpath(package, workdir)}, "
+            "named like the tree's own package: it would shadow the judged sources (checks "
+            "would require a copy the tree does not pin)",
+            hint="remove it (a copy of the project) and have the checks require the tree's "
+            "files (a relative path, or `exports` in package.json)",
         )
 
 
@@ -1426,6 +1438,7 @@ class _EditableScan:
         self.imports: list[tuple[str, bytes]] = []  # (.pth file, an import line of it)
         self.folders: set[str] = set()  # folders whose modules those lines may import
         self.sites: set[str] = set()  # folders of sys.path found in it (besides self.folders)
+        self.node_modules: set[str] = {str(live)} if live.name == "node_modules" else set()
 
     def run(self) -> tuple[str, str] | None:
         """(the file or symlink, where it leads) for the first thing found, else None."""
@@ -1440,9 +1453,13 @@ class _EditableScan:
                     todo.append(entry.path)
                     if _SYS_PATH_FOLDER.fullmatch(entry.name):
                         self.sites.add(entry.path)
+                    if entry.name == "node_modules":
+                        self.node_modules.add(entry.path)
                     continue
                 if _SYS_PATH_FOLDER.fullmatch(entry.name) and entry.is_dir():
                     self.sites.add(entry.path)  # linked elsewhere: its modules are imported too
+                if entry.name == "node_modules" and entry.is_dir():
+                    self.node_modules.add(entry.path)
                 found = self._entry(entry)
                 if found is not None:
                     return found
@@ -1466,6 +1483,20 @@ class _EditableScan:
                     continue
                 if entry.name == stem or entry.name.endswith(suffixes):
                     return entry.path
+        return None
+
+    def own_package(self, workdir: Path, checkout: Path) -> str | None:
+        """The first package of a top-level ``node_modules`` folder (none above it) named like
+        the npm package of the tree whose ``package.json`` lies beside that folder, or at the
+        tree's root."""
+        root = _npm_name(checkout / "package.json")
+        for folder in sorted(self.node_modules):
+            beside = os.path.relpath(os.path.dirname(folder), workdir)
+            if "node_modules" in Path(beside).parts or beside.startswith(".."):
+                continue  # a dependency's own: what the tree's files require is not found there
+            for name in (_npm_name(checkout / beside / "package.json"), root):
+                if name is not None and os.path.lexists(os.path.join(folder, name)):
+                    return os.path.join(folder, name)
         return None
 
     def _entry(self, entry: os.DirEntry[str]) -> tuple[str, str] | None:
@@ -1507,6 +1538,19 @@ class _EditableScan:
                         module = os.path.relpath(module, os.path.dirname(pth))
                         return pth, f"{module}, which names {named}"
         return None
+
+
+def _npm_name(manifest: Path) -> str | None:
+    """The ``name`` of the npm package whose ``package.json`` is *manifest*, when it is one that
+    names a folder of ``node_modules`` (``pkg`` or ``@scope/pkg``)."""
+    try:
+        data = json.loads(_head(str(manifest)) or b"null")
+    except ValueError:
+        return None
+    name = data.get("name") if isinstance(data, dict) else None
+    if not isinstance(name, str) or not name or name.startswith((".", "/")) or ".." in name:
+        return None
+    return name
 
 
 def _modules_named(folders: Iterable[str], name: str) -> Iterator[str]:

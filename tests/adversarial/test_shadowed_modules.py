@@ -8,7 +8,9 @@ that copy, which the tree does not pin, instead of the judged sources.
 
 from __future__ import annotations
 
+import json
 import py_compile
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -124,3 +126,36 @@ def test_an_honest_virtualenv_without_the_projects_modules_is_used(world: World)
     )
     recorded = world.run()
     assert recorded.verdict == "PASS", recorded.doc["reasons"]
+
+
+# ----------------------------------------------------------------------------- node_modules
+
+NODE_CHECK = "process.exit(require('myproj').ANSWER === 42 ? 0 : 1)\n"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+@pytest.mark.parametrize("variant", ["package", "scoped", "in-a-sub-project"])
+def test_attack_shadowed_modules_project_package_in_declared_node_modules(
+    world: World, variant: str
+) -> None:
+    """The tree is the npm package ``myproj`` (index.js says ANSWER = 41, package.json names it
+    with no ``exports``), and the sealed check requires it by its own name, which node resolves
+    through node_modules. The agent puts a fixed copy of the project at ``node_modules/myproj``
+    (or ``@acme/myproj``; or in a sub-project, web/node_modules beside web/package.json): the run
+    and the gate said PASS for a tree whose check fails with an honest node_modules (all before
+    the fix). A package in a declared node_modules named like the tree's own is refused."""
+    name = "@acme/myproj" if variant == "scoped" else "myproj"
+    top = "web" if variant == "in-a-sub-project" else ""
+    modules = declared = f"{top}/node_modules" if top else "node_modules"
+    world.repo.write(".gitignore", "node_modules/\n")
+    world.repo.write(f"{top}/package.json" if top else "package.json", json.dumps({"name": name}))
+    world.repo.write(f"{top}/index.js" if top else "index.js", "exports.ANSWER = 41\n")
+    world.repo.write(f"{top}/check.js" if top else "check.js", NODE_CHECK.replace("myproj", name))
+    world.repo.write(f"{modules}/left-pad/index.js", "module.exports = 1\n")
+    argv = ["node", f"{top}/check.js" if top else "check.js"]
+    world.seal(plan(step("unit", check(*argv))) | {"ignored_paths": [declared]})
+    assert world.run().verdict == "FAIL"  # the honest node_modules
+    world.repo.write(f"{modules}/{name}/package.json", json.dumps({"name": name}))
+    world.repo.write(f"{modules}/{name}/index.js", "exports.ANSWER = 42\n")
+    with pytest.raises(RunError, match="named like the tree's own package"):
+        world.run()

@@ -7,6 +7,7 @@ test_hermetic.py."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -407,3 +408,37 @@ def test_other_names_in_a_declared_path_are_no_shadow(repo: GitRepo) -> None:
         repo.write(f".venv/{rel}", "\n")
     with placed(repo, ignored=(".venv",)) as materialised:
         assert [i.path for i in materialised.ignored] == [".venv"]
+
+
+@pytest.mark.parametrize("name", ["myproj", "@acme/myproj"])
+@pytest.mark.parametrize("where", ["", "web/"])
+def test_the_trees_own_package_in_a_declared_node_modules_is_refused(
+    repo: GitRepo, name: str, where: str
+) -> None:
+    """node_modules/<the name of the package.json beside it, or of the root's> would be
+    required in place of the tree's package: refused, naming it."""
+    repo.write(".gitignore", "node_modules/\n")
+    repo.write("package.json", json.dumps({"name": name}))
+    repo.write("web/package.json", json.dumps({"name": "web"}))
+    repo.commit("package")
+    repo.write(f"{where}node_modules/{name}/index.js", "exports.ANSWER = 42\n")
+    with (
+        pytest.raises(RunError, match=r"named like the tree's own package") as err,
+        placed(repo, ignored=(f"{where}node_modules",)),
+    ):
+        pass
+    assert f"holds {where}node_modules/{name}, named" in err.value.message
+
+
+def test_other_packages_in_a_declared_node_modules_are_no_shadow(repo: GitRepo) -> None:
+    """Control: a dependency's own copy of the project (nested node_modules), packages named
+    otherwise, and a package.json that names no package are accepted."""
+    repo.write(".gitignore", "node_modules/\n")
+    repo.write("package.json", json.dumps({"name": "myproj"}))
+    repo.write("web/package.json", json.dumps({"private": True}))
+    repo.commit("package")
+    repo.write("node_modules/plugin/node_modules/myproj/index.js", "\n")
+    repo.write("node_modules/myproj-extras/index.js", "\n")
+    repo.write("web/node_modules/web/index.js", "\n")
+    with placed(repo, ignored=("node_modules", "web/node_modules")) as materialised:
+        assert [i.path for i in materialised.ignored] == ["node_modules", "web/node_modules"]
