@@ -1302,6 +1302,9 @@ _PACKAGE_FILES = 2_000  # files of one package a .pth imports looked into
 _NOT_IN_A_PATH = frozenset(b"\"'` \t\r\n\0,;:()[]{}<>|=\\")
 _CUSTOMIZE = ("sitecustomize", "usercustomize")  # imported by site from any sys.path folder
 # folders a virtualenv or an interpreter puts on sys.path (besides those .pth files add)
+# a startup hook that moves the bytecode cache (sys.pycache_prefix) has Python run bytecode
+# kept there, compiled from any source, in place of the checkout's files of the same path
+_PYCACHE_PREFIX = b"pycache_prefix"
 _SYS_PATH_FOLDER = re.compile(r"site-packages|dist-packages|python\d+(\.\d+)?|lib-dynload")
 
 
@@ -1388,6 +1391,8 @@ def _refuse_editable(
         found: tuple[str, str] | None = (str(live), real)  # the live tree under another name
     else:
         scan = _EditableScan(live, tree)
+        if checkout is not None:
+            scan.mirror = os.path.realpath(checkout.parent.parent) + os.sep
         found = scan.run()
     if found is not None:
         where, target = found
@@ -1400,6 +1405,14 @@ def _refuse_editable(
         )
     if scan is None or checkout is None:
         return
+    if scan.redirects:
+        raise RunError(
+            f"the declared ignored path {rel!r} holds "
+            f"{os.path.relpath(scan.redirects[0], workdir)}, which moves or fills Python's "
+            "bytecode cache (sys.pycache_prefix): checks would run bytecode the tree does not "
+            "pin in place of its sources",
+            hint="remove it; the checks' bytecode cache is gitaudit's own (PYTHONPYCACHEPREFIX)",
+        )
     shadow = scan.shadowing(_own_modules(checkout))
     if shadow is not None:
         raise RunError(
@@ -1439,6 +1452,8 @@ class _EditableScan:
         self.folders: set[str] = set()  # folders whose modules those lines may import
         self.sites: set[str] = set()  # folders of sys.path found in it (besides self.folders)
         self.node_modules: set[str] = {str(live)} if live.name == "node_modules" else set()
+        self.mirror: str | None = None  # the repository's private checkouts, when looked for
+        self.redirects: list[str] = []  # what moves Python's bytecode cache, or fills it
 
     def run(self) -> tuple[str, str] | None:
         """(the file or symlink, where it leads) for the first thing found, else None."""
@@ -1460,6 +1475,8 @@ class _EditableScan:
                     self.sites.add(entry.path)  # linked elsewhere: its modules are imported too
                 if entry.name == "node_modules" and entry.is_dir():
                     self.node_modules.add(entry.path)
+                if self.mirror and entry.name.endswith(".pyc") and self.mirror in entry.path:
+                    self.redirects.append(entry.path)  # bytecode cached for the checkout's files
                 found = self._entry(entry)
                 if found is not None:
                     return found
@@ -1509,7 +1526,10 @@ class _EditableScan:
         return None
 
     def _names(self, path: str) -> tuple[str, str] | None:
-        named = self.tree.named_in(_head(path))
+        data = _head(path)
+        if _PYCACHE_PREFIX in data:
+            self.redirects.append(path)
+        named = self.tree.named_in(data)
         return None if named is None else (path, named)
 
     def _pth(self, path: str) -> tuple[str, str] | None:
@@ -1533,7 +1553,10 @@ class _EditableScan:
         for pth, line in self.imports:
             for word in sorted(set(re.findall(rb"[A-Za-z_][A-Za-z0-9_]*", line))):
                 for module in _modules_named(self.folders, os.fsdecode(word)):
-                    named = self.tree.named_in(_head(module))
+                    data = _head(module)
+                    if _PYCACHE_PREFIX in data:
+                        self.redirects.append(module)
+                    named = self.tree.named_in(data)
                     if named is not None:
                         module = os.path.relpath(module, os.path.dirname(pth))
                         return pth, f"{module}, which names {named}"

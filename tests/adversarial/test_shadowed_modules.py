@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gitaudit.errors import RunError
+from gitaudit.places import checkouts_dir
 from tests.adversarial.conftest import World, check, plan, step
 
 # the check adds the tree's root after the interpreter's own path (a common test runner shape,
@@ -158,4 +159,58 @@ def test_attack_shadowed_modules_project_package_in_declared_node_modules(
     world.repo.write(f"{modules}/{name}/package.json", json.dumps({"name": name}))
     world.repo.write(f"{modules}/{name}/index.js", "exports.ANSWER = 42\n")
     with pytest.raises(RunError, match="named like the tree's own package"):
+        world.run()
+
+
+# ----------------------------------------------------------------------- the bytecode cache
+
+BYTECODE_HOOKS = {
+    "pth-import-line": {"speed.pth": "import sys; sys.pycache_prefix = {prefix!r}\n"},
+    "sitecustomize": {"sitecustomize.py": "import sys\nsys.pycache_prefix = {prefix!r}\n"},
+    "module-a-pth-imports": {
+        "speed.pth": "import _speedup\n",
+        "_speedup/__init__.py": "import sys\nsys.pycache_prefix = {prefix!r}\n",
+    },
+    "prefix-built-at-run-time": {
+        "sitecustomize.py": (
+            "import os, sys\nsetattr(sys, 'pycache_' + 'prefix', "
+            "os.path.join(os.path.dirname(__file__), *['..'] * 3, 'pc'))\n"
+        ),
+    },
+}
+
+
+@pytest.mark.parametrize("hook", sorted(BYTECODE_HOOKS))
+def test_attack_shadowed_modules_bytecode_cache_moved_into_the_virtualenv(
+    world: World, hook: str
+) -> None:
+    """app.py says ANSWER = 41 and the check needs 42. The agent compiles a fixed app.py
+    (``unchecked-hash``: never compared with the source) to where a bytecode cache at
+    ``.venv/pc`` keeps the private checkout's app.py (its path anyone can work out), and has
+    the virtualenv set ``sys.pycache_prefix`` there at start-up (a .pth import line,
+    sitecustomize, a module a .pth imports, or a prefix built at run time): Python ran that
+    bytecode in place of the tree's source, and the run and the gate said PASS (all four before
+    the fix). A declared path whose start-up files move the bytecode cache, or that holds
+    bytecode cached for the checkout's files, is refused."""
+    world.repo.write(".gitignore", "/.venv\n")
+    world.repo.write("app.py", "ANSWER = 41\n")
+    world.repo.write("check.py", "import app, sys\nsys.exit(0 if app.ANSWER == 42 else 1)\n")
+    site = _venv(world)
+    world.seal(
+        plan(step("unit", check(".venv/bin/python", "check.py"))) | {"ignored_paths": [".venv"]}
+    )
+    assert world.run().verdict == "FAIL"
+    tree = Path(checkouts_dir(world.path / ".git")) / "0" / "tree"
+    prefix = world.path / ".venv" / "pc"
+    source = world.path / ".venv" / "fixed.py"
+    source.write_text(FIXED)
+    cached = Path(f"{prefix}{tree.resolve()}") / f"app.{sys.implementation.cache_tag}.pyc"
+    cached.parent.mkdir(parents=True)
+    unchecked = py_compile.PycInvalidationMode.UNCHECKED_HASH
+    py_compile.compile(str(source), cfile=str(cached), invalidation_mode=unchecked)
+    source.unlink()
+    for rel, text in BYTECODE_HOOKS[hook].items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text.format(prefix=str(prefix)))
+    with pytest.raises(RunError, match=r"bytecode cache \(sys.pycache_prefix\)"):
         world.run()

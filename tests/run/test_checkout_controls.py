@@ -17,6 +17,7 @@ import pytest
 
 from gitaudit.errors import RunError
 from gitaudit.git.repo import open_repo
+from gitaudit.places import checkouts_dir
 from gitaudit.run import checkout
 from gitaudit.run.recorder import _purity
 from tests.gitrepo import GitRepo
@@ -442,3 +443,42 @@ def test_other_packages_in_a_declared_node_modules_are_no_shadow(repo: GitRepo) 
     repo.write("web/node_modules/web/index.js", "\n")
     with placed(repo, ignored=("node_modules", "web/node_modules")) as materialised:
         assert [i.path for i in materialised.ignored] == ["node_modules", "web/node_modules"]
+
+
+@pytest.mark.parametrize("how", ["pth", "cached"])
+def test_a_declared_path_that_moves_the_bytecode_cache_is_refused(repo: GitRepo, how: str) -> None:
+    """A start-up file that sets ``sys.pycache_prefix``, or bytecode kept for the private
+    checkout's files (what such a prefix in the declared path holds), would have checks run
+    bytecode the tree does not pin: refused, naming the file."""
+    repo.write(".gitignore", ".venv/\n")
+    repo.write("app.py", "ANSWER = 41\n")
+    repo.commit("app")
+    site = ".venv/lib/python3.12/site-packages"
+    if how == "pth":
+        repo.write(f"{site}/speed.pth", "import sys; sys.pycache_prefix = '/x'\n")
+        named = f"{site}/speed.pth"
+    else:
+        handle = open_repo(repo.path)
+        mirror = os.path.realpath(checkouts_dir(handle.gitdir)).lstrip(os.sep)
+        named = f".venv/pc/{mirror}/0/tree/app.cpython-312.pyc"
+        repo.write(named, b"")
+    with (
+        pytest.raises(RunError, match=r"bytecode cache \(sys.pycache_prefix\)") as err,
+        placed(repo, ignored=(".venv",)),
+    ):
+        pass
+    assert f"holds {named}, which moves" in err.value.message
+
+
+def test_bytecode_a_virtualenv_caches_for_itself_is_accepted(repo: GitRepo) -> None:
+    """Control: the __pycache__ folders of installed packages, even of a module named like
+    nothing of the tree, are the virtualenv's own."""
+    repo.write(".gitignore", ".venv/\n")
+    repo.write("app.py", "ANSWER = 42\n")
+    repo.commit("app")
+    site = ".venv/lib/python3.12/site-packages"
+    repo.write(f"{site}/helper/__init__.py", "\n")
+    repo.write(f"{site}/helper/__pycache__/__init__.cpython-312.pyc", b"")
+    repo.write(f"{site}/__pycache__/six.cpython-312.pyc", b"")
+    with placed(repo, ignored=(".venv",)) as materialised:
+        assert [i.path for i in materialised.ignored] == [".venv"]
