@@ -1125,8 +1125,9 @@ def test_attack_hooks_commit_msg_judged_in_the_repository_core_worktree_names(
     head = setup.client.git("rev-parse", "HEAD").strip()
     setup.client.git("config", "core.worktree", str(decoy))
     message = "all done\n\nAudit-Claim: done" if mode == "claims" else "tidy up"
-    for _ in range(2):  # neither from the memo nor judged in full
-        done = subprocess.run(
+
+    def commit() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             ["git", "commit", "-q", "-m", message],
             cwd=setup.client.path,
             capture_output=True,
@@ -1134,18 +1135,14 @@ def test_attack_hooks_commit_msg_judged_in_the_repository_core_worktree_names(
             env=setup.env(),
             check=False,
         )
+
+    for _ in range(2):  # neither from the memo nor judged in full
+        done = commit()
         assert done.returncode != 0, done.stderr
         assert "core.worktree" in done.stderr and "Traceback" not in done.stderr, done.stderr
         assert setup.client.git("rev-parse", "HEAD").strip() == head
     setup.client.git("config", "--unset", "core.worktree")
-    done = subprocess.run(
-        ["git", "commit", "-q", "-m", message],
-        cwd=setup.client.path,
-        capture_output=True,
-        text=True,
-        env=setup.env(),
-        check=False,
-    )
+    done = commit()
     assert done.returncode != 0 and "the gate says UNKNOWN" in done.stderr, done.stderr
 
 

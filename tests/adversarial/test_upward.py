@@ -21,15 +21,8 @@ from gitaudit.checks import fence
 from gitaudit.errors import RunError
 from gitaudit.places import cache_dir
 from tests.adversarial.conftest import World, check, plan, step
+from tests.adversarial.test_hermetic import PASS_EVERYTHING
 
-PASS_EVERYTHING = (
-    "import pytest\n"
-    "@pytest.hookimpl(hookwrapper=True)\n"
-    "def pytest_runtest_makereport(item, call):\n"
-    "    report = (yield).get_result()\n"
-    "    if report.failed:\n"
-    "        report.outcome, report.longrepr = 'passed', None\n"
-)
 # each names pytest's configuration file, as pytest finds it looking upwards
 IMPORTLIB = "addopts = --import-mode=importlib\n"
 PYTEST_CONFIGS = {
