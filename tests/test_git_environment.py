@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gitaudit.git.call import run_git
-from gitaudit.git.environment import PATH_VARS, git_env
+from gitaudit.git.environment import AS_IT_IS, NO_HOOKS, PATH_VARS, git_env
 from gitaudit.git.head_start import unread
 from tests.gitrepo import GitRepo
 
@@ -97,3 +97,38 @@ def test_git_exec_path_never_reaches_git(
     for args in (["status", "--porcelain", "--ignore-submodules=none"], ["add", "-A"]):
         run_git(args, cwd=repo.path)
     assert not (planted / "ran").exists()
+
+
+@pytest.mark.parametrize("where", ["hooks", "hooksPath"])
+def test_gitaudits_index_and_ref_commands_run_no_hook_of_the_repository(
+    repo: GitRepo, tmp_path: Path, where: str
+) -> None:
+    """git runs `post-index-change` after an index write and `reference-transaction` around a
+    ref update, from `.git/hooks` or the folder `core.hooksPath` names: both are anyone's who
+    writes `.git`. The fingerprint, the commands asked about a work tree (:data:`AS_IT_IS`)
+    and the ledger's ref updates run none; the user's own git still runs them (control)."""
+    import pygit2
+
+    from gitaudit.git.fingerprint import workspace_fingerprint
+    from gitaudit.ledger.refs import cas_update
+
+    mark = tmp_path / "ran"
+    hooks = repo.path / ".git" / ("hooks" if where == "hooks" else "elsewhere")
+    hooks.mkdir(exist_ok=True)
+    for name in ("post-index-change", "reference-transaction"):
+        (hooks / name).write_text(f'#!/bin/sh\necho {name} >> "{mark}"\n')
+        (hooks / name).chmod(0o755)
+    if where == "hooksPath":
+        repo.git("config", "core.hooksPath", str(hooks))
+    repo.write("new.txt", "new\n")
+    assert AS_IT_IS[-2:] == NO_HOOKS
+    workspace_fingerprint(repo.path)
+    run_git([*AS_IT_IS, "add", "-A"], cwd=repo.path, env={"GIT_INDEX_FILE": str(tmp_path / "i")})
+    head = repo.git("rev-parse", "HEAD").strip()
+    cas_update(pygit2.Repository(str(repo.path)), "refs/audit/x", head, None, "test")
+    assert not mark.exists(), mark.read_text()
+    repo.git("update-ref", "refs/heads/other", head)  # the user's own git: git's hooks run
+    assert "reference-transaction" in mark.read_text()
+    assert repo.git("config", "core.hooksPath", check=False).strip() == (
+        str(hooks) if where == "hooksPath" else ""
+    )  # the setting itself, as hooks install reads it, is untouched

@@ -58,14 +58,24 @@ LOCATION_VARS = frozenset(
     }
 )
 
+# What git is told on every command of gitaudit's that writes an index or a ref of the user's
+# repository: run no hook. The repository's hooks folder (`.git/hooks`, or the folder
+# `core.hooksPath` names from any file of its configuration) is anyone's who writes `.git`, and
+# git runs `post-index-change` after every index write, the fingerprint's private index
+# included (named in the hook's `GIT_INDEX_FILE`), and `reference-transaction` on every ref
+# update: a hook that read HEAD's tree into the private index made an edited work tree
+# fingerprint as HEAD's, and any such hook ran the agent's program in the user's `git audit`,
+# outside the fence of the checks. `/dev/null` holds no hooks (git finds none there, silently).
+NO_HOOKS: tuple[str, ...] = ("-c", "core.hooksPath=/dev/null")
+
 # What git is told whenever gitaudit asks it about a work tree (the fingerprint, the stop hook's
-# `git status`): look at the files as they are. A file-system monitor or an untracked cache
-# answers "nothing changed" on their behalf (a hook the repository installs could lie), and the
-# repository's config can blind the stat comparison git decides "unchanged" by
-# (`core.checkStat=minimal` ignores change times, inodes and sub-second times;
-# `core.trustctime=false` change times): an edit made in place with its times put back would
-# then pass unread. `core.symlinks=false` would let a plain file holding a link's text stand for
-# the committed link.
+# `git status`): look at the files as they are, and run no hook (:data:`NO_HOOKS`). A
+# file-system monitor or an untracked cache answers "nothing changed" on their behalf (a hook the
+# repository installs could lie), and the repository's config can blind the stat comparison
+# git decides "unchanged" by (`core.checkStat=minimal` ignores change times, inodes and
+# sub-second times; `core.trustctime=false` change times): an edit made in place with its
+# times put back would then pass unread. `core.symlinks=false` would let a plain file holding a
+# link's text stand for the committed link.
 AS_IT_IS: tuple[str, ...] = (
     "-c",
     "core.fsmonitor=false",
@@ -79,6 +89,7 @@ AS_IT_IS: tuple[str, ...] = (
     "core.ignoreStat=false",
     "-c",
     "core.symlinks=true",
+    *NO_HOOKS,
 )
 
 

@@ -24,6 +24,7 @@ from gitaudit.crypto.signers import Signer
 from gitaudit.errors import GitAuditError, LedgerError, SealError, UsageError
 from gitaudit.frozen import frozen
 from gitaudit.git.call import run_git
+from gitaudit.git.environment import NO_HOOKS
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.approvals import (
@@ -416,7 +417,7 @@ def _delete_local(git: pygit2.Repository, pid: str) -> bool:
     old = read_ref(git, ref)
     if old is None:
         return False
-    proc = run_git(["update-ref", "-d", ref, str(old)], git_dir=git.path, check=False)
+    proc = run_git([*NO_HOOKS, "update-ref", "-d", ref, str(old)], git_dir=git.path, check=False)
     return proc.code == 0
 
 

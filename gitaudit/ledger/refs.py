@@ -18,6 +18,7 @@ import pygit2
 
 from gitaudit.errors import LedgerError
 from gitaudit.git.call import run_git
+from gitaudit.git.environment import NO_HOOKS
 from gitaudit.places import common_dir
 
 PLANS_REF = "refs/audit/plans"
@@ -173,7 +174,8 @@ def cas_update(
     """
     gitdir = Path(repo.path)
     old = str(expected) if expected is not None else ZERO
-    args = ["update-ref", "-m", message, name, str(new), old]
+    # no hook of the repository's (`reference-transaction`) runs in the writer's process
+    args = [*NO_HOOKS, "update-ref", "-m", message, name, str(new), old]
     # wait for a held lock until a crashed writer's lock would count as stale, and a little more
     deadline = time.monotonic() + LOCK_WAIT_SECONDS
     attempt = 0

@@ -38,6 +38,7 @@ from gitaudit.crypto.sshsig import verify
 from gitaudit.errors import GitAuditError, LedgerError
 from gitaudit.frozen import frozen
 from gitaudit.git.call import run_git
+from gitaudit.git.environment import NO_HOOKS
 from gitaudit.git.repo import Repo
 from gitaudit.ledger import chain, watermark
 from gitaudit.ledger.anchor import pinned_root
@@ -72,7 +73,8 @@ def fetch_mirror(repo: Repo, remote: str) -> dict[str, pygit2.Oid]:
         for lock in mirror.rglob("*.lock"):
             clear_stale_lock(repo.gitdir, str(lock.relative_to(repo.gitdir))[: -len(".lock")])
     proc = run_git(
-        ["fetch", "--refmap=", "--no-tags", remote, fetch_refspec(remote)],
+        # no hook of the repository's runs (`reference-transaction`, an automatic gc's)
+        [*NO_HOOKS, "fetch", "--refmap=", "--no-tags", remote, fetch_refspec(remote)],
         git_dir=repo.gitdir,
         check=False,
     )

@@ -26,7 +26,7 @@ from gitaudit.ledger.trust import Policy
 from gitaudit.plan.catalog import check_worktree
 from gitaudit.run.recorder import run_plan
 from tests import sealrules
-from tests.adversarial.conftest import World, honest_run_on_any_tip
+from tests.adversarial.conftest import World, check, honest_run_on_any_tip, plan, step
 from tests.e2e.conftest import PLAN, Setup
 from tests.e2e.conftest import setup as setup  # noqa: PLC0414 (re-exported fixture)
 from tests.gitrepo import audit, git
@@ -1240,3 +1240,37 @@ def test_attack_hooks_export_subst_lets_ref_names_into_the_archive(setup: Setup,
     assert pushed.returncode == 0, pushed.stderr
     assert setup.push("--no-verify", "origin", f"main:refs/tags/{evil}2").returncode == 0
     assert _archived(setup, "main", path) == 'git_refnames = "$Format:%d$"\n'
+
+
+# git hooks that run on gitaudit's own git commands: after an index write, around every ref
+# update, before an automatic gc. Each leaves a mark of which hook ran.
+_GITAUDITS_OWN_HOOKS = ("post-index-change", "reference-transaction", "pre-auto-gc")
+
+
+@pytest.mark.parametrize("where", ["hooks", "hooksPath"], ids=["git-dir-hooks", "core-hooksPath"])
+def test_attack_hooks_repository_hooks_run_by_gitaudits_own_git(
+    world: World, tmp_path: Path, where: str
+) -> None:
+    """The agent writes hooks git runs on index writes and ref updates (`post-index-change`,
+    `reference-transaction`, `pre-auto-gc`) into `.git/hooks` or a folder `core.hooksPath`
+    names, programs of its own that would read the runner key or the local key (the checks
+    are fenced from both; gitaudit's own processes are not). Before the fix the user's `git
+    audit run` ran them from its fingerprint's `git add -A` and its `git update-ref` of the
+    runs ref, and `status` from its fingerprint. Now no git process of gitaudit's that writes an
+    index or a ref runs a hook: seal, run, status, sync leave no mark."""
+    mark = tmp_path / "hooks-ran"
+    hooks = world.path / ".git" / ("hooks" if where == "hooks" else "agent-hooks")
+    hooks.mkdir(exist_ok=True)
+    for name in _GITAUDITS_OWN_HOOKS:
+        hook = hooks / name
+        hook.write_text(f'#!/bin/sh\necho "{name} $*" >> "{mark}"\nexit 0\n')
+        hook.chmod(0o755)
+    if where == "hooksPath":
+        world.repo.git("config", "core.hooksPath", str(hooks))
+    world.repo.write("app.py", "ANSWER = 42\n")
+    world.seal(plan(step("unit", check("true"))))
+    mark.unlink(missing_ok=True)  # the test's own commit ran them: git's, not gitaudit's
+    assert world.run().verdict == "PASS"
+    assert world.gate(None).verdict == "PASS"
+    assert world.cli("status", process=True).code == 0
+    assert not mark.exists(), mark.read_text()

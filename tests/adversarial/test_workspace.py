@@ -1549,3 +1549,64 @@ def test_attack_workspace_exec_path_of_a_check_with_a_cwd_through_a_link(world: 
     assert recorded.verdict == "FAIL", recorded.doc["steps"]["unit"]
     judged = assert_plan(world.gate(), "step.failed", "FAIL")
     assert "is reached through the link 'bin'" in judged.reasons[0].message
+
+
+# A hook of the agent's that git runs whenever an index is written: it puts HEAD's tree into
+# whatever index git just wrote (the fingerprint's private one names itself in GIT_INDEX_FILE),
+# and leaves a mark that it ran. git runs hooks with the environment it was given, so the
+# hook's own `git read-tree` would run it again: the variable stops that.
+_INDEX_HOOK = """#!/bin/sh
+echo "$GIT_INDEX_FILE" >> "{mark}"
+[ -n "$AGENT_IN_HOOK" ] && exit 0
+AGENT_IN_HOOK=1 git read-tree HEAD
+exit 0
+"""
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param("hooks", id="git-dir-hooks"),
+        pytest.param("hooksPath", id="core-hooksPath"),
+        pytest.param("hooksPath-worktree", id="core-hooksPath-in-config-worktree"),
+        pytest.param("hooksPath-include", id="core-hooksPath-in-an-included-file"),
+    ],
+)
+def test_attack_workspace_index_hook_rewrites_the_private_index(
+    world: World, tmp_path: Path, where: str
+) -> None:
+    """app.py is proven. The agent edits it and writes a `post-index-change` hook (in
+    `.git/hooks`, or in a folder `core.hooksPath` names from `.git/config`, from
+    `config.worktree` under `extensions.worktreeConfig`, or from a file `.git/config`
+    includes): git runs it after every index write, the fingerprint's `git add -A` into its
+    private index included, and the hook reads HEAD's tree into that index (its name is in
+    `GIT_INDEX_FILE`). Before the fix the fingerprint was HEAD's tree, `status` of the work
+    tree said PASS and the agents' stop hook let the agent stop with the edit unproven; the
+    hook, a program of the agent's, ran in the user's `git audit` processes, outside the
+    fence of the checks. Now no git process of gitaudit's that touches a work tree or an
+    index runs a hook: the verdict is UNKNOWN and the hook never ran."""
+    app = _proven_app(world)
+    mark = tmp_path / "hook-ran"
+    hooks = world.path / ".git" / ("hooks" if where == "hooks" else "agent-hooks")
+    hooks.mkdir(exist_ok=True)
+    hook = hooks / "post-index-change"
+    hook.write_text(_INDEX_HOOK.format(mark=mark))
+    hook.chmod(0o755)
+    if where == "hooksPath":
+        world.repo.git("config", "core.hooksPath", str(hooks))
+    elif where == "hooksPath-worktree":
+        world.repo.git("config", "extensions.worktreeConfig", "true")
+        world.repo.git("config", "--worktree", "core.hooksPath", str(hooks))
+    elif where == "hooksPath-include":
+        included = world.path / ".git" / "agent.cfg"
+        included.write_text(f"[core]\n\thooksPath = {hooks}\n")
+        world.repo.git("config", "include.path", str(included))
+    app.write_text("ANSWER = 41\n")
+    assert "app.py" in world.repo.git("status", "--porcelain")
+    mark.unlink(missing_ok=True)  # the user's own `git status` may run it: git's, not ours
+    assert_plan(world.gate(None), "evidence.missing", "UNKNOWN")
+    assert world.cli("status", process=True).code == 3
+    stopping = run_hook(world.path, "stop", stop(world.path))
+    assert stopping.blocked, stopping
+    assert world.run().verdict == "PASS"  # the user's run proves the edited tree, hook unrun
+    assert not mark.exists(), mark.read_text()
