@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gitaudit.git.call import run_git
-from gitaudit.git.environment import AS_IT_IS, NO_HOOKS, PATH_VARS, git_env
+from gitaudit.git.environment import AS_IT_IS, NO_HOOKS, NO_TRANSPORT, PATH_VARS, git_env
 from gitaudit.git.head_start import unread
 from tests.gitrepo import GitRepo
 
@@ -86,6 +86,7 @@ def test_git_exec_path_never_reaches_git(
     run_git(
         ["-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "sub"],
         cwd=repo.path,
+        transport=True,  # a clone: gitaudit's git fetches only on purpose
     )
     planted = tmp_path / "exec"
     planted.mkdir()
@@ -132,3 +133,24 @@ def test_gitaudits_index_and_ref_commands_run_no_hook_of_the_repository(
     assert repo.git("config", "core.hooksPath", check=False).strip() == (
         str(hooks) if where == "hooksPath" else ""
     )  # the setting itself, as hooks install reads it, is untouched
+
+
+def test_no_transport_but_where_gitaudit_fetches_on_purpose(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git fetches a partial clone's missing objects on demand, and a remote runs what the
+    repository's config names (`remote.<name>.uploadpack` here): no git process of gitaudit's
+    may use a transport, whatever the caller or the config allow; a fetch or push made on
+    purpose (`transport=True`) keeps the caller's setting (control)."""
+    mark = tmp_path / "ran"
+    repo.git("config", "remote.origin.url", str(repo.path))
+    repo.git("config", "protocol.file.allow", "always")
+    repo.git("config", "remote.origin.uploadpack", f"touch {mark}; git-upload-pack")
+    monkeypatch.setenv(NO_TRANSPORT, "file")
+    assert git_env()[NO_TRANSPORT] == "" and git_env({NO_TRANSPORT: "file"})[NO_TRANSPORT] == ""
+    refused = run_git(["ls-remote", "origin"], cwd=repo.path, check=False)
+    assert refused.code != 0 and "not allowed" in refused.err, refused.err
+    assert not mark.exists()
+    assert git_env(transport=True)[NO_TRANSPORT] == "file"
+    run_git(["ls-remote", "origin"], cwd=repo.path, transport=True)
+    assert mark.exists()

@@ -101,12 +101,14 @@ def run_git(
     input: bytes | None = None,
     check: bool = True,
     started: Callable[[], object] | None = None,
+    transport: bool = False,
 ) -> GitResult:
     """Run ``git [--git-dir=GIT_DIR] ARGS`` with :func:`~gitaudit.git.environment.git_env`
     (plus *env*) in *cwd*. With *check*, a non-zero exit raises :class:`GitCommandError`
     naming the command. *started* is called once git is running (before its output is
-    read)."""
-    argv, environment = _argv(args, git_dir), git_env(env)
+    read). *transport*: git may fetch or push (``sync`` and ``push`` alone; every other git
+    process of gitaudit's may not, :data:`~gitaudit.git.environment.NO_TRANSPORT`)."""
+    argv, environment = _argv(args, git_dir), git_env(env, transport=transport)
     started_argv = _started(argv, cwd, git_dir, environment)
     # held until the block can kill git: a Ctrl-C as it returns or the block begins kills it too
     with Held() as held, _start(started_argv, environment, input=input) as proc:

@@ -16,6 +16,9 @@ alone: the fingerprint's head start uses it before anything else is imported).
   ``HOME``, ``XDG_CONFIG_HOME``, ``GIT_CONFIG_GLOBAL`` or ``GIT_CONFIG_SYSTEM`` is made absolute
   from gitaudit's own folder (:data:`PATH_VARS`), and ``GIT_CONFIG`` is dropped, as are git's
   test switches (``GIT_TEST_*``).
+* No transport (``GIT_ALLOW_PROTOCOL`` naming none, :data:`NO_TRANSPORT`) but for the fetches
+  and pushes gitaudit makes on purpose (``transport=True``): git fetches a partial clone's
+  missing objects on demand, and a remote runs what the repository's config names.
 * ``GIT_EXEC_PATH`` is dropped: git finds its own programs where it was built to (a ``git``
   planted in a folder the caller names would answer for a submodule). Which ``git`` starts at
   all is :mod:`gitaudit.executables`'.
@@ -156,8 +159,20 @@ PROGRAM_VARS_DROPPED = frozenset({"GIT_EXEC_PATH"})
 TEST_VARS = "GIT_TEST_"
 
 
-def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of every git process gitaudit starts (see the module docstring)."""
+# git fetches the objects a partial clone lacks from its promisor remote whenever a command needs
+# one (`extensions.partialClone`; `rev-parse HEAD^{tree}` with the tree's object deleted), and a
+# remote runs what the repository's config names: `core.sshCommand` (also for an https address a
+# `url.*.insteadOf` makes ssh), `remote.<name>.uploadpack`, a remote helper. gitaudit refused such
+# a repository only after its git had fetched, and the stop hook ran the agent's program outside
+# any sandbox of the agent's. A `GIT_ALLOW_PROTOCOL` naming no protocol overrides every
+# `protocol.*.allow`: git then refuses every transport. Only `sync` and `push` fetch or push, on
+# purpose, and they are given the caller's setting as it is.
+NO_TRANSPORT = "GIT_ALLOW_PROTOCOL"
+
+
+def git_env(extra: Mapping[str, str] | None = None, *, transport: bool = False) -> dict[str, str]:
+    """The environment of every git process gitaudit starts (see the module docstring); with
+    *transport*, one that may fetch or push (the caller's ``GIT_ALLOW_PROTOCOL`` as it is)."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -184,6 +199,8 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
         env["GIT_CONFIG_COUNT"] = str(n + 1)
     if extra:
         env.update(extra)
+    if not transport:
+        env[NO_TRANSPORT] = ""  # a list of the protocols allowed, naming none
     return env
 
 

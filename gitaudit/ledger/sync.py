@@ -77,6 +77,7 @@ def fetch_mirror(repo: Repo, remote: str) -> dict[str, pygit2.Oid]:
         [*NO_HOOKS, "fetch", "--refmap=", "--no-tags", remote, fetch_refspec(remote)],
         git_dir=repo.gitdir,
         check=False,
+        transport=True,
     )
     if proc.code != 0:
         raise LedgerError(f"cannot fetch the audit refs of {remote!r}: {proc.err}")
@@ -570,6 +571,7 @@ def _push_plans_first(
         ["push", "--porcelain", remote, f"{PLANS_REF}:{PLANS_REF}"],
         cwd=repo.workdir or repo.gitdir,
         check=False,
+        transport=True,
     )
     messages = proc.stderr.decode("utf-8", "replace")
     result = PushResult(proc.code, attempt, _porcelain(proc.out), actions, messages)
@@ -635,6 +637,7 @@ def push(
             ["push", "--atomic", "--porcelain", remote, *specs, *(f"{r}:{r}" for r in audit_refs)],
             cwd=repo.workdir or repo.gitdir,
             check=False,
+            transport=True,
         )
         messages = proc.stderr.decode("utf-8", "replace")
         result = PushResult(proc.code, attempt, _porcelain(proc.out), tuple(actions), messages)

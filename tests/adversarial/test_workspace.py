@@ -1610,3 +1610,46 @@ def test_attack_workspace_index_hook_rewrites_the_private_index(
     assert stopping.blocked, stopping
     assert world.run().verdict == "PASS"  # the user's run proves the edited tree, hook unrun
     assert not mark.exists(), mark.read_text()
+
+
+# What the promisor remote of a partial clone runs when git fetches a missing object for it:
+# each is a program of the agent's, named in `.git/config`.
+_PROMISOR_PROGRAMS = {
+    "sshCommand": ("ssh://example.invalid/x", "core.sshCommand"),
+    "uploadpack": ("{path}", "remote.origin.uploadpack"),
+    "insteadOf-to-ssh": ("https://example.invalid/x", "core.sshCommand"),
+}
+
+
+@pytest.mark.parametrize("program", sorted(_PROMISOR_PROGRAMS))
+def test_attack_workspace_promisor_remote_runs_a_program_of_the_agents(
+    world: World, tmp_path: Path, program: str
+) -> None:
+    """The agent makes the repository a partial clone (`extensions.partialClone=origin`, which
+    gitaudit refuses to open) whose remote runs a program of its own (`core.sshCommand`,
+    `remote.origin.uploadpack`; an https address made ssh by `url.*.insteadOf`), and deletes
+    the object of HEAD's tree: git fetches a missing object from the promisor remote on
+    demand. Before the fix `git audit status` (the stop hook, a pre-push) refused the
+    repository only after its git processes had fetched, running the agent's program four
+    times in the user's process, outside any sandbox of the agent's. Now gitaudit's git
+    allows no transport but where it fetches or pushes on purpose (`sync`, `push`): the
+    refusal comes and the program never ran."""
+    _proven_app(world)
+    mark = tmp_path / "program-ran"
+    url, setting = _PROMISOR_PROGRAMS[program]
+    world.repo.git("config", "core.repositoryformatversion", "1")
+    world.repo.git("config", "extensions.partialClone", "origin")
+    world.repo.git("config", "remote.origin.url", url.format(path=world.path))
+    world.repo.git("config", "remote.origin.promisor", "true")
+    world.repo.git("config", setting, f"sh -c 'echo ran >> {mark}; exit 1' --")
+    if program == "insteadOf-to-ssh":  # the https address the user sees is fetched over ssh
+        world.repo.git("config", "url.ssh://example.invalid/.insteadOf", "https://example.invalid/")
+    tree = world.repo.git("rev-parse", "HEAD^{tree}").strip()
+    loose = world.path / ".git" / "objects" / tree[:2] / tree[2:]
+    assert loose.is_file()
+    loose.unlink()
+    status = world.cli("status", process=True)
+    assert status.code == 1, status
+    stopping = run_hook(world.path, "stop", stop(world.path))
+    assert stopping.blocked, stopping
+    assert not mark.exists(), mark.read_text()
