@@ -13,7 +13,10 @@ contract:
 * ``python``: the Python that runs ``pytest`` checks.
 
 Opening more is a **weakening** (it lets something the tree does not pin decide an outcome);
-closing is a strengthening. The fields enter the contract only when they differ from their
+closing is a strengthening, but for ``pass_env``: a variable the sealed checks were passed is
+the caller's (the user's run sets it, the agent cannot), and a check that no longer sees it runs
+otherwise (a suite testing more when it is set skips that), so removing one weakens, as changing
+a check's own ``env`` does. The fields enter the contract only when they differ from their
 defaults, so contracts sealed before they existed keep their digests.
 """
 
@@ -92,7 +95,13 @@ def changes(
             added, removed = sorted(set(now) - set(was)), sorted(set(was) - set(now))
             if added:
                 out.append(("weakened", f"{name}: now also {', '.join(added)}"))
-            if removed:
+            if removed and name == "pass_env":
+                # the sealed checks saw the caller's value, which the agent cannot set: one they
+                # no longer see changes how they run (a suite that tests more when RUN_FULL is
+                # set skips it), as a check's own `env` changed does
+                message = f"{name}: no longer {', '.join(removed)} (the sealed checks read it)"
+                out.append(("weakened", message))
+            elif removed:
                 out.append(("strengthened", f"{name}: no longer {', '.join(removed)}"))
         elif name == "home":
             out.append(("weakened" if now == "user" else "strengthened", f"home {was} -> {now}"))

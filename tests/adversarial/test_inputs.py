@@ -228,7 +228,10 @@ def test_attack_inputs_carried_across_a_reseal_that_hides_less(
     unit = step("unit", reads, inputs=["verdict"])
     world.seal(plan(unit) | fields)
     assert world.run().verdict == "PASS"  # the override did it
-    world.seal(plan(unit))  # v2: the checks read the tree alone
+    # v2: the checks read the tree alone (alice records it: a variable the checks no longer see
+    # changes how they run, a weakening)
+    weakens = exposed == "pass-env"
+    world.seal(plan(unit), allow_weaken=weakens, reason="no override" if weakens else None)
     world.repo.write("README.md", "v2\n")
     world.repo.commit("plan v2")
     recorded = world.run()

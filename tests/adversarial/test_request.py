@@ -786,3 +786,93 @@ def test_attack_request_hand_made_planner_commit_names_a_file_by_its_path(
     tree = _slashed(asked, {path: forged[path] for path in paths})
     named = f"tree {str(tree)[:12]} has an entry named {min(paths)!r}, which git never writes"
     _refused_everywhere(asked, tree, server, named)
+
+
+# how the sealed plan passes RUN_FULL to the checks, and the agent's reseal that stops it: the
+# check runs its full test only when the variable is set (a test suite gated on it)
+GATED = 'test -z "$RUN_FULL" || grep -qx ok verdict'
+CLOSED_PASS_ENV: dict[
+    str, tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]
+] = {
+    # (plan fields sealed, unit fields sealed, plan fields resealed, unit fields resealed)
+    "plan-level-removed": ({"pass_env": ["RUN_FULL"]}, {}, {}, {}),
+    "step-level-removed": ({}, {"pass_env": ["RUN_FULL"]}, {}, {}),
+    "prefix-narrowed": ({"pass_env": ["RUN_*", "RUN_UNIT"]}, {}, {"pass_env": ["RUN_UNIT"]}, {}),
+    "moved-to-another-step": ({"pass_env": ["RUN_FULL"]}, {}, {}, {}),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(CLOSED_PASS_ENV))
+def test_attack_request_planner_stops_passing_a_variable_the_sealed_check_reads(
+    asked: Asked, monkeypatch: pytest.MonkeyPatch, variant: str
+) -> None:
+    """alice seals the plan: unit's check runs its full test when RUN_FULL is set, and the plan
+    passes RUN_FULL to the checks (`pass_env`: plan level, the step's, or a prefix `RUN_*`
+    beside `RUN_UNIT`); the
+    user's runs set it, so unit fails on the broken tree. The agent reseals with its planner key
+    without it (removed, narrowed to another name, or moved to a new step of its own), the check
+    itself unchanged. `compare` ranked closing what checks read beyond the tree a
+    strengthening, so `plan seal` took it, the check no longer saw RUN_FULL, skipped its test,
+    and the run and the gate said PASS (all four before the fix). A variable the sealed checks
+    were passed and are no longer is a weakening, as a check's own `env` changed is: refused."""
+    world = asked.world
+    monkeypatch.setenv("RUN_FULL", "1")
+    monkeypatch.setenv("RUN_UNIT", "1")
+    world.repo.write("verdict", "broken\n")
+    sealed_plan, sealed_unit, new_plan, new_unit = CLOSED_PASS_ENV[variant]
+    unit = step("unit", check("sh", "-c", GATED), covers=["R1"])
+    lint = step("lint", check("true"), covers=["R2"])
+    strict = answering(unit | sealed_unit, lint) | sealed_plan
+    assert world.seal(strict, allow_weaken=True, reason="full tests").commit is not None
+    assert world.run().verdict == "FAIL"
+    loose = answering(unit | new_unit, lint) | new_plan
+    if variant == "moved-to-another-step":
+        loose["steps"].append(step("env", check("true"), covers=["R2"], pass_env=["RUN_FULL"]))
+    refused(asked, loose, "planner 'agent' cannot weaken plan 'default' (")
+    world.repo.commit("the agent's plan")
+    assert world.gate().verdict != "PASS"  # the plan file differs from the seal
+    world.write_plan(strict)
+    world.repo.commit("the sealed plan")
+    assert world.run().verdict == "FAIL"
+    assert world.gate().verdict == "FAIL"
+
+
+def test_attack_request_hand_made_planner_commit_stops_passing_a_variable(
+    asked: Asked, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same as a plans commit the agent signs by hand (the weakening recorded): every reader
+    of the plans ref judges it with the same rules, and refuses it."""
+    world = asked.world
+    monkeypatch.setenv("RUN_FULL", "1")
+    world.repo.write("verdict", "broken\n")
+    unit = step("unit", check("sh", "-c", GATED), covers=["R1"])
+    lint = step("lint", check("true"), covers=["R2"])
+    strict = answering(unit, lint) | {"pass_env": ["RUN_FULL"]}
+    assert world.seal(strict, allow_weaken=True, reason="full tests").commit is not None
+    asked.forge_seal(answering(unit, lint))
+    world.repo.commit("the agent's plan")
+    result = world.gate()
+    assert_plans_level(result, "plans.untrusted")
+    assert "planner 'agent' cannot weaken plan 'default' (plan: pass_env: no longer RUN_FULL" in (
+        result.reasons[0].message
+    )
+
+
+def test_request_control_planner_passes_a_variable_no_sealed_check_saw(
+    asked: Asked, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Control: a sealed plan passing nothing stays sealable, and a plan passing RUN_FULL that
+    the planner leaves as it is reseals (a check added after unit's) and PASSes."""
+    world = asked.world
+    monkeypatch.setenv("RUN_FULL", "1")
+    world.repo.write("verdict", "ok\n")
+    unit = step("unit", check("sh", "-c", GATED), covers=["R1"])
+    lint = step("lint", check("true"), covers=["R2"])
+    sealed = answering(unit, lint) | {"pass_env": ["RUN_FULL"]}
+    assert world.seal(sealed, allow_weaken=True, reason="full tests").commit is not None
+    more = copy.deepcopy(unit)
+    more["verify"].append(check("test", "-f", "verdict"))
+    assert asked.seal(answering(more, lint) | {"pass_env": ["RUN_FULL"]}).commit is not None
+    world.repo.commit("the agent's plan")
+    assert world.run().verdict == "PASS"
+    assert world.gate().verdict == "PASS"

@@ -499,3 +499,44 @@ def test_a_new_step_declaring_an_ignored_path_already_open_strengthens(where: st
 
         found = changes(_declare(where, ["build"]), both)
         assert found and all(kind == "strengthened" for kind, _ in found), found
+
+
+def _pass(where: str, names: list[str]) -> Callable[[dict[str, Any]], object]:
+    def edit(plan: dict[str, Any]) -> None:
+        (plan if where == "plan" else plan["steps"][1])["pass_env"] = names
+
+    return edit
+
+
+@pytest.mark.parametrize("where", ["plan", "step"])
+def test_a_variable_the_sealed_checks_were_passed_and_no_longer_are_weakens(where: str) -> None:
+    """The caller's value of a `pass_env` variable is the user's (the agent cannot set it): a
+    check that no longer sees it runs otherwise (a suite testing more when RUN_FULL is set skips
+    that), so one removed, or a prefix narrowed to a name, is a weakening, as a check's own `env`
+    changed is; one added weakens as before, and unchanged ones are no change."""
+    label = "plan" if where == "plan" else "step use"
+    removed = changes(_pass(where, ["RUN_FULL", "LANG"]), _pass(where, ["LANG"]))
+    message = f"{label}: pass_env: no longer RUN_FULL (the sealed checks read it)"
+    assert removed == [("weakened", message)], removed
+    narrowed = changes(_pass(where, ["RUN_*", "RUN_UNIT"]), _pass(where, ["RUN_UNIT"]))
+    assert [kind for kind, _ in narrowed] == ["weakened"], narrowed
+    added = changes(_pass(where, []), _pass(where, ["RUN_FULL"]))
+    assert [kind for kind, _ in added] == ["weakened"], added
+    assert changes(_pass(where, ["RUN_FULL"]), _pass(where, ["RUN_FULL"])) == []
+
+
+def test_closing_what_the_agent_controls_still_strengthens() -> None:
+    """Control: the rest of what checks may read beyond the tree (the live work tree, ignored
+    paths, the user's HOME, filters) closed is a strengthening, as before."""
+    opened: tuple[tuple[str, object], ...] = (
+        ("home", "user"),
+        ("ignored_paths", [".venv"]),
+        ("filters", ["lfs"]),
+    )
+    for field, value in opened:
+
+        def before(plan: dict[str, Any], f: str = field, v: object = value) -> None:
+            plan[f] = v
+
+        found = changes(before, lambda plan: None)
+        assert [kind for kind, _ in found] == ["strengthened"], (field, found)
