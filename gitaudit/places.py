@@ -100,6 +100,19 @@ def marks_path(gitdir: str | os.PathLike[str]) -> str:
     return os.path.join(home_dir(), MARKS_DIRNAME, f"{sha256_hex(os.fsencode(real))}.json")
 
 
+LOCKS_DIRNAME = "locks"
+
+
+def run_lock_path(gitdir: str | os.PathLike[str], plan: str) -> str:
+    """``$GITAUDIT_HOME/locks/<sha256 of the real path of the common dir of *gitdir* and
+    *plan*>.flock``: the lock that keeps runs of a plan with steps that are not idempotent
+    apart, out of the work tree's reach. A lock file in ``.git/`` is the agent's to delete while
+    a run holds it, and the next run then locks a new file (a deploy twice at once). OSError
+    when ``commondir`` cannot be read."""
+    key = sha256_hex(os.fsencode(common_dir(gitdir)) + b"\0" + plan.encode("utf-8"))
+    return os.path.join(home_dir(), LOCKS_DIRNAME, f"{key}.flock")
+
+
 def entered_worktree(start: str | os.PathLike[str]) -> str | None:
     """The nearest folder at or above *start* holding a ``.git`` (folder or ``gitdir:`` file):
     where git's discovery enters a repository from *start*, so the work tree a user there

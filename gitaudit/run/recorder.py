@@ -237,21 +237,65 @@ def _one_at_a_time(repo: Repo, plan: Plan) -> Iterator[None]:
     other may start in this repository: each reads the unknown outcomes it must settle first
     from the ledger, and a run that has not recorded yet has left none there, so a second run
     would execute the step again while the first still executes it (a deploy twice at once).
-    An exclusive ``flock`` from before the ledger is read until the run is recorded; the
-    kernel releases it when the process dies, so no crash leaves it held."""
+    An exclusive ``flock`` from before the ledger is read until the run is recorded (of a file
+    in ``.git/`` and of one in the gitaudit home, where the agent cannot delete it), and on
+    Linux an abstract socket name; the kernel releases them when the process dies, so no crash
+    leaves them held."""
     steps = [str(s.id) for s in plan.steps if not s.idempotent]
     if not steps:
         yield
         return
+    from gitaudit.places import run_lock_path, shared_state_dir
+
+    where = os.path.join(shared_state_dir(repo.gitdir), f"not-idempotent-{plan.name}.flock")
+    # the one in the gitaudit home is out of the agent's reach: the one in .git/ it can delete
+    # while a run holds it, and the next run would lock a new file there
+    with (
+        _exclusive(run_lock_path(repo.gitdir, plan.name), plan, steps),
+        _exclusive(where, plan, steps),
+        _bound(repo, plan, steps),
+    ):
+        yield
+
+
+@contextmanager
+def _bound(repo: Repo, plan: Plan, steps: list[str]) -> Iterator[None]:
+    """On Linux, an abstract socket name bound while the block runs: no file to delete or
+    rename, and the same whatever ``GITAUDIT_HOME`` the caller sets (a run pointed at a home of
+    its own locks another file there); the kernel frees it when the process dies."""
+    if not sys.platform.startswith("linux"):
+        yield
+        return
+    import socket
+
+    from gitaudit.places import common_dir, sha256_hex
+
+    key = sha256_hex(f"{os.getuid()}\0{common_dir(repo.gitdir)}\0{plan.name}".encode())
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        try:
+            sock.bind(f"\0gitaudit/not-idempotent/{key}")
+        except OSError:
+            raise RunError(
+                f"another `git audit run` or `reconcile` of plan {plan.name!r} is under way in "
+                f"this repository, and {', '.join(steps)} may not run twice at once "
+                "(not idempotent)",
+                hint="wait for it to finish, then retry (reconcile first if it ends unknown)",
+            ) from None
+        yield
+    finally:
+        sock.close()
+
+
+@contextmanager
+def _exclusive(path: str, plan: Plan, steps: list[str]) -> Iterator[None]:
+    """An exclusive ``flock`` of *path* (made if missing) held while the block runs."""
     import fcntl
 
-    from gitaudit.places import shared_state_dir
-
-    folder = shared_state_dir(repo.gitdir)
-    path = os.path.join(folder, f"not-idempotent-{plan.name}.flock")
+    folder = os.path.dirname(path)
     flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
     try:
-        os.makedirs(folder, exist_ok=True)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
         fd = os.open(path, flags, 0o600)
     except OSError as exc:
         raise RunError(

@@ -1016,6 +1016,49 @@ def test_attack_reconcile_second_run_while_deploy_is_in_flight(
     assert world.gate().verdict != "PASS"
 
 
+@pytest.mark.parametrize(
+    "breaks", ["deleted", "renamed", "folder-renamed", "deleted-and-another-home"]
+)
+def test_attack_reconcile_lock_removed_while_deploy_is_in_flight(world: World, breaks: str) -> None:
+    """deploy (not idempotent) hangs on tree A (which holds `slow`) and passes on tree B. While
+    ci's run of A is still executing deploy (holding the lock that keeps runs apart), the agent
+    deletes `.git/gitaudit/not-idempotent-default.flock` (or renames it, or renames
+    `.git/gitaudit`; or deletes it and starts the second run with `GITAUDIT_HOME` at a folder of
+    its own), commits B and runs the plan: the second run opened a new lock file, nobody held
+    it, so deploy executed a second time at once, passed and was recorded; the first then timed
+    out (unknown) on top, and the gate said PASS for B (all four before the fix). The lock is
+    now also held in the user's gitaudit home, which the agent cannot write, and (on Linux) as
+    an abstract socket name, which no file or environment variable moves: the second run is
+    refused and executes nothing."""
+    hang = check("sh", "-c", "test -e slow && exec sleep 31; true", timeout=3)
+    world.seal(plan(step("deploy", hang, idempotent=False)))
+    world.repo.write("slow", "1\n")
+    world.repo.commit("tree A: deploy hangs")
+    first = _run_until_its_check_sleeps(world, "deploy")
+    state = world.path / ".git" / "gitaudit"
+    lock = state / "not-idempotent-default.flock"
+    assert lock.exists()
+    env = None
+    if breaks == "renamed":
+        lock.rename(world.path / ".git" / "elsewhere.flock")
+    elif breaks == "folder-renamed":
+        state.rename(world.path / ".git" / "gitaudit.old")
+    else:
+        lock.unlink()
+    if breaks == "deleted-and-another-home":
+        if not sys.platform.startswith("linux"):
+            pytest.skip("the abstract socket name is Linux's")
+        env = {"GITAUDIT_HOME": str(world.path.parent / "agent-home")}
+    world.repo.git("rm", "-q", "slow")
+    world.repo.commit("tree B: deploy passes")
+    again = audit(world.path, "run", process=True, env=env)
+    assert first.wait(timeout=60) == 3, first.communicate()  # UNKNOWN: deploy timed out
+    assert again.code == 1 and "under way" in again.err, again.out + again.err
+    runs = git(world.path, "log", "--format=%s", RUNS).splitlines()
+    assert len(runs) == 1 and "UNKNOWN" in runs[0], runs  # the first run's record only
+    assert world.gate().verdict != "PASS"
+
+
 def test_attack_reconcile_control_idempotent_runs_still_run_at_once(world: World) -> None:
     """Control: a plan whose steps are all idempotent takes no such lock; two runs at once
     both execute and both are recorded."""

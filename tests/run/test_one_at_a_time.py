@@ -86,3 +86,35 @@ def test_a_fifo_or_a_link_in_its_place_does_not_hang_or_follow(
         pass
     assert refused.value.hint is not None and str(lock) in refused.value.hint
     assert not target.exists()
+
+
+def test_the_lock_file_in_git_deleted_while_held_still_keeps_runs_apart(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The `.git/` lock is the agent's to delete or rename while a run holds it (the next run
+    would lock a new file): the gitaudit home's lock and, on Linux, the socket name still
+    refuse the second, also under another GITAUDIT_HOME."""
+    handle = open_repo(repo.path)
+    lock = Path(handle.gitdir) / "gitaudit" / "not-idempotent-default.flock"
+    with _one_at_a_time(handle, _plan(False)):
+        lock.unlink()
+        with pytest.raises(RunError) as refused, _one_at_a_time(handle, _plan(False)):
+            pass
+        assert "under way" in refused.value.message
+        if sys.platform.startswith("linux"):
+            lock.unlink(missing_ok=True)
+            monkeypatch.setenv("GITAUDIT_HOME", str(tmp_path / "another-home"))
+            with pytest.raises(RunError) as refused, _one_at_a_time(handle, _plan(False)):
+                pass
+            assert "under way" in refused.value.message
+    with _one_at_a_time(handle, _plan(False)):  # all released
+        pass
+
+
+def test_the_home_lock_is_keyed_by_repository_and_plan(repo: GitRepo, tmp_path: Path) -> None:
+    from gitaudit.places import run_lock_path
+
+    handle = open_repo(repo.path)
+    here = run_lock_path(handle.gitdir, "default")
+    assert here != run_lock_path(handle.gitdir, "other")
+    assert os.path.dirname(here).endswith("locks") and here.endswith(".flock")
