@@ -36,9 +36,9 @@ def _round(
         model = checked.require_valid()
         if signer is not None:
             recorded = run_plan(repo, model.name, signer, checked=checked)
-            steps = recorded.outcome.steps
-            ran = [s for s, o in steps.items() if o.status in RAN]
-            held = [s for s, o in steps.items() if o.status not in RAN | PROVEN]
+            steps, order = recorded.outcome.steps, recorded.outcome.order  # the plan's order
+            ran = [s for s in order if steps[s].status in RAN]
+            held = [s for s in order if steps[s].status not in RAN | PROVEN]
             say(
                 f"{model.name}: {recorded.verdict} — ran {', '.join(ran) or 'nothing'}"
                 + _held(held, steps)
@@ -50,7 +50,7 @@ def _round(
             }
         else:
             done = trial(repo, model, memory.setdefault(model.name, Memory()))
-            failed = [s for s, o in done.outcome.steps.items() if o.status == "failed"]
+            failed = [s for s in done.outcome.order if done.outcome.steps[s].status == "failed"]
             say(
                 f"{model.name}: tree {done.tree[:12]} — ran {', '.join(done.ran) or 'nothing'}, "
                 f"carried {len(done.carried)}"
