@@ -142,7 +142,9 @@ def test_ctrl_c_stops_cleanly(watched: GitRepo, monkeypatch: pytest.MonkeyPatch)
 def test_a_trial_leaves_an_open_outcome_alone_and_runs_the_rest(repo: GitRepo) -> None:
     """deploy (not idempotent) timed out in a recorded run: trials do not execute it again until
     it is reconciled (run's rule, :func:`gitaudit.run.trial._open_outcomes`); unit still runs.
-    Control: before the timed-out run (no open outcome) a trial executes deploy."""
+    Nor, before it (no open outcome), does a trial execute deploy: a trial never executes a step
+    that is not idempotent (its effect is not undone, and a trial records no outcome), and says
+    why; unit runs."""
     slow = {"type": "run", "argv": ["sh", "-c", "test -e slow && sleep 30; true"], "timeout": 1}
     repo.write_plan(
         {
@@ -171,7 +173,10 @@ def test_a_trial_leaves_an_open_outcome_alone_and_runs_the_rest(repo: GitRepo) -
     handle = open_repo(repo.path)
     (checked,) = check_worktree(repo.path, "default")
     plan = checked.require_valid()
-    assert trial(handle, plan, Memory()).states() == {"deploy": "verified", "unit": "verified"}
+    first = trial(handle, plan, Memory())
+    assert first.states() == {"deploy": "pending", "unit": "verified"}
+    assert (first.ran, first.held) == (("unit",), ("deploy",))
+    assert "a trial never executes it" in first.outcome.steps["deploy"].reason
     (repo.path / "slow").write_text("1\n")
     repo.commit("slow")  # the private checkout holds what the tree holds
     assert audit(repo.path, "run").code == 3  # deploy timed out: its outcome is unknown

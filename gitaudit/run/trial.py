@@ -10,6 +10,7 @@ evidence; a producer whose outputs a step about to run needs is run too.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -72,6 +73,7 @@ def trial(
     }
     _carried, incremental, _wanted = _producers_run(plan, {}, unchanged, [], _in_tree(repo, tree))
     unresolved = _open_outcomes(repo, plan.name)
+    never = {sid: NEVER_IN_A_TRIAL for sid in _not_idempotent(repo, plan)}
     with checkout.acquire(repo.gitdir, workdir) as slot:
         placed = checkout.materialise(
             slot,
@@ -98,6 +100,7 @@ def trial(
                     live_workspace=workdir,
                     jobs=jobs or os.cpu_count() or 1,
                     incremental=incremental,
+                    elsewhere=never,
                     unresolved=unresolved,
                     on_event=on_event,
                     fence=wall,
@@ -113,6 +116,26 @@ def trial(
     ran = tuple(s for s in outcome.order if s not in incremental and outcome.steps[s].status in RAN)
     held = tuple(s for s in outcome.order if s not in incremental and s not in ran)
     return Trial(tree, outcome, ran, carried, held)
+
+
+NEVER_IN_A_TRIAL = (
+    "not idempotent: a trial never executes it (its effect is not undone, and a trial records "
+    "nothing, not even an unknown outcome); `git audit run` does"
+)
+
+
+def _not_idempotent(repo: Repo, plan: Plan) -> frozenset[StepId]:
+    """The steps of *plan* that are not idempotent in the work tree's plan file or under the
+    sealed contract (or one a planner's reseals led from: :func:`reconcile_first`, as `git
+    audit run` reads it): a trial executed deploy for real, and a timeout there was recorded
+    nowhere, so the next run deployed again with no reconciliation."""
+    from gitaudit.errors import GitAuditError
+    from gitaudit.ledger.plansref import read_state, reconcile_first
+
+    steps = {s.id for s in plan.steps if not s.idempotent}
+    with contextlib.suppress(GitAuditError):  # nothing sealed to read: the plan file's word
+        steps |= reconcile_first(repo.git, read_state(repo), plan.name)
+    return frozenset(sid for sid in steps if plan.step(sid) is not None)
 
 
 def _open_outcomes(repo: Repo, name: str) -> dict[StepId, str]:

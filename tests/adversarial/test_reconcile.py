@@ -1096,6 +1096,35 @@ def test_attack_reconcile_watch_trial_executes_deploy_again(world: World, edited
     assert world.gate().verdict != "PASS"
 
 
+@pytest.mark.parametrize("edited", [False, True], ids=["as-sealed", "made-idempotent-on-disk"])
+def test_attack_reconcile_watch_trial_deploys_and_its_timeout_is_forgotten(
+    world: World, edited: bool
+) -> None:
+    """deploy (not idempotent, live, appending to deploys.log) has no open outcome. A trial
+    round of `git audit watch` (no `--record`) executed it, and it hung past its timeout: the
+    trial records nothing, so that unknown outcome was recorded nowhere, and the next `git
+    audit run` deployed a second time with no reconciliation and the gate said PASS (before the
+    fix; also with deploy made idempotent in the work tree's plan, which the seal does not).
+    A trial now never executes a step that is not idempotent (in the plan file or under the
+    sealed contract): the log stays empty until the recorded run deploys, once."""
+    deploy = check("sh", "-c", "echo x >> deploys.log; test -e slow && sleep 30; true", timeout=1)
+    world.repo.write(".gitignore", "deploys.log\nslow\n")
+    world.seal(plan(step("deploy", deploy, idempotent=False, workspace="live")))
+    world.repo.git("config", "audit.signingKey", str(world.keys["ci"]))
+    if edited:
+        world.write_plan(plan(step("deploy", deploy, idempotent=True, workspace="live")))
+    (world.path / "slow").write_text("1\n")
+    trial = audit(world.path, "watch", "--once", process=True)
+    assert "not run: deploy (not-run)" in trial.out, trial.out + trial.err
+    log = world.path / "deploys.log"
+    assert not log.exists(), "the trial deployed"
+    (world.path / "slow").unlink()
+    if edited:
+        world.write_plan(plan(step("deploy", deploy, idempotent=False, workspace="live")))
+    assert audit(world.path, "run", process=True).code == 0
+    assert log.read_text() == "x\n"  # one deployment, recorded
+
+
 def _read_back_under_the_agents_path(
     world: World,
     tmp_path: Path,
