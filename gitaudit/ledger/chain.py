@@ -81,6 +81,23 @@ def walk_ids(
     ``parent`` lines right after the ``tree`` line, where git and libgit2 read them; a commit
     whose headers start otherwise cannot be read. The reader of each id parses it
     (:func:`read_commit`), which refuses one libgit2 cannot parse."""
+    for oid, _raw in walk_raw(repo, tip, stop=stop, what=what, linear=linear):
+        yield oid
+
+
+def walk_raw(
+    repo: pygit2.Repository,
+    tip: pygit2.Oid | None,
+    *,
+    stop: pygit2.Oid | None = None,
+    what: str = "ledger",
+    linear: bool = False,
+) -> Iterator[tuple[pygit2.Oid, bytes]]:
+    """:func:`walk_ids` with each commit's raw bytes, as libgit2 read them: it hashes every
+    object it reads against its id, so a forged object stored under a ledger commit's name (a
+    loose file rewritten, an alternate store, another pack) is refused here. git checks no
+    object's id on read, so a search of the ledger by git (``rev-list --grep``) read the forgery.
+    """
     current = tip
     while current is not None and current != stop:
         try:
@@ -108,7 +125,7 @@ def walk_ids(
             )
         if linear and len(parents) > 1:
             raise LedgerError(f"{what}: {str(current)[:12]} is a merge; audit refs are linear")
-        yield current
+        yield current, raw
         current = parents[0] if parents else None
 
 

@@ -5,7 +5,8 @@ process that can write ``.git/`` can edit it. So its answer is confirmed here be
 relies on it. The run must be for this tree and contract (its ``run.json`` is signed), lie on the
 ledger's first-parent chain, and be the newest run for that tree: no commit between the tip and
 the run may carry the tree's and contract's trailers. The check reads one object per newer run,
-or past a few hundred, asks git's own log search (one walk in C).
+and past a few hundred, only their raw bytes as libgit2 reads them (each hashed against its id:
+git's own log search read a forged object under a run's name, without its trailers).
 
 **Confirmations are remembered, authenticated.** A run deep in a long ledger would cost that walk
 on every judgement. So each confirmation is kept in ``<gitdir>/gitaudit/confirmed.json`` as the
@@ -36,8 +37,6 @@ from gitaudit.crypto.commits import verify_commit
 from gitaudit.crypto.pubkey import PublicKey
 from gitaudit.errors import GitAuditError, LedgerError
 from gitaudit.frozen import frozen
-from gitaudit.git.call import run_git
-from gitaudit.git.environment import SEARCH, SEARCH_ENV
 from gitaudit.ledger import chain, index
 from gitaudit.ledger.objects import commit_of
 from gitaudit.ledger.records import RunRecord
@@ -107,7 +106,7 @@ def every_run(
     """Every run on the first-parent chain of *tip* (a tip of the ledger *key*, or a pushed tip
     descending from it) for *tree* under *contract*, newest first, read from the signed chain
     itself and not from the cache. A pushed segment is walked here (its objects are visible only
-    to this process); the rest in one walk by git."""
+    to this process); the rest in one walk over the raw objects."""
     out: list[RunRecord] = []
     current = read_ref(repo, ledger_ref(key))
     start = tip
@@ -119,7 +118,7 @@ def every_run(
         if current is None:
             return out
         start = current
-    found = _git_runs_for(gitdir, start, tree, contract)
+    found = _git_runs_for(repo, start, tree, contract)
     if found is None:
         raise LedgerError(f"{ledger_ref(key)}: cannot list its runs for tree {tree[:12]}")
     for line in found:
@@ -262,12 +261,12 @@ def _runs_for(
 ) -> Iterator[pygit2.Commit]:
     """The commits carrying the trailers of *tree* and *contract* (or *named*) on the
     first-parent chain from *start* down, newest first: a few hundred commits read here, the
-    rest found by git (by their trailers)."""
+    rest found in their raw objects (by their trailers)."""
     trailers = f"Audit-Tree: {tree}\nAudit-Contract: {contract}\n"
     named = set(named)
     for walked, commit in enumerate(chain.walk(repo, start)):
         if walked == WALK_IN_PYTHON:
-            found = _git_runs_for(gitdir, commit.id, tree, contract)
+            found = _git_runs_for(repo, commit.id, tree, contract)
             if found is None:
                 raise LedgerError(f"cannot list the runs for tree {tree[:12]}")
             for line in _with_named(repo, gitdir, commit.id, found, named):
@@ -275,21 +274,21 @@ def _runs_for(
             return
         if trailers in commit.message or str(commit.id) in named:
             yield commit
-        named.discard(str(commit.id))  # met: git's part of the walk need not place it
+        named.discard(str(commit.id))  # met: the raw part of the walk need not place it
 
 
 def _with_named(
     repo: pygit2.Repository, gitdir: Path, start: pygit2.Oid, found: list[str], named: set[str]
 ) -> list[str]:
-    """*found* (runs git's search listed on the first-parent chain of *start*, newest first)
-    with each run of *named* that it does not list put where the chain has it, after the runs
-    newer than it: a source of another tree (a pass carried for unchanged inputs) carries
+    """*found* (the runs the raw search listed on the first-parent chain of *start*, newest
+    first) with each run of *named* that it does not list put where the chain has it, after the
+    runs newer than it: a source of another tree (a pass carried for unchanged inputs) carries
     other trailers, and a walk that never met it would report its step unknown. A named run
     that is not on the first-parent chain of *start* is left out (the walk never meets it)."""
     listed = set(found)
     places: list[tuple[int, str]] = []
     for run in sorted(named - listed):
-        newer = _first_parents_since(repo, gitdir, start, run)
+        newer = _first_parents_since(repo, start, run)
         if newer is not None:
             places.append((sum(1 for line in found if line in newer), run))
     out = list(found)
@@ -298,26 +297,16 @@ def _with_named(
     return out
 
 
-def _first_parents_since(
-    repo: pygit2.Repository, gitdir: Path, start: pygit2.Oid, run: str
-) -> set[str] | None:
-    """The commits of the first-parent chain of *start* newer than *run*, by git in one walk;
-    None when *run* is not on that chain (or git cannot tell)."""
-    listed = run_git(
-        [*SEARCH, "rev-list", "--first-parent", str(start), f"^{run}"],
-        git_dir=gitdir,
-        env=SEARCH_ENV,
-        check=False,
-    )
-    if listed.code != 0:
-        return None
-    newer = listed.out.split()
-    try:
-        below = commit_of(repo, pygit2.Oid(hex=newer[-1]), "run").parent_ids if newer else None
-    except (GitAuditError, ValueError):
-        return None
-    on_chain = str(start) == run if below is None else bool(below) and str(below[0]) == run
-    return set(newer) if on_chain else None
+def _first_parents_since(repo: pygit2.Repository, start: pygit2.Oid, run: str) -> set[str] | None:
+    """The commits of the first-parent chain of *start* newer than *run*, read as libgit2 reads
+    them (each object hashed against its id: git's walk read a forged one, whose parent could
+    skip a run); None when *run* is not on that chain."""
+    newer: set[str] = set()
+    for oid in chain.walk_ids(repo, start, what="runs"):
+        if str(oid) == run:
+            return newer
+        newer.add(str(oid))
+    return None
 
 
 def _edited(gitdir: Path) -> str:
@@ -349,7 +338,7 @@ def confirm(
         if str(commit.id) in (record.commit, through):
             break  # the run itself, or the tip it was confirmed newest at, with nothing newer
         if walked == WALK_IN_PYTHON:
-            _confirm_with_git(gitdir, commit.id, record.commit, plan, tree, contract)
+            _confirm_with_git(repo, gitdir, commit.id, record.commit, plan, tree, contract)
             break
         if marker in commit.message:
             raise LedgerError(
@@ -454,12 +443,18 @@ def _remember_confirmed(
 
 
 def _confirm_with_git(
-    gitdir: Path, newest: pygit2.Oid, run: str, plan: str, tree: str, contract: str
+    repo: pygit2.Repository,
+    gitdir: Path,
+    newest: pygit2.Oid,
+    run: str,
+    plan: str,
+    tree: str,
+    contract: str,
 ) -> None:
-    """The same confirmation for a run deep in the ledger, by git in one walk: the newest commit
-    on the first-parent chain of *newest* carrying both trailers of this tree and contract must
-    be *run* itself (so *run* is on the chain, and nothing newer is)."""
-    found = _git_runs_for(gitdir, newest, tree, contract, first=True)
+    """The same confirmation for a run deep in the ledger, in one walk over the raw objects: the
+    newest commit on the first-parent chain of *newest* carrying both trailers of this tree and
+    contract must be *run* itself (so *run* is on the chain, and nothing newer is)."""
+    found = _git_runs_for(repo, newest, tree, contract, first=True)
     newest_run = found[0] if found else ""
     if newest_run != run:
         detail = (
@@ -475,26 +470,20 @@ def _confirm_with_git(
 
 
 def _git_runs_for(
-    gitdir: Path, start: pygit2.Oid, tree: str, contract: str, *, first: bool = False
-) -> list[str] | None:
+    repo: pygit2.Repository, start: pygit2.Oid, tree: str, contract: str, *, first: bool = False
+) -> list[str]:
     """The ids of the commits carrying the trailers of *tree* and *contract* on the first-parent
-    chain of *start*, newest first (only the newest when *first*), by git in one walk; None when
-    git cannot list them. git reads the messages and the chain as stored, whatever the
-    repository's configuration and shallow file say (:data:`~gitaudit.git.environment.SEARCH`)."""
-    found = run_git(
-        [
-            *SEARCH,
-            "rev-list",
-            "--first-parent",
-            "--fixed-strings",
-            "--all-match",
-            *(["--max-count=1"] if first else []),
-            f"--grep=Audit-Tree: {tree}",
-            f"--grep=Audit-Contract: {contract}",
-            str(start),
-        ],
-        git_dir=gitdir,
-        env=SEARCH_ENV,
-        check=False,
-    )
-    return found.out.split() if found.code == 0 else None
+    chain of *start*, newest first (only the newest when *first*), in one walk over the raw
+    objects as libgit2 reads them (:func:`chain.walk_raw`), which hashes each against its id.
+    git's own search (``rev-list --grep``) checked no object's id: a commit object the agent
+    wrote under a newer run's name, without its trailers, hid that run from the search."""
+    wanted = (f"Audit-Tree: {tree}".encode(), f"Audit-Contract: {contract}".encode())
+    found: list[str] = []
+    for oid, raw in chain.walk_raw(repo, start, what="runs"):
+        body = raw.find(b"\n\n")
+        message = raw[body + 2 :] if body >= 0 else b""
+        if all(part in message for part in wanted):
+            found.append(str(oid))
+            if first:
+                break
+    return found

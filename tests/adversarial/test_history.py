@@ -18,6 +18,7 @@ import hashlib
 import json
 import sqlite3
 import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -374,3 +375,61 @@ def test_attack_history_verify_workers_import_a_planted_gitaudit(
     report = verify.verify_all(proven.handle(), remember=False)
     assert not report.ok, report
     assert any(str(forged)[:12] in p and "untrusted key" in p for p in report.problems), report
+
+
+# ------------------------------------------------------------------ forged objects
+
+
+def _forge_loose(world: World, oid: str, raw: bytes, where: str) -> None:
+    """Write *raw* as a commit object under the name *oid*: the loose file rewritten, or in an
+    object folder of the agent's named first in ``objects/info/alternates``."""
+    objects = world.path / ".git" / "objects"
+    data = zlib.compress(b"commit %d\x00" % len(raw) + raw)
+    if where == "alternate":
+        store = world.path / ".git" / "forged-objects"
+        (store / "info").mkdir(parents=True, exist_ok=True)
+        (objects / "info").mkdir(exist_ok=True)
+        (objects / "info" / "alternates").write_text(f"{store}\n")
+        loose = objects / oid[:2] / oid[2:]
+        if loose.exists():  # git reads the repository's own loose object first
+            loose.chmod(0o644)
+            loose.unlink()
+        target = store / oid[:2] / oid[2:]
+    else:
+        target = objects / oid[:2] / oid[2:]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        target.chmod(0o644)
+    target.write_bytes(data)
+
+
+@pytest.mark.parametrize("where", ["loose", "alternate"])
+def test_attack_history_forged_object_blinds_the_deep_search(
+    failing: tuple[World, str, Path], where: str
+) -> None:
+    """PASS, then FAIL of the same tree, 300 runs on top, the FAIL's row hidden in the lookup
+    cache. Past the 256 commits walked in Python the confirmation asked `git rev-list --grep`,
+    which checks no object's id on read: the agent writes, under the FAIL run's id, a commit
+    with the same tree and parent and no trailers (the loose file rewritten, or in a store of
+    its own named in `objects/info/alternates`). git found the older PASS run newest and the
+    gate said PASS (both before the fix). The deep search now reads the raw objects through
+    libgit2, which hashes each against its id: the forged commit is named, FAIL."""
+    world, _passed, _ = failing
+    failed = world.ref(RUNS)
+    assert failed is not None
+    _pad(world, 300)
+    world.gate()
+    _poison_index(world, failed)
+    stored = world.handle().git.odb.read(failed)[1]
+    head, _, _message = stored.partition(b"\n\n")
+    forged = b"\n".join(
+        line for line in head.split(b"\n") if line.startswith((b"tree ", b"parent "))
+    )
+    forged += b"\nauthor a <a@a> 1 +0000\ncommitter a <a@a> 1 +0000\n\nnothing here\n"
+    _forge_loose(world, failed, forged, where)
+    out = world.repo.git("log", "-1", "--format=%B", failed)
+    assert "Audit-Tree" not in out  # plain git reads the forgery
+    judged = assert_plan(world.gate(), "evidence.ledger", "FAIL")
+    assert failed[:12] in judged.reasons[0].message
+    assert "cannot be read" in judged.reasons[0].message
+    assert pre_push(world.repo)[0] == 1

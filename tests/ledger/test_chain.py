@@ -3,6 +3,7 @@ ids from raw objects (``walk_ids``) follows the same parents, with the same erro
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -152,3 +153,23 @@ def test_walk_ids_refuses_headers_that_do_not_start_with_a_tree(git: pygit2.Repo
     assert _raw_walk_ids(git, late) == [late]
     with pytest.raises(LedgerError, match=rf"^runs: commit {str(late)[:12]} cannot be read"):
         chain.read_commit(git, late, "runs")
+
+
+def test_walk_raw_yields_the_stored_bytes_and_refuses_a_forged_object(
+    git: pygit2.Repository, repo: GitRepo
+) -> None:
+    """``walk_raw`` gives each commit's bytes as stored (control), and refuses, naming it, a
+    commit whose loose file holds other bytes than its id (which git's own walk reads)."""
+    a = _commit(git, [], "a\n\nAudit-Tree: t\n")
+    b = _commit(git, [a], "b")
+    walked = list(chain.walk_raw(git, b, what="runs"))
+    assert [oid for oid, _ in walked] == [b, a]
+    assert [raw for _, raw in walked] == [git.odb.read(b)[1], git.odb.read(a)[1]]
+    forged = git.odb.read(a)[1].replace(b"Audit-Tree: t\n", b"nothing\n")
+    loose = repo.path / ".git" / "objects" / str(a)[:2] / str(a)[2:]
+    loose.chmod(0o644)
+    loose.write_bytes(zlib.compress(b"commit %d\x00" % len(forged) + forged))
+    assert "Audit-Tree" not in repo.git("log", "-1", "--format=%B", str(a))  # git reads it
+    fresh = open_repo(repo.path).git
+    with pytest.raises(LedgerError, match=rf"^runs: commit {str(a)[:12]} cannot be read"):
+        list(chain.walk_raw(fresh, b, what="runs"))
