@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pygit2
@@ -108,10 +108,22 @@ def _run_json(run_json: Mapping[str, Any], texts: Mapping[str, str]) -> bytes:
 _DEEPER = "\n    "  # a step's entry in run.json: two levels deeper than in its result.json
 
 
+TipCheck = Callable[[pygit2.Oid | None], None]
+"""What a writer requires of the tip it is about to sign on (raises when it may not)."""
+
+
 def append_run(
-    repo: pygit2.Repository, plan: str, files: Mapping[str, bytes], message: str, signer: Signer
+    repo: pygit2.Repository,
+    plan: str,
+    files: Mapping[str, bytes],
+    message: str,
+    signer: Signer,
+    *,
+    check_tip: TipCheck | None = None,
 ) -> pygit2.Oid:
-    """Write the tree, sign a commit on the current tip, and move the ref by compare-and-swap."""
+    """Write the tree, sign a commit on the current tip, and move the ref by compare-and-swap.
+    Each tip read (the first, and the new one after a lost race) is handed to *check_tip*
+    before anything is signed on it."""
     try:
         tree = write_tree(repo, files)
     except (OSError, pygit2.GitError) as exc:
@@ -124,6 +136,8 @@ def append_run(
         tip = read_ref(repo, ref)
         if tip is not None:
             commit_of(repo, tip, ref)
+        if check_tip is not None:
+            check_tip(tip)
         commit = create_signed_commit(
             repo, tree=tree, parents=[tip] if tip else [], message=message, signer=signer
         )

@@ -54,7 +54,7 @@ from gitaudit.ledger.programs import Here
 from gitaudit.ledger.records import RUN_FORMAT, RunRecord
 from gitaudit.ledger.refs import PLANS_REF, read_ref, runs_ref
 from gitaudit.ledger.resets import held_at
-from gitaudit.ledger.runs import append_run, evidence_files, read_run, run_of
+from gitaudit.ledger.runs import TipCheck, append_run, evidence_files, read_run, run_of
 from gitaudit.ledger.tallies import Tallies
 from gitaudit.ledger.trust import TrustedKey
 from gitaudit.pathsearch import folders
@@ -195,6 +195,7 @@ class _Prepared:
     targets: tuple[StepId, ...]
     labels: tuple[str, ...] = ()
     elsewhere: Mapping[StepId, str] = field(default_factory=dict)  # runs_on other labels
+    tip: pygit2.Oid | None = None  # the runs ref's tip, checked before anything ran
 
 
 def run_plan(
@@ -522,7 +523,7 @@ def _prepare(
     (or lacks a label it would act as), an invalid or unsealed plan, a working copy that
     differs from its seal, unknown steps."""
     state, runner = require_runner(repo, signer)
-    _require_forward(repo, name, state)
+    tip = _require_forward(repo, name, state)
     missing = [label for label in labels if label not in runner.labels]
     if missing:
         raise RunError(
@@ -561,10 +562,10 @@ def _prepare(
         for s in plan.steps
         if labels and s.runs_on and not set(s.runs_on) & set(labels) and s.id not in wanted
     }
-    return _Prepared(state, runner, plan, seal, wanted, labels, elsewhere)
+    return _Prepared(state, runner, plan, seal, wanted, labels, elsewhere, tip)
 
 
-def _require_forward(repo: Repo, name: str, state: PlansState) -> None:
+def _require_forward(repo: Repo, name: str, state: PlansState) -> pygit2.Oid | None:
     """The runs ledger no further back than it was seen, and its tip a run a runner signed.
 
     A step's failed attempts and unknown outcome are counted on it, so one rewound or deleted
@@ -578,6 +579,37 @@ def _require_forward(repo: Repo, name: str, state: PlansState) -> None:
     watermark.check_forward(repo.git, repo.gitdir, ref, tip, marks)
     if tip is not None:
         _require_signed_tip(repo, ref, tip, state)
+    return tip
+
+
+def _tip_check(repo: Repo, ref: str, start: pygit2.Oid | None, state: PlansState) -> TipCheck:
+    """What the run requires of the tip it signs on, read again when it appends (the checks ran
+    meanwhile, and anything can move a ref): the tip checked before they ran (*start*), or
+    runs a runner signed on top of it (a concurrent run). The ref moved back or sideways, or
+    onto a commit no runner signed, is refused: the run's signature would drop a run from the
+    ledger's chain, or take a forgery into it."""
+
+    def check(tip: pygit2.Oid | None) -> None:
+        if tip == start:
+            return
+        reached = False
+        if tip is not None:
+            try:
+                commits, reached = chain.segment(repo.git, tip, start, what=ref)
+            except LedgerError:
+                commits = []
+        if not reached:
+            raise LedgerError(
+                f"{ref} moved from {str(start)[:12] if start else 'nothing'} to "
+                f"{str(tip)[:12] if tip else 'nothing'} while the checks ran, not onto it; "
+                "nothing was recorded",
+                hint=f"move {ref} back (`git reflog show {ref}`; `git audit verify` names "
+                "every problem), then run again",
+            )
+        for commit in commits:
+            _require_signed_tip(repo, ref, commit.id, state)
+
+    return check
 
 
 def _require_signed_tip(repo: Repo, ref: str, tip: pygit2.Oid, state: PlansState) -> None:
@@ -1121,7 +1153,8 @@ def _record(
         + f"Audit-Plan: {name}\nAudit-Tree: {before.tree}\n"
         + f"Audit-Contract: {digest}\nAudit-Verdict: {verdict}\n"
     )
-    commit = append_run(repo.git, name, files, message, signer)
+    check = _tip_check(repo, runs_ref(name), prep.tip, prep.state)
+    commit = append_run(repo.git, name, files, message, signer, check_tip=check)
     # the run is on the ledger from here on: what follows is bookkeeping, and a full disk or a
     # broken cache there must not be reported as a run that recorded nothing (with exit 1)
     unkept = ""

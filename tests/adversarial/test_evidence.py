@@ -23,6 +23,7 @@ from gitaudit.ledger import watermark
 from gitaudit.ledger.objects import dumps, write_tree
 from gitaudit.ledger.plansref import read_state
 from gitaudit.ledger.refs import PLANS_REF, runs_ref
+from gitaudit.ledger.runs import append_run
 from gitaudit.ledger.seals import seal_plan, trust_add, trust_init, trust_remove
 from gitaudit.ledger.verify import verify_all
 from gitaudit.plan.catalog import check_worktree
@@ -1233,3 +1234,42 @@ def test_attack_evidence_fetched_copy_deleted_after_it_was_judged(
     judged = assert_plan(world.gate(), "evidence.ledger", "FAIL")
     assert f"{FETCHED_COPY} was deleted" in judged.reasons[0].message
     assert world.cli("status").code == 1
+
+
+@pytest.mark.parametrize("forged", [*FORGED_TIPS[:2], FORGED_TIPS[3], "moved back past a FAIL"])
+def test_attack_evidence_honest_run_signs_on_a_tip_forged_while_it_runs(
+    failing: tuple[World, str, Path], forged: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above, but the runs ref is moved while the run's checks run (by a process the agent
+    left running, after the run looked at the tip): the run signed on whatever tip it found when
+    it appended, taking an unsigned forgery, mallory's commit or a snapshot ci signed into the
+    signed chain as its parent, or, the ref moved back to the PASS run, dropping the newer FAIL
+    run from under the new run (before the fix). The tip it appends to is now checked as the tip
+    was before the checks ran: a one-line error, and nothing is appended."""
+    world, passed, _flag = failing
+    failed = world.ref(RUNS)
+    assert failed is not None
+    if forged == "moved back past a FAIL":
+        target = passed
+    else:
+        git = world.handle().git
+        by = {"mallory": world.mallory, "snapshot": world.ci}
+        signer = next((key for word, key in by.items() if word in forged), None)
+        namespace = SNAPSHOT_NAMESPACE if forged.startswith("a snapshot") else NAMESPACE
+        tree = write_tree(git, world.run_files(failed))
+        parents = [pygit2.Oid(hex=failed)]
+        message = "audit: forged\n"
+        oid = world.commit_object(git, tree, parents, message, signer, namespace=namespace)
+        target = str(oid)
+    world.repo.write("more.txt", "more\n")
+    world.repo.commit("more")
+
+    def moved_meanwhile(*args: Any, **kw: Any) -> pygit2.Oid:
+        world.set_ref(RUNS, target)  # after the run looked at the tip, before it signs
+        return append_run(*args, **kw)
+
+    monkeypatch.setattr("gitaudit.run.recorder.append_run", moved_meanwhile)
+    why = "while the checks ran" if forged.startswith("moved") else "which no runner signed"
+    with pytest.raises(LedgerError, match=f"^{RUNS} .*{why}"):
+        world.run()
+    assert world.ref(RUNS) == target  # nothing appended on it

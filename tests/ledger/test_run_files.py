@@ -6,11 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gitaudit.crypto.signers import Ed25519Signer
+from gitaudit.errors import LedgerError
+from gitaudit.git.repo import open_repo
 from gitaudit.ledger.objects import dumps, loads
-from gitaudit.ledger.runs import evidence_files
+from gitaudit.ledger.refs import cas_update, read_ref, runs_ref
+from gitaudit.ledger.runs import append_run, evidence_files
+from tests.gitrepo import GitRepo
 
 _TEXT = st.text(st.characters(codec="utf-8"))  # no lone surrogates: ledgers refuse them
 _LEAVES = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _TEXT
@@ -55,3 +61,35 @@ def test_a_value_that_looks_like_the_mark_stays_a_value() -> None:
 def test_no_steps() -> None:
     run: dict[str, Any] = {"steps": {}, "plan": "default"}
     assert _files(run)["run.json"] == dumps(run)
+
+
+def test_append_run_hands_every_tip_it_signs_on_to_check_tip(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``append_run`` shows *check_tip* each tip before it signs on it: the first one, and the
+    new one after losing the race to a concurrent writer (control: a tip it accepts is signed
+    on); a tip it refuses gets nothing signed on it, and the ref stays where it was."""
+    git = open_repo(repo.path).git
+    ci = Ed25519Signer.generate("ci")
+    seen: list[object] = []
+    first = append_run(git, "p", {"run.json": b"{}\n"}, "one\n", ci, check_tip=seen.append)
+    assert seen == [None]
+    raced: list[object] = []
+
+    def lose_once(*args: Any) -> None:
+        if not raced:  # a concurrent writer lands first
+            raced.append(None)
+            raced[0] = append_run(git, "p", {"run.json": b"{}\n"}, "other\n", ci)
+        cas_update(*args)
+
+    monkeypatch.setattr("gitaudit.ledger.runs.cas_update", lose_once)
+    third = append_run(git, "p", {"run.json": b"{}\n"}, "three\n", ci, check_tip=seen.append)
+    assert seen == [None, first, raced[0]]  # after the lost race, the new tip
+    assert git.get(third).parent_ids == [raced[0]]  # type: ignore[union-attr]
+
+    def refuse(tip: object) -> None:
+        raise LedgerError(f"refused {tip}")
+
+    with pytest.raises(LedgerError, match="refused"):
+        append_run(git, "p", {"run.json": b"{}\n"}, "four\n", ci, check_tip=refuse)
+    assert read_ref(git, runs_ref("p")) == third
