@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,15 +89,20 @@ class Paused:
         (self.folder / f"{self.point}.go").touch()
 
 
-def pause_at(argv: list[str], cwd: Path, point: str, folder: Path) -> Paused:
-    """Start *argv* in its own process group with *point* armed; return once it is paused there
-    (the detail the point reported: the commit written, or git's ref updates)."""
+def pause_at(
+    argv: list[str], cwd: Path, point: str, folder: Path, path_first: Path | None = None
+) -> Paused:
+    """Start *argv* in its own process group with *point* armed (and *path_first* first on
+    its PATH); return once it is paused there (the detail the point reported: the commit
+    written, or git's ref updates)."""
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.iterdir():
         old.unlink()
     armed = env(
         **{checkpoint.DIR_VARIABLE: str(folder), checkpoint.POINTS_VARIABLE: point},
     )
+    if path_first is not None:
+        armed["PATH"] = f"{path_first}{os.pathsep}{armed['PATH']}"
     proc = subprocess.Popen(
         argv,
         cwd=cwd,
@@ -117,15 +123,33 @@ def pause_at(argv: list[str], cwd: Path, point: str, folder: Path) -> Paused:
     return Paused(proc, point, marker.read_text(), folder)
 
 
+# gitaudit runs its own git with `core.hooksPath=/dev/null` (no hook of the repository's runs in
+# it: gitaudit.git.environment.NO_HOOKS); the test's stand-in for a crash inside git's ref update
+# is such a hook, so a `git` first on the command's PATH points that setting at the repository's
+# hooks folder and runs the real git with everything else as given
+HOOKS_SHIM = """#!{python}
+import os, sys
+given = [("core.hooksPath={hooks}" if a == "core.hooksPath=/dev/null" else a) for a in sys.argv]
+os.execv({git!r}, [{git!r}, *given[1:]])
+"""
+
+
 @contextlib.contextmanager
-def ref_hook(gitdir: Path, pattern: str, folder: Path) -> Iterator[None]:
-    """git's updates of refs matching *pattern* pause in the prepared state, holding the lock."""
+def ref_hook(gitdir: Path, pattern: str, folder: Path) -> Iterator[Path]:
+    """git's updates of refs matching *pattern* pause in the prepared state, holding the lock;
+    yields a folder to put first on PATH, whose `git` runs that hook in gitaudit's git too."""
     hook = gitdir / "hooks" / "reference-transaction"
     hook.parent.mkdir(exist_ok=True)
     hook.write_text(REF_HOOK.format(dir=folder, pattern=pattern, point=GIT_PREPARED))
     hook.chmod(0o755)
+    real = shutil.which("git")
+    assert real is not None
+    shim = folder.parent / f"{folder.name}-bin" / "git"
+    shim.parent.mkdir(parents=True, exist_ok=True)
+    shim.write_text(HOOKS_SHIM.format(python=sys.executable, hooks=hook.parent, git=real))
+    shim.chmod(0o755)
     try:
-        yield
+        yield shim.parent
     finally:
         hook.unlink()
 
@@ -154,8 +178,9 @@ def pause_and_kill(
     is an orphan now), and finishes."""
     if point == GIT_PREPARED:
         pattern = ref
-        with ref_hook(gitdir, pattern, folder):
-            paused = pause_at(argv, cwd, point, folder)
+        with ref_hook(gitdir, pattern, folder) as path_first:
+            own = gitdir.resolve() == gitdir_of(cwd).resolve()  # not a server's receive-pack
+            paused = pause_at(argv, cwd, point, folder, path_first if own else None)
             # git's own line: <old> <new> <ref>, and git's lock holds the new value
             (new,) = [u.split()[1] for u in paused.detail.splitlines() if u.endswith(f" {ref}")]
             lock = gitdir / f"{ref}.lock"
