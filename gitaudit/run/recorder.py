@@ -965,8 +965,14 @@ def _producers_run(
     (:func:`gitaudit.run.runner.execute`), unless the run leaves it to others (not targeted,
     or *elsewhere*): its producers then execute too, or it would find their outputs missing."""
     carried, incremental, wanted = dict(carried), dict(incremental), list(wanted)
+    known: dict[StepId, bool] = {}  # executes(), until the sets it reads change
 
     def executes(sid: StepId) -> bool:
+        if sid not in known:  # each step once: a walk of every path is exponential in a DAG
+            known[sid] = _executes(sid)
+        return known[sid]
+
+    def _executes(sid: StepId) -> bool:
         if sid in incremental:
             step = plan.step(sid)
             if step is None or sid in elsewhere or (wanted and sid not in wanted):
@@ -989,6 +995,7 @@ def _producers_run(
                 incremental.pop(ref.step, None)
                 if wanted and ref.step not in wanted:
                     wanted.append(ref.step)
+                known.clear()
                 changed = True
     return carried, incremental, wanted
 

@@ -434,3 +434,35 @@ def test_a_dependant_executed_again_finds_its_carried_producers_outputs(
     audit(repo.path, "run", "fetch")
     alone = run_doc(repo)["steps"]
     assert alone["use"]["status"] == "not-run" and alone["build"]["status"] == "carried"
+
+
+def test_which_carried_steps_execute_is_worked_out_once_a_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A step carried for unchanged inputs executes when a prerequisite does, so whether it does
+    was asked of every path through its prerequisites: in a ladder of 60 steps (each after the
+    two before it), all carried, that is about 10^12 questions, and a run that changed nothing
+    never started. Each step's answer is now worked out once (and again only when a producer
+    is taken out of the carried ones): plan.step is looked up a bounded number of times."""
+    from gitaudit.plan.model import Plan
+    from gitaudit.run.recorder import _producers_run
+
+    steps = [
+        run_step(f"s{i}", "true", deps=[f"s{j}" for j in (i - 1, i - 2) if j >= 0])
+        for i in range(60)
+    ]
+    plan, problems = build_plan(make_plan(*steps), name="ladder", source="test")
+    assert not problems
+    looked_up = [0]
+    real = Plan.step
+
+    def counted(self: Plan, sid: str) -> Any:
+        looked_up[0] += 1
+        assert looked_up[0] <= 10_000, "asked along every path"  # fails fast, never hangs
+        return real(self, sid)
+
+    monkeypatch.setattr(Plan, "step", counted)
+    incremental = {f"s{i}": "run" for i in range(60)}
+    carried, still, wanted = _producers_run(plan, {}, incremental, [], lambda _output: True)
+    assert (carried, still, wanted) == ({}, incremental, [])  # nothing executes: all carried
+    assert looked_up[0] <= 60, looked_up[0]
